@@ -1,0 +1,1 @@
+# bench/bench.mk - rules for this component (filled in by its owner)

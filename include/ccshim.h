@@ -1,0 +1,71 @@
+/*
+ * ccshim.h - public API of libccshim, the collective-communication shim.
+ *
+ * libccshim is normally preloaded (LD_PRELOAD, or `ccshim-run -- PROG`) into an
+ * unmodified job.  The functions below are the few things a job may call on
+ * purpose.  A job must build and run the same whether or not the library is
+ * preloaded, so every function here is declared weak for callers: when the
+ * library is absent its address is NULL.  Use the CCSHIM_* macros, which
+ * check for that and do nothing when the shim is not loaded:
+ *
+ *     #include <ccshim.h>
+ *     ...
+ *     optimizer_step();
+ *     CCSHIM_STEP_MARK();          // no-op without the shim
+ *
+ * No link flag is needed for the macros (do not link -lccshim: the library
+ * is meant to be preloaded, not linked).  Other languages can look the symbol
+ * up at run time, e.g. Python: ctypes.CDLL(None).ccshim_step_mark().
+ *
+ * Copyright (c) 2026 the ccshim authors.  MIT licence, see COPYING.
+ */
+#ifndef CCSHIM_H
+#define CCSHIM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CCSHIM_VERSION_MAJOR 0
+#define CCSHIM_VERSION_MINOR 1
+#define CCSHIM_VERSION_PATCH 0
+
+#if defined(CCSHIM_BUILDING_LIBRARY)
+#define CCSHIM_API __attribute__((visibility("default")))
+#else
+#define CCSHIM_API __attribute__((weak))
+#endif
+
+/*
+ * Marks the end of one training step (call it right after the optimizer
+ * step) and returns the number of the step that begins now (the first step
+ * is 0; the first mark returns 1).  Every collective recorded afterwards
+ * carries the new step number.  Thread-safe; costs one atomic increment.
+ */
+CCSHIM_API uint64_t ccshim_step_mark(void);
+
+/* Returns the current step number (0 before the first mark). */
+CCSHIM_API uint64_t ccshim_step_current(void);
+
+/* Returns the library version as "MAJOR.MINOR.PATCH". */
+CCSHIM_API const char *ccshim_version(void);
+
+/*
+ * Flushes this process's trace to CCSHIM_TRACE_DIR now (it is also flushed
+ * at MPI_Finalize, at exit and on fatal signals).  Returns 0 on success, -1
+ * when tracing is off or the write failed (the log says why).
+ */
+CCSHIM_API int ccshim_flush(void);
+
+/* The same calls, safe whether or not the library is loaded. */
+#define CCSHIM_STEP_MARK() ((void)(ccshim_step_mark ? ccshim_step_mark() : 0))
+#define CCSHIM_FLUSH() (ccshim_flush ? ccshim_flush() : -1)
+#define CCSHIM_LOADED() (ccshim_step_mark != 0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCSHIM_H */

@@ -1,0 +1,152 @@
+/*
+ * ccs_kinds.h - the one list of everything ccshim names: kinds of calls,
+ * datatypes, reduction ops, flags.  The runtime, the trace format and the
+ * tools all expand these X-macros, so names and numbers never drift.
+ * Numbers are part of the trace format: append, never renumber.
+ */
+#ifndef CCS_KINDS_H
+#define CCS_KINDS_H
+
+/* Classes of call. */
+#define CCS_CLASS_COLL 1 /* collective, sequenced per communicator */
+#define CCS_CLASS_P2P 2  /* point-to-point, counted, not sequenced across ranks */
+#define CCS_CLASS_COMM 3 /* communicator management */
+#define CCS_CLASS_MARK 4 /* step marker */
+
+/* X(ENUM, number, "name", class) */
+#define CCS_KIND_LIST(X)                                                      \
+    X(ALLREDUCE, 1, "allreduce", CCS_CLASS_COLL)                              \
+    X(REDUCE, 2, "reduce", CCS_CLASS_COLL)                                    \
+    X(BCAST, 3, "bcast", CCS_CLASS_COLL)                                      \
+    X(ALLGATHER, 4, "allgather", CCS_CLASS_COLL)                              \
+    X(ALLGATHERV, 5, "allgatherv", CCS_CLASS_COLL)                            \
+    X(REDUCE_SCATTER, 6, "reduce_scatter", CCS_CLASS_COLL)                    \
+    X(REDUCE_SCATTER_BLOCK, 7, "reduce_scatter_block", CCS_CLASS_COLL)        \
+    X(ALLTOALL, 8, "alltoall", CCS_CLASS_COLL)                                \
+    X(ALLTOALLV, 9, "alltoallv", CCS_CLASS_COLL)                              \
+    X(GATHER, 10, "gather", CCS_CLASS_COLL)                                   \
+    X(GATHERV, 11, "gatherv", CCS_CLASS_COLL)                                 \
+    X(SCATTER, 12, "scatter", CCS_CLASS_COLL)                                 \
+    X(SCATTERV, 13, "scatterv", CCS_CLASS_COLL)                               \
+    X(BARRIER, 14, "barrier", CCS_CLASS_COLL)                                 \
+    X(SCAN, 15, "scan", CCS_CLASS_COLL)                                       \
+    X(EXSCAN, 16, "exscan", CCS_CLASS_COLL)                                   \
+    X(SEND, 32, "send", CCS_CLASS_P2P)                                        \
+    X(RECV, 33, "recv", CCS_CLASS_P2P)                                        \
+    X(SENDRECV, 34, "sendrecv", CCS_CLASS_P2P)                                \
+    X(COMM_INIT, 48, "comm_init", CCS_CLASS_COMM)                             \
+    X(COMM_DUP, 49, "comm_dup", CCS_CLASS_COMM)                               \
+    X(COMM_SPLIT, 50, "comm_split", CCS_CLASS_COMM)                           \
+    X(COMM_CREATE, 51, "comm_create", CCS_CLASS_COMM)                         \
+    X(COMM_FREE, 52, "comm_free", CCS_CLASS_COMM)                             \
+    X(COMM_SHRINK, 53, "comm_shrink", CCS_CLASS_COMM)                         \
+    X(COMM_FINALIZE, 54, "comm_finalize", CCS_CLASS_COMM)                     \
+    X(COMM_ABORT, 55, "comm_abort", CCS_CLASS_COMM)                           \
+    X(STEP, 64, "step", CCS_CLASS_MARK)
+
+enum ccs_kind {
+#define CCS_X(e, n, s, c) CCS_KIND_##e = n,
+    CCS_KIND_LIST(CCS_X)
+#undef CCS_X
+    CCS_KIND_MAX = 65
+};
+
+/* X(ENUM, number, "name", size in bytes or 0 when not fixed) */
+#define CCS_DTYPE_LIST(X)                                                     \
+    X(NONE, 0, "none", 0)                                                     \
+    X(INT8, 1, "int8", 1)                                                     \
+    X(UINT8, 2, "uint8", 1)                                                   \
+    X(INT16, 3, "int16", 2)                                                   \
+    X(UINT16, 4, "uint16", 2)                                                 \
+    X(INT32, 5, "int32", 4)                                                   \
+    X(UINT32, 6, "uint32", 4)                                                 \
+    X(INT64, 7, "int64", 8)                                                   \
+    X(UINT64, 8, "uint64", 8)                                                 \
+    X(FLOAT16, 9, "float16", 2)                                               \
+    X(BFLOAT16, 10, "bfloat16", 2)                                            \
+    X(FLOAT32, 11, "float32", 4)                                              \
+    X(FLOAT64, 12, "float64", 8)                                              \
+    X(FP8E4M3, 13, "fp8e4m3", 1)                                              \
+    X(FP8E5M2, 14, "fp8e5m2", 1)                                              \
+    X(LONG_DOUBLE, 15, "long_double", 16)                                     \
+    X(BYTE, 16, "byte", 1)                                                    \
+    X(CHAR, 17, "char", 1)                                                    \
+    X(PAIR, 18, "pair", 0)                                                    \
+    X(COMPLEX64, 19, "complex64", 8)                                          \
+    X(COMPLEX128, 20, "complex128", 16)                                       \
+    X(DERIVED, 30, "derived", 0)                                              \
+    X(UNKNOWN, 31, "unknown", 0)
+
+enum ccs_dtype {
+#define CCS_X(e, n, s, z) CCS_DT_##e = n,
+    CCS_DTYPE_LIST(CCS_X)
+#undef CCS_X
+    CCS_DT_MAX = 32
+};
+
+/* X(ENUM, number, "name") */
+#define CCS_OP_LIST(X)                                                        \
+    X(NONE, 0, "none")                                                        \
+    X(SUM, 1, "sum")                                                          \
+    X(PROD, 2, "prod")                                                        \
+    X(MAX, 3, "max")                                                          \
+    X(MIN, 4, "min")                                                          \
+    X(AVG, 5, "avg")                                                          \
+    X(PREMULSUM, 6, "premulsum")                                              \
+    X(BAND, 7, "band")                                                        \
+    X(BOR, 8, "bor")                                                          \
+    X(BXOR, 9, "bxor")                                                        \
+    X(LAND, 10, "land")                                                       \
+    X(LOR, 11, "lor")                                                         \
+    X(LXOR, 12, "lxor")                                                       \
+    X(MINLOC, 13, "minloc")                                                   \
+    X(MAXLOC, 14, "maxloc")                                                   \
+    X(REPLACE, 15, "replace")                                                 \
+    X(NO_OP, 16, "no_op")                                                     \
+    X(USER, 17, "user")
+
+enum ccs_op {
+#define CCS_X(e, n, s) CCS_OP_##e = n,
+    CCS_OP_LIST(CCS_X)
+#undef CCS_X
+    CCS_OP_MAX = 18
+};
+
+/* X(ENUM, bit, "name") - record flags */
+#define CCS_FLAG_LIST(X)                                                      \
+    X(IN_PLACE, 0x01, "in_place")                                             \
+    X(NONBLOCKING, 0x02, "nonblocking")                                       \
+    X(IN_GROUP, 0x04, "in_group")                                             \
+    X(DEFERRED, 0x08, "deferred")                                             \
+    X(COALESCED, 0x10, "coalesced")                                           \
+    X(ERROR, 0x20, "error")
+
+enum ccs_flag {
+#define CCS_X(e, b, s) CCS_F_##e = b,
+    CCS_FLAG_LIST(CCS_X)
+#undef CCS_X
+};
+
+/* Backends. */
+#define CCS_BACKEND_LIST(X)                                                   \
+    X(NONE, 0, "none")                                                        \
+    X(MPI, 1, "mpi")                                                          \
+    X(NCCL, 2, "nccl")
+
+enum ccs_backend {
+#define CCS_X(e, n, s) CCS_BE_##e = n,
+    CCS_BACKEND_LIST(CCS_X)
+#undef CCS_X
+};
+
+/* Name lookups (return "?" for numbers not in the lists); defined in names.c. */
+const char *ccs_kind_name(unsigned kind);
+int ccs_kind_class(unsigned kind);
+const char *ccs_dtype_name(unsigned dtype);
+unsigned ccs_dtype_size(unsigned dtype);
+const char *ccs_op_name(unsigned op);
+const char *ccs_backend_name(unsigned backend);
+/* Parses a kind name; returns the kind, or -1 when unknown. */
+int ccs_kind_parse(const char *name);
+
+#endif

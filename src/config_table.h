@@ -1,0 +1,43 @@
+/*
+ * config_table.h - every CCSHIM_* environment variable, declared once.
+ * The library's parser (config.c) and `ccshim-run --help` both expand it.
+ *
+ * X(FIELD, "CCSHIM_NAME", TYPE, "default", "accepted values / help")
+ * TYPE: BOOL (0/1/yes/no/on/off/true/false), INT (decimal, within MIN..MAX
+ * given by CCS_CFG_RANGE_FIELD below), STR, ENUM (one of the words listed
+ * in the help between braces, first word = value 0).
+ *
+ * Each feature keeps its rows in its own section below.
+ */
+#ifndef CCS_CONFIG_TABLE_H
+#define CCS_CONFIG_TABLE_H
+
+#define CCS_CONFIG_LIST(X)                                                                                 \
+    /* --- core ------------------------------------------------------------------------------- */        \
+    X(disable, "CCSHIM_DISABLE", BOOL, "0", "1 forwards every call unchanged and records nothing")       \
+    X(log, "CCSHIM_LOG", STR, "stderr",                                                                   \
+      "where log lines go: stderr, or a file pattern (%r rank, %p pid, %h host, %j job)")                 \
+    X(log_level, "CCSHIM_LOG_LEVEL", ENUM, "warn", "{error warn info debug}")                            \
+    X(trace_dir, "CCSHIM_TRACE_DIR", STR, "",                                                             \
+      "directory for per-rank traces (created if missing); empty: no trace")                               \
+    X(ring_size, "CCSHIM_RING_SIZE", INT, "65536",                                                        \
+      "records buffered per thread, a power of two in 1024..16777216")                                    \
+    X(stack_depth, "CCSHIM_STACK_DEPTH", INT, "16", "frames unwound per new call site, 0..32")           \
+    X(flush_ms, "CCSHIM_FLUSH_MS", INT, "100", "background writer period in ms, 1..60000")                \
+    X(summary, "CCSHIM_SUMMARY", BOOL, "1", "one summary line per rank at exit")                          \
+    X(signals, "CCSHIM_SIGNALS", BOOL, "1",                                                               \
+      "flush the trace on fatal signals (only where the job left the default handler)")                   \
+    X(job_id, "CCSHIM_JOB_ID", STR, "",                                                                   \
+      "job id in trace names; default: from Slurm, Open MPI, PMIx or torchrun, else 'local'")             \
+    /* --- desync detection (docs/desync.md) ----------------------------------------------- */          \
+    /* CCS_CONFIG_DESYNC_ROWS */                                                                           \
+    /* --- coalescing (docs/coalescing.md) ------------------------------------------------- */          \
+    /* CCS_CONFIG_COALESCE_ROWS */
+
+/* Ranges of INT fields: X(FIELD, MIN, MAX) */
+#define CCS_CONFIG_RANGES(X)                                                                               \
+    X(ring_size, 1024, 16777216)                                                                           \
+    X(stack_depth, 0, 32)                                                                                  \
+    X(flush_ms, 1, 60000)
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * log.h - ccshim's one way to speak: lines prefixed "ccshim[RANK@HOST]: ",
+ * to stderr or to the CCSHIM_LOG file.  Safe from any thread; never
+ * allocates (formats into a stack buffer and writes it with one write(2)).
+ */
+#ifndef CCS_LOG_H
+#define CCS_LOG_H
+
+enum ccs_log_level { CCS_LOG_ERROR = 0, CCS_LOG_WARN = 1, CCS_LOG_INFO = 2, CCS_LOG_DEBUG = 3 };
+
+__attribute__((visibility("hidden"), format(printf, 2, 3))) void ccs_log(int level, const char *fmt, ...);
+
+/* Logs at most once per FLAG (an int the caller keeps, static or per object). */
+__attribute__((visibility("hidden"), format(printf, 3, 4))) void ccs_log_once(int *flag, int level,
+                                                                              const char *fmt, ...);
+
+/* Opens the CCSHIM_LOG destination (after config load and whenever the rank
+ * becomes known, as the file pattern may name it). */
+__attribute__((visibility("hidden"))) void ccs_log_open(void);
+
+/* Raw write of a preformatted block (diagnostic dumps), same destination. */
+__attribute__((visibility("hidden"))) void ccs_log_raw(const char *text, unsigned long len);
+
+#define CCS_LOG(level, ...) ccs_log(CCS_LOG_##level, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,260 @@
+/* trace_reader.c - streaming reader of per-rank traces (see trace_reader.h). */
+#include "trace_reader.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Chunks larger than this are damage, not data: the writer never makes them. */
+#define MAX_CHUNK (64u << 20)
+#define META_MAX 8192
+
+struct ccs_trace_reader {
+    FILE *f;
+    char path[4096];
+    struct ccs_trace_header hdr;
+    unsigned char *buf; /* payload of the current chunk */
+    size_t cap;
+    uint32_t type, len, pos; /* current chunk and position in it */
+    int seen_end, truncated;
+    char meta[META_MAX];
+    size_t meta_len;
+};
+
+static void seterr(char *err, size_t n, const char *path, const char *what)
+{
+    if (err && n)
+        snprintf(err, n, "%s: %s", path, what);
+}
+
+struct ccs_trace_reader *ccs_trace_open(const char *path, char *err, size_t errlen)
+{
+    struct ccs_trace_reader *r = calloc(1, sizeof *r);
+    char msg[256];
+    if (!r) {
+        seterr(err, errlen, path, "out of memory");
+        return NULL;
+    }
+    snprintf(r->path, sizeof r->path, "%s", path);
+    r->f = fopen(path, "rb");
+    if (!r->f) {
+        snprintf(msg, sizeof msg, "cannot open: %s", strerror(errno));
+        goto fail;
+    }
+    size_t got = fread(&r->hdr, 1, sizeof r->hdr, r->f);
+    if (got < 8 || memcmp(r->hdr.magic, CCS_TRACE_MAGIC, 8) != 0) {
+        snprintf(msg, sizeof msg, "not a ccshim trace (no %s magic number)", CCS_TRACE_MAGIC);
+        goto fail;
+    }
+    if (got < sizeof r->hdr) {
+        snprintf(msg, sizeof msg, "truncated header (%zu of %zu bytes)", got, sizeof r->hdr);
+        goto fail;
+    }
+    if (r->hdr.byteorder != CCS_TRACE_BYTEORDER) {
+        snprintf(msg, sizeof msg, "written with the other byte order (0x%08x); read it on a machine of that order",
+                 (unsigned)r->hdr.byteorder);
+        goto fail;
+    }
+    if (r->hdr.version > CCS_TRACE_VERSION) {
+        snprintf(msg, sizeof msg, "trace format version %u is newer than this tool understands (%u); update ccshim",
+                 (unsigned)r->hdr.version, CCS_TRACE_VERSION);
+        goto fail;
+    }
+    if (r->hdr.version == 0 || r->hdr.header_size < sizeof r->hdr ||
+        r->hdr.record_size != sizeof(struct ccs_record)) {
+        snprintf(msg, sizeof msg, "bad header (version %u, header %u bytes, record %u bytes; expected record %zu)",
+                 (unsigned)r->hdr.version, (unsigned)r->hdr.header_size, (unsigned)r->hdr.record_size,
+                 sizeof(struct ccs_record));
+        goto fail;
+    }
+    if (r->hdr.header_size > sizeof r->hdr && fseek(r->f, r->hdr.header_size, SEEK_SET) != 0) {
+        snprintf(msg, sizeof msg, "truncated header");
+        goto fail;
+    }
+    return r;
+fail:
+    seterr(err, errlen, path, msg);
+    ccs_trace_close(r);
+    return NULL;
+}
+
+const struct ccs_trace_header *ccs_trace_hdr(const struct ccs_trace_reader *r) { return &r->hdr; }
+
+int ccs_trace_truncated(const struct ccs_trace_reader *r) { return r->truncated || !r->seen_end; }
+
+/* Loads the next chunk's payload; 1 loaded, 0 clean EOF, -1 damaged. */
+static int load_chunk(struct ccs_trace_reader *r, char *err, size_t errlen)
+{
+    struct ccs_chunk c;
+    char msg[256];
+    size_t got = fread(&c, 1, sizeof c, r->f);
+    if (got == 0)
+        return 0;
+    if (got < sizeof c) {
+        r->truncated = 1;
+        seterr(err, errlen, r->path, "truncated: the file ends inside a chunk header");
+        return -1;
+    }
+    if (c.length > MAX_CHUNK) {
+        snprintf(msg, sizeof msg, "damaged: chunk of type %u claims %u bytes (at most %u)", (unsigned)c.type,
+                 (unsigned)c.length, MAX_CHUNK);
+        seterr(err, errlen, r->path, msg);
+        return -1;
+    }
+    if (c.length + 1 > r->cap) {
+        size_t ncap = c.length + 1 < 65536 ? 65536 : (size_t)c.length + 1;
+        unsigned char *nb = realloc(r->buf, ncap);
+        if (!nb) {
+            seterr(err, errlen, r->path, "out of memory");
+            return -1;
+        }
+        r->buf = nb;
+        r->cap = ncap;
+    }
+    got = fread(r->buf, 1, c.length, r->f);
+    if (got < c.length) {
+        r->truncated = 1;
+        snprintf(msg, sizeof msg, "truncated: the file ends inside a chunk (%zu of %u bytes)", got,
+                 (unsigned)c.length);
+        seterr(err, errlen, r->path, msg);
+        return -1;
+    }
+    r->buf[c.length] = 0;
+    r->type = c.type;
+    r->len = c.length;
+    r->pos = 0;
+    return 1;
+}
+
+static int bad(struct ccs_trace_reader *r, char *err, size_t errlen, const char *what)
+{
+    char msg[200];
+    snprintf(msg, sizeof msg, "damaged %s chunk", what);
+    seterr(err, errlen, r->path, msg);
+    r->len = r->pos = 0;
+    return -1;
+}
+
+int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, size_t errlen)
+{
+    for (;;) {
+        if (r->pos >= r->len) {
+            int rc = load_chunk(r, err, errlen);
+            if (rc <= 0)
+                return rc;
+        }
+        unsigned char *p = r->buf + r->pos;
+        uint32_t left = r->len - r->pos;
+        switch (r->type) {
+        case CCS_CHUNK_RECORDS:
+            if (left < sizeof(struct ccs_record))
+                return bad(r, err, errlen, "records");
+            it->type = CCS_ITEM_RECORD;
+            memcpy(&it->u.record, p, sizeof it->u.record);
+            r->pos += sizeof(struct ccs_record);
+            return 1;
+        case CCS_CHUNK_COMM:
+            if (left < sizeof(struct ccs_trace_comm))
+                return bad(r, err, errlen, "comm");
+            it->type = CCS_ITEM_COMM;
+            memcpy(&it->u.comm, p, sizeof it->u.comm);
+            r->pos = r->len;
+            return 1;
+        case CCS_CHUNK_END:
+            if (left < sizeof(struct ccs_trace_end))
+                return bad(r, err, errlen, "end");
+            it->type = CCS_ITEM_END;
+            memcpy(&it->u.end, p, sizeof it->u.end);
+            r->seen_end = 1;
+            r->pos = r->len;
+            return 1;
+        case CCS_CHUNK_META:
+            it->type = CCS_ITEM_META;
+            it->u.meta.text = (const char *)p;
+            if (r->meta_len + left < META_MAX) {
+                memcpy(r->meta + r->meta_len, p, left);
+                r->meta_len += left;
+                r->meta[r->meta_len] = 0;
+            }
+            r->pos = r->len;
+            return 1;
+        case CCS_CHUNK_MODULE: {
+            struct ccs_trace_module m;
+            if (left < sizeof m)
+                return bad(r, err, errlen, "module");
+            memcpy(&m, p, sizeof m);
+            if (m.path_len > left - sizeof m)
+                return bad(r, err, errlen, "module");
+            p[sizeof m + m.path_len] = 0; /* within buf: buf has len+1 bytes */
+            it->type = CCS_ITEM_MODULE;
+            it->u.module.id = m.id;
+            it->u.module.path = (const char *)p + sizeof m;
+            r->pos = r->len;
+            return 1;
+        }
+        case CCS_CHUNK_SITE: {
+            struct ccs_trace_site s;
+            if (left < sizeof s)
+                return bad(r, err, errlen, "site");
+            memcpy(&s, p, sizeof s);
+            if (s.depth > CCS_MAX_FRAMES || (uint64_t)s.depth * sizeof(struct ccs_trace_frame) > left - sizeof s)
+                return bad(r, err, errlen, "site");
+            it->type = CCS_ITEM_SITE;
+            it->u.site.id = s.id;
+            it->u.site.depth = s.depth;
+            memcpy(it->u.site.frames, p + sizeof s, s.depth * sizeof(struct ccs_trace_frame));
+            /* Symbol names follow the frames back to back; each is NUL-terminated
+             * in place by overwriting nothing: we copy into a scratch area at the
+             * end of the buffer instead of trusting the writer's lengths. */
+            size_t off = sizeof s + s.depth * sizeof(struct ccs_trace_frame);
+            for (uint32_t i = 0; i < s.depth; i++) {
+                uint32_t n = it->u.site.frames[i].sym_len;
+                if (n == 0 || off + n > left) {
+                    it->u.site.symbols[i] = NULL;
+                    continue;
+                }
+                it->u.site.symbols[i] = (const char *)p + off;
+                off += n; /* names are written with their NUL, counted in sym_len */
+                if (p[off - 1] != 0)
+                    it->u.site.symbols[i] = NULL;
+            }
+            r->pos = r->len;
+            return 1;
+        }
+        default:
+            r->pos = r->len; /* unknown chunk: skip */
+            continue;
+        }
+    }
+}
+
+const char *ccs_trace_meta(const struct ccs_trace_reader *r, const char *key)
+{
+    static __thread char val[512];
+    size_t kl = strlen(key);
+    const char *p = r->meta;
+    while (p && *p) {
+        const char *nl = strchr(p, '\n');
+        size_t ll = nl ? (size_t)(nl - p) : strlen(p);
+        if (ll > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            size_t vl = ll - kl - 1;
+            if (vl >= sizeof val)
+                vl = sizeof val - 1;
+            memcpy(val, p + kl + 1, vl);
+            val[vl] = 0;
+            return val;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return NULL;
+}
+
+void ccs_trace_close(struct ccs_trace_reader *r)
+{
+    if (!r)
+        return;
+    if (r->f)
+        fclose(r->f);
+    free(r->buf);
+    free(r);
+}

@@ -1,0 +1,1 @@
+# tests/coalesce/coalesce-tests.mk - rules for these tests (filled in by their owner)

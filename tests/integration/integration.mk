@@ -1,0 +1,1 @@
+# tests/integration/integration.mk - rules for these tests (filled in by their owner)

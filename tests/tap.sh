@@ -1,0 +1,85 @@
+# tests/tap.sh - sourced by shell tests: TAP output and MPI launching with a
+# timeout that never leaves a process behind.
+#
+#   . "$top_srcdir/tests/tap.sh"
+#   tap_plan 3
+#   tap_check "name" test "$a" = "$b"
+#   tap_skip_all "why"          # exit 0 with "1..0 # SKIP why"
+#   ccs_mpirun 60 4 ./prog args # mpirun -np 4 with a 60 s limit
+set -u
+: "${top_srcdir:?tests must run under make check (top_srcdir unset)}"
+: "${top_builddir:?tests must run under make check (top_builddir unset)}"
+TAP_N=0
+TAP_FAILED=0
+CCS_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ccshim-test.XXXXXX")
+CCS_KEEP=${CCS_KEEP:-0}
+
+tap_cleanup() {
+    ccs_kill_all
+    if [ "$CCS_KEEP" = 1 ]; then echo "# kept $CCS_TMP"; else rm -rf "$CCS_TMP"; fi
+}
+trap tap_cleanup EXIT
+trap 'exit 130' INT TERM
+
+tap_plan() { echo "1..$1"; }
+tap_skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+tap_ok() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $*"; }
+tap_not_ok() { TAP_N=$((TAP_N + 1)); TAP_FAILED=$((TAP_FAILED + 1)); echo "not ok $TAP_N - $*"; }
+tap_skip() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $1 # SKIP ${2:-}"; }
+tap_diag() { sed 's/^/# /'; }
+# tap_check NAME CMD...: ok when CMD succeeds.
+tap_check() {
+    local name=$1; shift
+    if "$@"; then tap_ok "$name"; else tap_not_ok "$name"; fi
+}
+# tap_eq NAME EXPECTED ACTUAL
+tap_eq() {
+    if [ "$2" = "$3" ]; then tap_ok "$1"; else tap_not_ok "$1"; echo "#   expected: $2"; echo "#   actual:   $3"; fi
+}
+
+CCS_PGIDS=""
+# Kills every process group started by ccs_run_timeout that is still alive.
+ccs_kill_all() {
+    local g
+    for g in $CCS_PGIDS; do kill -KILL -- "-$g" 2>/dev/null; done
+    CCS_PGIDS=""
+}
+
+# ccs_run_timeout SECONDS CMD...: runs CMD in its own process group; on
+# timeout kills the whole group (TERM, then KILL) and returns 124.
+ccs_run_timeout() {
+    local secs=$1; shift
+    setsid "$@" &
+    local pid=$!
+    CCS_PGIDS="$CCS_PGIDS $pid"
+    local waited=0 rc
+    while kill -0 "$pid" 2>/dev/null; do
+        if [ "$waited" -ge $((secs * 10)) ]; then
+            kill -TERM -- "-$pid" 2>/dev/null; sleep 1; kill -KILL -- "-$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+            echo "# timed out after ${secs}s: $*"
+            return 124
+        fi
+        sleep 0.1; waited=$((waited + 1))
+    done
+    wait "$pid"; rc=$?
+    kill -KILL -- "-$pid" 2>/dev/null # stray children of a finished launcher
+    return $rc
+}
+
+# ccs_mpirun SECONDS NP CMD...: mpirun with a timeout, as root if need be.
+ccs_mpirun() {
+    local secs=$1 np=$2; shift 2
+    ccs_run_timeout "$secs" "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe \
+        --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
+        -np "$np" "$@"
+}
+
+ccs_have_mpi() { [ -n "${MPIRUN:-}" ] && [ -x "$top_builddir/.libs/libccshim-mpi.so" ]; }
+
+# Paths every test uses.
+CCSHIM_RUN="$top_builddir/ccshim-run"
+CCSHIM_AUDIT="$top_builddir/ccshim-audit"
+CCSHIM_TRAINER="$top_builddir/ccshim-trainer"
+
+tap_done() { [ "$TAP_FAILED" -eq 0 ]; }

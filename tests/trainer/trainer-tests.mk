@@ -1,0 +1,1 @@
+# tests/trainer/trainer-tests.mk - rules for these tests (filled in by their owner)

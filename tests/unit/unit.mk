@@ -1,0 +1,1 @@
+# tests/unit/unit.mk - rules for these tests (filled in by their owner)

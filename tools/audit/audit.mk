@@ -1,0 +1,1 @@
+# tools/audit/audit.mk - rules for this component (filled in by its owner)

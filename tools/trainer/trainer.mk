@@ -1,0 +1,1 @@
+# tools/trainer/trainer.mk - rules for this component (filled in by its owner)
