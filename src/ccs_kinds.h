@@ -109,7 +109,7 @@ enum ccs_op {
 #define CCS_X(e, n, s) CCS_OP_##e = n,
     CCS_OP_LIST(CCS_X)
 #undef CCS_X
-    CCS_OP_MAX = 18
+    CCS_OP_LIMIT = 18 /* one past the last op */
 };
 
 /* X(ENUM, bit, "name") - record flags */

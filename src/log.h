@@ -6,7 +6,8 @@
 #ifndef CCS_LOG_H
 #define CCS_LOG_H
 
-enum ccs_log_level { CCS_LOG_ERROR = 0, CCS_LOG_WARN = 1, CCS_LOG_INFO = 2, CCS_LOG_DEBUG = 3 };
+/* NOTE: a line the user asked for (the exit summary): shown at every level. */
+enum ccs_log_level { CCS_LOG_ERROR = 0, CCS_LOG_WARN = 1, CCS_LOG_INFO = 2, CCS_LOG_DEBUG = 3, CCS_LOG_NOTE = 4 };
 
 __attribute__((visibility("hidden"), format(printf, 2, 3))) void ccs_log(int level, const char *fmt, ...);
 

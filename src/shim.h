@@ -73,7 +73,6 @@ struct ccs_comm {
     _Atomic uint64_t seq;     /* next collective sequence number (from 1) */
     _Atomic uint64_t p2p;     /* point-to-point calls so far */
     _Atomic uint64_t children;/* communicators created from this one so far */
-    atomic_int written;       /* its COMM chunk is in the trace */
     int agreed;               /* 1 when every member derives the same id */
     void *feature[2];         /* per-communicator state of later features */
 };
@@ -103,8 +102,9 @@ CCS_HIDDEN struct ccs_comm *ccs_comm_adopt(int backend, uintptr_t handle, int ra
 /* Visits every live entry (for the writer and the features). */
 CCS_HIDDEN void ccs_comm_foreach(void (*fn)(struct ccs_comm *, void *), void *arg);
 
-/* Forgets "written" flags (after fork, for the child's new trace). */
-CCS_HIDDEN void ccs_comm_mark_unwritten(void);
+/* Copies up to MAX communicator definitions, the FROM-th registered onwards,
+ * into OUT (for the trace writer, which keeps its own cursor).  Returns how many. */
+CCS_HIDDEN size_t ccs_comm_defs(size_t from, struct ccs_trace_comm *out, size_t max);
 
 /* ---------------------------------------------------------- fingerprint.c */
 

@@ -1,0 +1,150 @@
+/*
+ * comm.c - the communicator table: local handle -> identity and sequence
+ * counters.  Open addressing over a static array; lookups are lock-free
+ * (acquire loads), insertions and retirements take a mutex (they happen at
+ * communicator creation and destruction only).  Retired slots become
+ * tombstones so probe chains stay intact; handles may be reused.
+ */
+#include "log.h"
+#include "shim.h"
+#include <pthread.h>
+#include <string.h>
+
+#define TOMBSTONE ((uintptr_t)1)
+
+static struct ccs_comm table[CCS_COMM_SLOTS];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int full_logged, adopt_logged;
+static _Atomic uint64_t adopted;
+
+/* Every definition ever registered, in order, for the trace writer: a
+ * communicator freed before the writer's next pass must still be described. */
+#define MAX_DEFS 16384
+static struct ccs_trace_comm defs[MAX_DEFS];
+static _Atomic size_t ndefs;
+static int defs_logged;
+
+static inline size_t slot_of(int backend, uintptr_t handle)
+{
+    return (size_t)(ccs_hash_mix((uint64_t)backend, (uint64_t)handle) & (CCS_COMM_SLOTS - 1));
+}
+
+struct ccs_comm *ccs_comm_lookup(int backend, uintptr_t handle)
+{
+    size_t i = slot_of(backend, handle);
+    for (size_t n = 0; n < CCS_COMM_SLOTS; n++, i = (i + 1) & (CCS_COMM_SLOTS - 1)) {
+        uintptr_t h = atomic_load_explicit(&table[i].handle, memory_order_acquire);
+        if (h == 0)
+            return NULL;
+        if (h == handle && table[i].backend == backend)
+            return &table[i];
+    }
+    return NULL;
+}
+
+struct ccs_comm *ccs_comm_register(int backend, uintptr_t handle, uint64_t id, uint64_t parent, int rank, int size,
+                                   int how, int color)
+{
+    struct ccs_comm *c = NULL;
+    if (handle <= TOMBSTONE)
+        return NULL;
+    pthread_mutex_lock(&lock);
+    /* A live entry for the same handle means the job freed it behind our
+     * back (or through a call we do not intercept): replace it. */
+    struct ccs_comm *old = ccs_comm_lookup(backend, handle);
+    if (old)
+        atomic_store_explicit(&old->handle, TOMBSTONE, memory_order_release);
+    size_t i = slot_of(backend, handle);
+    for (size_t n = 0; n < CCS_COMM_SLOTS; n++, i = (i + 1) & (CCS_COMM_SLOTS - 1)) {
+        uintptr_t h = atomic_load_explicit(&table[i].handle, memory_order_relaxed);
+        if (h == 0 || h == TOMBSTONE) {
+            c = &table[i];
+            break;
+        }
+    }
+    if (!c) {
+        pthread_mutex_unlock(&lock);
+        ccs_log_once(&full_logged, CCS_LOG_WARN,
+                     "communicator table full (%d live communicators); calls on new ones are not recorded",
+                     CCS_COMM_SLOTS);
+        return NULL;
+    }
+    /* Fill every field before publishing the handle. */
+    c->id = id;
+    c->parent = parent;
+    c->rank = rank;
+    c->size = size;
+    c->backend = (uint16_t)backend;
+    c->how = (uint16_t)how;
+    c->color = color;
+    c->t_created = ccs_ticks();
+    c->agreed = 1;
+    c->feature[0] = c->feature[1] = NULL;
+    atomic_store_explicit(&c->seq, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->p2p, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->children, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->handle, handle, memory_order_release);
+    size_t n = atomic_load_explicit(&ndefs, memory_order_relaxed);
+    if (n < MAX_DEFS) {
+        defs[n] = (struct ccs_trace_comm){.id = id, .parent = parent, .handle = handle, .rank = rank,
+                                          .size = size, .backend = (uint16_t)backend, .how = (uint16_t)how,
+                                          .color = color, .t_created = c->t_created};
+        atomic_store_explicit(&ndefs, n + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&lock);
+    if (n >= MAX_DEFS)
+        ccs_log_once(&defs_logged, CCS_LOG_WARN,
+                     "more than %d communicators created; later ones are missing from the trace", MAX_DEFS);
+    return c;
+}
+
+void ccs_comm_retire(struct ccs_comm *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&lock);
+    atomic_store_explicit(&c->handle, TOMBSTONE, memory_order_release);
+    pthread_mutex_unlock(&lock);
+}
+
+uint64_t ccs_comm_child_id(struct ccs_comm *parent, int how, int64_t discriminator)
+{
+    uint64_t pid = parent ? parent->id : 0;
+    uint64_t n = parent ? atomic_fetch_add_explicit(&parent->children, 1, memory_order_relaxed) : 0;
+    uint64_t h = ccs_hash_mix(pid, (uint64_t)how);
+    h = ccs_hash_mix(h, n);
+    return ccs_hash_mix(h, (uint64_t)discriminator) | 1; /* never 0 */
+}
+
+struct ccs_comm *ccs_comm_adopt(int backend, uintptr_t handle, int rank, int size)
+{
+    uint64_t n = atomic_fetch_add(&adopted, 1);
+    uint64_t id = ccs_hash_mix(ccs_hash_bytes(ccs_hostname(), strlen(ccs_hostname()), (uint64_t)ccs_world_rank()),
+                               0xadull << 32 | n);
+    struct ccs_comm *c = ccs_comm_register(backend, handle, id | 1, 0, rank, size, 0, -1);
+    if (c) {
+        c->agreed = 0;
+        ccs_log_once(&adopt_logged, CCS_LOG_INFO,
+                     "%s communicator %#lx was created by a call ccshim does not intercept; its calls are "
+                     "counted under a local identity and not compared across ranks",
+                     ccs_backend_name((unsigned)backend), (unsigned long)handle);
+    }
+    return c;
+}
+
+void ccs_comm_foreach(void (*fn)(struct ccs_comm *, void *), void *arg)
+{
+    for (size_t i = 0; i < CCS_COMM_SLOTS; i++) {
+        uintptr_t h = atomic_load_explicit(&table[i].handle, memory_order_acquire);
+        if (h > TOMBSTONE)
+            fn(&table[i], arg);
+    }
+}
+
+size_t ccs_comm_defs(size_t from, struct ccs_trace_comm *out, size_t max)
+{
+    size_t n = atomic_load_explicit(&ndefs, memory_order_acquire), k = 0;
+    for (size_t i = from; i < n && k < max; i++)
+        out[k++] = defs[i];
+    return k;
+}

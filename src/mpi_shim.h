@@ -1,0 +1,56 @@
+/*
+ * mpi_shim.h - shared by the MPI interposer's files (libccshim-mpi.so only).
+ *
+ * Every intercepted function F is defined twice, as MPI_F and PMPI_F (so a
+ * job or library that enters through the profiling name is seen too, as
+ * Darshan does), and both forward to one static w_F.  The real function is
+ * PMPI_F of the next library (the MPI), found once with dlsym(RTLD_NEXT);
+ * ccshim's own MPI calls go straight to those pointers and are never counted.
+ */
+#ifndef CCS_MPI_SHIM_H
+#define CCS_MPI_SHIM_H
+
+#include "shim.h"
+#include <mpi.h>
+
+/* X(name): every function this library defines as MPI_name and PMPI_name. */
+#define CCS_MPI_FUNCS(X)                                                                                   \
+    X(Init) X(Init_thread) X(Finalize)                                                                     \
+    X(Allreduce) X(Iallreduce) X(Reduce) X(Ireduce) X(Bcast) X(Ibcast)                                     \
+    X(Allgather) X(Iallgather) X(Allgatherv) X(Iallgatherv)                                                \
+    X(Reduce_scatter) X(Ireduce_scatter) X(Reduce_scatter_block) X(Ireduce_scatter_block)                  \
+    X(Alltoall) X(Ialltoall) X(Alltoallv) X(Ialltoallv)                                                    \
+    X(Gather) X(Igather) X(Gatherv) X(Igatherv) X(Scatter) X(Iscatter) X(Scatterv) X(Iscatterv)            \
+    X(Barrier) X(Ibarrier) X(Scan) X(Iscan) X(Exscan) X(Iexscan)                                           \
+    X(Send) X(Recv) X(Isend) X(Irecv) X(Sendrecv)                                                          \
+    X(Comm_dup) X(Comm_idup) X(Comm_split) X(Comm_split_type) X(Comm_create) X(Comm_free)
+
+/* Pointers to the real PMPI functions. */
+#define CCS_X(name) extern CCS_HIDDEN __typeof__(PMPI_##name) *ccs_real_##name;
+CCS_MPI_FUNCS(CCS_X)
+#undef CCS_X
+
+/* Resolves every ccs_real_* pointer (idempotent).  0, or -1 when one is
+ * missing (logged; its wrapper then fails with MPI_ERR_INTERN). */
+CCS_HIDDEN int ccs_mpi_resolve(void);
+
+/* The real function NAME, resolved on first need. */
+#define CCS_REAL(name) (ccs_real_##name ? ccs_real_##name : (ccs_mpi_resolve(), ccs_real_##name))
+
+/* Defines MPI_name and PMPI_name with PARAMS, both forwarding ARGS and the
+ * caller's return address to w_name. */
+#define CCS_MPI_ENTRY(name, params, ...)                                                                   \
+    CCS_EXPORT int MPI_##name params { return w_##name(__VA_ARGS__, __builtin_return_address(0)); }       \
+    CCS_EXPORT int PMPI_##name params { return w_##name(__VA_ARGS__, __builtin_return_address(0)); }
+
+/* Normalised datatype and op, and the byte size of COUNT elements of DT. */
+CCS_HIDDEN uint8_t ccs_mpi_dtype(MPI_Datatype dt);
+CCS_HIDDEN uint8_t ccs_mpi_op(MPI_Op op);
+CCS_HIDDEN uint64_t ccs_mpi_bytes(int64_t count, MPI_Datatype dt, uint8_t norm);
+
+/* The table entry of COMM, adopting a communicator never seen created. */
+CCS_HIDDEN struct ccs_comm *ccs_mpi_comm(MPI_Comm comm);
+
+static inline int ccs_mpi_active(void) { return atomic_load_explicit(&ccs_active, memory_order_relaxed); }
+
+#endif

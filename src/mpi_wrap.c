@@ -1,0 +1,531 @@
+/*
+ * mpi_wrap.c - the MPI collectives and point-to-point calls that ccshim
+ * counts and sequences.  Each wrapper describes the call (what every member
+ * must agree on, the bytes, the buffer), brackets the real call with
+ * ccs_call_begin/end, and returns the real result unchanged.
+ *
+ * What "count" means per kind (it enters the fingerprint, see
+ * ccs_fingerprint): the element count every member passes alike.  For
+ * gather and scatter the members' counts may legally differ in datatype
+ * while their type signatures match, so those are compared in bytes.
+ */
+#include "mpi_shim.h"
+
+#define CALL_REAL(name, ...) (CCS_REAL(name) ? ccs_real_##name(__VA_ARGS__) : MPI_ERR_INTERN)
+#define INPLACE(sb) ((sb) == MPI_IN_PLACE ? CCS_F_IN_PLACE : 0)
+#define NB CCS_F_NONBLOCKING
+
+static inline struct ccs_record *begin(MPI_Comm comm, unsigned kind, unsigned flags, int64_t count,
+                                       MPI_Datatype dt, MPI_Op op, int root, const void *buf, uint64_t bytes,
+                                       void *ra)
+{
+    struct ccs_call c = {.kind = (uint16_t)kind,
+                         .dtype = ccs_mpi_dtype(dt),
+                         .op = op == MPI_OP_NULL ? CCS_OP_NONE : ccs_mpi_op(op),
+                         .flags = (uint8_t)flags,
+                         .backend = CCS_BE_MPI,
+                         .root = root,
+                         .count = (uint64_t)count,
+                         .bytes = bytes,
+                         .buf = buf};
+    return ccs_call_begin(ccs_mpi_comm(comm), &c, ra);
+}
+
+static inline int end(struct ccs_record *r, int rc)
+{
+    ccs_call_end(r, rc != MPI_SUCCESS);
+    return rc;
+}
+
+static inline uint64_t nbytes(int64_t count, MPI_Datatype dt) { return ccs_mpi_bytes(count, dt, ccs_mpi_dtype(dt)); }
+
+/* Sum of COUNTS over the members of COMM (v-variants). */
+static uint64_t sum_counts(MPI_Comm comm, const int *counts)
+{
+    struct ccs_comm *c = ccs_mpi_comm(comm);
+    uint64_t s = 0;
+    if (!c || !counts || c->size <= 0)
+        return 0;
+    for (int i = 0; i < c->size; i++)
+        s += counts[i] > 0 ? (uint64_t)counts[i] : 0;
+    return s;
+}
+
+static inline int my_rank(MPI_Comm comm)
+{
+    struct ccs_comm *c = ccs_mpi_comm(comm);
+    return c ? c->rank : 0;
+}
+
+/* ------------------------------------------------------------ reductions */
+
+static int w_Allreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Allreduce, sb, rb, n, dt, op, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_ALLREDUCE, INPLACE(sb), n, dt, op, -1, rb, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Allreduce, sb, rb, n, dt, op, comm));
+}
+CCS_MPI_ENTRY(Allreduce, (const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm), sb, rb, n,
+              dt, op, comm)
+
+static int w_Iallreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                        MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Iallreduce, sb, rb, n, dt, op, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_ALLREDUCE, INPLACE(sb) | NB, n, dt, op, -1, rb, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Iallreduce, sb, rb, n, dt, op, comm, q));
+}
+CCS_MPI_ENTRY(Iallreduce,
+              (const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *q), sb,
+              rb, n, dt, op, comm, q)
+
+static int w_Reduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Reduce, sb, rb, n, dt, op, root, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_REDUCE, INPLACE(sb), n, dt, op, root, rb, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Reduce, sb, rb, n, dt, op, root, comm));
+}
+CCS_MPI_ENTRY(Reduce, (const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm), sb,
+              rb, n, dt, op, root, comm)
+
+static int w_Ireduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
+                     MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Ireduce, sb, rb, n, dt, op, root, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_REDUCE, INPLACE(sb) | NB, n, dt, op, root, rb, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Ireduce, sb, rb, n, dt, op, root, comm, q));
+}
+CCS_MPI_ENTRY(Ireduce,
+              (const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
+               MPI_Request *q),
+              sb, rb, n, dt, op, root, comm, q)
+
+static int w_Reduce_scatter(const void *sb, void *rb, const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                            void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Reduce_scatter, sb, rb, rc, dt, op, comm);
+    int me = my_rank(comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_REDUCE_SCATTER, INPLACE(sb), rc ? rc[me] : 0, dt, op, -1, rb,
+                                 ccs_mpi_bytes((int64_t)sum_counts(comm, rc), dt, ccs_mpi_dtype(dt)), ra);
+    return end(r, CALL_REAL(Reduce_scatter, sb, rb, rc, dt, op, comm));
+}
+CCS_MPI_ENTRY(Reduce_scatter,
+              (const void *sb, void *rb, const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm), sb, rb, rc,
+              dt, op, comm)
+
+static int w_Ireduce_scatter(const void *sb, void *rb, const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                             MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Ireduce_scatter, sb, rb, rc, dt, op, comm, q);
+    int me = my_rank(comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_REDUCE_SCATTER, INPLACE(sb) | NB, rc ? rc[me] : 0, dt, op, -1, rb,
+                                 ccs_mpi_bytes((int64_t)sum_counts(comm, rc), dt, ccs_mpi_dtype(dt)), ra);
+    return end(r, CALL_REAL(Ireduce_scatter, sb, rb, rc, dt, op, comm, q));
+}
+CCS_MPI_ENTRY(Ireduce_scatter,
+              (const void *sb, void *rb, const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+               MPI_Request *q),
+              sb, rb, rc, dt, op, comm, q)
+
+static int w_Reduce_scatter_block(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                                  void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Reduce_scatter_block, sb, rb, n, dt, op, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_REDUCE_SCATTER_BLOCK, INPLACE(sb), n, dt, op, -1, rb, nbytes(n, dt),
+                                 ra);
+    return end(r, CALL_REAL(Reduce_scatter_block, sb, rb, n, dt, op, comm));
+}
+CCS_MPI_ENTRY(Reduce_scatter_block,
+              (const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm), sb, rb, n, dt, op,
+              comm)
+
+static int w_Ireduce_scatter_block(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                                   MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Ireduce_scatter_block, sb, rb, n, dt, op, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_REDUCE_SCATTER_BLOCK, INPLACE(sb) | NB, n, dt, op, -1, rb,
+                                 nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Ireduce_scatter_block, sb, rb, n, dt, op, comm, q));
+}
+CCS_MPI_ENTRY(Ireduce_scatter_block,
+              (const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *q), sb, rb,
+              n, dt, op, comm, q)
+
+static int w_Scan(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Scan, sb, rb, n, dt, op, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_SCAN, INPLACE(sb), n, dt, op, -1, rb, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Scan, sb, rb, n, dt, op, comm));
+}
+CCS_MPI_ENTRY(Scan, (const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm), sb, rb, n, dt, op,
+              comm)
+
+static int w_Iscan(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *q,
+                   void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Iscan, sb, rb, n, dt, op, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_SCAN, INPLACE(sb) | NB, n, dt, op, -1, rb, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Iscan, sb, rb, n, dt, op, comm, q));
+}
+CCS_MPI_ENTRY(Iscan, (const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *q),
+              sb, rb, n, dt, op, comm, q)
+
+static int w_Exscan(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Exscan, sb, rb, n, dt, op, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_EXSCAN, INPLACE(sb), n, dt, op, -1, rb, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Exscan, sb, rb, n, dt, op, comm));
+}
+CCS_MPI_ENTRY(Exscan, (const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm), sb, rb, n, dt,
+              op, comm)
+
+static int w_Iexscan(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *q,
+                     void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Iexscan, sb, rb, n, dt, op, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_EXSCAN, INPLACE(sb) | NB, n, dt, op, -1, rb, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Iexscan, sb, rb, n, dt, op, comm, q));
+}
+CCS_MPI_ENTRY(Iexscan,
+              (const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *q), sb, rb,
+              n, dt, op, comm, q)
+
+/* -------------------------------------------------------- data movement */
+
+static int w_Bcast(void *buf, int n, MPI_Datatype dt, int root, MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Bcast, buf, n, dt, root, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_BCAST, 0, n, dt, MPI_OP_NULL, root, buf, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Bcast, buf, n, dt, root, comm));
+}
+CCS_MPI_ENTRY(Bcast, (void *buf, int n, MPI_Datatype dt, int root, MPI_Comm comm), buf, n, dt, root, comm)
+
+static int w_Ibcast(void *buf, int n, MPI_Datatype dt, int root, MPI_Comm comm, MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Ibcast, buf, n, dt, root, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_BCAST, NB, n, dt, MPI_OP_NULL, root, buf, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Ibcast, buf, n, dt, root, comm, q));
+}
+CCS_MPI_ENTRY(Ibcast, (void *buf, int n, MPI_Datatype dt, int root, MPI_Comm comm, MPI_Request *q), buf, n, dt,
+              root, comm, q)
+
+static int w_Allgather(const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm,
+                       void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Allgather, sb, sc, sdt, rb, rc, rdt, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_ALLGATHER, INPLACE(sb), rc, rdt, MPI_OP_NULL, -1, rb,
+                                 nbytes(rc, rdt), ra);
+    return end(r, CALL_REAL(Allgather, sb, sc, sdt, rb, rc, rdt, comm));
+}
+CCS_MPI_ENTRY(Allgather,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm), sb, sc,
+              sdt, rb, rc, rdt, comm)
+
+static int w_Iallgather(const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt,
+                        MPI_Comm comm, MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Iallgather, sb, sc, sdt, rb, rc, rdt, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_ALLGATHER, INPLACE(sb) | NB, rc, rdt, MPI_OP_NULL, -1, rb,
+                                 nbytes(rc, rdt), ra);
+    return end(r, CALL_REAL(Iallgather, sb, sc, sdt, rb, rc, rdt, comm, q));
+}
+CCS_MPI_ENTRY(Iallgather,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm,
+               MPI_Request *q),
+              sb, sc, sdt, rb, rc, rdt, comm, q)
+
+static int w_Allgatherv(const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
+                        MPI_Datatype rdt, MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Allgatherv, sb, sc, sdt, rb, rc, dis, rdt, comm);
+    int n = sb == MPI_IN_PLACE ? (rc ? rc[my_rank(comm)] : 0) : sc;
+    MPI_Datatype t = sb == MPI_IN_PLACE ? rdt : sdt;
+    struct ccs_record *r = begin(comm, CCS_KIND_ALLGATHERV, INPLACE(sb), n, rdt, MPI_OP_NULL, -1, rb, nbytes(n, t),
+                                 ra);
+    return end(r, CALL_REAL(Allgatherv, sb, sc, sdt, rb, rc, dis, rdt, comm));
+}
+CCS_MPI_ENTRY(Allgatherv,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
+               MPI_Datatype rdt, MPI_Comm comm),
+              sb, sc, sdt, rb, rc, dis, rdt, comm)
+
+static int w_Iallgatherv(const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
+                         MPI_Datatype rdt, MPI_Comm comm, MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Iallgatherv, sb, sc, sdt, rb, rc, dis, rdt, comm, q);
+    int n = sb == MPI_IN_PLACE ? (rc ? rc[my_rank(comm)] : 0) : sc;
+    MPI_Datatype t = sb == MPI_IN_PLACE ? rdt : sdt;
+    struct ccs_record *r = begin(comm, CCS_KIND_ALLGATHERV, INPLACE(sb) | NB, n, rdt, MPI_OP_NULL, -1, rb,
+                                 nbytes(n, t), ra);
+    return end(r, CALL_REAL(Iallgatherv, sb, sc, sdt, rb, rc, dis, rdt, comm, q));
+}
+CCS_MPI_ENTRY(Iallgatherv,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
+               MPI_Datatype rdt, MPI_Comm comm, MPI_Request *q),
+              sb, sc, sdt, rb, rc, dis, rdt, comm, q)
+
+static int w_Alltoall(const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm,
+                      void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Alltoall, sb, sc, sdt, rb, rc, rdt, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_ALLTOALL, INPLACE(sb), rc, rdt, MPI_OP_NULL, -1, rb,
+                                 nbytes((int64_t)rc * (ccs_mpi_comm(comm) ? ccs_mpi_comm(comm)->size : 1), rdt), ra);
+    return end(r, CALL_REAL(Alltoall, sb, sc, sdt, rb, rc, rdt, comm));
+}
+CCS_MPI_ENTRY(Alltoall,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm), sb, sc,
+              sdt, rb, rc, rdt, comm)
+
+static int w_Ialltoall(const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm,
+                       MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Ialltoall, sb, sc, sdt, rb, rc, rdt, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_ALLTOALL, INPLACE(sb) | NB, rc, rdt, MPI_OP_NULL, -1, rb,
+                                 nbytes((int64_t)rc * (ccs_mpi_comm(comm) ? ccs_mpi_comm(comm)->size : 1), rdt), ra);
+    return end(r, CALL_REAL(Ialltoall, sb, sc, sdt, rb, rc, rdt, comm, q));
+}
+CCS_MPI_ENTRY(Ialltoall,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm,
+               MPI_Request *q),
+              sb, sc, sdt, rb, rc, rdt, comm, q)
+
+static int w_Alltoallv(const void *sb, const int sc[], const int sd[], MPI_Datatype sdt, void *rb, const int rc[],
+                       const int rd[], MPI_Datatype rdt, MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Alltoallv, sb, sc, sd, sdt, rb, rc, rd, rdt, comm);
+    uint64_t total = sum_counts(comm, rc);
+    struct ccs_record *r = begin(comm, CCS_KIND_ALLTOALLV, INPLACE(sb), (int64_t)total, rdt, MPI_OP_NULL, -1, rb,
+                                 nbytes((int64_t)total, rdt), ra);
+    return end(r, CALL_REAL(Alltoallv, sb, sc, sd, sdt, rb, rc, rd, rdt, comm));
+}
+CCS_MPI_ENTRY(Alltoallv,
+              (const void *sb, const int sc[], const int sd[], MPI_Datatype sdt, void *rb, const int rc[],
+               const int rd[], MPI_Datatype rdt, MPI_Comm comm),
+              sb, sc, sd, sdt, rb, rc, rd, rdt, comm)
+
+static int w_Ialltoallv(const void *sb, const int sc[], const int sd[], MPI_Datatype sdt, void *rb, const int rc[],
+                        const int rd[], MPI_Datatype rdt, MPI_Comm comm, MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Ialltoallv, sb, sc, sd, sdt, rb, rc, rd, rdt, comm, q);
+    uint64_t total = sum_counts(comm, rc);
+    struct ccs_record *r = begin(comm, CCS_KIND_ALLTOALLV, INPLACE(sb) | NB, (int64_t)total, rdt, MPI_OP_NULL, -1,
+                                 rb, nbytes((int64_t)total, rdt), ra);
+    return end(r, CALL_REAL(Ialltoallv, sb, sc, sd, sdt, rb, rc, rd, rdt, comm, q));
+}
+CCS_MPI_ENTRY(Ialltoallv,
+              (const void *sb, const int sc[], const int sd[], MPI_Datatype sdt, void *rb, const int rc[],
+               const int rd[], MPI_Datatype rdt, MPI_Comm comm, MPI_Request *q),
+              sb, sc, sd, sdt, rb, rc, rd, rdt, comm, q)
+
+/* Gather and scatter compare bytes (see the top of the file). */
+static int w_Gather(const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root,
+                    MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Gather, sb, sc, sdt, rb, rc, rdt, root, comm);
+    uint64_t b = sb == MPI_IN_PLACE ? nbytes(rc, rdt) : nbytes(sc, sdt);
+    struct ccs_record *r = begin(comm, CCS_KIND_GATHER, INPLACE(sb), (int64_t)b, MPI_BYTE, MPI_OP_NULL, root, rb, b,
+                                 ra);
+    return end(r, CALL_REAL(Gather, sb, sc, sdt, rb, rc, rdt, root, comm));
+}
+CCS_MPI_ENTRY(Gather,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root,
+               MPI_Comm comm),
+              sb, sc, sdt, rb, rc, rdt, root, comm)
+
+static int w_Igather(const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root,
+                     MPI_Comm comm, MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Igather, sb, sc, sdt, rb, rc, rdt, root, comm, q);
+    uint64_t b = sb == MPI_IN_PLACE ? nbytes(rc, rdt) : nbytes(sc, sdt);
+    struct ccs_record *r = begin(comm, CCS_KIND_GATHER, INPLACE(sb) | NB, (int64_t)b, MPI_BYTE, MPI_OP_NULL, root,
+                                 rb, b, ra);
+    return end(r, CALL_REAL(Igather, sb, sc, sdt, rb, rc, rdt, root, comm, q));
+}
+CCS_MPI_ENTRY(Igather,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root,
+               MPI_Comm comm, MPI_Request *q),
+              sb, sc, sdt, rb, rc, rdt, root, comm, q)
+
+static int w_Gatherv(const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
+                     MPI_Datatype rdt, int root, MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Gatherv, sb, sc, sdt, rb, rc, dis, rdt, root, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_GATHERV, INPLACE(sb), sc, sdt, MPI_OP_NULL, root, rb,
+                                 sb == MPI_IN_PLACE ? 0 : nbytes(sc, sdt), ra);
+    return end(r, CALL_REAL(Gatherv, sb, sc, sdt, rb, rc, dis, rdt, root, comm));
+}
+CCS_MPI_ENTRY(Gatherv,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
+               MPI_Datatype rdt, int root, MPI_Comm comm),
+              sb, sc, sdt, rb, rc, dis, rdt, root, comm)
+
+static int w_Igatherv(const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
+                      MPI_Datatype rdt, int root, MPI_Comm comm, MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Igatherv, sb, sc, sdt, rb, rc, dis, rdt, root, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_GATHERV, INPLACE(sb) | NB, sc, sdt, MPI_OP_NULL, root, rb,
+                                 sb == MPI_IN_PLACE ? 0 : nbytes(sc, sdt), ra);
+    return end(r, CALL_REAL(Igatherv, sb, sc, sdt, rb, rc, dis, rdt, root, comm, q));
+}
+CCS_MPI_ENTRY(Igatherv,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
+               MPI_Datatype rdt, int root, MPI_Comm comm, MPI_Request *q),
+              sb, sc, sdt, rb, rc, dis, rdt, root, comm, q)
+
+static int w_Scatter(const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root,
+                     MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Scatter, sb, sc, sdt, rb, rc, rdt, root, comm);
+    uint64_t b = rb == MPI_IN_PLACE ? nbytes(sc, sdt) : nbytes(rc, rdt);
+    struct ccs_record *r = begin(comm, CCS_KIND_SCATTER, INPLACE(rb), (int64_t)b, MPI_BYTE, MPI_OP_NULL, root, rb, b,
+                                 ra);
+    return end(r, CALL_REAL(Scatter, sb, sc, sdt, rb, rc, rdt, root, comm));
+}
+CCS_MPI_ENTRY(Scatter,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root,
+               MPI_Comm comm),
+              sb, sc, sdt, rb, rc, rdt, root, comm)
+
+static int w_Iscatter(const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root,
+                      MPI_Comm comm, MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Iscatter, sb, sc, sdt, rb, rc, rdt, root, comm, q);
+    uint64_t b = rb == MPI_IN_PLACE ? nbytes(sc, sdt) : nbytes(rc, rdt);
+    struct ccs_record *r = begin(comm, CCS_KIND_SCATTER, INPLACE(rb) | NB, (int64_t)b, MPI_BYTE, MPI_OP_NULL, root,
+                                 rb, b, ra);
+    return end(r, CALL_REAL(Iscatter, sb, sc, sdt, rb, rc, rdt, root, comm, q));
+}
+CCS_MPI_ENTRY(Iscatter,
+              (const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root,
+               MPI_Comm comm, MPI_Request *q),
+              sb, sc, sdt, rb, rc, rdt, root, comm, q)
+
+static int w_Scatterv(const void *sb, const int sc[], const int dis[], MPI_Datatype sdt, void *rb, int rc,
+                      MPI_Datatype rdt, int root, MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Scatterv, sb, sc, dis, sdt, rb, rc, rdt, root, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_SCATTERV, INPLACE(rb), rc, rdt, MPI_OP_NULL, root, rb,
+                                 rb == MPI_IN_PLACE ? 0 : nbytes(rc, rdt), ra);
+    return end(r, CALL_REAL(Scatterv, sb, sc, dis, sdt, rb, rc, rdt, root, comm));
+}
+CCS_MPI_ENTRY(Scatterv,
+              (const void *sb, const int sc[], const int dis[], MPI_Datatype sdt, void *rb, int rc,
+               MPI_Datatype rdt, int root, MPI_Comm comm),
+              sb, sc, dis, sdt, rb, rc, rdt, root, comm)
+
+static int w_Iscatterv(const void *sb, const int sc[], const int dis[], MPI_Datatype sdt, void *rb, int rc,
+                       MPI_Datatype rdt, int root, MPI_Comm comm, MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Iscatterv, sb, sc, dis, sdt, rb, rc, rdt, root, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_SCATTERV, INPLACE(rb) | NB, rc, rdt, MPI_OP_NULL, root, rb,
+                                 rb == MPI_IN_PLACE ? 0 : nbytes(rc, rdt), ra);
+    return end(r, CALL_REAL(Iscatterv, sb, sc, dis, sdt, rb, rc, rdt, root, comm, q));
+}
+CCS_MPI_ENTRY(Iscatterv,
+              (const void *sb, const int sc[], const int dis[], MPI_Datatype sdt, void *rb, int rc,
+               MPI_Datatype rdt, int root, MPI_Comm comm, MPI_Request *q),
+              sb, sc, dis, sdt, rb, rc, rdt, root, comm, q)
+
+static int w_Barrier(MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Barrier, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_BARRIER, 0, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, -1, NULL, 0, ra);
+    return end(r, CALL_REAL(Barrier, comm));
+}
+CCS_MPI_ENTRY(Barrier, (MPI_Comm comm), comm)
+
+static int w_Ibarrier(MPI_Comm comm, MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Ibarrier, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_BARRIER, NB, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, -1, NULL, 0, ra);
+    return end(r, CALL_REAL(Ibarrier, comm, q));
+}
+CCS_MPI_ENTRY(Ibarrier, (MPI_Comm comm, MPI_Request *q), comm, q)
+
+/* -------------------------------------------------------- point-to-point */
+
+static int w_Send(const void *buf, int n, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Send, buf, n, dt, dest, tag, comm);
+    struct ccs_record *r = begin(comm, CCS_KIND_SEND, 0, n, dt, MPI_OP_NULL, dest, buf, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Send, buf, n, dt, dest, tag, comm));
+}
+CCS_MPI_ENTRY(Send, (const void *buf, int n, MPI_Datatype dt, int dest, int tag, MPI_Comm comm), buf, n, dt, dest,
+              tag, comm)
+
+static int w_Isend(const void *buf, int n, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *q,
+                   void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Isend, buf, n, dt, dest, tag, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_SEND, NB, n, dt, MPI_OP_NULL, dest, buf, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Isend, buf, n, dt, dest, tag, comm, q));
+}
+CCS_MPI_ENTRY(Isend, (const void *buf, int n, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *q),
+              buf, n, dt, dest, tag, comm, q)
+
+static int w_Recv(void *buf, int n, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status *st, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Recv, buf, n, dt, src, tag, comm, st);
+    struct ccs_record *r = begin(comm, CCS_KIND_RECV, 0, n, dt, MPI_OP_NULL, src, buf, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Recv, buf, n, dt, src, tag, comm, st));
+}
+CCS_MPI_ENTRY(Recv, (void *buf, int n, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status *st), buf, n,
+              dt, src, tag, comm, st)
+
+static int w_Irecv(void *buf, int n, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request *q, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Irecv, buf, n, dt, src, tag, comm, q);
+    struct ccs_record *r = begin(comm, CCS_KIND_RECV, NB, n, dt, MPI_OP_NULL, src, buf, nbytes(n, dt), ra);
+    return end(r, CALL_REAL(Irecv, buf, n, dt, src, tag, comm, q));
+}
+CCS_MPI_ENTRY(Irecv, (void *buf, int n, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request *q), buf, n,
+              dt, src, tag, comm, q)
+
+static int w_Sendrecv(const void *sb, int sc, MPI_Datatype sdt, int dest, int stag, void *rb, int rc,
+                      MPI_Datatype rdt, int src, int rtag, MPI_Comm comm, MPI_Status *st, void *ra)
+{
+    if (!ccs_mpi_active())
+        return CALL_REAL(Sendrecv, sb, sc, sdt, dest, stag, rb, rc, rdt, src, rtag, comm, st);
+    struct ccs_record *r = begin(comm, CCS_KIND_SENDRECV, 0, sc, sdt, MPI_OP_NULL, dest, rb, nbytes(sc, sdt), ra);
+    return end(r, CALL_REAL(Sendrecv, sb, sc, sdt, dest, stag, rb, rc, rdt, src, rtag, comm, st));
+}
+CCS_MPI_ENTRY(Sendrecv,
+              (const void *sb, int sc, MPI_Datatype sdt, int dest, int stag, void *rb, int rc, MPI_Datatype rdt,
+               int src, int rtag, MPI_Comm comm, MPI_Status *st),
+              sb, sc, sdt, dest, stag, rb, rc, rdt, src, rtag, comm, st)

@@ -1,0 +1,77 @@
+/*
+ * nccl_real.c - finding the real NCCL behind the interposer.
+ *
+ * libccshim links neither NCCL nor CUDA.  NCCL (since 2.16.2) exports every
+ * function twice, pncclX (strong) and ncclX (weak); our ncclX forwards to
+ * pncclX, falling back to ncclX for a library built without the profiling
+ * names.  ccs_real_symbol only looks at what is already loaded, so a job that
+ * never loads NCCL never gets NCCL (or CUDA) loaded by us.  A function this
+ * NCCL lacks (ncclCommShrink before 2.27, say) costs nothing until called.
+ */
+#include "log.h"
+#include "nccl_internal.h"
+#include <stdio.h>
+
+_Atomic(void *) ccs_nccl_fns[CCS_NCCL_FN_COUNT];
+
+static const char *const fn_names[CCS_NCCL_FN_COUNT] = {
+#define CCS_X(name) [CCS_NCCL_FN_##name] = #name,
+    CCS_NCCL_FN_LIST(CCS_X)
+#undef CCS_X
+};
+
+static const char *const sonames[] = {"libnccl.so.2", "libnccl.so", NULL};
+static int missing_logged[CCS_NCCL_FN_COUNT];
+
+void *ccs_nccl_resolve(enum ccs_nccl_fn f)
+{
+    char name[64];
+    if ((unsigned)f >= CCS_NCCL_FN_COUNT)
+        return NULL;
+    snprintf(name, sizeof name, "pnccl%s", fn_names[f]);
+    void *p = ccs_real_symbol(name, sonames);
+    if (!p)
+        p = ccs_real_symbol(name + 1, sonames);
+    if (!p) {
+        /* Not cached: a library loaded later may still provide it. */
+        ccs_log_once(&missing_logged[f], CCS_LOG_ERROR,
+                     "nccl%s called but no loaded NCCL library defines pnccl%s or nccl%s; returning "
+                     "ncclInternalError",
+                     fn_names[f], fn_names[f], fn_names[f]);
+        return NULL;
+    }
+    /* Racing threads find the same pointer; either store is right. */
+    atomic_store_explicit(&ccs_nccl_fns[f], p, memory_order_release);
+    return p;
+}
+
+int ccs_nccl_first_call(void)
+{
+    static atomic_int tried;
+    if (atomic_exchange(&tried, 1) == 0)
+        ccs_runtime_init();
+    return atomic_load_explicit(&ccs_active, memory_order_relaxed);
+}
+
+struct ccs_comm *ccs_nccl_adopt(ncclComm_t comm)
+{
+    int rank = -1, size = -1;
+    __typeof__(&pncclCommUserRank) user_rank = CCS_NCCL_REAL(CommUserRank);
+    __typeof__(&pncclCommCount) count = CCS_NCCL_REAL(CommCount);
+    if (!user_rank || user_rank(comm, &rank) != ncclSuccess)
+        rank = -1;
+    if (!count || count(comm, &size) != ncclSuccess)
+        size = -1;
+    return ccs_comm_adopt(CCS_BE_NCCL, (uintptr_t)comm, rank, size);
+}
+
+unsigned ccs_nccl_dtype(ncclDataType_t dt)
+{
+    static const unsigned char map[ncclNumTypes] = {
+        [ncclInt8] = CCS_DT_INT8,         [ncclUint8] = CCS_DT_UINT8,       [ncclInt32] = CCS_DT_INT32,
+        [ncclUint32] = CCS_DT_UINT32,     [ncclInt64] = CCS_DT_INT64,       [ncclUint64] = CCS_DT_UINT64,
+        [ncclFloat16] = CCS_DT_FLOAT16,   [ncclFloat32] = CCS_DT_FLOAT32,   [ncclFloat64] = CCS_DT_FLOAT64,
+        [ncclBfloat16] = CCS_DT_BFLOAT16, [ncclFloat8e4m3] = CCS_DT_FP8E4M3, [ncclFloat8e5m2] = CCS_DT_FP8E5M2,
+    };
+    return (unsigned)dt < ncclNumTypes ? map[dt] : CCS_DT_UNKNOWN;
+}

@@ -1,0 +1,335 @@
+/*
+ * nccl_wrap.c - the NCCL collectives, point-to-point calls, groups and
+ * PreMulSum operators, interposed inside libccshim.
+ *
+ * Each wrapper has exactly the signature of nccl.h, is exported, and
+ * forwards to the real pncclX with its arguments unchanged, returning the
+ * real result unchanged; around the real call it records one struct
+ * ccs_record (so the duration is the enqueue time, not the time on the GPU).
+ * When the real function cannot be found the wrapper returns
+ * ncclInternalError (logged once).  Hot path: no lock, no allocation, no
+ * system call.  Communicator creation and destruction: nccl_comm.c.
+ */
+#include "log.h"
+#include "nccl_internal.h"
+#include "nccl_redop.h"
+#include <string.h>
+
+/* ncclGroupStart nesting of this thread, as NCCL keeps it (thread-local). */
+static __thread int group_depth;
+
+/* ncclRedOp_t -> enum ccs_op. */
+static unsigned map_op(ncclRedOp_t op, ncclComm_t comm)
+{
+    switch (op) {
+    case ncclSum:
+        return CCS_OP_SUM;
+    case ncclProd:
+        return CCS_OP_PROD;
+    case ncclMax:
+        return CCS_OP_MAX;
+    case ncclMin:
+        return CCS_OP_MIN;
+    case ncclAvg:
+        return CCS_OP_AVG;
+    default:
+        return ccs_nccl_redop_find((uintptr_t)comm, (int)op, NULL) ? CCS_OP_PREMULSUM : CCS_OP_USER;
+    }
+}
+
+/* NCCL's in-place rules: the same buffer, or for the gathering and
+ * scattering kinds the rank's own block of the large buffer. */
+static int in_place(unsigned kind, const void *send, const void *recv, uint64_t block, int rank)
+{
+    if (send == recv)
+        return 1;
+    if (rank < 0 || !send || !recv)
+        return 0;
+    const char *s = send, *r = recv;
+    switch (kind) {
+    case CCS_KIND_ALLGATHER:
+    case CCS_KIND_GATHER:
+        return s == r + (uint64_t)rank * block;
+    case CCS_KIND_REDUCE_SCATTER:
+    case CCS_KIND_SCATTER:
+        return r == s + (uint64_t)rank * block;
+    default:
+        return 0;
+    }
+}
+
+/* How much of its send buffer a rank hands over, in blocks of COUNT
+ * elements: the "bytes" of a record. */
+enum send_blocks { SEND_NONE, SEND_ONE, SEND_PER_RANK };
+
+/* Starts recording collective or point-to-point KIND on COMM.  COUNT is the
+ * count every member passes (see ccs_fingerprint); RA the caller's address. */
+static struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send, const void *recv, size_t count,
+                                ncclDataType_t dt, unsigned op, int root, enum send_blocks blocks, void *ra)
+{
+    struct ccs_comm *c = ccs_nccl_comm(comm);
+    unsigned dtype = ccs_nccl_dtype(dt);
+    uint64_t esize = ccs_dtype_size(dtype);
+    int size = c && c->size > 0 ? c->size : 1;
+    struct ccs_call call = {
+        .kind = (uint16_t)kind,
+        .dtype = (uint8_t)dtype,
+        .op = (uint8_t)op,
+        .backend = CCS_BE_NCCL,
+        .root = root,
+        .count = count,
+        .bytes = (uint64_t)count * esize * (blocks == SEND_PER_RANK ? (uint64_t)size : (uint64_t)blocks),
+        .buf = recv,
+    };
+    if (send && recv && in_place(kind, send, recv, (uint64_t)count * esize, c ? c->rank : -1))
+        call.flags |= CCS_F_IN_PLACE;
+    if (group_depth > 0) {
+        call.flags |= CCS_F_IN_GROUP;
+        call.group_depth = (uint8_t)(group_depth > 255 ? 255 : group_depth);
+    }
+    return ccs_call_begin(c, &call, ra);
+}
+
+/* ncclInProgress is NCCL's "accepted, completing asynchronously": not an error. */
+static inline void end(struct ccs_record *r, ncclResult_t rc)
+{
+    if (r)
+        ccs_call_end(r, rc != ncclSuccess && rc != ncclInProgress);
+}
+
+CCS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&pncclAllReduce) real = CCS_NCCL_REAL(AllReduce);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on())
+        r = begin(CCS_KIND_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1, SEND_ONE,
+                  __builtin_return_address(0));
+    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                      int root, ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&pncclBroadcast) real = CCS_NCCL_REAL(Broadcast);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on())
+        r = begin(CCS_KIND_BCAST, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
+                  __builtin_return_address(0));
+    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                  cudaStream_t stream)
+{
+    __typeof__(&pncclBcast) real = CCS_NCCL_REAL(Bcast);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on())
+        r = begin(CCS_KIND_BCAST, comm, buff, buff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
+                  __builtin_return_address(0));
+    ncclResult_t rc = real(buff, count, datatype, root, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&pncclReduce) real = CCS_NCCL_REAL(Reduce);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on())
+        r = begin(CCS_KIND_REDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), root, SEND_ONE,
+                  __builtin_return_address(0));
+    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&pncclAllGather) real = CCS_NCCL_REAL(AllGather);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on())
+        r = begin(CCS_KIND_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, CCS_OP_NONE, -1, SEND_ONE,
+                  __builtin_return_address(0));
+    ncclResult_t rc = real(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                          cudaStream_t stream)
+{
+    __typeof__(&pncclReduceScatter) real = CCS_NCCL_REAL(ReduceScatter);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on())
+        r = begin(CCS_KIND_REDUCE_SCATTER, comm, sendbuff, recvbuff, recvcount, datatype, map_op(op, comm), -1,
+                  SEND_PER_RANK, __builtin_return_address(0));
+    ncclResult_t rc = real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                     ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&pncclAlltoAll) real = CCS_NCCL_REAL(AlltoAll);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on())
+        r = begin(CCS_KIND_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, -1, SEND_PER_RANK,
+                  __builtin_return_address(0));
+    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                   int root, ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&pncclGather) real = CCS_NCCL_REAL(Gather);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on())
+        r = begin(CCS_KIND_GATHER, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
+                  __builtin_return_address(0));
+    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&pncclScatter) real = CCS_NCCL_REAL(Scatter);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on()) {
+        /* Only the root's send buffer is read: one block per member there. */
+        struct ccs_comm *c = ccs_nccl_comm(comm);
+        enum send_blocks blocks = c && c->rank == root ? SEND_PER_RANK : SEND_NONE;
+        r = begin(CCS_KIND_SCATTER, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, blocks,
+                  __builtin_return_address(0));
+    }
+    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                 ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&pncclSend) real = CCS_NCCL_REAL(Send);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on())
+        r = begin(CCS_KIND_SEND, comm, NULL, sendbuff, count, datatype, CCS_OP_NONE, peer, SEND_ONE,
+                  __builtin_return_address(0));
+    ncclResult_t rc = real(sendbuff, count, datatype, peer, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                 cudaStream_t stream)
+{
+    __typeof__(&pncclRecv) real = CCS_NCCL_REAL(Recv);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    struct ccs_record *r = NULL;
+    if (ccs_nccl_on())
+        r = begin(CCS_KIND_RECV, comm, NULL, recvbuff, count, datatype, CCS_OP_NONE, peer, SEND_ONE,
+                  __builtin_return_address(0));
+    ncclResult_t rc = real(recvbuff, count, datatype, peer, comm, stream);
+    end(r, rc);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- groups */
+
+/* Group calls are not records (there is no kind for them); they only set the
+ * depth that the calls inside carry.  The depth follows NCCL's own: up on a
+ * successful start, down on every end (NCCL decrements even when the end
+ * fails), never below 0. */
+CCS_EXPORT ncclResult_t ncclGroupStart(void)
+{
+    __typeof__(&pncclGroupStart) real = CCS_NCCL_REAL(GroupStart);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    ncclResult_t rc = real();
+    if (rc == ncclSuccess)
+        group_depth++;
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclGroupEnd(void)
+{
+    __typeof__(&pncclGroupEnd) real = CCS_NCCL_REAL(GroupEnd);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    ncclResult_t rc = real();
+    if (group_depth > 0)
+        group_depth--;
+    return rc;
+}
+
+/* ------------------------------------------------------ PreMulSum operators */
+
+CCS_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                                 ncclScalarResidence_t residence, ncclComm_t comm)
+{
+    __typeof__(&pncclRedOpCreatePreMulSum) real = CCS_NCCL_REAL(RedOpCreatePreMulSum);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    ncclResult_t rc = real(op, scalar, datatype, residence, comm);
+    if (rc != ncclSuccess || !op || !ccs_nccl_on())
+        return rc;
+    struct ccs_nccl_premul p = {.comm = (uintptr_t)comm, .op = (int)*op, .nccl_dtype = (int)datatype};
+    unsigned size = ccs_dtype_size(ccs_nccl_dtype(datatype));
+    if (residence == ncclScalarHostImmediate && scalar && size > 0 && size <= sizeof p.scalar) {
+        /* NCCL reads a host scalar before returning; so may we. */
+        p.host_scalar = 1;
+        memcpy(p.scalar, scalar, size);
+    } else {
+        p.dev_ptr = scalar;
+    }
+    ccs_nccl_redop_add(&p);
+    return rc;
+}
+
+CCS_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+    __typeof__(&pncclRedOpDestroy) real = CCS_NCCL_REAL(RedOpDestroy);
+    if (CCS_UNLIKELY(!real))
+        return ncclInternalError;
+    /* Forget it first: once the real call returns, another thread may
+     * create a new operator with the same value on this communicator. */
+    struct ccs_nccl_premul old;
+    int known = ccs_nccl_redop_remove((uintptr_t)comm, (int)op, &old) == 0;
+    ncclResult_t rc = real(op, comm);
+    if (known && rc != ncclSuccess)
+        ccs_nccl_redop_add(&old); /* still alive after all */
+    return rc;
+}

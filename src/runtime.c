@@ -1,0 +1,263 @@
+/*
+ * runtime.c - start-up and shut-down of libccshim, the world rank and size,
+ * and the public API of include/ccshim.h.
+ */
+#include <config.h>
+#include "ccs_config.h"
+#include "ccshim.h"
+#include "log.h"
+#include "shim.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+atomic_int ccs_active;
+_Atomic uint64_t ccs_step;
+
+static atomic_int inited, finished_exit;
+static int world_rank = -1, world_size = -1;
+static char host[256] = "?";
+static char job[256] = "local";
+
+static const char *env_getenv(const char *name) { return getenv(name); }
+static void report_config(const char *msg) { ccs_log(CCS_LOG_WARN, "%s", msg); }
+
+/* The first of NAMES that is set to a decimal integer, or -1. */
+static int env_int(const char *const *names)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        char *end;
+        if (!v || !*v)
+            continue;
+        long x = strtol(v, &end, 10);
+        if (*end == 0 && x >= 0 && x < (1L << 30))
+            return (int)x;
+    }
+    return -1;
+}
+
+static void detect_world(void)
+{
+    static const char *const ranks[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID",
+                                        NULL};
+    static const char *const sizes[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
+    world_rank = env_int(ranks);
+    world_size = env_int(sizes);
+}
+
+static void detect_job(void)
+{
+    static const char *const vars[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid",
+                                       "PMIX_NAMESPACE", NULL};
+    const char *v = ccs_cfg.job_id && *ccs_cfg.job_id ? ccs_cfg.job_id : NULL;
+    for (const char *const *n = vars; !v && *n; n++) {
+        const char *e = getenv(*n);
+        if (e && *e)
+            v = e;
+    }
+    snprintf(job, sizeof job, "%s", v ? v : "local");
+}
+
+/* mkdir -p; 0 or -1 with errno. */
+static int make_dirs(const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *s = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static void check_trace_dir(void)
+{
+    const char *d = ccs_cfg.trace_dir;
+    if (!d || !*d)
+        return;
+    if (make_dirs(d) != 0 || access(d, W_OK | X_OK) != 0) {
+        CCS_LOG(WARN, "CCSHIM_TRACE_DIR='%s' is not a writable directory (%s); tracing is off, the job runs on",
+                d, strerror(errno));
+        ccs_cfg.trace_dir = "";
+    }
+}
+
+/* ------------------------------------------------------------ signals */
+
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM};
+#define NSIG_HANDLED (sizeof fatal_signals / sizeof fatal_signals[0])
+static struct sigaction old_actions[NSIG_HANDLED];
+static int installed[NSIG_HANDLED];
+
+static void on_fatal(int signo)
+{
+    ccs_runtime_finish(CCS_END_SIGNAL, signo);
+    for (size_t i = 0; i < NSIG_HANDLED; i++)
+        if (fatal_signals[i] == signo && installed[i])
+            sigaction(signo, &old_actions[i], NULL);
+    raise(signo); /* the default action, now restored, ends the process */
+}
+
+static void install_signal_handlers(void)
+{
+    for (size_t i = 0; i < NSIG_HANDLED; i++) {
+        struct sigaction cur;
+        if (sigaction(fatal_signals[i], NULL, &cur) != 0)
+            continue;
+        /* Only where the job left the default: never replace its handlers. */
+        if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_fatal;
+            sigemptyset(&sa.sa_mask);
+            sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+            old_actions[i] = cur;
+            installed[i] = sigaction(fatal_signals[i], &sa, NULL) == 0;
+        }
+    }
+}
+
+/* --------------------------------------------------------------- fork */
+
+static void atfork_child(void)
+{
+    world_rank = -1; /* a forked child is a different process: from env again */
+    detect_world();
+    ccs_writer_atfork_child();
+}
+
+/* --------------------------------------------------------------- init */
+
+static void at_exit(void) { ccs_runtime_finish(CCS_END_EXIT, 0); }
+
+int ccs_runtime_init(void)
+{
+    int expect = 0;
+    if (!atomic_compare_exchange_strong(&inited, &expect, 1))
+        return atomic_load(&ccs_active) ? 0 : -1;
+    if (gethostname(host, sizeof host - 1) != 0)
+        snprintf(host, sizeof host, "?");
+    detect_world();
+    ccs_config_load(&ccs_cfg, env_getenv, report_config);
+    detect_job();
+    ccs_log_open();
+    if (ccs_cfg.disable) {
+        CCS_LOG(INFO, "CCSHIM_DISABLE=1: forwarding every call unchanged");
+        return -1;
+    }
+    /* Two copies of ccshim in one process (libccshim.so and libccshim-mpi.so
+     * both preloaded) would count everything twice: the first one wins. */
+    void *first = dlsym(RTLD_DEFAULT, "ccshim_version");
+    if (first && first != (void *)ccshim_version) {
+        Dl_info di;
+        CCS_LOG(WARN, "another copy of ccshim is already loaded (%s); this one (%s) stays inactive",
+                dladdr(first, &di) && di.dli_fname ? di.dli_fname : "?",
+                dladdr((void *)ccshim_version, &di) && di.dli_fname ? di.dli_fname : "?");
+        return -1;
+    }
+    ccs_clock_init();
+    check_trace_dir();
+    pthread_atfork(NULL, NULL, atfork_child);
+    atexit(at_exit);
+    if (ccs_cfg.signals && ccs_cfg.trace_dir && *ccs_cfg.trace_dir)
+        install_signal_handlers();
+    atomic_store(&ccs_active, 1);
+    CCS_LOG(DEBUG, "ccshim %s active (rank %d of %d, job %s, trace dir '%s')", ccshim_version(), world_rank,
+            world_size, job, ccs_cfg.trace_dir);
+    return 0;
+}
+
+__attribute__((constructor)) static void ccs_ctor(void) { ccs_runtime_init(); }
+
+void ccs_runtime_set_world(int rank, int size)
+{
+    int changed = rank != world_rank;
+    world_rank = rank;
+    world_size = size;
+    if (changed && strstr(ccs_cfg.log ? ccs_cfg.log : "", "%r"))
+        ccs_log_open(); /* the log file name names the rank */
+}
+
+int ccs_world_rank(void) { return world_rank; }
+int ccs_world_size(void) { return world_size; }
+const char *ccs_hostname(void) { return host; }
+const char *ccs_job_id(void) { return job; }
+uint32_t ccs_step_now(void) { return (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed); }
+
+/* ------------------------------------------------------------ summary */
+
+static void summarise(int reason, int signo)
+{
+    uint64_t counts[CCS_KIND_MAX] = {0}, coll = 0, p2p = 0, dropped = 0;
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
+        for (int k = 0; k < CCS_KIND_MAX; k++)
+            counts[k] += r->counts[k];
+        dropped += atomic_load(&r->dropped);
+    }
+    char kinds[1024];
+    size_t o = 0;
+    kinds[0] = 0;
+    for (int k = 0; k < CCS_KIND_MAX; k++) {
+        int cls = ccs_kind_class((unsigned)k);
+        if (!counts[k] || (cls != CCS_CLASS_COLL && cls != CCS_CLASS_P2P))
+            continue;
+        if (cls == CCS_CLASS_COLL)
+            coll += counts[k];
+        else
+            p2p += counts[k];
+        int n = snprintf(kinds + o, sizeof kinds - o, "%s%s %llu", o ? ", " : "", ccs_kind_name((unsigned)k),
+                         (unsigned long long)counts[k]);
+        if (n < 0 || (size_t)n >= sizeof kinds - o)
+            break;
+        o += (size_t)n;
+    }
+    const char *tp = ccs_writer_path();
+    char end[64] = "";
+    if (reason == CCS_END_SIGNAL)
+        snprintf(end, sizeof end, " (signal %d)", signo);
+    CCS_LOG(NOTE, "summary%s: %llu collectives, %llu point-to-point (%s), %u steps, trace %s, %llu dropped", end,
+            (unsigned long long)coll, (unsigned long long)p2p, o ? kinds : "none", ccs_step_now(),
+            tp ? tp : "off", (unsigned long long)dropped);
+}
+
+void ccs_runtime_finish(int reason, int signo)
+{
+    if (!atomic_load(&ccs_active))
+        return;
+    if (reason == CCS_END_EXIT || reason == CCS_END_SIGNAL) {
+        if (atomic_exchange(&finished_exit, 1))
+            return;
+    }
+    ccs_writer_flush(reason, signo);
+    if ((reason == CCS_END_EXIT || reason == CCS_END_SIGNAL) && ccs_cfg.summary) {
+        summarise(reason, signo);
+    }
+}
+
+/* ---------------------------------------------------------- public API */
+
+uint64_t ccshim_step_mark(void)
+{
+    uint64_t s = atomic_fetch_add(&ccs_step, 1) + 1;
+    ccs_record_mark(CCS_KIND_STEP, (uint32_t)s);
+    return s;
+}
+
+uint64_t ccshim_step_current(void) { return atomic_load(&ccs_step); }
+
+const char *ccshim_version(void) { return PACKAGE_VERSION; }
+
+int ccshim_flush(void) { return ccs_writer_flush(CCS_END_FLUSH, 0); }

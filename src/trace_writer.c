@@ -1,0 +1,344 @@
+/*
+ * trace_writer.c - the background thread that drains every ring into this
+ * process's trace file (docs/trace-format.md), and the synchronous flush used
+ * at MPI_Finalize, at exit and on fatal signals.  All file I/O of ccshim
+ * happens here, never on the hot path.
+ *
+ * One owner at a time writes the file: the owner is a thread id taken with a
+ * compare-and-swap rather than a mutex, so a fatal-signal handler can try to
+ * take it without deadlocking on a lock its own thread already holds.
+ */
+#include "ccs_config.h"
+#include "ccshim.h"
+#include "log.h"
+#include "shim.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int ccs_writer_running; /* 1 once started, or once known not to be needed */
+
+static atomic_long owner; /* tid writing the file, 0 when none */
+static int fd = -1;
+static int failed; /* tracing gave up (logged) */
+static char path[4096];
+static size_t comm_cursor;
+static uint32_t site_cursor;
+static uint64_t records_written;
+static pthread_t thread;
+static struct {
+    void (*fn)(void *);
+    void *arg;
+} hooks[4];
+static atomic_int nhooks;
+
+#define BATCH 4096
+static struct ccs_record batch[BATCH];
+
+#define MAX_MODULES 512
+static struct {
+    const void *base;
+    uint32_t id;
+} modules[MAX_MODULES];
+static uint32_t nmodules;
+
+static long tid(void) { return (long)syscall(SYS_gettid); }
+
+static int write_all(const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int write_chunk(uint32_t type, const void *a, size_t alen, const void *b, size_t blen)
+{
+    struct ccs_chunk c = {.type = type, .length = (uint32_t)(alen + blen)};
+    if (write_all(&c, sizeof c) || (alen && write_all(a, alen)) || (blen && write_all(b, blen)))
+        return -1;
+    return 0;
+}
+
+static void sanitize(char *s)
+{
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
+              *s == '-' || *s == '_'))
+            *s = '_';
+}
+
+/* Opens the file and writes the header and META.  0 or -1 (logged). */
+static int open_trace(void)
+{
+    char host[256], job[256];
+    snprintf(host, sizeof host, "%s", ccs_hostname());
+    snprintf(job, sizeof job, "%s", ccs_job_id());
+    sanitize(host);
+    sanitize(job);
+    int rank = ccs_world_rank();
+    char rbuf[16];
+    if (rank >= 0)
+        snprintf(rbuf, sizeof rbuf, "%d", rank);
+    else
+        snprintf(rbuf, sizeof rbuf, "x");
+    snprintf(path, sizeof path, "%s/ccshim-%s-%s-r%s-p%d%s", ccs_cfg.trace_dir, job, host, rbuf, (int)getpid(),
+             CCS_TRACE_SUFFIX);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        CCS_LOG(WARN, "CCSHIM_TRACE_DIR: cannot create trace file '%s': %s; tracing is off", path,
+                strerror(errno));
+        return -1;
+    }
+    struct ccs_trace_header h = {.version = CCS_TRACE_VERSION,
+                                 .byteorder = CCS_TRACE_BYTEORDER,
+                                 .header_size = sizeof h,
+                                 .record_size = sizeof(struct ccs_record),
+                                 .rank = rank,
+                                 .size = ccs_world_size(),
+                                 .pid = (uint32_t)getpid(),
+                                 .start_realtime_ns = ccs_clock_start_realtime_ns(),
+                                 .start_mono_ns = ccs_clock_start_mono_ns()};
+    memcpy(h.magic, CCS_TRACE_MAGIC, 8);
+    char meta[6000], exe[4096] = "";
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[el > 0 ? el : 0] = 0;
+    int ml = snprintf(meta, sizeof meta, "host=%s\njob=%s\nexe=%s\nversion=%s\nrank=%d\nsize=%d\n", ccs_hostname(),
+                      ccs_job_id(), exe, ccshim_version(), rank, ccs_world_size());
+    if (write_all(&h, sizeof h) || write_chunk(CCS_CHUNK_META, meta, (size_t)ml, NULL, 0)) {
+        CCS_LOG(WARN, "CCSHIM_TRACE_DIR: cannot write trace file '%s': %s; tracing is off", path,
+                strerror(errno));
+        close(fd);
+        fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+static uint32_t module_id(const void *base, const char *fname)
+{
+    for (uint32_t i = 0; i < nmodules; i++)
+        if (modules[i].base == base)
+            return modules[i].id;
+    if (nmodules >= MAX_MODULES)
+        return 0;
+    uint32_t id = nmodules + 1;
+    modules[nmodules].base = base;
+    modules[nmodules].id = id;
+    nmodules++;
+    struct ccs_trace_module m = {.id = id, .path_len = (uint32_t)strlen(fname)};
+    write_chunk(CCS_CHUNK_MODULE, &m, sizeof m, fname, m.path_len);
+    return id;
+}
+
+/* Writes the sites seen since the last pass, in id order. */
+static void write_sites(void)
+{
+    uint32_t n = ccs_site_count();
+    while (site_cursor < n) {
+        void *pcs[CCS_MAX_STACK];
+        uint32_t depth;
+        if (ccs_site_get(site_cursor + 1, pcs, &depth) != 0)
+            return; /* still being unwound: next pass */
+        struct {
+            struct ccs_trace_site s;
+            struct ccs_trace_frame f[CCS_MAX_STACK];
+        } out = {.s = {.id = site_cursor + 1, .depth = depth}};
+        char names[CCS_MAX_STACK * 128];
+        size_t nl = 0;
+        for (uint32_t i = 0; i < depth; i++) {
+            Dl_info di;
+            memset(&out.f[i], 0, sizeof out.f[i]);
+            /* pc - 1: a return address may already belong to the next function. */
+            if (dladdr((char *)pcs[i] - 1, &di) && di.dli_fname) {
+                out.f[i].module = module_id(di.dli_fbase, di.dli_fname);
+                out.f[i].offset = (uint64_t)((char *)pcs[i] - (char *)di.dli_fbase);
+                if (di.dli_sname) {
+                    size_t l = strnlen(di.dli_sname, 127);
+                    memcpy(names + nl, di.dli_sname, l);
+                    names[nl + l] = 0;
+                    out.f[i].sym_len = (uint32_t)(l + 1);
+                    nl += l + 1;
+                }
+            } else {
+                out.f[i].offset = (uint64_t)(uintptr_t)pcs[i];
+            }
+        }
+        write_chunk(CCS_CHUNK_SITE, &out, sizeof out.s + depth * sizeof out.f[0], names, nl);
+        site_cursor++;
+    }
+}
+
+static uint64_t total_dropped(void)
+{
+    uint64_t d = 0;
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next)
+        d += atomic_load(&r->dropped);
+    return d;
+}
+
+/* The flush itself; the caller owns the file. */
+static int flush_owned(int reason, int signo)
+{
+    if (failed)
+        return -1;
+    if (fd < 0) {
+        /* Wait for the rank before naming the file, unless this is the end. */
+        if (ccs_world_rank() < 0 && reason < 0)
+            return 0;
+        if (open_trace() != 0) {
+            failed = 1;
+            return -1;
+        }
+    }
+    ccs_clock_recalibrate();
+    struct ccs_trace_comm defs[64];
+    size_t k;
+    while ((k = ccs_comm_defs(comm_cursor, defs, 64)) > 0) {
+        for (size_t i = 0; i < k; i++)
+            write_chunk(CCS_CHUNK_COMM, &defs[i], sizeof defs[i], NULL, 0);
+        comm_cursor += k;
+    }
+    write_sites();
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
+        size_t n;
+        while ((n = ccs_ring_drain(r, batch, BATCH)) > 0) {
+            for (size_t i = 0; i < n; i++) {
+                batch[i].t_start = ccs_ticks_to_ns(batch[i].t_start);
+                batch[i].t_dur = ccs_ticks_delta_ns(batch[i].t_dur);
+            }
+            if (write_chunk(CCS_CHUNK_RECORDS, batch, n * sizeof batch[0], NULL, 0) != 0) {
+                CCS_LOG(WARN, "CCSHIM_TRACE_DIR: write to '%s' failed: %s; tracing is off", path, strerror(errno));
+                failed = 1;
+                return -1;
+            }
+            records_written += n;
+        }
+    }
+    write_sites(); /* sites first seen by the records just written */
+    if (reason >= 0) {
+        struct ccs_trace_end e = {.records = records_written,
+                                  .dropped = total_dropped(),
+                                  .steps = ccs_step_now(),
+                                  .reason = reason,
+                                  .signo = signo};
+        write_chunk(CCS_CHUNK_END, &e, sizeof e, NULL, 0);
+    }
+    return 0;
+}
+
+/* Takes the file.  WAIT_MS bounds the wait (signal handlers); -1 = forever. */
+static int take(int wait_ms)
+{
+    long me = tid(), none = 0;
+    if (atomic_load(&owner) == me)
+        return -1; /* a signal arrived in the middle of our own flush */
+    for (int waited = 0;; waited++) {
+        none = 0;
+        if (atomic_compare_exchange_strong(&owner, &none, me))
+            return 0;
+        if (wait_ms >= 0 && waited >= wait_ms)
+            return -1;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void give(void) { atomic_store(&owner, 0); }
+
+int ccs_writer_flush(int reason, int signo)
+{
+    if (!ccs_cfg.trace_dir || !*ccs_cfg.trace_dir)
+        return -1;
+    if (take(reason == CCS_END_SIGNAL ? 200 : -1) != 0)
+        return -1;
+    int rc = flush_owned(reason, signo);
+    give();
+    return rc;
+}
+
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* the job's signals are not ours to take */
+    for (;;) {
+        struct timespec ts = {ccs_cfg.flush_ms / 1000, (ccs_cfg.flush_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir && !failed) {
+            take(-1);
+            flush_owned(-1, 0);
+            give();
+        }
+        int n = atomic_load(&nhooks);
+        for (int i = 0; i < n; i++)
+            hooks[i].fn(hooks[i].arg);
+    }
+    return NULL;
+}
+
+static atomic_int start_once;
+
+void ccs_writer_start(void)
+{
+    if (atomic_exchange(&start_once, 1))
+        return;
+    int need = (ccs_cfg.trace_dir && *ccs_cfg.trace_dir) || atomic_load(&nhooks) > 0;
+    if (need) {
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&a, 256 * 1024);
+        if (pthread_create(&thread, &a, writer_main, NULL) != 0)
+            CCS_LOG(WARN, "cannot start the background writer thread; the trace is written only at exit");
+        pthread_attr_destroy(&a);
+    }
+    ccs_writer_running = 1;
+}
+
+int ccs_writer_add_hook(void (*fn)(void *), void *arg)
+{
+    int n = atomic_load(&nhooks);
+    if (n >= 4)
+        return -1;
+    hooks[n].fn = fn;
+    hooks[n].arg = arg;
+    atomic_store(&nhooks, n + 1);
+    return 0;
+}
+
+const char *ccs_writer_path(void) { return fd >= 0 ? path : NULL; }
+
+void ccs_writer_atfork_child(void)
+{
+    /* The parent's file and thread are the parent's: start afresh. */
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    failed = 0;
+    path[0] = 0;
+    comm_cursor = 0;
+    site_cursor = 0;
+    nmodules = 0;
+    records_written = 0;
+    atomic_store(&owner, 0);
+    ccs_ring_reset_all();
+    ccs_writer_running = 0;
+    atomic_store(&start_once, 0); /* the child starts its own writer */
+}

@@ -1,0 +1,743 @@
+/*
+ * aggregate.c - reads every rank's trace once, streaming, and folds each
+ * record into the per-(step, rank, comm, kind) cells and the few per-step
+ * facts the findings need.  Nothing here keeps records: per-file state is
+ * freed when the file ends, so memory grows with ranks x steps, not calls.
+ */
+#include "audit.h"
+#include "ccs_kinds.h"
+#include "trace_reader.h"
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* (step, comm, buffer, kind) -> reductions of one buffer in one step. */
+struct buf_use {
+    struct buf_key {
+        uint64_t comm, buf;
+        uint32_t step, kind;
+    } k;
+    uint64_t count, deferred, bytes;
+    uint32_t site;
+};
+
+/* Interned call label of the reference rank's pattern. */
+struct label {
+    struct label_key {
+        uint64_t bytes, buf;
+        uint32_t kind, deferred;
+    } k;
+    uint32_t id;
+};
+
+/* The sites map holds pointers, so sites never move. */
+struct site_ref {
+    struct audit_site_key k;
+    struct audit_site *p;
+};
+
+struct token {
+    uint64_t comm, seq, order;
+    uint32_t step, label;
+};
+
+struct file_ctx {
+    struct audit *a;
+    struct audit_file *f;
+    uint32_t *site_map; /* file site id -> global site index */
+    size_t site_map_n;
+    char **modules;     /* module id -> path */
+    size_t nmodules;
+    uint64_t idx;       /* calls so far (for inferred steps) */
+    struct hmap bufs;
+    /* one-entry caches: consecutive records mostly hit the same cell */
+    struct audit_cell *last_cell;
+    struct audit_seqsum *last_sum;
+    /* reference rank only */
+    int is_ref;
+    struct token *toks;
+    size_t ntoks, captoks;
+    int toks_capped;
+    struct hmap labels;
+    size_t nlabels;
+    struct hmap bufidx; /* buffer address -> @bufN */
+};
+
+void audit_init(struct audit *a)
+{
+    memset(a, 0, sizeof *a);
+    hmap_init(&a->cells, sizeof(struct audit_cell), sizeof(struct audit_cell_key));
+    hmap_init(&a->seqsums, sizeof(struct audit_seqsum), sizeof(struct audit_seqsum_key));
+    hmap_init(&a->stepcomms, sizeof(struct audit_stepcomm), sizeof(struct audit_stepcomm_key));
+    hmap_init(&a->rankcomms, sizeof(struct audit_rankcomm), sizeof(struct audit_rankcomm_key));
+    hmap_init(&a->sites, sizeof(struct site_ref), sizeof(struct audit_site_key));
+    a->max_tokens = 1u << 20;
+    a->max_ref_fp = 1u << 22;
+    a->want_patterns = 1;
+    a->ref_rank = -1;
+}
+
+void audit_free(struct audit *a)
+{
+    for (size_t i = 0; i < a->nfiles; i++) {
+        free(a->files[i].path);
+        free(a->files[i].error);
+    }
+    free(a->files);
+    for (size_t i = 0; i < a->nreports; i++)
+        free(a->reports[i].path);
+    free(a->reports);
+    for (size_t i = 0; i < a->stepcomms.cap; i++) {
+        struct audit_stepcomm *s = hmap_slot(&a->stepcomms, i);
+        if (s)
+            free(s->pattern);
+    }
+    for (size_t i = 0; i < a->nsites; i++) {
+        struct audit_site *s = a->site_list[i];
+        free(s->module);
+        free(s->symbol);
+        free(s->resolved);
+        free(s->frames);
+        free(s);
+    }
+    free(a->site_list);
+    for (size_t i = 0; i < a->ncomms; i++)
+        free(a->comms[i].ref_fp);
+    free(a->comms);
+    free(a->expects);
+    free(a->findings);
+    hmap_free(&a->cells);
+    hmap_free(&a->seqsums);
+    hmap_free(&a->stepcomms);
+    hmap_free(&a->rankcomms);
+    hmap_free(&a->sites);
+}
+
+struct audit_comm *audit_comm_get(struct audit *a, uint64_t id, int create)
+{
+    for (size_t i = 0; i < a->ncomms; i++)
+        if (a->comms[i].id == id)
+            return &a->comms[i];
+    if (!create)
+        return NULL;
+    if (a->ncomms == a->comms_cap) {
+        size_t nc = a->comms_cap ? a->comms_cap * 2 : 8;
+        struct audit_comm *n = realloc(a->comms, nc * sizeof *n);
+        if (!n)
+            return NULL;
+        a->comms = n;
+        a->comms_cap = nc;
+    }
+    struct audit_comm *c = &a->comms[a->ncomms++];
+    memset(c, 0, sizeof *c);
+    c->id = id;
+    c->size = -1;
+    c->color = -1;
+    c->ref_rank = -1;
+    return c;
+}
+
+uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64_t idx)
+{
+    if (a->steps.source != STEPS_INFERRED)
+        return r->step;
+    if (idx < a->steps.head || a->steps.period == 0)
+        return 0;
+    uint64_t s = (idx - a->steps.head) / a->steps.period;
+    return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
+}
+
+static void on_module(struct file_ctx *x, uint32_t id, const char *path)
+{
+    if (id > 1u << 16)
+        return;
+    if (id >= x->nmodules) {
+        char **n = realloc(x->modules, (id + 1) * sizeof *n);
+        if (!n)
+            return;
+        memset(n + x->nmodules, 0, (id + 1 - x->nmodules) * sizeof *n);
+        x->modules = n;
+        x->nmodules = id + 1;
+    }
+    free(x->modules[id]);
+    x->modules[id] = strdup(path);
+}
+
+static const char *module_path(struct file_ctx *x, uint32_t id)
+{
+    return id < x->nmodules ? x->modules[id] : NULL;
+}
+
+static void on_site(struct file_ctx *x, const struct ccs_item *it)
+{
+    struct audit *a = x->a;
+    uint32_t id = it->u.site.id, depth = it->u.site.depth;
+    if (id > 1u << 20)
+        return;
+    /* Identity across ranks: the modules' paths and the frames' offsets. */
+    uint64_t h = 0x5117e5u;
+    for (uint32_t i = 0; i < depth; i++) {
+        const char *m = module_path(x, it->u.site.frames[i].module);
+        h ^= hmap_hash(m ? m : "", m ? strlen(m) : 0) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+        h ^= hmap_hash(&it->u.site.frames[i].offset, 8) + (h << 6) + (h >> 2);
+    }
+    struct audit_site_key key = {h};
+    struct site_ref *slot = hmap_get(&a->sites, &key, 0);
+    struct audit_site *s;
+    if (slot) {
+        s = slot->p;
+    } else {
+        s = calloc(1, sizeof *s);
+        struct audit_site **nl = realloc(a->site_list, (a->nsites + 1) * sizeof *nl);
+        if (!s || !nl) {
+            free(s);
+            if (nl)
+                a->site_list = nl;
+            return;
+        }
+        a->site_list = nl;
+        s->k = key;
+        s->index = (uint32_t)a->nsites + 1;
+        a->site_list[a->nsites++] = s;
+        slot = hmap_get(&a->sites, &key, 1);
+        if (slot)
+            slot->p = s;
+        if (depth > 0) {
+            const char *m = module_path(x, it->u.site.frames[0].module);
+            s->module = m ? strdup(m) : NULL;
+            s->offset = it->u.site.frames[0].offset;
+            s->symbol = it->u.site.symbols[0] ? strdup(it->u.site.symbols[0]) : NULL;
+        }
+        char fr[2048];
+        size_t o = 0;
+        fr[0] = 0;
+        for (uint32_t i = 0; i < depth && o < sizeof fr - 1; i++) {
+            const char *sym = it->u.site.symbols[i];
+            const char *m = module_path(x, it->u.site.frames[i].module);
+            const char *base = m ? strrchr(m, '/') : NULL;
+            o += snprintf(fr + o, sizeof fr - o, "%s%s+0x%" PRIx64 "", i ? ";" : "",
+                          sym ? sym : (base ? base + 1 : (m ? m : "?")), it->u.site.frames[i].offset);
+        }
+        s->frames = strdup(fr);
+    }
+    if (id >= x->site_map_n) {
+        size_t nn = id + 1 > x->site_map_n * 2 ? id + 1 : x->site_map_n * 2;
+        uint32_t *n = realloc(x->site_map, nn * sizeof *n);
+        if (!n)
+            return;
+        memset(n + x->site_map_n, 0, (nn - x->site_map_n) * sizeof *n);
+        x->site_map = n;
+        x->site_map_n = nn;
+    }
+    x->site_map[id] = s->index;
+}
+
+static void on_comm(struct file_ctx *x, const struct ccs_trace_comm *tc)
+{
+    struct audit_comm *c = audit_comm_get(x->a, tc->id, 1);
+    if (!c)
+        return;
+    c->parent = tc->parent;
+    c->size = tc->size;
+    c->backend = tc->backend;
+    c->how = tc->how;
+    c->color = tc->color;
+    c->members_seen++;
+}
+
+static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r)
+{
+    struct label_key k;
+    memset(&k, 0, sizeof k);
+    k.kind = r->kind;
+    k.deferred = (r->flags & CCS_F_DEFERRED) != 0;
+    k.bytes = r->bytes;
+    k.buf = is_reduction(r->kind) ? r->buf : 0;
+    struct label *l = hmap_get(&x->labels, &k, 0);
+    if (l)
+        return l->id;
+    l = hmap_get(&x->labels, &k, 1);
+    if (!l)
+        return 0;
+    l->id = (uint32_t)x->nlabels;
+    x->nlabels++;
+    if (k.buf) { /* number buffers in order of first use */
+        struct {
+            uint64_t buf;
+            uint64_t idx;
+        } bk = {k.buf, 0}, *b = hmap_get(&x->bufidx, &bk, 0);
+        if (!b) {
+            size_t n = x->bufidx.n;
+            b = hmap_get(&x->bufidx, &bk, 1);
+            if (b)
+                b->idx = n;
+        }
+    }
+    return l->id;
+}
+
+struct label_arg {
+    struct file_ctx *x;
+    struct label **by_id;
+    char buf[160];
+};
+
+static const char *label_text(uint32_t id, void *arg)
+{
+    struct label_arg *la = arg;
+    struct file_ctx *x = la->x;
+    if (id < x->nlabels && la->by_id[id]) {
+        struct label *l = la->by_id[id];
+        char b[32], kb[48];
+        int o = snprintf(la->buf, sizeof la->buf, "%s %s", kind_label(l->k.kind, (int)l->k.deferred, kb, sizeof kb),
+                         fmt_bytes(l->k.bytes, b, sizeof b));
+        if (l->k.buf) {
+            struct {
+                uint64_t buf;
+                uint64_t idx;
+            } bk = {l->k.buf, 0}, *bi = hmap_get(&x->bufidx, &bk, 0);
+            if (bi && o > 0 && (size_t)o < sizeof la->buf)
+                snprintf(la->buf + o, sizeof la->buf - (size_t)o, " @buf%" PRIu64, bi->idx);
+        }
+        return la->buf;
+    }
+    return "?";
+}
+
+static int tok_cmp(const void *p, const void *q)
+{
+    const struct token *a = p, *b = q;
+    if (a->step != b->step)
+        return a->step < b->step ? -1 : 1;
+    if (a->comm != b->comm)
+        return a->comm < b->comm ? -1 : 1;
+    if (a->seq != b->seq)
+        return a->seq < b->seq ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* Compresses the reference rank's calls of each (step, comm) into a pattern. */
+static void make_patterns(struct file_ctx *x)
+{
+    struct audit *a = x->a;
+    struct label_arg la = {.x = x};
+    if (!x->ntoks)
+        return;
+    la.by_id = calloc(x->nlabels + 1, sizeof *la.by_id);
+    if (!la.by_id)
+        return;
+    for (size_t i = 0; i < x->labels.cap; i++) {
+        struct label *l = hmap_slot(&x->labels, i);
+        if (l && l->id < x->nlabels)
+            la.by_id[l->id] = l;
+    }
+    qsort(x->toks, x->ntoks, sizeof *x->toks, tok_cmp);
+    uint32_t *ids = malloc(x->ntoks * sizeof *ids);
+    if (!ids) {
+        free(la.by_id);
+        return;
+    }
+    for (size_t i = 0; i < x->ntoks;) {
+        size_t j = i;
+        while (j < x->ntoks && x->toks[j].step == x->toks[i].step && x->toks[j].comm == x->toks[i].comm) {
+            ids[j - i] = x->toks[j].label;
+            j++;
+        }
+        struct audit_stepcomm_key k;
+        memset(&k, 0, sizeof k);
+        k.comm = x->toks[i].comm;
+        k.step = x->toks[i].step;
+        struct audit_stepcomm *sc = hmap_get(&a->stepcomms, &k, 1);
+        if (sc && !sc->pattern) {
+            char *p = audit_compress(ids, j - i, label_text, &la);
+            if (p && x->toks_capped && j == x->ntoks) {
+                size_t l = strlen(p);
+                char *q = realloc(p, l + 32);
+                if (q) {
+                    strcpy(q + l, ", ... (capped)");
+                    p = q;
+                }
+            }
+            sc->pattern = p;
+        }
+        i = j;
+    }
+    free(ids);
+    free(la.by_id);
+}
+
+/* Folds the file's per-buffer counts into the per-(step, comm) facts. */
+static void fold_buffers(struct file_ctx *x)
+{
+    struct audit *a = x->a;
+    int32_t rank = x->f->rank;
+    /* Per (step, comm): this rank's largest k and repeated buffers. */
+    struct hmap local;
+    struct loc {
+        struct audit_stepcomm_key k;
+        uint32_t max_k, repeated;
+        uint64_t bytes;
+        uint32_t kind, site;
+    };
+    hmap_init(&local, sizeof(struct loc), sizeof(struct audit_stepcomm_key));
+    for (size_t i = 0; i < x->bufs.cap; i++) {
+        struct buf_use *b = hmap_slot(&x->bufs, i);
+        if (!b)
+            continue;
+        for (size_t e = 0; e < a->nexpects; e++) {
+            struct audit_expect *ex = &a->expects[e];
+            uint64_t real = b->count - b->deferred;
+            if (ex->scope != EXPECT_BUFFER || (uint32_t)ex->kind != b->k.kind)
+                continue;
+            if (real > ex->limit)
+                ex->violations++;
+            if (real > ex->worst) {
+                ex->worst = real;
+                ex->worst_step = b->k.step;
+                ex->worst_rank = rank;
+                ex->worst_comm = b->k.comm;
+            }
+        }
+        if (!is_reduction(b->k.kind))
+            continue;
+        struct audit_stepcomm_key k;
+        memset(&k, 0, sizeof k);
+        k.comm = b->k.comm;
+        k.step = b->k.step;
+        struct loc *l = hmap_get(&local, &k, 1);
+        if (!l)
+            continue;
+        uint64_t real = b->count - b->deferred; /* deferred ones never reached the network */
+        if (real > 1)
+            l->repeated++;
+        if (real > l->max_k) {
+            l->max_k = (uint32_t)real;
+            l->bytes = b->bytes;
+            l->kind = b->k.kind;
+            l->site = b->site;
+        }
+    }
+    for (size_t i = 0; i < local.cap; i++) {
+        struct loc *l = hmap_slot(&local, i);
+        if (!l)
+            continue;
+        struct audit_stepcomm *sc = hmap_get(&a->stepcomms, &l->k, 1);
+        if (!sc)
+            continue;
+        if (l->max_k > sc->max_k) {
+            sc->max_k = l->max_k;
+            sc->max_k_rank = rank;
+            sc->max_k_bytes = l->bytes;
+            sc->max_k_kind = l->kind;
+            sc->max_k_site = l->site;
+        }
+        if (l->max_k > 1) {
+            sc->ranks_repeating++;
+            if (sc->min_k == 0 || l->max_k < sc->min_k)
+                sc->min_k = l->max_k;
+        }
+        if (l->repeated > sc->repeated_bufs)
+            sc->repeated_bufs = l->repeated;
+    }
+    hmap_free(&local);
+}
+
+static void on_record(struct file_ctx *x, const struct ccs_record *r)
+{
+    struct audit *a = x->a;
+    struct audit_file *f = x->f;
+    int cls = ccs_kind_class(r->kind);
+    if (cls == CCS_CLASS_MARK) {
+        if (a->chrome)
+            chrome_record(a->chrome, f, r, r->step, NULL);
+        return;
+    }
+    uint32_t step = audit_step_of(a, r, x->idx++);
+    int deferred = (r->flags & CCS_F_DEFERRED) != 0;
+    uint32_t site = r->site < x->site_map_n ? x->site_map[r->site] : 0;
+    f->records++;
+    if (step > f->last_step)
+        f->last_step = step;
+    if (step > a->max_step)
+        a->max_step = step;
+    if (r->t_start + r->t_dur > f->t_last_ns)
+        f->t_last_ns = r->t_start + r->t_dur;
+
+    if (a->tsv_records) {
+        char flags[128] = "";
+        size_t o = 0;
+#define CCS_X(e, b, s)                                                                                       \
+    if (r->flags & (b))                                                                                      \
+        o += snprintf(flags + o, sizeof flags - o, "%s%s", o ? "," : "", s);
+        CCS_FLAG_LIST(CCS_X)
+#undef CCS_X
+        fprintf(a->tsv_records_out,
+                "%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\n",
+                (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
+                ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site);
+    }
+    if (a->chrome) {
+        char nb[256] = "";
+        if (site && site <= a->nsites)
+            audit_site_name(a->site_list[site - 1], nb, sizeof nb);
+        chrome_record(a->chrome, f, r, step, nb[0] ? nb : NULL);
+    }
+
+    /* The cell. */
+    struct audit_cell_key ck;
+    memset(&ck, 0, sizeof ck);
+    ck.comm = r->comm;
+    ck.step = step;
+    ck.rank = f->rank;
+    ck.kind = r->kind;
+    ck.deferred = (uint32_t)deferred;
+    struct audit_cell *c = x->last_cell;
+    if (!c || memcmp(&c->k, &ck, sizeof ck) != 0) {
+        size_t before = a->cells.n;
+        c = hmap_get(&a->cells, &ck, 1);
+        if (a->cells.n != before)
+            x->last_sum = NULL; /* unrelated map, but keep the rule simple */
+        x->last_cell = c;
+    }
+    if (c) {
+        c->count++;
+        c->bytes += r->bytes;
+        c->time_ns += r->t_dur;
+    }
+
+    /* Sites. */
+    if (site && site <= a->nsites) {
+        struct audit_site *s = a->site_list[site - 1];
+        s->count++;
+        s->bytes += r->bytes;
+        s->deferred += (uint64_t)deferred;
+        if (r->kind < 32)
+            s->kinds_mask |= 1u << r->kind;
+    }
+
+    /* Per-buffer reuse within the step (reductions, and any --expect /buffer kind). */
+    if (r->buf && (is_reduction(r->kind) || a->nexpects)) {
+        struct buf_key bk;
+        memset(&bk, 0, sizeof bk);
+        bk.comm = r->comm;
+        bk.buf = r->buf;
+        bk.step = step;
+        bk.kind = r->kind;
+        struct buf_use *b = hmap_get(&x->bufs, &bk, 1);
+        if (b) {
+            b->count++;
+            b->deferred += (uint64_t)deferred;
+            b->bytes = r->bytes;
+            b->site = site;
+        }
+    }
+
+    /* What the members must agree on. */
+    if (cls == CCS_CLASS_COLL && r->comm && r->seq) {
+        struct audit_seqsum_key sk;
+        memset(&sk, 0, sizeof sk);
+        sk.comm = r->comm;
+        sk.step = step;
+        sk.rank = f->rank;
+        struct audit_seqsum *s = x->last_sum;
+        if (!s || memcmp(&s->k, &sk, sizeof sk) != 0) {
+            s = hmap_get(&a->seqsums, &sk, 1);
+            x->last_sum = s;
+        }
+        if (s) {
+            uint64_t pair[2] = {r->seq, r->fingerprint};
+            s->ncoll++;
+            s->fpsum += hmap_hash(pair, sizeof pair);
+            if (s->first_seq == 0 || r->seq < s->first_seq)
+                s->first_seq = r->seq;
+        }
+        struct audit_comm *cm = audit_comm_get(a, r->comm, 1);
+        struct audit_rankcomm_key rk;
+        memset(&rk, 0, sizeof rk);
+        rk.comm = r->comm;
+        rk.rank = f->rank;
+        struct audit_rankcomm *rc = hmap_get(&a->rankcomms, &rk, 1);
+        if (cm && rc) {
+            if (cm->ref_rank < 0)
+                cm->ref_rank = f->rank;
+            if (r->seq > rc->max_seq) {
+                rc->max_seq = r->seq;
+                rc->max_seq_step = step;
+            }
+            uint64_t i = r->seq - 1;
+            if (cm->ref_rank == f->rank) {
+                if (i >= cm->ref_cap && i < a->max_ref_fp) {
+                    uint64_t nc = cm->ref_cap ? cm->ref_cap : 1024;
+                    while (nc <= i)
+                        nc *= 2;
+                    uint64_t *n = realloc(cm->ref_fp, nc * sizeof *n);
+                    if (n) {
+                        memset(n + cm->ref_cap, 0, (nc - cm->ref_cap) * sizeof *n);
+                        cm->ref_fp = n;
+                        cm->ref_cap = nc;
+                    }
+                }
+                if (i < cm->ref_cap) {
+                    cm->ref_fp[i] = r->fingerprint;
+                    if (i + 1 > cm->ref_len)
+                        cm->ref_len = i + 1;
+                } else {
+                    cm->ref_capped = 1;
+                }
+            } else if (i < cm->ref_len && cm->ref_fp[i] != r->fingerprint &&
+                       (rc->first_diff == 0 || r->seq < rc->first_diff)) {
+                rc->first_diff = r->seq;
+                rc->first_diff_step = step;
+            }
+        }
+    }
+
+    /* The reference rank's call stream, for the patterns. */
+    if (x->is_ref && a->want_patterns) {
+        if (x->ntoks == x->captoks && !x->toks_capped) {
+            size_t nc = x->captoks ? x->captoks * 2 : 4096;
+            if (nc > a->max_tokens)
+                nc = a->max_tokens;
+            struct token *n = nc > x->captoks ? realloc(x->toks, nc * sizeof *n) : NULL;
+            if (n) {
+                x->toks = n;
+                x->captoks = nc;
+            } else {
+                x->toks_capped = 1;
+            }
+        }
+        if (x->ntoks < x->captoks) {
+            struct token *t = &x->toks[x->ntoks];
+            t->comm = r->comm;
+            t->seq = r->seq;
+            t->order = x->ntoks;
+            t->step = step;
+            t->label = intern_label(x, r);
+            x->ntoks++;
+        }
+    }
+}
+
+static void read_file(struct audit *a, struct audit_file *f, int is_ref)
+{
+    char err[512];
+    struct ccs_trace_reader *r = ccs_trace_open(f->path, err, sizeof err);
+    if (!r) {
+        f->status = FILE_REFUSED;
+        free(f->error);
+        f->error = strdup(err);
+        fprintf(stderr, "ccshim-audit: skipped %s\n", err);
+        return;
+    }
+    struct file_ctx x;
+    memset(&x, 0, sizeof x);
+    x.a = a;
+    x.f = f;
+    x.is_ref = is_ref;
+    hmap_init(&x.bufs, sizeof(struct buf_use), sizeof(struct buf_key));
+    hmap_init(&x.labels, sizeof(struct label), sizeof(struct label_key));
+    hmap_init(&x.bufidx, 16, 8);
+    if (a->chrome)
+        chrome_rank_begin(a->chrome, f);
+    struct ccs_item it;
+    int rc;
+    while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1) {
+        switch (it.type) {
+        case CCS_ITEM_RECORD: on_record(&x, &it.u.record); break;
+        case CCS_ITEM_COMM: on_comm(&x, &it.u.comm); break;
+        case CCS_ITEM_MODULE: on_module(&x, it.u.module.id, it.u.module.path); break;
+        case CCS_ITEM_SITE: on_site(&x, &it); break;
+        case CCS_ITEM_END:
+            f->has_end = 1;
+            f->end = it.u.end;
+            break;
+        case CCS_ITEM_META: break;
+        }
+    }
+    const char *v;
+    if ((v = ccs_trace_meta(r, "host")))
+        snprintf(f->host, sizeof f->host, "%s", v);
+    if ((v = ccs_trace_meta(r, "job")))
+        snprintf(f->job, sizeof f->job, "%s", v);
+    if ((v = ccs_trace_meta(r, "exe")))
+        snprintf(f->exe, sizeof f->exe, "%s", v);
+    if (ccs_trace_truncated(r)) {
+        f->status = FILE_TRUNCATED;
+        if (rc < 0) {
+            free(f->error);
+            f->error = strdup(err);
+        } else {
+            char m[600];
+            snprintf(m, sizeof m, "%s: truncated: no END chunk (the process did not finish writing)", f->path);
+            free(f->error);
+            f->error = strdup(m);
+        }
+        fprintf(stderr, "ccshim-audit: %s; read %" PRIu64 " calls up to step %u\n", f->error, f->records,
+                f->last_step);
+    } else if (rc < 0) {
+        f->status = FILE_DAMAGED;
+        free(f->error);
+        f->error = strdup(err);
+        fprintf(stderr, "ccshim-audit: %s; read %" PRIu64 " calls before it\n", err, f->records);
+    }
+    if (a->chrome)
+        chrome_rank_end(a->chrome, f);
+    fold_buffers(&x);
+    if (is_ref)
+        make_patterns(&x);
+    ccs_trace_close(r);
+    hmap_free(&x.bufs);
+    hmap_free(&x.labels);
+    hmap_free(&x.bufidx);
+    free(x.toks);
+    free(x.site_map);
+    for (size_t i = 0; i < x.nmodules; i++)
+        free(x.modules[i]);
+    free(x.modules);
+}
+
+/* A rank that stops early or runs on departs from the reference where the
+ * shorter of the two ends. */
+static void finish_first_diffs(struct audit *a)
+{
+    for (size_t i = 0; i < a->rankcomms.cap; i++) {
+        struct audit_rankcomm *rc = hmap_slot(&a->rankcomms, i);
+        if (!rc)
+            continue;
+        struct audit_comm *cm = audit_comm_get(a, rc->k.comm, 0);
+        if (!cm || cm->ref_rank == rc->k.rank)
+            continue;
+        struct audit_rankcomm_key rk;
+        memset(&rk, 0, sizeof rk);
+        rk.comm = rc->k.comm;
+        rk.rank = cm->ref_rank;
+        struct audit_rankcomm *ref = hmap_get(&a->rankcomms, &rk, 0);
+        if (!ref || ref->max_seq == rc->max_seq)
+            continue;
+        uint64_t end = (ref->max_seq < rc->max_seq ? ref->max_seq : rc->max_seq) + 1;
+        if (rc->first_diff == 0 || end < rc->first_diff) {
+            rc->first_diff = end;
+            rc->first_diff_step = ref->max_seq < rc->max_seq ? rc->max_seq_step : ref->max_seq_step;
+        }
+    }
+}
+
+size_t audit_read_all(struct audit *a)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->nfiles; i++) {
+        struct audit_file *f = &a->files[i];
+        if (f->status == FILE_REFUSED) {
+            fprintf(stderr, "ccshim-audit: skipped %s\n", f->error);
+            continue;
+        }
+        int is_ref = a->ref_rank < 0;
+        if (is_ref)
+            a->ref_rank = f->rank;
+        read_file(a, f, is_ref);
+        if (f->status != FILE_REFUSED)
+            n++;
+    }
+    finish_first_diffs(a);
+    return n;
+}

@@ -1,0 +1,299 @@
+/*
+ * audit.h - ccshim-audit's model of a job: what the reader aggregates from
+ * every rank's trace, and what the step inference, the pattern compressor,
+ * the findings and the output formats read from it.
+ *
+ * Memory is bounded by the size of the answer, not of the traces: records
+ * are folded into per-(step, rank, comm, kind) cells as they stream past;
+ * only the reference rank keeps a capped token list for the call patterns.
+ */
+#ifndef CCS_AUDIT_H
+#define CCS_AUDIT_H
+
+#include "hmap.h"
+#include "trace_format.h"
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define AUDIT_JSON_VERSION 1
+
+/* How the steps were found. */
+enum audit_step_source { STEPS_NONE = 0, STEPS_MARKERS, STEPS_INFERRED };
+
+enum audit_file_status { FILE_OK = 0, FILE_TRUNCATED, FILE_DAMAGED, FILE_REFUSED };
+
+struct audit_file {
+    char *path;
+    int status;       /* enum audit_file_status */
+    char *error;      /* the reader's message, or NULL */
+    int32_t rank, size;
+    uint32_t pid;
+    char host[128], job[128], exe[512];
+    uint64_t start_realtime_ns;
+    uint64_t records;  /* records read */
+    int has_end;
+    struct ccs_trace_end end; /* valid when has_end */
+    uint32_t last_step;
+    uint64_t t_last_ns;   /* end of its last call */
+};
+
+/* (step, rank, comm, kind, deferred) -> totals. */
+struct audit_cell {
+    struct audit_cell_key {
+        uint64_t comm;
+        uint32_t step;
+        int32_t rank;
+        uint32_t kind;
+        uint32_t deferred;
+    } k;
+    uint64_t count, bytes, time_ns;
+};
+
+/* (step, rank, comm) -> what the ranks must agree on. */
+struct audit_seqsum {
+    struct audit_seqsum_key {
+        uint64_t comm;
+        uint32_t step;
+        int32_t rank;
+    } k;
+    uint64_t ncoll;     /* sequenced collectives */
+    uint64_t fpsum;     /* order-free sum of hash(seq, fingerprint) */
+    uint64_t first_seq; /* lowest sequence number in the step */
+};
+
+/* (step, comm) -> per-step facts gathered across ranks. */
+struct audit_stepcomm {
+    struct audit_stepcomm_key {
+        uint64_t comm;
+        uint32_t step;
+        uint32_t pad;
+    } k;
+    uint32_t max_k;        /* most real reductions of one buffer on one rank */
+    uint32_t min_k;        /* fewest (over ranks with a repeated buffer) */
+    uint32_t repeated_bufs;/* buffers reduced more than once (max over ranks) */
+    int32_t max_k_rank;
+    uint64_t max_k_bytes;  /* bytes of that buffer per reduction */
+    uint32_t max_k_kind;
+    uint32_t max_k_site;   /* global site index, 0 none */
+    uint32_t ranks_repeating;
+    uint32_t buf_over_expect; /* most reductions of one buffer of the kind in --expect /buffer */
+    char *pattern;         /* compressed call pattern of the reference rank */
+};
+
+struct audit_comm {
+    uint64_t id;
+    uint64_t parent;
+    int32_t size;
+    uint16_t backend, how;
+    int32_t color;
+    uint32_t members_seen;
+    /* Reference fingerprints by sequence number (from the first member read). */
+    int32_t ref_rank;
+    uint64_t *ref_fp;
+    uint64_t ref_len, ref_cap;
+    int ref_capped;
+};
+
+/* (rank, comm) -> where the rank first departs from the reference. */
+struct audit_rankcomm {
+    struct audit_rankcomm_key {
+        uint64_t comm;
+        int32_t rank;
+        uint32_t pad;
+    } k;
+    uint64_t first_diff;  /* first sequence number whose fingerprint differs, 0 none */
+    uint32_t first_diff_step;
+    uint64_t max_seq;     /* last sequence number seen */
+    uint32_t max_seq_step;
+};
+
+/* A call site merged across ranks by its innermost frame. */
+struct audit_site {
+    struct audit_site_key {
+        uint64_t hash; /* of module path and frame offsets */
+    } k;
+    uint32_t index;    /* 1-based position in audit.site_list */
+    char *module;      /* path of frame 0's module, or NULL */
+    uint64_t offset;   /* frame 0 offset in it */
+    char *symbol;      /* runtime's dladdr name of frame 0, or NULL */
+    char *resolved;    /* "func at file:line" from addr2line, or NULL */
+    char *frames;      /* all frames, "sym+off;..." for the report */
+    uint64_t count, bytes, deferred;
+    uint32_t kinds_mask; /* bit per kind (kinds < 32) seen here */
+};
+
+/* A desync report or flight-recorder dump found beside the traces. */
+struct audit_report {
+    char *path;
+    int flight;         /* 1 for *.flight */
+    uint64_t size;
+    char summary[512];  /* first meaningful line(s) */
+};
+
+/* One --expect rule: KIND<=N per SCOPE. */
+enum expect_scope { EXPECT_COMM = 0, EXPECT_STEP, EXPECT_BUFFER };
+struct audit_expect {
+    char text[64];
+    int kind;       /* enum ccs_kind */
+    uint64_t limit;
+    int scope;
+    uint64_t worst; /* largest value seen */
+    uint32_t worst_step;
+    int32_t worst_rank;
+    uint64_t worst_comm;
+    uint64_t violations;
+};
+
+/* Step inference result (steps.c). */
+struct audit_steps {
+    int source;        /* enum audit_step_source */
+    uint64_t period;   /* calls per step when inferred */
+    uint64_t head;     /* calls before the first whole step (setup; counted in step 0) */
+    uint64_t tokens;   /* calls examined */
+};
+
+/* Finding kinds (findings.c). */
+enum finding_kind {
+    FIND_REDUNDANT = 1, /* one buffer reduced k times per step */
+    FIND_MISMATCH,      /* ranks' counts or fingerprints differ */
+    FIND_REPORTS,       /* desync reports / flight dumps present */
+    FIND_DEFERRED,      /* coalescing deferred reductions */
+    FIND_TRUNCATED,     /* traces cut short */
+    FIND_UNREADABLE,    /* files skipped */
+    FIND_DROPPED,       /* records lost to ring overflow */
+    FIND_EXPECT,        /* --expect rule exceeded */
+};
+
+struct audit_finding {
+    int kind;
+    int severity;    /* 0 info, 1 warning, 2 error */
+    char title[256];
+    char evidence[1024];
+    char action[512];
+    /* machine-readable details */
+    uint32_t step_first, step_last, steps;
+    uint64_t k;      /* FIND_REDUNDANT: reductions per buffer per step */
+    uint64_t comm;
+    int32_t ranks[16];
+    int nranks;
+    uint64_t first_seq;
+};
+
+struct audit {
+    /* options */
+    int tsv_records;
+    FILE *tsv_records_out;
+    int want_patterns;
+    size_t max_tokens;        /* cap on the reference rank's token list */
+    size_t max_ref_fp;        /* cap on reference fingerprints per comm */
+    int symbolize;
+    /* inputs */
+    struct audit_file *files;
+    size_t nfiles;
+    struct audit_report *reports;
+    size_t nreports;
+    uint64_t t0_realtime_ns;  /* earliest start of any trace */
+    /* aggregates */
+    struct hmap cells;     /* struct audit_cell */
+    struct hmap seqsums;   /* struct audit_seqsum */
+    struct hmap stepcomms; /* struct audit_stepcomm */
+    struct hmap rankcomms; /* struct audit_rankcomm */
+    struct hmap sites;     /* struct audit_site */
+    struct audit_site **site_list; /* by index - 1 */
+    size_t nsites;
+    struct audit_comm *comms;
+    size_t ncomms, comms_cap;
+    uint32_t max_step;
+    int ref_rank;          /* rank whose patterns are shown */
+    struct audit_steps steps;
+    struct audit_expect *expects;
+    size_t nexpects;
+    struct audit_finding *findings;
+    size_t nfindings;
+    /* streaming chrome trace output, or NULL */
+    struct chrome_out *chrome;
+};
+
+/* ------------------------------------------------------------ aggregate.c */
+void audit_init(struct audit *a);
+void audit_free(struct audit *a);
+/* Reads every file in A->files (already sorted by rank), folding records
+ * into the aggregates; a file that cannot be read is marked and skipped.
+ * Returns the number of files read at least in part. */
+size_t audit_read_all(struct audit *a);
+struct audit_comm *audit_comm_get(struct audit *a, uint64_t id, int create);
+/* Effective step of the IDX-th call of a rank (markers or inference). */
+uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64_t idx);
+
+/* ---------------------------------------------------------------- files.c */
+/* Collects *.cctrace files under each argument (a directory or a file) and
+ * the desync reports and flight dumps in those directories.  Returns 0, -1
+ * when an argument does not exist (message printed). */
+int audit_collect(struct audit *a, char **args, int nargs);
+/* Sorts files by rank (unknown ranks last), after a header peek. */
+void audit_sort_files(struct audit *a);
+
+/* ---------------------------------------------------------------- steps.c */
+/* Infers the step period and head of a token stream (one id per call):
+ * the smallest P such that TOK[H..N) repeats with period P at least twice,
+ * with the shortest such H.  Returns 0 and fills PERIOD and HEAD, or -1 when
+ * no period exists. */
+int audit_infer_period(const uint32_t *tok, size_t n, uint64_t *period, uint64_t *head);
+/* Decides how steps are counted: markers when the first readable trace has
+ * any, else inferred from its call stream.  Fills A->steps. */
+void audit_find_steps(struct audit *a);
+
+/* -------------------------------------------------------------- pattern.c */
+/* Compresses TOK[0..N) into "[a, b] x32, c" using LABEL(tok, arg) for each
+ * token.  Returns a malloc'd string, or NULL when out of memory. */
+char *audit_compress(const uint32_t *tok, size_t n, const char *(*label)(uint32_t, void *), void *arg);
+
+/* ------------------------------------------------------------- findings.c */
+void audit_findings(struct audit *a);
+/* Ranks of step STEP on COMM whose (count, fingerprints) differ from the
+ * majority: fills OUT (up to MAX) and returns how many differ. */
+size_t audit_step_outliers(const struct audit *a, uint32_t step, uint64_t comm, int32_t *out, size_t max);
+
+/* --------------------------------------------------------------- expect.c */
+/* Parses "KIND<=N[/comm|/step|/buffer]".  Returns 0, -1 with a message. */
+int audit_expect_parse(const char *s, struct audit_expect *e, char *err, size_t errlen);
+/* Evaluates every rule; returns the number of rules exceeded. */
+int audit_expect_check(struct audit *a);
+
+/* -------------------------------------------------------------- symbols.c */
+/* Resolves the top N sites (by count) with addr2line when available. */
+void audit_symbolize(struct audit *a, size_t n);
+/* Best short name of a site: resolved, else dladdr symbol, else module+offset. */
+const char *audit_site_name(const struct audit_site *s, char *buf, size_t n);
+
+/* ------------------------------------------------------------------ util.c */
+/* "25.0 MiB" style; returns BUF. */
+const char *fmt_bytes(uint64_t b, char *buf, size_t n);
+const char *fmt_time(uint64_t ns, char *buf, size_t n);
+/* Writes S as a JSON string literal (with quotes). */
+void json_str(FILE *f, const char *s);
+/* Writes S with HTML special characters escaped. */
+void html_str(FILE *f, const char *s);
+const char *kind_label(unsigned kind, int deferred, char *buf, size_t n);
+int is_reduction(unsigned kind);
+/* Sorted array of the cells (by step, rank, comm, kind, deferred); caller frees. */
+struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n);
+struct audit_stepcomm **audit_sorted_stepcomms(const struct audit *a, size_t *n);
+const char *rank_list(const int32_t *r, size_t n, char *buf, size_t len);
+
+/* -------------------------------------------------------------- outputs */
+void out_table(struct audit *a, FILE *f);
+void out_json(struct audit *a, FILE *f);
+void out_tsv(struct audit *a, FILE *f);
+int out_html(struct audit *a, const char *path);
+/* Chrome trace: opened before reading (events stream out as records are
+ * read), closed after. */
+struct chrome_out *chrome_open(const char *path);
+void chrome_rank_begin(struct chrome_out *c, const struct audit_file *f);
+void chrome_record(struct chrome_out *c, const struct audit_file *f, const struct ccs_record *r, uint32_t step,
+                   const char *site);
+void chrome_rank_end(struct chrome_out *c, const struct audit_file *f);
+int chrome_close(struct chrome_out *c);
+
+#endif

@@ -1,0 +1,171 @@
+/* files.c - finds the traces, desync reports and flight dumps to audit. */
+#include "audit.h"
+#include "trace_reader.h"
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int add_file(struct audit *a, const char *path)
+{
+    struct audit_file *nf = realloc(a->files, (a->nfiles + 1) * sizeof *nf);
+    if (!nf)
+        return -1;
+    a->files = nf;
+    struct audit_file *f = &a->files[a->nfiles++];
+    memset(f, 0, sizeof *f);
+    f->path = strdup(path);
+    f->rank = -1;
+    f->size = -1;
+    return f->path ? 0 : -1;
+}
+
+/* First line that says something, for the report list. */
+static void summarize_report(struct audit_report *r)
+{
+    FILE *fp = fopen(r->path, "rb");
+    r->summary[0] = 0;
+    if (!fp)
+        return;
+    char line[512];
+    size_t o = 0;
+    int lines = 0;
+    while (lines < 2 && fgets(line, sizeof line, fp)) {
+        size_t l = strcspn(line, "\r\n");
+        line[l] = 0;
+        int printable = 1;
+        for (size_t i = 0; i < l; i++)
+            if ((unsigned char)line[i] < 0x20 && line[i] != '\t')
+                printable = 0;
+        if (!printable) {
+            snprintf(r->summary, sizeof r->summary, "(binary data)");
+            break;
+        }
+        if (l == 0 || line[0] == '#')
+            continue;
+        o += snprintf(r->summary + o, sizeof r->summary - o, "%s%s", o ? " | " : "", line);
+        if (o >= sizeof r->summary)
+            break;
+        lines++;
+    }
+    fclose(fp);
+}
+
+static int add_report(struct audit *a, const char *path, int flight)
+{
+    struct audit_report *nr = realloc(a->reports, (a->nreports + 1) * sizeof *nr);
+    struct stat st;
+    if (!nr)
+        return -1;
+    a->reports = nr;
+    struct audit_report *r = &a->reports[a->nreports++];
+    memset(r, 0, sizeof *r);
+    r->path = strdup(path);
+    r->flight = flight;
+    if (stat(path, &st) == 0)
+        r->size = (uint64_t)st.st_size;
+    summarize_report(r);
+    return 0;
+}
+
+static int name_cmp(const void *x, const void *y)
+{
+    return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+static int scan_dir(struct audit *a, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "ccshim-audit: %s: cannot read directory: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        if (!ends_with(nm, CCS_TRACE_SUFFIX) && !ends_with(nm, ".flight") &&
+            !(strncmp(nm, "ccshim-desync-", 14) == 0 && ends_with(nm, ".txt")))
+            continue;
+        char **nn = realloc(names, (n + 1) * sizeof *nn);
+        if (!nn)
+            break;
+        names = nn;
+        names[n++] = strdup(nm);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, name_cmp);
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (ends_with(names[i], CCS_TRACE_SUFFIX))
+            add_file(a, path);
+        else
+            add_report(a, path, ends_with(names[i], ".flight"));
+        free(names[i]);
+    }
+    free(names);
+    return 0;
+}
+
+int audit_collect(struct audit *a, char **args, int nargs)
+{
+    int rc = 0;
+    for (int i = 0; i < nargs; i++) {
+        struct stat st;
+        if (stat(args[i], &st) != 0) {
+            fprintf(stderr, "ccshim-audit: %s: %s\n", args[i], strerror(errno));
+            rc = -1;
+        } else if (S_ISDIR(st.st_mode)) {
+            if (scan_dir(a, args[i]) != 0)
+                rc = -1;
+        } else if (ends_with(args[i], ".flight")) {
+            add_report(a, args[i], 1);
+        } else if (strstr(args[i], "ccshim-desync-") && ends_with(args[i], ".txt")) {
+            add_report(a, args[i], 0);
+        } else {
+            add_file(a, args[i]); /* named explicitly: read whatever its name */
+        }
+    }
+    return rc;
+}
+
+static int file_cmp(const void *x, const void *y)
+{
+    const struct audit_file *a = x, *b = y;
+    unsigned ra = (unsigned)a->rank, rb = (unsigned)b->rank; /* -1 sorts last */
+    if (ra != rb)
+        return ra < rb ? -1 : 1;
+    return strcmp(a->path, b->path);
+}
+
+void audit_sort_files(struct audit *a)
+{
+    for (size_t i = 0; i < a->nfiles; i++) {
+        struct audit_file *f = &a->files[i];
+        char err[512];
+        struct ccs_trace_reader *r = ccs_trace_open(f->path, err, sizeof err);
+        if (!r) {
+            f->status = FILE_REFUSED;
+            f->error = strdup(err);
+            continue;
+        }
+        const struct ccs_trace_header *h = ccs_trace_hdr(r);
+        f->rank = h->rank;
+        f->size = h->size;
+        f->pid = h->pid;
+        f->start_realtime_ns = h->start_realtime_ns;
+        if (a->t0_realtime_ns == 0 || h->start_realtime_ns < a->t0_realtime_ns)
+            a->t0_realtime_ns = h->start_realtime_ns;
+        ccs_trace_close(r);
+    }
+    qsort(a->files, a->nfiles, sizeof *a->files, file_cmp);
+}

@@ -1,0 +1,455 @@
+/*
+ * findings.c - turns the aggregates into findings, each with evidence and a
+ * suggested action: redundant reductions, ranks that disagree, desync
+ * reports present, coalescing at work, traces cut short or unreadable.
+ */
+#include "audit.h"
+#include "ccs_kinds.h"
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct audit_finding *add(struct audit *a, int kind, int severity)
+{
+    struct audit_finding *n = realloc(a->findings, (a->nfindings + 1) * sizeof *n);
+    if (!n)
+        return NULL;
+    a->findings = n;
+    struct audit_finding *f = &a->findings[a->nfindings++];
+    memset(f, 0, sizeof *f);
+    f->kind = kind;
+    f->severity = severity;
+    return f;
+}
+
+/* Files are sorted by rank as unsigned (unknown ranks last): bisect. */
+static const struct audit_file *file_of_rank(const struct audit *a, int32_t rank)
+{
+    size_t lo = 0, hi = a->nfiles;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((uint32_t)a->files[mid].rank < (uint32_t)rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < a->nfiles && a->files[lo].rank == rank; lo++)
+        if (a->files[lo].status != FILE_REFUSED)
+            return &a->files[lo];
+    return NULL;
+}
+
+struct member {
+    int32_t rank;
+    uint64_t ncoll, fpsum;
+};
+
+static int member_cmp(const void *x, const void *y)
+{
+    const struct member *a = x, *b = y;
+    if (a->ncoll != b->ncoll)
+        return a->ncoll < b->ncoll ? -1 : 1;
+    if (a->fpsum != b->fpsum)
+        return a->fpsum < b->fpsum ? -1 : 1;
+    return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+static int rank_cmp(const void *x, const void *y)
+{
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Members of COMM present in STEP, with what they did in it; caller frees. */
+static struct member *step_members(const struct audit *a, uint32_t step, uint64_t comm, size_t *n)
+{
+    *n = 0;
+    /* Members: ranks that ever called on COMM. */
+    size_t cap = 0;
+    struct member *m = NULL;
+    for (size_t i = 0; i < a->rankcomms.cap; i++) {
+        struct audit_rankcomm *rc = hmap_slot(&a->rankcomms, i);
+        if (!rc || rc->k.comm != comm)
+            continue;
+        const struct audit_file *f = file_of_rank(a, rc->k.rank);
+        if (!f || f->last_step < step) /* its trace ended before this step */
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            struct member *nm = realloc(m, cap * sizeof *nm);
+            if (!nm)
+                break;
+            m = nm;
+        }
+        m[*n].rank = rc->k.rank;
+        m[*n].ncoll = m[*n].fpsum = 0;
+        struct audit_seqsum_key key;
+        memset(&key, 0, sizeof key);
+        key.comm = comm;
+        key.step = step;
+        key.rank = rc->k.rank;
+        const struct audit_seqsum *s = hmap_get((struct hmap *)&a->seqsums, &key, 0);
+        if (s) {
+            m[*n].ncoll = s->ncoll;
+            m[*n].fpsum = s->fpsum;
+        }
+        (*n)++;
+    }
+    return m;
+}
+
+size_t audit_step_outliers(const struct audit *a, uint32_t step, uint64_t comm, int32_t *out, size_t max)
+{
+    size_t n;
+    struct member *m = step_members(a, step, comm, &n);
+    if (!m)
+        return 0;
+    qsort(m, n, sizeof *m, member_cmp);
+    /* The largest group of identical (count, fingerprints) is the norm; on a
+     * tie, the group holding the lowest rank. */
+    size_t best = 0, best_len = 0;
+    int32_t best_low = INT32_MAX;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        int32_t low = INT32_MAX;
+        while (j < n && m[j].ncoll == m[i].ncoll && m[j].fpsum == m[i].fpsum) {
+            if (m[j].rank < low)
+                low = m[j].rank;
+            j++;
+        }
+        if (j - i > best_len || (j - i == best_len && low < best_low)) {
+            best = i;
+            best_len = j - i;
+            best_low = low;
+        }
+        i = j;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i >= best && i < best + best_len)
+            continue;
+        if (k < max)
+            out[k] = m[i].rank;
+        k++;
+    }
+    free(m);
+    if (k && max)
+        qsort(out, k < max ? k : max, sizeof *out, rank_cmp);
+    return k;
+}
+
+/* What the norm and an outlier did in a step, for the evidence. */
+static void counts_of(const struct audit *a, uint32_t step, uint64_t comm, int32_t rank, uint64_t *ncoll)
+{
+    struct audit_seqsum_key key;
+    memset(&key, 0, sizeof key);
+    key.comm = comm;
+    key.step = step;
+    key.rank = rank;
+    const struct audit_seqsum *s = hmap_get((struct hmap *)&a->seqsums, &key, 0);
+    *ncoll = s ? s->ncoll : 0;
+}
+
+static uint64_t first_diff(const struct audit *a, uint64_t comm, const int32_t *ranks, size_t n)
+{
+    const struct audit_comm *cm = audit_comm_get((struct audit *)a, comm, 0);
+    uint64_t best = 0;
+    int ref_is_outlier = 0;
+    for (size_t i = 0; i < n; i++)
+        if (cm && ranks[i] == cm->ref_rank)
+            ref_is_outlier = 1;
+    for (size_t i = 0; i < a->rankcomms.cap; i++) {
+        const struct audit_rankcomm *rc = hmap_slot(&a->rankcomms, i);
+        if (!rc || rc->k.comm != comm || !rc->first_diff)
+            continue;
+        int in = 0;
+        for (size_t j = 0; j < n; j++)
+            in |= ranks[j] == rc->k.rank;
+        /* Outliers' own departure, or everyone's when the reference is one. */
+        if ((in || ref_is_outlier) && (best == 0 || rc->first_diff < best))
+            best = rc->first_diff;
+    }
+    return best;
+}
+
+static void mismatch_findings(struct audit *a)
+{
+    for (size_t ci = 0; ci < a->ncomms; ci++) {
+        uint64_t comm = a->comms[ci].id;
+        uint32_t first = 0, last = 0, nsteps = 0;
+        int32_t ranks[16];
+        size_t nr = 0, total_out = 0;
+        for (uint32_t step = 0; step <= a->max_step; step++) {
+            int32_t out[16];
+            size_t k = audit_step_outliers(a, step, comm, out, 16);
+            if (!k)
+                continue;
+            if (!nsteps) {
+                first = step;
+                memcpy(ranks, out, (k < 16 ? k : 16) * sizeof *out);
+                nr = k < 16 ? k : 16;
+                total_out = k;
+            }
+            last = step;
+            nsteps++;
+        }
+        if (!nsteps)
+            continue;
+        struct audit_finding *f = add(a, FIND_MISMATCH, 2);
+        if (!f)
+            return;
+        char rl[256], norm_rl[64];
+        rank_list(ranks, nr, rl, sizeof rl);
+        f->step_first = first;
+        f->step_last = last;
+        f->steps = nsteps;
+        f->comm = comm;
+        f->nranks = (int)nr;
+        memcpy(f->ranks, ranks, nr * sizeof *ranks);
+        f->first_seq = first_diff(a, comm, ranks, nr);
+        uint64_t mine = 0, norm = 0;
+        counts_of(a, first, comm, ranks[0], &mine);
+        /* a rank of the norm: the lowest member not among the outliers */
+        size_t nm;
+        struct member *m = step_members(a, first, comm, &nm);
+        int32_t norm_rank = -1;
+        for (size_t i = 0; m && i < nm; i++) {
+            int out = 0;
+            for (size_t j = 0; j < nr; j++)
+                out |= m[i].rank == ranks[j];
+            if (!out && (norm_rank < 0 || m[i].rank < norm_rank))
+                norm_rank = m[i].rank, norm = m[i].ncoll;
+        }
+        free(m);
+        snprintf(norm_rl, sizeof norm_rl, "%d", (int)norm_rank);
+        snprintf(f->title, sizeof f->title, "rank%s %s disagree%s with the others on comm %016" PRIx64 " from step %u",
+                 total_out > 1 ? "s" : "", rl, total_out > 1 ? "" : "s", comm, first);
+        int o = snprintf(f->evidence, sizeof f->evidence,
+                         "step %u: rank %d made %" PRIu64 " sequenced collectives, rank %s (the majority) %" PRIu64
+                         "%s; ",
+                         first, (int)ranks[0], mine, norm_rl, norm,
+                         mine == norm ? " (same count, different calls)" : "");
+        if (f->first_seq && o > 0 && (size_t)o < sizeof f->evidence)
+            o += snprintf(f->evidence + o, sizeof f->evidence - (size_t)o,
+                          "first differing sequence number %" PRIu64 "; ", f->first_seq);
+        if (o > 0 && (size_t)o < sizeof f->evidence)
+            snprintf(f->evidence + o, sizeof f->evidence - (size_t)o, "%u step%s affected (%u to %u)", nsteps,
+                     nsteps > 1 ? "s" : "", first, last);
+        snprintf(f->action, sizeof f->action,
+                 "A collective issued under a rank-dependent condition makes NCCL/MPI hang until the timeout. "
+                 "List the calls around sequence %" PRIu64
+                 " with `ccshim-audit --tsv-records DIR` (columns rank, seq) and look for the branch taken "
+                 "on rank %d only; CCSHIM_DESYNC detects this at run time.",
+                 f->first_seq, (int)ranks[0]);
+    }
+}
+
+static void redundancy_findings(struct audit *a)
+{
+    size_t n;
+    struct audit_stepcomm **v = audit_sorted_stepcomms(a, &n);
+    if (!v)
+        return;
+    for (size_t ci = 0; ci < a->ncomms; ci++) {
+        uint64_t comm = a->comms[ci].id;
+        uint32_t nsteps = 0, first = 0, last = 0, kmin = 0, kmax = 0, bufs = 0, ranks = 0, kind = 0, site = 0;
+        uint64_t bytes = 0;
+        int32_t rank = 0;
+        for (size_t i = 0; i < n; i++) {
+            const struct audit_stepcomm *s = v[i];
+            if (s->k.comm != comm || s->max_k < 2)
+                continue;
+            if (!nsteps) {
+                first = s->k.step;
+                kmin = s->max_k;
+                rank = s->max_k_rank;
+                bytes = s->max_k_bytes;
+                kind = s->max_k_kind;
+                site = s->max_k_site;
+            }
+            nsteps++;
+            last = s->k.step;
+            if (s->max_k < kmin)
+                kmin = s->max_k;
+            if (s->max_k > kmax)
+                kmax = s->max_k;
+            if (s->repeated_bufs > bufs)
+                bufs = s->repeated_bufs;
+            if (s->ranks_repeating > ranks)
+                ranks = s->ranks_repeating;
+        }
+        if (!nsteps)
+            continue;
+        struct audit_finding *f = add(a, FIND_REDUNDANT, 1);
+        if (!f)
+            break;
+        char kb[32], kr[32], sn[256] = "an unknown site";
+        if (site && site <= a->nsites)
+            audit_site_name(a->site_list[site - 1], sn, sizeof sn);
+        if (kmin == kmax)
+            snprintf(kr, sizeof kr, "%u", kmax);
+        else
+            snprintf(kr, sizeof kr, "%u to %u", kmin, kmax);
+        f->k = kmax;
+        f->comm = comm;
+        f->step_first = first;
+        f->step_last = last;
+        f->steps = nsteps;
+        f->ranks[0] = rank;
+        f->nranks = 1;
+        snprintf(f->title, sizeof f->title, "the same buffer is %s'd %s times per step (comm %016" PRIx64 ")",
+                 ccs_kind_name(kind), kr, comm);
+        snprintf(f->evidence, sizeof f->evidence,
+                 "step %u: rank %d reduced one %s buffer %u times (from %s); %u buffer%s reduced more than once "
+                 "per step; %u rank%s; %u step%s (%u to %u)",
+                 first, (int)rank, fmt_bytes(bytes, kb, sizeof kb), kmax, sn, bufs, bufs == 1 ? "" : "s", ranks,
+                 ranks == 1 ? "" : "s", nsteps, nsteps == 1 ? "" : "s", first, last);
+        snprintf(f->action, sizeof f->action,
+                 "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
+                 "Run with CCSHIM_COALESCE=auto (or CCSHIM_COALESCE=every:%u) to defer all but the last; in the "
+                 "code, wrap all but the last backward of the step in DDP's no_sync().",
+                 kmax);
+    }
+    free(v);
+}
+
+static void deferred_findings(struct audit *a)
+{
+    uint64_t deferred = 0, real = 0;
+    for (size_t i = 0; i < a->cells.cap; i++) {
+        struct audit_cell *c = hmap_slot(&a->cells, i);
+        if (!c || !is_reduction(c->k.kind))
+            continue;
+        if (c->k.deferred)
+            deferred += c->count;
+        else
+            real += c->count;
+    }
+    if (!deferred)
+        return;
+    struct audit_finding *f = add(a, FIND_DEFERRED, 0);
+    if (!f)
+        return;
+    snprintf(f->title, sizeof f->title, "coalescing deferred %" PRIu64 " of %" PRIu64 " reductions", deferred,
+             deferred + real);
+    snprintf(f->evidence, sizeof f->evidence,
+             "%" PRIu64 " reductions were performed for real and %" PRIu64
+             " were deferred (marked deferred, never sent); per step and rank see the (deferred) rows",
+             real, deferred);
+    snprintf(f->action, sizeof f->action,
+             "Nothing to do: these reductions were replaced by local arithmetic. Check that the trained model "
+             "matches a run without CCSHIM_COALESCE before relying on it.");
+    f->k = deferred;
+}
+
+static void file_findings(struct audit *a)
+{
+    uint32_t max_last = 0;
+    for (size_t i = 0; i < a->nfiles; i++)
+        if (a->files[i].status != FILE_REFUSED && a->files[i].last_step > max_last)
+            max_last = a->files[i].last_step;
+    for (size_t i = 0; i < a->nfiles; i++) {
+        struct audit_file *fl = &a->files[i];
+        struct audit_finding *f;
+        if (fl->status == FILE_REFUSED || fl->status == FILE_DAMAGED) {
+            if (!(f = add(a, FIND_UNREADABLE, 1)))
+                return;
+            snprintf(f->title, sizeof f->title, "%s trace %s", fl->status == FILE_REFUSED ? "skipped" : "damaged",
+                     fl->path);
+            snprintf(f->evidence, sizeof f->evidence, "%s", fl->error ? fl->error : "");
+            snprintf(f->action, sizeof f->action,
+                     "%s", fl->status == FILE_REFUSED ? "Read it with a ccshim-audit of the same or a newer version "
+                                                        "as the job's ccshim, or remove it from the directory."
+                                                      : "The calls before the damage are counted; the rest of "
+                                                        "this rank is missing.");
+            f->ranks[0] = fl->rank;
+            f->nranks = 1;
+        } else if (fl->status == FILE_TRUNCATED) {
+            if (!(f = add(a, FIND_TRUNCATED, 1)))
+                return;
+            snprintf(f->title, sizeof f->title, "rank %d's trace is cut short at step %u", (int)fl->rank,
+                     fl->last_step);
+            snprintf(f->evidence, sizeof f->evidence,
+                     "%s; %" PRIu64 " calls read, the last in step %u; the other ranks reach step %u: "
+                     "steps %u to %u of this rank are missing",
+                     fl->error ? fl->error : fl->path, fl->records, fl->last_step, max_last, fl->last_step,
+                     max_last);
+            snprintf(f->action, sizeof f->action,
+                     "The process died (or is still running). Its last calls are in the flight-recorder dump "
+                     "when one was written; compare its last step with the other ranks'.");
+            f->ranks[0] = fl->rank;
+            f->nranks = 1;
+            f->step_first = fl->last_step;
+        }
+        if (fl->has_end && fl->end.dropped) {
+            if (!(f = add(a, FIND_DROPPED, 1)))
+                return;
+            snprintf(f->title, sizeof f->title, "rank %d lost %" PRIu64 " records to ring overflow", (int)fl->rank,
+                     (uint64_t)fl->end.dropped);
+            snprintf(f->evidence, sizeof f->evidence, "END chunk of %s: %" PRIu64 " written, %" PRIu64 " dropped",
+                     fl->path, (uint64_t)fl->end.records, (uint64_t)fl->end.dropped);
+            snprintf(f->action, sizeof f->action,
+                     "Counts of this rank are low by that much; raise the ring size (see docs/configuration.md).");
+            f->ranks[0] = fl->rank;
+            f->nranks = 1;
+        }
+    }
+}
+
+static void report_findings(struct audit *a)
+{
+    if (!a->nreports)
+        return;
+    size_t nf = 0;
+    for (size_t i = 0; i < a->nreports; i++)
+        nf += (size_t)a->reports[i].flight;
+    struct audit_finding *f = add(a, FIND_REPORTS, 2);
+    if (!f)
+        return;
+    snprintf(f->title, sizeof f->title, "%zu desync report%s and %zu flight-recorder dump%s found",
+             a->nreports - nf, a->nreports - nf == 1 ? "" : "s", nf, nf == 1 ? "" : "s");
+    size_t o = 0;
+    for (size_t i = 0; i < a->nreports && o < sizeof f->evidence - 1; i++) {
+        const char *p = a->reports[i].path, *b = strrchr(p, '/');
+        o += (size_t)snprintf(f->evidence + o, sizeof f->evidence - o, "%s%s (%" PRIu64 " bytes)%s%s", o ? "; " : "",
+                              b ? b + 1 : p, a->reports[i].size, a->reports[i].summary[0] ? ": " : "",
+                              a->reports[i].summary);
+    }
+    snprintf(f->action, sizeof f->action,
+             "The runtime saw ranks fall out of step: read the reports (they name the ranks and the calls), "
+             "and the flight dumps for each rank's last calls.");
+}
+
+static void expect_findings(struct audit *a)
+{
+    static const char *scope[] = {"communicator", "step", "buffer"};
+    for (size_t i = 0; i < a->nexpects; i++) {
+        struct audit_expect *e = &a->expects[i];
+        if (!e->violations)
+            continue;
+        struct audit_finding *f = add(a, FIND_EXPECT, 2);
+        if (!f)
+            return;
+        snprintf(f->title, sizeof f->title, "--expect %s exceeded %" PRIu64 " time%s", e->text, e->violations,
+                 e->violations == 1 ? "" : "s");
+        snprintf(f->evidence, sizeof f->evidence,
+                 "worst: %" PRIu64 " %s per %s (limit %" PRIu64 ") in step %u on rank %d, comm %016" PRIx64,
+                 e->worst, ccs_kind_name(e->kind), scope[e->scope], e->limit, e->worst_step, (int)e->worst_rank,
+                 e->worst_comm);
+        snprintf(f->action, sizeof f->action, "See the other findings for why; raise the limit if this is intended.");
+        f->step_first = e->worst_step;
+        f->k = e->worst;
+        f->ranks[0] = e->worst_rank;
+        f->nranks = 1;
+    }
+}
+
+void audit_findings(struct audit *a)
+{
+    mismatch_findings(a);
+    report_findings(a);
+    redundancy_findings(a);
+    expect_findings(a);
+    file_findings(a);
+    deferred_findings(a);
+}

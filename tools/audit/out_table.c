@@ -1,0 +1,362 @@
+/*
+ * out_table.c - the default terminal report (fits 100 columns): per step,
+ * per communicator, one row per kind and group of ranks that made the same
+ * calls; consecutive steps that look alike are printed once.  Then the
+ * findings, the top call sites and the files.
+ */
+#include "audit.h"
+#include "ccs_kinds.h"
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WIDTH 100
+
+struct trow {
+    uint64_t comm;
+    uint32_t kind, deferred;
+    uint64_t count, bytes, time;
+    size_t nranks;
+    char ranks[64];
+    int odd; /* not the majority of its (kind, deferred) */
+};
+
+static int group_cmp(const void *x, const void *y)
+{
+    const struct audit_cell *a = *(struct audit_cell *const *)x, *b = *(struct audit_cell *const *)y;
+#define CMP(f)                                                                                               \
+    if (a->f != b->f)                                                                                        \
+        return a->f < b->f ? -1 : 1;
+    CMP(k.step) CMP(k.comm) CMP(k.kind) CMP(k.deferred) CMP(count) CMP(bytes) CMP(k.rank)
+#undef CMP
+    return 0;
+}
+
+/* Rows of one step from V[*I..] (cells sorted by group_cmp); advances *I. */
+static struct trow *step_rows(const struct audit *a, struct audit_cell **v, size_t n, size_t *i, size_t *nrows)
+{
+    uint32_t step = v[*i]->k.step;
+    size_t cap = 16, nr = 0;
+    struct trow *rows = malloc(cap * sizeof *rows);
+    int32_t *ranks = malloc((a->nfiles + 1) * sizeof *ranks);
+    if (!rows || !ranks) {
+        free(rows);
+        free(ranks);
+        while (*i < n && v[*i]->k.step == step)
+            (*i)++;
+        *nrows = 0;
+        return NULL;
+    }
+    while (*i < n && v[*i]->k.step == step) {
+        size_t j = *i, nk = 0;
+        struct trow r;
+        memset(&r, 0, sizeof r);
+        r.comm = v[j]->k.comm;
+        r.kind = v[j]->k.kind;
+        r.deferred = v[j]->k.deferred;
+        r.count = v[j]->count;
+        r.bytes = v[j]->bytes;
+        while (j < n && v[j]->k.step == step && v[j]->k.comm == r.comm && v[j]->k.kind == r.kind &&
+               v[j]->k.deferred == r.deferred && v[j]->count == r.count && v[j]->bytes == r.bytes) {
+            r.time += v[j]->time_ns;
+            if (nk < a->nfiles + 1)
+                ranks[nk++] = v[j]->k.rank;
+            j++;
+        }
+        /* ranks came sorted by rank within the group */
+        r.nranks = j - *i;
+        rank_list(ranks, nk, r.ranks, sizeof r.ranks);
+        if (nr == cap) {
+            cap *= 2;
+            struct trow *nrw = realloc(rows, cap * sizeof *nrw);
+            if (!nrw)
+                break;
+            rows = nrw;
+        }
+        rows[nr++] = r;
+        *i = j;
+    }
+    free(ranks);
+    /* Within each (comm, kind, deferred), groups other than the largest are odd. */
+    for (size_t s = 0; s < nr;) {
+        size_t e = s, best = s;
+        while (e < nr && rows[e].comm == rows[s].comm && rows[e].kind == rows[s].kind &&
+               rows[e].deferred == rows[s].deferred) {
+            if (rows[e].nranks > rows[best].nranks)
+                best = e;
+            e++;
+        }
+        for (size_t k = s; k < e; k++)
+            rows[k].odd = e - s > 1 && k != best;
+        s = e;
+    }
+    *nrows = nr;
+    return rows;
+}
+
+/* Ranks (of those in the step) that have no row for a kind others call: shown
+ * as an odd "(none)" row so a missing call is as visible as an extra one. */
+static size_t comm_ranks(const struct trow *rows, size_t nr, uint64_t comm)
+{
+    size_t best = 0;
+    for (size_t s = 0; s < nr;) {
+        size_t e = s, total = 0;
+        while (e < nr && rows[e].comm == rows[s].comm && rows[e].kind == rows[s].kind &&
+               rows[e].deferred == rows[s].deferred)
+            total += rows[e++].nranks;
+        if (rows[s].comm == comm && total > best)
+            best = total;
+        s = e;
+    }
+    return best;
+}
+
+static uint64_t rows_sig(const struct trow *rows, size_t nr, const char *pat)
+{
+    uint64_t h = 0;
+    for (size_t k = 0; k < nr; k++) {
+        struct trow t = rows[k];
+        t.time = 0;
+        h = hmap_hash(&t, sizeof t) ^ (h * 31);
+    }
+    return h ^ (pat ? hmap_hash(pat, strlen(pat)) : 0);
+}
+
+static void wrap(FILE *f, const char *lead, const char *text, int indent)
+{
+    int col = fprintf(f, "%s", lead);
+    const char *p = text;
+    while (*p) {
+        size_t l = strcspn(p, " ");
+        if (col + (int)l > WIDTH - 1 && col > indent) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        }
+        col += fprintf(f, "%.*s", (int)l, p);
+        p += l;
+        while (*p == ' ') {
+            fputc(' ', f);
+            col++;
+            p++;
+        }
+    }
+    fputc('\n', f);
+}
+
+static const char *pattern_of(const struct audit *a, uint32_t step, uint64_t comm)
+{
+    struct audit_stepcomm_key k;
+    memset(&k, 0, sizeof k);
+    k.step = step;
+    k.comm = comm;
+    const struct audit_stepcomm *s = hmap_get((struct hmap *)&a->stepcomms, &k, 0);
+    return s ? s->pattern : NULL;
+}
+
+static void print_step(const struct audit *a, FILE *f, uint32_t s0, uint32_t s1, const struct trow *rows, size_t nr,
+                       const uint64_t *times, unsigned nsteps)
+{
+    char b1[32], b2[32], kl[64];
+    if (s0 == s1)
+        fprintf(f, "\nstep %u\n", s0);
+    else
+        fprintf(f, "\nsteps %u-%u (%u steps alike; times are means per step)\n", s0, s1, nsteps);
+    for (size_t k = 0; k < nr; k++) {
+        if (k == 0 || rows[k].comm != rows[k - 1].comm) {
+            const struct audit_comm *c = audit_comm_get((struct audit *)a, rows[k].comm, 0);
+            if (rows[k].comm == 0)
+                fprintf(f, "  no communicator (unsequenced calls)\n");
+            else if (c && c->size > 0)
+                fprintf(f, "  comm %016" PRIx64 " (%s, %d ranks)\n", rows[k].comm, ccs_backend_name(c->backend),
+                        (int)c->size);
+            else
+                fprintf(f, "  comm %016" PRIx64 "\n", rows[k].comm);
+            const char *pat = pattern_of(a, s0, rows[k].comm);
+            if (pat) {
+                char lead[64];
+                snprintf(lead, sizeof lead, "    pattern (rank %d): ", (int)a->ref_rank);
+                wrap(f, lead, pat, 8);
+            }
+            fprintf(f, "    %-24s %-18s %8s %12s %12s\n", "kind", "ranks", "calls", "bytes/rank", "time/rank");
+        }
+        const struct trow *r = &rows[k];
+        uint64_t t = r->nranks && nsteps ? times[k] / r->nranks / nsteps : 0;
+        fprintf(f, "  %s %-24s %-18s %8" PRIu64 " %12s %12s\n", r->odd ? "!" : " ",
+                kind_label(r->kind, (int)r->deferred, kl, sizeof kl), r->ranks, r->count,
+                fmt_bytes(r->bytes, b1, sizeof b1), fmt_time(t, b2, sizeof b2));
+    }
+    /* Ranks of a comm that made no call of a kind the others made. */
+    for (size_t k = 0; k < nr; k++) {
+        if (k && rows[k].comm == rows[k - 1].comm)
+            continue;
+        size_t want = comm_ranks(rows, nr, rows[k].comm);
+        for (size_t j = k; j < nr && rows[j].comm == rows[k].comm; j++) {
+            if (j > k && rows[j].kind == rows[j - 1].kind && rows[j].deferred == rows[j - 1].deferred)
+                continue;
+            size_t have = 0;
+            for (size_t m = j; m < nr && rows[m].comm == rows[j].comm && rows[m].kind == rows[j].kind &&
+                               rows[m].deferred == rows[j].deferred;
+                 m++)
+                have += rows[m].nranks;
+            if (have < want)
+                fprintf(f, "  ! %-24s %zu rank%s of comm %016" PRIx64 " made none\n",
+                        kind_label(rows[j].kind, (int)rows[j].deferred, kl, sizeof kl), want - have,
+                        want - have == 1 ? "" : "s", rows[j].comm);
+        }
+    }
+}
+
+static void print_steps(struct audit *a, FILE *f)
+{
+    size_t n;
+    struct audit_cell **v = audit_sorted_cells(a, &n);
+    if (!v)
+        return;
+    qsort(v, n, sizeof *v, group_cmp);
+    struct trow *prev = NULL;
+    size_t nprev = 0;
+    uint64_t psig = 0, *times = NULL;
+    uint32_t s0 = 0, s1 = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t step = v[i]->k.step;
+        size_t nr;
+        struct trow *rows = step_rows(a, v, n, &i, &nr);
+        if (!rows)
+            continue;
+        const char *pat = nr ? pattern_of(a, step, rows[0].comm) : NULL;
+        uint64_t sig = rows_sig(rows, nr, pat);
+        if (prev && sig == psig && nr == nprev && step == s1 + 1) {
+            for (size_t k = 0; k < nr; k++)
+                times[k] += rows[k].time;
+            s1 = step;
+            free(rows);
+            continue;
+        }
+        if (prev)
+            print_step(a, f, s0, s1, prev, nprev, times, s1 - s0 + 1);
+        free(prev);
+        free(times);
+        prev = rows;
+        nprev = nr;
+        psig = sig;
+        s0 = s1 = step;
+        times = malloc((nr + 1) * sizeof *times);
+        for (size_t k = 0; times && k < nr; k++)
+            times[k] = rows[k].time;
+        if (!times) {
+            free(prev);
+            prev = NULL;
+        }
+    }
+    if (prev)
+        print_step(a, f, s0, s1, prev, nprev, times, s1 - s0 + 1);
+    free(prev);
+    free(times);
+    free(v);
+}
+
+static void print_findings(struct audit *a, FILE *f)
+{
+    static const char *sev[] = {"info", "warning", "error"};
+    fprintf(f, "\nfindings (%zu)\n", a->nfindings);
+    if (!a->nfindings)
+        fprintf(f, "  none: every rank made the same calls and no buffer was reduced twice in a step\n");
+    for (size_t i = 0; i < a->nfindings; i++) {
+        const struct audit_finding *x = &a->findings[i];
+        char lead[32];
+        snprintf(lead, sizeof lead, "  %zu. [%s] ", i + 1, sev[x->severity]);
+        wrap(f, lead, x->title, 6);
+        wrap(f, "      evidence: ", x->evidence, 16);
+        wrap(f, "      action:   ", x->action, 16);
+    }
+}
+
+static int site_cmp(const void *x, const void *y)
+{
+    const struct audit_site *a = *(struct audit_site *const *)x, *b = *(struct audit_site *const *)y;
+    if (a->count != b->count)
+        return a->count > b->count ? -1 : 1;
+    return a->index < b->index ? -1 : 1;
+}
+
+static void print_sites(struct audit *a, FILE *f)
+{
+    if (!a->nsites)
+        return;
+    struct audit_site **v = malloc(a->nsites * sizeof *v);
+    if (!v)
+        return;
+    memcpy(v, a->site_list, a->nsites * sizeof *v);
+    qsort(v, a->nsites, sizeof *v, site_cmp);
+    size_t n = a->nsites < 10 ? a->nsites : 10;
+    fprintf(f, "\ntop call sites (all ranks, by calls)\n    %10s %12s %10s  %s\n", "calls", "bytes", "deferred",
+            "site");
+    for (size_t i = 0; i < n; i++) {
+        char b[32], nm[512], kinds[128] = "";
+        size_t o = 0;
+        for (unsigned k = 0; k < 32; k++)
+            if (v[i]->kinds_mask & (1u << k))
+                o += (size_t)snprintf(kinds + o, sizeof kinds - o, "%s%s", o ? "," : "", ccs_kind_name(k));
+        audit_site_name(v[i], nm, sizeof nm);
+        fprintf(f, "    %10" PRIu64 " %12s %10" PRIu64 "  %s [%s]\n", v[i]->count, fmt_bytes(v[i]->bytes, b, sizeof b),
+                v[i]->deferred, nm, kinds);
+    }
+    free(v);
+}
+
+static void print_header(struct audit *a, FILE *f)
+{
+    size_t ok = 0, trunc = 0, bad = 0;
+    const char *job = NULL, *host = NULL;
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *x = &a->files[i];
+        if (x->status == FILE_OK)
+            ok++;
+        else if (x->status == FILE_TRUNCATED)
+            trunc++;
+        else
+            bad++;
+        if (!job && x->job[0])
+            job = x->job, host = x->host;
+    }
+    fprintf(f, "ccshim-audit: %zu trace%s (%zu complete, %zu cut short, %zu unreadable)", a->nfiles,
+            a->nfiles == 1 ? "" : "s", ok, trunc, bad);
+    if (job)
+        fprintf(f, ", job %s on %s%s", job, host, a->nfiles > 1 ? " ..." : "");
+    fputc('\n', f);
+    if (a->steps.source == STEPS_MARKERS)
+        fprintf(f, "steps: from step markers, %u steps\n", a->max_step + 1);
+    else if (a->steps.source == STEPS_INFERRED)
+        fprintf(f,
+                "steps: INFERRED (no step markers): the call stream repeats every %" PRIu64
+                " calls after %" PRIu64 " setup calls (counted in step 0); %u steps\n",
+                a->steps.period, a->steps.head, a->max_step + 1);
+    else
+        fprintf(f, "steps: no step markers and no repeating call pattern: everything is step 0\n");
+    if (a->nreports)
+        fprintf(f, "reports: %zu desync report/flight dump file%s beside the traces (see findings)\n", a->nreports,
+                a->nreports == 1 ? "" : "s");
+    fprintf(f, "rows marked ! are ranks whose calls differ from the majority's\n");
+}
+
+static void print_files(struct audit *a, FILE *f)
+{
+    size_t shown = 0;
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *x = &a->files[i];
+        if (x->status == FILE_OK)
+            continue;
+        if (!shown++)
+            fprintf(f, "\nfiles with problems\n");
+        fprintf(f, "  %s\n", x->error ? x->error : x->path);
+    }
+}
+
+void out_table(struct audit *a, FILE *f)
+{
+    print_header(a, f);
+    print_steps(a, f);
+    print_findings(a, f);
+    print_sites(a, f);
+    print_files(a, f);
+}

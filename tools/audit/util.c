@@ -1,0 +1,157 @@
+/* util.c - formatting helpers shared by ccshim-audit's outputs. */
+#include "audit.h"
+#include "ccs_kinds.h"
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *fmt_bytes(uint64_t b, char *buf, size_t n)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (b < 1024) {
+        snprintf(buf, n, "%" PRIu64 " B", b);
+        return buf;
+    }
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, n, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+const char *fmt_time(uint64_t ns, char *buf, size_t n)
+{
+    if (ns < 1000)
+        snprintf(buf, n, "%" PRIu64 " ns", ns);
+    else if (ns < 1000000)
+        snprintf(buf, n, "%.1f us", ns / 1e3);
+    else if (ns < 1000000000)
+        snprintf(buf, n, "%.1f ms", ns / 1e6);
+    else
+        snprintf(buf, n, "%.2f s", ns / 1e9);
+    return buf;
+}
+
+void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+void html_str(FILE *f, const char *s)
+{
+    for (const char *p = s ? s : ""; *p; p++) {
+        switch (*p) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*p, f);
+        }
+    }
+}
+
+const char *kind_label(unsigned kind, int deferred, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s", ccs_kind_name(kind), deferred ? "(deferred)" : "");
+    return buf;
+}
+
+int is_reduction(unsigned kind)
+{
+    return kind == CCS_KIND_ALLREDUCE || kind == CCS_KIND_REDUCE || kind == CCS_KIND_REDUCE_SCATTER ||
+           kind == CCS_KIND_REDUCE_SCATTER_BLOCK;
+}
+
+static int cell_cmp(const void *x, const void *y)
+{
+    const struct audit_cell *a = *(struct audit_cell *const *)x, *b = *(struct audit_cell *const *)y;
+    if (a->k.step != b->k.step)
+        return a->k.step < b->k.step ? -1 : 1;
+    if (a->k.rank != b->k.rank)
+        return a->k.rank < b->k.rank ? -1 : 1;
+    if (a->k.comm != b->k.comm)
+        return a->k.comm < b->k.comm ? -1 : 1;
+    if (a->k.kind != b->k.kind)
+        return a->k.kind < b->k.kind ? -1 : 1;
+    return (int)a->k.deferred - (int)b->k.deferred;
+}
+
+struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n)
+{
+    struct audit_cell **v = malloc((a->cells.n + 1) * sizeof *v);
+    size_t k = 0;
+    if (!v) {
+        *n = 0;
+        return NULL;
+    }
+    for (size_t i = 0; i < a->cells.cap; i++) {
+        struct audit_cell *c = hmap_slot(&a->cells, i);
+        if (c)
+            v[k++] = c;
+    }
+    qsort(v, k, sizeof *v, cell_cmp);
+    *n = k;
+    return v;
+}
+
+static int sc_cmp(const void *x, const void *y)
+{
+    const struct audit_stepcomm *a = *(struct audit_stepcomm *const *)x, *b = *(struct audit_stepcomm *const *)y;
+    if (a->k.step != b->k.step)
+        return a->k.step < b->k.step ? -1 : 1;
+    return a->k.comm < b->k.comm ? -1 : a->k.comm > b->k.comm;
+}
+
+struct audit_stepcomm **audit_sorted_stepcomms(const struct audit *a, size_t *n)
+{
+    struct audit_stepcomm **v = malloc((a->stepcomms.n + 1) * sizeof *v);
+    size_t k = 0;
+    if (!v) {
+        *n = 0;
+        return NULL;
+    }
+    for (size_t i = 0; i < a->stepcomms.cap; i++) {
+        struct audit_stepcomm *c = hmap_slot(&a->stepcomms, i);
+        if (c)
+            v[k++] = c;
+    }
+    qsort(v, k, sizeof *v, sc_cmp);
+    *n = k;
+    return v;
+}
+
+/* "0,2-5,9" from a sorted list. */
+const char *rank_list(const int32_t *r, size_t n, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && o + 24 < len;) {
+        size_t j = i;
+        while (j + 1 < n && r[j + 1] == r[j] + 1)
+            j++;
+        if (j == i)
+            o += snprintf(buf + o, len - o, "%s%d", o ? "," : "", (int)r[i]);
+        else
+            o += snprintf(buf + o, len - o, "%s%d-%d", o ? "," : "", (int)r[i], (int)r[j]);
+        i = j + 1;
+        if (i < n && o + 24 >= len)
+            snprintf(buf + o, len - o, ",...");
+    }
+    return buf;
+}
