@@ -64,12 +64,15 @@ struct ccs_ring *ccs_ring_first(void) { return atomic_load(&all_rings); }
 
 size_t ccs_ring_drain(struct ccs_ring *r, struct ccs_record *out, size_t max)
 {
+    /* One slot is the guard the producer may be writing at any moment
+     * (index head overwrites index head - cap), so at most cap - 1
+     * published records are intact. */
     uint64_t cap = r->mask + 1;
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    if (head - tail > cap) {
-        atomic_fetch_add_explicit(&r->dropped, head - tail - cap, memory_order_relaxed);
-        tail = head - cap;
+    if (head - tail > cap - 1) {
+        atomic_fetch_add_explicit(&r->dropped, head - tail - (cap - 1), memory_order_relaxed);
+        tail = head - (cap - 1);
     }
     size_t n = head - tail < max ? (size_t)(head - tail) : max;
     for (size_t i = 0; i < n; i++)

@@ -1,1 +1,45 @@
-# tests/nccl/nccl.mk - rules for these tests (filled in by their owner)
+# tests/nccl/nccl.mk - NCCL interception tests (docs/nccl.md).
+#
+# tests/nccl/libnccl.so.2 is a test-only NCCL over host memory between
+# processes (fake_nccl*.c), built against the real nccl.h; nccl_pattern runs
+# a known pattern of calls on it, with and without libccshim preloaded.
+# nccl_real links the real libnccl (error paths on a machine without a GPU);
+# nccl_absent checks that the shim never loads NCCL or CUDA by itself.
+
+NCCL_TESTS = tests/nccl/nccl-pattern.sh tests/nccl/nccl-absent.sh tests/nccl/nccl-real.sh
+TESTS += $(NCCL_TESTS)
+dist_check_SCRIPTS += $(NCCL_TESTS)
+EXTRA_DIST += tests/nccl/fake_nccl.h tests/nccl/fake_nccl.c tests/nccl/fake_nccl_shm.c
+CLEANFILES += tests/nccl/libnccl.so.2
+
+if HAVE_NCCL
+FAKE_NCCL_SRC = $(srcdir)/tests/nccl/fake_nccl.c $(srcdir)/tests/nccl/fake_nccl_shm.c
+# A plain rule, not libtool: the file must be exactly libnccl.so.2 with that
+# soname, so programs linked to it look like programs linked to NCCL.
+tests/nccl/libnccl.so.2: $(FAKE_NCCL_SRC) $(srcdir)/tests/nccl/fake_nccl.h
+	@$(MKDIR_P) tests/nccl
+	$(AM_V_CCLD)$(CC) $(CCS_CFLAGS) $(NCCL_CFLAGS) $(CFLAGS) -fPIC -shared -Wl,-soname,libnccl.so.2 \
+	  -o $@ $(FAKE_NCCL_SRC) -lrt -pthread
+
+check_PROGRAMS += tests/nccl/nccl_pattern tests/nccl/nccl_trace_dump tests/nccl/nccl_absent
+tests_nccl_nccl_pattern_SOURCES = tests/nccl/nccl_pattern.c
+tests_nccl_nccl_pattern_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
+tests_nccl_nccl_pattern_LDADD = -L$(top_builddir)/tests/nccl -l:libnccl.so.2
+tests_nccl_nccl_pattern_LDFLAGS = -Wl,-rpath,$(abs_top_builddir)/tests/nccl
+tests_nccl_nccl_pattern_DEPENDENCIES = tests/nccl/libnccl.so.2
+
+tests_nccl_nccl_trace_dump_SOURCES = tests/nccl/nccl_trace_dump.c
+tests_nccl_nccl_trace_dump_LDADD = libccstrace.la
+
+# Uses nccl.h for its types only: links no NCCL.
+tests_nccl_nccl_absent_SOURCES = tests/nccl/nccl_absent.c
+tests_nccl_nccl_absent_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
+tests_nccl_nccl_absent_LDADD = -ldl
+endif
+
+if HAVE_LIBNCCL
+check_PROGRAMS += tests/nccl/nccl_real
+tests_nccl_nccl_real_SOURCES = tests/nccl/nccl_real.c
+tests_nccl_nccl_real_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
+tests_nccl_nccl_real_LDADD = $(NCCL_LIBS)
+endif

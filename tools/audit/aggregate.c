@@ -410,7 +410,7 @@ static void fold_buffers(struct file_ctx *x)
         uint64_t real = b->count - b->deferred; /* deferred ones never reached the network */
         if (real > 1)
             l->repeated++;
-        if (real > l->max_k) {
+        if (real > l->max_k || (real == l->max_k && b->bytes > l->bytes)) { /* ties: the largest buffer */
             l->max_k = (uint32_t)real;
             l->bytes = b->bytes;
             l->kind = b->k.kind;
@@ -424,7 +424,7 @@ static void fold_buffers(struct file_ctx *x)
         struct audit_stepcomm *sc = hmap_get(&a->stepcomms, &l->k, 1);
         if (!sc)
             continue;
-        if (l->max_k > sc->max_k) {
+        if (l->max_k > sc->max_k || (l->max_k == sc->max_k && l->bytes > sc->max_k_bytes)) {
             sc->max_k = l->max_k;
             sc->max_k_rank = rank;
             sc->max_k_bytes = l->bytes;

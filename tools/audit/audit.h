@@ -290,6 +290,7 @@ int out_html(struct audit *a, const char *path);
 /* Chrome trace: opened before reading (events stream out as records are
  * read), closed after. */
 struct chrome_out *chrome_open(const char *path);
+void chrome_set_t0(struct chrome_out *c, uint64_t t0_realtime_ns);
 void chrome_rank_begin(struct chrome_out *c, const struct audit_file *f);
 void chrome_record(struct chrome_out *c, const struct audit_file *f, const struct ccs_record *r, uint32_t step,
                    const char *site);

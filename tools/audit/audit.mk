@@ -1,1 +1,28 @@
-# tools/audit/audit.mk - rules for this component (filled in by its owner)
+# tools/audit/audit.mk - ccshim-audit, the offline auditor of a job's traces
+# (docs/audit.md).  Everything but main.c is in a convenience library that
+# the unit tests link too.
+noinst_LTLIBRARIES += libccsaudit.la
+libccsaudit_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools/audit
+libccsaudit_la_SOURCES = \
+	tools/audit/audit.h \
+	tools/audit/hmap.c tools/audit/hmap.h \
+	tools/audit/files.c \
+	tools/audit/aggregate.c \
+	tools/audit/steps.c \
+	tools/audit/pattern.c \
+	tools/audit/findings.c \
+	tools/audit/expect.c \
+	tools/audit/symbols.c \
+	tools/audit/util.c \
+	tools/audit/out_table.c \
+	tools/audit/out_json.c \
+	tools/audit/out_tsv.c \
+	tools/audit/out_chrome.c \
+	tools/audit/out_html.c \
+	src/trace_reader.c src/trace_reader.h \
+	src/names.c
+
+bin_PROGRAMS += ccshim-audit
+ccshim_audit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools/audit
+ccshim_audit_SOURCES = tools/audit/main.c
+ccshim_audit_LDADD = libccsaudit.la

@@ -198,7 +198,7 @@ static void mismatch_findings(struct audit *a)
         struct audit_finding *f = add(a, FIND_MISMATCH, 2);
         if (!f)
             return;
-        char rl[256], norm_rl[64];
+        char rl[128], norm_rl[64];
         rank_list(ranks, nr, rl, sizeof rl);
         f->step_first = first;
         f->step_last = last;

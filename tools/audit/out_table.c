@@ -122,25 +122,42 @@ static uint64_t rows_sig(const struct trow *rows, size_t nr, const char *pat)
     return h ^ (pat ? hmap_hash(pat, strlen(pat)) : 0);
 }
 
-static void wrap(FILE *f, const char *lead, const char *text, int indent)
+/* Prints LEAD then TEXT, breaking lines only after BRK (" " for prose,
+ * ", " for patterns, whose items contain spaces) and indenting by INDENT. */
+static void wrap_at(FILE *f, const char *lead, const char *text, int indent, const char *brk)
 {
     int col = fprintf(f, "%s", lead);
     const char *p = text;
+    size_t bl = strlen(brk);
     while (*p) {
-        size_t l = strcspn(p, " ");
+        const char *q = strstr(p, brk);
+        size_t l = q ? (size_t)(q - p) : strlen(p);
         if (col + (int)l > WIDTH - 1 && col > indent) {
             fprintf(f, "\n%*s", indent, "");
             col = indent;
         }
         col += fprintf(f, "%.*s", (int)l, p);
         p += l;
-        while (*p == ' ') {
-            fputc(' ', f);
-            col++;
-            p++;
+        if (!*p)
+            break;
+        p += bl;
+        if (*p) /* the separator, without trailing spaces at a break */
+            col += fprintf(f, "%.*s", (int)strcspn(brk, " "), brk);
+        const char *nq = strstr(p, brk);
+        size_t nl = nq ? (size_t)(nq - p) : strlen(p);
+        if (col + 1 + (int)nl > WIDTH - 1 && col > indent) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        } else if (*p) {
+            col += fprintf(f, "%s", brk + strcspn(brk, " "));
         }
     }
     fputc('\n', f);
+}
+
+static void wrap(FILE *f, const char *lead, const char *text, int indent)
+{
+    wrap_at(f, lead, text, indent, " ");
 }
 
 static const char *pattern_of(const struct audit *a, uint32_t step, uint64_t comm)
@@ -175,7 +192,7 @@ static void print_step(const struct audit *a, FILE *f, uint32_t s0, uint32_t s1,
             if (pat) {
                 char lead[64];
                 snprintf(lead, sizeof lead, "    pattern (rank %d): ", (int)a->ref_rank);
-                wrap(f, lead, pat, 8);
+                wrap_at(f, lead, pat, 8, ", ");
             }
             fprintf(f, "    %-24s %-18s %8s %12s %12s\n", "kind", "ranks", "calls", "bytes/rank", "time/rank");
         }
@@ -298,6 +315,10 @@ static void print_sites(struct audit *a, FILE *f)
             if (v[i]->kinds_mask & (1u << k))
                 o += (size_t)snprintf(kinds + o, sizeof kinds - o, "%s%s", o ? "," : "", ccs_kind_name(k));
         audit_site_name(v[i], nm, sizeof nm);
+        /* "func at /long/path/file.c:12" -> "func at file.c:12" to fit the width */
+        char *at = strstr(nm, " at /"), *slash = at ? strrchr(at, '/') : NULL;
+        if (slash)
+            memmove(at + 4, slash + 1, strlen(slash + 1) + 1);
         fprintf(f, "    %10" PRIu64 " %12s %10" PRIu64 "  %s [%s]\n", v[i]->count, fmt_bytes(v[i]->bytes, b, sizeof b),
                 v[i]->deferred, nm, kinds);
     }
@@ -327,10 +348,14 @@ static void print_header(struct audit *a, FILE *f)
     if (a->steps.source == STEPS_MARKERS)
         fprintf(f, "steps: from step markers, %u steps\n", a->max_step + 1);
     else if (a->steps.source == STEPS_INFERRED)
-        fprintf(f,
-                "steps: INFERRED (no step markers): the call stream repeats every %" PRIu64
-                " calls after %" PRIu64 " setup calls (counted in step 0); %u steps\n",
-                a->steps.period, a->steps.head, a->max_step + 1);
+    {
+        char t[256];
+        snprintf(t, sizeof t,
+                 "INFERRED (no step markers): the call stream repeats every %" PRIu64 " calls after %" PRIu64
+                 " setup calls (counted in step 0); %u steps",
+                 a->steps.period, a->steps.head, a->max_step + 1);
+        wrap(f, "steps: ", t, 7);
+    }
     else
         fprintf(f, "steps: no step markers and no repeating call pattern: everything is step 0\n");
     if (a->nreports)

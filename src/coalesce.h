@@ -1,0 +1,156 @@
+/*
+ * coalesce.h - coalescing of redundant per-mini-batch all-reduces
+ * (docs/coalescing.md has the proof and every option).
+ *
+ * A job that all-reduces the same gradient bucket N times per step, each
+ * time re-reducing what it accumulated since, gets the same final result
+ * when reductions 1..N-1 are answered locally "as if every rank held what
+ * this rank holds" and only the N-th is performed for real.  The files:
+ *
+ *   coalesce_policy.c  CCSHIM_COALESCE* parsing, filters (op, dtype, size,
+ *                      call site), the switch the wrappers test
+ *   coalesce_table.c   the preallocated identity table and the decision
+ *                      defer / real / pass for one call
+ *   coalesce_defer.c   the local answer's arithmetic on the host
+ *   coalesce_step.c    step markers: auto learning, agreement, verification
+ *   coalesce_mpi.c     the MPI path (libccshim-mpi.so only)
+ *   coalesce_nccl.c    the NCCL path (on the caller's stream, through NCCL)
+ *
+ * Hot path: a wrapper tests ccs_coalesce_on (one relaxed load of a global,
+ * predicted not taken while coalescing is off) and only then calls in here.
+ * Nothing in here allocates, locks or makes a system call per call.
+ */
+#ifndef CCS_COALESCE_H
+#define CCS_COALESCE_H
+
+#include "shim.h"
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Nonzero while coalescing may defer calls (policy every:N or auto, and not
+ * switched off after a failed verification). */
+extern CCS_HIDDEN atomic_int ccs_coalesce_on;
+
+/* ------------------------------------------------------ coalesce_policy.c */
+
+enum ccs_coalesce_mode { CCS_COALESCE_OFF = 0, CCS_COALESCE_EVERY = 1, CCS_COALESCE_AUTO = 2 };
+
+struct ccs_coalesce_policy {
+    int mode;          /* enum ccs_coalesce_mode */
+    uint32_t every;    /* N of every:N (>= 2) */
+};
+
+/* Parses a CCSHIM_COALESCE value ("off", "every:N" with 2 <= N <= 1000000,
+ * "auto").  Returns 0, or -1 with WHY (N bytes) naming what was expected. */
+CCS_HIDDEN int ccs_coalesce_parse(const char *s, struct ccs_coalesce_policy *p, char *why, size_t n);
+
+/* The policy in force (OFF until ccs_coalesce_init). */
+CCS_HIDDEN const struct ccs_coalesce_policy *ccs_coalesce_policy(void);
+
+/* Reads the settings and switches coalescing on when asked.  Idempotent. */
+CCS_HIDDEN void ccs_coalesce_init(void);
+
+/* 1 when a reduction of OP over DTYPE with BYTES per rank may be coalesced
+ * (SUM, AVG, host-scalar PreMulSum; floating point; >= MIN_BYTES). */
+CCS_HIDDEN int ccs_coalesce_eligible(unsigned op, unsigned dtype, uint64_t bytes);
+
+/* 1 when the call site at PC may be coalesced (CCSHIM_COALESCE_INCLUDE and
+ * _EXCLUDE); decided once per call site, cached. */
+CCS_HIDDEN int ccs_coalesce_site_ok(void *pc);
+
+/* Switches coalescing off for the rest of the run (after a failed check
+ * under CCSHIM_ON_DESYNC=warn).  Calls already deferred stay deferred. */
+CCS_HIDDEN void ccs_coalesce_disable(const char *why);
+
+/* 1 when CCSHIM_ON_DESYNC asks to end the job on a desync. */
+CCS_HIDDEN int ccs_coalesce_abort_on_error(void);
+
+/* How a failed verification ends the job: set by the MPI side to MPI_Abort
+ * on MPI_COMM_WORLD; abort() when NULL. */
+extern CCS_HIDDEN void (*ccs_coalesce_abort_hook)(int code);
+
+/* ------------------------------------------------------- coalesce_table.c */
+
+#define CCS_COALESCE_SLOTS 1024 /* identities; a power of two */
+
+/* One reduction identity: (communicator, buffers, count, datatype, op). */
+struct ccs_coal_id {
+    _Atomic uint64_t hash;   /* 0: free; set last, with release, when ready */
+    uint64_t comm;           /* communicator identity (same on every member) */
+    uintptr_t handle;        /* local communicator handle */
+    uintptr_t send, recv;    /* buffers (send = recv when in place) */
+    uint64_t count;
+    uint64_t scalar;         /* PreMulSum scalar bytes, 0 otherwise */
+    uint8_t dtype, op, backend;
+    int32_t size;            /* communicator size W */
+    uint32_t ordinal;        /* order of first sight on its communicator: the
+                                same on every member, unlike the addresses */
+    _Atomic uint32_t period; /* N: every N-th call is real; 0 = pass through */
+    _Atomic uint32_t pending;/* deferred calls since the last real one */
+    _Atomic uint32_t in_step;/* calls since the last step marker */
+    uint32_t learned;        /* auto: calls per step seen so far, 0 = none yet */
+    uint32_t learn_ok;       /* auto: 1 while every learning step agreed */
+    uint32_t first_step;     /* step of first sight */
+    _Atomic uint64_t deferred, real; /* totals */
+};
+
+/* What to do with one call. */
+enum ccs_coalesce_action { CCS_COALESCE_PASS = 0, CCS_COALESCE_DEFER = 1, CCS_COALESCE_REAL = 2 };
+
+/* The identity of a call, inserted on first sight (slow path, once).
+ * NULL when the table is full (logged once; the call passes through). */
+CCS_HIDDEN struct ccs_coal_id *ccs_coalesce_identity(uint64_t comm, uintptr_t handle, int size, const void *send,
+                                                     const void *recv, uint64_t count, unsigned dtype, unsigned op,
+                                                     uint64_t scalar, unsigned backend);
+
+/* Counts one call of ID and says whether to defer it, perform it as the
+ * coalesced real call, or pass it through untouched. */
+CCS_HIDDEN enum ccs_coalesce_action ccs_coalesce_decide(struct ccs_coal_id *id);
+
+/* Visits every identity (step markers, reports). */
+CCS_HIDDEN void ccs_coalesce_foreach(void (*fn)(struct ccs_coal_id *, void *), void *arg);
+
+/* Forgets every identity (unit tests only). */
+CCS_HIDDEN void ccs_coalesce_table_reset(void);
+
+/* "comm 0x.. buffer 0x.. 3152 x float64 sum" for logs. */
+CCS_HIDDEN void ccs_coalesce_describe(const struct ccs_coal_id *id, char *buf, size_t n);
+
+/* ------------------------------------------------------- coalesce_defer.c */
+
+/* The local answer of a deferred reduction: OUT = FACTOR x IN for COUNT
+ * elements of DTYPE (float32, float64, float16, bfloat16) on the host; IN
+ * may equal OUT.  Returns 0, or -1 for another datatype. */
+CCS_HIDDEN int ccs_coalesce_scale_host(void *out, const void *in, uint64_t count, unsigned dtype, double factor);
+
+/* The factor of the local answer: SUM W, AVG 1, PreMulSum a x W (SCALAR
+ * holds a's bytes in DTYPE).  Returns 0, or -1 when OP is none of those. */
+CCS_HIDDEN int ccs_coalesce_factor(unsigned op, unsigned dtype, uint64_t scalar, int size, double *factor);
+
+/* Conversions for the 16-bit datatypes (round to nearest even). */
+CCS_HIDDEN float ccs_half_to_float(uint16_t h);
+CCS_HIDDEN uint16_t ccs_float_to_half(float f);
+CCS_HIDDEN float ccs_bf16_to_float(uint16_t h);
+CCS_HIDDEN uint16_t ccs_float_to_bf16(float f);
+
+/* -------------------------------------------------------- coalesce_step.c */
+
+/* At every step marker: auto learning and agreement, verification that no
+ * deferred call was left without its real one.  STEP is the step that
+ * begins (the first mark passes 1). */
+CCS_HIDDEN void ccs_coalesce_step_end(uint64_t step);
+
+/* At the end of the run (MPI_Finalize, exit): the same verification, and a
+ * one-line account of deferred and real calls. */
+CCS_HIDDEN void ccs_coalesce_finish(void);
+
+/* Agreement for auto: each member of a communicator contributes a 64-bit
+ * digest of the identities it would coalesce there; the service fills
+ * AGREED[i] with 1 when every member of COMMS[i] gave DIGESTS[i].  Every
+ * rank calls it at the same step marker.  Returns 0, or -1 when no service
+ * is available (nothing is then coalesced). */
+typedef int (*ccs_coalesce_agree_fn)(size_t n, const uint64_t *comms, const int32_t *sizes,
+                                     const uint64_t *digests, uint8_t *agreed);
+extern CCS_HIDDEN ccs_coalesce_agree_fn ccs_coalesce_agree;
+
+#endif

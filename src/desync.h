@@ -1,0 +1,58 @@
+/*
+ * desync.h - early desync detection (docs/desync.md): the API the rest of
+ * ccshim calls.  Everything here is slow path; the hot path (record.c) is
+ * untouched: a background thread reads the rings and the comm table.
+ *
+ * Who calls what:
+ *   - mpi_setup.c: ccs_desync_start() after MPI_Init (world rank known),
+ *     ccs_desync_set_abort(fn, arg) with a function that calls PMPI_Abort,
+ *     ccs_desync_note_exit(CCS_DSX_FINALIZING) at the top of MPI_Finalize.
+ *   - the NCCL code: ccs_desync_start() at the first communicator init,
+ *     ccs_desync_set_abort() for ncclCommAbort of the affected comms.
+ *   - the coalescing feature: ccs_desync_agree_u64() at step markers.
+ */
+#ifndef CCS_DESYNC_H
+#define CCS_DESYNC_H
+
+#include "shim.h"
+#include <stdint.h>
+
+/* Starts the side channel and the background thread if CCSHIM_DESYNC is on
+ * and the world rank and size are known (else it does nothing and may be
+ * called again later).  Idempotent; slow path; never fails the job: when the
+ * side channel cannot be set up it says so once and returns -1. */
+CCS_HIDDEN int ccs_desync_start(void);
+
+/* What the process is doing that the rules must know about. */
+enum ccs_dsx_exit {
+    CCS_DSX_FINALIZING = 1, /* inside MPI_Finalize: issues no more collectives */
+    CCS_DSX_EXITED = 2,     /* process exit (atexit): issues no more collectives */
+};
+CCS_HIDDEN void ccs_desync_note_exit(int how);
+
+/* Registers what CCSHIM_ON_DESYNC=abort calls after writing the diagnostics:
+ * FN(ARG, COMM_ID) where COMM_ID is the identity of the communicator the
+ * verdict is about (0: the whole job).  Up to 4 functions, called in the
+ * order registered; a function that returns lets the next one try.  If all
+ * return, the process ends with _exit(134).  Returns 0, or -1 when full. */
+CCS_HIDDEN int ccs_desync_set_abort(int (*fn)(void *arg, uint64_t comm_id), void *arg);
+
+/* Agreement across the members of C over the side channel: every member
+ * calls it with the same KEY (unique per call on C, e.g. the step number)
+ * and its value MINE; each gets the maximum and minimum of all values.
+ * Blocks the caller (polling, 1 ms sleeps) up to TIMEOUT_MS.
+ * Returns 0, or -1 when the side channel is off, C is not agreed across
+ * ranks (local identity), or the timeout passed (then *max/*min untouched). */
+CCS_HIDDEN int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64_t *agreed_max,
+                                    uint64_t *agreed_min, int timeout_ms);
+
+/* 1 while the side channel is up (detection running). */
+CCS_HIDDEN int ccs_desync_active(void);
+
+/* NCCL: enqueued work on C up to sequence SEQ_DONE has completed on the
+ * device (from CUDA events, or from enqueue progress without a GPU).  A
+ * member whose enqueued seq is above its completed seq for longer than the
+ * block threshold counts as blocked at SEQ_DONE + 1.  Relaxed store only. */
+CCS_HIDDEN void ccs_desync_nccl_done(struct ccs_comm *c, uint64_t seq_done);
+
+#endif

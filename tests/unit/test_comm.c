@@ -1,0 +1,101 @@
+/* test_comm.c - communicator table and identities. */
+#include "shim.h"
+#include "unit_main.h"
+
+START_TEST(register_lookup_retire)
+{
+    struct ccs_comm *a = ccs_comm_register(CCS_BE_MPI, 0x1000, 42, 0, 1, 4, CCS_KIND_COMM_INIT, -1);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_eq(ccs_comm_lookup(CCS_BE_MPI, 0x1000), a);
+    ck_assert_ptr_null(ccs_comm_lookup(CCS_BE_NCCL, 0x1000)); /* backends are separate namespaces */
+    ck_assert_ptr_null(ccs_comm_lookup(CCS_BE_MPI, 0x2000));
+    ck_assert_uint_eq(a->id, 42);
+    ck_assert_int_eq(a->rank, 1);
+    ck_assert_int_eq(a->size, 4);
+    ck_assert_int_eq(a->agreed, 1);
+    ccs_comm_retire(a);
+    ck_assert_ptr_null(ccs_comm_lookup(CCS_BE_MPI, 0x1000));
+    /* the handle value is reused for a new communicator */
+    struct ccs_comm *b = ccs_comm_register(CCS_BE_MPI, 0x1000, 43, 0, 0, 2, CCS_KIND_COMM_DUP, -1);
+    ck_assert_ptr_eq(ccs_comm_lookup(CCS_BE_MPI, 0x1000), b);
+    ck_assert_uint_eq(b->id, 43);
+    ck_assert_uint_eq(atomic_load(&b->seq), 0);
+}
+END_TEST
+
+START_TEST(many_colliding_handles)
+{
+    /* More entries than one probe chain: all found, after retiring some too. */
+    for (uintptr_t h = 1; h <= 600; h++)
+        ck_assert_ptr_nonnull(ccs_comm_register(CCS_BE_NCCL, h * 4096, h, 0, 0, 1, 0, -1));
+    for (uintptr_t h = 1; h <= 600; h += 2)
+        ccs_comm_retire(ccs_comm_lookup(CCS_BE_NCCL, h * 4096));
+    for (uintptr_t h = 1; h <= 600; h++) {
+        struct ccs_comm *c = ccs_comm_lookup(CCS_BE_NCCL, h * 4096);
+        if (h % 2)
+            ck_assert_ptr_null(c);
+        else
+            ck_assert_uint_eq(c->id, h);
+    }
+}
+END_TEST
+
+START_TEST(child_ids_agree_and_differ)
+{
+    /* Two "ranks" holding the same parent derive the same child ids in the
+     * same order, and different ids for different colors or orders. */
+    struct ccs_comm *p0 = ccs_comm_register(CCS_BE_MPI, 0x10, 7, 0, 0, 2, 0, -1);
+    struct ccs_comm *p1 = ccs_comm_register(CCS_BE_MPI, 0x20, 7, 0, 1, 2, 0, -1);
+    uint64_t a0 = ccs_comm_child_id(p0, CCS_KIND_COMM_SPLIT, 1);
+    uint64_t a1 = ccs_comm_child_id(p1, CCS_KIND_COMM_SPLIT, 1);
+    ck_assert_uint_eq(a0, a1);
+    uint64_t b0 = ccs_comm_child_id(p0, CCS_KIND_COMM_SPLIT, 1); /* second split: differs from first */
+    ck_assert_uint_ne(a0, b0);
+    uint64_t c1 = ccs_comm_child_id(p1, CCS_KIND_COMM_SPLIT, 2); /* other color in the same call */
+    ck_assert_uint_ne(b0, c1);
+    ck_assert_uint_ne(a0, 0);
+}
+END_TEST
+
+START_TEST(definitions_log_keeps_retired)
+{
+    struct ccs_trace_comm d[8];
+    size_t before = ccs_comm_defs(0, d, 0);
+    (void)before;
+    size_t n0 = 0;
+    while (ccs_comm_defs(n0, d, 1) == 1)
+        n0++;
+    struct ccs_comm *c = ccs_comm_register(CCS_BE_MPI, 0x777, 99, 5, 3, 8, CCS_KIND_COMM_SPLIT, 2);
+    ccs_comm_retire(c);
+    ck_assert_uint_eq(ccs_comm_defs(n0, d, 8), 1);
+    ck_assert_uint_eq(d[0].id, 99);
+    ck_assert_uint_eq(d[0].parent, 5);
+    ck_assert_int_eq(d[0].rank, 3);
+    ck_assert_int_eq(d[0].size, 8);
+    ck_assert_int_eq(d[0].color, 2);
+    ck_assert_int_eq(d[0].how, CCS_KIND_COMM_SPLIT);
+}
+END_TEST
+
+START_TEST(adopted_is_local)
+{
+    struct ccs_comm *c = ccs_comm_adopt(CCS_BE_NCCL, 0x5550, 0, 2);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->agreed, 0);
+    ck_assert_ptr_eq(ccs_comm_lookup(CCS_BE_NCCL, 0x5550), c);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("comm");
+    TCase *t = tcase_create("table");
+    tcase_add_test(t, register_lookup_retire);
+    tcase_add_test(t, many_colliding_handles);
+    tcase_add_test(t, child_ids_agree_and_differ);
+    tcase_add_test(t, definitions_log_keeps_retired);
+    tcase_add_test(t, adopted_is_local);
+    suite_add_tcase(s, t);
+    return s;
+}
+CCS_UNIT_MAIN(suite)

@@ -1,0 +1,161 @@
+/* test_sequence.c - sequence numbers, records and rings (the hot path). */
+#include "ccshim.h"
+#include "shim.h"
+#include "unit_main.h"
+#include <pthread.h>
+
+static struct ccs_call coll(unsigned kind, uint64_t count)
+{
+    return (struct ccs_call){.kind = (uint16_t)kind, .dtype = CCS_DT_FLOAT32, .op = CCS_OP_SUM,
+                             .backend = CCS_BE_MPI, .root = -1, .count = count, .bytes = count * 4};
+}
+
+static void one(struct ccs_comm *c, struct ccs_call call)
+{
+    ccs_call_end(ccs_call_begin(c, &call, __builtin_return_address(0)), 0);
+}
+
+START_TEST(per_comm_sequences)
+{
+    ck_assert_int_eq(atomic_load(&ccs_active), 1);
+    struct ccs_comm *a = ccs_comm_register(CCS_BE_MPI, 0xa0, 1, 0, 0, 2, 0, -1);
+    struct ccs_comm *b = ccs_comm_register(CCS_BE_MPI, 0xb0, 2, 0, 0, 2, 0, -1);
+    struct ccs_ring *r = ccs_ring_self();
+    uint64_t h0 = r ? atomic_load(&r->head) : 0;
+    one(a, coll(CCS_KIND_ALLREDUCE, 10));
+    one(a, coll(CCS_KIND_BCAST, 10));
+    one(b, coll(CCS_KIND_ALLREDUCE, 10));
+    one(a, coll(CCS_KIND_SEND, 10)); /* p2p: its own counter */
+    one(a, coll(CCS_KIND_ALLREDUCE, 10));
+    r = ccs_ring_self();
+    ck_assert_uint_eq(atomic_load(&r->head) - h0, 5);
+    struct ccs_record out[5];
+    ck_assert_uint_eq(ccs_ring_last(r, out, 5), 5);
+    ck_assert_uint_eq(out[0].seq, 1);
+    ck_assert_uint_eq(out[1].seq, 2);
+    ck_assert_uint_eq(out[2].seq, 1);
+    ck_assert_uint_eq(out[2].comm, 2);
+    ck_assert_uint_eq(out[3].seq, 1); /* first p2p on a */
+    ck_assert_uint_eq(out[4].seq, 3);
+    ck_assert_uint_eq(out[4].fingerprint, out[0].fingerprint);
+    ck_assert_uint_ne(out[1].fingerprint, out[0].fingerprint);
+    ck_assert_uint_eq(out[0].bytes, 40);
+    ck_assert_uint_eq(r->counts[CCS_KIND_ALLREDUCE], 3);
+    ck_assert_uint_eq(r->counts[CCS_KIND_SEND], 1);
+    ck_assert_ptr_null(atomic_load(&r->inflight));
+}
+END_TEST
+
+START_TEST(steps_are_stamped)
+{
+    struct ccs_comm *a = ccs_comm_register(CCS_BE_MPI, 0xc0, 3, 0, 0, 2, 0, -1);
+    uint64_t s0 = ccshim_step_current();
+    one(a, coll(CCS_KIND_ALLREDUCE, 1));
+    ck_assert_uint_eq(ccshim_step_mark(), s0 + 1);
+    one(a, coll(CCS_KIND_ALLREDUCE, 1));
+    struct ccs_record out[3];
+    ck_assert_uint_eq(ccs_ring_last(ccs_ring_self(), out, 3), 3);
+    ck_assert_uint_eq(out[0].step, s0);
+    ck_assert_uint_eq(out[1].kind, CCS_KIND_STEP);
+    ck_assert_uint_eq(out[1].step, s0 + 1);
+    ck_assert_uint_eq(out[2].step, s0 + 1);
+}
+END_TEST
+
+START_TEST(inflight_visible_during_call_and_nested_not_counted)
+{
+    struct ccs_comm *a = ccs_comm_register(CCS_BE_MPI, 0xd0, 4, 0, 0, 2, 0, -1);
+    struct ccs_call c = coll(CCS_KIND_ALLREDUCE, 5);
+    struct ccs_record *r = ccs_call_begin(a, &c, __builtin_return_address(0));
+    ck_assert_ptr_nonnull(r);
+    ck_assert_ptr_eq(atomic_load(&ccs_ring_self()->inflight), r);
+    /* An intercepted call made from inside the real implementation. */
+    ck_assert_ptr_null(ccs_call_begin(a, &c, __builtin_return_address(0)));
+    ccs_call_end(r, 1);
+    struct ccs_record out;
+    ck_assert_uint_eq(ccs_ring_last(ccs_ring_self(), &out, 1), 1);
+    ck_assert_uint_eq(out.seq, 1);
+    ck_assert(out.flags & CCS_F_ERROR);
+    ck_assert_uint_eq(atomic_load(&a->seq), 1);
+}
+END_TEST
+
+START_TEST(disabled_records_nothing)
+{
+    struct ccs_comm *a = ccs_comm_register(CCS_BE_MPI, 0xe0, 5, 0, 0, 2, 0, -1);
+    atomic_store(&ccs_active, 0);
+    struct ccs_call c = coll(CCS_KIND_ALLREDUCE, 5);
+    ck_assert_ptr_null(ccs_call_begin(a, &c, NULL));
+    ccs_call_end(NULL, 0);
+    ck_assert_uint_eq(atomic_load(&a->seq), 0);
+    atomic_store(&ccs_active, 1);
+}
+END_TEST
+
+static void *thread_body(void *arg)
+{
+    struct ccs_comm *c = arg;
+    for (int i = 0; i < 1000; i++)
+        one(c, coll(CCS_KIND_ALLREDUCE, 1));
+    return ccs_ring_self();
+}
+
+START_TEST(threads_get_own_rings)
+{
+    struct ccs_comm *c1 = ccs_comm_register(CCS_BE_NCCL, 0xf0, 6, 0, 0, 2, 0, -1);
+    struct ccs_comm *c2 = ccs_comm_register(CCS_BE_NCCL, 0xf8, 7, 0, 0, 2, 0, -1);
+    pthread_t t1, t2;
+    void *r1, *r2;
+    pthread_create(&t1, NULL, thread_body, c1);
+    pthread_create(&t2, NULL, thread_body, c2);
+    pthread_join(t1, &r1);
+    pthread_join(t2, &r2);
+    ck_assert_ptr_ne(r1, r2);
+    ck_assert_uint_eq(atomic_load(&((struct ccs_ring *)r1)->head), 1000);
+    ck_assert_uint_eq(atomic_load(&c1->seq), 1000);
+    ck_assert_uint_eq(atomic_load(&c2->seq), 1000);
+}
+END_TEST
+
+START_TEST(ring_overflow_counts_drops)
+{
+    struct ccs_comm *a = ccs_comm_register(CCS_BE_MPI, 0x1f0, 8, 0, 0, 2, 0, -1);
+    struct ccs_ring *r = ccs_ring_self();
+    if (!r) {
+        one(a, coll(CCS_KIND_BARRIER, 0));
+        r = ccs_ring_self();
+    }
+    uint64_t cap = r->mask + 1;
+    static struct ccs_record buf[4096];
+    while (ccs_ring_drain(r, buf, 4096) > 0)
+        ;
+    for (uint64_t i = 0; i < cap + 100; i++)
+        one(a, coll(CCS_KIND_ALLREDUCE, 1));
+    uint64_t got = 0, n;
+    uint64_t first_seq = 0;
+    while ((n = ccs_ring_drain(r, buf, 4096)) > 0) {
+        if (!got)
+            first_seq = buf[0].seq;
+        got += n;
+    }
+    /* cap - 1 usable slots (one guard): the oldest 101 records were lost */
+    ck_assert_uint_eq(got, cap - 1);
+    ck_assert_uint_eq(atomic_load(&r->dropped), 101);
+    ck_assert_uint_eq(first_seq, atomic_load(&a->seq) - (cap - 1) + 1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("sequence");
+    TCase *t = tcase_create("record");
+    tcase_add_test(t, per_comm_sequences);
+    tcase_add_test(t, steps_are_stamped);
+    tcase_add_test(t, inflight_visible_during_call_and_nested_not_counted);
+    tcase_add_test(t, disabled_records_nothing);
+    tcase_add_test(t, threads_get_own_rings);
+    tcase_add_test(t, ring_overflow_counts_drops);
+    suite_add_tcase(s, t);
+    return s;
+}
+CCS_UNIT_MAIN(suite)

@@ -1,0 +1,211 @@
+/* test_trace.c - the trace writer and reader round trip, and the reader's
+ * answers to damaged files. */
+#include "ccs_config.h"
+#include "shim.h"
+#include "trace_reader.h"
+#include "unit_main.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/ccshim-unit-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ccs_cfg.trace_dir = dir;
+    ccs_runtime_set_world(3, 4);
+}
+
+static void one(struct ccs_comm *c, unsigned kind, uint64_t count)
+{
+    struct ccs_call call = {.kind = (uint16_t)kind, .dtype = CCS_DT_FLOAT64, .op = CCS_OP_SUM,
+                            .backend = CCS_BE_MPI, .root = -1, .count = count, .bytes = count * 8};
+    ccs_call_end(ccs_call_begin(c, &call, __builtin_return_address(0)), 0);
+}
+
+/* Writes a trace with 3 allreduce + 1 bcast on one comm; returns its path. */
+static const char *write_sample(void)
+{
+    make_dir();
+    struct ccs_comm *c = ccs_comm_register(CCS_BE_MPI, 0xabc, 0x1234, 0, 3, 4, CCS_KIND_COMM_INIT, -1);
+    for (int i = 0; i < 3; i++)
+        one(c, CCS_KIND_ALLREDUCE, 100);
+    one(c, CCS_KIND_BCAST, 7);
+    ck_assert_int_eq(ccs_writer_flush(CCS_END_EXIT, 0), 0);
+    const char *p = ccs_writer_path();
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+START_TEST(round_trip)
+{
+    const char *path = write_sample();
+    char want[64];
+    snprintf(want, sizeof want, "-r3-p%d.cctrace", (int)getpid());
+    ck_assert_ptr_nonnull(strstr(path, want));
+    char err[512];
+    struct ccs_trace_reader *r = ccs_trace_open(path, err, sizeof err);
+    ck_assert_msg(r != NULL, "%s", err);
+    ck_assert_int_eq(ccs_trace_hdr(r)->rank, 3);
+    ck_assert_int_eq(ccs_trace_hdr(r)->size, 4);
+    struct ccs_item it;
+    int comms = 0, sites = 0, recs = 0, ends = 0, rc;
+    uint64_t seqs[8];
+    while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1) {
+        switch (it.type) {
+        case CCS_ITEM_COMM:
+            if (it.u.comm.id == 0x1234)
+                comms++;
+            break;
+        case CCS_ITEM_SITE:
+            sites++;
+            ck_assert_uint_ge(it.u.site.depth, 1);
+            break;
+        case CCS_ITEM_RECORD:
+            ck_assert_uint_eq(it.u.record.comm, 0x1234);
+            seqs[recs++] = it.u.record.seq;
+            break;
+        case CCS_ITEM_END:
+            ends++;
+            ck_assert_uint_eq(it.u.end.records, 4);
+            ck_assert_uint_eq(it.u.end.dropped, 0);
+            ck_assert_int_eq(it.u.end.reason, CCS_END_EXIT);
+            break;
+        default:
+            break;
+        }
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(comms, 1);
+    ck_assert_int_ge(sites, 1);
+    ck_assert_int_eq(recs, 4);
+    ck_assert_int_eq(ends, 1);
+    for (int i = 0; i < 4; i++)
+        ck_assert_uint_eq(seqs[i], (uint64_t)i + 1);
+    ck_assert_int_eq(ccs_trace_truncated(r), 0);
+    ck_assert_str_eq(ccs_trace_meta(r, "rank"), "3");
+    ccs_trace_close(r);
+}
+END_TEST
+
+static long file_size(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+START_TEST(truncated_is_reported)
+{
+    const char *path = write_sample();
+    ck_assert_int_eq(truncate(path, file_size(path) - 30), 0); /* cuts into the END chunk */
+    char err[512];
+    struct ccs_trace_reader *r = ccs_trace_open(path, err, sizeof err);
+    ck_assert_ptr_nonnull(r);
+    struct ccs_item it;
+    int rc, recs = 0;
+    while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1)
+        recs += it.type == CCS_ITEM_RECORD;
+    ck_assert_int_eq(rc, -1);
+    ck_assert_int_eq(recs, 4); /* every whole record before the cut */
+    ck_assert_int_eq(ccs_trace_truncated(r), 1);
+    ck_assert_ptr_nonnull(strstr(err, "truncated"));
+    ck_assert_ptr_nonnull(strstr(err, path));
+    ccs_trace_close(r);
+}
+END_TEST
+
+static void write_bytes(const char *p, const void *b, size_t n)
+{
+    FILE *f = fopen(p, "wb");
+    fwrite(b, 1, n, f);
+    fclose(f);
+}
+
+START_TEST(refuses_what_it_cannot_read)
+{
+    char p[300], err[512];
+    make_dir();
+    snprintf(p, sizeof p, "%s/junk.cctrace", dir);
+    write_bytes(p, "hello world, not a trace at all, no no no no no no no no no no no no", 64);
+    ck_assert_ptr_null(ccs_trace_open(p, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "not a ccshim trace"));
+    ck_assert_ptr_nonnull(strstr(err, "junk.cctrace"));
+
+    struct ccs_trace_header h = {.version = CCS_TRACE_VERSION + 1, .byteorder = CCS_TRACE_BYTEORDER,
+                                 .header_size = sizeof h, .record_size = sizeof(struct ccs_record)};
+    memcpy(h.magic, CCS_TRACE_MAGIC, 8);
+    write_bytes(p, &h, sizeof h);
+    ck_assert_ptr_null(ccs_trace_open(p, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "newer"));
+
+    h.version = CCS_TRACE_VERSION;
+    h.byteorder = 0x04030201u;
+    write_bytes(p, &h, sizeof h);
+    ck_assert_ptr_null(ccs_trace_open(p, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "byte order"));
+
+    h.byteorder = CCS_TRACE_BYTEORDER;
+    write_bytes(p, &h, 20);
+    ck_assert_ptr_null(ccs_trace_open(p, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "truncated header"));
+
+    snprintf(p, sizeof p, "%s/missing.cctrace", dir);
+    ck_assert_ptr_null(ccs_trace_open(p, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "cannot open"));
+}
+END_TEST
+
+START_TEST(damaged_chunk_length)
+{
+    char p[300], err[512];
+    make_dir();
+    snprintf(p, sizeof p, "%s/big.cctrace", dir);
+    struct {
+        struct ccs_trace_header h;
+        struct ccs_chunk c;
+    } f = {.h = {.version = CCS_TRACE_VERSION, .byteorder = CCS_TRACE_BYTEORDER, .header_size = sizeof f.h,
+                 .record_size = sizeof(struct ccs_record)},
+           .c = {.type = CCS_CHUNK_RECORDS, .length = 0xfffffff0u}};
+    memcpy(f.h.magic, CCS_TRACE_MAGIC, 8);
+    write_bytes(p, &f, sizeof f);
+    struct ccs_trace_reader *r = ccs_trace_open(p, err, sizeof err);
+    ck_assert_ptr_nonnull(r);
+    struct ccs_item it;
+    ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "damaged"));
+    ccs_trace_close(r);
+}
+END_TEST
+
+START_TEST(unwritable_dir_turns_tracing_off)
+{
+    /* The runtime checks the directory at start; the writer itself also
+     * fails cleanly when the directory vanished. */
+    ccs_cfg.trace_dir = "/proc/ccshim-nonexistent/dir";
+    ccs_runtime_set_world(0, 1);
+    struct ccs_comm *c = ccs_comm_register(CCS_BE_MPI, 0xdef, 0x55, 0, 0, 1, 0, -1);
+    one(c, CCS_KIND_ALLREDUCE, 1);
+    ck_assert_int_eq(ccs_writer_flush(CCS_END_EXIT, 0), -1);
+    ck_assert_ptr_null(ccs_writer_path());
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("trace");
+    TCase *t = tcase_create("roundtrip");
+    tcase_add_test(t, round_trip);
+    tcase_add_test(t, truncated_is_reported);
+    tcase_add_test(t, refuses_what_it_cannot_read);
+    tcase_add_test(t, damaged_chunk_length);
+    tcase_add_test(t, unwritable_dir_turns_tracing_off);
+    suite_add_tcase(s, t);
+    return s;
+}
+CCS_UNIT_MAIN(suite)

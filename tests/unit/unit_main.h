@@ -1,0 +1,17 @@
+/* unit_main.h - the main() of every Check suite: runs SUITE, TAP on stdout
+ * (CK_TAP_LOG_FILE_NAME=- from the harness), exit status = failures. */
+#ifndef CCS_UNIT_MAIN_H
+#define CCS_UNIT_MAIN_H
+#include <check.h>
+#include <stdlib.h>
+
+#define CCS_UNIT_MAIN(make_suite)                                                                          \
+    int main(void)                                                                                         \
+    {                                                                                                      \
+        SRunner *sr = srunner_create(make_suite());                                                        \
+        srunner_run_all(sr, CK_SILENT);                                                                    \
+        int failed = srunner_ntests_failed(sr);                                                            \
+        srunner_free(sr);                                                                                  \
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;                                                       \
+    }
+#endif

@@ -1,0 +1,136 @@
+/*
+ * out_chrome.c - --chrome-trace FILE: Trace Event format (JSON) that
+ * Perfetto and chrome://tracing open.  One track per rank, one slice per
+ * call, one enclosing slice per step.  Written while the traces stream
+ * past, so it never holds the records.
+ */
+#include "audit.h"
+#include "ccs_kinds.h"
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct chrome_out {
+    FILE *f;
+    int first;
+    uint64_t t0;        /* realtime ns of time 0 */
+    int64_t tid;
+    double off_us;      /* this rank's start relative to t0 */
+    int in_step;
+    uint32_t step;
+    uint64_t s_start, s_end; /* ns from the rank's start */
+};
+
+struct chrome_out *chrome_open(const char *path)
+{
+    struct chrome_out *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->f = fopen(path, "w");
+    if (!c->f) {
+        free(c);
+        return NULL;
+    }
+    c->first = 1;
+    fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"ccshim-audit\"},\"traceEvents\":[\n", c->f);
+    return c;
+}
+
+static void sep(struct chrome_out *c)
+{
+    if (!c->first)
+        fputs(",\n", c->f);
+    c->first = 0;
+}
+
+void chrome_set_t0(struct chrome_out *c, uint64_t t0_realtime_ns) { c->t0 = t0_realtime_ns; }
+
+void chrome_rank_begin(struct chrome_out *c, const struct audit_file *f)
+{
+    static int64_t unknown = 100000;
+    c->tid = f->rank >= 0 ? f->rank : unknown++;
+    c->off_us = f->start_realtime_ns >= c->t0 ? (double)(f->start_realtime_ns - c->t0) / 1e3 : 0;
+    c->in_step = 0;
+    sep(c);
+    fprintf(c->f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRId64 ",\"args\":{\"name\":", c->tid);
+    char name[300];
+    snprintf(name, sizeof name, "rank %d%s%s", (int)f->rank, f->host[0] ? " " : "", f->host);
+    json_str(c->f, name);
+    fputs("}}", c->f);
+    sep(c);
+    fprintf(c->f,
+            "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRId64
+            ",\"args\":{\"sort_index\":%" PRId64 "}}",
+            c->tid, c->tid);
+    if (c->tid == 0 || (f->rank < 0 && c->tid == 100000)) {
+        sep(c);
+        fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"ccshim job\"}}", c->f);
+    }
+}
+
+static void end_step(struct chrome_out *c)
+{
+    if (!c->in_step)
+        return;
+    sep(c);
+    fprintf(c->f,
+            "{\"name\":\"step %u\",\"cat\":\"step\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":%" PRId64
+            ",\"args\":{\"step\":%u}}",
+            c->step, c->off_us + (double)c->s_start / 1e3, (double)(c->s_end - c->s_start) / 1e3, c->tid, c->step);
+    c->in_step = 0;
+}
+
+void chrome_record(struct chrome_out *c, const struct audit_file *f, const struct ccs_record *r, uint32_t step,
+                   const char *site)
+{
+    (void)f;
+    double ts = c->off_us + (double)r->t_start / 1e3;
+    if (r->kind == CCS_KIND_STEP) {
+        sep(c);
+        fprintf(c->f,
+                "{\"name\":\"step mark\",\"cat\":\"step\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":1,\"tid\":%" PRId64
+                ",\"args\":{\"new_step\":%u}}",
+                ts, c->tid, r->step);
+        return;
+    }
+    if (c->in_step && step != c->step)
+        end_step(c);
+    if (!c->in_step) {
+        c->in_step = 1;
+        c->step = step;
+        c->s_start = r->t_start;
+        c->s_end = r->t_start;
+    }
+    if (r->t_start < c->s_start)
+        c->s_start = r->t_start;
+    if (r->t_start + r->t_dur > c->s_end)
+        c->s_end = r->t_start + r->t_dur;
+    sep(c);
+    fprintf(c->f,
+            "{\"name\":\"%s%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":%" PRId64
+            ",\"args\":{\"seq\":%" PRIu64 ",\"comm\":\"%016" PRIx64 "\",\"bytes\":%" PRIu64 ",\"count\":%" PRIu64
+            ",\"dtype\":\"%s\",\"op\":\"%s\",\"root\":%d,\"step\":%u,\"deferred\":%s,\"site\":",
+            ccs_kind_name(r->kind), (r->flags & CCS_F_DEFERRED) ? "(deferred)" : "", ccs_backend_name(r->backend),
+            ts, (double)r->t_dur / 1e3, c->tid, r->seq, r->comm, r->bytes, r->count, ccs_dtype_name(r->dtype),
+            ccs_op_name(r->op), (int)r->root, step, (r->flags & CCS_F_DEFERRED) ? "true" : "false");
+    json_str(c->f, site ? site : "");
+    fputs("}}", c->f);
+}
+
+void chrome_rank_end(struct chrome_out *c, const struct audit_file *f)
+{
+    (void)f;
+    end_step(c);
+}
+
+int chrome_close(struct chrome_out *c)
+{
+    if (!c)
+        return -1;
+    fputs("\n]}\n", c->f);
+    int rc = ferror(c->f) ? -1 : 0;
+    if (fclose(c->f) != 0)
+        rc = -1;
+    free(c);
+    return rc;
+}

@@ -1,0 +1,276 @@
+/*
+ * out_html.c - --html FILE: one self-contained page (no network): a chart of
+ * reductions per step and rank (inline SVG), the findings, the per-step
+ * patterns and the call-site table.  A small inline script adds the totals
+ * line, so a headless browser can tell the page ran.
+ */
+#include "audit.h"
+#include "ccs_kinds.h"
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STEPS_SHOWN 120
+#define MAX_RANKS_BARS 32
+
+struct sr {
+    struct {
+        uint32_t step;
+        int32_t rank;
+    } k;
+    uint64_t real, deferred;
+};
+
+static const char *css =
+    "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}"
+    "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ccc}"
+    "table{border-collapse:collapse}td,th{padding:2px 8px;text-align:left;border-bottom:1px solid #eee}"
+    "td.n{text-align:right;font-variant-numeric:tabular-nums}"
+    ".finding{margin:.6em 0}.sev-error{color:#b00}.sev-warning{color:#a60}.sev-info{color:#06a}"
+    ".ev,.act{margin-left:1.5em;color:#444}.pat{font-family:monospace;font-size:12px}"
+    ".bar{fill:#3b78c4}.bar.deferred{fill:#bbb}.bar.odd{fill:#d33}.axis{stroke:#888}"
+    "svg text{font-size:10px;fill:#444}.legend span{display:inline-block;width:12px;height:12px;margin:0 4px}";
+
+static void chart(struct audit *a, FILE *f)
+{
+    struct hmap m;
+    hmap_init(&m, sizeof(struct sr), 8);
+    for (size_t i = 0; i < a->cells.cap; i++) {
+        struct audit_cell *c = hmap_slot(&a->cells, i);
+        if (!c || !is_reduction(c->k.kind) || c->k.step >= MAX_STEPS_SHOWN)
+            continue;
+        struct sr key;
+        memset(&key, 0, sizeof key);
+        key.k.step = c->k.step;
+        key.k.rank = c->k.rank;
+        struct sr *s = hmap_get(&m, &key, 1);
+        if (!s)
+            continue;
+        if (c->k.deferred)
+            s->deferred += c->count;
+        else
+            s->real += c->count;
+    }
+    /* ranks in the chart: those with a readable trace */
+    int32_t *ranks = malloc((a->nfiles + 1) * sizeof *ranks);
+    size_t nr = 0;
+    for (size_t i = 0; ranks && i < a->nfiles; i++)
+        if (a->files[i].status != FILE_REFUSED && (nr == 0 || ranks[nr - 1] != a->files[i].rank))
+            ranks[nr++] = a->files[i].rank;
+    uint32_t nsteps = a->max_step + 1 < MAX_STEPS_SHOWN ? a->max_step + 1 : MAX_STEPS_SHOWN;
+    int per_rank = nr <= MAX_RANKS_BARS;
+    size_t bars_per_step = per_rank ? (nr ? nr : 1) : 2;
+    uint64_t ymax = 1;
+    for (size_t i = 0; i < m.cap; i++) {
+        struct sr *s = hmap_slot(&m, i);
+        if (s && s->real + s->deferred > ymax)
+            ymax = s->real + s->deferred;
+    }
+    double bw = 6.0, gap = 8.0, H = 220.0, left = 40.0;
+    double W = left + nsteps * (bars_per_step * bw + gap) + 20;
+    if (W < 400)
+        W = 400;
+    fprintf(f,
+            "<h2>Reductions per step%s</h2>\n<p class=\"legend\"><span style=\"background:#3b78c4\"></span>real "
+            "<span style=\"background:#bbb\"></span>deferred (coalesced) <span style=\"background:#d33\"></span>"
+            "rank that differs from the others%s</p>\n",
+            per_rank ? " and rank" : " (lowest and highest rank)",
+            a->max_step + 1 > MAX_STEPS_SHOWN ? "; first steps only" : "");
+    fprintf(f,
+            "<svg id=\"chart-reductions\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "role=\"img\" aria-label=\"reductions per step and rank\">\n",
+            W, H + 40);
+    fprintf(f, "<line class=\"axis\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/>\n", left, H, W - 10, H);
+    fprintf(f, "<line class=\"axis\" x1=\"%.0f\" y1=\"10\" x2=\"%.0f\" y2=\"%.0f\"/>\n", left, left, H);
+    fprintf(f, "<text x=\"2\" y=\"14\">%" PRIu64 "</text><text x=\"2\" y=\"%.0f\">0</text>\n", ymax, H);
+    for (uint32_t st = 0; st < nsteps; st++) {
+        double x0 = left + 4 + st * (bars_per_step * bw + gap);
+        int32_t out[64];
+        size_t nout = 0;
+        for (size_t ci = 0; ci < a->ncomms; ci++) {
+            size_t k = audit_step_outliers(a, st, a->comms[ci].id, out + nout, 64 - nout);
+            nout += k < 64 - nout ? k : 64 - nout;
+        }
+        for (size_t b = 0; b < bars_per_step; b++) {
+            int32_t rank = per_rank ? (nr ? ranks[b] : -1) : (b == 0 ? ranks[0] : ranks[nr - 1]);
+            struct sr key;
+            memset(&key, 0, sizeof key);
+            key.k.step = st;
+            key.k.rank = rank;
+            struct sr *s = hmap_get(&m, &key, 0);
+            uint64_t real = s ? s->real : 0, def = s ? s->deferred : 0;
+            double x = x0 + b * bw, hr = (double)real / ymax * (H - 20), hd = (double)def / ymax * (H - 20);
+            int odd = 0;
+            for (size_t o = 0; o < nout; o++)
+                odd |= out[o] == rank;
+            fprintf(f,
+                    "<rect class=\"bar%s\" data-step=\"%u\" data-rank=\"%d\" data-count=\"%" PRIu64
+                    "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>step %u rank %d: %" PRIu64
+                    " reductions</title></rect>\n",
+                    odd ? " odd" : "", st, (int)rank, real, x, H - hr, bw - 1, hr, st, (int)rank, real);
+            if (def)
+                fprintf(f,
+                        "<rect class=\"bar deferred\" data-step=\"%u\" data-rank=\"%d\" data-count=\"%" PRIu64
+                        "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>step %u rank %d: %" PRIu64
+                        " deferred</title></rect>\n",
+                        st, (int)rank, def, x, H - hr - hd, bw - 1, hd, st, (int)rank, def);
+        }
+        if (nsteps <= 40 || st % 10 == 0)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.0f\">%u</text>\n", x0, H + 14, st);
+    }
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">step</text>\n</svg>\n", W / 2, H + 32);
+    free(ranks);
+    hmap_free(&m);
+}
+
+static void findings(struct audit *a, FILE *f)
+{
+    static const char *sev[] = {"info", "warning", "error"};
+    static const char *kn[] = {"",          "redundant-reduction", "rank-mismatch",    "desync-reports",
+                               "deferred-reductions", "truncated-trace", "unreadable-trace", "dropped-records",
+                               "expect-exceeded"};
+    fprintf(f, "<h2>Findings</h2>\n<ol id=\"findings\">\n");
+    if (!a->nfindings)
+        fprintf(f, "<li class=\"none\">None: every rank made the same calls and no buffer was reduced twice in a "
+                   "step.</li>\n");
+    for (size_t i = 0; i < a->nfindings; i++) {
+        const struct audit_finding *x = &a->findings[i];
+        fprintf(f, "<li class=\"finding sev-%s\" data-kind=\"%s\" data-severity=\"%s\" data-k=\"%" PRIu64 "\"><b>",
+                sev[x->severity], x->kind >= 1 && x->kind <= 8 ? kn[x->kind] : "?", sev[x->severity], x->k);
+        html_str(f, x->title);
+        fputs("</b><div class=\"ev\">Evidence: ", f);
+        html_str(f, x->evidence);
+        fputs("</div><div class=\"act\">Action: ", f);
+        html_str(f, x->action);
+        fputs("</div></li>\n", f);
+    }
+    fputs("</ol>\n", f);
+}
+
+static int site_cmp(const void *x, const void *y)
+{
+    const struct audit_site *a = *(struct audit_site *const *)x, *b = *(struct audit_site *const *)y;
+    if (a->count != b->count)
+        return a->count > b->count ? -1 : 1;
+    return a->index < b->index ? -1 : 1;
+}
+
+static void sites(struct audit *a, FILE *f)
+{
+    fprintf(f, "<h2>Top call sites</h2>\n<table id=\"sites\"><tr><th>calls</th><th>bytes</th><th>deferred</th>"
+               "<th>kinds</th><th>site</th><th>stack</th></tr>\n");
+    struct audit_site **v = malloc((a->nsites + 1) * sizeof *v);
+    if (v) {
+        memcpy(v, a->site_list, a->nsites * sizeof *v);
+        qsort(v, a->nsites, sizeof *v, site_cmp);
+        for (size_t i = 0; i < a->nsites && i < 20; i++) {
+            char b[32], nm[512];
+            fprintf(f, "<tr class=\"site\"><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%s</td><td class=\"n\">%" PRIu64
+                       "</td><td>",
+                    v[i]->count, fmt_bytes(v[i]->bytes, b, sizeof b), v[i]->deferred);
+            int first = 1;
+            for (unsigned k = 0; k < 32; k++)
+                if (v[i]->kinds_mask & (1u << k)) {
+                    fprintf(f, "%s%s", first ? "" : ", ", ccs_kind_name(k));
+                    first = 0;
+                }
+            fputs("</td><td>", f);
+            html_str(f, audit_site_name(v[i], nm, sizeof nm));
+            fputs("</td><td class=\"pat\">", f);
+            html_str(f, v[i]->frames);
+            fputs("</td></tr>\n", f);
+        }
+        free(v);
+    }
+    fputs("</table>\n", f);
+}
+
+static void patterns(struct audit *a, FILE *f)
+{
+    size_t n;
+    struct audit_stepcomm **v = audit_sorted_stepcomms(a, &n);
+    fprintf(f, "<h2>Call pattern per step (rank %d)</h2>\n<table id=\"patterns\"><tr><th>step</th><th>comm</th>"
+               "<th>pattern</th></tr>\n",
+            (int)a->ref_rank);
+    size_t shown = 0;
+    for (size_t i = 0; v && i < n && shown < MAX_STEPS_SHOWN; i++) {
+        if (!v[i]->pattern)
+            continue;
+        /* consecutive steps with the same pattern on one line */
+        size_t j = i;
+        while (j + 1 < n && v[j + 1]->k.comm == v[i]->k.comm && v[j + 1]->k.step == v[j]->k.step + 1 &&
+               v[j + 1]->pattern && strcmp(v[j + 1]->pattern, v[i]->pattern) == 0)
+            j++;
+        if (j > i)
+            fprintf(f, "<tr><td>%u-%u</td>", v[i]->k.step, v[j]->k.step);
+        else
+            fprintf(f, "<tr><td>%u</td>", v[i]->k.step);
+        fprintf(f, "<td class=\"pat\">%016" PRIx64 "</td><td class=\"pat\">", v[i]->k.comm);
+        html_str(f, v[i]->pattern);
+        fputs("</td></tr>\n", f);
+        shown++;
+        i = j;
+    }
+    fputs("</table>\n", f);
+    free(v);
+}
+
+static void files(struct audit *a, FILE *f)
+{
+    static const char *st[] = {"complete", "cut short", "damaged", "skipped"};
+    fprintf(f, "<h2>Traces</h2>\n<table id=\"files\"><tr><th>rank</th><th>host</th><th>calls</th><th>last step</th>"
+               "<th>status</th></tr>\n");
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *x = &a->files[i];
+        fprintf(f, "<tr><td>%d</td><td>", (int)x->rank);
+        html_str(f, x->host);
+        fprintf(f, "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%u</td><td>%s", x->records, x->last_step,
+                st[x->status]);
+        if (x->error) {
+            fputs(": ", f);
+            html_str(f, x->error);
+        }
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
+int out_html(struct audit *a, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    const char *job = "";
+    for (size_t i = 0; i < a->nfiles; i++)
+        if (a->files[i].job[0]) {
+            job = a->files[i].job;
+            break;
+        }
+    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ccshim-audit ");
+    html_str(f, job);
+    fprintf(f, "</title>\n<style>%s</style></head>\n<body>\n<h1>ccshim-audit: job ", css);
+    html_str(f, job[0] ? job : "?");
+    fprintf(f, "</h1>\n<p id=\"summary\">%zu trace%s, %u step%s (%s). <span id=\"js-summary\"></span></p>\n",
+            a->nfiles, a->nfiles == 1 ? "" : "s", a->max_step + 1, a->max_step ? "s" : "",
+            a->steps.source == STEPS_MARKERS    ? "from step markers"
+            : a->steps.source == STEPS_INFERRED ? "inferred from the repeating call pattern"
+                                                : "no markers, no repeating pattern");
+    chart(a, f);
+    findings(a, f);
+    patterns(a, f);
+    sites(a, f);
+    files(a, f);
+    fputs("<script>\n"
+          "(function(){var bars=document.querySelectorAll('#chart-reductions rect.bar:not(.deferred)');\n"
+          "var total=0;bars.forEach(function(b){total+=Number(b.dataset.count);});\n"
+          "var fs=document.querySelectorAll('#findings li.finding').length;\n"
+          "document.getElementById('js-summary').textContent=bars.length+' bars, '+total+' reductions shown, '+fs+"
+          "' findings.';\n"
+          "document.body.setAttribute('data-ready','1');})();\n"
+          "</script>\n</body></html>\n",
+          f);
+    int rc = ferror(f) ? -1 : 0;
+    if (fclose(f) != 0)
+        rc = -1;
+    return rc;
+}
