@@ -1,1 +1,11 @@
-# tests/integration/integration.mk - rules for these tests (filled in by their owner)
+# tests/integration/integration.mk - real MPI programs under the preload.
+INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.sh
+TESTS += $(INTEGRATION_TESTS)
+dist_check_SCRIPTS += $(INTEGRATION_TESTS)
+EXTRA_DIST += tests/integration/symbols-api.txt tests/integration/symbols-mpi.txt tests/integration/symbols-nccl.txt
+if HAVE_MPI
+check_PROGRAMS += tests/integration/mpi_pattern
+tests_integration_mpi_pattern_SOURCES = tests/integration/mpi_pattern.c
+tests_integration_mpi_pattern_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
+tests_integration_mpi_pattern_LDADD = $(MPI_LIBS)
+endif
