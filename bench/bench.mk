@@ -1,1 +1,12 @@
-# bench/bench.mk - rules for this component (filled in by its owner)
+# bench/bench.mk - `make bench`: each script in bench_list, in order.
+bench_list += bench/overhead.sh
+EXTRA_DIST += bench/overhead.sh
+if HAVE_MPI
+check_PROGRAMS += bench/mpi_loop bench/hotpath
+bench_mpi_loop_SOURCES = bench/mpi_loop.c
+bench_mpi_loop_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
+bench_mpi_loop_LDADD = $(MPI_LIBS)
+bench_hotpath_SOURCES = bench/hotpath.c
+bench_hotpath_CFLAGS = $(AM_CFLAGS) -O2
+bench_hotpath_LDADD = libccscore.la -lpthread
+endif

@@ -15,7 +15,8 @@
 #include <libunwind.h>
 #endif
 
-#define SITE_SLOTS 8192 /* power of two */
+#define SITE_BITS 13
+#define SITE_SLOTS (1u << SITE_BITS)
 
 struct site_slot {
     _Atomic uintptr_t pc;
@@ -62,7 +63,7 @@ uint32_t ccs_site_id(void *pc)
     uintptr_t key = (uintptr_t)pc;
     if (!key)
         return 0;
-    size_t i = (size_t)(ccs_hash_mix(0, key) & (SITE_SLOTS - 1));
+    size_t i = ccs_slot_hash(key, SITE_BITS);
     for (size_t n = 0; n < SITE_SLOTS; n++, i = (i + 1) & (SITE_SLOTS - 1)) {
         struct site_slot *s = &slots[i];
         uintptr_t k = atomic_load_explicit(&s->pc, memory_order_acquire);

@@ -26,7 +26,7 @@ static int defs_logged;
 
 static inline size_t slot_of(int backend, uintptr_t handle)
 {
-    return (size_t)(ccs_hash_mix((uint64_t)backend, (uint64_t)handle) & (CCS_COMM_SLOTS - 1));
+    return ccs_slot_hash((uint64_t)handle ^ ((uint64_t)backend << 62), CCS_COMM_SLOT_BITS);
 }
 
 struct ccs_comm *ccs_comm_lookup(int backend, uintptr_t handle)

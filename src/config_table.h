@@ -32,12 +32,24 @@
     /* --- desync detection (docs/desync.md) ----------------------------------------------- */          \
     /* CCS_CONFIG_DESYNC_ROWS */                                                                           \
     /* --- coalescing (docs/coalescing.md) ------------------------------------------------- */          \
-    /* CCS_CONFIG_COALESCE_ROWS */
+    X(coalesce, "CCSHIM_COALESCE", STR, "off",                                                             \
+      "coalesce per-mini-batch all-reduces: off, every:N (per identity N-1 of every N answered locally, "  \
+      "the N-th real) or auto (N learned per identity between step markers, agreed across ranks)")        \
+    X(coalesce_min_bytes, "CCSHIM_COALESCE_MIN_BYTES", INT, "1024",                                         \
+      "smallest all-reduce coalesced, in bytes per rank; smaller ones (scalars, metadata) pass through")  \
+    X(coalesce_learn_steps, "CCSHIM_COALESCE_LEARN_STEPS", INT, "2",                                        \
+      "auto: steps observed (all reductions real) before N is agreed and deferring starts, 1..1000")      \
+    X(coalesce_include, "CCSHIM_COALESCE_INCLUDE", STR, "",                                                 \
+      "coalesce only calls whose call stack names one of these comma-separated substrings; empty: all")  \
+    X(coalesce_exclude, "CCSHIM_COALESCE_EXCLUDE", STR, "",                                                 \
+      "never coalesce calls whose call stack names one of these comma-separated substrings")
 
 /* Ranges of INT fields: X(FIELD, MIN, MAX) */
 #define CCS_CONFIG_RANGES(X)                                                                               \
     X(ring_size, 1024, 16777216)                                                                           \
     X(stack_depth, 0, 32)                                                                                  \
-    X(flush_ms, 1, 60000)
+    X(flush_ms, 1, 60000)                                                                                  \
+    X(coalesce_min_bytes, 0, 2147483647)                                                                   \
+    X(coalesce_learn_steps, 1, 1000)
 
 #endif

@@ -34,38 +34,49 @@ uint64_t ccs_hash_bytes(const void *p, size_t n, uint64_t seed)
     return h;
 }
 
-static int is_v_variant(unsigned kind)
+/* Which fields enter a kind's fingerprint (bits below), from its semantics:
+ * v-variants carry per-rank counts, only reductions have an op, only rooted
+ * kinds a root, a barrier nothing but itself. */
+enum { FP_COUNT = 1, FP_DTYPE = 2, FP_OP = 4, FP_ROOT = 8, FP_COLL = 16 };
+
+static uint8_t fp_fields(unsigned kind)
 {
-    return kind == CCS_KIND_ALLGATHERV || kind == CCS_KIND_ALLTOALLV || kind == CCS_KIND_GATHERV ||
-           kind == CCS_KIND_SCATTERV || kind == CCS_KIND_REDUCE_SCATTER;
+    switch (kind) {
+    case CCS_KIND_ALLREDUCE:
+    case CCS_KIND_REDUCE_SCATTER_BLOCK:
+    case CCS_KIND_SCAN:
+    case CCS_KIND_EXSCAN: return FP_COLL | FP_COUNT | FP_DTYPE | FP_OP;
+    case CCS_KIND_REDUCE: return FP_COLL | FP_COUNT | FP_DTYPE | FP_OP | FP_ROOT;
+    case CCS_KIND_REDUCE_SCATTER: return FP_COLL | FP_DTYPE | FP_OP;
+    case CCS_KIND_BCAST:
+    case CCS_KIND_GATHER:
+    case CCS_KIND_SCATTER: return FP_COLL | FP_COUNT | FP_DTYPE | FP_ROOT;
+    case CCS_KIND_GATHERV:
+    case CCS_KIND_SCATTERV: return FP_COLL | FP_DTYPE | FP_ROOT;
+    case CCS_KIND_ALLGATHER:
+    case CCS_KIND_ALLTOALL: return FP_COLL | FP_COUNT | FP_DTYPE;
+    case CCS_KIND_ALLGATHERV:
+    case CCS_KIND_ALLTOALLV: return FP_COLL | FP_DTYPE;
+    case CCS_KIND_BARRIER: return FP_COLL;
+    default: return 0;
+    }
 }
 
-static int is_reduction(unsigned kind)
-{
-    return kind == CCS_KIND_ALLREDUCE || kind == CCS_KIND_REDUCE || kind == CCS_KIND_REDUCE_SCATTER ||
-           kind == CCS_KIND_REDUCE_SCATTER_BLOCK || kind == CCS_KIND_SCAN || kind == CCS_KIND_EXSCAN;
-}
-
-static int is_rooted(unsigned kind)
-{
-    return kind == CCS_KIND_REDUCE || kind == CCS_KIND_BCAST || kind == CCS_KIND_GATHER ||
-           kind == CCS_KIND_GATHERV || kind == CCS_KIND_SCATTER || kind == CCS_KIND_SCATTERV;
-}
-
+/* Hot path: the relevant fields are packed into two words and mixed twice. */
 uint64_t ccs_fingerprint(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op, int root)
 {
-    uint64_t h = ccs_hash_mix(0x63637368696dULL /* "ccshim" */, kind);
-    if (ccs_kind_class(kind) != CCS_CLASS_COLL)
-        return h;
-    h = ccs_hash_mix(h, flags & CCS_F_NONBLOCKING);
-    if (kind == CCS_KIND_BARRIER)
-        return h;
-    if (!is_v_variant(kind))
-        h = ccs_hash_mix(h, count);
-    h = ccs_hash_mix(h, dtype);
-    if (is_reduction(kind))
-        h = ccs_hash_mix(h, op);
-    if (is_rooted(kind))
-        h = ccs_hash_mix(h, (uint64_t)(int64_t)root);
-    return h;
+    uint8_t f = fp_fields(kind);
+    uint64_t w = (uint64_t)kind;
+    if (f & FP_COLL)
+        w |= (uint64_t)(flags & CCS_F_NONBLOCKING) << 16;
+    if (f & FP_DTYPE)
+        w |= (uint64_t)(dtype & 0xff) << 24;
+    if (f & FP_OP)
+        w |= (uint64_t)(op & 0xff) << 32;
+    if (f & FP_ROOT)
+        w |= (uint64_t)((uint32_t)root & 0xffffff) << 40;
+    uint64_t c = (f & FP_COUNT) ? count : 0;
+    /* One mixing round: the count enters through an odd multiplier (a
+     * bijection), computed in parallel with the packing. */
+    return mix64(w ^ 0x63637368696dULL /* "ccshim" */ ^ (c * 0xd6e8feb86659fd93ULL));
 }

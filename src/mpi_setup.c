@@ -6,6 +6,7 @@
  */
 #include "log.h"
 #include "mpi_shim.h"
+#include "coalesce_mpi.h"
 #include <dlfcn.h>
 #include <string.h>
 
@@ -155,6 +156,7 @@ static void after_init(void)
     ccs_comm_register(CCS_BE_MPI, (uintptr_t)MPI_COMM_SELF, ccs_hash_mix(ccs_hash_bytes("MPI_COMM_SELF", 13, 0),
                                                                          (uint64_t)rank) | 1,
                       0, 0, 1, CCS_KIND_COMM_INIT, -1);
+    ccs_coalesce_mpi_init();
     ccs_writer_start();
 }
 

@@ -10,6 +10,7 @@
  * while their type signatures match, so those are compared in bytes.
  */
 #include "mpi_shim.h"
+#include "coalesce_mpi.h"
 
 #define CALL_REAL(name, ...) (CCS_REAL(name) ? ccs_real_##name(__VA_ARGS__) : MPI_ERR_INTERN)
 #define INPLACE(sb) ((sb) == MPI_IN_PLACE ? CCS_F_IN_PLACE : 0)
@@ -63,6 +64,10 @@ static int w_Allreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op 
 {
     if (!ccs_mpi_active())
         return CALL_REAL(Allreduce, sb, rb, n, dt, op, comm);
+    int crc; /* coalescing (coalesce_mpi.c): one predictable branch while off */
+    if (CCS_UNLIKELY(atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) &&
+        ccs_coalesce_mpi_allreduce(sb, rb, n, dt, op, comm, NULL, ra, &crc))
+        return crc;
     struct ccs_record *r = begin(comm, CCS_KIND_ALLREDUCE, INPLACE(sb), n, dt, op, -1, rb, nbytes(n, dt), ra);
     return end(r, CALL_REAL(Allreduce, sb, rb, n, dt, op, comm));
 }
@@ -74,6 +79,10 @@ static int w_Iallreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op
 {
     if (!ccs_mpi_active())
         return CALL_REAL(Iallreduce, sb, rb, n, dt, op, comm, q);
+    int crc;
+    if (CCS_UNLIKELY(atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) &&
+        ccs_coalesce_mpi_allreduce(sb, rb, n, dt, op, comm, q, ra, &crc))
+        return crc;
     struct ccs_record *r = begin(comm, CCS_KIND_ALLREDUCE, INPLACE(sb) | NB, n, dt, op, -1, rb, nbytes(n, dt), ra);
     return end(r, CALL_REAL(Iallreduce, sb, rb, n, dt, op, comm, q));
 }

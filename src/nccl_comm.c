@@ -38,7 +38,10 @@ static struct ccs_record *begin_create(unsigned kind, int nranks, void *ra)
 }
 
 /* ncclInProgress: a nonblocking communicator, accepted and being set up. */
-static inline int accepted(ncclResult_t rc) { return rc == ncclSuccess || rc == ncclInProgress; }
+static inline int accepted(ncclResult_t rc)
+{
+    return rc == ncclSuccess || rc == ncclInProgress;
+}
 
 /* Registers COMM once the real call accepted it, moves the record R onto it
  * and completes R.  An NCCL-only job learns its world rank and size from its
@@ -49,8 +52,7 @@ static void created(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, uint
     struct ccs_comm *c = NULL;
     if (accepted(rc) && comm) {
         c = ccs_comm_register(CCS_BE_NCCL, (uintptr_t)comm, id, parent, rank, nranks, (int)how, color);
-        if (first && rank >= 0 && nranks > 0 && ccs_world_rank() < 0 &&
-            atomic_exchange(&world_from_nccl, 1) == 0)
+        if (first && rank >= 0 && nranks > 0 && ccs_world_rank() < 0 && atomic_exchange(&world_from_nccl, 1) == 0)
             ccs_runtime_set_world(rank, nranks);
     }
     if (r) {
@@ -61,9 +63,14 @@ static void created(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, uint
 }
 
 /* Rank and size of a communicator the real NCCL made, -1 when it cannot say
- * yet (a nonblocking communicator still in progress). */
-static void query(ncclComm_t comm, int *rank, int *size)
+ * yet: one created inside a group is only set up at ncclGroupEnd, and a
+ * nonblocking one (ncclInProgress) when NCCL gets to it. */
+static void query(ncclComm_t comm, ncclResult_t rc, int *rank, int *size)
 {
+    if (rc != ncclSuccess || ccs_nccl_group_depth() > 0) {
+        *rank = *size = -1;
+        return;
+    }
     __typeof__(&pncclCommUserRank) user_rank = CCS_NCCL_REAL(CommUserRank);
     __typeof__(&pncclCommCount) count = CCS_NCCL_REAL(CommCount);
     if (!user_rank || user_rank(comm, rank) != ncclSuccess)
@@ -137,7 +144,7 @@ CCS_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *d
     base = ccs_hash_mix(ccs_hash_mix(base, (uint64_t)getpid()), atomic_fetch_add(&init_all_calls, 1));
     for (int i = 0; i < ndev; i++) {
         int rank, size;
-        query(comm[i], &rank, &size);
+        query(comm[i], rc, &rank, &size);
         uint64_t id = ccs_hash_mix(ccs_hash_mix(base, (uint64_t)i), (uint64_t)(devlist ? devlist[i] : i)) | 1;
         /* The first member takes the record of the call; the others get a
          * record each, so that every communicator has its COMM_INIT. */
@@ -160,7 +167,7 @@ static void derived(struct ccs_record *r, ncclResult_t rc, struct ccs_comm *pare
         uint64_t id = ccs_comm_child_id(parent, (int)how, discriminator);
         if (newcomm && *newcomm) {
             int rank, size;
-            query(*newcomm, &rank, &size);
+            query(*newcomm, rc, &rank, &size);
             ccs_comm_register(CCS_BE_NCCL, (uintptr_t)*newcomm, id, parent->id, rank, size, (int)how, color);
         }
     }
@@ -193,10 +200,10 @@ CCS_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, i
     if (!ccs_nccl_on())
         return real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
     /* Every remaining member passes the same list: it tells shrinks apart. */
-    int64_t excluded = excludeRanksList && excludeRanksCount > 0
-                           ? (int64_t)ccs_hash_bytes(excludeRanksList,
-                                                     (size_t)excludeRanksCount * sizeof *excludeRanksList, 0)
-                           : 0;
+    int64_t excluded =
+        excludeRanksList && excludeRanksCount > 0
+            ? (int64_t)ccs_hash_bytes(excludeRanksList, (size_t)excludeRanksCount * sizeof *excludeRanksList, 0)
+            : 0;
     struct ccs_comm *parent = ccs_nccl_comm(comm);
     struct ccs_call call = {.kind = CCS_KIND_COMM_SHRINK, .backend = CCS_BE_NCCL, .root = -1};
     struct ccs_record *r = ccs_call_begin(parent, &call, __builtin_return_address(0));

@@ -13,32 +13,32 @@
 
 /* Every real NCCL function the interposer calls, by its name without the
  * "nccl" prefix.  X(Name) */
-#define CCS_NCCL_FN_LIST(X)                                                                                    \
-    X(AllReduce)                                                                                               \
-    X(Broadcast)                                                                                               \
-    X(Bcast)                                                                                                   \
-    X(Reduce)                                                                                                  \
-    X(AllGather)                                                                                               \
-    X(ReduceScatter)                                                                                           \
-    X(AlltoAll)                                                                                                \
-    X(Gather)                                                                                                  \
-    X(Scatter)                                                                                                 \
-    X(Send)                                                                                                    \
-    X(Recv)                                                                                                    \
-    X(GroupStart)                                                                                              \
-    X(GroupEnd)                                                                                                \
-    X(CommInitRank)                                                                                            \
-    X(CommInitRankConfig)                                                                                      \
-    X(CommInitAll)                                                                                             \
-    X(CommInitRankScalable)                                                                                    \
-    X(CommSplit)                                                                                               \
-    X(CommShrink)                                                                                              \
-    X(CommFinalize)                                                                                            \
-    X(CommDestroy)                                                                                             \
-    X(CommAbort)                                                                                               \
-    X(CommUserRank)                                                                                            \
-    X(CommCount)                                                                                               \
-    X(RedOpCreatePreMulSum)                                                                                    \
+#define CCS_NCCL_FN_LIST(X)                                                                                        \
+    X(AllReduce)                                                                                                   \
+    X(Broadcast)                                                                                                   \
+    X(Bcast)                                                                                                       \
+    X(Reduce)                                                                                                      \
+    X(AllGather)                                                                                                   \
+    X(ReduceScatter)                                                                                               \
+    X(AlltoAll)                                                                                                    \
+    X(Gather)                                                                                                      \
+    X(Scatter)                                                                                                     \
+    X(Send)                                                                                                        \
+    X(Recv)                                                                                                        \
+    X(GroupStart)                                                                                                  \
+    X(GroupEnd)                                                                                                    \
+    X(CommInitRank)                                                                                                \
+    X(CommInitRankConfig)                                                                                          \
+    X(CommInitAll)                                                                                                 \
+    X(CommInitRankScalable)                                                                                        \
+    X(CommSplit)                                                                                                   \
+    X(CommShrink)                                                                                                  \
+    X(CommFinalize)                                                                                                \
+    X(CommDestroy)                                                                                                 \
+    X(CommAbort)                                                                                                   \
+    X(CommUserRank)                                                                                                \
+    X(CommCount)                                                                                                   \
+    X(RedOpCreatePreMulSum)                                                                                        \
     X(RedOpDestroy)
 
 enum ccs_nccl_fn {
@@ -92,6 +92,9 @@ static inline struct ccs_comm *ccs_nccl_comm(ncclComm_t comm)
         return c;
     return ccs_nccl_adopt(comm);
 }
+
+/* This thread's ncclGroupStart nesting (nccl_wrap.c). */
+CCS_HIDDEN int ccs_nccl_group_depth(void);
 
 /* ncclDataType_t -> enum ccs_dtype (CCS_DT_UNKNOWN outside nccl.h's list). */
 CCS_HIDDEN unsigned ccs_nccl_dtype(ncclDataType_t dt);

@@ -48,7 +48,8 @@ void *ccs_nccl_resolve(enum ccs_nccl_fn f)
 int ccs_nccl_first_call(void)
 {
     static atomic_int tried;
-    if (atomic_exchange(&tried, 1) == 0)
+    /* A plain load first: a disabled shim pays no atomic exchange per call. */
+    if (!atomic_load_explicit(&tried, memory_order_relaxed) && atomic_exchange(&tried, 1) == 0)
         ccs_runtime_init();
     return atomic_load_explicit(&ccs_active, memory_order_relaxed);
 }
@@ -68,9 +69,9 @@ struct ccs_comm *ccs_nccl_adopt(ncclComm_t comm)
 unsigned ccs_nccl_dtype(ncclDataType_t dt)
 {
     static const unsigned char map[ncclNumTypes] = {
-        [ncclInt8] = CCS_DT_INT8,         [ncclUint8] = CCS_DT_UINT8,       [ncclInt32] = CCS_DT_INT32,
-        [ncclUint32] = CCS_DT_UINT32,     [ncclInt64] = CCS_DT_INT64,       [ncclUint64] = CCS_DT_UINT64,
-        [ncclFloat16] = CCS_DT_FLOAT16,   [ncclFloat32] = CCS_DT_FLOAT32,   [ncclFloat64] = CCS_DT_FLOAT64,
+        [ncclInt8] = CCS_DT_INT8,         [ncclUint8] = CCS_DT_UINT8,        [ncclInt32] = CCS_DT_INT32,
+        [ncclUint32] = CCS_DT_UINT32,     [ncclInt64] = CCS_DT_INT64,        [ncclUint64] = CCS_DT_UINT64,
+        [ncclFloat16] = CCS_DT_FLOAT16,   [ncclFloat32] = CCS_DT_FLOAT32,    [ncclFloat64] = CCS_DT_FLOAT64,
         [ncclBfloat16] = CCS_DT_BFLOAT16, [ncclFloat8e4m3] = CCS_DT_FP8E4M3, [ncclFloat8e5m2] = CCS_DT_FP8E5M2,
     };
     return (unsigned)dt < ncclNumTypes ? map[dt] : CCS_DT_UNKNOWN;

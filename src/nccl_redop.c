@@ -33,7 +33,10 @@ static void write_begin(struct entry *e)
     atomic_thread_fence(memory_order_release);
 }
 
-static void write_end(struct entry *e) { atomic_fetch_add_explicit(&e->gen, 1, memory_order_release); }
+static void write_end(struct entry *e)
+{
+    atomic_fetch_add_explicit(&e->gen, 1, memory_order_release);
+}
 
 int ccs_nccl_redop_add(const struct ccs_nccl_premul *p)
 {

@@ -15,8 +15,15 @@
 #include "nccl_redop.h"
 #include <string.h>
 
-/* ncclGroupStart nesting of this thread, as NCCL keeps it (thread-local). */
-static __thread int group_depth;
+/* ncclGroupStart nesting of this thread, as NCCL keeps it (thread-local).
+ * initial-exec: a preloaded library has static TLS, and the hot path then
+ * reads it without a call. */
+static __thread int group_depth __attribute__((tls_model("initial-exec")));
+
+int ccs_nccl_group_depth(void)
+{
+    return group_depth;
+}
 
 /* ncclRedOp_t -> enum ccs_op. */
 static unsigned map_op(ncclRedOp_t op, ncclComm_t comm)

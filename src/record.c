@@ -25,6 +25,8 @@ static inline int sequenced_comm_call(unsigned kind)
 /* Set while this thread is inside a recorded call: a call nested in it (an
  * MPI implementation that calls its own public API) is not counted again. */
 static __thread int busy __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t last_pc __attribute__((tls_model("initial-exec")));
+static __thread uint32_t last_site __attribute__((tls_model("initial-exec")));
 
 struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
 {
@@ -53,12 +55,17 @@ struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *cal
     busy = 1;
     rec->seq = seq;
     rec->comm = c ? c->id : 0;
-    rec->fingerprint = ccs_fingerprint(kind, call->flags, call->count, call->dtype, call->op, call->root);
+    rec->fingerprint = 0; /* see ccs_record_fingerprint */
     rec->bytes = call->bytes;
     rec->count = call->count;
     rec->buf = (uint64_t)(uintptr_t)call->buf;
     rec->step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed);
-    rec->site = ccs_site_id(ret_addr);
+    /* Most calls come from the site the thread called from last time. */
+    if ((uintptr_t)ret_addr != last_pc) {
+        last_pc = (uintptr_t)ret_addr;
+        last_site = ccs_site_id(ret_addr);
+    }
+    rec->site = last_site;
     rec->root = call->root;
     rec->kind = (uint16_t)kind;
     rec->dtype = call->dtype;
@@ -72,7 +79,7 @@ struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *cal
     r->counts[kind]++;
     r->bytes[kind] += call->bytes;
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
-    rec->t_start = ccs_ticks();
+    rec->t_start = ccs_timing ? ccs_ticks() : 0;
     return rec;
 }
 
@@ -80,9 +87,9 @@ void ccs_call_end(struct ccs_record *rec, int failed)
 {
     if (!rec)
         return;
-    uint64_t t = ccs_ticks();
     struct ccs_ring *r = ccs_ring_self();
-    rec->t_dur = t - rec->t_start;
+    if (rec->t_start)
+        rec->t_dur = ccs_ticks() - rec->t_start;
     if (failed)
         rec->flags |= CCS_F_ERROR;
     atomic_store_explicit(&r->inflight, NULL, memory_order_relaxed);

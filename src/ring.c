@@ -12,7 +12,7 @@
 
 static _Atomic(struct ccs_ring *) all_rings;
 static atomic_uint nrings;
-static __thread struct ccs_ring *self __attribute__((tls_model("initial-exec")));
+__thread struct ccs_ring *ccs_tls_ring __attribute__((tls_model("initial-exec")));
 static __thread int self_failed __attribute__((tls_model("initial-exec")));
 static int oom_logged;
 
@@ -46,17 +46,14 @@ static struct ccs_ring *ring_new(void)
     return r;
 }
 
-struct ccs_ring *ccs_ring_self(void)
+struct ccs_ring *ccs_ring_self_slow(void)
 {
-    struct ccs_ring *r = self;
-    if (CCS_LIKELY(r != NULL))
-        return r;
     if (self_failed)
         return NULL;
-    r = ring_new();
+    struct ccs_ring *r = ring_new();
     if (!r)
         self_failed = 1;
-    self = r;
+    ccs_tls_ring = r;
     return r;
 }
 

@@ -5,6 +5,7 @@
 #include <config.h>
 #include "ccs_config.h"
 #include "ccshim.h"
+#include "coalesce.h"
 #include "log.h"
 #include "shim.h"
 #include <dlfcn.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 atomic_int ccs_active;
+int ccs_timing;
 _Atomic uint64_t ccs_step;
 
 static atomic_int inited, finished_exit;
@@ -172,6 +174,8 @@ int ccs_runtime_init(void)
     check_trace_dir();
     pthread_atfork(NULL, NULL, atfork_child);
     atexit(at_exit);
+    if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir)
+        ccs_timing = 1;
     if (ccs_cfg.signals && ccs_cfg.trace_dir && *ccs_cfg.trace_dir)
         install_signal_handlers();
     atomic_store(&ccs_active, 1);
@@ -190,6 +194,8 @@ void ccs_runtime_set_world(int rank, int size)
     if (changed && strstr(ccs_cfg.log ? ccs_cfg.log : "", "%r"))
         ccs_log_open(); /* the log file name names the rank */
 }
+
+void ccs_runtime_want_timing(void) { ccs_timing = 1; }
 
 int ccs_world_rank(void) { return world_rank; }
 int ccs_world_size(void) { return world_size; }
@@ -241,6 +247,8 @@ void ccs_runtime_finish(int reason, int signo)
         if (atomic_exchange(&finished_exit, 1))
             return;
     }
+    if (reason != CCS_END_SIGNAL)
+        ccs_coalesce_finish(); /* deferred calls left without their real one */
     ccs_writer_flush(reason, signo);
     if ((reason == CCS_END_EXIT || reason == CCS_END_SIGNAL) && ccs_cfg.summary) {
         summarise(reason, signo);
@@ -253,6 +261,7 @@ uint64_t ccshim_step_mark(void)
 {
     uint64_t s = atomic_fetch_add(&ccs_step, 1) + 1;
     ccs_record_mark(CCS_KIND_STEP, (uint32_t)s);
+    ccs_coalesce_step_end(s); /* verification, auto learning (coalesce_step.c) */
     return s;
 }
 

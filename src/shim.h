@@ -37,6 +37,12 @@
 /* Nonzero while interception is on; a wrapper that sees 0 just forwards. */
 extern CCS_HIDDEN atomic_int ccs_active;
 
+/* Nonzero when records carry times (a trace is written, or a feature asked
+ * for them with ccs_runtime_want_timing): reading the clock is most of the
+ * hot path's cost, so it is skipped when nothing would read the times. */
+extern CCS_HIDDEN int ccs_timing;
+CCS_HIDDEN void ccs_runtime_want_timing(void);
+
 /* Idempotent; called by the library constructor and, defensively, by the
  * first wrapper entered.  Returns 0, or -1 when the shim disabled itself. */
 CCS_HIDDEN int ccs_runtime_init(void);
@@ -77,7 +83,8 @@ struct ccs_comm {
     void *feature[2];         /* per-communicator state of later features */
 };
 
-#define CCS_COMM_SLOTS 4096
+#define CCS_COMM_SLOT_BITS 12
+#define CCS_COMM_SLOTS (1u << CCS_COMM_SLOT_BITS)
 
 /* Hot path: the live entry for HANDLE, or NULL.  Lock-free. */
 CCS_HIDDEN struct ccs_comm *ccs_comm_lookup(int backend, uintptr_t handle);
@@ -112,6 +119,13 @@ CCS_HIDDEN size_t ccs_comm_defs(size_t from, struct ccs_trace_comm *out, size_t 
 CCS_HIDDEN uint64_t ccs_hash_bytes(const void *p, size_t n, uint64_t seed);
 CCS_HIDDEN uint64_t ccs_hash_mix(uint64_t h, uint64_t v);
 
+/* Slot index (BITS bits) of a pointer-like key: one multiplication, for the
+ * hot path's table probes (Fibonacci hashing; the high bits are the mixed ones). */
+static inline size_t ccs_slot_hash(uint64_t key, unsigned bits)
+{
+    return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> (64 - bits));
+}
+
 /* Fingerprint of the fields every member must agree on for KIND: the kind and
  * the nonblocking flag always; count unless the kind is a v-variant; dtype;
  * op for reductions; root for rooted kinds.  Point-to-point kinds hash the
@@ -136,11 +150,20 @@ struct ccs_call {
 };
 
 /* Starts recording one call on C (NULL C: recorded with comm 0, unsequenced).
- * Returns the record to pass to ccs_call_end, or NULL when not recording. */
+ * Returns the record to pass to ccs_call_end, or NULL when not recording.
+ * The hot path leaves rec->fingerprint 0: it is a pure function of fields
+ * the record holds, so whoever reads a ring computes it with
+ * ccs_record_fingerprint() (the trace writer fills it in the file). */
 CCS_HIDDEN struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr);
 
 /* Completes it: duration, error flag, publishes it to the ring. */
 CCS_HIDDEN void ccs_call_end(struct ccs_record *r, int failed);
+
+/* The fingerprint of a record read from a ring. */
+static inline uint64_t ccs_record_fingerprint(const struct ccs_record *r)
+{
+    return ccs_fingerprint(r->kind, r->flags, r->count, r->dtype, r->op, r->root);
+}
 
 /* Records a marker (step) in the calling thread's ring. */
 CCS_HIDDEN void ccs_record_mark(unsigned kind, uint32_t step);
@@ -166,8 +189,15 @@ struct ccs_ring {
 };
 
 /* The calling thread's ring, mapped on first use; NULL when out of memory
- * (logged once; recording is then off in that thread). */
-CCS_HIDDEN struct ccs_ring *ccs_ring_self(void);
+ * (logged once; recording is then off in that thread).  The fast path is
+ * inline: one thread-local load. */
+extern CCS_HIDDEN __thread struct ccs_ring *ccs_tls_ring __attribute__((tls_model("initial-exec")));
+CCS_HIDDEN struct ccs_ring *ccs_ring_self_slow(void);
+static inline struct ccs_ring *ccs_ring_self(void)
+{
+    struct ccs_ring *r = ccs_tls_ring;
+    return CCS_LIKELY(r != NULL) ? r : ccs_ring_self_slow();
+}
 
 /* First ring in the list of all rings (walk with ->next). */
 CCS_HIDDEN struct ccs_ring *ccs_ring_first(void);

@@ -219,6 +219,7 @@ static int flush_owned(int reason, int signo)
         size_t n;
         while ((n = ccs_ring_drain(r, batch, BATCH)) > 0) {
             for (size_t i = 0; i < n; i++) {
+                batch[i].fingerprint = ccs_record_fingerprint(&batch[i]);
                 batch[i].t_start = ccs_ticks_to_ns(batch[i].t_start);
                 batch[i].t_dur = ccs_ticks_delta_ns(batch[i].t_dur);
             }

@@ -25,7 +25,18 @@
 
 #define FN_WEAK_ALIAS(name) extern __typeof__(pnccl##name) nccl##name __attribute__((weak, alias("pnccl" #name)));
 
-enum fn_kind { K_ALLREDUCE, K_BCAST, K_REDUCE, K_ALLGATHER, K_REDUCESCATTER, K_ALLTOALL, K_GATHER, K_SCATTER, K_SEND, K_RECV };
+enum fn_kind {
+    K_ALLREDUCE,
+    K_BCAST,
+    K_REDUCE,
+    K_ALLGATHER,
+    K_REDUCESCATTER,
+    K_ALLTOALL,
+    K_GATHER,
+    K_SCATTER,
+    K_SEND,
+    K_RECV
+};
 
 struct fn_op {
     enum fn_kind kind;
@@ -51,37 +62,37 @@ static const size_t dt_size[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1}
 /* Defines NAME(dst, src[], n, count, op): the reduction of N arrays of T in
  * rank order.  U is T's unsigned counterpart for integers, so that sums and
  * products wrap instead of overflowing. */
-#define FN_DEFINE_REDUCE(NAME, T, U)                                                                         \
-    static void NAME(void *dst, unsigned char *const *src, int n, size_t count, ncclRedOp_t op)               \
-    {                                                                                                         \
-        for (size_t i = 0; i < count; i++) {                                                                  \
-            T acc, v;                                                                                         \
-            memcpy(&acc, src[0] + i * sizeof(T), sizeof(T));                                                  \
-            for (int r = 1; r < n; r++) {                                                                     \
-                memcpy(&v, src[r] + i * sizeof(T), sizeof(T));                                                \
-                if (op == ncclProd)                                                                           \
-                    acc = (T)((U)acc * (U)v);                                                                 \
-                else if (op == ncclMax)                                                                       \
-                    acc = v > acc ? v : acc;                                                                  \
-                else if (op == ncclMin)                                                                       \
-                    acc = v < acc ? v : acc;                                                                  \
-                else                                                                                          \
-                    acc = (T)((U)acc + (U)v);                                                                 \
-            }                                                                                                 \
-            if (op == ncclAvg)                                                                                \
-                acc = (T)(acc / (T)n);                                                                        \
-            memcpy((unsigned char *)dst + i * sizeof(T), &acc, sizeof(T));                                    \
-        }                                                                                                     \
-    }                                                                                                         \
-    static void NAME##_scale(void *dst, const void *src, size_t count, const void *scalar)                    \
-    {                                                                                                         \
-        T s, v;                                                                                               \
-        memcpy(&s, scalar, sizeof(T));                                                                        \
-        for (size_t i = 0; i < count; i++) {                                                                  \
-            memcpy(&v, (const unsigned char *)src + i * sizeof(T), sizeof(T));                                \
-            v = (T)((U)v * (U)s);                                                                             \
-            memcpy((unsigned char *)dst + i * sizeof(T), &v, sizeof(T));                                      \
-        }                                                                                                     \
+#define FN_DEFINE_REDUCE(NAME, T, U)                                                                               \
+    static void NAME(void *dst, unsigned char *const *src, int n, size_t count, ncclRedOp_t op)                    \
+    {                                                                                                              \
+        for (size_t i = 0; i < count; i++) {                                                                       \
+            T acc, v;                                                                                              \
+            memcpy(&acc, src[0] + i * sizeof(T), sizeof(T));                                                       \
+            for (int r = 1; r < n; r++) {                                                                          \
+                memcpy(&v, src[r] + i * sizeof(T), sizeof(T));                                                     \
+                if (op == ncclProd)                                                                                \
+                    acc = (T)((U)acc * (U)v);                                                                      \
+                else if (op == ncclMax)                                                                            \
+                    acc = v > acc ? v : acc;                                                                       \
+                else if (op == ncclMin)                                                                            \
+                    acc = v < acc ? v : acc;                                                                       \
+                else                                                                                               \
+                    acc = (T)((U)acc + (U)v);                                                                      \
+            }                                                                                                      \
+            if (op == ncclAvg)                                                                                     \
+                acc = (T)(acc / (T)n);                                                                             \
+            memcpy((unsigned char *)dst + i * sizeof(T), &acc, sizeof(T));                                         \
+        }                                                                                                          \
+    }                                                                                                              \
+    static void NAME##_scale(void *dst, const void *src, size_t count, const void *scalar)                         \
+    {                                                                                                              \
+        T s, v;                                                                                                    \
+        memcpy(&s, scalar, sizeof(T));                                                                             \
+        for (size_t i = 0; i < count; i++) {                                                                       \
+            memcpy(&v, (const unsigned char *)src + i * sizeof(T), sizeof(T));                                     \
+            v = (T)((U)v * (U)s);                                                                                  \
+            memcpy((unsigned char *)dst + i * sizeof(T), &v, sizeof(T));                                           \
+        }                                                                                                          \
     }
 
 FN_DEFINE_REDUCE(red_i8, int8_t, uint8_t)
@@ -99,10 +110,10 @@ struct fn_reducer {
 };
 
 static const struct fn_reducer reducers[ncclNumTypes] = {
-    [ncclInt8] = {red_i8, red_i8_scale},       [ncclUint8] = {red_u8, red_u8_scale},
-    [ncclInt32] = {red_i32, red_i32_scale},    [ncclUint32] = {red_u32, red_u32_scale},
-    [ncclInt64] = {red_i64, red_i64_scale},    [ncclUint64] = {red_u64, red_u64_scale},
-    [ncclFloat32] = {red_f32, red_f32_scale},  [ncclFloat64] = {red_f64, red_f64_scale},
+    [ncclInt8] = {red_i8, red_i8_scale},      [ncclUint8] = {red_u8, red_u8_scale},
+    [ncclInt32] = {red_i32, red_i32_scale},   [ncclUint32] = {red_u32, red_u32_scale},
+    [ncclInt64] = {red_i64, red_i64_scale},   [ncclUint64] = {red_u64, red_u64_scale},
+    [ncclFloat32] = {red_f32, red_f32_scale}, [ncclFloat64] = {red_f64, red_f64_scale},
 };
 
 /* The PreMulSum operator OP of C, or NULL for a built-in one. */
@@ -114,7 +125,10 @@ static const struct fn_redop *user_op(struct ncclComm *c, ncclRedOp_t op)
 
 /* ----------------------------------------------------------- collectives */
 
-static int is_reduction(enum fn_kind k) { return k == K_ALLREDUCE || k == K_REDUCE || k == K_REDUCESCATTER; }
+static int is_reduction(enum fn_kind k)
+{
+    return k == K_ALLREDUCE || k == K_REDUCE || k == K_REDUCESCATTER;
+}
 
 /* Bytes a rank puts in its slot for OP (the same formula on every rank). */
 static size_t contribution(const struct fn_op *o)
@@ -142,8 +156,8 @@ static ncclResult_t check(const struct fn_op *o)
         fn_set_error("fake NCCL: invalid datatype %d", (int)o->dt);
         return ncclInvalidArgument;
     }
-    if ((o->kind == K_BCAST || o->kind == K_REDUCE || o->kind == K_GATHER || o->kind == K_SCATTER || o->kind == K_SEND ||
-         o->kind == K_RECV) &&
+    if ((o->kind == K_BCAST || o->kind == K_REDUCE || o->kind == K_GATHER || o->kind == K_SCATTER ||
+         o->kind == K_SEND || o->kind == K_RECV) &&
         (o->root < 0 || o->root >= c->nranks)) {
         fn_set_error("fake NCCL: invalid root/peer %d (communicator of %d ranks)", o->root, c->nranks);
         return ncclInvalidArgument;
@@ -369,8 +383,8 @@ ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int r
     return pncclBroadcast(buff, buff, count, datatype, root, comm, stream);
 }
 
-ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                         int root, ncclComm_t comm, cudaStream_t stream)
+ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
     (void)stream;
     return submit((struct fn_op){K_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm, 0});
@@ -569,7 +583,10 @@ ncclResult_t pncclCommUserRank(const ncclComm_t comm, int *rank)
     return ncclSuccess;
 }
 
-ncclResult_t pncclCommFinalize(ncclComm_t comm) { return comm ? ncclSuccess : ncclInvalidArgument; }
+ncclResult_t pncclCommFinalize(ncclComm_t comm)
+{
+    return comm ? ncclSuccess : ncclInvalidArgument;
+}
 
 ncclResult_t pncclCommDestroy(ncclComm_t comm)
 {
@@ -580,7 +597,10 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm)
     return ncclSuccess;
 }
 
-ncclResult_t pncclCommAbort(ncclComm_t comm) { return pncclCommDestroy(comm); }
+ncclResult_t pncclCommAbort(ncclComm_t comm)
+{
+    return pncclCommDestroy(comm);
+}
 
 ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
                                        ncclScalarResidence_t residence, ncclComm_t comm)
@@ -611,10 +631,14 @@ ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 
 const char *pncclGetErrorString(ncclResult_t result)
 {
-    static const char *const s[ncclNumResults] = {
-        "no error", "unhandled cuda error", "unhandled system error", "internal error",
-        "invalid argument", "invalid usage", "remote process exited or there was a network error",
-        "NCCL operation in progress"};
+    static const char *const s[ncclNumResults] = {"no error",
+                                                  "unhandled cuda error",
+                                                  "unhandled system error",
+                                                  "internal error",
+                                                  "invalid argument",
+                                                  "invalid usage",
+                                                  "remote process exited or there was a network error",
+                                                  "NCCL operation in progress"};
     return (unsigned)result < ncclNumResults ? s[result] : "unknown result code";
 }
 

@@ -31,10 +31,10 @@
 #define FN_NAME_MAX 64
 
 struct fn_hdr {
-    _Atomic uint32_t count;   /* barrier arrivals */
-    _Atomic uint32_t gen;     /* barrier generation (futex word) */
-    _Atomic uint32_t p2p_ev;  /* bumped on every ring change (futex word) */
-    _Atomic int32_t nranks;   /* set by the first member to map it */
+    _Atomic uint32_t count;  /* barrier arrivals */
+    _Atomic uint32_t gen;    /* barrier generation (futex word) */
+    _Atomic uint32_t p2p_ev; /* bumped on every ring change (futex word) */
+    _Atomic int32_t nranks;  /* set by the first member to map it */
 };
 
 struct fn_ring {

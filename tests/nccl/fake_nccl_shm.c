@@ -27,7 +27,10 @@ void fn_set_error(const char *fmt, ...)
     va_end(ap);
 }
 
-const char *fn_last_error(void) { return last_error; }
+const char *fn_last_error(void)
+{
+    return last_error;
+}
 
 double fn_timeout(void)
 {
@@ -138,4 +141,7 @@ void fn_detach(struct ncclComm *c)
     c->base = NULL;
 }
 
-unsigned char *fn_slot(struct ncclComm *c, int rank) { return c->slots + (size_t)rank * FN_SLOT_BYTES; }
+unsigned char *fn_slot(struct ncclComm *c, int rank)
+{
+    return c->slots + (size_t)rank * FN_SLOT_BYTES;
+}

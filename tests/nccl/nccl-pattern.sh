@@ -17,8 +17,16 @@ SHIM=$top_builddir/.libs/libccshim.so
 
 STEPS=3
 SIZES="2 3 4"
-tap_plan $((13 * 3))
+tap_plan $((13 * 3 + 2))
 export FAKENCCL_TIMEOUT=30
+
+# tap_same NAME EXPECTED ACTUAL: like tap_eq for multi-line values, with a diff.
+tap_same() {
+    printf '%s\n' "$2" >"$CCS_TMP/expected"
+    printf '%s\n' "$3" >"$CCS_TMP/actual"
+    if cmp -s "$CCS_TMP/expected" "$CCS_TMP/actual"; then tap_ok "$1"; else
+        tap_not_ok "$1"; diff "$CCS_TMP/expected" "$CCS_TMP/actual" | tap_diag; fi
+}
 
 # launch NP DIR PRELOAD: runs NP ranks (RANK/WORLD_SIZE as torchrun sets
 # them) under one 90 s limit; DIR/rc.R holds each rank's exit status.
@@ -106,7 +114,8 @@ ROLES='FNR == NR {
             roles[$2 SUBSEP $3] = role
         }
         next }
-    $1 == "R" { role = ($3 == "0000000000000000") ? "none" : roles[$2 SUBSEP $3]; if (role == "") role = "undefined" }'
+    $1 != "R" { next }
+    { role = ($3 == "0000000000000000") ? "none" : roles[$2 SUBSEP $3]; if (role == "") role = "undefined" }'
 
 for NP in $SIZES; do
     D=$CCS_TMP/np$NP
@@ -125,26 +134,26 @@ for NP in $SIZES; do
     tap_eq "np=$NP: one trace per rank" "$NP" "$#"
     tap_check "np=$NP: every trace reads back whole" sh -c '"$0" "$@" >"'"$D"'/dump.tsv"' "$DUMP" "$@"
 
-    tap_eq "np=$NP: world-communicator records (kind dtype op count root flags depth bytes) per rank and step" \
+    tap_same "np=$NP: world-communicator records (kind dtype op count root flags depth bytes) per rank and step" \
         "$(expect_world "$NP")" \
         "$(awk -v n="$NP" "$ROLES"'
               role == "world" && $5 !~ /^comm_/ { print $2, $6, $5, $11, $12, $10, $9, $7, $8, $15 }' \
               "$D/dump.tsv" "$D/dump.tsv" | sort)"
 
-    tap_eq "np=$NP: management, split and step records counted per rank, communicator and step" \
+    tap_same "np=$NP: management, split and step records counted per rank, communicator and step" \
         "$(expect_other "$NP")" \
         "$(awk -v n="$NP" "$ROLES"'
               !(role == "world" && $5 !~ /^comm_/) { c[$2 " " role " " $6 " " $5]++ }
               END { for (k in c) print k, c[k] }' "$D/dump.tsv" "$D/dump.tsv" | sort)"
 
     # Collective sequence numbers: 1..K with no gap on every (rank, comm).
-    tap_eq "np=$NP: sequence numbers run 1..K without gaps on every rank and communicator" "" \
+    tap_same "np=$NP: sequence numbers run 1..K without gaps on every rank and communicator" "" \
         "$(awk '$1 == "R" && $4 > 0 && $5 != "send" && $5 != "recv" { k = $2 " " $3; n[k]++; if ($4 > m[k]) m[k] = $4 }
                 END { for (k in n) if (n[k] != m[k]) print k, n[k], m[k] }' "$D/dump.tsv")"
 
     # Same (kind, fingerprint) for each (comm, seq) on every member, and
     # every member has it (members = ranks that defined the communicator).
-    tap_eq "np=$NP: every (communicator, seq) has one kind and fingerprint, on every member" "" \
+    tap_same "np=$NP: every (communicator, seq) has one kind and fingerprint, on every member" "" \
         "$(awk '$1 == "C" { members[$3]++ }
                 $1 == "R" && $4 > 0 && $5 != "send" && $5 != "recv" {
                     k = $3 " " $4; v = $5 " " $13
@@ -153,20 +162,29 @@ for NP in $SIZES; do
                 END { for (k in have) { split(k, a, " "); if (have[k] != members[a[1]]) print "missing:", k, have[k], members[a[1]] } }' \
                 "$D/dump.tsv")"
 
-    tap_eq "np=$NP: the world communicator has one identity, ranks 0..NP-1 of NP" \
+    tap_same "np=$NP: the world communicator has one identity, ranks 0..NP-1 of NP" \
         "$(seq 0 $((NP - 1)) | sed "s/\$/ $NP/")" \
         "$(awk -v n="$NP" '$1 == "C" && $7 == "comm_init" && $6 == n { print $5, $6; ids[$3] = 1 }
                 END { c = 0; for (i in ids) c++; if (c != 1) print "identities:", c }' "$D/dump.tsv" | sort -n)"
 
     # Split children: parent = the world identity; one identity per color.
-    tap_eq "np=$NP: split communicators derive from the world one, one identity per color" \
+    tap_same "np=$NP: split communicators derive from the world one, one identity per color" \
         "$(awk -v n="$NP" 'BEGIN { print "color 0 members " int((n + 1) / 2) " ids 1"; print "color 1 members " int(n / 2) " ids 1"; print "color 7 members " n - 1 " ids 1" }')" \
         "$(awk -v n="$NP" '$1 == "C" && $7 == "comm_init" && $6 == n { world = $3 }
                 $1 == "C" && $7 == "comm_split" { if ($4 != world && world != "") print "bad parent"; par[$8] = $4; m[$8]++; if (!(($8, $3) in seen)) { seen[$8, $3] = 1; ids[$8]++ } }
                 END { for (c in m) print "color", c, "members", m[c], "ids", ids[c] }' "$D/dump.tsv" | sort)"
 
-    tap_eq "np=$NP: no record failed" "" "$(awk '$1 == "R" && $7 ~ /error/' "$D/dump.tsv")"
-    tap_eq "np=$NP: the shim said nothing on stderr but its summary" "" \
+    tap_same "np=$NP: no record failed" "" "$(awk '$1 == "R" && $7 ~ /error/' "$D/dump.tsv")"
+    tap_same "np=$NP: the shim said nothing on stderr but its summary" "" \
         "$(cat "$D"/shim/err.* | grep -v ': summary: ' || true)"
 done
+
+# Switched off, the shim forwards every call unchanged and writes nothing.
+D=$CCS_TMP/disabled
+mkdir -p "$D/traces"
+CCSHIM_DISABLE=1 CCSHIM_TRACE_DIR=$D/traces launch 3 "$D" "$SHIM"
+tap_check "CCSHIM_DISABLE=1: every rank passes" all_ok 3 "$D"
+tap_eq "CCSHIM_DISABLE=1: results identical to the run without the shim, no trace" \
+    "$(cat "$CCS_TMP"/np3/plain/out.* | sort | cksum) 0" \
+    "$(cat "$D"/out.* | sort | cksum) $(ls "$D/traces" | wc -l)"
 tap_done

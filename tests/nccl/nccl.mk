@@ -35,6 +35,14 @@ tests_nccl_nccl_trace_dump_LDADD = libccstrace.la
 tests_nccl_nccl_absent_SOURCES = tests/nccl/nccl_absent.c
 tests_nccl_nccl_absent_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
 tests_nccl_nccl_absent_LDADD = -ldl
+
+if HAVE_CHECK
+check_PROGRAMS += tests/nccl/test_nccl_redop
+TESTS += tests/nccl/test_nccl_redop
+tests_nccl_test_nccl_redop_SOURCES = tests/nccl/test_nccl_redop.c
+tests_nccl_test_nccl_redop_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
+tests_nccl_test_nccl_redop_LDADD = libccscore.la $(CHECK_LIBS) -lpthread
+endif
 endif
 
 if HAVE_LIBNCCL

@@ -35,8 +35,14 @@
 static int me, n, failures;
 
 /* Small integer-valued inputs: sums and products stay exact in any type. */
-static double val(int r, int s, int i, int salt) { return (double)((r * 7 + i * 3 + s * 5 + salt * 11) % 11) - 3.0; }
-static double pos(int r, int s, int i, int salt) { return (double)(1 + (r + i + s + salt) % 3); }
+static double val(int r, int s, int i, int salt)
+{
+    return (double)((r * 7 + i * 3 + s * 5 + salt * 11) % 11) - 3.0;
+}
+static double pos(int r, int s, int i, int salt)
+{
+    return (double)(1 + (r + i + s + salt) % 3);
+}
 
 static uint64_t fnv(const void *p, size_t len)
 {

@@ -215,8 +215,11 @@ static void on_site(struct file_ctx *x, const struct ccs_item *it)
             const char *sym = it->u.site.symbols[i];
             const char *m = module_path(x, it->u.site.frames[i].module);
             const char *base = m ? strrchr(m, '/') : NULL;
-            o += snprintf(fr + o, sizeof fr - o, "%s%s+0x%" PRIx64 "", i ? ";" : "",
-                          sym ? sym : (base ? base + 1 : (m ? m : "?")), it->u.site.frames[i].offset);
+            if (sym)
+                o += snprintf(fr + o, sizeof fr - o, "%s%s", i ? ";" : "", sym);
+            else
+                o += snprintf(fr + o, sizeof fr - o, "%s%s+0x%" PRIx64, i ? ";" : "", base ? base + 1 : (m ? m : "?"),
+                              it->u.site.frames[i].offset);
         }
         s->frames = strdup(fr);
     }

@@ -66,7 +66,10 @@ static void chart(struct audit *a, FILE *f)
         if (s && s->real + s->deferred > ymax)
             ymax = s->real + s->deferred;
     }
-    double bw = 6.0, gap = 8.0, H = 220.0, left = 40.0;
+    /* Bars as wide as fits about 800 pixels, within 3 and 24. */
+    double bw = 800.0 / ((double)nsteps * (double)bars_per_step), gap, H = 220.0, left = 40.0;
+    bw = bw < 3 ? 3 : bw > 24 ? 24 : bw;
+    gap = bw * 1.5;
     double W = left + nsteps * (bars_per_step * bw + gap) + 20;
     if (W < 400)
         W = 400;
@@ -77,7 +80,7 @@ static void chart(struct audit *a, FILE *f)
             per_rank ? " and rank" : " (lowest and highest rank)",
             a->max_step + 1 > MAX_STEPS_SHOWN ? "; first steps only" : "");
     fprintf(f,
-            "<svg id=\"chart-reductions\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "<svg id=\"chart-reductions\" width=\"%.0f\" height=\"%.0f\" "
             "role=\"img\" aria-label=\"reductions per step and rank\">\n",
             W, H + 40);
     fprintf(f, "<line class=\"axis\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/>\n", left, H, W - 10, H);
@@ -161,7 +164,8 @@ static void sites(struct audit *a, FILE *f)
                "<th>kinds</th><th>site</th><th>stack</th></tr>\n");
     struct audit_site **v = malloc((a->nsites + 1) * sizeof *v);
     if (v) {
-        memcpy(v, a->site_list, a->nsites * sizeof *v);
+        if (a->nsites)
+            memcpy(v, a->site_list, a->nsites * sizeof *v);
         qsort(v, a->nsites, sizeof *v, site_cmp);
         for (size_t i = 0; i < a->nsites && i < 20; i++) {
             char b[32], nm[512];

@@ -185,7 +185,8 @@ static void sites(struct audit *a, FILE *f)
     struct audit_site **v = malloc((a->nsites + 1) * sizeof *v);
     fputs("\"sites\":[", f);
     if (v) {
-        memcpy(v, a->site_list, a->nsites * sizeof *v);
+        if (a->nsites)
+            memcpy(v, a->site_list, a->nsites * sizeof *v);
         qsort(v, a->nsites, sizeof *v, site_cmp);
         for (size_t i = 0; i < a->nsites; i++) {
             const struct audit_site *s = v[i];

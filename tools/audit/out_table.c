@@ -303,13 +303,14 @@ static void print_sites(struct audit *a, FILE *f)
     struct audit_site **v = malloc(a->nsites * sizeof *v);
     if (!v)
         return;
-    memcpy(v, a->site_list, a->nsites * sizeof *v);
+    if (a->nsites)
+        memcpy(v, a->site_list, a->nsites * sizeof *v);
     qsort(v, a->nsites, sizeof *v, site_cmp);
     size_t n = a->nsites < 10 ? a->nsites : 10;
-    fprintf(f, "\ntop call sites (all ranks, by calls)\n    %10s %12s %10s  %s\n", "calls", "bytes", "deferred",
-            "site");
+    fprintf(f, "\ntop call sites (all ranks, by calls)\n    %9s %10s %9s  %s\n", "calls", "bytes", "deferred",
+            "site [kinds]");
     for (size_t i = 0; i < n; i++) {
-        char b[32], nm[512], kinds[128] = "";
+        char b[32], nm[512], kinds[128] = "", line[700];
         size_t o = 0;
         for (unsigned k = 0; k < 32; k++)
             if (v[i]->kinds_mask & (1u << k))
@@ -319,8 +320,15 @@ static void print_sites(struct audit *a, FILE *f)
         char *at = strstr(nm, " at /"), *slash = at ? strrchr(at, '/') : NULL;
         if (slash)
             memmove(at + 4, slash + 1, strlen(slash + 1) + 1);
-        fprintf(f, "    %10" PRIu64 " %12s %10" PRIu64 "  %s [%s]\n", v[i]->count, fmt_bytes(v[i]->bytes, b, sizeof b),
-                v[i]->deferred, nm, kinds);
+        snprintf(line, sizeof line, "%.500s [%.120s]", nm, kinds);
+        size_t avail = WIDTH - 1 - 36, len = strlen(line);
+        if (len > avail) { /* keep both ends: the function and the kinds */
+            size_t head = (avail - 3) / 2, tail = avail - 3 - head;
+            memmove(line + head + 3, line + len - tail, tail + 1);
+            memcpy(line + head, "...", 3);
+        }
+        fprintf(f, "    %9" PRIu64 " %10s %9" PRIu64 "  %s\n", v[i]->count, fmt_bytes(v[i]->bytes, b, sizeof b),
+                v[i]->deferred, line);
     }
     free(v);
 }
@@ -373,7 +381,7 @@ static void print_files(struct audit *a, FILE *f)
             continue;
         if (!shown++)
             fprintf(f, "\nfiles with problems\n");
-        fprintf(f, "  %s\n", x->error ? x->error : x->path);
+        wrap(f, "  ", x->error ? x->error : x->path, 4);
     }
 }
 

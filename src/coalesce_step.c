@@ -1,0 +1,242 @@
+/*
+ * coalesce_step.c - what coalescing does at step markers and at the end.
+ *
+ * Verification (every policy, every marker): an identity with deferred
+ * calls still pending when a step ends never had its real reduction, so
+ * this rank's buffer holds a rank-local value.  That is never let pass: it
+ * is reported with the identities and the number of calls, then the job
+ * ends (CCSHIM_ON_DESYNC=abort) or coalescing is switched off (warn).
+ *
+ * Learning (auto): during the first CCSHIM_COALESCE_LEARN_STEPS steps every
+ * call is real and counted per identity and step.  An identity qualifies
+ * with N when it was called N >= 2 times in each learning step since it was
+ * first seen.  At the marker that ends learning the members of every
+ * communicator agree on the qualified identities (a digest of ordinal,
+ * count, datatype, op and N, through ccs_coalesce_agree) before anything is
+ * deferred; a communicator whose members disagree coalesces nothing.
+ */
+#include "ccs_config.h"
+#include "coalesce.h"
+#include "log.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ccs_coalesce_agree_fn ccs_coalesce_agree;
+
+#define MAX_COMMS 64 /* communicators with candidates, per agreement */
+
+static int agreed_done; /* auto: agreement held (whatever its outcome) */
+
+/* ------------------------------------------------------------ verification */
+
+struct check {
+    uint64_t step;
+    int bad;           /* identities with calls pending */
+    uint64_t calls;    /* deferred calls pending, in all */
+};
+
+static void check_one(struct ccs_coal_id *id, void *arg)
+{
+    struct check *k = arg;
+    uint32_t pending = atomic_load_explicit(&id->pending, memory_order_relaxed);
+    if (!pending)
+        return;
+    char d[256];
+    ccs_coalesce_describe(id, d, sizeof d);
+    if (k->bad++ < 16)
+        CCS_LOG(ERROR, "coalescing:   %s: %u deferred call(s) without their real reduction (%u call(s) this step, "
+                       "a real one expected every %u)",
+                d, pending, atomic_load_explicit(&id->in_step, memory_order_relaxed),
+                atomic_load_explicit(&id->period, memory_order_relaxed));
+    k->calls += pending;
+    atomic_store_explicit(&id->pending, 0, memory_order_relaxed);
+}
+
+/* Reports identities left with deferred calls; returns how many. */
+static int verify(uint64_t step, const char *when)
+{
+    struct check k = {.step = step};
+    ccs_coalesce_foreach(check_one, &k);
+    if (!k.bad)
+        return 0;
+    CCS_LOG(ERROR,
+            "coalescing: %s ended with %llu deferred all-reduce(s) on %d identit%s never completed for real "
+            "(listed above): the values in those buffers are this rank's own, not the reduction. A last step "
+            "shorter than the others or a changed schedule does this; use drop_last (equal steps) or a fixed "
+            "every:N, see docs/coalescing.md",
+            when, (unsigned long long)k.calls, k.bad, k.bad == 1 ? "y" : "ies");
+    if (ccs_coalesce_abort_on_error()) {
+        CCS_LOG(ERROR, "coalescing: CCSHIM_ON_DESYNC=abort: ending the job");
+        if (ccs_coalesce_abort_hook)
+            ccs_coalesce_abort_hook(3);
+        abort();
+    }
+    ccs_coalesce_disable("CCSHIM_ON_DESYNC is not abort; reductions are all real from now on");
+    return k.bad;
+}
+
+/* ---------------------------------------------------------------- learning */
+
+struct learn {
+    uint32_t step;     /* the step that just ended */
+    int last;          /* 1 at the marker that ends learning */
+};
+
+static void learn_one(struct ccs_coal_id *id, void *arg)
+{
+    const struct learn *l = arg;
+    uint32_t n = atomic_load_explicit(&id->in_step, memory_order_relaxed);
+    if (id->first_step == l->step && id->learned == 0)
+        id->learned = n;
+    else if (n != id->learned)
+        id->learn_ok = 0;
+}
+
+struct digest {
+    size_t n;
+    uint64_t comm[MAX_COMMS];
+    int32_t size[MAX_COMMS];
+    uint64_t dig[MAX_COMMS];
+    uint8_t agreed[MAX_COMMS];
+    int overflow;
+};
+
+static int qualifies(const struct ccs_coal_id *id)
+{
+    return id->learn_ok && id->learned >= 2;
+}
+
+static int comm_slot(struct digest *d, const struct ccs_coal_id *id)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (d->comm[i] == id->comm)
+            return (int)i;
+    if (d->n == MAX_COMMS) {
+        d->overflow = 1;
+        return -1;
+    }
+    d->comm[d->n] = id->comm;
+    d->size[d->n] = id->size;
+    d->dig[d->n] = 0x6469676573740000ULL;
+    return (int)d->n++;
+}
+
+/* Order-independent digest per communicator: the sum of one hash per
+ * qualified identity (table order differs between ranks, ordinals do not). */
+static void digest_one(struct ccs_coal_id *id, void *arg)
+{
+    struct digest *d = arg;
+    if (!qualifies(id))
+        return;
+    int i = comm_slot(d, id);
+    if (i < 0)
+        return;
+    uint64_t h = ccs_hash_mix(id->comm, id->ordinal);
+    h = ccs_hash_mix(h, id->count);
+    h = ccs_hash_mix(h, (uint64_t)id->dtype << 8 | id->op);
+    h = ccs_hash_mix(h, id->scalar);
+    h = ccs_hash_mix(h, id->learned);
+    d->dig[i] += h;
+}
+
+static void enable_one(struct ccs_coal_id *id, void *arg)
+{
+    struct digest *d = arg;
+    if (!qualifies(id))
+        return;
+    for (size_t i = 0; i < d->n; i++)
+        if (d->comm[i] == id->comm && d->agreed[i]) {
+            char desc[256];
+            ccs_coalesce_describe(id, desc, sizeof desc);
+            CCS_LOG(INFO, "coalescing auto: %s: %u calls per step, the last real", desc, id->learned);
+            atomic_store_explicit(&id->pending, 0, memory_order_relaxed);
+            atomic_store_explicit(&id->period, id->learned, memory_order_relaxed);
+        }
+}
+
+static void agree_and_enable(void)
+{
+    static struct digest d; /* the marker path is single-threaded per process */
+    memset(&d, 0, sizeof d);
+    ccs_coalesce_foreach(digest_one, &d);
+    if (d.overflow)
+        CCS_LOG(WARN, "coalescing auto: candidates on more than %d communicators; the others stay uncoalesced",
+                MAX_COMMS);
+    if (!ccs_coalesce_agree) {
+        CCS_LOG(WARN, "coalescing auto: no way to agree with the other ranks in this process (MPI not "
+                      "initialised, no side channel); nothing is coalesced");
+        return;
+    }
+    if (ccs_coalesce_agree(d.n, d.comm, d.size, d.dig, d.agreed) != 0) {
+        CCS_LOG(WARN, "coalescing auto: the agreement between ranks failed; nothing is coalesced");
+        return;
+    }
+    size_t ok = 0;
+    for (size_t i = 0; i < d.n; i++) {
+        ok += d.agreed[i];
+        if (!d.agreed[i])
+            CCS_LOG(WARN, "coalescing auto: the members of communicator %016llx learned different schedules; "
+                          "nothing is coalesced on it",
+                    (unsigned long long)d.comm[i]);
+    }
+    CCS_LOG(INFO, "coalescing auto: agreed on %zu of %zu communicator(s)", ok, d.n);
+    ccs_coalesce_foreach(enable_one, &d);
+}
+
+static void reset_step(struct ccs_coal_id *id, void *arg)
+{
+    (void)arg;
+    atomic_store_explicit(&id->in_step, 0, memory_order_relaxed);
+}
+
+void ccs_coalesce_step_end(uint64_t step)
+{
+    const struct ccs_coalesce_policy *p = ccs_coalesce_policy();
+    if (p->mode == CCS_COALESCE_OFF || !atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed))
+        return;
+    char when[64];
+    snprintf(when, sizeof when, "step %llu", (unsigned long long)(step ? step - 1 : 0));
+    verify(step, when);
+    if (p->mode == CCS_COALESCE_AUTO && !agreed_done && atomic_load(&ccs_coalesce_on)) {
+        struct learn l = {.step = (uint32_t)(step ? step - 1 : 0)};
+        ccs_coalesce_foreach(learn_one, &l);
+        if (step >= (uint64_t)ccs_cfg.coalesce_learn_steps) {
+            agreed_done = 1;
+            agree_and_enable();
+        }
+    }
+    ccs_coalesce_foreach(reset_step, NULL);
+}
+
+/* ------------------------------------------------------------------- finish */
+
+struct totals {
+    uint64_t deferred, real;
+    int ids, active;
+};
+
+static void total_one(struct ccs_coal_id *id, void *arg)
+{
+    struct totals *t = arg;
+    t->deferred += atomic_load_explicit(&id->deferred, memory_order_relaxed);
+    t->real += atomic_load_explicit(&id->real, memory_order_relaxed);
+    t->ids++;
+    t->active += atomic_load_explicit(&id->period, memory_order_relaxed) >= 2;
+}
+
+void ccs_coalesce_finish(void)
+{
+    static atomic_int done;
+    const struct ccs_coalesce_policy *p = ccs_coalesce_policy();
+    if (p->mode == CCS_COALESCE_OFF || atomic_exchange(&done, 1))
+        return;
+    if (atomic_load(&ccs_coalesce_on))
+        verify(ccs_step_now(), "the run");
+    struct totals t = {0};
+    ccs_coalesce_foreach(total_one, &t);
+    if (ccs_cfg.summary)
+        CCS_LOG(NOTE, "coalescing: %llu all-reduces answered locally, %llu real ones carrying them, %d of %d "
+                      "identities coalesced",
+                (unsigned long long)t.deferred, (unsigned long long)t.real, t.active, t.ids);
+}

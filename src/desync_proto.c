@@ -1,0 +1,215 @@
+/*
+ * desync_proto.c - encoding and, above all, validation of what peers send:
+ * a malformed or hostile peer must neither crash a rank nor make it believe
+ * something out of range.  Fuzzed by tests/desync/fuzz_proto.c.
+ */
+#include "desync_proto.h"
+#include "ccs_kinds.h"
+#include "shim.h"
+#include <stdio.h>
+#include <string.h>
+
+const char *ccs_dsx_class_name(unsigned cls)
+{
+    switch (cls) {
+#define CCS_X(e, n, s) case n: return s;
+        CCS_DSX_CLASS_LIST(CCS_X)
+#undef CCS_X
+    }
+    return "?";
+}
+
+/* Bytes of a comm entry on the wire before its history. */
+#define COMM_FIXED offsetof(struct ccs_dsx_comm, hist)
+#define STATUS_FIXED offsetof(struct ccs_dsx_status, comm)
+
+size_t ccs_dsx_encoded_size(const struct ccs_dsx_status *st)
+{
+    size_t n = STATUS_FIXED;
+    for (uint32_t i = 0; i < st->ncomm && i < CCS_DSX_MAXCOMM; i++)
+        n += COMM_FIXED + (size_t)st->comm[i].nhist * sizeof(struct ccs_dsx_op);
+    return n;
+}
+
+size_t ccs_dsx_encode_status(const struct ccs_dsx_status *st, int (*keep_hist)(uint64_t, void *), void *arg,
+                             unsigned char *buf, size_t cap)
+{
+    uint32_t nc = st->ncomm < CCS_DSX_MAXCOMM ? st->ncomm : CCS_DSX_MAXCOMM;
+    if (cap < STATUS_FIXED)
+        return 0;
+    memcpy(buf, st, STATUS_FIXED);
+    memcpy(buf + offsetof(struct ccs_dsx_status, ncomm), &nc, sizeof nc);
+    size_t o = STATUS_FIXED;
+    for (uint32_t i = 0; i < nc; i++) {
+        const struct ccs_dsx_comm *c = &st->comm[i];
+        uint16_t nh = c->nhist <= CCS_DSX_HIST ? c->nhist : CCS_DSX_HIST;
+        if (keep_hist && !keep_hist(c->id, arg))
+            nh = 0;
+        size_t need = COMM_FIXED + (size_t)nh * sizeof(struct ccs_dsx_op);
+        if (o + need > cap)
+            return 0;
+        memcpy(buf + o, c, COMM_FIXED);
+        memcpy(buf + o + offsetof(struct ccs_dsx_comm, nhist), &nh, sizeof nh);
+        /* The newest NH operations. */
+        memcpy(buf + o + COMM_FIXED, &c->hist[c->nhist - nh], (size_t)nh * sizeof(struct ccs_dsx_op));
+        o += need;
+    }
+    return o;
+}
+
+static int fail(char *why, size_t n, const char *fmt, long long a, long long b)
+{
+    if (why && n)
+        snprintf(why, n, fmt, a, b);
+    return -1;
+}
+
+/* A string field must hold a NUL within its size. */
+static int terminated(const char *s, size_t n) { return memchr(s, 0, n) != NULL; }
+
+static int check_op(const struct ccs_dsx_op *op, char *why, size_t n)
+{
+    if (op->kind >= CCS_KIND_MAX || ccs_kind_name(op->kind)[0] == '?')
+        return fail(why, n, "operation kind %lld is not a known kind (0..%lld)", op->kind, CCS_KIND_MAX - 1);
+    if (op->dtype >= CCS_DT_MAX)
+        return fail(why, n, "datatype %lld out of range 0..%lld", op->dtype, CCS_DT_MAX - 1);
+    if (op->op >= CCS_OP_LIMIT)
+        return fail(why, n, "reduction op %lld out of range 0..%lld", op->op, CCS_OP_LIMIT - 1);
+    return 0;
+}
+
+static int check_comm(struct ccs_dsx_comm *c, char *why, size_t n)
+{
+    if (c->size <= 0 || c->size > CCS_DSX_MAX_RANKS || c->rank < 0 || c->rank >= c->size)
+        return fail(why, n, "communicator rank %lld of size %lld is out of range", c->rank, c->size);
+    if (c->state > CCS_DSX_FREED)
+        return fail(why, n, "communicator state %lld is not one of 0..%lld", c->state, CCS_DSX_FREED);
+    if (c->nhist > CCS_DSX_HIST)
+        return fail(why, n, "history of %lld operations exceeds %lld", c->nhist, CCS_DSX_HIST);
+    if (c->done > c->issued || (c->cp_seq[0] && c->cp_seq[0] > c->done) || (c->cp_seq[1] && c->cp_seq[1] > c->done))
+        return fail(why, n, "sequence numbers inconsistent (done %lld > issued %lld, or a checkpoint beyond done)",
+                    (long long)c->done, (long long)c->issued);
+    if (!terminated(c->site_blocked, sizeof c->site_blocked) || !terminated(c->site_last, sizeof c->site_last))
+        return fail(why, n, "call-site text not NUL-terminated", 0, 0);
+    if (c->state == CCS_DSX_BLOCKED && check_op(&c->blocked, why, n) != 0)
+        return -1;
+    for (unsigned i = 0; i < c->nhist; i++) {
+        if (check_op(&c->hist[i], why, n) != 0)
+            return -1;
+        if (i && c->hist[i].seq <= c->hist[i - 1].seq)
+            return fail(why, n, "history not in increasing sequence order (%lld after %lld)",
+                        (long long)c->hist[i].seq, (long long)c->hist[i - 1].seq);
+        if (c->hist[i].seq > c->issued)
+            return fail(why, n, "history entry seq %lld beyond issued %lld", (long long)c->hist[i].seq,
+                        (long long)c->issued);
+    }
+    return 0;
+}
+
+int ccs_dsx_check_status(struct ccs_dsx_status *st, int32_t wsize, char *why, size_t n)
+{
+    if (st->magic != CCS_DSX_MAGIC)
+        return fail(why, n, "bad magic %#llx (expected %#llx)", st->magic, CCS_DSX_MAGIC);
+    if (st->version != CCS_DSX_VERSION)
+        return fail(why, n, "protocol version %lld, expected %lld", st->version, CCS_DSX_VERSION);
+    if (st->wsize != wsize || st->wrank < 0 || st->wrank >= wsize)
+        return fail(why, n, "rank %lld of world size %lld does not fit this job", st->wrank, st->wsize);
+    if (st->life > CCS_DSX_DEAD)
+        return fail(why, n, "life state %lld is not one of 0..%lld", st->life, CCS_DSX_DEAD);
+    if (st->ncomm > CCS_DSX_MAXCOMM)
+        return fail(why, n, "%lld communicators, at most %lld", st->ncomm, CCS_DSX_MAXCOMM);
+    if (!terminated(st->host, sizeof st->host))
+        return fail(why, n, "host name not NUL-terminated", 0, 0);
+    for (uint32_t i = 0; i < st->ncomm; i++)
+        if (check_comm(&st->comm[i], why, n) != 0)
+            return -1;
+    return 0;
+}
+
+size_t ccs_dsx_decode_status(const unsigned char *buf, size_t len, int32_t wsize, struct ccs_dsx_status *out,
+                             char *why, size_t whylen)
+{
+    if (len < STATUS_FIXED) {
+        fail(why, whylen, "status truncated: %lld bytes, at least %lld needed", (long long)len, STATUS_FIXED);
+        return 0;
+    }
+    memset(out, 0, sizeof *out);
+    memcpy(out, buf, STATUS_FIXED);
+    if (out->ncomm > CCS_DSX_MAXCOMM) {
+        fail(why, whylen, "%lld communicators, at most %lld", out->ncomm, CCS_DSX_MAXCOMM);
+        return 0;
+    }
+    size_t o = STATUS_FIXED;
+    for (uint32_t i = 0; i < out->ncomm; i++) {
+        struct ccs_dsx_comm *c = &out->comm[i];
+        if (len - o < COMM_FIXED) {
+            fail(why, whylen, "communicator entry %lld truncated (%lld bytes left)", i, (long long)(len - o));
+            return 0;
+        }
+        memcpy(c, buf + o, COMM_FIXED);
+        o += COMM_FIXED;
+        if (c->nhist > CCS_DSX_HIST) {
+            fail(why, whylen, "history of %lld operations exceeds %lld", c->nhist, CCS_DSX_HIST);
+            return 0;
+        }
+        size_t h = (size_t)c->nhist * sizeof(struct ccs_dsx_op);
+        if (len - o < h) {
+            fail(why, whylen, "history of entry %lld truncated (%lld bytes left)", i, (long long)(len - o));
+            return 0;
+        }
+        memcpy(c->hist, buf + o, h);
+        o += h;
+    }
+    if (ccs_dsx_check_status(out, wsize, why, whylen) != 0)
+        return 0;
+    return o;
+}
+
+int ccs_dsx_check_verdict(struct ccs_dsx_verdict *v, int32_t wsize, char *why, size_t n)
+{
+    if (v->cls == 0 || v->cls >= CCS_DSX_CLASS_MAX)
+        return fail(why, n, "verdict class %lld is not one of 1..%lld", v->cls, CCS_DSX_CLASS_MAX - 1);
+    if (v->nparty > CCS_DSX_PARTIES)
+        return fail(why, n, "%lld parties, at most %lld", v->nparty, CCS_DSX_PARTIES);
+    if (v->comm_size <= 0 || v->comm_size > wsize)
+        return fail(why, n, "communicator size %lld out of range 1..%lld", v->comm_size, wsize);
+    if (!terminated(v->line, sizeof v->line))
+        return fail(why, n, "verdict line not NUL-terminated", 0, 0);
+    for (uint32_t i = 0; i < v->nparty; i++) {
+        struct ccs_dsx_party *p = &v->party[i];
+        if (p->wrank < 0 || p->wrank >= wsize)
+            return fail(why, n, "party rank %lld outside world size %lld", p->wrank, wsize);
+        if (p->role < CCS_DSX_R_WAITING || p->role > CCS_DSX_R_AGREES || p->life > CCS_DSX_DEAD)
+            return fail(why, n, "party role %lld or life %lld out of range", p->role, p->life);
+        if (!terminated(p->host, sizeof p->host))
+            return fail(why, n, "party host not NUL-terminated", 0, 0);
+        if (p->other_comm && check_op(&p->other_op, why, n) != 0)
+            return -1;
+        if (check_comm(&p->c, why, n) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int ccs_dsx_check_frame(const struct ccs_dsx_frame *f, char *why, size_t n)
+{
+    if (f->magic != CCS_DSX_MAGIC)
+        return fail(why, n, "bad frame magic %#llx (expected %#llx)", f->magic, CCS_DSX_MAGIC);
+    if (f->version != CCS_DSX_VERSION)
+        return fail(why, n, "frame version %lld, expected %lld", f->version, CCS_DSX_VERSION);
+    if (f->type < CCS_DSX_M_HELLO || f->type > CCS_DSX_M_AGREE)
+        return fail(why, n, "unknown frame type %lld (1..%lld)", f->type, CCS_DSX_M_AGREE);
+    if (f->length > CCS_DSX_MAX_FRAME)
+        return fail(why, n, "frame of %lld bytes exceeds %lld", f->length, CCS_DSX_MAX_FRAME);
+    return 0;
+}
+
+uint64_t ccs_dsx_proof(const char *secret, uint64_t nonce)
+{
+    /* Not a MAC of cryptographic strength: it keeps out peers that do not
+     * know the job's secret (a stray or stale process, a port scanner), the
+     * threat the side channel faces inside a cluster. */
+    uint64_t h = ccs_hash_bytes(secret, strlen(secret), 0x636373646b6579ULL);
+    h = ccs_hash_mix(h, nonce);
+    return ccs_hash_bytes(secret, strlen(secret), h);
+}

@@ -1,0 +1,202 @@
+/*
+ * desync_proto.h - what ranks tell each other about their collectives
+ * (docs/desync.md, "Protocol"): the per-rank status, the verdicts, and the
+ * wire format of the TCP side channel.
+ *
+ * A status is what one rank publishes: per communicator its issued and
+ * completed sequence numbers, a running hash of the fingerprints through the
+ * completed one, two checkpoint hashes, whether it is blocked (and in which
+ * operation), and its last operations.  In shared memory the whole struct is
+ * published; over TCP the history is sent only when the coordinator asks for
+ * it (hashes differ) or when the rank is blocked.
+ *
+ * Everything that arrives from a peer goes through ccs_dsx_decode_*, which
+ * checks every length, count, range and string before anything uses it.
+ */
+#ifndef CCS_DESYNC_PROTO_H
+#define CCS_DESYNC_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
+#define CCS_DSX_VERSION 1u
+#define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
+#define CCS_DSX_HIST 16       /* operations kept per communicator */
+#define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
+#define CCS_DSX_HOST 64       /* host name, NUL-terminated */
+#define CCS_DSX_CHECKPOINT 16 /* a checkpoint hash every this many seqs */
+#define CCS_DSX_PARTIES 8     /* ranks detailed in one verdict */
+#define CCS_DSX_LINE 640      /* the greppable line of a verdict */
+#define CCS_DSX_MAX_RANKS (1 << 20)
+#define CCS_DSX_MAX_FRAME (4u << 20)
+
+/* One operation as every member must agree on it. */
+struct ccs_dsx_op {
+    uint64_t seq;
+    uint64_t fp;    /* ccs_fingerprint */
+    uint64_t count;
+    uint32_t site;  /* call-site id, local to the publishing process */
+    int32_t root;
+    uint32_t step;
+    uint16_t kind;
+    uint8_t dtype, op, flags, pad[3];
+};
+
+enum ccs_dsx_state { CCS_DSX_IDLE = 0, CCS_DSX_BLOCKED = 1, CCS_DSX_FREED = 2 };
+enum ccs_dsx_cflags { CCS_DSX_HASH_LOST = 1 };
+
+struct ccs_dsx_comm {
+    uint64_t id;
+    int32_t rank, size;
+    uint64_t issued;        /* sequence numbers taken so far */
+    uint64_t done;          /* last sequence folded into hash */
+    uint64_t hash;          /* running hash through done */
+    uint64_t cp_seq[2];     /* last two checkpoints (multiples of CCS_DSX_CHECKPOINT), 0 = none */
+    uint64_t cp_hash[2];
+    uint32_t state;         /* enum ccs_dsx_state */
+    uint32_t blocked_ms;    /* how long blocked, at publication */
+    uint16_t nhist;         /* valid entries of hist */
+    uint16_t flags;         /* enum ccs_dsx_cflags */
+    uint16_t backend;
+    uint16_t pad;
+    struct ccs_dsx_op blocked; /* the operation blocked in (state BLOCKED) */
+    char site_blocked[CCS_DSX_SITE];
+    char site_last[CCS_DSX_SITE];
+    struct ccs_dsx_op hist[CCS_DSX_HIST]; /* oldest first */
+};
+
+enum ccs_dsx_life { CCS_DSX_ALIVE = 0, CCS_DSX_FINALIZING = 1, CCS_DSX_EXITED = 2, CCS_DSX_DEAD = 3 };
+
+struct ccs_dsx_status {
+    uint32_t magic, version;
+    int32_t wrank, wsize;
+    uint32_t pid;
+    uint32_t life;          /* enum ccs_dsx_life */
+    uint64_t beat;          /* publications so far */
+    uint32_t ncomm;
+    uint32_t pad;
+    char host[CCS_DSX_HOST];
+    struct ccs_dsx_comm comm[CCS_DSX_MAXCOMM];
+};
+
+/* Verdicts. */
+#define CCS_DSX_CLASS_LIST(X)                                                                              \
+    X(MISMATCH, 1, "MISMATCH")                                                                              \
+    X(DESYNC, 2, "DESYNC")                                                                                  \
+    X(STRAGGLER, 3, "STRAGGLER")                                                                            \
+    X(DEAD, 4, "DEAD")
+enum ccs_dsx_class {
+#define CCS_X(e, n, s) CCS_DSX_##e = n,
+    CCS_DSX_CLASS_LIST(CCS_X)
+#undef CCS_X
+    CCS_DSX_CLASS_MAX = 5
+};
+const char *ccs_dsx_class_name(unsigned cls);
+
+/* Role of one rank in a verdict. */
+enum ccs_dsx_role {
+    CCS_DSX_R_WAITING = 1,  /* blocked in the collective */
+    CCS_DSX_R_BEHIND = 2,   /* has not reached it */
+    CCS_DSX_R_AHEAD = 3,    /* blocked at a later seq */
+    CCS_DSX_R_DIFFERS = 4,  /* issued a different operation at that seq */
+    CCS_DSX_R_AGREES = 5,   /* issued the majority's operation */
+};
+
+struct ccs_dsx_party {
+    int32_t wrank;
+    uint32_t role;   /* enum ccs_dsx_role */
+    uint32_t life;   /* enum ccs_dsx_life */
+    uint32_t pid;
+    char host[CCS_DSX_HOST];
+    uint64_t other_comm;        /* BEHIND and blocked elsewhere: that comm, else 0 */
+    struct ccs_dsx_op other_op; /* ... and the operation there */
+    struct ccs_dsx_comm c;      /* its entry for the verdict's comm */
+};
+
+struct ccs_dsx_verdict {
+    uint32_t cls;     /* enum ccs_dsx_class */
+    uint32_t nparty;
+    uint64_t comm;
+    uint64_t seq;
+    int32_t comm_size;
+    uint32_t pad;
+    char line[CCS_DSX_LINE]; /* "comm=... ranks ... " after "ccshim CLASS " */
+    struct ccs_dsx_party party[CCS_DSX_PARTIES];
+};
+
+/* ------------------------------------------------------------- wire format
+ * Every frame: struct ccs_dsx_frame, then LENGTH payload bytes.
+ *   HELLO   client -> coordinator: struct ccs_dsx_hello
+ *   WELCOME coordinator -> client: struct ccs_dsx_hello (its own nonce and proof)
+ *   STATUS  client -> coordinator: uint32 count, then COUNT encoded statuses
+ *   VERDICT coordinator -> client: one struct ccs_dsx_verdict (fixed size)
+ *   DETAIL  coordinator -> client: uint64 comm id (send history for it)
+ *   AGREE   both ways: struct ccs_dsx_agree
+ * Integers are little-endian (x86-64 and aarch64 both); HELLO carries the
+ * byte-order word so a mismatched peer is refused, not misread. */
+enum ccs_dsx_msg {
+    CCS_DSX_M_HELLO = 1,
+    CCS_DSX_M_WELCOME = 2,
+    CCS_DSX_M_STATUS = 3,
+    CCS_DSX_M_VERDICT = 4,
+    CCS_DSX_M_DETAIL = 5,
+    CCS_DSX_M_AGREE = 6,
+};
+
+struct ccs_dsx_frame {
+    uint32_t magic;   /* CCS_DSX_MAGIC */
+    uint16_t version; /* CCS_DSX_VERSION */
+    uint16_t type;    /* enum ccs_dsx_msg */
+    uint32_t length;  /* payload bytes, <= CCS_DSX_MAX_FRAME */
+};
+
+struct ccs_dsx_hello {
+    uint32_t byteorder; /* 0x01020304 */
+    int32_t wsize;      /* world size the sender believes in */
+    char host[CCS_DSX_HOST];
+    uint64_t nonce;     /* random, fresh per connection */
+    uint64_t proof;     /* keyed hash of the secret and the peer's nonce */
+};
+
+/* One agreement value (see ccs_desync_agree_u64). */
+struct ccs_dsx_agree {
+    uint64_t comm, key;
+    uint64_t max, min;
+    int32_t crank, size;  /* sender's rank in comm; comm size */
+    uint32_t n;           /* values folded into max/min (1 from a rank) */
+    uint32_t pad;
+};
+
+/* Size of the encoded form of ST: the fixed part, each comm entry without
+ * its history, then its NHIST operations. */
+size_t ccs_dsx_encoded_size(const struct ccs_dsx_status *st);
+
+/* Encodes ST into BUF (CAP bytes), keeping the history only for comms where
+ * KEEP_HIST(comm id, ARG) is nonzero (NULL: keep all).  Returns the bytes
+ * written, or 0 when CAP is too small. */
+size_t ccs_dsx_encode_status(const struct ccs_dsx_status *st, int (*keep_hist)(uint64_t, void *), void *arg,
+                             unsigned char *buf, size_t cap);
+
+/* Decodes one encoded status from BUF (LEN bytes available) into OUT,
+ * checking everything (magic, version, ranks within WSIZE, counts, kinds,
+ * states, strings).  Returns the bytes consumed, or 0 when malformed (then
+ * WHY says what was wrong). */
+size_t ccs_dsx_decode_status(const unsigned char *buf, size_t len, int32_t wsize, struct ccs_dsx_status *out,
+                             char *why, size_t whylen);
+
+/* Checks a verdict received whole (fixed size) in place: class, counts,
+ * NUL-terminated strings, ranks within WSIZE.  0, or -1 with WHY. */
+int ccs_dsx_check_verdict(struct ccs_dsx_verdict *v, int32_t wsize, char *why, size_t whylen);
+
+/* Checks a frame header: magic, version, known type, length bound. */
+int ccs_dsx_check_frame(const struct ccs_dsx_frame *f, char *why, size_t whylen);
+
+/* Checks a status that came from shared memory (written by a local peer),
+ * the same way as a decoded one.  0 or -1. */
+int ccs_dsx_check_status(struct ccs_dsx_status *st, int32_t wsize, char *why, size_t whylen);
+
+/* Keyed proof for the handshake: hash of SECRET and NONCE. */
+uint64_t ccs_dsx_proof(const char *secret, uint64_t nonce);
+
+#endif

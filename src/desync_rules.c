@@ -1,0 +1,752 @@
+/*
+ * desync_rules.c - MISMATCH, DESYNC, STRAGGLER and DEAD from a view of all
+ * ranks (docs/desync.md).  Run by every rank over shared memory and by the
+ * coordinator over the whole job, every period; allocation is fine here.
+ *
+ * The DESYNC rule is a wait-for analysis: a rank blocked at (comm X, seq s)
+ * waits for the members of X that have not issued s.  It is stuck only if
+ * every rank it waits for is itself stuck, or gone (exited, finalizing,
+ * dead, or freed X before s).  Ranks that compute are never stuck, so a
+ * healthy run with long uneven compute yields at most a STRAGGLER warning.
+ */
+#include "desync_rules.h"
+#include "ccs_kinds.h"
+#include "shim.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ seen set */
+
+struct ccs_dsx_seen {
+    uint64_t *key, *val;
+    size_t cap, n;
+};
+
+struct ccs_dsx_seen *ccs_dsx_seen_new(void) { return calloc(1, sizeof(struct ccs_dsx_seen)); }
+
+void ccs_dsx_seen_free(struct ccs_dsx_seen *s)
+{
+    if (!s)
+        return;
+    free(s->key);
+    free(s->val);
+    free(s);
+}
+
+static uint64_t seen_key(uint32_t cls, uint64_t comm, uint64_t seq)
+{
+    return ccs_hash_mix(ccs_hash_mix(cls, comm), seq) | 1;
+}
+
+/* Slot of KEY (inserting it with VAL when absent); NULL when out of memory. */
+static uint64_t *seen_slot(struct ccs_dsx_seen *s, uint64_t key, uint64_t val, int *inserted)
+{
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        uint64_t *nk = calloc(nc, sizeof *nk), *nv = calloc(nc, sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return NULL;
+        }
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->key[i]) {
+                size_t j = s->key[i] & (nc - 1);
+                while (nk[j])
+                    j = (j + 1) & (nc - 1);
+                nk[j] = s->key[i];
+                nv[j] = s->val[i];
+            }
+        free(s->key);
+        free(s->val);
+        s->key = nk;
+        s->val = nv;
+        s->cap = nc;
+    }
+    size_t j = key & (s->cap - 1);
+    while (s->key[j] && s->key[j] != key)
+        j = (j + 1) & (s->cap - 1);
+    *inserted = !s->key[j];
+    if (!s->key[j]) {
+        s->key[j] = key;
+        s->val[j] = val;
+        s->n++;
+    }
+    return &s->val[j];
+}
+
+int ccs_dsx_seen_add(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, uint64_t seq)
+{
+    int ins = 0;
+    return seen_slot(s, seen_key(cls, comm, seq), 0, &ins) ? ins : 0;
+}
+
+/* First time (CLS, COMM, SEQ) was noted; notes NOW if never. */
+static uint64_t seen_since(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, uint64_t seq, uint64_t now)
+{
+    int ins = 0;
+    uint64_t *v = seen_slot(s, seen_key(cls, comm, seq), now, &ins);
+    return v ? *v : now;
+}
+
+/* Private classes for timers in the seen set. */
+#define SUSPECT_HASH 100
+#define CANDIDATE 101
+
+/* ------------------------------------------------------------ text */
+
+void ccs_dsx_op_str(const struct ccs_dsx_op *op, char *buf, size_t n)
+{
+    unsigned k = op->kind;
+    int o = snprintf(buf, n, "%s", ccs_kind_name(k));
+    if (o < 0 || (size_t)o >= n)
+        return;
+    if (ccs_kind_class(k) != CCS_CLASS_COLL || k == CCS_KIND_BARRIER) {
+        if (op->flags & CCS_F_DEFERRED)
+            snprintf(buf + o, n - (size_t)o, "(deferred)");
+        return;
+    }
+    int m = snprintf(buf + o, n - (size_t)o, "(count=%llu, %s", (unsigned long long)op->count,
+                     ccs_dtype_name(op->dtype));
+    if (m < 0 || (size_t)(o += m) >= n)
+        return;
+    if (op->op)
+        o += snprintf(buf + o, n - (size_t)o, ", %s", ccs_op_name(op->op));
+    if ((size_t)o < n && op->root >= 0)
+        o += snprintf(buf + o, n - (size_t)o, ", root=%d", op->root);
+    if ((size_t)o < n && (op->flags & CCS_F_NONBLOCKING))
+        o += snprintf(buf + o, n - (size_t)o, ", nonblocking");
+    if ((size_t)o < n && (op->flags & CCS_F_DEFERRED))
+        o += snprintf(buf + o, n - (size_t)o, ", deferred");
+    if ((size_t)o < n)
+        snprintf(buf + o, n - (size_t)o, ")");
+}
+
+void ccs_dsx_ranks_str(const int32_t *r, size_t n, char *buf, size_t cap)
+{
+    size_t o = 0;
+    if (cap)
+        buf[0] = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && r[j + 1] == r[j] + 1)
+            j++;
+        char part[32];
+        if (j > i)
+            snprintf(part, sizeof part, "%s%d-%d", i ? "," : "", r[i], r[j]);
+        else
+            snprintf(part, sizeof part, "%s%d", i ? "," : "", r[i]);
+        size_t l = strlen(part);
+        if (o + l + 4 >= cap) {
+            if (o + 4 < cap)
+                snprintf(buf + o, cap - o, "...");
+            return;
+        }
+        memcpy(buf + o, part, l + 1);
+        o += l;
+        i = j + 1;
+    }
+}
+
+/* ------------------------------------------------------------ the view */
+
+struct ent {
+    uint64_t comm;
+    int32_t wrank, crank;
+    const struct ccs_dsx_comm *e;
+};
+
+struct grp {
+    size_t lo, hi;   /* [lo, hi) in ents */
+    int32_t size;
+    int complete;    /* every member known */
+    uint64_t memo_s; /* memo of the last (s -> result) evaluated this pass */
+    int memo_r;
+};
+
+struct ctx {
+    const struct ccs_dsx_view *v;
+    const struct ccs_dsx_thresholds *t;
+    struct ccs_dsx_seen *seen;
+    const struct ccs_dsx_sink *sink;
+    struct ent *ents;
+    size_t nents;
+    struct grp *g;
+    size_t ng;
+    uint8_t *term, *stuck;
+    const struct ccs_dsx_comm **be; /* entry a rank is blocked in, or NULL */
+    int emitted;
+};
+
+static int cmp_ent(const void *a, const void *b)
+{
+    const struct ent *x = a, *y = b;
+    if (x->comm != y->comm)
+        return x->comm < y->comm ? -1 : 1;
+    if (x->crank != y->crank)
+        return x->crank < y->crank ? -1 : 1;
+    return x->wrank < y->wrank ? -1 : x->wrank > y->wrank;
+}
+
+static struct grp *find_group(struct ctx *c, uint64_t comm)
+{
+    size_t lo = 0, hi = c->ng;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        uint64_t id = c->ents[c->g[mid].lo].comm;
+        if (id == comm)
+            return &c->g[mid];
+        if (id < comm)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static int gone_for(struct ctx *c, const struct ent *m) { return c->term[m->wrank] || m->e->state == CCS_DSX_FREED; }
+
+/* Members of G that have not issued S: all stuck or gone (MODE 0), or all
+ * gone (MODE 1, "certain", needs at least one).  When none is behind, mode
+ * 0 holds if a stuck member is blocked in G at another seq.  Memoised per
+ * group for one pass (MODE is the same for a whole pass). */
+static int group_holds(struct ctx *c, struct grp *g, uint64_t s, int mode)
+{
+    if (g->memo_r >= 0 && g->memo_s == s)
+        return g->memo_r;
+    int behind = 0, ok = g->complete, other = 0;
+    for (size_t i = g->lo; i < g->hi && ok; i++) {
+        const struct ent *m = &c->ents[i];
+        if (m->e->issued < s) {
+            behind++;
+            if (mode == 1)
+                ok = gone_for(c, m);
+            else
+                ok = c->stuck[m->wrank] || gone_for(c, m);
+        } else if (mode == 0 && c->stuck[m->wrank] && c->be[m->wrank] && c->be[m->wrank]->id == c->ents[i].comm &&
+                   c->be[m->wrank]->blocked.seq != s) {
+            other = 1;
+        }
+    }
+    int r = ok && (behind > 0 || (mode == 0 && other));
+    g->memo_s = s;
+    g->memo_r = r;
+    return r;
+}
+
+static void reset_memo(struct ctx *c)
+{
+    for (size_t i = 0; i < c->ng; i++)
+        c->g[i].memo_r = -1;
+}
+
+/* ------------------------------------------------------------ verdicts */
+
+static void add_party(struct ctx *c, struct ccs_dsx_verdict *v, const struct ent *m, uint32_t role)
+{
+    if (v->nparty >= CCS_DSX_PARTIES)
+        return;
+    struct ccs_dsx_party *p = &v->party[v->nparty++];
+    const struct ccs_dsx_status *st = c->v->st[m->wrank];
+    memset(p, 0, sizeof *p);
+    p->wrank = m->wrank;
+    p->role = role;
+    p->life = c->v->dead && c->v->dead[m->wrank] ? CCS_DSX_DEAD : st->life;
+    p->pid = st->pid;
+    memcpy(p->host, st->host, sizeof p->host);
+    p->c = *m->e;
+    const struct ccs_dsx_comm *b = c->be[m->wrank];
+    if (b && b->id != m->comm) {
+        p->other_comm = b->id;
+        p->other_op = b->blocked;
+    }
+}
+
+static void emit(struct ctx *c, struct ccs_dsx_verdict *v)
+{
+    c->emitted++;
+    if (c->sink && c->sink->verdict)
+        c->sink->verdict(v, c->sink->arg);
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void ranks_of(int32_t *r, size_t n, char *buf, size_t cap)
+{
+    qsort(r, n, sizeof *r, cmp_i32);
+    ccs_dsx_ranks_str(r, n, buf, cap);
+}
+
+static const char *life_word(uint32_t life)
+{
+    switch (life) {
+    case CCS_DSX_FINALIZING: return "in MPI_Finalize";
+    case CCS_DSX_EXITED: return "exited";
+    case CCS_DSX_DEAD: return "died";
+    }
+    return "running";
+}
+
+/* --- MISMATCH */
+
+struct opref {
+    uint64_t seq, key;
+    size_t ent;
+    const struct ccs_dsx_op *op;
+};
+
+static int cmp_opref(const void *a, const void *b)
+{
+    const struct opref *x = a, *y = b;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->ent < y->ent ? -1 : x->ent > y->ent;
+}
+
+static uint64_t op_key(const struct ccs_dsx_op *op)
+{
+    return op->fp ^ ((op->flags & CCS_F_DEFERRED) ? 0x9e3779b97f4a7c15ULL : 0);
+}
+
+static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, size_t n)
+{
+    qsort(ops, n, sizeof *ops, cmp_opref);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        int differ = 0;
+        while (j < n && ops[j].seq == ops[i].seq) {
+            differ |= ops[j].key != ops[i].key;
+            j++;
+        }
+        if (!differ) {
+            i = j;
+            continue;
+        }
+        /* Majority operation of the run. */
+        uint64_t maj = ops[i].key;
+        size_t best = 0;
+        for (size_t a = i; a < j; a++) {
+            size_t cnt = 0;
+            for (size_t b = i; b < j; b++)
+                cnt += ops[b].key == ops[a].key;
+            if (cnt > best)
+                best = cnt, maj = ops[a].key;
+        }
+        uint64_t comm = c->ents[g->lo].comm;
+        if (!ccs_dsx_seen_add(c->seen, CCS_DSX_MISMATCH, comm, 0))
+            return;
+        struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
+        int32_t *odd = malloc((j - i) * sizeof *odd), *agree = malloc((j - i) * sizeof *agree);
+        if (!v || !odd || !agree) {
+            free(v), free(odd), free(agree);
+            return;
+        }
+        size_t nodd = 0, nagree = 0, variants = 0;
+        const struct ccs_dsx_op *oddop = NULL, *majop = NULL;
+        for (size_t a = i; a < j; a++) {
+            const struct ent *m = &c->ents[ops[a].ent];
+            if (ops[a].key == maj) {
+                agree[nagree++] = m->wrank;
+                majop = majop ? majop : ops[a].op;
+            } else {
+                if (!oddop)
+                    oddop = ops[a].op;
+                else if (op_key(oddop) != ops[a].key)
+                    variants++;
+                odd[nodd++] = m->wrank;
+            }
+        }
+        /* Culprits first in the block, then the majority. */
+        for (size_t a = i; a < j; a++)
+            if (ops[a].key != maj && v->nparty < CCS_DSX_PARTIES / 2)
+                add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_DIFFERS);
+        for (size_t a = i; a < j; a++)
+            if (ops[a].key == maj)
+                add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_AGREES);
+        char ro[256], ra[256], so[160], sa[160];
+        ranks_of(odd, nodd, ro, sizeof ro);
+        ranks_of(agree, nagree, ra, sizeof ra);
+        ccs_dsx_op_str(oddop, so, sizeof so);
+        ccs_dsx_op_str(majop, sa, sizeof sa);
+        v->cls = CCS_DSX_MISMATCH;
+        v->comm = comm;
+        v->seq = ops[i].seq;
+        v->comm_size = g->size;
+        snprintf(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s issued %s where rank%s %s issued %s%s",
+                 (unsigned long long)comm, g->size, (unsigned long long)ops[i].seq, nodd > 1 ? "s" : "", ro, so,
+                 nagree > 1 ? "s" : "", ra, sa, variants ? " (and other variants)" : "");
+        emit(c, v);
+        free(v), free(odd), free(agree);
+        return;
+    }
+}
+
+/* Hashes that differ where no records overlap: ask for the records, and
+ * after suspect_ms report what is known. */
+static void mismatch_hashes(struct ctx *c, struct grp *g)
+{
+    uint64_t comm = c->ents[g->lo].comm, at = 0;
+    const struct ent *x = NULL, *y = NULL;
+    for (size_t i = g->lo; i < g->hi; i++)
+        for (size_t k = i + 1; k < g->hi; k++) {
+            const struct ccs_dsx_comm *a = c->ents[i].e, *b = c->ents[k].e;
+            if ((a->flags | b->flags) & CCS_DSX_HASH_LOST)
+                continue;
+            uint64_t s = 0;
+            if (a->done && a->done == b->done && a->hash != b->hash)
+                s = a->done;
+            for (int p = 0; p < 2; p++)
+                for (int q = 0; q < 2; q++)
+                    if (a->cp_seq[p] && a->cp_seq[p] == b->cp_seq[q] && a->cp_hash[p] != b->cp_hash[q] &&
+                        (!s || a->cp_seq[p] < s))
+                        s = a->cp_seq[p];
+            if (s && (!at || s < at))
+                at = s, x = &c->ents[i], y = &c->ents[k];
+        }
+    if (!at)
+        return;
+    if (c->sink && c->sink->detail)
+        c->sink->detail(comm, c->sink->arg);
+    uint64_t since = seen_since(c->seen, SUSPECT_HASH, comm, 0, c->v->now_ms);
+    if (c->v->now_ms - since < c->t->suspect_ms || !ccs_dsx_seen_add(c->seen, CCS_DSX_MISMATCH, comm, 0))
+        return;
+    struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
+    if (!v)
+        return;
+    v->cls = CCS_DSX_MISMATCH;
+    v->comm = comm;
+    v->seq = at;
+    v->comm_size = g->size;
+    add_party(c, v, x, CCS_DSX_R_DIFFERS);
+    add_party(c, v, y, CCS_DSX_R_DIFFERS);
+    snprintf(v->line, sizeof v->line,
+             "comm=%#llx size=%d seq=%llu: ranks %d and %d issued different operations at or before seq %llu "
+             "(fingerprint hashes differ; the records are no longer kept)",
+             (unsigned long long)comm, g->size, (unsigned long long)at, x->wrank, y->wrank, (unsigned long long)at);
+    emit(c, v);
+    free(v);
+}
+
+static void rule_mismatch(struct ctx *c)
+{
+    size_t cap = 0;
+    struct opref *ops = NULL;
+    for (size_t gi = 0; gi < c->ng; gi++) {
+        struct grp *g = &c->g[gi];
+        size_t need = 0;
+        for (size_t i = g->lo; i < g->hi; i++)
+            need += c->ents[i].e->nhist + 1u;
+        if (need > cap) {
+            free(ops);
+            cap = need * 2;
+            ops = malloc(cap * sizeof *ops);
+            if (!ops)
+                return;
+        }
+        size_t n = 0;
+        for (size_t i = g->lo; i < g->hi; i++) {
+            const struct ccs_dsx_comm *e = c->ents[i].e;
+            for (unsigned h = 0; h < e->nhist; h++)
+                ops[n++] = (struct opref){e->hist[h].seq, op_key(&e->hist[h]), i, &e->hist[h]};
+            if (e->state == CCS_DSX_BLOCKED)
+                ops[n++] = (struct opref){e->blocked.seq, op_key(&e->blocked), i, &e->blocked};
+        }
+        int before = c->emitted;
+        if (g->hi - g->lo >= 2)
+            mismatch_records(c, g, ops, n);
+        if (c->emitted == before && g->hi - g->lo >= 2)
+            mismatch_hashes(c, g);
+    }
+    free(ops);
+}
+
+/* --- DESYNC, DEAD and STRAGGLER */
+
+static void desync_verdict(struct ctx *c, struct grp *g, int certain)
+{
+    uint64_t comm = c->ents[g->lo].comm;
+    /* The seq most waiters are blocked at. */
+    uint64_t sref = 0;
+    size_t best = 0;
+    for (size_t i = g->lo; i < g->hi; i++) {
+        const struct ent *m = &c->ents[i];
+        if (!c->stuck[m->wrank] || c->term[m->wrank] || c->be[m->wrank] != m->e)
+            continue;
+        size_t cnt = 0;
+        for (size_t k = g->lo; k < g->hi; k++) {
+            const struct ent *o = &c->ents[k];
+            cnt += c->stuck[o->wrank] && !c->term[o->wrank] && c->be[o->wrank] == o->e &&
+                   o->e->blocked.seq == m->e->blocked.seq;
+        }
+        if (cnt > best || (cnt == best && m->e->blocked.seq > sref))
+            best = cnt, sref = m->e->blocked.seq;
+    }
+    if (!best)
+        return;
+    if (!certain) {
+        uint64_t since = seen_since(c->seen, CANDIDATE, comm, sref, c->v->now_ms);
+        if (c->v->now_ms - since < c->t->block_ms / 4)
+            return; /* must hold on later passes too: statuses are not one snapshot */
+    }
+    size_t n = g->hi - g->lo;
+    int32_t *wait = malloc(n * sizeof *wait), *ahead = malloc(n * sizeof *ahead);
+    struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
+    if (!wait || !ahead || !v) {
+        free(wait), free(ahead), free(v);
+        return;
+    }
+    size_t nw = 0, na = 0, nb = 0, ndead = 0;
+    const struct ccs_dsx_op *wop = NULL;
+    uint32_t wms = 0;
+    char behind[CCS_DSX_LINE] = "";
+    size_t bo = 0;
+    for (size_t i = g->lo; i < g->hi; i++) {
+        const struct ent *m = &c->ents[i];
+        if (m->e->issued < sref) {
+            nb++;
+            uint32_t life = c->v->dead && c->v->dead[m->wrank] ? CCS_DSX_DEAD : c->v->st[m->wrank]->life;
+            ndead += life == CCS_DSX_DEAD;
+            char what[200];
+            const struct ccs_dsx_comm *b = c->be[m->wrank];
+            if (life != CCS_DSX_ALIVE)
+                snprintf(what, sizeof what, "%s", life_word(life));
+            else if (m->e->state == CCS_DSX_FREED)
+                snprintf(what, sizeof what, "freed the communicator");
+            else if (b && b->id == comm) {
+                char os[128];
+                ccs_dsx_op_str(&b->blocked, os, sizeof os);
+                snprintf(what, sizeof what, "blocked in %s at seq %llu", os, (unsigned long long)b->blocked.seq);
+            } else if (b) {
+                char os[128];
+                ccs_dsx_op_str(&b->blocked, os, sizeof os);
+                snprintf(what, sizeof what, "blocked in %s on comm=%#llx seq %llu", os, (unsigned long long)b->id,
+                         (unsigned long long)b->blocked.seq);
+            } else
+                snprintf(what, sizeof what, "running");
+            if (nb <= 6 && bo + 8 < sizeof behind) {
+                int w = snprintf(behind + bo, sizeof behind - bo, "; rank %d at seq %llu (%llu behind, %s)", m->wrank,
+                                 (unsigned long long)m->e->issued, (unsigned long long)(sref - m->e->issued), what);
+                if (w > 0)
+                    bo += (size_t)w < sizeof behind - bo ? (size_t)w : sizeof behind - bo - 1;
+            }
+        } else if (c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e) {
+            if (m->e->blocked.seq == sref) {
+                wait[nw++] = m->wrank;
+                wop = wop ? wop : &m->e->blocked;
+                wms = m->e->blocked_ms > wms ? m->e->blocked_ms : wms;
+            } else if (m->e->blocked.seq > sref) {
+                ahead[na++] = m->wrank;
+            }
+        }
+    }
+    if (nb > 6 && bo + 8 < sizeof behind)
+        snprintf(behind + bo, sizeof behind - bo, "; and %zu more behind", nb - 6);
+    uint32_t cls = nb && ndead == nb ? CCS_DSX_DEAD : CCS_DSX_DESYNC;
+    if (!ccs_dsx_seen_add(c->seen, cls, comm, sref)) {
+        free(wait), free(ahead), free(v);
+        return;
+    }
+    /* Parties: the ranks behind first, then ahead, then waiting. */
+    for (size_t i = g->lo; i < g->hi; i++)
+        if (c->ents[i].e->issued < sref && v->nparty < CCS_DSX_PARTIES / 2)
+            add_party(c, v, &c->ents[i], CCS_DSX_R_BEHIND);
+    for (size_t i = g->lo; i < g->hi; i++) {
+        const struct ent *m = &c->ents[i];
+        if (c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e && m->e->blocked.seq > sref)
+            add_party(c, v, m, CCS_DSX_R_AHEAD);
+    }
+    for (size_t i = g->lo; i < g->hi; i++) {
+        const struct ent *m = &c->ents[i];
+        if (c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e && m->e->blocked.seq == sref)
+            add_party(c, v, m, CCS_DSX_R_WAITING);
+    }
+    char rw[256], ra[256], ops[160], aheadtxt[300] = "";
+    ranks_of(wait, nw, rw, sizeof rw);
+    ccs_dsx_op_str(wop, ops, sizeof ops);
+    if (na) {
+        ranks_of(ahead, na, ra, sizeof ra);
+        snprintf(aheadtxt, sizeof aheadtxt, "; rank%s %s blocked at a later seq (ahead)", na > 1 ? "s" : "", ra);
+    }
+    v->cls = cls;
+    v->comm = comm;
+    v->seq = sref;
+    v->comm_size = g->size;
+    snprintf(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s%s",
+             (unsigned long long)comm, g->size, (unsigned long long)sref, nw > 1 ? "s" : "", rw, ops,
+             (unsigned long long)sref, wms / 1000.0, behind, aheadtxt);
+    emit(c, v);
+    free(wait), free(ahead), free(v);
+}
+
+static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t waited_ms)
+{
+    uint64_t comm = c->ents[g->lo].comm;
+    if (!ccs_dsx_seen_add(c->seen, CCS_DSX_STRAGGLER, comm, s))
+        return;
+    size_t n = g->hi - g->lo;
+    int32_t *wait = malloc(n * sizeof *wait), *late = malloc(n * sizeof *late);
+    struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
+    if (!wait || !late || !v) {
+        free(wait), free(late), free(v);
+        return;
+    }
+    size_t nw = 0, nl = 0;
+    const struct ccs_dsx_op *wop = NULL;
+    for (size_t i = g->lo; i < g->hi; i++) {
+        const struct ent *m = &c->ents[i];
+        if (m->e->issued < s && !c->be[m->wrank] && !gone_for(c, m)) {
+            late[nl++] = m->wrank;
+            add_party(c, v, m, CCS_DSX_R_BEHIND);
+        }
+    }
+    for (size_t i = g->lo; i < g->hi; i++) {
+        const struct ent *m = &c->ents[i];
+        if (c->be[m->wrank] == m->e && m->e->blocked.seq == s) {
+            wait[nw++] = m->wrank;
+            wop = wop ? wop : &m->e->blocked;
+            add_party(c, v, m, CCS_DSX_R_WAITING);
+        }
+    }
+    char rw[256], rl[256], ops[160];
+    ranks_of(wait, nw, rw, sizeof rw);
+    ranks_of(late, nl, rl, sizeof rl);
+    ccs_dsx_op_str(wop, ops, sizeof ops);
+    v->cls = CCS_DSX_STRAGGLER;
+    v->comm = comm;
+    v->seq = s;
+    v->comm_size = g->size;
+    snprintf(v->line, sizeof v->line,
+             "comm=%#llx size=%d seq=%llu: rank%s %s waited %.1f s in %s for rank%s %s (not in any collective: "
+             "computing or in point-to-point); a warning, not a desync",
+             (unsigned long long)comm, g->size, (unsigned long long)s, nw > 1 ? "s" : "", rw, waited_ms / 1000.0, ops,
+             nl > 1 ? "s" : "", rl);
+    if (nl)
+        emit(c, v);
+    free(wait), free(late), free(v);
+}
+
+static void rule_blocked(struct ctx *c)
+{
+    int32_t W = c->v->wsize;
+    int any = 0;
+    for (int32_t r = 0; r < W; r++)
+        any |= c->be[r] != NULL;
+    if (!any)
+        return;
+    /* Certain verdicts: blocked ranks waiting only for ranks that are gone. */
+    reset_memo(c);
+    uint8_t *certain = calloc((size_t)W, 1);
+    if (!certain)
+        return;
+    for (int32_t r = 0; r < W; r++) {
+        const struct ccs_dsx_comm *b = c->be[r];
+        if (!b || c->term[r])
+            continue;
+        struct grp *g = find_group(c, b->id);
+        certain[r] = g && group_holds(c, g, b->blocked.seq, 1);
+    }
+    /* Stuck set: start from every blocked-long-enough or certain rank and
+     * every gone rank; drop blocked ranks that wait for a rank not stuck. */
+    for (int32_t r = 0; r < W; r++) {
+        const struct ccs_dsx_comm *b = c->be[r];
+        c->stuck[r] = c->term[r] || (b && (certain[r] || b->blocked_ms >= c->t->block_ms));
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        reset_memo(c);
+        for (int32_t r = 0; r < W; r++) {
+            const struct ccs_dsx_comm *b = c->be[r];
+            if (!c->stuck[r] || c->term[r] || !b)
+                continue;
+            struct grp *g = find_group(c, b->id);
+            if (!g || !group_holds(c, g, b->blocked.seq, 0)) {
+                c->stuck[r] = 0;
+                changed = 1;
+            }
+        }
+    }
+    /* One verdict per communicator someone is stuck in. */
+    for (size_t gi = 0; gi < c->ng; gi++) {
+        struct grp *g = &c->g[gi];
+        int has = 0, cert = 1;
+        for (size_t i = g->lo; i < g->hi; i++) {
+            const struct ent *m = &c->ents[i];
+            if (c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e) {
+                has = 1;
+                cert &= certain[m->wrank];
+            }
+        }
+        if (has)
+            desync_verdict(c, g, cert);
+    }
+    /* Stragglers: waiting long for a rank that is not in any collective. */
+    for (int32_t r = 0; r < W; r++) {
+        const struct ccs_dsx_comm *b = c->be[r];
+        if (!b || c->stuck[r] || c->term[r] || b->blocked_ms < c->t->straggler_ms)
+            continue;
+        struct grp *g = find_group(c, b->id);
+        if (g)
+            straggler_verdict(c, g, b->blocked.seq, b->blocked_ms);
+    }
+    free(certain);
+}
+
+int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thresholds *t, struct ccs_dsx_seen *seen,
+                      const struct ccs_dsx_sink *sink)
+{
+    struct ctx c = {.v = view, .t = t, .seen = seen, .sink = sink};
+    int32_t W = view->wsize;
+    int rc = -1;
+    for (int32_t r = 0; r < W; r++)
+        if (view->st[r])
+            c.nents += view->st[r]->ncomm;
+    c.ents = malloc((c.nents + 1) * sizeof *c.ents);
+    c.g = malloc((c.nents + 1) * sizeof *c.g);
+    c.term = calloc((size_t)W + 1, 1);
+    c.stuck = calloc((size_t)W + 1, 1);
+    c.be = calloc((size_t)W + 1, sizeof *c.be);
+    if (!c.ents || !c.g || !c.term || !c.stuck || !c.be)
+        goto out;
+    size_t k = 0;
+    for (int32_t r = 0; r < W; r++) {
+        const struct ccs_dsx_status *st = view->st[r];
+        if (!st)
+            continue;
+        c.term[r] = st->life != CCS_DSX_ALIVE || (view->dead && view->dead[r]);
+        for (uint32_t i = 0; i < st->ncomm && i < CCS_DSX_MAXCOMM; i++) {
+            const struct ccs_dsx_comm *e = &st->comm[i];
+            c.ents[k++] = (struct ent){e->id, r, e->rank, e};
+            if (e->state == CCS_DSX_BLOCKED && !c.term[r] && (!c.be[r] || e->blocked_ms > c.be[r]->blocked_ms))
+                c.be[r] = e;
+        }
+    }
+    c.nents = k;
+    qsort(c.ents, c.nents, sizeof *c.ents, cmp_ent);
+    for (size_t i = 0; i < c.nents;) {
+        size_t j = i, distinct = 0;
+        int32_t size = 0, last = -1;
+        while (j < c.nents && c.ents[j].comm == c.ents[i].comm) {
+            size = c.ents[j].e->size > size ? c.ents[j].e->size : size;
+            distinct += c.ents[j].crank != last;
+            last = c.ents[j].crank;
+            j++;
+        }
+        c.g[c.ng++] = (struct grp){.lo = i, .hi = j, .size = size, .complete = (int32_t)distinct == size, .memo_r = -1};
+        i = j;
+    }
+    rule_mismatch(&c);
+    rule_blocked(&c);
+    rc = c.emitted;
+out:
+    free(c.ents);
+    free(c.g);
+    free(c.term);
+    free(c.stuck);
+    free(c.be);
+    return rc;
+}

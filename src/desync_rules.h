@@ -1,0 +1,51 @@
+/*
+ * desync_rules.h - the detection rules (docs/desync.md, "What is detected"):
+ * given what every rank last published, which verdicts hold.  Pure logic
+ * (no I/O, no clock), so the unit tests and the scale simulation drive the
+ * same code the ranks and the coordinator run.
+ */
+#ifndef CCS_DESYNC_RULES_H
+#define CCS_DESYNC_RULES_H
+
+#include "desync_proto.h"
+
+/* What is known of the world at one instant. */
+struct ccs_dsx_view {
+    int32_t wsize;
+    const struct ccs_dsx_status *const *st; /* [wsize]; NULL: nothing known of that rank */
+    const uint8_t *dead;                    /* [wsize] or NULL; nonzero: process gone without exiting */
+    uint64_t now_ms;                        /* for the suspicion timer only */
+};
+
+struct ccs_dsx_thresholds {
+    uint32_t block_ms;     /* blocked this long with a blocked culprit: DESYNC */
+    uint32_t straggler_ms; /* blocked this long waiting for a running rank: STRAGGLER */
+    uint32_t suspect_ms;   /* hashes differ without records this long: MISMATCH without detail */
+};
+
+/* Verdicts already reported, so each is emitted once (and MISMATCH once per
+ * communicator).  Opaque; grows as needed. */
+struct ccs_dsx_seen;
+struct ccs_dsx_seen *ccs_dsx_seen_new(void);
+void ccs_dsx_seen_free(struct ccs_dsx_seen *s);
+/* 1 when (CLS, COMM, SEQ) was not seen before (and records it), else 0. */
+int ccs_dsx_seen_add(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, uint64_t seq);
+
+struct ccs_dsx_sink {
+    void (*verdict)(const struct ccs_dsx_verdict *v, void *arg);
+    void (*detail)(uint64_t comm, void *arg); /* hashes differ: send me the records of COMM (may be NULL) */
+    void *arg;
+};
+
+/* Applies every rule to VIEW; emits each new verdict to SINK.  Returns the
+ * number emitted, or -1 when out of memory. */
+int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thresholds *t, struct ccs_dsx_seen *seen,
+                      const struct ccs_dsx_sink *sink);
+
+/* "allreduce(count=4, float32, sum)" */
+void ccs_dsx_op_str(const struct ccs_dsx_op *op, char *buf, size_t n);
+
+/* "0,2-5,9" from a sorted list of ranks; "..." when it does not fit. */
+void ccs_dsx_ranks_str(const int32_t *ranks, size_t n, char *buf, size_t cap);
+
+#endif
