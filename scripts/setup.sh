@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# scripts/setup.sh - installs what is missing (Debian/Ubuntu, apt-get) and
+# builds ccshim out of tree in _build/.  Used by demo.sh, test.sh and CI.
+# Environment: CCSHIM_BUILD (build directory, default _build),
+# CCSHIM_CONFIGURE_FLAGS (extra configure flags), CCSHIM_NO_APT=1 to skip apt-get.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${CCSHIM_BUILD:-$top/_build}
+pkgs=(build-essential autoconf automake libtool pkg-config make gawk
+      libopenmpi-dev openmpi-bin check libunwind-dev libopenblas-dev
+      python3 binutils clang chromium)
+if [ "${CCSHIM_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
+    missing=()
+    for p in "${pkgs[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+        echo "setup: installing ${missing[*]}"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+fi
+cd "$top"
+[ -x configure ] && [ configure -nt configure.ac ] || ./autogen.sh >/dev/null
+mkdir -p "$build"
+cd "$build"
+if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ]; then
+    "$top/configure" --enable-werror ${CCSHIM_CONFIGURE_FLAGS:-} >configure.out || { cat configure.out; exit 1; }
+    sed -n '/configuration summary/,$p' configure.out
+fi
+make -j"$(nproc)" >make.out 2>&1 || { tail -50 make.out; exit 1; }
+echo "setup: built in $build"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# scripts/test.sh - set up (setup.sh), then run every test (`make check`) and
+# end with one line "N passed, N failed, N skipped" counted over every test
+# point (each Check test case and each TAP line of the shell tests).
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${CCSHIM_BUILD:-$top/_build}
+"$top/scripts/setup.sh" || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+cd "$build"
+make -j"$(nproc)" check >check.out 2>&1
+rc=$?
+grep -E '^(FAIL|ERROR|XPASS):' check.out || true
+log=test-suite.log
+count() { awk -v k="$1" '$1=="#" && $2==k":" {print $3; exit}' "$log" 2>/dev/null; }
+pass=$(count PASS); fail=$(count FAIL); err=$(count ERROR); skip=$(count SKIP); xfail=$(count XFAIL); xpass=$(count XPASS)
+pass=$(( ${pass:-0} + ${xfail:-0} )); fail=$(( ${fail:-0} + ${err:-0} + ${xpass:-0} )); skip=${skip:-0}
+if [ ! -f "$log" ]; then tail -40 check.out; fail=$((fail + 1)); fi
+sed -n '/^=\+$/,/^=\+$/p' check.out | head -20
+echo "test logs: $build/test-suite.log"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$rc" -eq 0 ] && [ "$fail" -eq 0 ]
