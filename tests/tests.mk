@@ -1,5 +1,9 @@
 # tests/tests.mk - test suites; each area keeps its own fragment.
 EXTRA_DIST += tests/tap.sh
+# Prints what a trace holds, field by field, for the tests' awk checks.
+check_PROGRAMS += tests/ccs_trace_dump
+tests_ccs_trace_dump_SOURCES = tests/ccs_trace_dump.c
+tests_ccs_trace_dump_LDADD = libccstrace.la
 include tests/unit/unit.mk
 include tests/integration/integration.mk
 include tests/nccl/nccl.mk

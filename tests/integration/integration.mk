@@ -1,8 +1,10 @@
 # tests/integration/integration.mk - real MPI programs under the preload.
-INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.sh
+INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.sh tests/integration/lifecycle.sh
 TESTS += $(INTEGRATION_TESTS)
 dist_check_SCRIPTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += tests/integration/symbols-api.txt tests/integration/symbols-mpi.txt tests/integration/symbols-nccl.txt
+check_PROGRAMS += tests/integration/lifecycle
+tests_integration_lifecycle_SOURCES = tests/integration/lifecycle.c
 if HAVE_MPI
 check_PROGRAMS += tests/integration/mpi_pattern
 tests_integration_mpi_pattern_SOURCES = tests/integration/mpi_pattern.c

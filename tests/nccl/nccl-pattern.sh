@@ -9,11 +9,11 @@
 . "$top_srcdir/tests/tap.sh"
 
 PAT=$top_builddir/tests/nccl/nccl_pattern
-DUMP=$top_builddir/tests/nccl/nccl_trace_dump
+DUMP=$top_builddir/tests/ccs_trace_dump
 SHIM=$top_builddir/.libs/libccshim.so
 [ -x "$PAT" ] || tap_skip_all "nccl.h was not found at configure time (nccl_pattern not built)"
 [ -f "$SHIM" ] || tap_skip_all "libccshim.so is not built"
-[ -x "$DUMP" ] || tap_skip_all "nccl_trace_dump is not built"
+[ -x "$DUMP" ] || tap_skip_all "ccs_trace_dump is not built"
 
 STEPS=3
 SIZES="2 3 4"

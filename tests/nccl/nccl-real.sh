@@ -9,7 +9,7 @@
 
 PROG=$top_builddir/tests/nccl/nccl_real
 SHIM=$top_builddir/.libs/libccshim.so
-DUMP=$top_builddir/tests/nccl/nccl_trace_dump
+DUMP=$top_builddir/tests/ccs_trace_dump
 [ -x "$PROG" ] || tap_skip_all "the real libnccl was not found at configure time (nccl_real not built)"
 [ -f "$SHIM" ] || tap_skip_all "libccshim.so is not built"
 tap_plan 6
@@ -38,7 +38,7 @@ if [ -x "$DUMP" ]; then
         "$exp_init
 $exp_ar" "$(awk '$1 == "R" && ($5 == "comm_init" || $5 == "allreduce") { print $5, ($7 ~ /error/ ? "error" : "-") }' "$CCS_TMP/dump.tsv")"
 else
-    tap_skip "trace contents" "nccl_trace_dump not built"
+    tap_skip "trace contents" "ccs_trace_dump not built"
 fi
 tap_eq "the shim logged no error of its own" "" "$(grep 'ccshim\[' "$CCS_TMP/shim.err" | grep -v ': summary: ' || true)"
 tap_done

@@ -21,15 +21,13 @@ tests/nccl/libnccl.so.2: $(FAKE_NCCL_SRC) $(srcdir)/tests/nccl/fake_nccl.h
 	$(AM_V_CCLD)$(CC) $(CCS_CFLAGS) $(NCCL_CFLAGS) $(CFLAGS) -fPIC -shared -Wl,-soname,libnccl.so.2 \
 	  -o $@ $(FAKE_NCCL_SRC) -lrt -pthread
 
-check_PROGRAMS += tests/nccl/nccl_pattern tests/nccl/nccl_trace_dump tests/nccl/nccl_absent
+check_PROGRAMS += tests/nccl/nccl_pattern tests/nccl/nccl_absent
 tests_nccl_nccl_pattern_SOURCES = tests/nccl/nccl_pattern.c
 tests_nccl_nccl_pattern_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
 tests_nccl_nccl_pattern_LDADD = -L$(top_builddir)/tests/nccl -l:libnccl.so.2
 tests_nccl_nccl_pattern_LDFLAGS = -Wl,-rpath,$(abs_top_builddir)/tests/nccl
 tests_nccl_nccl_pattern_DEPENDENCIES = tests/nccl/libnccl.so.2
 
-tests_nccl_nccl_trace_dump_SOURCES = tests/nccl/nccl_trace_dump.c
-tests_nccl_nccl_trace_dump_LDADD = libccstrace.la
 
 # Uses nccl.h for its types only: links no NCCL.
 tests_nccl_nccl_absent_SOURCES = tests/nccl/nccl_absent.c

@@ -1,13 +1,14 @@
 /*
- * nccl_trace_dump.c - prints traces as tab-separated lines for the NCCL
- * tests' awk checks (independent of ccshim-audit's formats on purpose: the
- * tests check what the library wrote, field by field).
+ * ccs_trace_dump.c - prints traces as tab-separated lines for the tests' awk
+ * checks (independent of ccshim-audit's formats on purpose: the tests check
+ * what the library wrote, field by field).
  *
- *   nccl_trace_dump FILE...
+ *   ccs_trace_dump FILE...
  *
  *   C  trace_rank  id  parent  rank  size  how  color  backend
  *   R  trace_rank  comm  seq  kind  step  flags  group_depth  root  count
  *      dtype  op  fingerprint  backend  bytes
+ *   E  trace_rank  records  dropped  steps  reason  signo   (the last END chunk)
  *
  * ids and fingerprints in hex, names from the kind/dtype/op lists, flags as
  * a comma-separated list of names ("-" for none).  Exit 1 on an unreadable
@@ -61,6 +62,12 @@ static int dump(const char *path)
                    x->group_depth, x->root, (unsigned long long)x->count, ccs_dtype_name(x->dtype),
                    ccs_op_name(x->op), (unsigned long long)x->fingerprint, ccs_backend_name(x->backend),
                    (unsigned long long)x->bytes);
+        } else if (it.type == CCS_ITEM_END) {
+            static const char *reasons[] = {"flush", "finalize", "exit", "signal"};
+            const struct ccs_trace_end *e = &it.u.end;
+            printf("E\t%d\t%llu\t%llu\t%llu\t%s\t%d\n", rank, (unsigned long long)e->records,
+                   (unsigned long long)e->dropped, (unsigned long long)e->steps,
+                   e->reason >= 0 && e->reason <= 3 ? reasons[e->reason] : "?", e->signo);
         }
     }
     if (rc < 0 || ccs_trace_truncated(r)) {
