@@ -1,5 +1,5 @@
 # tests/integration/integration.mk - real MPI programs under the preload.
-INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.sh tests/integration/lifecycle.sh
+INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.sh tests/integration/lifecycle.sh tests/integration/ccshim-run.sh
 TESTS += $(INTEGRATION_TESTS)
 dist_check_SCRIPTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += tests/integration/symbols-api.txt tests/integration/symbols-mpi.txt tests/integration/symbols-nccl.txt
