@@ -15,7 +15,9 @@ tap_eq "baseline run without the shim" 0 $?
 sort "$CCS_TMP/plain.out" > "$CCS_TMP/plain.sorted"
 
 tr="$CCS_TMP/trace"
-ccs_mpirun 60 $NP "$CCSHIM_RUN" --trace-dir "$tr" -- "$prog" > "$CCS_TMP/shim.out" 2> "$CCS_TMP/shim.err"
+mkdir -p "$CCS_TMP/logs"
+ccs_mpirun 60 $NP "$CCSHIM_RUN" --trace-dir "$tr" --log "$CCS_TMP/logs/r%r-%h.log" -- "$prog" \
+    > "$CCS_TMP/shim.out" 2> "$CCS_TMP/shim.err"
 tap_eq "run under ccshim-run" 0 $?
 sort "$CCS_TMP/shim.out" > "$CCS_TMP/shim.sorted"
 tap_check "every result identical to the run without the shim" cmp -s "$CCS_TMP/plain.sorted" "$CCS_TMP/shim.sorted"
@@ -73,8 +75,11 @@ tap_eq "half communicator: 5 sequenced calls incl. the PMPI_ entry" \
     "$(cut -f1,2 "$CCS_TMP/half.0" | tr '\t\n' '  ' | sed 's/ $//')"
 tap_check "half members agree call by call" sh -c "cmp -s '$CCS_TMP/half.0' '$CCS_TMP/half.2' && cmp -s '$CCS_TMP/half.1' '$CCS_TMP/half.3'"
 
-# Summary line at exit, one per rank.
-tap_eq "one summary line per rank" $NP "$(grep -c 'summary: 29 collectives, 3 point-to-point' "$CCS_TMP/shim.err")"
+# Summary line at exit, one per rank, in the log file its pattern names.
+host=$(hostname)
+tap_eq "one summary line per rank, in CCSHIM_LOG=logs/r%r-%h.log" "0 1 2 3" "$(for r in 0 1 2 3; do
+    grep -q "^ccshim\[$r@.*summary: 29 collectives, 3 point-to-point" "$CCS_TMP/logs/r$r-$host.log" && printf '%s ' $r
+    done | sed 's/ $//')"
 
 # Bad input: each bad value named with what is accepted; the job runs on unchanged.
 CCSHIM_RING_SIZE=lots CCSHIM_LOG_LEVEL=chatty ccs_mpirun 60 $NP env \
