@@ -7,7 +7,7 @@
 MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 command -v python3 > /dev/null 2>&1 || tap_skip_all "python3 (JSON checks) not installed"
-tap_plan 13
+tap_plan 14
 D=$CCS_TMP
 
 "$MKTRACE" --ranks 4 --steps 3 --micro 8 "$D/j"
@@ -23,6 +23,11 @@ tap_eq "chrome trace: deferred and sites in args" "allreduce tg_site_reducer_all
 import json,sys
 e=[x for x in json.load(open(sys.argv[1]))["traceEvents"] if x["ph"]=="X" and x.get("cat")=="mpi"][1]
 print(e["name"], e["args"]["site"].split(" ")[0])' "$D/j.trace.json")"
+
+"$CCSHIM_AUDIT" --chrome-trace "$D/s1.json" --chrome-steps 1 "$D/j" > /dev/null
+# step 1 only: 4 ranks x 17 calls, 4 step slices, the marks that open and close it
+tap_eq "--chrome-steps 1: calls steps marks tracks" "68 4 8 4" \
+    "$(python3 "$top_srcdir/tests/audit/check_chrome.py" "$D/s1.json")"
 
 H=$D/report.html
 tap_eq "html: no external resources" 0 "$(grep -Ec '(src|href)=|https?://' "$H")"

@@ -44,9 +44,15 @@ static struct counts read_counts(const char *path, int *truncated)
     struct ccs_item it;
     while ((c.rc = ccs_trace_next(r, &it, c.err, sizeof c.err)) == 1) {
         switch (it.type) {
-        case CCS_ITEM_META: c.meta++; break;
-        case CCS_ITEM_COMM: c.comm++; break;
-        case CCS_ITEM_MODULE: c.module++; break;
+        case CCS_ITEM_META:
+            c.meta++;
+            break;
+        case CCS_ITEM_COMM:
+            c.comm++;
+            break;
+        case CCS_ITEM_MODULE:
+            c.module++;
+            break;
         case CCS_ITEM_SITE:
             c.site++;
             ck_assert_uint_eq(it.u.site.depth, 2);
@@ -57,7 +63,9 @@ static struct counts read_counts(const char *path, int *truncated)
             c.record++;
             c.marks += it.u.record.kind == CCS_KIND_STEP;
             break;
-        case CCS_ITEM_END: c.end++; break;
+        case CCS_ITEM_END:
+            c.end++;
+            break;
         }
     }
     *truncated = ccs_trace_truncated(r);

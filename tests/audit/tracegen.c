@@ -15,10 +15,22 @@
 
 /* The functions whose addresses stand for the job's call sites, so that
  * addr2line finds real names and lines in this very binary. */
-__attribute__((noinline)) void tg_site_reducer_allreduce_bucket(void) { __asm__ volatile(""); }
-__attribute__((noinline)) void tg_site_gather_loss(void) { __asm__ volatile(""); }
-__attribute__((noinline)) void tg_site_broadcast_params(void) { __asm__ volatile(""); }
-__attribute__((noinline)) void tg_site_train_step(void) { __asm__ volatile(""); }
+__attribute__((noinline)) void tg_site_reducer_allreduce_bucket(void)
+{
+    __asm__ volatile("");
+}
+__attribute__((noinline)) void tg_site_gather_loss(void)
+{
+    __asm__ volatile("");
+}
+__attribute__((noinline)) void tg_site_broadcast_params(void)
+{
+    __asm__ volatile("");
+}
+__attribute__((noinline)) void tg_site_train_step(void)
+{
+    __asm__ volatile("");
+}
 
 void tg_defaults(struct tg_opts *o)
 {
@@ -46,11 +58,22 @@ int tg_parse_size(const char *s, uint64_t *out)
     if (end == s || v < 0)
         return -1;
     switch (*end) {
-    case 0: break;
-    case 'K': v *= 1024; end++; break;
-    case 'M': v *= 1024 * 1024; end++; break;
-    case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-    default: return -1;
+    case 0:
+        break;
+    case 'K':
+        v *= 1024;
+        end++;
+        break;
+    case 'M':
+        v *= 1024 * 1024;
+        end++;
+        break;
+    case 'G':
+        v *= 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        return -1;
     }
     if (*end)
         return -1;

@@ -18,14 +18,14 @@ struct tg_opts {
     int ranks, steps;
     int nbuckets;
     uint64_t bucket_bytes[TG_MAX_BUCKETS];
-    int micro;        /* reductions of every bucket per step */
-    int allgather;    /* one 8-byte all-gather per step */
-    int deferred;     /* all but the last reduction of a bucket flagged deferred */
-    int markers;      /* step markers */
-    int head;         /* parameter broadcasts before the first step */
+    int micro;                    /* reductions of every bucket per step */
+    int allgather;                /* one 8-byte all-gather per step */
+    int deferred;                 /* all but the last reduction of a bucket flagged deferred */
+    int markers;                  /* step markers */
+    int head;                     /* parameter broadcasts before the first step */
     int desync_rank, desync_step; /* that rank issues one extra all-reduce then; -1 none */
-    int no_end_rank;  /* that rank's trace has no END chunk; -1 none */
-    int cut_rank;     /* that rank's file loses its last CUT_BYTES bytes; -1 none */
+    int no_end_rank;              /* that rank's trace has no END chunk; -1 none */
+    int cut_rank;                 /* that rank's file loses its last CUT_BYTES bytes; -1 none */
     long cut_bytes;
     uint64_t dropped; /* END chunk's dropped count */
     int reports;      /* also write a desync report and a flight dump */

@@ -46,9 +46,9 @@ struct file_ctx {
     struct audit_file *f;
     uint32_t *site_map; /* file site id -> global site index */
     size_t site_map_n;
-    char **modules;     /* module id -> path */
+    char **modules; /* module id -> path */
     size_t nmodules;
-    uint64_t idx;       /* calls so far (for inferred steps) */
+    uint64_t idx; /* calls so far (for inferred steps) */
     struct hmap bufs;
     /* one-entry caches: consecutive records mostly hit the same cell */
     struct audit_cell *last_cell;
@@ -75,6 +75,7 @@ void audit_init(struct audit *a)
     a->max_ref_fp = 1u << 22;
     a->want_patterns = 1;
     a->ref_rank = -1;
+    a->chrome_last = UINT32_MAX;
 }
 
 void audit_free(struct audit *a)
@@ -101,8 +102,10 @@ void audit_free(struct audit *a)
         free(s);
     }
     free(a->site_list);
-    for (size_t i = 0; i < a->ncomms; i++)
+    for (size_t i = 0; i < a->ncomms; i++) {
         free(a->comms[i].ref_fp);
+        free(a->comms[i].members);
+    }
     free(a->comms);
     free(a->expects);
     free(a->findings);
@@ -218,8 +221,8 @@ static void on_site(struct file_ctx *x, const struct ccs_item *it)
             if (sym)
                 o += snprintf(fr + o, sizeof fr - o, "%s%s", i ? ";" : "", sym);
             else
-                o += snprintf(fr + o, sizeof fr - o, "%s%s+0x%" PRIx64, i ? ";" : "", base ? base + 1 : (m ? m : "?"),
-                              it->u.site.frames[i].offset);
+                o += snprintf(fr + o, sizeof fr - o, "%s%s+0x%" PRIx64, i ? ";" : "",
+                              base ? base + 1 : (m ? m : "?"), it->u.site.frames[i].offset);
         }
         s->frames = strdup(fr);
     }
@@ -451,7 +454,7 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
     struct audit_file *f = x->f;
     int cls = ccs_kind_class(r->kind);
     if (cls == CCS_CLASS_MARK) {
-        if (a->chrome)
+        if (a->chrome && r->step >= a->chrome_first && r->step - 1 <= a->chrome_last)
             chrome_record(a->chrome, f, r, r->step, NULL);
         return;
     }
@@ -469,8 +472,8 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
     if (a->tsv_records) {
         char flags[128] = "";
         size_t o = 0;
-#define CCS_X(e, b, s)                                                                                       \
-    if (r->flags & (b))                                                                                      \
+#define CCS_X(e, b, s)                                                                                             \
+    if (r->flags & (b))                                                                                            \
         o += snprintf(flags + o, sizeof flags - o, "%s%s", o ? "," : "", s);
         CCS_FLAG_LIST(CCS_X)
 #undef CCS_X
@@ -479,7 +482,7 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
                 (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
                 ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site);
     }
-    if (a->chrome) {
+    if (a->chrome && step >= a->chrome_first && step <= a->chrome_last) {
         char nb[256] = "";
         if (site && site <= a->nsites)
             audit_site_name(a->site_list[site - 1], nb, sizeof nb);
@@ -646,15 +649,24 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
     int rc;
     while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1) {
         switch (it.type) {
-        case CCS_ITEM_RECORD: on_record(&x, &it.u.record); break;
-        case CCS_ITEM_COMM: on_comm(&x, &it.u.comm); break;
-        case CCS_ITEM_MODULE: on_module(&x, it.u.module.id, it.u.module.path); break;
-        case CCS_ITEM_SITE: on_site(&x, &it); break;
+        case CCS_ITEM_RECORD:
+            on_record(&x, &it.u.record);
+            break;
+        case CCS_ITEM_COMM:
+            on_comm(&x, &it.u.comm);
+            break;
+        case CCS_ITEM_MODULE:
+            on_module(&x, it.u.module.id, it.u.module.path);
+            break;
+        case CCS_ITEM_SITE:
+            on_site(&x, &it);
+            break;
         case CCS_ITEM_END:
             f->has_end = 1;
             f->end = it.u.end;
             break;
-        case CCS_ITEM_META: break;
+        case CCS_ITEM_META:
+            break;
         }
     }
     const char *v;
@@ -699,10 +711,36 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
     free(x.modules);
 }
 
+static int i32_cmp(const void *x, const void *y)
+{
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Each communicator's members (ranks with sequenced calls on it), sorted. */
+static void index_members(struct audit *a)
+{
+    for (size_t i = 0; i < a->rankcomms.cap; i++) {
+        struct audit_rankcomm *rc = hmap_slot(&a->rankcomms, i);
+        struct audit_comm *cm = rc ? audit_comm_get(a, rc->k.comm, 0) : NULL;
+        if (!cm)
+            continue;
+        int32_t *n = realloc(cm->members, (cm->nmembers + 1) * sizeof *n);
+        if (!n)
+            continue;
+        cm->members = n;
+        cm->members[cm->nmembers++] = rc->k.rank;
+    }
+    for (size_t i = 0; i < a->ncomms; i++)
+        if (a->comms[i].nmembers)
+            qsort(a->comms[i].members, a->comms[i].nmembers, sizeof(int32_t), i32_cmp);
+}
+
 /* A rank that stops early or runs on departs from the reference where the
  * shorter of the two ends. */
 static void finish_first_diffs(struct audit *a)
 {
+    index_members(a);
     for (size_t i = 0; i < a->rankcomms.cap; i++) {
         struct audit_rankcomm *rc = hmap_slot(&a->rankcomms, i);
         if (!rc)

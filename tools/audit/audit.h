@@ -25,17 +25,17 @@ enum audit_file_status { FILE_OK = 0, FILE_TRUNCATED, FILE_DAMAGED, FILE_REFUSED
 
 struct audit_file {
     char *path;
-    int status;       /* enum audit_file_status */
-    char *error;      /* the reader's message, or NULL */
+    int status;  /* enum audit_file_status */
+    char *error; /* the reader's message, or NULL */
     int32_t rank, size;
     uint32_t pid;
     char host[128], job[128], exe[512];
     uint64_t start_realtime_ns;
-    uint64_t records;  /* records read */
+    uint64_t records; /* records read */
     int has_end;
     struct ccs_trace_end end; /* valid when has_end */
     uint32_t last_step;
-    uint64_t t_last_ns;   /* end of its last call */
+    uint64_t t_last_ns; /* end of its last call */
 };
 
 /* (step, rank, comm, kind, deferred) -> totals. */
@@ -69,16 +69,16 @@ struct audit_stepcomm {
         uint32_t step;
         uint32_t pad;
     } k;
-    uint32_t max_k;        /* most real reductions of one buffer on one rank */
-    uint32_t min_k;        /* fewest (over ranks with a repeated buffer) */
-    uint32_t repeated_bufs;/* buffers reduced more than once (max over ranks) */
+    uint32_t max_k;         /* most real reductions of one buffer on one rank */
+    uint32_t min_k;         /* fewest (over ranks with a repeated buffer) */
+    uint32_t repeated_bufs; /* buffers reduced more than once (max over ranks) */
     int32_t max_k_rank;
-    uint64_t max_k_bytes;  /* bytes of that buffer per reduction */
+    uint64_t max_k_bytes; /* bytes of that buffer per reduction */
     uint32_t max_k_kind;
-    uint32_t max_k_site;   /* global site index, 0 none */
+    uint32_t max_k_site; /* global site index, 0 none */
     uint32_t ranks_repeating;
     uint32_t buf_over_expect; /* most reductions of one buffer of the kind in --expect /buffer */
-    char *pattern;         /* compressed call pattern of the reference rank */
+    char *pattern;            /* compressed call pattern of the reference rank */
 };
 
 struct audit_comm {
@@ -88,6 +88,8 @@ struct audit_comm {
     uint16_t backend, how;
     int32_t color;
     uint32_t members_seen;
+    int32_t *members; /* ranks that made sequenced calls on it, sorted (after reading) */
+    size_t nmembers;
     /* Reference fingerprints by sequence number (from the first member read). */
     int32_t ref_rank;
     uint64_t *ref_fp;
@@ -102,9 +104,9 @@ struct audit_rankcomm {
         int32_t rank;
         uint32_t pad;
     } k;
-    uint64_t first_diff;  /* first sequence number whose fingerprint differs, 0 none */
+    uint64_t first_diff; /* first sequence number whose fingerprint differs, 0 none */
     uint32_t first_diff_step;
-    uint64_t max_seq;     /* last sequence number seen */
+    uint64_t max_seq; /* last sequence number seen */
     uint32_t max_seq_step;
 };
 
@@ -113,12 +115,12 @@ struct audit_site {
     struct audit_site_key {
         uint64_t hash; /* of module path and frame offsets */
     } k;
-    uint32_t index;    /* 1-based position in audit.site_list */
-    char *module;      /* path of frame 0's module, or NULL */
-    uint64_t offset;   /* frame 0 offset in it */
-    char *symbol;      /* runtime's dladdr name of frame 0, or NULL */
-    char *resolved;    /* "func at file:line" from addr2line, or NULL */
-    char *frames;      /* all frames, "sym+off;..." for the report */
+    uint32_t index;  /* 1-based position in audit.site_list */
+    char *module;    /* path of frame 0's module, or NULL */
+    uint64_t offset; /* frame 0 offset in it */
+    char *symbol;    /* runtime's dladdr name of frame 0, or NULL */
+    char *resolved;  /* "func at file:line" from addr2line, or NULL */
+    char *frames;    /* all frames, "sym+off;..." for the report */
     uint64_t count, bytes, deferred;
     uint32_t kinds_mask; /* bit per kind (kinds < 32) seen here */
 };
@@ -126,16 +128,16 @@ struct audit_site {
 /* A desync report or flight-recorder dump found beside the traces. */
 struct audit_report {
     char *path;
-    int flight;         /* 1 for *.flight */
+    int flight; /* 1 for *.flight */
     uint64_t size;
-    char summary[512];  /* first meaningful line(s) */
+    char summary[512]; /* first meaningful line(s) */
 };
 
 /* One --expect rule: KIND<=N per SCOPE. */
 enum expect_scope { EXPECT_COMM = 0, EXPECT_STEP, EXPECT_BUFFER };
 struct audit_expect {
     char text[64];
-    int kind;       /* enum ccs_kind */
+    int kind; /* enum ccs_kind */
     uint64_t limit;
     int scope;
     uint64_t worst; /* largest value seen */
@@ -147,10 +149,10 @@ struct audit_expect {
 
 /* Step inference result (steps.c). */
 struct audit_steps {
-    int source;        /* enum audit_step_source */
-    uint64_t period;   /* calls per step when inferred */
-    uint64_t head;     /* calls before the first whole step (setup; counted in step 0) */
-    uint64_t tokens;   /* calls examined */
+    int source;      /* enum audit_step_source */
+    uint64_t period; /* calls per step when inferred */
+    uint64_t head;   /* calls before the first whole step (setup; counted in step 0) */
+    uint64_t tokens; /* calls examined */
 };
 
 /* Finding kinds (findings.c). */
@@ -167,13 +169,13 @@ enum finding_kind {
 
 struct audit_finding {
     int kind;
-    int severity;    /* 0 info, 1 warning, 2 error */
+    int severity; /* 0 info, 1 warning, 2 error */
     char title[256];
     char evidence[1024];
     char action[512];
     /* machine-readable details */
     uint32_t step_first, step_last, steps;
-    uint64_t k;      /* FIND_REDUNDANT: reductions per buffer per step */
+    uint64_t k; /* FIND_REDUNDANT: reductions per buffer per step */
     uint64_t comm;
     int32_t ranks[16];
     int nranks;
@@ -185,34 +187,35 @@ struct audit {
     int tsv_records;
     FILE *tsv_records_out;
     int want_patterns;
-    size_t max_tokens;        /* cap on the reference rank's token list */
-    size_t max_ref_fp;        /* cap on reference fingerprints per comm */
+    size_t max_tokens; /* cap on the reference rank's token list */
+    size_t max_ref_fp; /* cap on reference fingerprints per comm */
     int symbolize;
     /* inputs */
     struct audit_file *files;
     size_t nfiles;
     struct audit_report *reports;
     size_t nreports;
-    uint64_t t0_realtime_ns;  /* earliest start of any trace */
+    uint64_t t0_realtime_ns; /* earliest start of any trace */
     /* aggregates */
-    struct hmap cells;     /* struct audit_cell */
-    struct hmap seqsums;   /* struct audit_seqsum */
-    struct hmap stepcomms; /* struct audit_stepcomm */
-    struct hmap rankcomms; /* struct audit_rankcomm */
-    struct hmap sites;     /* struct audit_site */
+    struct hmap cells;             /* struct audit_cell */
+    struct hmap seqsums;           /* struct audit_seqsum */
+    struct hmap stepcomms;         /* struct audit_stepcomm */
+    struct hmap rankcomms;         /* struct audit_rankcomm */
+    struct hmap sites;             /* struct audit_site */
     struct audit_site **site_list; /* by index - 1 */
     size_t nsites;
     struct audit_comm *comms;
     size_t ncomms, comms_cap;
     uint32_t max_step;
-    int ref_rank;          /* rank whose patterns are shown */
+    int ref_rank; /* rank whose patterns are shown */
     struct audit_steps steps;
     struct audit_expect *expects;
     size_t nexpects;
     struct audit_finding *findings;
     size_t nfindings;
-    /* streaming chrome trace output, or NULL */
+    /* streaming chrome trace output, or NULL, and the steps it shows */
     struct chrome_out *chrome;
+    uint32_t chrome_first, chrome_last;
 };
 
 /* ------------------------------------------------------------ aggregate.c */

@@ -64,14 +64,13 @@ static int rank_cmp(const void *x, const void *y)
 static struct member *step_members(const struct audit *a, uint32_t step, uint64_t comm, size_t *n)
 {
     *n = 0;
-    /* Members: ranks that ever called on COMM. */
+    /* Members: ranks that ever made a sequenced call on COMM. */
+    const struct audit_comm *cm = audit_comm_get((struct audit *)a, comm, 0);
     size_t cap = 0;
     struct member *m = NULL;
-    for (size_t i = 0; i < a->rankcomms.cap; i++) {
-        struct audit_rankcomm *rc = hmap_slot(&a->rankcomms, i);
-        if (!rc || rc->k.comm != comm)
-            continue;
-        const struct audit_file *f = file_of_rank(a, rc->k.rank);
+    for (size_t i = 0; cm && i < cm->nmembers; i++) {
+        int32_t rank = cm->members[i];
+        const struct audit_file *f = file_of_rank(a, rank);
         if (!f || f->last_step < step) /* its trace ended before this step */
             continue;
         if (*n == cap) {
@@ -81,13 +80,13 @@ static struct member *step_members(const struct audit *a, uint32_t step, uint64_
                 break;
             m = nm;
         }
-        m[*n].rank = rc->k.rank;
+        m[*n].rank = rank;
         m[*n].ncoll = m[*n].fpsum = 0;
         struct audit_seqsum_key key;
         memset(&key, 0, sizeof key);
         key.comm = comm;
         key.step = step;
-        key.rank = rc->k.rank;
+        key.rank = rank;
         const struct audit_seqsum *s = hmap_get((struct hmap *)&a->seqsums, &key, 0);
         if (s) {
             m[*n].ncoll = s->ncoll;
@@ -172,14 +171,50 @@ static uint64_t first_diff(const struct audit *a, uint64_t comm, const int32_t *
     return best;
 }
 
+static int u32_cmp(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The steps in which COMM has sequenced calls, sorted and unique; caller frees. */
+static uint32_t *comm_steps(const struct audit *a, uint64_t comm, size_t *n)
+{
+    uint32_t *v = NULL;
+    size_t k = 0, cap = 0;
+    for (size_t i = 0; i < a->seqsums.cap; i++) {
+        const struct audit_seqsum *s = hmap_slot(&a->seqsums, i);
+        if (!s || s->k.comm != comm)
+            continue;
+        if (k == cap) {
+            cap = cap ? cap * 2 : 64;
+            uint32_t *nv = realloc(v, cap * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+        }
+        v[k++] = s->k.step;
+    }
+    if (k)
+        qsort(v, k, sizeof *v, u32_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || v[u - 1] != v[i])
+            v[u++] = v[i];
+    *n = u;
+    return v;
+}
+
 static void mismatch_findings(struct audit *a)
 {
     for (size_t ci = 0; ci < a->ncomms; ci++) {
         uint64_t comm = a->comms[ci].id;
         uint32_t first = 0, last = 0, nsteps = 0;
         int32_t ranks[16];
-        size_t nr = 0, total_out = 0;
-        for (uint32_t step = 0; step <= a->max_step; step++) {
+        size_t nr = 0, total_out = 0, ns;
+        uint32_t *steps = comm_steps(a, comm, &ns);
+        for (size_t si = 0; si < ns; si++) {
+            uint32_t step = steps[si];
             int32_t out[16];
             size_t k = audit_step_outliers(a, step, comm, out, 16);
             if (!k)
@@ -193,6 +228,7 @@ static void mismatch_findings(struct audit *a)
             last = step;
             nsteps++;
         }
+        free(steps);
         if (!nsteps)
             continue;
         struct audit_finding *f = add(a, FIND_MISMATCH, 2);
@@ -222,13 +258,13 @@ static void mismatch_findings(struct audit *a)
         }
         free(m);
         snprintf(norm_rl, sizeof norm_rl, "%d", (int)norm_rank);
-        snprintf(f->title, sizeof f->title, "rank%s %s disagree%s with the others on comm %016" PRIx64 " from step %u",
+        snprintf(f->title, sizeof f->title,
+                 "rank%s %s disagree%s with the others on comm %016" PRIx64 " from step %u",
                  total_out > 1 ? "s" : "", rl, total_out > 1 ? "" : "s", comm, first);
-        int o = snprintf(f->evidence, sizeof f->evidence,
-                         "step %u: rank %d made %" PRIu64 " sequenced collectives, rank %s (the majority) %" PRIu64
-                         "%s; ",
-                         first, (int)ranks[0], mine, norm_rl, norm,
-                         mine == norm ? " (same count, different calls)" : "");
+        int o = snprintf(
+            f->evidence, sizeof f->evidence,
+            "step %u: rank %d made %" PRIu64 " sequenced collectives, rank %s (the majority) %" PRIu64 "%s; ",
+            first, (int)ranks[0], mine, norm_rl, norm, mine == norm ? " (same count, different calls)" : "");
         if (f->first_seq && o > 0 && (size_t)o < sizeof f->evidence)
             o += snprintf(f->evidence + o, sizeof f->evidence - (size_t)o,
                           "first differing sequence number %" PRIu64 "; ", f->first_seq);
@@ -297,7 +333,7 @@ static void redundancy_findings(struct audit *a)
         f->steps = nsteps;
         f->ranks[0] = rank;
         f->nranks = 1;
-        snprintf(f->title, sizeof f->title, "the same buffer is %s'd %s times per step (comm %016" PRIx64 ")",
+        snprintf(f->title, sizeof f->title, "%s reduces the same buffer %s times per step (comm %016" PRIx64 ")",
                  ccs_kind_name(kind), kr, comm);
         snprintf(f->evidence, sizeof f->evidence,
                  "step %u: rank %d reduced one %s buffer %u times (from %s); %u buffer%s reduced more than once "
@@ -357,11 +393,11 @@ static void file_findings(struct audit *a)
             snprintf(f->title, sizeof f->title, "%s trace %s", fl->status == FILE_REFUSED ? "skipped" : "damaged",
                      fl->path);
             snprintf(f->evidence, sizeof f->evidence, "%s", fl->error ? fl->error : "");
-            snprintf(f->action, sizeof f->action,
-                     "%s", fl->status == FILE_REFUSED ? "Read it with a ccshim-audit of the same or a newer version "
-                                                        "as the job's ccshim, or remove it from the directory."
-                                                      : "The calls before the damage are counted; the rest of "
-                                                        "this rank is missing.");
+            snprintf(f->action, sizeof f->action, "%s",
+                     fl->status == FILE_REFUSED ? "Read it with a ccshim-audit of the same or a newer version "
+                                                  "as the job's ccshim, or remove it from the directory."
+                                                : "The calls before the damage are counted; the rest of "
+                                                  "this rank is missing.");
             f->ranks[0] = fl->rank;
             f->nranks = 1;
         } else if (fl->status == FILE_TRUNCATED) {
@@ -411,9 +447,9 @@ static void report_findings(struct audit *a)
     size_t o = 0;
     for (size_t i = 0; i < a->nreports && o < sizeof f->evidence - 1; i++) {
         const char *p = a->reports[i].path, *b = strrchr(p, '/');
-        o += (size_t)snprintf(f->evidence + o, sizeof f->evidence - o, "%s%s (%" PRIu64 " bytes)%s%s", o ? "; " : "",
-                              b ? b + 1 : p, a->reports[i].size, a->reports[i].summary[0] ? ": " : "",
-                              a->reports[i].summary);
+        o += (size_t)snprintf(f->evidence + o, sizeof f->evidence - o, "%s%s (%" PRIu64 " bytes)%s%s",
+                              o ? "; " : "", b ? b + 1 : p, a->reports[i].size,
+                              a->reports[i].summary[0] ? ": " : "", a->reports[i].summary);
     }
     snprintf(f->action, sizeof f->action,
              "The runtime saw ranks fall out of step: read the reports (they name the ranks and the calls), "
@@ -436,7 +472,8 @@ static void expect_findings(struct audit *a)
                  "worst: %" PRIu64 " %s per %s (limit %" PRIu64 ") in step %u on rank %d, comm %016" PRIx64,
                  e->worst, ccs_kind_name(e->kind), scope[e->scope], e->limit, e->worst_step, (int)e->worst_rank,
                  e->worst_comm);
-        snprintf(f->action, sizeof f->action, "See the other findings for why; raise the limit if this is intended.");
+        snprintf(f->action, sizeof f->action,
+                 "See the other findings for why; raise the limit if this is intended.");
         f->step_first = e->worst_step;
         f->k = e->worst;
         f->ranks[0] = e->worst_rank;

@@ -20,6 +20,7 @@ static void usage(FILE *f)
           "  --tsv-records        one tab-separated line per record:\n"
           "                       rank seq comm kind count dtype op root fingerprint step flags site\n"
           "  --chrome-trace FILE  also write a Trace Event file for Perfetto / chrome://tracing\n"
+          "  --chrome-steps A[-B] only steps A to B in the Chrome trace (it holds every call)\n"
           "  --html FILE          also write a self-contained HTML report\n"
           "  --expect KIND<=N[/comm|/step|/buffer]\n"
           "                       fail (exit 1) when a step has more than N real calls of KIND per\n"
@@ -33,12 +34,24 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_JSON = 256, OPT_TSV, OPT_TSVREC, OPT_CHROME, OPT_HTML, OPT_EXPECT, OPT_NOSYM, OPT_HELP, OPT_VERSION };
+    enum {
+        OPT_JSON = 256,
+        OPT_TSV,
+        OPT_TSVREC,
+        OPT_CHROME,
+        OPT_CHROME_STEPS,
+        OPT_HTML,
+        OPT_EXPECT,
+        OPT_NOSYM,
+        OPT_HELP,
+        OPT_VERSION
+    };
     static const struct option opts[] = {
         {"json", no_argument, 0, OPT_JSON},
         {"tsv", no_argument, 0, OPT_TSV},
         {"tsv-records", no_argument, 0, OPT_TSVREC},
         {"chrome-trace", required_argument, 0, OPT_CHROME},
+        {"chrome-steps", required_argument, 0, OPT_CHROME_STEPS},
         {"html", required_argument, 0, OPT_HTML},
         {"expect", required_argument, 0, OPT_EXPECT},
         {"no-symbols", no_argument, 0, OPT_NOSYM},
@@ -52,12 +65,38 @@ int main(int argc, char **argv)
     audit_init(&a);
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case OPT_JSON: json = 1; break;
-        case OPT_TSV: tsv = 1; break;
-        case OPT_TSVREC: a.tsv_records = 1; break;
-        case OPT_CHROME: chrome = optarg; break;
-        case OPT_HTML: html = optarg; break;
-        case OPT_NOSYM: symbols = 0; break;
+        case OPT_JSON:
+            json = 1;
+            break;
+        case OPT_TSV:
+            tsv = 1;
+            break;
+        case OPT_TSVREC:
+            a.tsv_records = 1;
+            break;
+        case OPT_CHROME:
+            chrome = optarg;
+            break;
+        case OPT_HTML:
+            html = optarg;
+            break;
+        case OPT_CHROME_STEPS: {
+            unsigned lo, hi;
+            int n = 0;
+            if (sscanf(optarg, "%u-%u%n", &lo, &hi, &n) == 2 && optarg[n] == 0 && lo <= hi) {
+                a.chrome_first = lo;
+                a.chrome_last = hi;
+            } else if (sscanf(optarg, "%u%n", &lo, &n) == 1 && optarg[n] == 0) {
+                a.chrome_first = a.chrome_last = lo;
+            } else {
+                fprintf(stderr, "ccshim-audit: --chrome-steps '%s': expected a step or a range A-B\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case OPT_NOSYM:
+            symbols = 0;
+            break;
         case OPT_EXPECT: {
             char err[256];
             struct audit_expect *n = realloc(a.expects, (a.nexpects + 1) * sizeof *n);
@@ -72,11 +111,16 @@ int main(int argc, char **argv)
             break;
         }
         case 'h':
-        case OPT_HELP: usage(stdout); return 0;
-        case OPT_VERSION: printf("ccshim-audit %s (trace format %u, JSON schema %d)\n", PACKAGE_VERSION,
-                                 CCS_TRACE_VERSION, AUDIT_JSON_VERSION);
+        case OPT_HELP:
+            usage(stdout);
             return 0;
-        default: usage(stderr); return 2;
+        case OPT_VERSION:
+            printf("ccshim-audit %s (trace format %u, JSON schema %d)\n", PACKAGE_VERSION, CCS_TRACE_VERSION,
+                   AUDIT_JSON_VERSION);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (json + tsv + a.tsv_records > 1) {
@@ -141,6 +185,12 @@ int main(int argc, char **argv)
         }
         if (failed && rc == 0) {
             fprintf(stderr, "ccshim-audit: %d --expect rule%s exceeded\n", failed, failed == 1 ? "" : "s");
+            for (size_t i = 0; i < a.nexpects; i++)
+                if (a.expects[i].violations)
+                    fprintf(stderr, "ccshim-audit:   %s: %llu time%s, worst %llu in step %u on rank %d\n",
+                            a.expects[i].text, (unsigned long long)a.expects[i].violations,
+                            a.expects[i].violations == 1 ? "" : "s", (unsigned long long)a.expects[i].worst,
+                            a.expects[i].worst_step, (int)a.expects[i].worst_rank);
             rc = 1;
         }
     }

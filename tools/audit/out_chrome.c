@@ -13,9 +13,11 @@
 struct chrome_out {
     FILE *f;
     int first;
-    uint64_t t0;        /* realtime ns of time 0 */
+    int named;       /* process_name written */
+    int64_t unknown; /* next track id for traces of unknown rank */
+    uint64_t t0;     /* realtime ns of time 0 */
     int64_t tid;
-    double off_us;      /* this rank's start relative to t0 */
+    double off_us; /* this rank's start relative to t0 */
     int in_step;
     uint32_t step;
     uint64_t s_start, s_end; /* ns from the rank's start */
@@ -43,26 +45,20 @@ static void sep(struct chrome_out *c)
     c->first = 0;
 }
 
-void chrome_set_t0(struct chrome_out *c, uint64_t t0_realtime_ns) { c->t0 = t0_realtime_ns; }
+void chrome_set_t0(struct chrome_out *c, uint64_t t0_realtime_ns)
+{
+    c->t0 = t0_realtime_ns;
+}
 
 void chrome_rank_begin(struct chrome_out *c, const struct audit_file *f)
 {
-    static int64_t unknown = 100000;
-    c->tid = f->rank >= 0 ? f->rank : unknown++;
+    if (!c->unknown)
+        c->unknown = 1000000;
+    c->tid = f->rank >= 0 ? f->rank : c->unknown++;
     c->off_us = f->start_realtime_ns >= c->t0 ? (double)(f->start_realtime_ns - c->t0) / 1e3 : 0;
     c->in_step = 0;
-    sep(c);
-    fprintf(c->f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRId64 ",\"args\":{\"name\":", c->tid);
-    char name[300];
-    snprintf(name, sizeof name, "rank %d%s%s", (int)f->rank, f->host[0] ? " " : "", f->host);
-    json_str(c->f, name);
-    fputs("}}", c->f);
-    sep(c);
-    fprintf(c->f,
-            "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRId64
-            ",\"args\":{\"sort_index\":%" PRId64 "}}",
-            c->tid, c->tid);
-    if (c->tid == 0 || (f->rank < 0 && c->tid == 100000)) {
+    if (!c->named) {
+        c->named = 1;
         sep(c);
         fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"ccshim job\"}}", c->f);
     }
@@ -73,10 +69,11 @@ static void end_step(struct chrome_out *c)
     if (!c->in_step)
         return;
     sep(c);
-    fprintf(c->f,
-            "{\"name\":\"step %u\",\"cat\":\"step\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":%" PRId64
-            ",\"args\":{\"step\":%u}}",
-            c->step, c->off_us + (double)c->s_start / 1e3, (double)(c->s_end - c->s_start) / 1e3, c->tid, c->step);
+    fprintf(
+        c->f,
+        "{\"name\":\"step %u\",\"cat\":\"step\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":%" PRId64
+        ",\"args\":{\"step\":%u}}",
+        c->step, c->off_us + (double)c->s_start / 1e3, (double)(c->s_end - c->s_start) / 1e3, c->tid, c->step);
     c->in_step = 0;
 }
 
@@ -88,7 +85,8 @@ void chrome_record(struct chrome_out *c, const struct audit_file *f, const struc
     if (r->kind == CCS_KIND_STEP) {
         sep(c);
         fprintf(c->f,
-                "{\"name\":\"step mark\",\"cat\":\"step\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":1,\"tid\":%" PRId64
+                "{\"name\":\"step "
+                "mark\",\"cat\":\"step\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":1,\"tid\":%" PRId64
                 ",\"args\":{\"new_step\":%u}}",
                 ts, c->tid, r->step);
         return;
@@ -117,10 +115,22 @@ void chrome_record(struct chrome_out *c, const struct audit_file *f, const struc
     fputs("}}", c->f);
 }
 
+/* The track's name goes last: the host is known once META has been read. */
 void chrome_rank_end(struct chrome_out *c, const struct audit_file *f)
 {
-    (void)f;
     end_step(c);
+    sep(c);
+    fprintf(c->f,
+            "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRId64 ",\"args\":{\"name\":", c->tid);
+    char name[300];
+    snprintf(name, sizeof name, "rank %d%s%.200s", (int)f->rank, f->host[0] ? " " : "", f->host);
+    json_str(c->f, name);
+    fputs("}}", c->f);
+    sep(c);
+    fprintf(c->f,
+            "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%" PRId64
+            ",\"args\":{\"sort_index\":%" PRId64 "}}",
+            c->tid, c->tid);
 }
 
 int chrome_close(struct chrome_out *c)

@@ -31,6 +31,39 @@ static const char *css =
     ".bar{fill:#3b78c4}.bar.deferred{fill:#bbb}.bar.odd{fill:#d33}.axis{stroke:#888}"
     "svg text{font-size:10px;fill:#444}.legend span{display:inline-block;width:12px;height:12px;margin:0 4px}";
 
+static uint64_t real_of(struct hmap *m, uint32_t step, int32_t rank)
+{
+    struct sr key;
+    memset(&key, 0, sizeof key);
+    key.k.step = step;
+    key.k.rank = rank;
+    struct sr *s = hmap_get(m, &key, 0);
+    return s ? s->real : 0;
+}
+
+/* With many ranks the chart shows two per step: the one with the fewest real
+ * reductions and the one with the most (on a tie, a rank that differs from
+ * the others, else the lowest). */
+static int32_t extreme(struct hmap *m, uint32_t step, const int32_t *ranks, size_t nr, int most, const int32_t *out,
+                       size_t nout)
+{
+    int32_t best = nr ? ranks[0] : -1;
+    uint64_t bv = nr ? real_of(m, step, best) : 0;
+    int bodd = 0;
+    for (size_t i = 0; i < nr; i++) {
+        uint64_t v = real_of(m, step, ranks[i]);
+        int odd = 0;
+        for (size_t o = 0; o < nout; o++)
+            odd |= out[o] == ranks[i];
+        if ((most ? v > bv : v < bv) || (v == bv && odd && !bodd)) {
+            best = ranks[i];
+            bv = v;
+            bodd = odd;
+        }
+    }
+    return best;
+}
+
 static void chart(struct audit *a, FILE *f)
 {
     struct hmap m;
@@ -77,7 +110,7 @@ static void chart(struct audit *a, FILE *f)
             "<h2>Reductions per step%s</h2>\n<p class=\"legend\"><span style=\"background:#3b78c4\"></span>real "
             "<span style=\"background:#bbb\"></span>deferred (coalesced) <span style=\"background:#d33\"></span>"
             "rank that differs from the others%s</p>\n",
-            per_rank ? " and rank" : " (lowest and highest rank)",
+            per_rank ? " and rank" : " (the ranks with the fewest and the most)",
             a->max_step + 1 > MAX_STEPS_SHOWN ? "; first steps only" : "");
     fprintf(f,
             "<svg id=\"chart-reductions\" width=\"%.0f\" height=\"%.0f\" "
@@ -95,7 +128,7 @@ static void chart(struct audit *a, FILE *f)
             nout += k < 64 - nout ? k : 64 - nout;
         }
         for (size_t b = 0; b < bars_per_step; b++) {
-            int32_t rank = per_rank ? (nr ? ranks[b] : -1) : (b == 0 ? ranks[0] : ranks[nr - 1]);
+            int32_t rank = per_rank ? (nr ? ranks[b] : -1) : extreme(&m, st, ranks, nr, b == 1, out, nout);
             struct sr key;
             memset(&key, 0, sizeof key);
             key.k.step = st;
@@ -129,8 +162,14 @@ static void chart(struct audit *a, FILE *f)
 static void findings(struct audit *a, FILE *f)
 {
     static const char *sev[] = {"info", "warning", "error"};
-    static const char *kn[] = {"",          "redundant-reduction", "rank-mismatch",    "desync-reports",
-                               "deferred-reductions", "truncated-trace", "unreadable-trace", "dropped-records",
+    static const char *kn[] = {"",
+                               "redundant-reduction",
+                               "rank-mismatch",
+                               "desync-reports",
+                               "deferred-reductions",
+                               "truncated-trace",
+                               "unreadable-trace",
+                               "dropped-records",
                                "expect-exceeded"};
     fprintf(f, "<h2>Findings</h2>\n<ol id=\"findings\">\n");
     if (!a->nfindings)
@@ -169,8 +208,9 @@ static void sites(struct audit *a, FILE *f)
         qsort(v, a->nsites, sizeof *v, site_cmp);
         for (size_t i = 0; i < a->nsites && i < 20; i++) {
             char b[32], nm[512];
-            fprintf(f, "<tr class=\"site\"><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%s</td><td class=\"n\">%" PRIu64
-                       "</td><td>",
+            fprintf(f,
+                    "<tr class=\"site\"><td class=\"n\">%" PRIu64
+                    "</td><td class=\"n\">%s</td><td class=\"n\">%" PRIu64 "</td><td>",
                     v[i]->count, fmt_bytes(v[i]->bytes, b, sizeof b), v[i]->deferred);
             int first = 1;
             for (unsigned k = 0; k < 32; k++)
@@ -193,8 +233,9 @@ static void patterns(struct audit *a, FILE *f)
 {
     size_t n;
     struct audit_stepcomm **v = audit_sorted_stepcomms(a, &n);
-    fprintf(f, "<h2>Call pattern per step (rank %d)</h2>\n<table id=\"patterns\"><tr><th>step</th><th>comm</th>"
-               "<th>pattern</th></tr>\n",
+    fprintf(f,
+            "<h2>Call pattern per step (rank %d)</h2>\n<table id=\"patterns\"><tr><th>step</th><th>comm</th>"
+            "<th>pattern</th></tr>\n",
             (int)a->ref_rank);
     size_t shown = 0;
     for (size_t i = 0; v && i < n && shown < MAX_STEPS_SHOWN; i++) {

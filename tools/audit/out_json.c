@@ -9,14 +9,22 @@
 static const char *finding_name(int k)
 {
     switch (k) {
-    case FIND_REDUNDANT: return "redundant-reduction";
-    case FIND_MISMATCH: return "rank-mismatch";
-    case FIND_REPORTS: return "desync-reports";
-    case FIND_DEFERRED: return "deferred-reductions";
-    case FIND_TRUNCATED: return "truncated-trace";
-    case FIND_UNREADABLE: return "unreadable-trace";
-    case FIND_DROPPED: return "dropped-records";
-    case FIND_EXPECT: return "expect-exceeded";
+    case FIND_REDUNDANT:
+        return "redundant-reduction";
+    case FIND_MISMATCH:
+        return "rank-mismatch";
+    case FIND_REPORTS:
+        return "desync-reports";
+    case FIND_DEFERRED:
+        return "deferred-reductions";
+    case FIND_TRUNCATED:
+        return "truncated-trace";
+    case FIND_UNREADABLE:
+        return "unreadable-trace";
+    case FIND_DROPPED:
+        return "dropped-records";
+    case FIND_EXPECT:
+        return "expect-exceeded";
     }
     return "?";
 }
@@ -48,8 +56,9 @@ static void files(struct audit *a, FILE *f)
         json_str(f, x->exe);
         fprintf(f, ",\"records\":%" PRIu64 ",\"last_step\":%u,\"end\":", x->records, x->last_step);
         if (x->has_end)
-            fprintf(f, "{\"reason\":\"%s\",\"signal\":%d,\"records\":%" PRIu64 ",\"dropped\":%" PRIu64
-                       ",\"steps\":%" PRIu64 "}",
+            fprintf(f,
+                    "{\"reason\":\"%s\",\"signal\":%d,\"records\":%" PRIu64 ",\"dropped\":%" PRIu64
+                    ",\"steps\":%" PRIu64 "}",
                     x->end.reason >= 0 && x->end.reason < 4 ? reason[x->end.reason] : "?", (int)x->end.signo,
                     (uint64_t)x->end.records, (uint64_t)x->end.dropped, (uint64_t)x->end.steps);
         else
@@ -262,8 +271,8 @@ void out_json(struct audit *a, FILE *f)
     fprintf(f, "{\"schema\":\"ccshim-audit\",\"version\":%d,\n\"steps_source\":\"%s\",\"inference\":",
             AUDIT_JSON_VERSION, src[a->steps.source]);
     if (a->steps.source == STEPS_INFERRED)
-        fprintf(f, "{\"period\":%" PRIu64 ",\"head\":%" PRIu64 ",\"calls_examined\":%" PRIu64 "}",
-                a->steps.period, a->steps.head, a->steps.tokens);
+        fprintf(f, "{\"period\":%" PRIu64 ",\"head\":%" PRIu64 ",\"calls_examined\":%" PRIu64 "}", a->steps.period,
+                a->steps.head, a->steps.tokens);
     else
         fputs("null", f);
     fprintf(f, ",\"pattern_rank\":%d,\n", (int)a->ref_rank);

@@ -24,12 +24,13 @@ struct trow {
 static int group_cmp(const void *x, const void *y)
 {
     const struct audit_cell *a = *(struct audit_cell *const *)x, *b = *(struct audit_cell *const *)y;
-#define CMP(f)                                                                                               \
-    if (a->f != b->f)                                                                                        \
+#define CMP(f)                                                                                                     \
+    if (a->f != b->f)                                                                                              \
         return a->f < b->f ? -1 : 1;
-    CMP(k.step) CMP(k.comm) CMP(k.kind) CMP(k.deferred) CMP(count) CMP(bytes) CMP(k.rank)
+    CMP(k.step)
+    CMP(k.comm) CMP(k.kind) CMP(k.deferred) CMP(count) CMP(bytes) CMP(k.rank)
 #undef CMP
-    return 0;
+        return 0;
 }
 
 /* Rows of one step from V[*I..] (cells sorted by group_cmp); advances *I. */
@@ -355,16 +356,14 @@ static void print_header(struct audit *a, FILE *f)
     fputc('\n', f);
     if (a->steps.source == STEPS_MARKERS)
         fprintf(f, "steps: from step markers, %u steps\n", a->max_step + 1);
-    else if (a->steps.source == STEPS_INFERRED)
-    {
+    else if (a->steps.source == STEPS_INFERRED) {
         char t[256];
         snprintf(t, sizeof t,
                  "INFERRED (no step markers): the call stream repeats every %" PRIu64 " calls after %" PRIu64
                  " setup calls (counted in step 0); %u steps",
                  a->steps.period, a->steps.head, a->max_step + 1);
         wrap(f, "steps: ", t, 7);
-    }
-    else
+    } else
         fprintf(f, "steps: no step markers and no repeating call pattern: everything is step 0\n");
     if (a->nreports)
         fprintf(f, "reports: %zu desync report/flight dump file%s beside the traces (see findings)\n", a->nreports,

@@ -12,8 +12,7 @@ void out_tsv(struct audit *a, FILE *f)
     for (size_t i = 0; i < n; i++) {
         const struct audit_cell *c = v[i];
         fprintf(f, "%u\t%d\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%" PRIu64 "\t%u\t%" PRIu64 "\n", c->k.step,
-                (int)c->k.rank, c->k.comm, ccs_kind_name(c->k.kind), c->count, c->bytes, c->k.deferred,
-                c->time_ns);
+                (int)c->k.rank, c->k.comm, ccs_kind_name(c->k.kind), c->count, c->bytes, c->k.deferred, c->time_ns);
     }
     free(v);
 }

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_BLOCK 256     /* longest repeating block looked for */
-#define MAX_PATTERN 4000  /* characters; longer patterns end with "..." */
+#define MAX_BLOCK 256    /* longest repeating block looked for */
+#define MAX_PATTERN 4000 /* characters; longer patterns end with "..." */
 
 struct sbuf {
     char *s;

@@ -115,8 +115,8 @@ void audit_symbolize(struct audit *a, size_t n)
         struct audit_site *batch[64];
         size_t nb = 0;
         for (size_t j = i; j < n && nb < 64; j++) {
-            if (top[j]->module && !top[j]->resolved && strcmp(top[j]->module, s->module) == 0 &&
-                o > 0 && (size_t)o + 40 < sizeof cmd) {
+            if (top[j]->module && !top[j]->resolved && strcmp(top[j]->module, s->module) == 0 && o > 0 &&
+                (size_t)o + 40 < sizeof cmd) {
                 batch[nb++] = top[j];
                 o += snprintf(cmd + o, sizeof cmd - (size_t)o, " 0x%" PRIx64, top[j]->offset + base);
             }
