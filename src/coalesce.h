@@ -50,6 +50,10 @@ CCS_HIDDEN const struct ccs_coalesce_policy *ccs_coalesce_policy(void);
 /* Reads the settings and switches coalescing on when asked.  Idempotent. */
 CCS_HIDDEN void ccs_coalesce_init(void);
 
+/* Puts policy P in force and switches coalescing on or off to match (init,
+ * and unit tests). */
+CCS_HIDDEN void ccs_coalesce_configure(const struct ccs_coalesce_policy *p);
+
 /* 1 when a reduction of OP over DTYPE with BYTES per rank may be coalesced
  * (SUM, AVG, host-scalar PreMulSum; floating point; >= MIN_BYTES). */
 CCS_HIDDEN int ccs_coalesce_eligible(unsigned op, unsigned dtype, uint64_t bytes);
@@ -91,6 +95,7 @@ struct ccs_coal_id {
     uint32_t learned;        /* auto: calls per step seen so far, 0 = none yet */
     uint32_t learn_ok;       /* auto: 1 while every learning step agreed */
     uint32_t first_step;     /* step of first sight */
+    _Atomic int32_t aux;     /* the backend's cached value (NCCL: device), -1 unknown */
     _Atomic uint64_t deferred, real; /* totals */
 };
 
@@ -139,6 +144,9 @@ CCS_HIDDEN uint16_t ccs_float_to_bf16(float f);
  * deferred call was left without its real one.  STEP is the step that
  * begins (the first mark passes 1). */
 CCS_HIDDEN void ccs_coalesce_step_end(uint64_t step);
+
+/* Forgets what auto learned and agreed (a new policy put in force). */
+CCS_HIDDEN void ccs_coalesce_learning_reset(void);
 
 /* At the end of the run (MPI_Finalize, exit): the same verification, and a
  * one-line account of deferred and real calls. */

@@ -44,16 +44,14 @@ int ccs_coalesce_parse(const char *s, struct ccs_coalesce_policy *p, char *why, 
 
 const struct ccs_coalesce_policy *ccs_coalesce_policy(void) { return &policy; }
 
-/* CCSHIM_ON_DESYNC belongs to the desync feature's rows of the config table;
- * read it here by name so coalescing follows the same policy.  Its default
- * is the table's. */
+/* CCSHIM_ON_DESYNC (the desync feature's row of the config table): a failed
+ * verification follows the same policy as a desync. */
 static int read_abort_policy(void)
 {
-    const char *v = getenv("CCSHIM_ON_DESYNC");
-    for (size_t i = 0; (!v || !*v) && i < ccs_config_nrows; i++)
+    for (size_t i = 0; i < ccs_config_nrows; i++)
         if (strcmp(ccs_config_rows[i].name, "CCSHIM_ON_DESYNC") == 0)
-            v = ccs_config_rows[i].def;
-    return v && strcasecmp(v, "abort") == 0;
+            return ccs_cfg.on_desync == ccs_config_enum_index(ccs_config_rows[i].help, "abort");
+    return 0;
 }
 
 int ccs_coalesce_abort_on_error(void) { return abort_on_error; }
@@ -61,12 +59,21 @@ int ccs_coalesce_abort_on_error(void) { return abort_on_error; }
 void ccs_coalesce_init(void)
 {
     char why[128];
+    struct ccs_coalesce_policy p;
     if (atomic_exchange(&inited, 1))
         return;
-    if (ccs_coalesce_parse(ccs_cfg.coalesce, &policy, why, sizeof why) != 0) {
+    if (ccs_coalesce_parse(ccs_cfg.coalesce, &p, why, sizeof why) != 0) {
         CCS_LOG(ERROR, "CCSHIM_COALESCE='%s' ignored: %s; coalescing stays off", ccs_cfg.coalesce, why);
         return;
     }
+    ccs_coalesce_configure(&p);
+}
+
+void ccs_coalesce_configure(const struct ccs_coalesce_policy *p)
+{
+    policy = *p;
+    atomic_store(&ccs_coalesce_on, 0);
+    ccs_coalesce_learning_reset();
     if (policy.mode == CCS_COALESCE_OFF)
         return;
     abort_on_error = read_abort_policy();

@@ -12,11 +12,13 @@
  * with N when it was called N >= 2 times in each learning step since it was
  * first seen.  At the marker that ends learning the members of every
  * communicator agree on the qualified identities (a digest of ordinal,
- * count, datatype, op and N, through ccs_coalesce_agree) before anything is
- * deferred; a communicator whose members disagree coalesces nothing.
+ * count, datatype, op and N; over desync's side channel, else through
+ * ccs_coalesce_agree, MPI's) before anything is deferred; a communicator
+ * whose members disagree coalesces nothing.
  */
 #include "ccs_config.h"
 #include "coalesce.h"
+#include "desync.h"
 #include "log.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +98,8 @@ static void learn_one(struct ccs_coal_id *id, void *arg)
 struct digest {
     size_t n;
     uint64_t comm[MAX_COMMS];
+    uintptr_t handle[MAX_COMMS];
+    uint8_t backend[MAX_COMMS];
     int32_t size[MAX_COMMS];
     uint64_t dig[MAX_COMMS];
     uint8_t agreed[MAX_COMMS];
@@ -117,6 +121,8 @@ static int comm_slot(struct digest *d, const struct ccs_coal_id *id)
         return -1;
     }
     d->comm[d->n] = id->comm;
+    d->handle[d->n] = id->handle;
+    d->backend[d->n] = id->backend;
     d->size[d->n] = id->size;
     d->dig[d->n] = 0x6469676573740000ULL;
     return (int)d->n++;
@@ -155,6 +161,35 @@ static void enable_one(struct ccs_coal_id *id, void *arg)
         }
 }
 
+/* Agreement over desync's side channel: one ccs_desync_agree_u64 per
+ * communicator, in increasing identity order on every rank (so two ranks
+ * never wait for each other on different communicators); agreed when the
+ * largest and the smallest digest of the members are equal.  A member with
+ * no candidates there never answers: the others time out, once, and
+ * coalesce nothing on it either. */
+#define AGREE_TIMEOUT_MS 30000
+static void desync_agree(struct digest *d)
+{
+    size_t order[MAX_COMMS];
+    for (size_t i = 0; i < d->n; i++)
+        order[i] = i;
+    for (size_t i = 1; i < d->n; i++) /* insertion sort by identity */
+        for (size_t j = i; j > 0 && d->comm[order[j]] < d->comm[order[j - 1]]; j--) {
+            size_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (size_t k = 0; k < d->n; k++) {
+        size_t i = order[k];
+        uint64_t hi = 0, lo = 1;
+        struct ccs_comm *c = ccs_comm_lookup(d->backend[i], d->handle[i]);
+        uint64_t key = ccs_hash_mix(0x636f616c65736365ULL /* "coalesce" */, ccs_step_now());
+        d->agreed[i] = c && c->agreed &&
+                       ccs_desync_agree_u64(c, key, d->dig[i], &hi, &lo, AGREE_TIMEOUT_MS) == 0 && hi == lo &&
+                       hi == d->dig[i];
+    }
+}
+
 static void agree_and_enable(void)
 {
     static struct digest d; /* the marker path is single-threaded per process */
@@ -163,13 +198,19 @@ static void agree_and_enable(void)
     if (d.overflow)
         CCS_LOG(WARN, "coalescing auto: candidates on more than %d communicators; the others stay uncoalesced",
                 MAX_COMMS);
-    if (!ccs_coalesce_agree) {
-        CCS_LOG(WARN, "coalescing auto: no way to agree with the other ranks in this process (MPI not "
-                      "initialised, no side channel); nothing is coalesced");
-        return;
-    }
-    if (ccs_coalesce_agree(d.n, d.comm, d.size, d.dig, d.agreed) != 0) {
-        CCS_LOG(WARN, "coalescing auto: the agreement between ranks failed; nothing is coalesced");
+    const char *how;
+    if (ccs_desync_active()) {
+        how = "the side channel";
+        desync_agree(&d);
+    } else if (ccs_coalesce_agree) {
+        how = "a private MPI communicator";
+        if (ccs_coalesce_agree(d.n, d.comm, d.size, d.dig, d.agreed) != 0) {
+            CCS_LOG(WARN, "coalescing auto: the agreement between ranks failed; nothing is coalesced");
+            return;
+        }
+    } else {
+        CCS_LOG(WARN, "coalescing auto: no way to agree with the other ranks in this process (no side channel: "
+                      "CCSHIM_DESYNC=0 or not started, and no MPI); nothing is coalesced");
         return;
     }
     size_t ok = 0;
@@ -180,9 +221,11 @@ static void agree_and_enable(void)
                           "nothing is coalesced on it",
                     (unsigned long long)d.comm[i]);
     }
-    CCS_LOG(INFO, "coalescing auto: agreed on %zu of %zu communicator(s)", ok, d.n);
+    CCS_LOG(INFO, "coalescing auto: agreed on %zu of %zu communicator(s) through %s", ok, d.n, how);
     ccs_coalesce_foreach(enable_one, &d);
 }
+
+void ccs_coalesce_learning_reset(void) { agreed_done = 0; }
 
 static void reset_step(struct ccs_coal_id *id, void *arg)
 {

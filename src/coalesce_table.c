@@ -77,6 +77,7 @@ static struct ccs_coal_id *insert(uint64_t h, uint64_t comm, uintptr_t handle, i
             e->first_step = ccs_step_now();
             e->learned = 0;
             e->learn_ok = 1;
+            atomic_store_explicit(&e->aux, -1, memory_order_relaxed);
             const struct ccs_coalesce_policy *p = ccs_coalesce_policy();
             atomic_store_explicit(&e->period, p->mode == CCS_COALESCE_EVERY ? p->every : 0, memory_order_relaxed);
             atomic_store_explicit(&e->pending, 0, memory_order_relaxed);

@@ -30,7 +30,25 @@
     X(job_id, "CCSHIM_JOB_ID", STR, "",                                                                   \
       "job id in trace names; default: from Slurm, Open MPI, PMIx or torchrun, else 'local'")             \
     /* --- desync detection (docs/desync.md) ----------------------------------------------- */          \
-    /* CCS_CONFIG_DESYNC_ROWS */                                                                           \
+    X(desync, "CCSHIM_DESYNC", BOOL, "1", "early desync detection over a side channel (docs/desync.md)")     \
+    X(on_desync, "CCSHIM_ON_DESYNC", ENUM, "warn",                                                        \
+      "{warn abort}: after the diagnostics of a MISMATCH, DESYNC or DEAD verdict, abort the job")         \
+    X(desync_period_ms, "CCSHIM_DESYNC_PERIOD_MS", INT, "20", "side-channel publication period in ms, 1..10000") \
+    X(desync_block_ms, "CCSHIM_DESYNC_BLOCK_MS", INT, "1000",                                             \
+      "blocked this long (ms) in a collective that cannot complete: DESYNC, 10..3600000")                 \
+    X(desync_straggler_ms, "CCSHIM_DESYNC_STRAGGLER_MS", INT, "10000",                                    \
+      "waiting this long (ms) for a rank that computes: STRAGGLER warning, 10..86400000")                 \
+    X(desync_heartbeat_ms, "CCSHIM_DESYNC_HEARTBEAT_MS", INT, "10000",                                    \
+      "no publication from a live-looking rank for this long (ms): DEAD, 100..3600000")                   \
+    X(desync_flight, "CCSHIM_DESYNC_FLIGHT", INT, "64",                                                   \
+      "records per thread in the flight-recorder file written with a verdict, 0..65536")                  \
+    X(desync_transport, "CCSHIM_DESYNC_TRANSPORT", ENUM, "auto",                                          \
+      "{auto shm tcp}: auto = shared memory, plus TCP when ranks span hosts")                             \
+    X(coord, "CCSHIM_COORD", STR, "",                                                                     \
+      "host:port of the coordinator (in rank 0); default: MPI, or MASTER_ADDR and MASTER_PORT+1")         \
+    X(secret, "CCSHIM_SECRET", STR, "", "per-job secret authenticating side-channel members")             \
+    X(desync_host, "CCSHIM_DESYNC_HOST", STR, "",                                                         \
+      "host identity for the side channel (default: the host name); ranks sharing it share memory")      \
     /* --- coalescing (docs/coalescing.md) ------------------------------------------------- */          \
     X(coalesce, "CCSHIM_COALESCE", STR, "off",                                                             \
       "coalesce per-mini-batch all-reduces: off, every:N (per identity N-1 of every N answered locally, "  \
@@ -49,6 +67,11 @@
     X(ring_size, 1024, 16777216)                                                                           \
     X(stack_depth, 0, 32)                                                                                  \
     X(flush_ms, 1, 60000)                                                                                  \
+    X(desync_period_ms, 1, 10000)                                                                          \
+    X(desync_block_ms, 10, 3600000)                                                                        \
+    X(desync_straggler_ms, 10, 86400000)                                                                   \
+    X(desync_heartbeat_ms, 100, 3600000)                                                                   \
+    X(desync_flight, 0, 65536)                                                                             \
     X(coalesce_min_bytes, 0, 2147483647)                                                                   \
     X(coalesce_learn_steps, 1, 1000)
 

@@ -16,14 +16,18 @@ libccscore_la_SOURCES = \
 	src/callsite.c src/clock.c src/comm.c src/config.c src/fingerprint.c src/log.c src/names.c \
 	src/real.c src/record.c src/ring.c src/runtime.c src/trace_writer.c \
 	src/coalesce.h src/coalesce_policy.c src/coalesce_table.c src/coalesce_defer.c src/coalesce_step.c
+# Desync detection (docs/desync.md).
+libccscore_la_SOURCES += src/desync.h src/desync.c src/desync_proto.h src/desync_proto.c src/desync_rules.h \
+	src/desync_rules.c src/desync_shm.h src/desync_shm.c src/desync_tcp.h src/desync_tcp.c src/desync_collect.h \
+	src/desync_collect.c src/desync_report.h src/desync_report.c
 libccscore_la_CPPFLAGS = $(CORE_CPPFLAGS)
 libccscore_la_CFLAGS = $(CORE_CFLAGS)
 libccscore_la_LIBADD = $(UNWIND_LIBS)
 if HAVE_NCCL
-libccscore_la_SOURCES += $(NCCL_WRAP_SOURCES)
+libccscore_la_SOURCES += $(NCCL_WRAP_SOURCES) src/coalesce_nccl.h src/coalesce_nccl.c
 libccscore_la_CPPFLAGS += $(NCCL_CFLAGS)
 endif
-NCCL_WRAP_SOURCES = src/nccl_internal.h src/nccl_redop.h \
+NCCL_WRAP_SOURCES = src/nccl_internal.h src/nccl_redop.h src/desync_nccl.h src/desync_nccl.c \
 	src/nccl_real.c src/nccl_comm.c src/nccl_redop.c src/nccl_wrap.c
 
 lib_LTLIBRARIES += libccshim.la
@@ -37,7 +41,7 @@ EXTRA_DIST += src/libccshim.map src/libccshim-mpi.map
 
 if HAVE_MPI
 lib_LTLIBRARIES += libccshim-mpi.la
-libccshim_mpi_la_SOURCES = src/mpi_shim.h src/mpi_setup.c src/mpi_wrap.c src/coalesce_mpi.h src/coalesce_mpi.c
+libccshim_mpi_la_SOURCES = src/mpi_shim.h src/mpi_setup.c src/mpi_wrap.c src/coalesce_mpi.h src/coalesce_mpi.c src/desync_mpi.h src/desync_mpi.c
 libccshim_mpi_la_CPPFLAGS = $(CORE_CPPFLAGS) $(MPI_CFLAGS)
 libccshim_mpi_la_CFLAGS = $(CORE_CFLAGS)
 libccshim_mpi_la_LIBADD = libccscore.la $(MPI_LIBS) -lpthread

@@ -6,7 +6,7 @@
  * Who calls what:
  *   - mpi_setup.c: ccs_desync_start() after MPI_Init (world rank known),
  *     ccs_desync_set_abort(fn, arg) with a function that calls PMPI_Abort,
- *     ccs_desync_note_exit(CCS_DSX_FINALIZING) at the top of MPI_Finalize.
+ *     ccs_desync_note_exit(CCS_DESYNC_FINALIZING) at the top of MPI_Finalize.
  *   - the NCCL code: ccs_desync_start() at the first communicator init,
  *     ccs_desync_set_abort() for ncclCommAbort of the affected comms.
  *   - the coalescing feature: ccs_desync_agree_u64() at step markers.
@@ -23,10 +23,24 @@
  * side channel cannot be set up it says so once and returns -1. */
 CCS_HIDDEN int ccs_desync_start(void);
 
+/* MPI jobs: called by every rank right after MPI_Init (a collective: every
+ * rank calls both functions exactly once, whatever the settings).
+ * ALLGATHER(mine, all, n, arg) gathers N bytes from every rank of the world
+ * into ALL (rank order); BCAST(buf, n, arg) broadcasts N bytes from rank 0.
+ * The ranks learn who shares their host (shared memory) and, when they span
+ * hosts, rank 0 starts the coordinator and broadcasts its address and a
+ * fresh secret.  Then as ccs_desync_start(). */
+struct ccs_dsx_mpi_ops {
+    int (*allgather)(const void *mine, void *all, int n, void *arg);
+    int (*bcast)(void *buf, int n, void *arg);
+    void *arg;
+};
+CCS_HIDDEN int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops);
+
 /* What the process is doing that the rules must know about. */
 enum ccs_dsx_exit {
-    CCS_DSX_FINALIZING = 1, /* inside MPI_Finalize: issues no more collectives */
-    CCS_DSX_EXITED = 2,     /* process exit (atexit): issues no more collectives */
+    CCS_DESYNC_FINALIZING = 1, /* inside MPI_Finalize: issues no more collectives */
+    CCS_DESYNC_EXITED = 2,     /* process exit (atexit): issues no more collectives */
 };
 CCS_HIDDEN void ccs_desync_note_exit(int how);
 
@@ -42,7 +56,7 @@ CCS_HIDDEN int ccs_desync_set_abort(int (*fn)(void *arg, uint64_t comm_id), void
  * and its value MINE; each gets the maximum and minimum of all values.
  * Blocks the caller (polling, 1 ms sleeps) up to TIMEOUT_MS.
  * Returns 0, or -1 when the side channel is off, C is not agreed across
- * ranks (local identity), or the timeout passed (then *max/*min untouched). */
+ * ranks (local identity), or the timeout passed (then the outputs are untouched). */
 CCS_HIDDEN int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64_t *agreed_max,
                                     uint64_t *agreed_min, int timeout_ms);
 

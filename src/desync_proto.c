@@ -12,22 +12,36 @@
 const char *ccs_dsx_class_name(unsigned cls)
 {
     switch (cls) {
-#define CCS_X(e, n, s) case n: return s;
+#define CCS_X(e, n, s)                                                                                             \
+    case n:                                                                                                        \
+        return s;
         CCS_DSX_CLASS_LIST(CCS_X)
 #undef CCS_X
     }
     return "?";
 }
 
-/* Bytes of a comm entry on the wire before its history. */
-#define COMM_FIXED offsetof(struct ccs_dsx_comm, hist)
+/* On the wire a comm entry is: the struct up to its call-site texts (which
+ * include nhist), a 64-bit word of wire flags, the two texts when flag
+ * WIRE_SITES is set, then NHIST operations. */
+#define COMM_A offsetof(struct ccs_dsx_comm, site_blocked)
+#define WIRE_SITES 1u
+#define SITES (2 * CCS_DSX_SITE)
 #define STATUS_FIXED offsetof(struct ccs_dsx_status, comm)
+
+static int sites_wanted(const struct ccs_dsx_comm *c, uint16_t nh)
+{
+    return c->state == CCS_DSX_BLOCKED || nh > 0;
+}
 
 size_t ccs_dsx_encoded_size(const struct ccs_dsx_status *st)
 {
     size_t n = STATUS_FIXED;
-    for (uint32_t i = 0; i < st->ncomm && i < CCS_DSX_MAXCOMM; i++)
-        n += COMM_FIXED + (size_t)st->comm[i].nhist * sizeof(struct ccs_dsx_op);
+    for (uint32_t i = 0; i < st->ncomm && i < CCS_DSX_MAXCOMM; i++) {
+        const struct ccs_dsx_comm *c = &st->comm[i];
+        uint16_t nh = c->nhist <= CCS_DSX_HIST ? c->nhist : CCS_DSX_HIST;
+        n += COMM_A + 8 + (sites_wanted(c, nh) ? SITES : 0) + (size_t)nh * sizeof(struct ccs_dsx_op);
+    }
     return n;
 }
 
@@ -45,14 +59,22 @@ size_t ccs_dsx_encode_status(const struct ccs_dsx_status *st, int (*keep_hist)(u
         uint16_t nh = c->nhist <= CCS_DSX_HIST ? c->nhist : CCS_DSX_HIST;
         if (keep_hist && !keep_hist(c->id, arg))
             nh = 0;
-        size_t need = COMM_FIXED + (size_t)nh * sizeof(struct ccs_dsx_op);
+        uint64_t wf = sites_wanted(c, nh) ? WIRE_SITES : 0;
+        size_t need = COMM_A + 8 + (wf ? SITES : 0) + (size_t)nh * sizeof(struct ccs_dsx_op);
         if (o + need > cap)
             return 0;
-        memcpy(buf + o, c, COMM_FIXED);
+        memcpy(buf + o, c, COMM_A);
         memcpy(buf + o + offsetof(struct ccs_dsx_comm, nhist), &nh, sizeof nh);
+        o += COMM_A;
+        memcpy(buf + o, &wf, 8);
+        o += 8;
+        if (wf) {
+            memcpy(buf + o, c->site_blocked, SITES);
+            o += SITES;
+        }
         /* The newest NH operations. */
-        memcpy(buf + o + COMM_FIXED, &c->hist[c->nhist - nh], (size_t)nh * sizeof(struct ccs_dsx_op));
-        o += need;
+        memcpy(buf + o, &c->hist[c->nhist - nh], (size_t)nh * sizeof(struct ccs_dsx_op));
+        o += (size_t)nh * sizeof(struct ccs_dsx_op);
     }
     return o;
 }
@@ -65,7 +87,10 @@ static int fail(char *why, size_t n, const char *fmt, long long a, long long b)
 }
 
 /* A string field must hold a NUL within its size. */
-static int terminated(const char *s, size_t n) { return memchr(s, 0, n) != NULL; }
+static int terminated(const char *s, size_t n)
+{
+    return memchr(s, 0, n) != NULL;
+}
 
 static int check_op(const struct ccs_dsx_op *op, char *why, size_t n)
 {
@@ -114,8 +139,8 @@ int ccs_dsx_check_status(struct ccs_dsx_status *st, int32_t wsize, char *why, si
         return fail(why, n, "protocol version %lld, expected %lld", st->version, CCS_DSX_VERSION);
     if (st->wsize != wsize || st->wrank < 0 || st->wrank >= wsize)
         return fail(why, n, "rank %lld of world size %lld does not fit this job", st->wrank, st->wsize);
-    if (st->life > CCS_DSX_DEAD)
-        return fail(why, n, "life state %lld is not one of 0..%lld", st->life, CCS_DSX_DEAD);
+    if (st->life > CCS_DSX_DIED)
+        return fail(why, n, "life state %lld is not one of 0..%lld", st->life, CCS_DSX_DIED);
     if (st->ncomm > CCS_DSX_MAXCOMM)
         return fail(why, n, "%lld communicators, at most %lld", st->ncomm, CCS_DSX_MAXCOMM);
     if (!terminated(st->host, sizeof st->host))
@@ -142,12 +167,26 @@ size_t ccs_dsx_decode_status(const unsigned char *buf, size_t len, int32_t wsize
     size_t o = STATUS_FIXED;
     for (uint32_t i = 0; i < out->ncomm; i++) {
         struct ccs_dsx_comm *c = &out->comm[i];
-        if (len - o < COMM_FIXED) {
+        uint64_t wf;
+        if (len - o < COMM_A + 8) {
             fail(why, whylen, "communicator entry %lld truncated (%lld bytes left)", i, (long long)(len - o));
             return 0;
         }
-        memcpy(c, buf + o, COMM_FIXED);
-        o += COMM_FIXED;
+        memcpy(c, buf + o, COMM_A);
+        memcpy(&wf, buf + o + COMM_A, 8);
+        o += COMM_A + 8;
+        if (wf & ~(uint64_t)WIRE_SITES) {
+            fail(why, whylen, "unknown wire flags %#llx in entry %lld", (long long)wf, i);
+            return 0;
+        }
+        if (wf) {
+            if (len - o < SITES) {
+                fail(why, whylen, "call sites of entry %lld truncated (%lld bytes left)", i, (long long)(len - o));
+                return 0;
+            }
+            memcpy(c->site_blocked, buf + o, SITES);
+            o += SITES;
+        }
         if (c->nhist > CCS_DSX_HIST) {
             fail(why, whylen, "history of %lld operations exceeds %lld", c->nhist, CCS_DSX_HIST);
             return 0;
@@ -179,7 +218,7 @@ int ccs_dsx_check_verdict(struct ccs_dsx_verdict *v, int32_t wsize, char *why, s
         struct ccs_dsx_party *p = &v->party[i];
         if (p->wrank < 0 || p->wrank >= wsize)
             return fail(why, n, "party rank %lld outside world size %lld", p->wrank, wsize);
-        if (p->role < CCS_DSX_R_WAITING || p->role > CCS_DSX_R_AGREES || p->life > CCS_DSX_DEAD)
+        if (p->role < CCS_DSX_R_WAITING || p->role > CCS_DSX_R_AGREES || p->life > CCS_DSX_DIED)
             return fail(why, n, "party role %lld or life %lld out of range", p->role, p->life);
         if (!terminated(p->host, sizeof p->host))
             return fail(why, n, "party host not NUL-terminated", 0, 0);

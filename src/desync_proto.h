@@ -22,7 +22,7 @@
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
 #define CCS_DSX_VERSION 1u
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
-#define CCS_DSX_HIST 16       /* operations kept per communicator */
+#define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
 #define CCS_DSX_HOST 64       /* host name, NUL-terminated */
 #define CCS_DSX_CHECKPOINT 16 /* a checkpoint hash every this many seqs */
@@ -34,9 +34,9 @@
 /* One operation as every member must agree on it. */
 struct ccs_dsx_op {
     uint64_t seq;
-    uint64_t fp;    /* ccs_fingerprint */
+    uint64_t fp; /* ccs_fingerprint */
     uint64_t count;
-    uint32_t site;  /* call-site id, local to the publishing process */
+    uint32_t site; /* call-site id, local to the publishing process */
     int32_t root;
     uint32_t step;
     uint16_t kind;
@@ -49,15 +49,15 @@ enum ccs_dsx_cflags { CCS_DSX_HASH_LOST = 1 };
 struct ccs_dsx_comm {
     uint64_t id;
     int32_t rank, size;
-    uint64_t issued;        /* sequence numbers taken so far */
-    uint64_t done;          /* last sequence folded into hash */
-    uint64_t hash;          /* running hash through done */
-    uint64_t cp_seq[2];     /* last two checkpoints (multiples of CCS_DSX_CHECKPOINT), 0 = none */
+    uint64_t issued;    /* sequence numbers taken so far */
+    uint64_t done;      /* last sequence folded into hash */
+    uint64_t hash;      /* running hash through done */
+    uint64_t cp_seq[2]; /* last two checkpoints (multiples of CCS_DSX_CHECKPOINT), 0 = none */
     uint64_t cp_hash[2];
-    uint32_t state;         /* enum ccs_dsx_state */
-    uint32_t blocked_ms;    /* how long blocked, at publication */
-    uint16_t nhist;         /* valid entries of hist */
-    uint16_t flags;         /* enum ccs_dsx_cflags */
+    uint32_t state;      /* enum ccs_dsx_state */
+    uint32_t blocked_ms; /* how long blocked, at publication */
+    uint16_t nhist;      /* valid entries of hist */
+    uint16_t flags;      /* enum ccs_dsx_cflags */
     uint16_t backend;
     uint16_t pad;
     struct ccs_dsx_op blocked; /* the operation blocked in (state BLOCKED) */
@@ -66,14 +66,14 @@ struct ccs_dsx_comm {
     struct ccs_dsx_op hist[CCS_DSX_HIST]; /* oldest first */
 };
 
-enum ccs_dsx_life { CCS_DSX_ALIVE = 0, CCS_DSX_FINALIZING = 1, CCS_DSX_EXITED = 2, CCS_DSX_DEAD = 3 };
+enum ccs_dsx_life { CCS_DSX_ALIVE = 0, CCS_DSX_FINALIZING = 1, CCS_DSX_EXITED = 2, CCS_DSX_DIED = 3 };
 
 struct ccs_dsx_status {
     uint32_t magic, version;
     int32_t wrank, wsize;
     uint32_t pid;
-    uint32_t life;          /* enum ccs_dsx_life */
-    uint64_t beat;          /* publications so far */
+    uint32_t life; /* enum ccs_dsx_life */
+    uint64_t beat; /* publications so far */
     uint32_t ncomm;
     uint32_t pad;
     char host[CCS_DSX_HOST];
@@ -81,32 +81,32 @@ struct ccs_dsx_status {
 };
 
 /* Verdicts. */
-#define CCS_DSX_CLASS_LIST(X)                                                                              \
-    X(MISMATCH, 1, "MISMATCH")                                                                              \
-    X(DESYNC, 2, "DESYNC")                                                                                  \
-    X(STRAGGLER, 3, "STRAGGLER")                                                                            \
+#define CCS_DSX_CLASS_LIST(X)                                                                                      \
+    X(MISMATCH, 1, "MISMATCH")                                                                                     \
+    X(DESYNC, 2, "DESYNC")                                                                                         \
+    X(STRAGGLER, 3, "STRAGGLER")                                                                                   \
     X(DEAD, 4, "DEAD")
 enum ccs_dsx_class {
 #define CCS_X(e, n, s) CCS_DSX_##e = n,
     CCS_DSX_CLASS_LIST(CCS_X)
 #undef CCS_X
-    CCS_DSX_CLASS_MAX = 5
+        CCS_DSX_CLASS_MAX = 5
 };
 const char *ccs_dsx_class_name(unsigned cls);
 
 /* Role of one rank in a verdict. */
 enum ccs_dsx_role {
-    CCS_DSX_R_WAITING = 1,  /* blocked in the collective */
-    CCS_DSX_R_BEHIND = 2,   /* has not reached it */
-    CCS_DSX_R_AHEAD = 3,    /* blocked at a later seq */
-    CCS_DSX_R_DIFFERS = 4,  /* issued a different operation at that seq */
-    CCS_DSX_R_AGREES = 5,   /* issued the majority's operation */
+    CCS_DSX_R_WAITING = 1, /* blocked in the collective */
+    CCS_DSX_R_BEHIND = 2,  /* has not reached it */
+    CCS_DSX_R_AHEAD = 3,   /* blocked at a later seq */
+    CCS_DSX_R_DIFFERS = 4, /* issued a different operation at that seq */
+    CCS_DSX_R_AGREES = 5,  /* issued the majority's operation */
 };
 
 struct ccs_dsx_party {
     int32_t wrank;
-    uint32_t role;   /* enum ccs_dsx_role */
-    uint32_t life;   /* enum ccs_dsx_life */
+    uint32_t role; /* enum ccs_dsx_role */
+    uint32_t life; /* enum ccs_dsx_life */
     uint32_t pid;
     char host[CCS_DSX_HOST];
     uint64_t other_comm;        /* BEHIND and blocked elsewhere: that comm, else 0 */
@@ -115,7 +115,7 @@ struct ccs_dsx_party {
 };
 
 struct ccs_dsx_verdict {
-    uint32_t cls;     /* enum ccs_dsx_class */
+    uint32_t cls; /* enum ccs_dsx_class */
     uint32_t nparty;
     uint64_t comm;
     uint64_t seq;
@@ -155,16 +155,18 @@ struct ccs_dsx_hello {
     uint32_t byteorder; /* 0x01020304 */
     int32_t wsize;      /* world size the sender believes in */
     char host[CCS_DSX_HOST];
-    uint64_t nonce;     /* random, fresh per connection */
-    uint64_t proof;     /* keyed hash of the secret and the peer's nonce */
+    uint64_t nonce; /* random, fresh per connection */
+    uint64_t proof; /* keyed hash of the secret and the peer's nonce */
+    int32_t rank;   /* client: the world rank of its own process */
+    uint32_t pid;   /* client: its pid */
 };
 
 /* One agreement value (see ccs_desync_agree_u64). */
 struct ccs_dsx_agree {
     uint64_t comm, key;
     uint64_t max, min;
-    int32_t crank, size;  /* sender's rank in comm; comm size */
-    uint32_t n;           /* values folded into max/min (1 from a rank) */
+    int32_t crank, size; /* sender's rank in comm; comm size */
+    uint32_t n;          /* values folded into max/min (1 from a rank) */
     uint32_t pad;
 };
 

@@ -12,9 +12,21 @@
 #include "desync_rules.h"
 #include "ccs_kinds.h"
 #include "shim.h"
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* snprintf through a va_list: texts here are cut to their buffers on
+ * purpose, which the compiler's truncation warnings cannot know. */
+__attribute__((format(printf, 3, 4))) static int sfmt(char *dst, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(dst, n, fmt, ap);
+    va_end(ap);
+    return r;
+}
 
 /* ------------------------------------------------------------ seen set */
 
@@ -23,7 +35,10 @@ struct ccs_dsx_seen {
     size_t cap, n;
 };
 
-struct ccs_dsx_seen *ccs_dsx_seen_new(void) { return calloc(1, sizeof(struct ccs_dsx_seen)); }
+struct ccs_dsx_seen *ccs_dsx_seen_new(void)
+{
+    return calloc(1, sizeof(struct ccs_dsx_seen));
+}
 
 void ccs_dsx_seen_free(struct ccs_dsx_seen *s)
 {
@@ -93,34 +108,36 @@ static uint64_t seen_since(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, 
 /* Private classes for timers in the seen set. */
 #define SUSPECT_HASH 100
 #define CANDIDATE 101
+#define CANDIDATE_MISMATCH 102
+#define SKEW 103
 
 /* ------------------------------------------------------------ text */
 
 void ccs_dsx_op_str(const struct ccs_dsx_op *op, char *buf, size_t n)
 {
     unsigned k = op->kind;
-    int o = snprintf(buf, n, "%s", ccs_kind_name(k));
+    int o = sfmt(buf, n, "%s", ccs_kind_name(k));
     if (o < 0 || (size_t)o >= n)
         return;
     if (ccs_kind_class(k) != CCS_CLASS_COLL || k == CCS_KIND_BARRIER) {
         if (op->flags & CCS_F_DEFERRED)
-            snprintf(buf + o, n - (size_t)o, "(deferred)");
+            sfmt(buf + o, n - (size_t)o, "(deferred)");
         return;
     }
-    int m = snprintf(buf + o, n - (size_t)o, "(count=%llu, %s", (unsigned long long)op->count,
-                     ccs_dtype_name(op->dtype));
+    int m =
+        sfmt(buf + o, n - (size_t)o, "(count=%llu, %s", (unsigned long long)op->count, ccs_dtype_name(op->dtype));
     if (m < 0 || (size_t)(o += m) >= n)
         return;
     if (op->op)
-        o += snprintf(buf + o, n - (size_t)o, ", %s", ccs_op_name(op->op));
+        o += sfmt(buf + o, n - (size_t)o, ", %s", ccs_op_name(op->op));
     if ((size_t)o < n && op->root >= 0)
-        o += snprintf(buf + o, n - (size_t)o, ", root=%d", op->root);
+        o += sfmt(buf + o, n - (size_t)o, ", root=%d", op->root);
     if ((size_t)o < n && (op->flags & CCS_F_NONBLOCKING))
-        o += snprintf(buf + o, n - (size_t)o, ", nonblocking");
+        o += sfmt(buf + o, n - (size_t)o, ", nonblocking");
     if ((size_t)o < n && (op->flags & CCS_F_DEFERRED))
-        o += snprintf(buf + o, n - (size_t)o, ", deferred");
+        o += sfmt(buf + o, n - (size_t)o, ", deferred");
     if ((size_t)o < n)
-        snprintf(buf + o, n - (size_t)o, ")");
+        sfmt(buf + o, n - (size_t)o, ")");
 }
 
 void ccs_dsx_ranks_str(const int32_t *r, size_t n, char *buf, size_t cap)
@@ -134,19 +151,44 @@ void ccs_dsx_ranks_str(const int32_t *r, size_t n, char *buf, size_t cap)
             j++;
         char part[32];
         if (j > i)
-            snprintf(part, sizeof part, "%s%d-%d", i ? "," : "", r[i], r[j]);
+            sfmt(part, sizeof part, "%s%d-%d", i ? "," : "", r[i], r[j]);
         else
-            snprintf(part, sizeof part, "%s%d", i ? "," : "", r[i]);
+            sfmt(part, sizeof part, "%s%d", i ? "," : "", r[i]);
         size_t l = strlen(part);
         if (o + l + 4 >= cap) {
             if (o + 4 < cap)
-                snprintf(buf + o, cap - o, "...");
+                sfmt(buf + o, cap - o, "...");
             return;
         }
         memcpy(buf + o, part, l + 1);
         o += l;
         i = j + 1;
     }
+}
+
+/* The most frequent of N values (ties: the larger), in O(n log n). */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t mode_u64(uint64_t *v, size_t n, size_t *count)
+{
+    qsort(v, n, sizeof *v, cmp_u64);
+    uint64_t best = n ? v[0] : 0;
+    size_t bc = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && v[j] == v[i])
+            j++;
+        if (j - i >= bc)
+            bc = j - i, best = v[i];
+        i = j;
+    }
+    if (count)
+        *count = bc;
+    return best;
 }
 
 /* ------------------------------------------------------------ the view */
@@ -158,7 +200,7 @@ struct ent {
 };
 
 struct grp {
-    size_t lo, hi;   /* [lo, hi) in ents */
+    size_t lo, hi; /* [lo, hi) in ents */
     int32_t size;
     int complete;    /* every member known */
     uint64_t memo_s; /* memo of the last (s -> result) evaluated this pass */
@@ -205,7 +247,10 @@ static struct grp *find_group(struct ctx *c, uint64_t comm)
     return NULL;
 }
 
-static int gone_for(struct ctx *c, const struct ent *m) { return c->term[m->wrank] || m->e->state == CCS_DSX_FREED; }
+static int gone_for(struct ctx *c, const struct ent *m)
+{
+    return c->term[m->wrank] || m->e->state == CCS_DSX_FREED;
+}
 
 /* Members of G that have not issued S: all stuck or gone (MODE 0), or all
  * gone (MODE 1, "certain", needs at least one).  When none is behind, mode
@@ -252,7 +297,7 @@ static void add_party(struct ctx *c, struct ccs_dsx_verdict *v, const struct ent
     memset(p, 0, sizeof *p);
     p->wrank = m->wrank;
     p->role = role;
-    p->life = c->v->dead && c->v->dead[m->wrank] ? CCS_DSX_DEAD : st->life;
+    p->life = c->v->dead && c->v->dead[m->wrank] ? CCS_DSX_DIED : st->life;
     p->pid = st->pid;
     memcpy(p->host, st->host, sizeof p->host);
     p->c = *m->e;
@@ -285,9 +330,12 @@ static void ranks_of(int32_t *r, size_t n, char *buf, size_t cap)
 static const char *life_word(uint32_t life)
 {
     switch (life) {
-    case CCS_DSX_FINALIZING: return "in MPI_Finalize";
-    case CCS_DSX_EXITED: return "exited";
-    case CCS_DSX_DEAD: return "died";
+    case CCS_DSX_FINALIZING:
+        return "in MPI_Finalize";
+    case CCS_DSX_EXITED:
+        return "exited";
+    case CCS_DSX_DIED:
+        return "died";
     }
     return "running";
 }
@@ -313,6 +361,83 @@ static uint64_t op_key(const struct ccs_dsx_op *op)
     return op->fp ^ ((op->flags & CCS_F_DEFERRED) ? 0x9e3779b97f4a7c15ULL : 0);
 }
 
+/* The same operation at one seq, issued in different steps (both marked,
+ * >= 1): the ranks are out of step although nothing hangs yet, e.g. one
+ * skipped an all-reduce of identical ones earlier in the step.  Reported
+ * once per communicator as a DESYNC naming the step where it happened.
+ * Returns 1 when the run was skewed (reported or waiting to be). */
+static int step_skew(struct ctx *c, struct grp *g, const struct opref *ops, size_t n)
+{
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (size_t a = 0; a < n; a++) {
+        uint32_t st = ops[a].op->step;
+        if (st == 0)
+            return 0;
+        lo = st < lo ? st : lo;
+        hi = st > hi ? st : hi;
+    }
+    if (lo == hi)
+        return 0;
+    uint64_t comm = c->ents[g->lo].comm, seq = ops[0].seq;
+    int all = g->complete;
+    for (size_t m = g->lo; m < g->hi && all; m++)
+        all = c->ents[m].e->issued >= seq || c->term[c->ents[m].wrank];
+    uint64_t since = seen_since(c->seen, CANDIDATE_MISMATCH, comm, seq, c->v->now_ms);
+    if (!all && c->v->now_ms - since < c->t->mismatch_wait_ms)
+        return 1;
+    if (!ccs_dsx_seen_add(c->seen, SKEW, comm, 0))
+        return 1;
+    /* Majority step at this seq; the others are the odd ones. */
+    uint64_t *vals = malloc(n * sizeof *vals);
+    if (!vals)
+        return 1;
+    for (size_t a = 0; a < n; a++)
+        vals[a] = ops[a].op->step;
+    uint32_t maj = (uint32_t)mode_u64(vals, n, NULL);
+    free(vals);
+    struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
+    int32_t *odd = malloc(n * sizeof *odd), *agree = malloc(n * sizeof *agree);
+    if (!v || !odd || !agree) {
+        free(v), free(odd), free(agree);
+        return 1;
+    }
+    size_t nodd = 0, nagree = 0;
+    uint32_t oddstep = 0;
+    for (size_t a = 0; a < n; a++) {
+        const struct ent *m = &c->ents[ops[a].ent];
+        if (ops[a].op->step == maj)
+            agree[nagree++] = m->wrank;
+        else {
+            odd[nodd++] = m->wrank;
+            oddstep = ops[a].op->step;
+            if (v->nparty < CCS_DSX_PARTIES / 2)
+                add_party(c, v, m, oddstep > maj ? CCS_DSX_R_BEHIND : CCS_DSX_R_AHEAD);
+        }
+    }
+    for (size_t a = 0; a < n; a++)
+        if (ops[a].op->step == maj)
+            add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_AGREES);
+    char ro[256], ra[256], os[160];
+    ranks_of(odd, nodd, ro, sizeof ro);
+    ranks_of(agree, nagree, ra, sizeof ra);
+    ccs_dsx_op_str(ops[0].op, os, sizeof os);
+    uint32_t where = oddstep < maj ? oddstep : maj;
+    v->cls = CCS_DSX_DESYNC;
+    v->comm = comm;
+    v->seq = seq;
+    v->comm_size = g->size;
+    sfmt(v->line, sizeof v->line,
+         "comm=%#llx size=%d seq=%llu: rank%s %s issued seq %llu (%s) in step %u where rank%s %s issued it in step "
+         "%u: "
+         "rank%s %s issued %s collectives than the others in step %u and %s behind from there on",
+         (unsigned long long)comm, g->size, (unsigned long long)seq, nodd > 1 ? "s" : "", ro,
+         (unsigned long long)seq, os, oddstep, nagree > 1 ? "s" : "", ra, maj, nodd > 1 ? "s" : "", ro,
+         oddstep > maj ? "fewer" : "more", where, oddstep > maj ? (nodd > 1 ? "are" : "is") : "the others are");
+    emit(c, v);
+    free(v), free(odd), free(agree);
+    return 1;
+}
+
 static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, size_t n)
 {
     qsort(ops, n, sizeof *ops, cmp_opref);
@@ -324,22 +449,30 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
             j++;
         }
         if (!differ) {
+            if (step_skew(c, g, ops + i, j - i))
+                return;
             i = j;
             continue;
         }
-        /* Majority operation of the run. */
-        uint64_t maj = ops[i].key;
-        size_t best = 0;
-        for (size_t a = i; a < j; a++) {
-            size_t cnt = 0;
-            for (size_t b = i; b < j; b++)
-                cnt += ops[b].key == ops[a].key;
-            if (cnt > best)
-                best = cnt, maj = ops[a].key;
-        }
         uint64_t comm = c->ents[g->lo].comm;
+        /* Certain already; wait until every member reached the seq (or a
+         * short while) so that the majority named is the real one. */
+        int all = g->complete;
+        for (size_t m = g->lo; m < g->hi && all; m++)
+            all = c->ents[m].e->issued >= ops[i].seq || c->term[c->ents[m].wrank];
+        uint64_t since = seen_since(c->seen, CANDIDATE_MISMATCH, comm, ops[i].seq, c->v->now_ms);
+        if (!all && c->v->now_ms - since < c->t->mismatch_wait_ms)
+            return;
         if (!ccs_dsx_seen_add(c->seen, CCS_DSX_MISMATCH, comm, 0))
             return;
+        /* Majority operation of the run. */
+        uint64_t *vals = malloc((j - i) * sizeof *vals);
+        if (!vals)
+            return;
+        for (size_t a = i; a < j; a++)
+            vals[a - i] = ops[a].key;
+        uint64_t maj = mode_u64(vals, j - i, NULL);
+        free(vals);
         struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
         int32_t *odd = malloc((j - i) * sizeof *odd), *agree = malloc((j - i) * sizeof *agree);
         if (!v || !odd || !agree) {
@@ -377,9 +510,10 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
         v->comm = comm;
         v->seq = ops[i].seq;
         v->comm_size = g->size;
-        snprintf(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s issued %s where rank%s %s issued %s%s",
-                 (unsigned long long)comm, g->size, (unsigned long long)ops[i].seq, nodd > 1 ? "s" : "", ro, so,
-                 nagree > 1 ? "s" : "", ra, sa, variants ? " (and other variants)" : "");
+        sfmt(v->line, sizeof v->line,
+             "comm=%#llx size=%d seq=%llu: rank%s %s issued %s where rank%s %s issued %s%s",
+             (unsigned long long)comm, g->size, (unsigned long long)ops[i].seq, nodd > 1 ? "s" : "", ro, so,
+             nagree > 1 ? "s" : "", ra, sa, variants ? " (and other variants)" : "");
         emit(c, v);
         free(v), free(odd), free(agree);
         return;
@@ -388,26 +522,44 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
 
 /* Hashes that differ where no records overlap: ask for the records, and
  * after suspect_ms report what is known. */
+struct hk {
+    uint64_t seq, hash;
+    size_t ent;
+};
+
+static int cmp_hk(const void *a, const void *b)
+{
+    const struct hk *x = a, *y = b;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
 static void mismatch_hashes(struct ctx *c, struct grp *g)
 {
     uint64_t comm = c->ents[g->lo].comm, at = 0;
     const struct ent *x = NULL, *y = NULL;
-    for (size_t i = g->lo; i < g->hi; i++)
-        for (size_t k = i + 1; k < g->hi; k++) {
-            const struct ccs_dsx_comm *a = c->ents[i].e, *b = c->ents[k].e;
-            if ((a->flags | b->flags) & CCS_DSX_HASH_LOST)
-                continue;
-            uint64_t s = 0;
-            if (a->done && a->done == b->done && a->hash != b->hash)
-                s = a->done;
-            for (int p = 0; p < 2; p++)
-                for (int q = 0; q < 2; q++)
-                    if (a->cp_seq[p] && a->cp_seq[p] == b->cp_seq[q] && a->cp_hash[p] != b->cp_hash[q] &&
-                        (!s || a->cp_seq[p] < s))
-                        s = a->cp_seq[p];
-            if (s && (!at || s < at))
-                at = s, x = &c->ents[i], y = &c->ents[k];
-        }
+    /* (seq, hash) of every member at its last seq and checkpoints, sorted:
+     * two hashes at one seq differ -> the sequences differ at or before it. */
+    struct hk *hv = malloc((g->hi - g->lo) * 3 * sizeof *hv);
+    size_t n = 0;
+    if (!hv)
+        return;
+    for (size_t i = g->lo; i < g->hi; i++) {
+        const struct ccs_dsx_comm *e = c->ents[i].e;
+        if (e->flags & CCS_DSX_HASH_LOST)
+            continue;
+        if (e->done)
+            hv[n++] = (struct hk){e->done, e->hash, i};
+        for (int p = 0; p < 2; p++)
+            if (e->cp_seq[p] && e->cp_seq[p] != e->done)
+                hv[n++] = (struct hk){e->cp_seq[p], e->cp_hash[p], i};
+    }
+    qsort(hv, n, sizeof *hv, cmp_hk);
+    for (size_t i = 0; i + 1 < n && !at; i++)
+        if (hv[i].seq == hv[i + 1].seq && hv[i].hash != hv[i + 1].hash)
+            at = hv[i].seq, x = &c->ents[hv[i].ent], y = &c->ents[hv[i + 1].ent];
+    free(hv);
     if (!at)
         return;
     if (c->sink && c->sink->detail)
@@ -424,10 +576,10 @@ static void mismatch_hashes(struct ctx *c, struct grp *g)
     v->comm_size = g->size;
     add_party(c, v, x, CCS_DSX_R_DIFFERS);
     add_party(c, v, y, CCS_DSX_R_DIFFERS);
-    snprintf(v->line, sizeof v->line,
-             "comm=%#llx size=%d seq=%llu: ranks %d and %d issued different operations at or before seq %llu "
-             "(fingerprint hashes differ; the records are no longer kept)",
-             (unsigned long long)comm, g->size, (unsigned long long)at, x->wrank, y->wrank, (unsigned long long)at);
+    sfmt(v->line, sizeof v->line,
+         "comm=%#llx size=%d seq=%llu: ranks %d and %d issued different operations at or before seq %llu "
+         "(fingerprint hashes differ; the records are no longer kept)",
+         (unsigned long long)comm, g->size, (unsigned long long)at, x->wrank, y->wrank, (unsigned long long)at);
     emit(c, v);
     free(v);
 }
@@ -457,6 +609,8 @@ static void rule_mismatch(struct ctx *c)
                 ops[n++] = (struct opref){e->blocked.seq, op_key(&e->blocked), i, &e->blocked};
         }
         int before = c->emitted;
+        if (c->t->partial && !g->complete)
+            continue;
         if (g->hi - g->lo >= 2)
             mismatch_records(c, g, ops, n);
         if (c->emitted == before && g->hi - g->lo >= 2)
@@ -471,21 +625,17 @@ static void desync_verdict(struct ctx *c, struct grp *g, int certain)
 {
     uint64_t comm = c->ents[g->lo].comm;
     /* The seq most waiters are blocked at. */
-    uint64_t sref = 0;
-    size_t best = 0;
+    uint64_t *vals = malloc((g->hi - g->lo) * sizeof *vals);
+    size_t nv = 0, best = 0;
+    if (!vals)
+        return;
     for (size_t i = g->lo; i < g->hi; i++) {
         const struct ent *m = &c->ents[i];
-        if (!c->stuck[m->wrank] || c->term[m->wrank] || c->be[m->wrank] != m->e)
-            continue;
-        size_t cnt = 0;
-        for (size_t k = g->lo; k < g->hi; k++) {
-            const struct ent *o = &c->ents[k];
-            cnt += c->stuck[o->wrank] && !c->term[o->wrank] && c->be[o->wrank] == o->e &&
-                   o->e->blocked.seq == m->e->blocked.seq;
-        }
-        if (cnt > best || (cnt == best && m->e->blocked.seq > sref))
-            best = cnt, sref = m->e->blocked.seq;
+        if (c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e)
+            vals[nv++] = m->e->blocked.seq;
     }
+    uint64_t sref = mode_u64(vals, nv, &best);
+    free(vals);
     if (!best)
         return;
     if (!certain) {
@@ -509,28 +659,28 @@ static void desync_verdict(struct ctx *c, struct grp *g, int certain)
         const struct ent *m = &c->ents[i];
         if (m->e->issued < sref) {
             nb++;
-            uint32_t life = c->v->dead && c->v->dead[m->wrank] ? CCS_DSX_DEAD : c->v->st[m->wrank]->life;
-            ndead += life == CCS_DSX_DEAD;
+            uint32_t life = c->v->dead && c->v->dead[m->wrank] ? CCS_DSX_DIED : c->v->st[m->wrank]->life;
+            ndead += life == CCS_DSX_DIED;
             char what[200];
             const struct ccs_dsx_comm *b = c->be[m->wrank];
             if (life != CCS_DSX_ALIVE)
-                snprintf(what, sizeof what, "%s", life_word(life));
+                sfmt(what, sizeof what, "%s", life_word(life));
             else if (m->e->state == CCS_DSX_FREED)
-                snprintf(what, sizeof what, "freed the communicator");
+                sfmt(what, sizeof what, "freed the communicator");
             else if (b && b->id == comm) {
                 char os[128];
                 ccs_dsx_op_str(&b->blocked, os, sizeof os);
-                snprintf(what, sizeof what, "blocked in %s at seq %llu", os, (unsigned long long)b->blocked.seq);
+                sfmt(what, sizeof what, "blocked in %s at seq %llu", os, (unsigned long long)b->blocked.seq);
             } else if (b) {
                 char os[128];
                 ccs_dsx_op_str(&b->blocked, os, sizeof os);
-                snprintf(what, sizeof what, "blocked in %s on comm=%#llx seq %llu", os, (unsigned long long)b->id,
-                         (unsigned long long)b->blocked.seq);
+                sfmt(what, sizeof what, "blocked in %s on comm=%#llx seq %llu", os, (unsigned long long)b->id,
+                     (unsigned long long)b->blocked.seq);
             } else
-                snprintf(what, sizeof what, "running");
+                sfmt(what, sizeof what, "running");
             if (nb <= 6 && bo + 8 < sizeof behind) {
-                int w = snprintf(behind + bo, sizeof behind - bo, "; rank %d at seq %llu (%llu behind, %s)", m->wrank,
-                                 (unsigned long long)m->e->issued, (unsigned long long)(sref - m->e->issued), what);
+                int w = sfmt(behind + bo, sizeof behind - bo, "; rank %d at seq %llu (%llu behind, %s)", m->wrank,
+                             (unsigned long long)m->e->issued, (unsigned long long)(sref - m->e->issued), what);
                 if (w > 0)
                     bo += (size_t)w < sizeof behind - bo ? (size_t)w : sizeof behind - bo - 1;
             }
@@ -545,8 +695,8 @@ static void desync_verdict(struct ctx *c, struct grp *g, int certain)
         }
     }
     if (nb > 6 && bo + 8 < sizeof behind)
-        snprintf(behind + bo, sizeof behind - bo, "; and %zu more behind", nb - 6);
-    uint32_t cls = nb && ndead == nb ? CCS_DSX_DEAD : CCS_DSX_DESYNC;
+        sfmt(behind + bo, sizeof behind - bo, "; and %zu more behind", nb - 6);
+    uint32_t cls = nb && ndead == nb ? (uint32_t)CCS_DSX_DEAD : (uint32_t)CCS_DSX_DESYNC;
     if (!ccs_dsx_seen_add(c->seen, cls, comm, sref)) {
         free(wait), free(ahead), free(v);
         return;
@@ -570,15 +720,15 @@ static void desync_verdict(struct ctx *c, struct grp *g, int certain)
     ccs_dsx_op_str(wop, ops, sizeof ops);
     if (na) {
         ranks_of(ahead, na, ra, sizeof ra);
-        snprintf(aheadtxt, sizeof aheadtxt, "; rank%s %s blocked at a later seq (ahead)", na > 1 ? "s" : "", ra);
+        sfmt(aheadtxt, sizeof aheadtxt, "; rank%s %s blocked at a later seq (ahead)", na > 1 ? "s" : "", ra);
     }
     v->cls = cls;
     v->comm = comm;
     v->seq = sref;
     v->comm_size = g->size;
-    snprintf(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s%s",
-             (unsigned long long)comm, g->size, (unsigned long long)sref, nw > 1 ? "s" : "", rw, ops,
-             (unsigned long long)sref, wms / 1000.0, behind, aheadtxt);
+    sfmt(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s%s",
+         (unsigned long long)comm, g->size, (unsigned long long)sref, nw > 1 ? "s" : "", rw, ops,
+         (unsigned long long)sref, wms / 1000.0, behind, aheadtxt);
     emit(c, v);
     free(wait), free(ahead), free(v);
 }
@@ -620,11 +770,11 @@ static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t
     v->comm = comm;
     v->seq = s;
     v->comm_size = g->size;
-    snprintf(v->line, sizeof v->line,
-             "comm=%#llx size=%d seq=%llu: rank%s %s waited %.1f s in %s for rank%s %s (not in any collective: "
-             "computing or in point-to-point); a warning, not a desync",
-             (unsigned long long)comm, g->size, (unsigned long long)s, nw > 1 ? "s" : "", rw, waited_ms / 1000.0, ops,
-             nl > 1 ? "s" : "", rl);
+    sfmt(v->line, sizeof v->line,
+         "comm=%#llx size=%d seq=%llu: rank%s %s waited %.1f s in %s for rank%s %s (not in any collective: "
+         "computing or in point-to-point); a warning, not a desync",
+         (unsigned long long)comm, g->size, (unsigned long long)s, nw > 1 ? "s" : "", rw, waited_ms / 1000.0, ops,
+         nl > 1 ? "s" : "", rl);
     if (nl)
         emit(c, v);
     free(wait), free(late), free(v);
@@ -696,8 +846,8 @@ static void rule_blocked(struct ctx *c)
     free(certain);
 }
 
-int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thresholds *t, struct ccs_dsx_seen *seen,
-                      const struct ccs_dsx_sink *sink)
+int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thresholds *t,
+                      struct ccs_dsx_seen *seen, const struct ccs_dsx_sink *sink)
 {
     struct ctx c = {.v = view, .t = t, .seen = seen, .sink = sink};
     int32_t W = view->wsize;
@@ -736,7 +886,8 @@ int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thre
             last = c.ents[j].crank;
             j++;
         }
-        c.g[c.ng++] = (struct grp){.lo = i, .hi = j, .size = size, .complete = (int32_t)distinct == size, .memo_r = -1};
+        c.g[c.ng++] =
+            (struct grp){.lo = i, .hi = j, .size = size, .complete = (int32_t)distinct == size, .memo_r = -1};
         i = j;
     }
     rule_mismatch(&c);

@@ -18,9 +18,13 @@ struct ccs_dsx_view {
 };
 
 struct ccs_dsx_thresholds {
-    uint32_t block_ms;     /* blocked this long with a blocked culprit: DESYNC */
-    uint32_t straggler_ms; /* blocked this long waiting for a running rank: STRAGGLER */
-    uint32_t suspect_ms;   /* hashes differ without records this long: MISMATCH without detail */
+    uint32_t block_ms;         /* blocked this long with a blocked culprit: DESYNC */
+    uint32_t straggler_ms;     /* blocked this long waiting for a running rank: STRAGGLER */
+    uint32_t suspect_ms;       /* hashes differ without records this long: MISMATCH without detail */
+    uint32_t heartbeat_ms;     /* (coordinator) no status from a live rank this long: dead */
+    uint32_t mismatch_wait_ms; /* a MISMATCH waits this long for every member to reach its seq */
+    int partial;               /* the view is one host's and a coordinator sees all: leave
+                                  communicators with members elsewhere to it */
 };
 
 /* Verdicts already reported, so each is emitted once (and MISMATCH once per
@@ -39,8 +43,8 @@ struct ccs_dsx_sink {
 
 /* Applies every rule to VIEW; emits each new verdict to SINK.  Returns the
  * number emitted, or -1 when out of memory. */
-int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thresholds *t, struct ccs_dsx_seen *seen,
-                      const struct ccs_dsx_sink *sink);
+int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thresholds *t,
+                      struct ccs_dsx_seen *seen, const struct ccs_dsx_sink *sink);
 
 /* "allreduce(count=4, float32, sum)" */
 void ccs_dsx_op_str(const struct ccs_dsx_op *op, char *buf, size_t n);

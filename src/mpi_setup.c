@@ -7,6 +7,8 @@
 #include "log.h"
 #include "mpi_shim.h"
 #include "coalesce_mpi.h"
+#include "desync.h"
+#include "desync_mpi.h"
 #include <dlfcn.h>
 #include <string.h>
 
@@ -156,6 +158,7 @@ static void after_init(void)
     ccs_comm_register(CCS_BE_MPI, (uintptr_t)MPI_COMM_SELF, ccs_hash_mix(ccs_hash_bytes("MPI_COMM_SELF", 13, 0),
                                                                          (uint64_t)rank) | 1,
                       0, 0, 1, CCS_KIND_COMM_INIT, -1);
+    ccs_desync_mpi_init();
     ccs_coalesce_mpi_init();
     ccs_writer_start();
 }
@@ -190,8 +193,10 @@ static int w_Finalize(void *ra)
     if (!CCS_REAL(Finalize))
         return MPI_ERR_INTERN;
     /* Flush first: a job that hangs or dies in MPI_Finalize keeps its trace. */
-    if (ccs_mpi_active())
+    if (ccs_mpi_active()) {
+        ccs_desync_note_exit(CCS_DESYNC_FINALIZING);
         ccs_runtime_finish(CCS_END_FINALIZE, 0);
+    }
     if (world_group != MPI_GROUP_NULL)
         PMPI_Group_free(&world_group);
     return ccs_real_Finalize();

@@ -53,6 +53,8 @@ static void usage(FILE *f)
             "                     default: --mpi when PROGRAM links an MPI library, else --no-mpi\n"
             "  --set NAME=VALUE   set any CCSHIM_* variable (the table below)\n"
             "  --libdir DIR       where libccshim*.so are (default: CCSHIM_LIBDIR, the build tree, %s)\n"
+            "  --torch            mark every PyTorch optimizer step (a Python helper on PYTHONPATH\n"
+            "                     calls ccshim_step_mark from a global optimizer step pre-hook)\n"
             "  --print-env        print the environment PROGRAM would get, and exit\n"
             "  --version          print the version and exit\n"
             "  -h, --help         this help\n\n"
@@ -163,6 +165,37 @@ static void find_libdir(const char *given, char *out, size_t n)
     snprintf(out, n, "%s", CCSHIM_LIBDIR);
 }
 
+#ifndef CCSHIM_PYTHONDIR
+#define CCSHIM_PYTHONDIR "/usr/local/share/ccshim/python"
+#endif
+#ifndef CCSHIM_SRC_PYTHONDIR
+#define CCSHIM_SRC_PYTHONDIR CCSHIM_PYTHONDIR
+#endif
+
+/* --torch: puts the directory of the PyTorch helper (tools/python) first on
+ * PYTHONPATH; the source tree's when running from the build tree (LIBDIR
+ * ends in .libs), else the installed one.  0, or -1 when it is missing. */
+static int prepend_python_helper(const char *libdir)
+{
+    size_t l = strlen(libdir);
+    const char *dir = l >= 6 && strcmp(libdir + l - 6, "/.libs") == 0 ? CCSHIM_SRC_PYTHONDIR : CCSHIM_PYTHONDIR;
+    char probe[PATH_MAX + 32];
+    snprintf(probe, sizeof probe, "%s/sitecustomize.py", dir);
+    if (access(probe, R_OK) != 0) {
+        fprintf(stderr, "%s: --torch: %s: %s\n", prog, probe, strerror(errno));
+        return -1;
+    }
+    const char *old = getenv("PYTHONPATH");
+    size_t n = strlen(dir) + (old ? strlen(old) : 0) + 2;
+    char *pp = malloc(n);
+    if (!pp)
+        return -1;
+    snprintf(pp, n, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("PYTHONPATH", pp, 1);
+    free(pp);
+    return 0;
+}
+
 static int set_var(const char *assign)
 {
     const char *eq = strchr(assign, '=');
@@ -184,7 +217,7 @@ static int set_var(const char *assign)
 
 int main(int argc, char **argv)
 {
-    int mpi = -1, print_env = 0, i;
+    int mpi = -1, print_env = 0, torch = 0, i;
     const char *libdir_opt = NULL;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -204,6 +237,8 @@ int main(int argc, char **argv)
             mpi = 1;
         } else if (strcmp(a, "--no-mpi") == 0) {
             mpi = 0;
+        } else if (strcmp(a, "--torch") == 0) {
+            torch = 1;
         } else if (strcmp(a, "--print-env") == 0) {
             print_env = 1;
         } else if (strcmp(a, "--libdir") == 0 && i + 1 < argc) {
@@ -261,10 +296,13 @@ int main(int argc, char **argv)
         setenv("LD_PRELOAD", pre, 1);
         free(pre);
     }
+    if (torch && prepend_python_helper(libdir) != 0)
+        return 1;
     if (print_env) {
         extern char **environ;
         for (char **e = environ; *e; e++)
-            if (strncmp(*e, "CCSHIM_", 7) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0)
+            if (strncmp(*e, "CCSHIM_", 7) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0 ||
+                (torch && strncmp(*e, "PYTHONPATH=", 11) == 0))
                 printf("%s\n", *e);
         return 0;
     }

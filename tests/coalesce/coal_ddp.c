@@ -187,6 +187,7 @@ int main(int argc, char **argv)
     MPI_Allreduce(&bad, &total_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("checksum %a\n", sum);
+        printf("sum %.17g\n", sum);
         printf("digest %016llx\n", (unsigned long long)h);
         printf("extra_wrong %d\n", total_bad);
     }

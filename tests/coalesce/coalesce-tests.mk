@@ -5,6 +5,7 @@
 # coal_ddp: a small MPI job with DDP-style buckets (tests/coalesce/coal_ddp.c).
 # The shell tests run it, the reference trainer and the NCCL trainer over the
 # test-only host NCCL under ccshim-run with CCSHIM_COALESCE set.
+include tools/python/python.mk
 COALESCE_TESTS = tests/coalesce/coalesce-mpi.sh tests/coalesce/coalesce-trainer.sh \
 	tests/coalesce/coalesce-nccl.sh tests/coalesce/coalesce-torch.sh
 TESTS += $(COALESCE_TESTS)
@@ -26,4 +27,14 @@ check_PROGRAMS += tests/coalesce/coal_ddp
 tests_coalesce_coal_ddp_SOURCES = tests/coalesce/coal_ddp.c
 tests_coalesce_coal_ddp_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
 tests_coalesce_coal_ddp_LDADD = $(MPI_LIBS) -lm
+endif
+
+if HAVE_NCCL
+# Linked to the test-only host NCCL (tests/nccl/nccl.mk builds it).
+check_PROGRAMS += tests/coalesce/coal_nccl
+tests_coalesce_coal_nccl_SOURCES = tests/coalesce/coal_nccl.c
+tests_coalesce_coal_nccl_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
+tests_coalesce_coal_nccl_LDADD = -L$(top_builddir)/tests/nccl -l:libnccl.so.2 -lm
+tests_coalesce_coal_nccl_LDFLAGS = -Wl,-rpath,$(abs_top_builddir)/tests/nccl
+tests_coalesce_coal_nccl_DEPENDENCIES = tests/nccl/libnccl.so.2
 endif

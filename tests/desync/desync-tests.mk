@@ -1,1 +1,47 @@
-# tests/desync/desync-tests.mk - rules for these tests (filled in by their owner)
+# tests/desync/desync-tests.mk - desync detection (docs/desync.md): unit
+# tests of the rules and the protocol, MPI scenarios under ccshim-run, the
+# TCP side channel, the parser fuzzer, the scale simulation and the bench.
+EXTRA_DIST += tests/desync/lib.sh tests/desync/fuzz_proto.c
+DESYNC_SHELL_TESTS = tests/desync/desync-mpi.sh tests/desync/desync-healthy.sh tests/desync/desync-tcp.sh \
+	tests/desync/desync-trainer.sh tests/desync/desync-fuzz.sh
+dist_check_SCRIPTS += $(DESYNC_SHELL_TESTS)
+TESTS += $(DESYNC_SHELL_TESTS)
+
+if HAVE_MPI
+check_PROGRAMS += tests/desync/desync_scenario
+tests_desync_desync_scenario_SOURCES = tests/desync/desync_scenario.c
+tests_desync_desync_scenario_CPPFLAGS = $(MPI_CFLAGS)
+tests_desync_desync_scenario_LDADD = $(MPI_LIBS)
+endif
+
+if HAVE_CHECK
+check_PROGRAMS += tests/desync/test_rules
+TESTS += tests/desync/test_rules
+tests_desync_test_rules_SOURCES = tests/desync/test_rules.c
+tests_desync_test_rules_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
+tests_desync_test_rules_LDADD = libccscore.la $(CHECK_LIBS) -lpthread
+endif
+
+if HAVE_CHECK
+check_PROGRAMS += tests/desync/test_tcp
+TESTS += tests/desync/test_tcp
+tests_desync_test_tcp_SOURCES = tests/desync/test_tcp.c
+tests_desync_test_tcp_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
+tests_desync_test_tcp_LDADD = libccscore.la $(CHECK_LIBS) -lpthread
+endif
+
+# The scale simulation (bench/desync-bench.sh runs it at 64, 1024, 4096 ranks).
+check_PROGRAMS += tests/desync/desync_sim
+tests_desync_desync_sim_SOURCES = tests/desync/desync_sim.c
+tests_desync_desync_sim_LDADD = libccscore.la -lpthread
+
+bench_list += bench/desync-bench.sh
+EXTRA_DIST += bench/desync-bench.sh
+
+if HAVE_CHECK
+check_PROGRAMS += tests/desync/test_agree
+TESTS += tests/desync/test_agree
+tests_desync_test_agree_SOURCES = tests/desync/test_agree.c
+tests_desync_test_agree_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
+tests_desync_test_agree_LDADD = libccscore.la $(CHECK_LIBS) -lpthread
+endif

@@ -1,0 +1,253 @@
+/*
+ * coalesce_nccl.c - coalescing on the NCCL path.
+ *
+ * A deferred ncclAllReduce must leave FACTOR x input in the caller's
+ * receive buffer on the device, in the caller's stream order, and ccshim
+ * launches no kernel of its own.  NCCL does it for us: every device gets a
+ * private one-rank communicator (ncclCommInitAll over that one device), and
+ * the local answer is an ncclAllReduce on it, on the caller's stream, with a
+ * PreMulSum operator whose host scalar is the factor (SUM: W, PreMulSum a:
+ * a x W) or with ncclSum (AVG: one rank's sum is a copy).  NCCL handles every
+ * datatype and both in-place and out-of-place buffers; inside a group the
+ * call simply joins the caller's group.
+ *
+ * The private communicator of a device is made at the first eligible call
+ * there.  Made inside a group, NCCL completes its initialisation only at the
+ * caller's ncclGroupEnd; until ncclCommGetAsyncError says it is ready, calls
+ * that should be deferred are performed for real instead, which is always
+ * correct, and the same on every rank (the group structure is).  The private
+ * communicators and operators are called through the real NCCL directly, so
+ * they are never counted or traced, and live until the process ends.
+ */
+#include "log.h"
+#include "nccl_internal.h"
+#include "coalesce_nccl.h"
+#include "nccl_redop.h"
+#include <pthread.h>
+#include <string.h>
+
+#define MAX_DEVS 64
+#define MAX_OPS 64
+
+static const char *const sonames[] = {"libnccl.so.2", "libnccl.so", NULL};
+static _Atomic(ncclComm_t) self_comm[MAX_DEVS];
+static atomic_int self_failed[MAX_DEVS];
+static atomic_int self_unready[MAX_DEVS]; /* made inside a group, not seen ready yet */
+static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* PreMulSum operators on the private communicators, by (device, datatype,
+ * factor).  Appended under slow_lock, read without it. */
+static struct {
+    atomic_int ready;
+    int dev, dt;
+    double factor;
+    ncclRedOp_t op;
+} ops[MAX_OPS];
+static atomic_int nops;
+static int ops_full_logged;
+
+/* The CUDA device of COMM (0 when this NCCL cannot say, like the host
+ * test library); cached on the identity. */
+static int device_of(struct ccs_coal_id *id, ncclComm_t comm)
+{
+    int dev = atomic_load_explicit(&id->aux, memory_order_relaxed);
+    if (dev >= 0)
+        return dev;
+    static _Atomic(void *) fn;
+    void *f = atomic_load(&fn);
+    if (!f) {
+        f = ccs_real_symbol("pncclCommCuDevice", sonames);
+        if (!f)
+            f = ccs_real_symbol("ncclCommCuDevice", sonames);
+        atomic_store(&fn, f);
+    }
+    dev = 0;
+    if (f && ((ncclResult_t(*)(const ncclComm_t, int *))f)(comm, &dev) != ncclSuccess)
+        dev = 0;
+    if (dev < 0 || dev >= MAX_DEVS)
+        dev = 0;
+    atomic_store_explicit(&id->aux, dev, memory_order_relaxed);
+    return dev;
+}
+
+/* ncclCommGetAsyncError, or NULL when this NCCL has none (then a new
+ * communicator is taken as ready at once, as the host test library's are). */
+static void *async_error_fn(void)
+{
+    static _Atomic(void *) fn;
+    static atomic_int looked;
+    if (!atomic_load(&looked)) {
+        void *f = ccs_real_symbol("pncclCommGetAsyncError", sonames);
+        atomic_store(&fn, f ? f : ccs_real_symbol("ncclCommGetAsyncError", sonames));
+        atomic_store(&looked, 1);
+    }
+    return atomic_load(&fn);
+}
+
+/* The private communicator of DEV when it is ready for use, else NULL. */
+static ncclComm_t ready_self_comm(int dev)
+{
+    ncclComm_t c = atomic_load_explicit(&self_comm[dev], memory_order_acquire);
+    if (!c || !atomic_load_explicit(&self_unready[dev], memory_order_relaxed))
+        return c;
+    void *f = async_error_fn();
+    ncclResult_t state = ncclSuccess;
+    if (f && ((ncclResult_t(*)(ncclComm_t, ncclResult_t *))f)(c, &state) != ncclSuccess)
+        return NULL;
+    if (state != ncclSuccess)
+        return NULL;
+    atomic_store_explicit(&self_unready[dev], 0, memory_order_relaxed);
+    return c;
+}
+
+/* Slow path, once per device: the private one-rank communicator of DEV. */
+static void make_self_comm(int dev, int in_group)
+{
+    if (atomic_load(&self_comm[dev]) || atomic_load(&self_failed[dev]))
+        return;
+    pthread_mutex_lock(&slow_lock);
+    if (!atomic_load(&self_comm[dev]) && !atomic_load(&self_failed[dev])) {
+        __typeof__(&pncclCommInitAll) init_all = CCS_NCCL_REAL(CommInitAll);
+        ncclComm_t c = NULL;
+        int devs[1] = {dev};
+        if (init_all && init_all(&c, 1, devs) == ncclSuccess && c) {
+            atomic_store(&self_unready[dev], in_group);
+            atomic_store(&self_comm[dev], c);
+        } else {
+            atomic_store(&self_failed[dev], 1);
+            CCS_LOG(WARN, "coalescing: no private NCCL communicator for device %d; its all-reduces stay real",
+                    dev);
+        }
+    }
+    pthread_mutex_unlock(&slow_lock);
+}
+
+/* FACTOR as NCCL datatype DT's bytes, for a PreMulSum scalar. */
+static int scalar_bytes(ncclDataType_t dt, double factor, unsigned char out[8])
+{
+    memset(out, 0, 8);
+    switch (dt) {
+    case ncclFloat64: {
+        memcpy(out, &factor, 8);
+        return 0;
+    }
+    case ncclFloat32: {
+        float f = (float)factor;
+        memcpy(out, &f, 4);
+        return 0;
+    }
+    case ncclFloat16: {
+        uint16_t h = ccs_float_to_half((float)factor);
+        memcpy(out, &h, 2);
+        return 0;
+    }
+    case ncclBfloat16: {
+        uint16_t h = ccs_float_to_bf16((float)factor);
+        memcpy(out, &h, 2);
+        return 0;
+    }
+    default:
+        return -1;
+    }
+}
+
+/* The operator multiplying by FACTOR on DEV's private communicator; ncclSum
+ * for 1.  Returns 0, or -1 (the call is then made for real). */
+static int factor_op(int dev, ncclDataType_t dt, double factor, ncclRedOp_t *op)
+{
+    if (factor == 1) {
+        *op = ncclSum;
+        return 0;
+    }
+    int n = atomic_load_explicit(&nops, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (atomic_load_explicit(&ops[i].ready, memory_order_acquire) && ops[i].dev == dev && ops[i].dt == (int)dt &&
+            ops[i].factor == factor) {
+            *op = ops[i].op;
+            return 0;
+        }
+    int rc = -1;
+    pthread_mutex_lock(&slow_lock);
+    n = atomic_load(&nops);
+    for (int i = 0; i < n; i++) /* made by another thread meanwhile */
+        if (ops[i].dev == dev && ops[i].dt == (int)dt && ops[i].factor == factor) {
+            *op = ops[i].op;
+            rc = 0;
+        }
+    unsigned char scalar[8];
+    __typeof__(&pncclRedOpCreatePreMulSum) create = CCS_NCCL_REAL(RedOpCreatePreMulSum);
+    if (rc != 0 && n == MAX_OPS)
+        ccs_log_once(&ops_full_logged, CCS_LOG_WARN,
+                     "coalescing: more than %d distinct scale factors; further ones are reduced for real", MAX_OPS);
+    else if (rc != 0 && create && scalar_bytes(dt, factor, scalar) == 0 &&
+             create(op, scalar, dt, ncclScalarHostImmediate, atomic_load(&self_comm[dev])) == ncclSuccess) {
+        ops[n].dev = dev;
+        ops[n].dt = (int)dt;
+        ops[n].factor = factor;
+        ops[n].op = *op;
+        atomic_store_explicit(&ops[n].ready, 1, memory_order_release);
+        atomic_store_explicit(&nops, n + 1, memory_order_release);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&slow_lock);
+    return rc;
+}
+
+int ccs_coalesce_nccl_allreduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                                ncclComm_t comm, cudaStream_t stream, int in_group, void *ra, ncclResult_t *rc)
+{
+    unsigned dtype = ccs_nccl_dtype(dt), o;
+    uint64_t scalar = 0;
+    struct ccs_nccl_premul pm;
+    if (op == ncclSum)
+        o = CCS_OP_SUM;
+    else if (op == ncclAvg)
+        o = CCS_OP_AVG;
+    else if (ccs_nccl_redop_find((uintptr_t)comm, (int)op, &pm) && pm.host_scalar) {
+        o = CCS_OP_PREMULSUM;
+        memcpy(&scalar, pm.scalar, sizeof scalar);
+    } else
+        return 0;
+    uint64_t bytes = (uint64_t)count * ccs_dtype_size(dtype);
+    if (!ccs_coalesce_eligible(o, dtype, bytes) || !recv || !send || !ccs_coalesce_site_ok(ra))
+        return 0;
+    struct ccs_comm *c = ccs_nccl_comm(comm);
+    if (!c || c->size < 1)
+        return 0;
+    struct ccs_coal_id *id = ccs_coalesce_identity(c->id, (uintptr_t)comm, c->size, send, recv, count, dtype, o,
+                                                   scalar, CCS_BE_NCCL);
+    if (!id)
+        return 0;
+    int dev = device_of(id, comm);
+    if (CCS_UNLIKELY(!atomic_load_explicit(&self_comm[dev], memory_order_relaxed)))
+        make_self_comm(dev, in_group);
+    enum ccs_coalesce_action act = ccs_coalesce_decide(id);
+    if (act == CCS_COALESCE_PASS)
+        return 0;
+    ncclComm_t self = act == CCS_COALESCE_DEFER ? ready_self_comm(dev) : NULL;
+    double factor = 1;
+    ncclRedOp_t fop = ncclSum;
+    int local = act == CCS_COALESCE_DEFER && self && ccs_coalesce_factor(o, dtype, scalar, c->size, &factor) == 0 &&
+                factor_op(dev, dt, factor, &fop) == 0;
+    struct ccs_call call = {.kind = CCS_KIND_ALLREDUCE,
+                            .dtype = (uint8_t)dtype,
+                            .op = (uint8_t)o,
+                            .flags = (uint8_t)((send == recv ? CCS_F_IN_PLACE : 0) | (in_group ? CCS_F_IN_GROUP : 0) |
+                                               (local ? CCS_F_DEFERRED : CCS_F_COALESCED)),
+                            .backend = CCS_BE_NCCL,
+                            .group_depth = (uint8_t)(in_group > 255 ? 255 : in_group),
+                            .root = -1,
+                            .count = count,
+                            .bytes = bytes,
+                            .buf = recv};
+    struct ccs_record *r = ccs_call_begin(c, &call, ra);
+    __typeof__(&pncclAllReduce) real = CCS_NCCL_REAL(AllReduce);
+    if (!real)
+        *rc = ncclInternalError;
+    else if (local)
+        *rc = real(send, recv, count, dt, fop, self, stream);
+    else
+        *rc = real(send, recv, count, dt, op, comm, stream);
+    ccs_call_end(r, *rc != ncclSuccess && *rc != ncclInProgress);
+    return 1;
+}

@@ -1,0 +1,666 @@
+/*
+ * desync.c - early desync detection (docs/desync.md): start-up, the
+ * background thread, the policy, and the agreement service.
+ *
+ * Every period the thread folds this rank's new records into its status
+ * (desync_collect.c), publishes it in the host's shared memory
+ * (desync_shm.c), reads the other local ranks' statuses, applies the rules
+ * (desync_rules.c) and reports new verdicts (desync_report.c).  When the
+ * job spans hosts, the host's leader also forwards the host's statuses to
+ * the coordinator in rank 0 and posts its verdicts into shared memory
+ * (desync_tcp.c).  The hot path is untouched: the thread only reads the
+ * rings, their in-flight records and the comm table.
+ */
+#include "desync.h"
+#include "ccs_config.h"
+#include "desync_collect.h"
+#include "desync_proto.h"
+#include "desync_report.h"
+#include "desync_rules.h"
+#include "desync_shm.h"
+#include "desync_tcp.h"
+#include "log.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { OFF = -1, IDLE = 0, STARTING = 1, RUNNING = 2 };
+
+static atomic_int state;
+static struct ccs_dsx_shm *shm;
+static int32_t W = -1, R = -1;
+static char hostkey[CCS_DSX_HOST];
+static char secret[80];
+static struct ccs_dsx_status me;
+static struct ccs_dsx_status scratch;
+static struct ccs_dsx_status **stv;
+static const struct ccs_dsx_status **view;
+static const struct ccs_dsx_status **local;
+static uint8_t *deadv;
+static uint64_t *lastbeat, *beat_ms;
+static struct ccs_dsx_seen *seen, *reported;
+static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t agree_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int life;
+static atomic_int abort_pending;
+static uint64_t abort_comm;
+static struct {
+    int (*fn)(void *, uint64_t);
+    void *arg;
+} aborts[4];
+static atomic_int naborts;
+static struct ccs_dsx_coord *coord;
+static struct ccs_dsx_client *client;
+static uint64_t vcursor;
+static pthread_t th;
+static uint64_t started_ms;
+static int tcp_mode; /* a coordinator sees the whole job */
+static int invalid_logged, tcp_logged, hooks_done;
+static struct ccs_dsx_agree *agbuf;
+static size_t agcap;
+
+static uint64_t now_ms(void)
+{
+    return ccs_clock_mono_ns() / 1000000u;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int ccs_desync_active(void)
+{
+    return atomic_load(&state) == RUNNING;
+}
+
+int ccs_desync_set_abort(int (*fn)(void *, uint64_t), void *arg)
+{
+    int n = atomic_load(&naborts);
+    if (n >= 4)
+        return -1;
+    aborts[n].fn = fn;
+    aborts[n].arg = arg;
+    atomic_store(&naborts, n + 1);
+    return 0;
+}
+
+/* ------------------------------------------------------------ verdicts */
+
+static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
+{
+    (void)arg;
+    if (!ccs_dsx_seen_add(reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
+        return;
+    ccs_dsx_report(v);
+    if (ccs_cfg.on_desync == 1 && v->cls != CCS_DSX_STRAGGLER && !atomic_load(&abort_pending)) {
+        abort_comm = v->comm;
+        atomic_store(&abort_pending, 1);
+    }
+}
+
+/* After the diagnostics: give the other ranks a few periods to write
+ * theirs, then end the job through what MPI or NCCL registered. */
+static void do_abort(void)
+{
+    long grace = 3 * ccs_cfg.desync_period_ms;
+    sleep_ms(grace < 100 ? 100 : grace);
+    ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
+            (unsigned long long)abort_comm);
+    int n = atomic_load(&naborts);
+    for (int i = 0; i < n; i++)
+        if (aborts[i].fn(aborts[i].arg, abort_comm) == 0)
+            return;
+    ccs_log(CCS_LOG_ERROR, "no abort function succeeded: ending this process (exit status 134)");
+    _exit(134);
+}
+
+static void post_verdict(const struct ccs_dsx_verdict *v, void *arg)
+{
+    (void)arg;
+    ccs_dsx_shm_post_verdict(shm, v);
+}
+
+static void post_agreed(const struct ccs_dsx_agree *a, void *arg)
+{
+    (void)arg;
+    ccs_dsx_shm_post_agreed(shm, a);
+}
+
+/* ------------------------------------------------------------ the period */
+
+static int alive(uint32_t pid)
+{
+    return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+static void forward_tcp(size_t nlocal, uint64_t now)
+{
+    (void)now;
+    size_t nag = 0;
+    for (size_t i = 0; i < nlocal; i++) {
+        if (agcap < nag + 4) {
+            size_t nc = agcap ? agcap * 2 : 64;
+            struct ccs_dsx_agree *nb = realloc(agbuf, nc * sizeof *nb);
+            if (!nb)
+                break;
+            agbuf = nb;
+            agcap = nc;
+        }
+        struct ccs_dsx_agree got[4];
+        int k = ccs_dsx_shm_agree_get(shm, local[i]->wrank, got);
+        for (int j = 0; j < k; j++)
+            if (got[j].comm)
+                agbuf[nag++] = got[j];
+    }
+    char why[256];
+    long to = ccs_cfg.desync_period_ms / 2;
+    if (ccs_dsx_client_tick(client, local, nlocal, agbuf, nag, to < 1 ? 1 : (int)to, why, sizeof why) != 0)
+        ccs_log_once(&tcp_logged, CCS_LOG_WARN,
+                     "desync side channel: %s; detection across hosts is off until the coordinator answers", why);
+}
+
+static void tick(void)
+{
+    pthread_mutex_lock(&tick_lock);
+    uint64_t now = now_ms();
+    ccs_dsx_collect(&me, now);
+    me.magic = CCS_DSX_MAGIC;
+    me.version = CCS_DSX_VERSION;
+    me.wrank = R;
+    me.wsize = W;
+    me.pid = (uint32_t)getpid();
+    me.life = (uint32_t)atomic_load(&life);
+    me.beat++;
+    memcpy(me.host, hostkey, sizeof me.host);
+    ccs_dsx_shm_publish(shm, &me);
+    size_t nlocal = 0;
+    for (int32_t r = 0; r < W; r++) {
+        view[r] = NULL;
+        deadv[r] = 0;
+        if (r == R) {
+            view[r] = local[nlocal++] = &me;
+            continue;
+        }
+        char why[200];
+        int rc = ccs_dsx_shm_read(shm, r, &scratch, why, sizeof why);
+        if (rc < 0)
+            ccs_log_once(&invalid_logged, CCS_LOG_WARN, "desync: ignoring rank %d's shared status: %s", r, why);
+        if (rc != 1)
+            continue;
+        if (!stv[r] && !(stv[r] = malloc(sizeof *stv[r])))
+            continue;
+        *stv[r] = scratch;
+        view[r] = local[nlocal++] = stv[r];
+        if (scratch.beat != lastbeat[r] || !beat_ms[r]) {
+            lastbeat[r] = scratch.beat;
+            beat_ms[r] = now;
+        }
+        if (scratch.life == CCS_DSX_ALIVE &&
+            (!alive(scratch.pid) || now - beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms))
+            deadv[r] = 1;
+    }
+    struct ccs_dsx_view v = {.wsize = W, .st = view, .dead = deadv, .now_ms = now};
+    struct ccs_dsx_thresholds t = {.block_ms = (uint32_t)ccs_cfg.desync_block_ms,
+                                   .straggler_ms = (uint32_t)ccs_cfg.desync_straggler_ms,
+                                   .suspect_ms = (uint32_t)(ccs_cfg.desync_block_ms * 2),
+                                   .mismatch_wait_ms = (uint32_t)(2 * ccs_cfg.desync_period_ms),
+                                   .partial = tcp_mode};
+    struct ccs_dsx_sink sink = {.verdict = on_verdict};
+    int nv = ccs_dsx_rules_run(&v, &t, seen, &sink);
+    static uint64_t last_dbg;
+    if (ccs_cfg.log_level >= CCS_LOG_DEBUG && now - last_dbg >= 1000) {
+        last_dbg = now;
+        CCS_LOG(DEBUG, "desync: %zu local statuses, %u comms here, %d new verdicts", nlocal, me.ncomm, nv);
+    }
+    if (client)
+        forward_tcp(nlocal, now);
+    struct ccs_dsx_verdict *vd = malloc(sizeof *vd);
+    while (vd && ccs_dsx_shm_next_verdict(shm, &vcursor, vd))
+        on_verdict(vd, NULL);
+    free(vd);
+    pthread_mutex_unlock(&tick_lock);
+}
+
+static void *thread_main(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    while (atomic_load(&state) == RUNNING) {
+        sleep_ms(ccs_cfg.desync_period_ms);
+        if (atomic_load(&state) != RUNNING)
+            break;
+        tick();
+        if (atomic_load(&abort_pending) == 1) {
+            atomic_store(&abort_pending, 2);
+            do_abort();
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ exit, fork */
+
+void ccs_desync_note_exit(int how)
+{
+    if (atomic_load(&state) != RUNNING || (how != CCS_DESYNC_FINALIZING && how != CCS_DESYNC_EXITED))
+        return;
+    if (atomic_load(&life) >= how)
+        return;
+    atomic_store(&life, how);
+    tick(); /* publish now: the others must not wait a period to know */
+    if (how != CCS_DESYNC_EXITED)
+        return;
+    clockid_t cid;
+    struct timespec ts;
+    if (pthread_getcpuclockid(th, &cid) == 0 && clock_gettime(cid, &ts) == 0) {
+        double cpu_ms = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6, wall = (double)(now_ms() - started_ms);
+        CCS_LOG(INFO, "desync: background thread used %.1f ms of CPU in %.1f s (%.3f%% of a core)", cpu_ms,
+                wall / 1e3, wall > 0 ? cpu_ms * 100 / wall : 0.0);
+    }
+    /* Linger a few periods while local ranks are blocked: they (and we) can
+     * then tell that they wait for a rank that is gone. */
+    for (int i = 0; i < 3; i++) {
+        int blocked = 0;
+        for (int32_t r = 0; r < W; r++)
+            for (uint32_t k = 0; view[r] && r != R && k < view[r]->ncomm; k++)
+                blocked |= view[r]->comm[k].state == CCS_DSX_BLOCKED;
+        if (!blocked)
+            break;
+        sleep_ms(ccs_cfg.desync_period_ms);
+        tick();
+    }
+    ccs_dsx_shm_release(shm);
+    if (atomic_load(&abort_pending) == 1) {
+        atomic_store(&abort_pending, 2);
+        do_abort();
+    }
+}
+
+static void at_exit(void)
+{
+    ccs_desync_note_exit(CCS_DESYNC_EXITED);
+}
+
+static void atfork_child(void)
+{
+    /* The thread is the parent's; the slot is the parent's rank.  A forked
+     * child is not a rank of the job: detection stays off in it. */
+    atomic_store(&state, OFF);
+    shm = NULL;
+    client = NULL;
+    coord = NULL;
+    ccs_dsx_collect_reset();
+}
+
+/* ------------------------------------------------------------ start-up */
+
+static void say_off(const char *why)
+{
+    static int logged;
+    ccs_log_once(&logged, CCS_LOG_WARN, "desync detection is off: %s; the job runs on without it", why);
+}
+
+static int env_int(const char *name)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (!v || !*v)
+        return -1;
+    long x = strtol(v, &end, 10);
+    return *end == 0 && x > 0 && x < (1L << 30) ? (int)x : -1;
+}
+
+static void host_key(char *out, size_t n)
+{
+    if (ccs_cfg.desync_host && *ccs_cfg.desync_host)
+        snprintf(out, n, "%s", ccs_cfg.desync_host);
+    else
+        snprintf(out, n, "%s", ccs_hostname());
+}
+
+/* A random secret (hex) from the kernel. */
+static void random_secret(char *out, size_t n)
+{
+    unsigned char b[16] = {0};
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, b, sizeof b) != (ssize_t)sizeof b)
+            memset(b, 0, sizeof b);
+        close(fd);
+    }
+    uint64_t x = ccs_hash_mix(ccs_clock_mono_ns(), (uint64_t)getpid());
+    for (size_t i = 0; i < 8; i++)
+        b[i] ^= (unsigned char)(x >> (8 * i));
+    size_t o = 0;
+    for (size_t i = 0; i < sizeof b && o + 3 <= n; i++)
+        o += (size_t)snprintf(out + o, n - o, "%02x", b[i]);
+}
+
+/* An IPv4 address of this host other peers can reach, or loopback. */
+static void my_address(char *out, size_t n, int loopback_ok)
+{
+    snprintf(out, n, "127.0.0.1");
+    if (loopback_ok)
+        return;
+    struct ifaddrs *ifa = NULL;
+    if (getifaddrs(&ifa) != 0)
+        return;
+    for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+            !(i->ifa_flags & IFF_LOOPBACK)) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, out, (socklen_t)n);
+            break;
+        }
+    freeifaddrs(ifa);
+}
+
+static struct ccs_dsx_thresholds thresholds(void)
+{
+    return (struct ccs_dsx_thresholds){.block_ms = (uint32_t)ccs_cfg.desync_block_ms,
+                                       .straggler_ms = (uint32_t)ccs_cfg.desync_straggler_ms,
+                                       .suspect_ms = (uint32_t)(ccs_cfg.desync_block_ms * 2),
+                                       .heartbeat_ms = (uint32_t)ccs_cfg.desync_heartbeat_ms,
+                                       .mismatch_wait_ms = (uint32_t)(2 * ccs_cfg.desync_period_ms)};
+}
+
+static int start_coordinator(const char *bind_host, int port, char *why, size_t n)
+{
+    struct ccs_dsx_thresholds t = thresholds();
+    int got = 0;
+    /* The coordinator evaluates less often than ranks publish: it sees the
+     * whole job, and its targets (1 s, 2 s) leave room. */
+    long cp = 5 * ccs_cfg.desync_period_ms;
+    coord = ccs_dsx_coord_start(bind_host, port, W, secret, &t, (int)(cp < 100 ? 100 : cp), &got, why, n);
+    return coord ? got : -1;
+}
+
+/* Shared by both start-ups: COORD_HOST/PORT empty/<= 0 when no TCP. */
+static int start_common(int local_size, const char *coord_host, int coord_port)
+{
+    char why[512];
+    host_key(hostkey, sizeof hostkey);
+    char key[512];
+    snprintf(key, sizeof key, "%s|%s|%s", ccs_job_id(), hostkey, secret);
+    char job[40];
+    snprintf(job, sizeof job, "%s", ccs_job_id());
+    shm =
+        ccs_dsx_shm_open(key, W, R, ccs_cfg.desync_host && *ccs_cfg.desync_host ? 0 : local_size, why, sizeof why);
+    if (!shm) {
+        say_off(why);
+        atomic_store(&state, OFF);
+        return -1;
+    }
+    size_t w = (size_t)W;
+    stv = calloc(w, sizeof *stv);
+    view = calloc(w, sizeof *view);
+    local = calloc(w, sizeof *local);
+    deadv = calloc(w, 1);
+    lastbeat = calloc(w, sizeof *lastbeat);
+    beat_ms = calloc(w, sizeof *beat_ms);
+    seen = ccs_dsx_seen_new();
+    reported = ccs_dsx_seen_new();
+    if (!stv || !view || !local || !deadv || !lastbeat || !beat_ms || !seen || !reported) {
+        say_off("out of memory");
+        atomic_store(&state, OFF);
+        return -1;
+    }
+    tcp_mode = coord_host && *coord_host && coord_port > 0;
+    if (tcp_mode && ccs_dsx_shm_is_leader(shm)) {
+        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed};
+        client = ccs_dsx_client_new(coord_host, coord_port, W, R, secret, hostkey, &cb);
+        if (!client)
+            say_off("cannot create the TCP client (out of memory)");
+    }
+    if (!hooks_done) {
+        hooks_done = 1;
+        pthread_atfork(NULL, NULL, atfork_child);
+        atexit(at_exit);
+    }
+    atomic_store(&state, RUNNING);
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&a, 512 * 1024);
+    started_ms = now_ms();
+    if (pthread_create(&th, &a, thread_main, NULL) != 0) {
+        pthread_attr_destroy(&a);
+        say_off("cannot start the background thread");
+        atomic_store(&state, OFF);
+        return -1;
+    }
+    pthread_attr_destroy(&a);
+    if (client)
+        CCS_LOG(INFO,
+                "desync detection on: rank %d of %d, host '%s', host leader, coordinator at %s:%d, period %ld ms",
+                R, W, hostkey, coord_host, coord_port, ccs_cfg.desync_period_ms);
+    else
+        CCS_LOG(DEBUG, "desync detection on: rank %d of %d, host '%s', shared memory%s, period %ld ms", R, W,
+                hostkey, tcp_mode ? " (the host leader talks to the coordinator)" : "", ccs_cfg.desync_period_ms);
+    return 0;
+}
+
+static int begin(void)
+{
+    if (!ccs_cfg.desync || !atomic_load(&ccs_active))
+        return -1;
+    if (ccs_world_rank() < 0 || ccs_world_size() <= 1)
+        return -1; /* not yet known (or nothing to compare): maybe later */
+    int expect = IDLE;
+    if (!atomic_compare_exchange_strong(&state, &expect, STARTING))
+        return expect == RUNNING ? 0 : -1;
+    W = ccs_world_size();
+    R = ccs_world_rank();
+    return 1;
+}
+
+int ccs_desync_start(void)
+{
+    int b = begin();
+    if (b <= 0)
+        return b;
+    /* Not MPI: the launcher's environment (torchrun, Slurm) says the rest. */
+    int local_size = env_int("LOCAL_WORLD_SIZE");
+    if (local_size < 0)
+        local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+    char host[256] = "";
+    int port = -1;
+    const char *c = ccs_cfg.coord;
+    if (c && *c) {
+        const char *colon = strrchr(c, ':');
+        if (colon && colon > c) {
+            snprintf(host, sizeof host, "%.*s", (int)(colon - c), c);
+            port = atoi(colon + 1);
+        }
+        if (port <= 0 || port > 65535) {
+            CCS_LOG(WARN, "CCSHIM_COORD='%s' ignored: expected host:port with a port in 1..65535", c);
+            port = -1;
+        }
+    } else if (getenv("MASTER_ADDR") && env_int("MASTER_PORT") > 0 && env_int("MASTER_PORT") < 65535) {
+        snprintf(host, sizeof host, "%s", getenv("MASTER_ADDR"));
+        port = env_int("MASTER_PORT") + 1;
+    }
+    int tcp = ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && local_size > 0 && local_size < W);
+    if (ccs_cfg.secret && *ccs_cfg.secret) {
+        snprintf(secret, sizeof secret, "%s", ccs_cfg.secret);
+    } else {
+        snprintf(secret, sizeof secret, "job:%s@%s:%d", ccs_job_id(), host, port);
+        if (tcp)
+            CCS_LOG(WARN, "desync: no CCSHIM_SECRET; the side channel is authenticated by the job id only "
+                          "(ccshim-run sets a secret when it wraps the launcher)");
+    }
+    if (tcp && port <= 0) {
+        say_off("ranks span hosts but no coordinator address (set CCSHIM_COORD=host:port, or MASTER_ADDR and "
+                "MASTER_PORT)");
+        tcp = 0;
+    }
+    if (tcp && R == 0) {
+        char why[256];
+        if (start_coordinator(NULL, port, why, sizeof why) < 0) {
+            CCS_LOG(WARN, "desync: cannot start the coordinator on port %d: %s; detection across hosts is off",
+                    port, why);
+        }
+    }
+    return start_common(local_size, tcp ? host : NULL, tcp ? port : -1);
+}
+
+struct gather_item {
+    char host[CCS_DSX_HOST];
+    int32_t enabled;
+    int32_t pad;
+};
+
+struct bcast_item {
+    uint32_t magic;
+    int32_t port; /* coordinator port, or <= 0: no TCP */
+    char host[64];
+    char secret[64];
+};
+
+int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
+{
+    int32_t w = ccs_world_size(), r = ccs_world_rank();
+    if (w <= 0 || r < 0)
+        return -1;
+    /* Both collectives run on every rank whatever is decided below. */
+    struct gather_item mine;
+    memset(&mine, 0, sizeof mine);
+    host_key(mine.host, sizeof mine.host);
+    mine.enabled = ccs_cfg.desync && atomic_load(&ccs_active);
+    struct gather_item *all = calloc((size_t)w, sizeof *all);
+    static struct gather_item one; /* fallback so the collective still runs */
+    int ok = all != NULL;
+    if (ops->allgather(&mine, ok ? (void *)all : (void *)&one, ok ? (int)sizeof mine : 0, ops->arg) != 0)
+        ok = 0;
+    int local_size = 0, enabled = ok, hosts = 0;
+    for (int32_t i = 0; ok && i < w; i++) {
+        all[i].host[CCS_DSX_HOST - 1] = 0;
+        local_size += strcmp(all[i].host, mine.host) == 0;
+        enabled &= all[i].enabled != 0;
+        int first = 1;
+        for (int32_t j = 0; j < i && first; j++)
+            first = strcmp(all[i].host, all[j].host) != 0;
+        hosts += first;
+    }
+    free(all);
+    int tcp = enabled && (ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && hosts > 1));
+    struct bcast_item bc;
+    memset(&bc, 0, sizeof bc);
+    if (r == 0 && enabled) {
+        bc.magic = CCS_DSX_MAGIC;
+        if (ccs_cfg.secret && *ccs_cfg.secret)
+            snprintf(bc.secret, sizeof bc.secret, "%s", ccs_cfg.secret);
+        else
+            random_secret(bc.secret, sizeof bc.secret);
+        if (tcp) {
+            W = w;
+            snprintf(secret, sizeof secret, "%s", bc.secret);
+            char bind[256] = "", why[256];
+            int port = 0;
+            const char *c = ccs_cfg.coord;
+            if (c && *c && strrchr(c, ':')) {
+                snprintf(bind, sizeof bind, "%.*s", (int)(strrchr(c, ':') - c), c);
+                port = atoi(strrchr(c, ':') + 1);
+                snprintf(bc.host, sizeof bc.host, "%s", bind);
+            } else {
+                my_address(bc.host, sizeof bc.host, hosts <= 1);
+            }
+            bc.port = start_coordinator(NULL, port, why, sizeof why);
+            if (bc.port < 0)
+                CCS_LOG(WARN, "desync: cannot start the coordinator: %s; detection across hosts is off", why);
+        }
+    }
+    if (ops->bcast(&bc, sizeof bc, ops->arg) != 0 || bc.magic != CCS_DSX_MAGIC)
+        return -1;
+    if (!enabled)
+        return -1;
+    int b = begin();
+    if (b <= 0)
+        return b;
+    bc.secret[sizeof bc.secret - 1] = 0;
+    bc.host[sizeof bc.host - 1] = 0;
+    snprintf(secret, sizeof secret, "%s", bc.secret);
+    return start_common(local_size, tcp && bc.port > 0 ? bc.host : NULL, tcp ? bc.port : -1);
+}
+
+/* ------------------------------------------------------------ agreement */
+
+int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64_t *agreed_max,
+                         uint64_t *agreed_min, int timeout_ms)
+{
+    if (atomic_load(&state) != RUNNING || !c || !c->agreed || c->size <= 0 || c->rank < 0 || c->rank >= c->size)
+        return -1;
+    if (c->size == 1) {
+        *agreed_max = *agreed_min = mine;
+        return 0;
+    }
+    struct ccs_dsx_agree a = {
+        .comm = c->id, .key = key, .max = mine, .min = mine, .crank = c->rank, .size = c->size, .n = 1};
+    pthread_mutex_lock(&agree_lock);
+    ccs_dsx_shm_agree_put(shm, &a);
+    pthread_mutex_unlock(&agree_lock);
+    size_t words = ((size_t)c->size + 63) / 64;
+    uint64_t *bits = calloc(words, sizeof *bits);
+    if (!bits)
+        return -1;
+    uint64_t deadline = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    int rc = -1;
+    for (;;) {
+        struct ccs_dsx_agree res, got[4];
+        if (client || ccs_dsx_shm_find_agreed(shm, c->id, key, &res)) {
+            if (ccs_dsx_shm_find_agreed(shm, c->id, key, &res) && (int32_t)res.n == c->size) {
+                *agreed_max = res.max;
+                *agreed_min = res.min;
+                rc = 0;
+                break;
+            }
+        }
+        memset(bits, 0, words * sizeof *bits);
+        int32_t n = 0;
+        uint64_t mx = 0, mn = UINT64_MAX;
+        for (int32_t r = 0; r < W; r++) {
+            int k = ccs_dsx_shm_agree_get(shm, r, got);
+            for (int j = 0; j < k; j++) {
+                const struct ccs_dsx_agree *g = &got[j];
+                if (g->comm != c->id || g->key != key || g->size != c->size || g->crank < 0 ||
+                    g->crank >= c->size || (bits[g->crank / 64] >> (g->crank % 64) & 1))
+                    continue;
+                bits[g->crank / 64] |= 1ull << (g->crank % 64);
+                n++;
+                mx = g->max > mx ? g->max : mx;
+                mn = g->min < mn ? g->min : mn;
+            }
+        }
+        if (n == c->size) {
+            *agreed_max = mx;
+            *agreed_min = mn;
+            rc = 0;
+            break;
+        }
+        if (now_ms() >= deadline)
+            break;
+        sleep_ms(1);
+    }
+    free(bits);
+    return rc;
+}
+
+void ccs_desync_nccl_done(struct ccs_comm *c, uint64_t seq_done)
+{
+    if (c && c->agreed)
+        ccs_dsx_collect_nccl_done(c->id, seq_done);
+}

@@ -1,0 +1,427 @@
+/*
+ * desync_collect.c - this rank's side of the protocol: folds the records of
+ * every ring (a cursor of its own per ring, independent of the trace
+ * writer's) into per-communicator running hashes and histories, and looks
+ * at each ring's in-flight record to tell "blocked in a collective" from
+ * "computing".  Runs on the background thread only; the hot path is not
+ * touched.
+ */
+#include "desync_collect.h"
+#include "ccs_kinds.h"
+#include "shim.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_TRACKED 64
+#define MAX_RINGS 1024
+#define MAX_PENDING 1024
+#define NSITE_CACHE 64
+#define NCCL_SLOTS 64
+
+struct tracked {
+    uint64_t id;
+    int32_t rank, size;
+    uint16_t backend;
+    int used, live, lost, mark;
+    uint64_t issued, done, hash;
+    uint64_t cp_seq[2], cp_hash[2];
+    struct ccs_dsx_op hist[CCS_DSX_HIST];
+    unsigned nhist;
+    uint64_t active_ms; /* last change, to pick what to publish */
+    /* Blocked in a call: which one, since when. */
+    int blocked;
+    struct ccs_dsx_op bop;
+    uint64_t bsince_ms;
+    /* NCCL: device progress. */
+    uint64_t dev_done, dev_since_ms;
+};
+
+static struct tracked tc[MAX_TRACKED];
+static uint64_t cursor[MAX_RINGS];
+static struct ccs_record pend[MAX_PENDING];
+static size_t npend;
+static struct ccs_record *batch;
+static size_t batch_cap;
+
+static struct {
+    uint32_t id;
+    char txt[CCS_DSX_SITE];
+} site_cache[NSITE_CACHE];
+
+static struct {
+    _Atomic uint64_t id;
+    _Atomic uint64_t done;
+} nccl[NCCL_SLOTS];
+
+static int sequenced(unsigned kind)
+{
+    int cls = ccs_kind_class(kind);
+    return cls == CCS_CLASS_COLL || kind == CCS_KIND_COMM_DUP || kind == CCS_KIND_COMM_SPLIT ||
+           kind == CCS_KIND_COMM_CREATE || kind == CCS_KIND_COMM_SHRINK;
+}
+
+static struct ccs_dsx_op op_of(const struct ccs_record *r)
+{
+    struct ccs_dsx_op o;
+    memset(&o, 0, sizeof o);
+    o.seq = r->seq;
+    o.fp = ccs_record_fingerprint(r); /* the hot path leaves it 0 */
+    o.count = r->count;
+    o.site = r->site;
+    o.root = r->root;
+    o.step = r->step;
+    o.kind = r->kind < CCS_KIND_MAX ? r->kind : 0;
+    o.dtype = r->dtype < CCS_DT_MAX ? r->dtype : CCS_DT_UNKNOWN;
+    o.op = r->op < CCS_OP_LIMIT ? r->op : CCS_OP_USER;
+    o.flags = r->flags;
+    return o;
+}
+
+static struct tracked *find(uint64_t id, int create)
+{
+    struct tracked *free_slot = NULL, *oldest = NULL;
+    for (int i = 0; i < MAX_TRACKED; i++) {
+        if (tc[i].used && tc[i].id == id)
+            return &tc[i];
+        if (!tc[i].used && !free_slot)
+            free_slot = &tc[i];
+        if (tc[i].used && !tc[i].live && (!oldest || tc[i].active_ms < oldest->active_ms))
+            oldest = &tc[i];
+    }
+    if (!create)
+        return NULL;
+    struct tracked *t = free_slot ? free_slot : oldest; /* reuse the longest-freed one */
+    if (!t)
+        return NULL;
+    memset(t, 0, sizeof *t);
+    t->used = 1;
+    t->id = id;
+    t->rank = -1;
+    return t;
+}
+
+static void fold(struct tracked *t, const struct ccs_record *r, uint64_t now)
+{
+    struct ccs_dsx_op o = op_of(r);
+    if (r->seq != t->done + 1) {
+        /* Records lost (ring overflow, or started late): the hash is no
+         * longer comparable, the history still is. */
+        t->lost = 1;
+    }
+    uint64_t key = o.fp ^ ((o.flags & CCS_F_DEFERRED) ? 0x9e3779b97f4a7c15ULL : 0);
+    t->hash = ccs_hash_mix(t->hash, key);
+    t->done = r->seq;
+    if (t->done % CCS_DSX_CHECKPOINT == 0) {
+        t->cp_seq[1] = t->cp_seq[0];
+        t->cp_hash[1] = t->cp_hash[0];
+        t->cp_seq[0] = t->done;
+        t->cp_hash[0] = t->hash;
+    }
+    if (t->nhist == CCS_DSX_HIST) {
+        memmove(t->hist, t->hist + 1, (CCS_DSX_HIST - 1) * sizeof t->hist[0]);
+        t->nhist--;
+    }
+    t->hist[t->nhist++] = o;
+    t->active_ms = now;
+}
+
+static int cmp_rec(const void *a, const void *b)
+{
+    const struct ccs_record *x = a, *y = b;
+    if (x->comm != y->comm)
+        return x->comm < y->comm ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int grow_batch(size_t need)
+{
+    if (need <= batch_cap)
+        return 0;
+    size_t nc = batch_cap ? batch_cap : 4096;
+    while (nc < need)
+        nc *= 2;
+    struct ccs_record *nb = realloc(batch, nc * sizeof *nb);
+    if (!nb)
+        return -1;
+    batch = nb;
+    batch_cap = nc;
+    return 0;
+}
+
+/* New records of every ring, sequenced ones only, with last pass's pending. */
+static size_t gather(void)
+{
+    size_t n = 0;
+    if (grow_batch(npend + 4096) != 0)
+        return 0;
+    memcpy(batch, pend, npend * sizeof *pend);
+    n = npend;
+    npend = 0;
+    uint32_t pid = (uint32_t)getpid();
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
+        if (r->index >= MAX_RINGS || r->pid != pid)
+            continue;
+        uint64_t cap = r->mask + 1;
+        uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+        uint64_t cur = cursor[r->index];
+        if (head - cur >= cap) {
+            cur = head - cap + 1;
+            for (int i = 0; i < MAX_TRACKED; i++)
+                tc[i].lost |= tc[i].used; /* which comms lost records is unknown */
+        }
+        if (grow_batch(n + (size_t)(head - cur)) != 0)
+            return n;
+        size_t first = n;
+        for (uint64_t i = cur; i < head; i++) {
+            const struct ccs_record *rec = &r->rec[i & r->mask];
+            batch[n++] = *rec;
+        }
+        /* Lapped while copying: drop what may be torn. */
+        uint64_t head2 = atomic_load_explicit(&r->head, memory_order_acquire);
+        uint64_t valid_from = head2 + 1 > cap ? head2 + 1 - cap : 0;
+        if (valid_from > cur) {
+            size_t skip = valid_from - cur < n - first ? (size_t)(valid_from - cur) : n - first;
+            memmove(batch + first, batch + first + skip, (n - first - skip) * sizeof *batch);
+            n -= skip;
+        }
+        cursor[r->index] = head;
+        /* Keep only sequenced records. */
+        size_t k = first;
+        for (size_t i = first; i < n; i++)
+            if (batch[i].comm && batch[i].seq && sequenced(batch[i].kind))
+                batch[k++] = batch[i];
+        n = k;
+    }
+    return n;
+}
+
+static void fold_all(uint64_t now)
+{
+    size_t n = gather();
+    qsort(batch, n, sizeof *batch, cmp_rec);
+    for (size_t i = 0; i < n; i++) {
+        const struct ccs_record *r = &batch[i];
+        struct tracked *t = find(r->comm, 1);
+        if (!t)
+            continue;
+        if (r->seq <= t->done)
+            continue;
+        /* A gap may close next pass (a record of another thread not yet
+         * published): hold it back once, unless it was already held. */
+        if (r->seq != t->done + 1 && r->reserved == 0 && npend < MAX_PENDING) {
+            size_t j = i;
+            while (j < n && batch[j].comm == r->comm) {
+                if (npend < MAX_PENDING) {
+                    pend[npend] = batch[j];
+                    pend[npend++].reserved = 1;
+                }
+                j++;
+            }
+            i = j - 1;
+            continue;
+        }
+        fold(t, r, now);
+    }
+}
+
+static void site_text(uint32_t id, char *out)
+{
+    out[0] = 0;
+    if (!id)
+        return;
+    unsigned slot = id % NSITE_CACHE;
+    if (site_cache[slot].id == id) {
+        memcpy(out, site_cache[slot].txt, CCS_DSX_SITE);
+        return;
+    }
+    void *pcs[CCS_MAX_STACK];
+    uint32_t depth = 0;
+    if (ccs_site_get(id, pcs, &depth) != 0 || depth == 0)
+        return;
+    ccs_site_symbolize(pcs[0], out, CCS_DSX_SITE);
+    out[CCS_DSX_SITE - 1] = 0;
+    site_cache[slot].id = id;
+    memcpy(site_cache[slot].txt, out, CCS_DSX_SITE);
+}
+
+/* Blocked calls: a ring's in-flight record of a blocking sequenced call. */
+static void scan_inflight(uint64_t now)
+{
+    uint32_t pid = (uint32_t)getpid();
+    int seen[MAX_TRACKED] = {0};
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
+        if (r->pid != pid)
+            continue;
+        struct ccs_record *p = atomic_load_explicit(&r->inflight, memory_order_acquire);
+        if (!p)
+            continue;
+        struct ccs_record rec = *p;
+        if (atomic_load_explicit(&r->inflight, memory_order_acquire) != p)
+            continue; /* it returned while we looked */
+        if (!rec.comm || !rec.seq || !sequenced(rec.kind) || (rec.flags & CCS_F_NONBLOCKING))
+            continue;
+        struct tracked *t = find(rec.comm, 1);
+        if (!t)
+            continue;
+        seen[t - tc] = 1;
+        if (!t->blocked || t->bop.seq != rec.seq) {
+            t->blocked = 1;
+            t->bop = op_of(&rec);
+            t->bsince_ms = now;
+            t->active_ms = now;
+        }
+    }
+    for (int i = 0; i < MAX_TRACKED; i++)
+        if (tc[i].used && !seen[i])
+            tc[i].blocked = 0;
+}
+
+/* Sequence counters and membership from the comm table. */
+static void sync_comm(struct ccs_comm *c, void *arg)
+{
+    uint64_t now = *(uint64_t *)arg;
+    if (!c->agreed || !c->id)
+        return;
+    struct tracked *t = find(c->id, 1);
+    if (!t)
+        return;
+    t->rank = c->rank;
+    t->size = c->size;
+    t->backend = c->backend;
+    t->live = 1;
+    t->mark = 1; /* seen in the table this pass */
+    uint64_t s = atomic_load_explicit(&c->seq, memory_order_relaxed);
+    if (s != t->issued)
+        t->active_ms = now;
+    t->issued = s;
+}
+
+static void nccl_progress(struct tracked *t, uint64_t now)
+{
+    for (int i = 0; i < NCCL_SLOTS; i++) {
+        if (atomic_load_explicit(&nccl[i].id, memory_order_acquire) != t->id)
+            continue;
+        uint64_t d = atomic_load_explicit(&nccl[i].done, memory_order_relaxed);
+        if (d != t->dev_done || t->issued <= d) {
+            t->dev_done = d;
+            t->dev_since_ms = now;
+        }
+        if (t->issued > d && !t->blocked) {
+            /* Enqueued work that does not complete: blocked at d + 1. */
+            for (unsigned h = 0; h < t->nhist; h++)
+                if (t->hist[h].seq == d + 1) {
+                    t->blocked = 1;
+                    t->bop = t->hist[h];
+                    t->bsince_ms = t->dev_since_ms;
+                }
+        }
+        return;
+    }
+}
+
+static int cmp_pick(const void *a, const void *b)
+{
+    const struct tracked *x = *(const struct tracked *const *)a, *y = *(const struct tracked *const *)b;
+    if (x->blocked != y->blocked)
+        return x->blocked ? -1 : 1;
+    if ((x->live != 0) != (y->live != 0))
+        return x->live ? -1 : 1;
+    return x->active_ms > y->active_ms ? -1 : x->active_ms < y->active_ms;
+}
+
+void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
+{
+    fold_all(now);
+    scan_inflight(now);
+    for (int i = 0; i < MAX_TRACKED; i++)
+        tc[i].mark = 0;
+    ccs_comm_foreach(sync_comm, &now);
+    for (int i = 0; i < MAX_TRACKED; i++) {
+        struct tracked *t = &tc[i];
+        if (!t->used)
+            continue;
+        if (t->live && !t->mark) {
+            t->live = 0; /* gone from the table: freed */
+            t->active_ms = now;
+        }
+        if (t->live)
+            nccl_progress(t, now);
+    }
+    /* The most relevant communicators: blocked, live, recently active. */
+    struct tracked *pick[MAX_TRACKED];
+    int np = 0;
+    for (int i = 0; i < MAX_TRACKED; i++)
+        if (tc[i].used && tc[i].rank >= 0 && tc[i].size > 0)
+            pick[np++] = &tc[i];
+    qsort(pick, (size_t)np, sizeof pick[0], cmp_pick);
+    st->ncomm = 0;
+    for (int i = 0; i < np && st->ncomm < CCS_DSX_MAXCOMM; i++) {
+        struct tracked *t = pick[i];
+        struct ccs_dsx_comm *e = &st->comm[st->ncomm++];
+        memset(e, 0, offsetof(struct ccs_dsx_comm, hist));
+        e->id = t->id;
+        e->rank = t->rank;
+        e->size = t->size;
+        e->backend = t->backend;
+        e->done = t->done;
+        e->issued = t->issued > t->done ? t->issued : t->done;
+        if (t->blocked && t->bop.seq > e->issued)
+            e->issued = t->bop.seq;
+        e->hash = t->hash;
+        memcpy(e->cp_seq, t->cp_seq, sizeof e->cp_seq);
+        memcpy(e->cp_hash, t->cp_hash, sizeof e->cp_hash);
+        e->flags = t->lost ? CCS_DSX_HASH_LOST : 0;
+        e->state = t->blocked ? CCS_DSX_BLOCKED : t->live ? CCS_DSX_IDLE : CCS_DSX_FREED;
+        if (t->blocked) {
+            e->blocked = t->bop;
+            uint64_t ms = now - t->bsince_ms;
+            e->blocked_ms = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+            site_text(t->bop.site, e->site_blocked);
+        }
+        if (t->nhist)
+            site_text(t->hist[t->nhist - 1].site, e->site_last);
+        e->nhist = (uint16_t)t->nhist;
+        memcpy(e->hist, t->hist, t->nhist * sizeof t->hist[0]);
+    }
+}
+
+int ccs_dsx_collect_find(uint64_t comm, uint64_t seq, struct ccs_dsx_op *out)
+{
+    struct tracked *t = find(comm, 0);
+    if (!t)
+        return 0;
+    for (unsigned h = t->nhist; h-- > 0;)
+        if (t->hist[h].seq <= seq) {
+            *out = t->hist[h];
+            return 1;
+        }
+    return 0;
+}
+
+void ccs_dsx_collect_nccl_done(uint64_t comm, uint64_t seq_done)
+{
+    for (int i = 0; i < NCCL_SLOTS; i++) {
+        uint64_t id = atomic_load_explicit(&nccl[i].id, memory_order_acquire);
+        if (id == 0) {
+            uint64_t zero = 0;
+            if (!atomic_compare_exchange_strong(&nccl[i].id, &zero, comm) && zero != comm)
+                continue;
+            id = comm;
+        }
+        if (id == comm) {
+            atomic_store_explicit(&nccl[i].done, seq_done, memory_order_relaxed);
+            return;
+        }
+    }
+}
+
+void ccs_dsx_collect_reset(void)
+{
+    memset(tc, 0, sizeof tc);
+    memset(cursor, 0, sizeof cursor);
+    npend = 0;
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next)
+        if (r->index < MAX_RINGS)
+            cursor[r->index] = atomic_load(&r->head);
+}

@@ -1,0 +1,25 @@
+/*
+ * desync_collect.h - builds this rank's status from the core's rings and
+ * comm table, off the hot path (the background thread only).
+ */
+#ifndef CCS_DESYNC_COLLECT_H
+#define CCS_DESYNC_COLLECT_H
+
+#include "desync_proto.h"
+
+/* Reads what was published since the last call (records, in-flight calls,
+ * sequence counters) and fills ST (every field but life and beat).  NOW_MS:
+ * monotonic milliseconds.  Background thread only. */
+void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now_ms);
+
+/* The last operation this rank completed on COMM at or before SEQ, from the
+ * collector's history (for reports).  1 when found. */
+int ccs_dsx_collect_find(uint64_t comm, uint64_t seq, struct ccs_dsx_op *out);
+
+/* NCCL device completion (see ccs_desync_nccl_done). */
+void ccs_dsx_collect_nccl_done(uint64_t comm, uint64_t seq_done);
+
+/* After fork, in the child: forget everything. */
+void ccs_dsx_collect_reset(void);
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * desync_mpi.c - the MPI glue of desync detection (libccshim-mpi.so only):
+ * the rendezvous right after MPI_Init through the real PMPI functions (never
+ * counted), and MPI_Abort for CCSHIM_ON_DESYNC=abort.
+ */
+#include "desync_mpi.h"
+#include "desync.h"
+#include "mpi_shim.h"
+
+static int allgather(const void *mine, void *all, int n, void *arg)
+{
+    (void)arg;
+    if (!CCS_REAL(Allgather))
+        return -1;
+    return ccs_real_Allgather(mine, n, MPI_BYTE, all, n, MPI_BYTE, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+}
+
+static int bcast(void *buf, int n, void *arg)
+{
+    (void)arg;
+    if (!CCS_REAL(Bcast))
+        return -1;
+    return ccs_real_Bcast(buf, n, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+}
+
+/* MPI_Abort on the whole job: the verdict is about the job's progress, and
+ * a communicator-scoped abort ends the job in every MPI we know anyway. */
+static int abort_world(void *arg, uint64_t comm_id)
+{
+    (void)arg, (void)comm_id;
+    return PMPI_Abort(MPI_COMM_WORLD, 3) == MPI_SUCCESS ? 0 : -1;
+}
+
+void ccs_desync_mpi_init(void)
+{
+    struct ccs_dsx_mpi_ops ops = {.allgather = allgather, .bcast = bcast, .arg = NULL};
+    ccs_desync_set_abort(abort_world, NULL);
+    ccs_desync_start_mpi(&ops);
+}

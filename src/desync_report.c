@@ -1,0 +1,289 @@
+/*
+ * desync_report.c - turns a verdict into what a person reads: one line to
+ * grep ("ccshim DESYNC comm=..."), then a block of lines prefixed
+ * "ccshim desync| " with the parties' last operations side by side and their
+ * call sites, then this process's own stack (only a process can symbolise
+ * its own addresses).  Diagnostic path: runs on the background thread.
+ */
+#include "desync_report.h"
+#include "ccs_config.h"
+#include "ccs_kinds.h"
+#include "desync_rules.h"
+#include "log.h"
+#include "shim.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define COLS 4  /* parties shown side by side */
+#define CELL 40 /* width of one column */
+#define ROWS 10 /* sequence numbers shown */
+
+struct out {
+    char *b;
+    size_t cap, n;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct out *o, const char *fmt, ...)
+{
+    if (o->n + 1 >= o->cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(o->b + o->n, o->cap - o->n, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        o->n += (size_t)w < o->cap - o->n ? (size_t)w : o->cap - o->n - 1;
+}
+
+static const char *role_name(uint32_t r)
+{
+    switch (r) {
+    case CCS_DSX_R_WAITING:
+        return "waiting";
+    case CCS_DSX_R_BEHIND:
+        return "behind";
+    case CCS_DSX_R_AHEAD:
+        return "ahead";
+    case CCS_DSX_R_DIFFERS:
+        return "differs";
+    case CCS_DSX_R_AGREES:
+        return "agrees";
+    }
+    return "?";
+}
+
+static const char *life_name(uint32_t l)
+{
+    switch (l) {
+    case CCS_DSX_FINALIZING:
+        return "finalizing";
+    case CCS_DSX_EXITED:
+        return "exited";
+    case CCS_DSX_DIED:
+        return "dead";
+    }
+    return "alive";
+}
+
+/* Compact form for a table cell: "allreduce 4 float32 sum". */
+static void cell_op(const struct ccs_dsx_op *op, int blocked, char *buf, size_t n)
+{
+    int o = snprintf(buf, n, "%s", ccs_kind_name(op->kind));
+    if (ccs_kind_class(op->kind) == CCS_CLASS_COLL && op->kind != CCS_KIND_BARRIER && o > 0 && (size_t)o < n) {
+        o += snprintf(buf + o, n - (size_t)o, " %llu %s", (unsigned long long)op->count, ccs_dtype_name(op->dtype));
+        if (op->op && (size_t)o < n)
+            o += snprintf(buf + o, n - (size_t)o, " %s", ccs_op_name(op->op));
+        if (op->root >= 0 && (size_t)o < n)
+            o += snprintf(buf + o, n - (size_t)o, " r%d", op->root);
+    }
+    if ((op->flags & CCS_F_DEFERRED) && (size_t)o < n)
+        o += snprintf(buf + o, n - (size_t)o, " def");
+    if (op->step && (size_t)o < n)
+        o += snprintf(buf + o, n - (size_t)o, " s%u", op->step);
+    if (blocked && (size_t)o < n)
+        snprintf(buf + o, n - (size_t)o, " [blocked]");
+}
+
+static void cell(const struct ccs_dsx_party *p, uint64_t seq, char *buf, size_t n)
+{
+    const struct ccs_dsx_comm *c = &p->c;
+    if (c->state == CCS_DSX_BLOCKED && c->blocked.seq == seq) {
+        cell_op(&c->blocked, 1, buf, n);
+        return;
+    }
+    for (unsigned h = 0; h < c->nhist && h < CCS_DSX_HIST; h++)
+        if (c->hist[h].seq == seq) {
+            cell_op(&c->hist[h], 0, buf, n);
+            return;
+        }
+    snprintf(buf, n, "%s", seq > c->issued ? "-" : "(not kept)");
+}
+
+size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at_ms, char *buf, size_t cap)
+{
+    struct out o = {buf, cap, 0};
+    if (cap)
+        buf[0] = 0;
+    put(&o, "ccshim %s %s [seen by rank %d at=%.3f]\n", ccs_dsx_class_name(v->cls), v->line, myrank, at_ms);
+    if (v->nparty == 0)
+        return o.n;
+    uint32_t np = v->nparty < CCS_DSX_PARTIES ? v->nparty : CCS_DSX_PARTIES;
+    uint32_t ncol = np < COLS ? np : COLS;
+    /* Rows: up to ROWS seqs ending at the last one any party reached. */
+    uint64_t hi = v->seq, lo = UINT64_MAX;
+    for (uint32_t i = 0; i < ncol; i++) {
+        const struct ccs_dsx_comm *c = &v->party[i].c;
+        if (c->state == CCS_DSX_BLOCKED && c->blocked.seq > hi)
+            hi = c->blocked.seq;
+        if (c->nhist && c->hist[0].seq < lo)
+            lo = c->hist[0].seq;
+    }
+    if (lo == UINT64_MAX || lo > hi)
+        lo = hi;
+    if (hi - lo + 1 > ROWS)
+        lo = hi - ROWS + 1;
+    put(&o, "ccshim desync| comm %#llx: last operations side by side (world rank, comm rank, role, state)\n",
+        (unsigned long long)v->comm);
+    put(&o, "ccshim desync| %8s", "seq");
+    for (uint32_t i = 0; i < ncol; i++) {
+        const struct ccs_dsx_party *p = &v->party[i];
+        char h[64];
+        snprintf(h, sizeof h, "r%d c%d %s %s", p->wrank, p->c.rank, role_name(p->role), life_name(p->life));
+        put(&o, " | %-*.*s", CELL, CELL, h);
+    }
+    put(&o, "\n");
+    for (uint64_t s = lo; s <= hi && lo; s++) {
+        put(&o, "ccshim desync| %8llu", (unsigned long long)s);
+        for (uint32_t i = 0; i < ncol; i++) {
+            char c[80];
+            cell(&v->party[i], s, c, sizeof c);
+            put(&o, " | %-*.*s", CELL, CELL, c);
+        }
+        put(&o, "%s\n", s == v->seq ? "   <== seq of the verdict" : "");
+    }
+    put(&o, "ccshim desync| where each is (call sites symbolised by their own process):\n");
+    for (uint32_t i = 0; i < np; i++) {
+        const struct ccs_dsx_party *p = &v->party[i];
+        const struct ccs_dsx_comm *c = &p->c;
+        put(&o, "ccshim desync|   rank %d (comm rank %d, pid %u on %s, %s, %s): issued %llu, completed %llu",
+            p->wrank, c->rank, p->pid, p->host, role_name(p->role), life_name(p->life),
+            (unsigned long long)c->issued, (unsigned long long)c->done);
+        if (c->state == CCS_DSX_BLOCKED)
+            put(&o, "; blocked %.1f s at seq %llu step %u in %s", c->blocked_ms / 1000.0,
+                (unsigned long long)c->blocked.seq, c->blocked.step, c->site_blocked[0] ? c->site_blocked : "?");
+        if (c->nhist)
+            put(&o, "; last completed seq %llu step %u at %s", (unsigned long long)c->hist[c->nhist - 1].seq,
+                c->hist[c->nhist - 1].step, c->site_last[0] ? c->site_last : "?");
+        if (p->other_comm) {
+            char os[128];
+            ccs_dsx_op_str(&p->other_op, os, sizeof os);
+            put(&o, "; blocked elsewhere: %s at seq %llu on comm %#llx", os, (unsigned long long)p->other_op.seq,
+                (unsigned long long)p->other_comm);
+        }
+        put(&o, "\n");
+    }
+    return o.n;
+}
+
+/* This process's stack for the operation it is in (or last did) on COMM. */
+static void own_stack(const struct ccs_dsx_verdict *v, struct out *o)
+{
+    int32_t me = ccs_world_rank();
+    for (uint32_t i = 0; i < v->nparty && i < CCS_DSX_PARTIES; i++) {
+        const struct ccs_dsx_party *p = &v->party[i];
+        if (p->wrank != me || p->pid != (uint32_t)getpid())
+            continue;
+        const struct ccs_dsx_comm *c = &p->c;
+        const struct ccs_dsx_op *op = c->state == CCS_DSX_BLOCKED ? &c->blocked
+                                      : c->nhist                  ? &c->hist[c->nhist - 1]
+                                                                  : NULL;
+        void *pcs[CCS_MAX_STACK];
+        uint32_t depth = 0;
+        if (!op || ccs_site_get(op->site, pcs, &depth) != 0)
+            return;
+        put(o, "ccshim desync| stack of rank %d at seq %llu (%s):\n", me, (unsigned long long)op->seq,
+            c->state == CCS_DSX_BLOCKED ? "blocked here" : "last completed here");
+        for (uint32_t d = 0; d < depth; d++) {
+            char s[256];
+            ccs_site_symbolize(pcs[d], s, sizeof s);
+            put(o, "ccshim desync|   #%u %s\n", d, s);
+        }
+        return;
+    }
+}
+
+static void file_name(char *out, size_t n, const char *what, const char *ext)
+{
+    char job[128];
+    snprintf(job, sizeof job, "%s", ccs_job_id());
+    for (char *s = job; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
+              *s == '-' || *s == '_'))
+            *s = '_';
+    snprintf(out, n, "%s/ccshim-%s-%s-r%d.%s", ccs_cfg.trace_dir, what, job, ccs_world_rank(), ext);
+}
+
+static void write_file(const char *path, const char *text, size_t len, int append)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+    if (fd < 0) {
+        CCS_LOG(WARN, "cannot write '%s': %s", path, strerror(errno));
+        return;
+    }
+    while (len) {
+        ssize_t w = write(fd, text, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        text += w;
+        len -= (size_t)w;
+    }
+    close(fd);
+}
+
+void ccs_dsx_report(const struct ccs_dsx_verdict *v)
+{
+    size_t cap = 32768;
+    char *buf = malloc(cap);
+    if (!buf)
+        return;
+    size_t n = ccs_dsx_format(v, ccs_world_rank(), ccs_clock_mono_ns() / 1e6, buf, cap);
+    struct out o = {buf, cap, n};
+    own_stack(v, &o);
+    ccs_log_raw(buf, o.n);
+    if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir) {
+        char path[4096];
+        file_name(path, sizeof path, "desync", "txt");
+        write_file(path, buf, o.n, 1);
+        ccs_dsx_dump_flight((unsigned)ccs_cfg.desync_flight);
+    }
+    free(buf);
+}
+
+int ccs_dsx_dump_flight(unsigned n)
+{
+    if (!ccs_cfg.trace_dir || !*ccs_cfg.trace_dir || n == 0)
+        return -1;
+    struct ccs_record *recs = malloc(n * sizeof *recs);
+    size_t cap = 256 + (size_t)n * 200 * 4;
+    char *buf = malloc(cap);
+    if (!recs || !buf) {
+        free(recs);
+        free(buf);
+        return -1;
+    }
+    struct out o = {buf, cap, 0};
+    put(&o,
+        "# ccshim flight recorder: job %s, rank %d of %d, pid %d on %s; last %u records per thread, oldest first\n",
+        ccs_job_id(), ccs_world_rank(), ccs_world_size(), (int)getpid(), ccs_hostname(), n);
+    put(&o, "# thread\tseq\tcomm\tkind\tcount\tdtype\top\troot\tflags\tstep\tsite\tt_start_ns\tdur_ns\n");
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
+        if (r->pid != (uint32_t)getpid())
+            continue;
+        size_t k = ccs_ring_last(r, recs, n);
+        for (size_t i = 0; i < k; i++) {
+            const struct ccs_record *x = &recs[i];
+            put(&o, "%u\t%llu\t%#llx\t%s\t%llu\t%s\t%s\t%d\t%#x\t%u\t%u\t%llu\t%llu\n", r->index,
+                (unsigned long long)x->seq, (unsigned long long)x->comm, ccs_kind_name(x->kind),
+                (unsigned long long)x->count, ccs_dtype_name(x->dtype), ccs_op_name(x->op), x->root, x->flags,
+                x->step, x->site, (unsigned long long)ccs_ticks_to_ns(x->t_start),
+                (unsigned long long)ccs_ticks_delta_ns(x->t_dur));
+        }
+        struct ccs_record *in = atomic_load(&r->inflight);
+        if (in)
+            put(&o, "%u\t%llu\t%#llx\t%s\t(in progress)\n", r->index, (unsigned long long)in->seq,
+                (unsigned long long)in->comm, ccs_kind_name(in->kind));
+    }
+    char path[4096];
+    file_name(path, sizeof path, "flight", "flight");
+    write_file(path, buf, o.n, 0);
+    free(recs);
+    free(buf);
+    return 0;
+}

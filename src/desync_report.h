@@ -1,0 +1,25 @@
+/*
+ * desync_report.h - diagnostics of a verdict: the greppable line and the
+ * block (last operations side by side, call sites) in this rank's log, the
+ * same text in CCSHIM_TRACE_DIR/ccshim-desync-<job>-r<rank>.txt, and this
+ * rank's flight recorder in CCSHIM_TRACE_DIR/ccshim-flight-<job>-r<rank>.flight.
+ */
+#ifndef CCS_DESYNC_REPORT_H
+#define CCS_DESYNC_REPORT_H
+
+#include "desync_proto.h"
+
+/* Formats V as seen by rank MYRANK at AT_MS (CLOCK_MONOTONIC ms, shown as
+ * "at=..." so latencies can be measured) into BUF: the line, then the
+ * block.  Returns the length.  Pure (no I/O): the unit tests check it. */
+size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at_ms, char *buf, size_t cap);
+
+/* Writes V's diagnostics to the log and, when tracing, to the files above,
+ * with this process's own call-site stacks appended. */
+void ccs_dsx_report(const struct ccs_dsx_verdict *v);
+
+/* Writes the last N records of every ring of this process to the flight
+ * file (when tracing).  Returns 0, or -1 when not written. */
+int ccs_dsx_dump_flight(unsigned n);
+
+#endif

@@ -1,0 +1,394 @@
+/*
+ * desync_shm.c - the shared-memory transport (docs/desync.md, "Transport").
+ *
+ * /dev/shm/ccshim-dsx-<uid>-<hash of job, host key, secret, size>, created
+ * O_EXCL with mode 0600 by the first rank; the others open it, check that it
+ * belongs to their user and is private, and wait for the creator to mark it
+ * ready.  A segment left by a crashed earlier job with the same name (no
+ * live process in it) is replaced, under flock, so two ranks cannot both
+ * replace it.
+ */
+#include "desync_shm.h"
+#include "shim.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NVERDICT 16
+#define NAGREED 32
+#define NAGREE 4
+#define READY 0x52454459u /* "READY" */
+
+struct vslot {
+    _Atomic uint64_t gen;
+    struct ccs_dsx_verdict v;
+};
+
+struct aslot {
+    _Atomic uint64_t gen;
+    struct ccs_dsx_agree a;
+};
+
+struct header {
+    _Atomic uint32_t ready;
+    uint32_t version;
+    int32_t wsize;
+    uint32_t slot_size;
+    _Atomic int32_t attached; /* ranks that attached so far */
+    _Atomic int32_t live;     /* ranks attached and not yet closed */
+    _Atomic uint32_t leader_pid;
+    uint32_t pad;
+    _Atomic uint64_t nverdict; /* verdicts posted so far */
+    struct vslot verdict[NVERDICT];
+    _Atomic uint64_t nagreed;
+    struct aslot agreed[NAGREED];
+};
+
+struct slot {
+    _Atomic uint64_t gen; /* odd while being written */
+    struct ccs_dsx_status st;
+    _Atomic uint64_t agen;
+    uint32_t anext;
+    uint32_t pad;
+    struct ccs_dsx_agree agree[NAGREE];
+};
+
+struct ccs_dsx_shm {
+    struct header *h;
+    struct slot *slots;
+    size_t bytes;
+    int32_t wsize, me;
+    int leader, released;
+    char path[256];
+};
+
+static size_t seg_bytes(int32_t wsize)
+{
+    return sizeof(struct header) + (size_t)wsize * sizeof(struct slot);
+}
+
+static int alive(uint32_t pid)
+{
+    return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+/* 1 when the segment at FD holds no live process (left by a crashed job). */
+static int stale(int fd)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < sizeof(struct header))
+        return 0;
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return 0;
+    const struct header *h = m;
+    int any = 0, live = 0;
+    if (atomic_load(&h->ready) == READY && h->wsize > 0 && seg_bytes(h->wsize) <= (size_t)sb.st_size) {
+        const struct slot *sl = (const void *)(h + 1);
+        for (int32_t r = 0; r < h->wsize && !live; r++)
+            if (sl[r].st.magic == CCS_DSX_MAGIC) {
+                any = 1;
+                live = alive(sl[r].st.pid);
+            }
+    }
+    munmap(m, (size_t)sb.st_size);
+    return any && !live;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myrank, int local_size, char *why,
+                                     size_t n)
+{
+    struct ccs_dsx_shm *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(why, n, "out of memory");
+        return NULL;
+    }
+    uint64_t h = ccs_hash_bytes(key, strlen(key), (uint64_t)wsize);
+    snprintf(s->path, sizeof s->path, "/dev/shm/ccshim-dsx-%u-%016llx", (unsigned)geteuid(), (unsigned long long)h);
+    s->bytes = seg_bytes(wsize);
+    s->wsize = wsize;
+    s->me = myrank;
+    int fd = -1, created = 0;
+    for (int attempt = 0; attempt < 3 && fd < 0; attempt++) {
+        fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            created = 1;
+            if (ftruncate(fd, (off_t)s->bytes) != 0) {
+                snprintf(why, n, "cannot size %s to %zu bytes: %s", s->path, s->bytes, strerror(errno));
+                close(fd);
+                unlink(s->path);
+                free(s);
+                return NULL;
+            }
+            break;
+        }
+        if (errno != EEXIST) {
+            snprintf(why, n, "cannot create %s: %s", s->path, strerror(errno));
+            free(s);
+            return NULL;
+        }
+        fd = open(s->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue; /* removed meanwhile: create it */
+        struct stat sb;
+        if (fstat(fd, &sb) != 0 || sb.st_uid != geteuid() || (sb.st_mode & 077) != 0) {
+            snprintf(why, n, "%s exists but is not private to this user (uid %u, mode %o); refusing it", s->path,
+                     (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 0777));
+            close(fd);
+            free(s);
+            return NULL;
+        }
+        /* Replace a segment that a crashed job left, once, under a lock. */
+        if (flock(fd, LOCK_EX) == 0) {
+            struct stat now;
+            int same = stat(s->path, &now) == 0 && now.st_ino == sb.st_ino;
+            if (same && stale(fd)) {
+                unlink(s->path);
+                flock(fd, LOCK_UN);
+                close(fd);
+                fd = -1;
+                continue;
+            }
+            flock(fd, LOCK_UN);
+            if (!same) {
+                close(fd);
+                fd = -1;
+                continue;
+            }
+        }
+    }
+    if (fd < 0) {
+        snprintf(why, n, "cannot open %s after 3 attempts", s->path);
+        free(s);
+        return NULL;
+    }
+    /* Wait for the creator to size it. */
+    struct stat sb;
+    for (int waited = 0; fstat(fd, &sb) == 0 && (size_t)sb.st_size < s->bytes && waited < 2000; waited += 5)
+        sleep_ms(5);
+    if ((size_t)sb.st_size != s->bytes) {
+        snprintf(why, n, "%s has %lld bytes, expected %zu (another job with the same id and a different size?)",
+                 s->path, (long long)sb.st_size, s->bytes);
+        close(fd);
+        free(s);
+        return NULL;
+    }
+    void *m = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        snprintf(why, n, "cannot map %s: %s", s->path, strerror(errno));
+        free(s);
+        return NULL;
+    }
+    s->h = m;
+    s->slots = (struct slot *)(s->h + 1);
+    if (created) {
+        s->h->version = CCS_DSX_VERSION;
+        s->h->wsize = wsize;
+        s->h->slot_size = sizeof(struct slot);
+        atomic_store(&s->h->ready, READY);
+    } else {
+        for (int waited = 0; atomic_load(&s->h->ready) != READY && waited < 2000; waited += 5)
+            sleep_ms(5);
+        if (atomic_load(&s->h->ready) != READY || s->h->wsize != wsize || s->h->version != CCS_DSX_VERSION ||
+            s->h->slot_size != sizeof(struct slot)) {
+            snprintf(why, n, "%s is not a ccshim %d-rank segment of this version", s->path, wsize);
+            munmap(m, s->bytes);
+            free(s);
+            return NULL;
+        }
+    }
+    struct slot *mine = &s->slots[myrank];
+    uint32_t other = mine->st.magic == CCS_DSX_MAGIC ? mine->st.pid : 0;
+    if (other && other != (uint32_t)getpid() && alive(other) && mine->st.life == CCS_DSX_ALIVE) {
+        snprintf(why, n, "rank %d's slot in %s is held by live process %u (two jobs with one id?)", myrank, s->path,
+                 other);
+        munmap(m, s->bytes);
+        free(s);
+        return NULL;
+    }
+    uint32_t none = 0;
+    s->leader =
+        atomic_compare_exchange_strong(&s->h->leader_pid, &none, (uint32_t)getpid()) || none == (uint32_t)getpid();
+    int32_t att = atomic_fetch_add(&s->h->attached, 1) + 1;
+    atomic_fetch_add(&s->h->live, 1);
+    if (local_size > 0 && att >= local_size)
+        unlink(s->path); /* everyone is in: the name is no longer needed */
+    return s;
+}
+
+void ccs_dsx_shm_publish(struct ccs_dsx_shm *s, const struct ccs_dsx_status *st)
+{
+    struct slot *sl = &s->slots[s->me];
+    uint64_t g = atomic_load_explicit(&sl->gen, memory_order_relaxed);
+    atomic_store_explicit(&sl->gen, g + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    memcpy(&sl->st, st, sizeof *st);
+    atomic_store_explicit(&sl->gen, g + 2, memory_order_release);
+}
+
+int ccs_dsx_shm_read(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_status *out, char *why, size_t n)
+{
+    if (r < 0 || r >= s->wsize)
+        return 0;
+    struct slot *sl = &s->slots[r];
+    for (int tries = 0; tries < 200; tries++) {
+        uint64_t g1 = atomic_load_explicit(&sl->gen, memory_order_acquire);
+        if (g1 == 0)
+            return 0;
+        if (g1 & 1) {
+            sched_yield(); /* the owner is writing it: a few microseconds */
+            continue;
+        }
+        memcpy(out, &sl->st, sizeof *out);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&sl->gen, memory_order_relaxed) != g1)
+            continue;
+        if (ccs_dsx_check_status(out, s->wsize, why, n) != 0)
+            return -1;
+        if (out->wrank != r) {
+            snprintf(why, n, "slot %d holds rank %d's status", r, out->wrank);
+            return -1;
+        }
+        return 1;
+    }
+    return 0; /* kept changing: read it next period */
+}
+
+int ccs_dsx_shm_is_leader(struct ccs_dsx_shm *s)
+{
+    return s->leader;
+}
+int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s)
+{
+    return s->wsize;
+}
+
+void ccs_dsx_shm_post_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v)
+{
+    uint64_t i = atomic_load(&s->h->nverdict);
+    struct vslot *vs = &s->h->verdict[i % NVERDICT];
+    uint64_t g = atomic_load_explicit(&vs->gen, memory_order_relaxed);
+    atomic_store_explicit(&vs->gen, g + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    memcpy(&vs->v, v, sizeof *v);
+    atomic_store_explicit(&vs->gen, g + 2, memory_order_release);
+    atomic_store(&s->h->nverdict, i + 1);
+}
+
+int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, uint64_t *cursor, struct ccs_dsx_verdict *out)
+{
+    uint64_t n = atomic_load(&s->h->nverdict);
+    if (*cursor >= n)
+        return 0;
+    if (n - *cursor > NVERDICT)
+        *cursor = n - NVERDICT; /* lapped: the oldest are gone */
+    struct vslot *vs = &s->h->verdict[*cursor % NVERDICT];
+    for (int tries = 0; tries < 50; tries++) {
+        uint64_t g1 = atomic_load_explicit(&vs->gen, memory_order_acquire);
+        if (g1 & 1)
+            continue;
+        memcpy(out, &vs->v, sizeof *out);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&vs->gen, memory_order_relaxed) == g1) {
+            (*cursor)++;
+            char why[128];
+            return ccs_dsx_check_verdict(out, s->wsize, why, sizeof why) == 0;
+        }
+    }
+    return 0;
+}
+
+void ccs_dsx_shm_agree_put(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a)
+{
+    struct slot *sl = &s->slots[s->me];
+    uint64_t g = atomic_load_explicit(&sl->agen, memory_order_relaxed);
+    atomic_store_explicit(&sl->agen, g + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    sl->agree[sl->anext % NAGREE] = *a;
+    sl->anext++;
+    atomic_store_explicit(&sl->agen, g + 2, memory_order_release);
+}
+
+int ccs_dsx_shm_agree_get(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_agree *out)
+{
+    if (r < 0 || r >= s->wsize)
+        return 0;
+    struct slot *sl = &s->slots[r];
+    for (int tries = 0; tries < 50; tries++) {
+        uint64_t g1 = atomic_load_explicit(&sl->agen, memory_order_acquire);
+        if (g1 == 0)
+            return 0;
+        if (g1 & 1)
+            continue;
+        memcpy(out, sl->agree, sizeof sl->agree);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&sl->agen, memory_order_relaxed) == g1)
+            return NAGREE;
+    }
+    return 0;
+}
+
+void ccs_dsx_shm_post_agreed(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a)
+{
+    uint64_t i = atomic_load(&s->h->nagreed);
+    struct aslot *as = &s->h->agreed[i % NAGREED];
+    uint64_t g = atomic_load_explicit(&as->gen, memory_order_relaxed);
+    atomic_store_explicit(&as->gen, g + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    as->a = *a;
+    atomic_store_explicit(&as->gen, g + 2, memory_order_release);
+    atomic_store(&s->h->nagreed, i + 1);
+}
+
+int ccs_dsx_shm_find_agreed(struct ccs_dsx_shm *s, uint64_t comm, uint64_t key, struct ccs_dsx_agree *out)
+{
+    for (int i = 0; i < NAGREED; i++) {
+        struct aslot *as = &s->h->agreed[i];
+        uint64_t g1 = atomic_load_explicit(&as->gen, memory_order_acquire);
+        if (g1 == 0 || (g1 & 1))
+            continue;
+        struct ccs_dsx_agree a = as->a;
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&as->gen, memory_order_relaxed) != g1)
+            continue;
+        if (a.comm == comm && a.key == key) {
+            *out = a;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void ccs_dsx_shm_release(struct ccs_dsx_shm *s)
+{
+    if (!s || s->released)
+        return;
+    s->released = 1;
+    if (atomic_fetch_sub(&s->h->live, 1) == 1)
+        unlink(s->path); /* the last one out (ENOENT when already removed) */
+}
+
+void ccs_dsx_shm_close(struct ccs_dsx_shm *s)
+{
+    if (!s)
+        return;
+    ccs_dsx_shm_release(s);
+    munmap(s->h, s->bytes);
+    free(s);
+}

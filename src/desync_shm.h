@@ -1,0 +1,57 @@
+/*
+ * desync_shm.h - the shared-memory side channel between the ranks of one
+ * host: one segment per job, host and user (mode 0600), one slot per world
+ * rank, each written by its rank only under a sequence lock.
+ */
+#ifndef CCS_DESYNC_SHM_H
+#define CCS_DESYNC_SHM_H
+
+#include "desync_proto.h"
+#include <stddef.h>
+#include <stdint.h>
+
+struct ccs_dsx_shm;
+
+/* Opens (creating if first) the segment KEY for WSIZE ranks and claims slot
+ * MYRANK.  LOCAL_SIZE > 0: how many ranks of the job run on this host; the
+ * last of them to attach removes the name (the mapping stays), so nothing is
+ * left in /dev/shm even if ranks crash.  NULL with WHY on failure. */
+struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myrank, int local_size, char *why,
+                                     size_t whylen);
+
+/* Publishes this rank's status (own slot). */
+void ccs_dsx_shm_publish(struct ccs_dsx_shm *s, const struct ccs_dsx_status *st);
+
+/* Copies rank R's status: 1 when a consistent, valid status was read, 0
+ * when the slot is empty or kept changing, -1 when it is invalid (WHY). */
+int ccs_dsx_shm_read(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_status *out, char *why, size_t whylen);
+
+/* 1 when this process is the host's leader (the first to attach): it talks
+ * to the coordinator over TCP for the whole host. */
+int ccs_dsx_shm_is_leader(struct ccs_dsx_shm *s);
+
+/* Verdicts from the coordinator, posted by the leader for every local rank. */
+void ccs_dsx_shm_post_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v);
+/* Next verdict after *CURSOR: 1 and advances it, or 0 when none. */
+int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, uint64_t *cursor, struct ccs_dsx_verdict *out);
+
+/* Agreement values: a rank writes its own (a ring of 4 per rank); anyone
+ * reads them.  Results folded by the coordinator are posted by the leader. */
+void ccs_dsx_shm_agree_put(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a);
+/* Copies rank R's agreement values (up to 4); returns how many. */
+int ccs_dsx_shm_agree_get(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_agree *out);
+void ccs_dsx_shm_post_agreed(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a);
+/* The folded result for (COMM, KEY) if posted: 1, else 0. */
+int ccs_dsx_shm_find_agreed(struct ccs_dsx_shm *s, uint64_t comm, uint64_t key, struct ccs_dsx_agree *out);
+
+/* Ranks whose slot was ever claimed (for the leader's scan). */
+int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s);
+
+/* This rank is leaving (process exit): removes the name when it was the
+ * last attached rank; the mapping stays usable.  Idempotent. */
+void ccs_dsx_shm_release(struct ccs_dsx_shm *s);
+
+/* Releases and unmaps. */
+void ccs_dsx_shm_close(struct ccs_dsx_shm *s);
+
+#endif

@@ -1,0 +1,984 @@
+/*
+ * desync_tcp.c - the TCP side channel (docs/desync.md, "Transport"): the
+ * coordinator, a thread in rank 0's process, and the per-host client run by
+ * the leader rank of each host.  Non-blocking sockets and poll(2); every
+ * frame is checked (desync_proto.c) before use; a peer that fails the
+ * handshake or sends anything malformed is dropped.
+ *
+ * Handshake (the secret never travels):
+ *   client -> HELLO(nonce_c)                        (proof 0)
+ *   coord  -> WELCOME(nonce_s, proof(secret, nonce_c))
+ *   client -> HELLO(nonce_c, proof(secret, nonce_s))
+ * Only then does the coordinator accept statuses; only a coordinator that
+ * proved the secret can post verdicts.
+ */
+#include "desync_tcp.h"
+#include "log.h"
+#include "shim.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BYTEORDER 0x01020304u
+#define MAX_OUT (16u << 20) /* a peer that does not read: drop it */
+#define SEND_MS 100         /* progress of a rank is forwarded at most this often */
+
+static uint64_t mono_ms(void)
+{
+    return ccs_clock_mono_ns() / 1000000u;
+}
+
+static uint64_t nonce(void)
+{
+    uint64_t x = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &x, sizeof x) != (ssize_t)sizeof x)
+            x = 0;
+        close(fd);
+    }
+    return ccs_hash_mix(x, ccs_clock_mono_ns() ^ (uint64_t)getpid());
+}
+
+/* ------------------------------------------------------------ connections */
+
+enum { C_CONNECTING = 1, C_HELLO = 2, C_AUTHED = 3 };
+
+struct conn {
+    int fd, state;
+    unsigned char *in, *out;
+    size_t inlen, incap, outlen, outcap, outoff;
+    uint64_t my_nonce, peer_nonce;
+    uint64_t bytes_in, bytes_out;
+    char host[CCS_DSX_HOST];
+    char peer[64];
+    int32_t peer_rank; /* the client's own rank and pid (HELLO) */
+    uint32_t peer_pid;
+};
+
+static void conn_close(struct conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->in);
+    free(c->out);
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+}
+
+static int reserve(unsigned char **b, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 4096;
+    while (nc < need)
+        nc *= 2;
+    unsigned char *nb = realloc(*b, nc);
+    if (!nb)
+        return -1;
+    *b = nb;
+    *cap = nc;
+    return 0;
+}
+
+static int queue(struct conn *c, uint16_t type, const void *a, size_t alen, const void *b, size_t blen)
+{
+    struct ccs_dsx_frame f = {
+        .magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = type, .length = (uint32_t)(alen + blen)};
+    size_t need = c->outlen + sizeof f + alen + blen;
+    if (need - c->outoff > MAX_OUT || reserve(&c->out, &c->outcap, need) != 0)
+        return -1;
+    memcpy(c->out + c->outlen, &f, sizeof f);
+    if (alen)
+        memcpy(c->out + c->outlen + sizeof f, a, alen);
+    if (blen)
+        memcpy(c->out + c->outlen + sizeof f + alen, b, blen);
+    c->outlen = need;
+    return 0;
+}
+
+static int flush_out(struct conn *c)
+{
+    while (c->outoff < c->outlen) {
+        ssize_t w = send(c->fd, c->out + c->outoff, c->outlen - c->outoff, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (w <= 0)
+            return -1;
+        c->outoff += (size_t)w;
+        c->bytes_out += (uint64_t)w;
+    }
+    if (c->outoff == c->outlen)
+        c->outoff = c->outlen = 0;
+    return 0;
+}
+
+/* Reads what is there; -1 on end of stream or error. */
+static int fill_in(struct conn *c)
+{
+    for (;;) {
+        if (reserve(&c->in, &c->incap, c->inlen + 16384) != 0)
+            return -1;
+        ssize_t r = recv(c->fd, c->in + c->inlen, c->incap - c->inlen, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (r <= 0)
+            return -1;
+        c->inlen += (size_t)r;
+        c->bytes_in += (uint64_t)r;
+        if (c->inlen > CCS_DSX_MAX_FRAME + sizeof(struct ccs_dsx_frame) + 65536)
+            return 0; /* process before reading more */
+    }
+}
+
+/* 1 and the frame when a whole one is buffered; 0 when not yet; -1 malformed. */
+static int next_frame(struct conn *c, struct ccs_dsx_frame *f, const unsigned char **payload, char *why, size_t n)
+{
+    if (c->inlen < sizeof *f)
+        return 0;
+    memcpy(f, c->in, sizeof *f);
+    if (ccs_dsx_check_frame(f, why, n) != 0)
+        return -1;
+    if (c->inlen < sizeof *f + f->length)
+        return 0;
+    *payload = c->in + sizeof *f;
+    return 1;
+}
+
+static void consume(struct conn *c, const struct ccs_dsx_frame *f)
+{
+    size_t n = sizeof *f + f->length;
+    memmove(c->in, c->in + n, c->inlen - n);
+    c->inlen -= n;
+}
+
+static void nonblock(int fd)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* ------------------------------------------------------------ coordinator */
+
+struct fold {
+    uint64_t comm, key, max, min;
+    int32_t size, n;
+    uint64_t *bits;
+    int done;
+};
+
+struct ccs_dsx_coord {
+    int lfd;
+    int32_t wsize;
+    char secret[128];
+    struct ccs_dsx_thresholds t;
+    int period_ms;
+    pthread_t th;
+    atomic_int stop;
+    struct conn *cl;
+    int *owner; /* client index that reported each rank, -1 */
+    size_t ncl, capcl;
+    struct ccs_dsx_status **st;
+    size_t *stsize; /* bytes allocated for st[r] */
+    const struct ccs_dsx_status **view;
+    uint8_t *dead;
+    uint64_t *beat, *beat_ms;
+    struct ccs_dsx_seen *seen;
+    struct fold *folds;
+    size_t nfolds, capfolds;
+    uint64_t detail_ms[16], detail_id[16];
+    pthread_mutex_t lock; /* stats */
+    struct ccs_dsx_coord_stats stats;
+    struct ccs_dsx_status *scratch;
+    uint64_t closed_in, closed_out; /* bytes of connections closed */
+};
+
+static void broadcast(struct ccs_dsx_coord *k, uint16_t type, const void *p, size_t n)
+{
+    for (size_t i = 0; i < k->ncl; i++)
+        if (k->cl[i].fd >= 0 && k->cl[i].state == C_AUTHED && queue(&k->cl[i], type, p, n, NULL, 0) != 0)
+            k->cl[i].state = -1; /* dropped below */
+}
+
+static void count_io(struct ccs_dsx_coord *k)
+{
+    uint64_t in = 0, out = 0;
+    for (size_t i = 0; i < k->ncl; i++)
+        in += k->cl[i].bytes_in, out += k->cl[i].bytes_out;
+    pthread_mutex_lock(&k->lock);
+    k->stats.bytes_in = k->closed_in + in;
+    k->stats.bytes_out = k->closed_out + out;
+    pthread_mutex_unlock(&k->lock);
+}
+
+static void coord_verdict(const struct ccs_dsx_verdict *v, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    broadcast(k, CCS_DSX_M_VERDICT, v, sizeof *v);
+    k->stats.verdicts++;
+}
+
+static void coord_detail(uint64_t comm, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    uint64_t now = mono_ms();
+    for (int i = 0; i < 16; i++)
+        if (k->detail_id[i] == comm && now - k->detail_ms[i] < 1000)
+            return;
+    int slot = 0;
+    for (int i = 1; i < 16; i++)
+        if (k->detail_ms[i] < k->detail_ms[slot])
+            slot = i;
+    k->detail_id[slot] = comm;
+    k->detail_ms[slot] = now;
+    broadcast(k, CCS_DSX_M_DETAIL, &comm, sizeof comm);
+}
+
+static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
+{
+    struct conn *c = &k->cl[i];
+    if (c->state != C_AUTHED && why) {
+        k->stats.refused++;
+        ccs_log(CCS_LOG_WARN, "desync coordinator: refused a peer from %s: %s", c->peer, why);
+    }
+    /* Its ranks: a rank that was alive when the connection closed died
+     * (the leader's own process) or is no longer heard of (the others). */
+    for (int32_t r = 0; r < k->wsize; r++) {
+        if (k->owner[r] != (int)i)
+            continue;
+        k->owner[r] = -1;
+        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE) {
+            if (r == c->peer_rank && k->st[r]->pid == c->peer_pid)
+                k->dead[r] = 1; /* the client's own process went away */
+            else {
+                free(k->st[r]);
+                k->st[r] = NULL;
+                k->stsize[r] = 0;
+            }
+        }
+    }
+    k->closed_in += c->bytes_in;
+    k->closed_out += c->bytes_out;
+    conn_close(c);
+}
+
+static void fold_agree(struct ccs_dsx_coord *k, const struct ccs_dsx_agree *a)
+{
+    if (a->size <= 0 || a->size > k->wsize || a->crank < 0 || a->crank >= a->size || a->n != 1)
+        return;
+    struct fold *f = NULL;
+    for (size_t i = 0; i < k->nfolds; i++)
+        if (k->folds[i].comm == a->comm && k->folds[i].key == a->key)
+            f = &k->folds[i];
+    if (!f) {
+        if (k->nfolds == k->capfolds) {
+            /* Keep the table small: forget the oldest finished folds. */
+            size_t w = 0;
+            for (size_t i = 0; i < k->nfolds; i++) {
+                if (k->folds[i].done && k->nfolds > 256 && i < k->nfolds / 2) {
+                    free(k->folds[i].bits);
+                    continue;
+                }
+                k->folds[w++] = k->folds[i];
+            }
+            k->nfolds = w;
+            if (k->nfolds == k->capfolds) {
+                size_t nc = k->capfolds ? k->capfolds * 2 : 64;
+                struct fold *nf = realloc(k->folds, nc * sizeof *nf);
+                if (!nf)
+                    return;
+                k->folds = nf;
+                k->capfolds = nc;
+            }
+        }
+        f = &k->folds[k->nfolds];
+        memset(f, 0, sizeof *f);
+        f->bits = calloc(((size_t)a->size + 63) / 64, 8);
+        if (!f->bits)
+            return;
+        k->nfolds++;
+        f->comm = a->comm;
+        f->key = a->key;
+        f->size = a->size;
+        f->min = UINT64_MAX;
+    }
+    if (f->done || a->size != f->size || (f->bits[a->crank / 64] >> (a->crank % 64) & 1))
+        return;
+    f->bits[a->crank / 64] |= 1ull << (a->crank % 64);
+    f->n++;
+    f->max = a->max > f->max ? a->max : f->max;
+    f->min = a->min < f->min ? a->min : f->min;
+    if (f->n == f->size) {
+        f->done = 1;
+        struct ccs_dsx_agree res = {.comm = f->comm,
+                                    .key = f->key,
+                                    .max = f->max,
+                                    .min = f->min,
+                                    .crank = 0,
+                                    .size = f->size,
+                                    .n = (uint32_t)f->n};
+        broadcast(k, CCS_DSX_M_AGREE, &res, sizeof res);
+    }
+}
+
+/* Handles the buffered frames of client I; -1 to drop it (WHY). */
+static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
+{
+    struct conn *c = &k->cl[i];
+    struct ccs_dsx_frame f;
+    const unsigned char *p;
+    int rc;
+    while ((rc = next_frame(c, &f, &p, why, n)) == 1) {
+        if (c->state != C_AUTHED) {
+            struct ccs_dsx_hello h;
+            if (f.type != CCS_DSX_M_HELLO || f.length != sizeof h) {
+                snprintf(why, n, "expected a HELLO of %zu bytes, got type %u of %u bytes", sizeof h, f.type,
+                         f.length);
+                return -1;
+            }
+            memcpy(&h, p, sizeof h);
+            if (h.byteorder != BYTEORDER || h.wsize != k->wsize) {
+                snprintf(why, n, "peer byte order %#x / world size %d does not match %#x / %d", h.byteorder,
+                         h.wsize, BYTEORDER, k->wsize);
+                return -1;
+            }
+            h.host[CCS_DSX_HOST - 1] = 0;
+            if (c->state == C_CONNECTING) { /* first HELLO: prove ourselves, send our nonce */
+                c->peer_nonce = h.nonce;
+                c->peer_rank = h.rank;
+                c->peer_pid = h.pid;
+                memcpy(c->host, h.host, sizeof c->host);
+                struct ccs_dsx_hello w = {.byteorder = BYTEORDER,
+                                          .wsize = k->wsize,
+                                          .nonce = c->my_nonce,
+                                          .proof = ccs_dsx_proof(k->secret, h.nonce)};
+                memcpy(w.host, "coordinator", 12);
+                if (queue(c, CCS_DSX_M_WELCOME, &w, sizeof w, NULL, 0) != 0)
+                    return -1;
+                c->state = C_HELLO;
+            } else if (h.proof != ccs_dsx_proof(k->secret, c->my_nonce) || h.nonce != c->peer_nonce) {
+                snprintf(why, n, "wrong secret (CCSHIM_SECRET differs)");
+                return -1;
+            } else {
+                c->state = C_AUTHED;
+                k->stats.clients++;
+            }
+        } else if (f.type == CCS_DSX_M_STATUS) {
+            uint32_t cnt;
+            if (f.length < 4) {
+                snprintf(why, n, "STATUS frame of %u bytes", f.length);
+                return -1;
+            }
+            memcpy(&cnt, p, 4);
+            size_t o = 4;
+            for (uint32_t j = 0; j < cnt; j++) {
+                size_t used = ccs_dsx_decode_status(p + o, f.length - o, k->wsize, k->scratch, why, n);
+                if (!used)
+                    return -1;
+                o += used;
+                int32_t r = k->scratch->wrank;
+                /* Stored with only the entries in use (most ranks use one or
+                 * two communicators): the table of a 4096-rank job stays small. */
+                size_t need =
+                    offsetof(struct ccs_dsx_status, comm) + k->scratch->ncomm * sizeof(struct ccs_dsx_comm);
+                if (!k->st[r] || k->stsize[r] < need) {
+                    struct ccs_dsx_status *ns = realloc(k->st[r], need);
+                    if (!ns)
+                        continue;
+                    if (!k->st[r])
+                        ns->ncomm = 0;
+                    k->st[r] = ns;
+                    k->stsize[r] = need;
+                }
+                uint64_t now = mono_ms();
+                if (k->scratch->beat != k->beat[r] || !k->beat_ms[r]) {
+                    k->beat[r] = k->scratch->beat;
+                    k->beat_ms[r] = now;
+                }
+                /* Keep the records the rank sent before if it sent none now. */
+                for (uint32_t e = 0; e < k->scratch->ncomm; e++) {
+                    struct ccs_dsx_comm *ne = &k->scratch->comm[e];
+                    if (ne->nhist)
+                        continue;
+                    for (uint32_t q = 0; q < k->st[r]->ncomm && q < CCS_DSX_MAXCOMM; q++)
+                        if (k->st[r]->comm[q].id == ne->id && k->st[r]->comm[q].nhist &&
+                            k->st[r]->comm[q].hist[k->st[r]->comm[q].nhist - 1].seq <= ne->issued) {
+                            ne->nhist = k->st[r]->comm[q].nhist;
+                            memcpy(ne->hist, k->st[r]->comm[q].hist, sizeof ne->hist);
+                        }
+                }
+                memcpy(k->st[r], k->scratch, need);
+                k->owner[r] = (int)i;
+                k->dead[r] = 0;
+                k->stats.statuses++;
+            }
+            if (o != f.length) {
+                snprintf(why, n, "STATUS frame has %zu bytes after its %u statuses", f.length - o, cnt);
+                return -1;
+            }
+        } else if (f.type == CCS_DSX_M_AGREE) {
+            if (f.length % sizeof(struct ccs_dsx_agree)) {
+                snprintf(why, n, "AGREE frame of %u bytes is not a whole number of values", f.length);
+                return -1;
+            }
+            for (size_t o = 0; o < f.length; o += sizeof(struct ccs_dsx_agree)) {
+                struct ccs_dsx_agree a;
+                memcpy(&a, p + o, sizeof a);
+                fold_agree(k, &a);
+            }
+        } else {
+            snprintf(why, n, "unexpected frame type %u from a client", f.type);
+            return -1;
+        }
+        consume(c, &f);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+static void coord_eval(struct ccs_dsx_coord *k)
+{
+    uint64_t now = mono_ms();
+    for (int32_t r = 0; r < k->wsize; r++) {
+        k->view[r] = k->st[r];
+        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] &&
+            now - k->beat_ms[r] > (uint64_t)k->t.heartbeat_ms)
+            k->dead[r] = 1;
+    }
+    struct ccs_dsx_view v = {.wsize = k->wsize, .st = k->view, .dead = k->dead, .now_ms = now};
+    struct ccs_dsx_sink s = {.verdict = coord_verdict, .detail = coord_detail, .arg = k};
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    ccs_dsx_rules_run(&v, &k->t, k->seen, &s);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+    size_t held = sizeof *k + (size_t)k->wsize * (sizeof *k->st + sizeof *k->stsize + sizeof *k->view + 1 +
+                                                  2 * sizeof *k->beat + sizeof *k->owner);
+    for (int32_t r = 0; r < k->wsize; r++)
+        held += k->st[r] ? k->stsize[r] : 0;
+    for (size_t i = 0; i < k->ncl; i++)
+        held += sizeof k->cl[i] + k->cl[i].incap + k->cl[i].outcap;
+    held += k->capfolds * sizeof *k->folds;
+    pthread_mutex_lock(&k->lock);
+    k->stats.bytes_held = held;
+    k->stats.evals++;
+    if (ms > k->stats.eval_ms_max)
+        k->stats.eval_ms_max = ms;
+    pthread_mutex_unlock(&k->lock);
+}
+
+static void *coord_main(void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    uint64_t next_eval = mono_ms() + (uint64_t)k->period_ms;
+    struct pollfd *pf = NULL;
+    size_t pfcap = 0;
+    while (!atomic_load(&k->stop)) {
+        if (pfcap < k->ncl + 1) {
+            size_t nc = (k->ncl + 1) * 2;
+            struct pollfd *np = realloc(pf, nc * sizeof *np);
+            if (!np)
+                break;
+            pf = np;
+            pfcap = nc;
+        }
+        pf[0] = (struct pollfd){.fd = k->lfd, .events = POLLIN};
+        size_t npf = k->ncl;
+        for (size_t i = 0; i < npf; i++)
+            pf[i + 1] = (struct pollfd){
+                .fd = k->cl[i].fd, .events = (short)(POLLIN | (k->cl[i].outlen > k->cl[i].outoff ? POLLOUT : 0))};
+        uint64_t now = mono_ms();
+        int to = next_eval > now ? (int)(next_eval - now) : 0;
+        poll(pf, npf + 1, to);
+        if (pf[0].revents & POLLIN) {
+            for (;;) {
+                struct sockaddr_storage ss;
+                socklen_t sl = sizeof ss;
+                int fd = accept(k->lfd, (struct sockaddr *)&ss, &sl);
+                if (fd < 0)
+                    break;
+                nonblock(fd);
+                fcntl(fd, F_SETFD, FD_CLOEXEC);
+                size_t slot = k->ncl;
+                for (size_t i = 0; i < k->ncl; i++)
+                    if (k->cl[i].fd < 0) {
+                        slot = i;
+                        break;
+                    }
+                if (slot == k->ncl) {
+                    if (k->ncl == k->capcl) {
+                        size_t nc = k->capcl ? k->capcl * 2 : 16;
+                        struct conn *ncl = realloc(k->cl, nc * sizeof *ncl);
+                        if (!ncl) {
+                            close(fd);
+                            continue;
+                        }
+                        k->cl = ncl;
+                        k->capcl = nc;
+                    }
+                    k->ncl++;
+                }
+                struct conn *c = &k->cl[slot];
+                memset(c, 0, sizeof *c);
+                c->fd = fd;
+                c->state = C_CONNECTING;
+                c->my_nonce = nonce();
+                char host[64] = "?", serv[16];
+                getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv, sizeof serv,
+                            NI_NUMERICHOST | NI_NUMERICSERV);
+                snprintf(c->peer, sizeof c->peer, "%s", host);
+            }
+        }
+        for (size_t i = 0; i < npf; i++) {
+            struct conn *c = &k->cl[i];
+            if (c->fd < 0 || pf[i + 1].fd != c->fd)
+                continue;
+            char why[256] = "connection closed";
+            int bad = 0;
+            if (pf[i + 1].revents & (POLLIN | POLLHUP | POLLERR))
+                bad = fill_in(c) != 0;
+            if (coord_frames(k, i, why, sizeof why) != 0)
+                bad = 2;
+            if (c->state < 0 || flush_out(c) != 0)
+                bad = bad ? bad : 1;
+            if (bad)
+                drop_client(k, i, bad == 2 || c->state != C_AUTHED ? why : NULL);
+        }
+        now = mono_ms();
+        if (now >= next_eval) {
+            coord_eval(k);
+            count_io(k);
+            for (size_t i = 0; i < k->ncl; i++)
+                if (k->cl[i].fd >= 0 && (k->cl[i].state < 0 || flush_out(&k->cl[i]) != 0))
+                    drop_client(k, i, NULL);
+            next_eval = now + (uint64_t)k->period_ms;
+        }
+    }
+    free(pf);
+    return NULL;
+}
+
+struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t wsize, const char *secret,
+                                          const struct ccs_dsx_thresholds *t, int period_ms, int *port_out,
+                                          char *why, size_t n)
+{
+    struct ccs_dsx_coord *k = calloc(1, sizeof *k);
+    if (!k) {
+        snprintf(why, n, "out of memory");
+        return NULL;
+    }
+    k->wsize = wsize;
+    snprintf(k->secret, sizeof k->secret, "%s", secret);
+    k->t = *t;
+    k->period_ms = period_ms < 10 ? 10 : period_ms;
+    pthread_mutex_init(&k->lock, NULL);
+    k->st = calloc((size_t)wsize, sizeof *k->st);
+    k->stsize = calloc((size_t)wsize, sizeof *k->stsize);
+    k->view = calloc((size_t)wsize, sizeof *k->view);
+    k->dead = calloc((size_t)wsize, 1);
+    k->beat = calloc((size_t)wsize, sizeof *k->beat);
+    k->beat_ms = calloc((size_t)wsize, sizeof *k->beat_ms);
+    k->owner = malloc((size_t)wsize * sizeof *k->owner);
+    k->seen = ccs_dsx_seen_new();
+    k->scratch = malloc(sizeof *k->scratch);
+    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->owner || !k->seen ||
+        !k->scratch) {
+        snprintf(why, n, "out of memory for %d ranks", wsize);
+        goto fail;
+    }
+    for (int32_t r = 0; r < wsize; r++)
+        k->owner[r] = -1;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int e = getaddrinfo(host && *host ? host : NULL, ps, &hints, &ai);
+    if (e != 0) {
+        snprintf(why, n, "cannot resolve '%s': %s", host ? host : "", gai_strerror(e));
+        goto fail;
+    }
+    k->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (k->lfd >= 0)
+        setsockopt(k->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (k->lfd < 0 || bind(k->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(k->lfd, 1024) != 0) {
+        snprintf(why, n, "cannot listen on port %d: %s", port, strerror(errno));
+        freeaddrinfo(ai);
+        if (k->lfd >= 0)
+            close(k->lfd);
+        goto fail;
+    }
+    freeaddrinfo(ai);
+    nonblock(k->lfd);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    getsockname(k->lfd, (struct sockaddr *)&sa, &sl);
+    *port_out = ntohs(sa.sin_port);
+    if (pthread_create(&k->th, NULL, coord_main, k) != 0) {
+        snprintf(why, n, "cannot start the coordinator thread");
+        close(k->lfd);
+        goto fail;
+    }
+    return k;
+fail:
+    free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms), free(k->owner),
+        free(k->scratch);
+    ccs_dsx_seen_free(k->seen);
+    free(k);
+    return NULL;
+}
+
+void ccs_dsx_coord_stats(struct ccs_dsx_coord *k, struct ccs_dsx_coord_stats *out)
+{
+    pthread_mutex_lock(&k->lock);
+    *out = k->stats;
+    pthread_mutex_unlock(&k->lock);
+
+    clockid_t cid;
+    struct timespec ts;
+    if (pthread_getcpuclockid(k->th, &cid) == 0 && clock_gettime(cid, &ts) == 0)
+        out->cpu_s = ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
+{
+    if (!k)
+        return;
+    atomic_store(&k->stop, 1);
+    pthread_join(k->th, NULL);
+    for (size_t i = 0; i < k->ncl; i++)
+        conn_close(&k->cl[i]);
+    close(k->lfd);
+    for (int32_t r = 0; r < k->wsize; r++)
+        free(k->st[r]);
+    for (size_t i = 0; i < k->nfolds; i++)
+        free(k->folds[i].bits);
+    free(k->folds), free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
+        free(k->beat_ms);
+    free(k->owner), free(k->scratch);
+    ccs_dsx_seen_free(k->seen);
+    free(k);
+}
+
+/* ------------------------------------------------------------ client */
+
+struct ccs_dsx_client {
+    char host[256], secret[128], hostname[CCS_DSX_HOST];
+    int port;
+    int32_t rank;
+    int32_t wsize;
+    struct ccs_dsx_client_cb cb;
+    struct conn c;
+    uint64_t retry_ms, backoff_ms;
+    int refused;
+    uint64_t *sent_hash, *sent_ms; /* per rank: what was last sent, when */
+    uint64_t *sent_urgent;         /* per rank: signature of its states when last sent */
+    uint64_t ag_hash;
+    uint64_t detail_id[8], detail_until[8];
+    unsigned char *buf;
+    size_t bufcap;
+    struct ccs_dsx_verdict *vbuf;
+    uint64_t bytes_out_total;
+};
+
+struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
+                                          const char *secret, const char *hostname,
+                                          const struct ccs_dsx_client_cb *cb)
+{
+    struct ccs_dsx_client *cl = calloc(1, sizeof *cl);
+    if (!cl)
+        return NULL;
+    cl->rank = rank;
+    snprintf(cl->host, sizeof cl->host, "%s", host);
+    snprintf(cl->secret, sizeof cl->secret, "%s", secret);
+    snprintf(cl->hostname, sizeof cl->hostname, "%s", hostname);
+    cl->port = port;
+    cl->wsize = wsize;
+    cl->cb = *cb;
+    cl->c.fd = -1;
+    cl->sent_hash = calloc((size_t)wsize, sizeof *cl->sent_hash);
+    cl->sent_ms = calloc((size_t)wsize, sizeof *cl->sent_ms);
+    cl->sent_urgent = calloc((size_t)wsize, sizeof *cl->sent_urgent);
+    cl->vbuf = malloc(sizeof *cl->vbuf);
+    if (!cl->sent_hash || !cl->sent_ms || !cl->sent_urgent || !cl->vbuf) {
+        ccs_dsx_client_free(cl);
+        return NULL;
+    }
+    return cl;
+}
+
+int ccs_dsx_client_connected(struct ccs_dsx_client *cl)
+{
+    return cl->c.fd >= 0 && cl->c.state == C_AUTHED;
+}
+uint64_t ccs_dsx_client_bytes_out(struct ccs_dsx_client *cl)
+{
+    return cl->bytes_out_total + cl->c.bytes_out;
+}
+
+static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
+{
+    cl->bytes_out_total += cl->c.bytes_out;
+    conn_close(&cl->c);
+    cl->backoff_ms = cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200;
+    cl->retry_ms = now + cl->backoff_ms;
+    memset(cl->sent_hash, 0, (size_t)cl->wsize * sizeof *cl->sent_hash);
+    memset(cl->sent_ms, 0, (size_t)cl->wsize * sizeof *cl->sent_ms);
+    memset(cl->sent_urgent, 0, (size_t)cl->wsize * sizeof *cl->sent_urgent);
+    cl->ag_hash = 0;
+}
+
+static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", cl->port);
+    int e = getaddrinfo(cl->host, ps, &hints, &ai);
+    if (e != 0) {
+        snprintf(why, n, "cannot resolve coordinator '%s': %s", cl->host, gai_strerror(e));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(ai);
+        snprintf(why, n, "socket: %s", strerror(errno));
+        return -1;
+    }
+    nonblock(fd);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        snprintf(why, n, "cannot connect to the coordinator at %s:%d: %s", cl->host, cl->port, strerror(errno));
+        freeaddrinfo(ai);
+        close(fd);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    memset(&cl->c, 0, sizeof cl->c);
+    cl->c.fd = fd;
+    cl->c.state = C_CONNECTING;
+    cl->c.my_nonce = nonce();
+    struct ccs_dsx_hello h = {.byteorder = BYTEORDER,
+                              .wsize = cl->wsize,
+                              .nonce = cl->c.my_nonce,
+                              .rank = cl->rank,
+                              .pid = (uint32_t)getpid()};
+    memcpy(h.host, cl->hostname, sizeof h.host);
+    return queue(&cl->c, CCS_DSX_M_HELLO, &h, sizeof h, NULL, 0);
+}
+
+static int wants_detail(uint64_t comm, void *arg)
+{
+    struct ccs_dsx_client *cl = arg;
+    uint64_t now = mono_ms();
+    for (int i = 0; i < 8; i++)
+        if (cl->detail_id[i] == comm && now < cl->detail_until[i])
+            return 1;
+    return 0;
+}
+
+static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
+{
+    struct conn *c = &cl->c;
+    struct ccs_dsx_frame f;
+    const unsigned char *p;
+    int rc;
+    while ((rc = next_frame(c, &f, &p, why, n)) == 1) {
+        if (c->state != C_AUTHED) {
+            struct ccs_dsx_hello w;
+            if (f.type != CCS_DSX_M_WELCOME || f.length != sizeof w) {
+                snprintf(why, n, "coordinator sent type %u before the handshake", f.type);
+                return -1;
+            }
+            memcpy(&w, p, sizeof w);
+            if (w.byteorder != BYTEORDER || w.wsize != cl->wsize) {
+                snprintf(why, n, "coordinator world size %d differs from %d", w.wsize, cl->wsize);
+                return -1;
+            }
+            if (w.proof != ccs_dsx_proof(cl->secret, c->my_nonce)) {
+                cl->refused = 1;
+                snprintf(why, n, "the coordinator at %s:%d does not know our CCSHIM_SECRET", cl->host, cl->port);
+                return -1;
+            }
+            struct ccs_dsx_hello h = {.byteorder = BYTEORDER,
+                                      .wsize = cl->wsize,
+                                      .nonce = c->my_nonce,
+                                      .proof = ccs_dsx_proof(cl->secret, w.nonce),
+                                      .rank = cl->rank,
+                                      .pid = (uint32_t)getpid()};
+            memcpy(h.host, cl->hostname, sizeof h.host);
+            if (queue(c, CCS_DSX_M_HELLO, &h, sizeof h, NULL, 0) != 0)
+                return -1;
+            c->state = C_AUTHED;
+            cl->backoff_ms = 0;
+        } else if (f.type == CCS_DSX_M_VERDICT) {
+            if (f.length != sizeof *cl->vbuf) {
+                snprintf(why, n, "VERDICT of %u bytes, expected %zu", f.length, sizeof *cl->vbuf);
+                return -1;
+            }
+            memcpy(cl->vbuf, p, sizeof *cl->vbuf);
+            if (ccs_dsx_check_verdict(cl->vbuf, cl->wsize, why, n) != 0)
+                return -1;
+            if (cl->cb.verdict)
+                cl->cb.verdict(cl->vbuf, cl->cb.arg);
+        } else if (f.type == CCS_DSX_M_DETAIL && f.length == 8) {
+            uint64_t id;
+            memcpy(&id, p, 8);
+            int slot = 0;
+            for (int i = 1; i < 8; i++)
+                if (cl->detail_until[i] < cl->detail_until[slot])
+                    slot = i;
+            cl->detail_id[slot] = id;
+            cl->detail_until[slot] = mono_ms() + 2000;
+        } else if (f.type == CCS_DSX_M_AGREE && f.length == sizeof(struct ccs_dsx_agree)) {
+            struct ccs_dsx_agree a;
+            memcpy(&a, p, sizeof a);
+            if (a.size > 0 && a.size <= cl->wsize && a.n == (uint32_t)a.size && a.min <= a.max && cl->cb.agreed)
+                cl->cb.agreed(&a, cl->cb.arg);
+        } else {
+            snprintf(why, n, "unexpected frame type %u (%u bytes) from the coordinator", f.type, f.length);
+            return -1;
+        }
+        consume(c, &f);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n, uint64_t now)
+{
+    size_t need = 4;
+    for (size_t i = 0; i < n; i++)
+        need += ccs_dsx_encoded_size(st[i]);
+    if (reserve(&cl->buf, &cl->bufcap, need) != 0)
+        return -1;
+    uint32_t cnt = 0;
+    size_t o = 4;
+    for (size_t i = 0; i < n; i++) {
+        int32_t r = st[i]->wrank;
+        if (r < 0 || r >= cl->wsize)
+            continue;
+        size_t len = ccs_dsx_encode_status(st[i], wants_detail, cl, cl->buf + o, cl->bufcap - o);
+        if (!len)
+            continue;
+        /* What the rules act on at once (life, blocked or not, where, records
+         * asked for) goes out now; mere progress every SEND_MS; an unchanged
+         * status once a second, as a heartbeat. */
+        uint64_t beat = 0, h, u = ccs_hash_mix(st[i]->life, st[i]->ncomm);
+        for (uint32_t k = 0; k < st[i]->ncomm && k < CCS_DSX_MAXCOMM; k++) {
+            const struct ccs_dsx_comm *e = &st[i]->comm[k];
+            u = ccs_hash_mix(u, e->state == CCS_DSX_BLOCKED ? e->blocked.seq : e->state);
+            u = ccs_hash_mix(u, wants_detail(e->id, cl) ? e->done : 0);
+        }
+        memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &beat, 8);
+        h = ccs_hash_bytes(cl->buf + o, len, 0) | 1;
+        memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &st[i]->beat, 8);
+        uint64_t age = now - cl->sent_ms[r];
+        if (u == cl->sent_urgent[r] && !(h != cl->sent_hash[r] && age >= SEND_MS) && age < 1000)
+            continue;
+        cl->sent_urgent[r] = u;
+        cl->sent_hash[r] = h;
+        cl->sent_ms[r] = now;
+        o += len;
+        cnt++;
+    }
+    if (!cnt)
+        return 0;
+    memcpy(cl->buf, &cnt, 4);
+    return queue(&cl->c, CCS_DSX_M_STATUS, cl->buf, o, NULL, 0);
+}
+
+int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n,
+                        const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t wn)
+{
+    uint64_t now = mono_ms();
+    if (cl->c.fd < 0) {
+        if (now < cl->retry_ms)
+            return cl->refused ? -1 : 0;
+        if (client_connect(cl, why, wn) != 0) {
+            client_drop(cl, now);
+            return -1;
+        }
+    }
+    if (cl->c.state == C_AUTHED) {
+        if (send_statuses(cl, st, n, now) != 0) {
+            snprintf(why, wn, "cannot queue statuses (the coordinator does not read)");
+            client_drop(cl, now);
+            return -1;
+        }
+        uint64_t h = nag ? ccs_hash_bytes(ag, nag * sizeof *ag, 0) | 1 : 0;
+        if (nag && h != cl->ag_hash) {
+            if (queue(&cl->c, CCS_DSX_M_AGREE, ag, nag * sizeof *ag, NULL, 0) != 0) {
+                client_drop(cl, now);
+                return -1;
+            }
+            cl->ag_hash = h;
+        }
+    }
+    struct pollfd pf = {.fd = cl->c.fd, .events = (short)(POLLIN | (cl->c.outlen > cl->c.outoff ? POLLOUT : 0))};
+    int waited = 0;
+    do {
+        if (poll(&pf, 1, timeout_ms - waited > 0 ? 1 : 0) < 0 && errno != EINTR)
+            break;
+        if (pf.revents & (POLLIN | POLLHUP | POLLERR)) {
+            int eof = fill_in(&cl->c) != 0;
+            if (client_frames(cl, why, wn) != 0 || eof) {
+                if (eof && cl->c.state != C_AUTHED) {
+                    cl->refused = 1;
+                    snprintf(why, wn,
+                             "the coordinator at %s:%d closed the connection during the handshake "
+                             "(wrong CCSHIM_SECRET?)",
+                             cl->host, cl->port);
+                } else if (eof) {
+                    snprintf(why, wn, "the coordinator at %s:%d closed the connection", cl->host, cl->port);
+                }
+                client_drop(cl, now);
+                return -1;
+            }
+        }
+        if (flush_out(&cl->c) != 0) {
+            snprintf(why, wn, "cannot reach the coordinator at %s:%d: %s", cl->host, cl->port, strerror(errno));
+            client_drop(cl, now);
+            return -1;
+        }
+        /* Authenticated just now: send this period's statuses at once. */
+        if (cl->c.state == C_AUTHED && cl->c.outlen == 0 && waited == 0 && n && !cl->sent_ms[st[0]->wrank]) {
+            if (send_statuses(cl, st, n, now) != 0) {
+                client_drop(cl, now);
+                return -1;
+            }
+            flush_out(&cl->c);
+        }
+        pf.events = (short)(POLLIN | (cl->c.outlen > cl->c.outoff ? POLLOUT : 0));
+        waited++;
+    } while (waited < timeout_ms && (cl->c.state != C_AUTHED || cl->c.outlen > cl->c.outoff));
+    cl->refused = 0;
+    return 0;
+}
+
+void ccs_dsx_client_free(struct ccs_dsx_client *cl)
+{
+    if (!cl)
+        return;
+    conn_close(&cl->c);
+    free(cl->sent_hash);
+    free(cl->sent_ms);
+    free(cl->sent_urgent);
+    free(cl->buf);
+    free(cl->vbuf);
+    free(cl);
+}

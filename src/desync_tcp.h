@@ -1,0 +1,65 @@
+/*
+ * desync_tcp.h - the TCP side channel across hosts: a coordinator (a thread
+ * in rank 0's process) and one client per host (in the host's leader rank),
+ * which forwards the statuses of every rank of its host in one connection
+ * and posts the coordinator's verdicts into the host's shared memory.
+ * Objects, not globals: the scale simulation runs many clients and one
+ * coordinator in one process.
+ */
+#ifndef CCS_DESYNC_TCP_H
+#define CCS_DESYNC_TCP_H
+
+#include "desync_proto.h"
+#include "desync_rules.h"
+#include <stddef.h>
+#include <stdint.h>
+
+struct ccs_dsx_coord;
+
+/* Starts a coordinator listening on HOST:PORT (HOST NULL or "": all
+ * addresses; PORT 0: any free port) for a job of WSIZE ranks authenticated
+ * by SECRET, evaluating the rules every PERIOD_MS with thresholds T.  Writes
+ * the port it got to *PORT_OUT.  NULL with WHY on failure. */
+struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t wsize, const char *secret,
+                                          const struct ccs_dsx_thresholds *t, int period_ms, int *port_out,
+                                          char *why, size_t whylen);
+/* Figures for the simulation: CPU seconds of the coordinator thread,
+ * verdicts sent, statuses received, bytes received, clients connected,
+ * refused handshakes. */
+struct ccs_dsx_coord_stats {
+    double cpu_s;
+    uint64_t verdicts, statuses, bytes_in, bytes_out, evals;
+    int clients, refused;
+    double eval_ms_max;
+    uint64_t bytes_held; /* memory the coordinator holds (tables, buffers) */
+};
+void ccs_dsx_coord_stats(struct ccs_dsx_coord *c, struct ccs_dsx_coord_stats *out);
+void ccs_dsx_coord_stop(struct ccs_dsx_coord *c);
+
+struct ccs_dsx_client;
+
+struct ccs_dsx_client_cb {
+    void (*verdict)(const struct ccs_dsx_verdict *v, void *arg);
+    void (*agreed)(const struct ccs_dsx_agree *a, void *arg);
+    void *arg;
+};
+
+/* A client of the coordinator at HOST:PORT for this host (HOSTNAME), run
+ * by world rank RANK (its own process: DEAD when the connection closes). */
+struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
+                                          const char *secret, const char *hostname,
+                                          const struct ccs_dsx_client_cb *cb);
+
+/* One period: (re)connects if need be, sends the statuses of this host's
+ * ranks (ST[0..N)) that changed and the new agreement values, and handles
+ * what the coordinator sent.  Never blocks longer than TIMEOUT_MS.
+ * Returns 0, or -1 when the coordinator refused us or is unreachable
+ * (WHY; the caller says so once and keeps trying). */
+int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n,
+                        const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t whylen);
+/* 1 once the handshake succeeded. */
+int ccs_dsx_client_connected(struct ccs_dsx_client *cl);
+uint64_t ccs_dsx_client_bytes_out(struct ccs_dsx_client *cl);
+void ccs_dsx_client_free(struct ccs_dsx_client *cl);
+
+#endif

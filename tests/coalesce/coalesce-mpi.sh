@@ -1,0 +1,128 @@
+#!/bin/sh
+# coalesce-mpi.sh - coalescing on the MPI path with tests/coalesce/coal_ddp,
+# a DDP-style job (K mini-batches per step, each bucket scaled by 1/W and
+# all-reduced with SUM after every one).  With W a power of two the local
+# answers are exact, so per-minibatch under every:K must give bitwise the
+# parameters of per-step (one reduction per step).  Also: exact counts of
+# deferred and real calls in the traces (ccshim-audit), in place, out of
+# place, MPI_Iallreduce, float, 4 ranks, auto, pass-through of MAX, integer
+# and small reductions, call-site filters, a shorter last step caught.
+. "$top_srcdir/tests/tap.sh"
+ccs_have_mpi || tap_skip_all "built without MPI"
+[ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
+prog="$top_builddir/tests/coalesce/coal_ddp"
+[ -x "$prog" ] || tap_skip_all "tests/coalesce/coal_ddp not built"
+tap_plan 26
+
+K=6 STEPS=3 NB=2
+# run NAME NP [--set ...] -- ARGS: coal_ddp under ccshim-run; out/err in $CCS_TMP/NAME.*
+run() {
+    name=$1 np=$2; shift 2
+    set_args=""
+    while [ "$1" != "--" ]; do set_args="$set_args $1"; shift; done
+    shift
+    # shellcheck disable=SC2086
+    ccs_mpirun 60 "$np" "$CCSHIM_RUN" --trace-dir "$CCS_TMP/$name.tr" $set_args -- "$prog" \
+        --steps $STEPS --minibatches $K --buckets $NB "$@" > "$CCS_TMP/$name.out" 2> "$CCS_TMP/$name.err"
+}
+digest() { awk '$1=="digest" {print $2}' "$CCS_TMP/$1.out"; }
+# counts NAME: "real deferred coalesced" bucket all-reduces (float, sum, count > 1), all ranks and steps
+counts() {
+    "$CCSHIM_AUDIT" --tsv-records "$CCS_TMP/$1.tr" 2>/dev/null | awk -F'\t' '
+        !/^#/ && $4=="allreduce" && $6 ~ /float/ && $7=="sum" && $5 > 1 {
+            if ($11 ~ /deferred/) d++; else r++; if ($11 ~ /coalesced/) c++ }
+        END { printf "%d %d %d\n", r, d, c }'
+}
+# per_step NAME: one line per (step, rank): real and deferred bucket reductions
+per_step() {
+    "$CCSHIM_AUDIT" --tsv-records "$CCS_TMP/$1.tr" 2>/dev/null | awk -F'\t' '
+        !/^#/ && $4=="allreduce" && $6 ~ /float/ && $7=="sum" && $5 > 1 { k=$10" "$1; if ($11 ~ /deferred/) d[k]++; else r[k]++; s[k]=1 }
+        END { for (k in s) printf "%s %d %d\n", k, r[k], d[k] }' | sort -n
+}
+
+# 1. Reference and plain per-minibatch, 2 ranks.
+run ref 2 -- --per-step
+tap_eq "per-step reference runs" 0 $?
+run evr 2 --set CCSHIM_COALESCE=every:$K -- 
+tap_eq "per-minibatch under every:$K runs" 0 $?
+tap_eq "every:$K gives bitwise the per-step parameters (in place, double)" "$(digest ref)" "$(digest evr)"
+R=$((STEPS * NB)) D=$((STEPS * NB * (K - 1)))
+tap_eq "traces: $R real (all coalesced) and $D deferred on each of 2 ranks" \
+    "$((2 * R)) $((2 * D)) $((2 * R))" "$(counts evr)"
+expect=""
+for s in $(seq 0 $((STEPS - 1))); do for r in 0 1; do expect="$expect$s $r $NB $((NB * (K - 1)))
+"; done; done
+tap_eq "exactly one real reduction per bucket per step, every rank" "$expect" "$(per_step evr)
+"
+tap_check "the summary line counts them" grep -q "coalescing: $D all-reduces answered locally, $R real ones" \
+    "$CCS_TMP/evr.err"
+
+# 2. Variants: out of place, nonblocking, float.
+run refo 2 -- --per-step --out-of-place
+run evo 2 --set CCSHIM_COALESCE=every:$K -- --out-of-place
+tap_eq "out of place: bitwise equal" "$(digest refo)" "$(digest evo)"
+run evn 2 --set CCSHIM_COALESCE=every:$K -- --nonblocking
+tap_eq "MPI_Iallreduce (requests completed): bitwise equal" "$(digest ref)" "$(digest evn)"
+tap_eq "MPI_Iallreduce: counts" "$((2 * R)) $((2 * D)) $((2 * R))" "$(counts evn)"
+run reff 2 -- --per-step --float
+run evf 2 --set CCSHIM_COALESCE=every:$K -- --float --nonblocking --out-of-place
+tap_eq "float, nonblocking, out of place: bitwise equal" "$(digest reff)" "$(digest evf)"
+
+# 3. Four ranks.
+run ref4 4 -- --per-step
+run ev4 4 --set CCSHIM_COALESCE=every:$K -- 
+tap_eq "4 ranks: bitwise equal" "$(digest ref4)" "$(digest ev4)"
+tap_eq "4 ranks: counts" "$((4 * R)) $((4 * D)) $((4 * R))" "$(counts ev4)"
+
+# 4. auto: steps 0 and 1 learned (all real), then one real per bucket per step.
+STEPS=5
+run refa 2 -- --per-step
+run auto 2 --set CCSHIM_COALESCE=auto --set CCSHIM_LOG_LEVEL=info -- 
+tap_eq "auto runs" 0 $?
+tap_eq "auto: both ranks agreed through the side channel" 2 \
+    "$(grep -c 'agreed on 1 of 1 communicator(s) through the side channel' "$CCS_TMP/auto.err")"
+expect=""
+for s in 0 1 2 3 4; do for r in 0 1; do
+    if [ $s -lt 2 ]; then expect="$expect$s $r $((NB * K)) 0
+"; else expect="$expect$s $r $NB $((NB * (K - 1)))
+"; fi; done; done
+tap_eq "auto: all real while learning (steps 0-1), then one real per bucket per step" "$expect" "$(per_step auto)
+"
+rel=$(awk -v a="$(awk '$1=="sum"{print $2}' "$CCS_TMP/refa.out")" \
+          -v b="$(awk '$1=="sum"{print $2}' "$CCS_TMP/auto.out")" \
+          'BEGIN { a += 0; b += 0; d = a - b; if (d < 0) d = -d; if (a < 0) a = -a;
+                   print (d <= 1e-12 * a) ? "ok" : "off by " d / a }')
+tap_eq "auto: parameters equal to per-step within 1e-12 relative" ok "$rel"
+run autom 2 --set CCSHIM_COALESCE=auto --set CCSHIM_DESYNC=0 --set CCSHIM_LOG_LEVEL=info -- 
+tap_eq "auto without the side channel: agreed through a private MPI communicator, same schedule" \
+    "2 $(per_step auto | tr '\n' ' ')" \
+    "$(grep -c 'through a private MPI communicator' "$CCS_TMP/autom.err") $(per_step autom | tr '\n' ' ')"
+
+# 5. Pass-through: MAX, integer and small reductions untouched and correct.
+STEPS=3
+for x in max int small; do
+    run "x$x" 2 --set CCSHIM_COALESCE=every:$K -- --extra $x
+    tap_eq "--extra $x: correct results, buckets still equal, none of them deferred" \
+        "extra_wrong 0 $(digest evr) $((2 * R)) $((2 * D))" \
+        "$(awk '$1=="extra_wrong"' "$CCS_TMP/x$x.out") $(digest "x$x") $(counts "x$x" | cut -d' ' -f1-2)"
+done
+
+# 6. Call-site filters: the bucket reductions are made in reduce() of coal_ddp.
+run exc 2 --set CCSHIM_COALESCE=every:$K --set CCSHIM_COALESCE_EXCLUDE=coal_ddp -- 
+tap_eq "CCSHIM_COALESCE_EXCLUDE naming the program: nothing deferred" "$((2 * STEPS * NB * K)) 0 0" "$(counts exc)"
+run inc 2 --set CCSHIM_COALESCE=every:$K --set CCSHIM_COALESCE_INCLUDE=no_such_function,coal_ddp -- 
+tap_eq "CCSHIM_COALESCE_INCLUDE naming it: coalesced" "$((2 * R)) $((2 * D)) $((2 * R))" "$(counts inc)"
+
+# 7. A shorter last step (K-1 mini-batches) is caught, never silent.
+run short 2 --set CCSHIM_COALESCE=every:$K -- --short-last
+rc=$?
+n=$(grep -c "$((K - 1)) deferred call(s) without their real reduction" "$CCS_TMP/short.err")
+tap_eq "shorter last step, warn: reported for each bucket on each rank, job ends normally" "0 $((2 * NB))" "$rc $n"
+tap_check "  ... naming the step and the remedy" grep -q "step $((STEPS - 1)) ended with $((NB * (K - 1))) deferred" \
+    "$CCS_TMP/short.err"
+# CCSHIM_ON_DESYNC is the desync feature's setting: passed in the environment.
+(CCSHIM_ON_DESYNC=abort; export CCSHIM_ON_DESYNC; run shorta 2 --set CCSHIM_COALESCE=every:$K -- --short-last)
+rc=$?
+tap_check "shorter last step, CCSHIM_ON_DESYNC=abort: the job ends with an error" test "$rc" -ne 0
+tap_check "  ... after saying why" grep -q "CCSHIM_ON_DESYNC=abort: ending the job" "$CCS_TMP/shorta.err"
+tap_done

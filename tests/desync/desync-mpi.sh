@@ -1,0 +1,85 @@
+#!/bin/sh
+# desync-mpi.sh - each way of going out of step, on 4 MPI ranks over shared
+# memory, is reported with the right class, ranks and sequence numbers,
+# within the target, by every rank; with CCSHIM_ON_DESYNC=abort the job
+# exits non-zero instead of hanging.
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/desync/lib.sh"
+ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
+[ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
+tap_plan 42
+
+# MISMATCH target: 100 ms (measured in make bench); the tests allow 3x for
+# a loaded machine.  DESYNC: 2 s after the last rank is blocked.
+MISMATCH_MS=${DSX_MISMATCH_MS:-300}
+SETTLE=600
+
+AR='allreduce\(count=4, float32, sum\)'
+check_case() { # NAME CLASS REGEX MAX_LATENCY_MS
+    local name=$1 cls=$2 re=$3 max=$4 lines lat
+    dsx_run "$name" 40 4 CCSHIM_ON_DESYNC=abort SETTLE_MS=$SETTLE -- "$SCENARIO" "$name"
+    lines=$(dsx_lines "$name" "$cls")
+    if [ "$DSX_RC" -ne 0 ] && [ "$DSX_RC" -ne 124 ]; then tap_ok "$name: abort ends the job (exit $DSX_RC)"
+    else tap_not_ok "$name: abort ends the job (exit $DSX_RC)"; dsx_diag "$name"; fi
+    if [ -n "$lines" ] && [ "$(echo "$lines" | wc -l)" -eq 1 ] && echo "$lines" | grep -Eq "$re"; then
+        tap_ok "$name: $cls with the right ranks and seq"
+    else
+        tap_not_ok "$name: $cls with the right ranks and seq"; echo "$lines" | tap_diag; dsx_diag "$name"
+    fi
+    lat=$(dsx_latency_ms "$name" "$cls")
+    tap_check "$name: reported $lat ms after the culprit's call (<= $max)" test "$lat" -le "$max"
+}
+
+check_case skip DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=5: ranks 0,2-3 blocked in $AR at seq 5 for N s; rank 1 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + 2000))
+check_case extra DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=6: rank 1 blocked in $AR at seq 6 for N s; rank 0 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 2 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 3 at seq 5 \(1 behind, (in MPI_Finalize|exited)\)$" $((SETTLE + 2000))
+check_case count MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=8, float32, sum\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
+check_case dtype MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=4, int32, sum\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
+check_case op MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=4, float32, max\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
+check_case root MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=1\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$" "$MISMATCH_MS"
+check_case kind MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=0\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
+check_case exit DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0,2-3 blocked in $AR at seq 3 for N s; rank 1 at seq 2 \(1 behind, exited\)$" 2000
+check_case split DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=2 seq=5: rank 0 blocked in $AR at seq 5 for N s; rank 1 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + 2000))
+# A real deadlock (no rank gone): rank 1 waits in a barrier on a duplicate
+# of the world that the others, waiting in the all-reduce, never reach.
+# Reported on both communicators after the block threshold (1 s).
+dsx_run deadlock 40 4 CCSHIM_ON_DESYNC=abort -- "$SCENARIO" deadlock
+lines=$(dsx_lines deadlock DESYNC)
+if [ "$DSX_RC" -ne 0 ] && [ "$DSX_RC" -ne 124 ]; then tap_ok "deadlock: abort ends the job (exit $DSX_RC)"
+else tap_not_ok "deadlock: abort ends the job (exit $DSX_RC)"; dsx_diag deadlock; fi
+tap_check "deadlock: DESYNC on the world names rank 1 blocked in the barrier elsewhere" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=4: ranks 0,2-3 blocked in $2 at seq 4 for N s; rank 1 at seq 3 \(1 behind, blocked in barrier on comm=0x[0-9a-f]+ seq 1\)$"' _ "$lines" "$AR"
+tap_check "deadlock: DESYNC on the duplicate names the others blocked in the all-reduce" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=1: rank 1 blocked in barrier at seq 1 for N s; rank 0 at seq 0 \(1 behind, blocked in $2 on comm=0x[0-9a-f]+ seq 4\); rank 2 at seq 0 .*; rank 3 at seq 0 "' _ "$lines" "$AR"
+lat=$(dsx_latency_ms deadlock DESYNC)
+tap_check "deadlock: reported $lat ms after the last rank blocked (<= 2000)" test "$lat" -le 2000
+
+# Only the half that went out of step is named.
+tap_eq "split: no verdict names ranks 2 or 3" "" \
+    "$(cat "$CCS_TMP/split"/log-*.txt | grep '^ccshim [A-Z]' | sed 's/ \[seen by.*//' |
+        grep -E 'rank[s]? ([0-9,-]*[23])' || true)"
+
+# warn (the default): the job runs on; every rank writes its own view; the
+# diagnostics and flight recorder land in the trace directory.
+dsx_run warn 40 4 SETTLE_MS=$SETTLE -- "$SCENARIO" op
+tap_eq "warn: the job runs on and exits 0" 0 "$DSX_RC"
+tap_eq "warn: all 4 ranks report the MISMATCH" 4 "$(dsx_count warn MISMATCH)"
+tap_check "warn: the block shows the operations side by side" \
+    grep -q "^ccshim desync|        3 | allreduce 4 float32 max" "$CCS_TMP/warn/log-1.txt"
+tap_check "warn: the culprit's own stack is in its log" grep -q "^ccshim desync| stack of rank 1 at seq" \
+    "$CCS_TMP/warn/log-1.txt"
+files=""
+for r in 0 1 2 3; do
+    for f in "ccshim-desync-warn-r$r.txt" "ccshim-flight-warn-r$r.flight"; do
+        [ -s "$CCS_TMP/warn/trace/$f" ] || files="$files $f"
+    done
+done
+tap_eq "warn: ccshim-desync-<job>-r<rank>.txt and ccshim-flight-<job>-r<rank>.flight for every rank" "" "$files"
+tap_check "warn: the flight file lists the mismatched call" \
+    grep -Eq "^0	3	0x[0-9a-f]+	allreduce	4	float32	max	" "$CCS_TMP/warn/trace/ccshim-flight-warn-r1.flight"
+tap_check "warn: the desync file holds the verdict line" grep -q "^ccshim MISMATCH comm=" \
+    "$CCS_TMP/warn/trace/ccshim-desync-warn-r0.txt"
+
+# A healthy run says nothing; no segment is left in /dev/shm.
+dsx_run ok 40 4 -- "$SCENARIO" ok 20
+tap_eq "ok: exit 0" 0 "$DSX_RC"
+tap_eq "ok: no verdict at all" "" "$(cat "$CCS_TMP/ok"/log-*.txt 2>/dev/null | grep '^ccshim [A-Z]' || true)"
+tap_eq "no shared-memory segment left behind" "" "$(ls /dev/shm 2>/dev/null | grep "^ccshim-dsx-$(id -u)-.*-\(skip\|extra\|count\|dtype\|op\|root\|kind\|exit\|split\|warn\|ok\)-" || true)"
+tap_done

@@ -1,0 +1,42 @@
+#!/bin/sh
+# desync-tcp.sh - the cases again with the ranks on two hosts: ranks 0-1 on
+# host identity h0 and 2-3 on h1 (CCSHIM_DESYNC_HOST), so each pair shares
+# memory and the pairs talk over TCP through the coordinator in rank 0, on
+# loopback.  (The handshake, a wrong secret and malformed frames are
+# covered by test_tcp.)
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/desync/lib.sh"
+ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
+[ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
+tap_plan 13
+
+SETTLE=600
+AR='allreduce\(count=4, float32, sum\)'
+TWO_HOSTS='CCSHIM_DESYNC_HOST=h$((OMPI_COMM_WORLD_RANK / 2)) exec "$@"'
+
+tcp_case() { # NAME SCENARIO CULPRIT CLASS REGEX MAX_MS
+    local name=$1 sc=$2 culprit=$3 cls=$4 re=$5 max=$6 lines lat
+    dsx_run "$name" 40 4 CCSHIM_ON_DESYNC=abort CCSHIM_COORD=127.0.0.1:0 CCSHIM_LOG_LEVEL=info SETTLE_MS=$SETTLE -- \
+        sh -c "$TWO_HOSTS" _ "$SCENARIO" "$sc" 5 2 "$culprit"
+    lines=$(dsx_lines "$name" "$cls")
+    if [ "$DSX_RC" -ne 0 ] && [ "$DSX_RC" -ne 124 ]; then tap_ok "$name: abort ends the job (exit $DSX_RC)"
+    else tap_not_ok "$name: abort ends the job (exit $DSX_RC)"; dsx_diag "$name"; fi
+    if [ -n "$lines" ] && [ "$(echo "$lines" | wc -l)" -eq 1 ] && echo "$lines" | grep -Eq "$re"; then
+        tap_ok "$name: $cls with the right ranks and seq"
+    else
+        tap_not_ok "$name: $cls with the right ranks and seq"; echo "$lines" | tap_diag; dsx_diag "$name"
+    fi
+    tap_check "$name: seen on both hosts" sh -c "grep -ql '^ccshim $cls ' '$CCS_TMP/$name/log-0.txt' '$CCS_TMP/$name/log-1.txt' && grep -ql '^ccshim $cls ' '$CCS_TMP/$name/log-2.txt' '$CCS_TMP/$name/log-3.txt'"
+    lat=$(dsx_latency_ms "$name" "$cls")
+    tap_check "$name: reported $lat ms after the culprit's call (<= $max)" test "$lat" -le "$max"
+}
+
+# Rank 1 (on h0) skips: the ranks that wait are on both hosts.
+tcp_case tcp-skip skip 1 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=5: ranks 0,2-3 blocked in $AR at seq 5 for N s; rank 1 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + 2000))
+# Rank 2 (on h1, whose other rank agrees with it by count only) reduces with MAX.
+tcp_case tcp-op op 2 MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 2 issued allreduce\(count=4, float32, max\) where ranks 0-1,3 issued $AR$" 1000
+# Rank 3 exits early.
+tcp_case tcp-exit exit 3 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0-2 blocked in $AR at seq 3 for N s; rank 3 at seq 2 \(1 behind, exited\)$" 2000
+tap_check "the coordinator and both leaders were in use" \
+    sh -c "grep -q 'coordinator at 127.0.0.1:' '$CCS_TMP/tcp-skip'/log-*.txt"
+tap_done

@@ -1,0 +1,26 @@
+#!/bin/sh
+# desync-trainer.sh - the source scenario: the reference trainer with one
+# all-reduce per mini-batch, rank 1 skipping a mini-batch in step 3, on 4
+# ranks.  ccshim must say rank 1 fell behind in step 3, name the call sites,
+# and (abort) end the job instead of hanging.
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/desync/lib.sh"
+ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
+[ -x "$CCSHIM_TRAINER" ] || tap_skip_all "ccshim-trainer not built (tools/trainer)"
+tap_plan 5
+
+dsx_run trainer 60 4 CCSHIM_ON_DESYNC=abort -- "$CCSHIM_TRAINER" --sync=per-minibatch \
+    --inject=skip-minibatch:1:3 --steps 5
+lines=$(dsx_lines trainer DESYNC)
+if [ "$DSX_RC" -ne 0 ] && [ "$DSX_RC" -ne 124 ]; then tap_ok "the job ends with an error (exit $DSX_RC)"
+else tap_not_ok "the job ends with an error (exit $DSX_RC)"; dsx_diag trainer; fi
+tap_check "DESYNC: rank 1 issued fewer collectives than the others in step 3" \
+    sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued seq [0-9]+ \(allreduce\(count=[0-9]+, float64, sum\)\) in step 4 where ranks 0,2-3 issued it in step 3: rank 1 issued fewer collectives than the others in step 3 and is behind from there on$"' _ "$lines"
+tap_check "every rank reports it" test "$(dsx_count trainer DESYNC)" -eq 4
+# Both sides' call sites: where the others wait or last called, and where rank 1 last called.
+tap_check "the block names rank 1's call site" \
+    grep -Eq "^ccshim desync\|   rank 1 \(comm rank 1, .*(last completed seq [0-9]+ step [0-9]+ at|blocked .* in) [^ ?]+" "$CCS_TMP/trainer/log-0.txt"
+tap_check "the block names the others' call sites" \
+    grep -Eq "^ccshim desync\|   rank 0 \(comm rank 0, .*(last completed seq [0-9]+ step [0-9]+ at|blocked .* in) [^ ?]+" "$CCS_TMP/trainer/log-0.txt"
+[ "$TAP_FAILED" -eq 0 ] || dsx_diag trainer
+tap_done

@@ -1,0 +1,249 @@
+/*
+ * desync_sim.c - the scale simulation: the real coordinator and the real
+ * per-host clients (src/desync_tcp.c, src/desync_rules.c) with many
+ * simulated ranks, on loopback, in one process.
+ *
+ *   desync_sim RANKS [PER_HOST [SECONDS [SCENARIO]]]
+ *
+ * Every simulated rank issues all-reduces on the world communicator at
+ * RATE per second (statuses as desync_collect.c builds them); every host
+ * has one client, driven by a few threads.  Halfway, SCENARIO happens:
+ *   deadlock  rank 1 blocks on a second communicator {0, 1} that rank 0
+ *             never reaches, while everyone else blocks at the next world
+ *             all-reduce: a DESYNC after the block threshold (1 s)
+ *   mismatch  rank 1's next all-reduce has count 8: a MISMATCH
+ *   healthy   nothing: there must be no verdict
+ * Prints one tab-separated line:
+ *   ranks hosts scenario verdict latency_ms coord_cpu_pct coord_mem_mib in_kib_s evals eval_ms_max
+ * latency: from the moment the last rank is blocked (deadlock) or the odd
+ * call is issued (mismatch) to the verdict reaching the first client.
+ */
+#include "desync_proto.h"
+#include "desync_tcp.h"
+#include "shim.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RATE 50 /* collectives per second per rank */
+#define PERIOD 20
+#define WORLD 0xf00du
+#define PAIR 0xbeefu
+
+static int N, H, NH;
+static double secs;
+static const char *scenario;
+static struct ccs_dsx_status *st;
+static const struct ccs_dsx_status **ptr;
+static struct ccs_dsx_client **cl;
+static double t0, t_event = -1, t_verdict = -1;
+static unsigned verdict_cls;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile int stop;
+static uint64_t fp_ar, fp_odd;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    if (t_verdict < 0) {
+        t_verdict = now_ms();
+        verdict_cls = v->cls;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static struct ccs_dsx_op op_at(uint64_t seq, uint64_t fp, uint64_t count)
+{
+    struct ccs_dsx_op o;
+    memset(&o, 0, sizeof o);
+    o.seq = seq;
+    o.fp = fp;
+    o.count = count;
+    o.kind = CCS_KIND_ALLREDUCE;
+    o.dtype = CCS_DT_FLOAT32;
+    o.op = CCS_OP_SUM;
+    o.root = -1;
+    return o;
+}
+
+/* Advances rank R's world entry to TARGET completed collectives. */
+static void advance(int r, uint64_t target, int odd_at)
+{
+    struct ccs_dsx_comm *c = &st[r].comm[0];
+    while (c->done < target) {
+        uint64_t s = c->done + 1;
+        int odd = odd_at > 0 && (uint64_t)odd_at == s;
+        struct ccs_dsx_op o = op_at(s, odd ? fp_odd : fp_ar, odd ? 8 : 4);
+        c->hash = ccs_hash_mix(c->hash, o.fp);
+        c->done = c->issued = s;
+        if (s % CCS_DSX_CHECKPOINT == 0) {
+            c->cp_seq[1] = c->cp_seq[0], c->cp_hash[1] = c->cp_hash[0];
+            c->cp_seq[0] = s, c->cp_hash[0] = c->hash;
+        }
+        if (c->nhist == CCS_DSX_HIST) {
+            memmove(c->hist, c->hist + 1, (CCS_DSX_HIST - 1) * sizeof c->hist[0]);
+            c->nhist--;
+        }
+        c->hist[c->nhist++] = o;
+    }
+}
+
+struct worker {
+    int first_host, nhosts;
+};
+
+static uint64_t stop_seq = 0; /* deadlock: world seq everyone blocks at */
+static int odd_seq = 0;       /* mismatch: the seq of rank 1's odd call */
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    char why[256];
+    while (!stop) {
+        double t = now_ms() - t0;
+        uint64_t target = (uint64_t)(t * RATE / 1000.0) + 1;
+        for (int h = w->first_host; h < w->first_host + w->nhosts; h++) {
+            for (int r = h * H; r < (h + 1) * H && r < N; r++) {
+                struct ccs_dsx_comm *c = &st[r].comm[0];
+                uint64_t tg = target;
+                if (stop_seq && tg >= stop_seq - 1)
+                    tg = stop_seq - 1;
+                advance(r, tg, r == 1 ? odd_seq : 0);
+                if (stop_seq && c->done == stop_seq - 1) {
+                    if (r == 1) { /* blocked on the pair comm instead */
+                        struct ccs_dsx_comm *p = &st[r].comm[1];
+                        if (p->state != CCS_DSX_BLOCKED) {
+                            p->state = CCS_DSX_BLOCKED;
+                            p->issued = 1;
+                            p->blocked = op_at(1, fp_ar, 4);
+                            p->blocked_ms = 0;
+                        } else
+                            p->blocked_ms += PERIOD;
+                    } else if (c->state != CCS_DSX_BLOCKED) {
+                        c->state = CCS_DSX_BLOCKED;
+                        c->issued = stop_seq;
+                        c->blocked = op_at(stop_seq, fp_ar, 4);
+                        c->blocked_ms = 0;
+                    } else
+                        c->blocked_ms += PERIOD;
+                }
+                st[r].beat++;
+            }
+            ccs_dsx_client_tick(cl[h], ptr + h * H, (size_t)((h + 1) * H < N ? H : N - h * H), NULL, 0, 0, why,
+                                sizeof why);
+        }
+        struct timespec ts = {0, PERIOD * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    N = argc > 1 ? atoi(argv[1]) : 64;
+    H = argc > 2 ? atoi(argv[2]) : 8;
+    secs = argc > 3 ? atof(argv[3]) : 4;
+    scenario = argc > 4 ? argv[4] : "deadlock";
+    if (N < 2 || H < 1) {
+        fprintf(stderr, "usage: desync_sim RANKS [PER_HOST [SECONDS [deadlock|mismatch|healthy]]]\n");
+        return 2;
+    }
+    NH = (N + H - 1) / H;
+    fp_ar = ccs_fingerprint(CCS_KIND_ALLREDUCE, 0, 4, CCS_DT_FLOAT32, CCS_OP_SUM, -1);
+    fp_odd = ccs_fingerprint(CCS_KIND_ALLREDUCE, 0, 8, CCS_DT_FLOAT32, CCS_OP_SUM, -1);
+    st = calloc((size_t)N, sizeof *st);
+    ptr = calloc((size_t)N, sizeof *ptr);
+    cl = calloc((size_t)NH, sizeof *cl);
+    for (int r = 0; r < N; r++) {
+        struct ccs_dsx_status *s = &st[r];
+        s->magic = CCS_DSX_MAGIC;
+        s->version = CCS_DSX_VERSION;
+        s->wrank = r;
+        s->wsize = N;
+        s->pid = 100000u + (uint32_t)r;
+        snprintf(s->host, sizeof s->host, "sim%d", r / H);
+        s->ncomm = r < 2 ? 2 : 1;
+        s->comm[0].id = WORLD;
+        s->comm[0].rank = r;
+        s->comm[0].size = N;
+        if (r < 2) {
+            s->comm[1].id = PAIR;
+            s->comm[1].rank = r;
+            s->comm[1].size = 2;
+        }
+        ptr[r] = s;
+    }
+    struct ccs_dsx_thresholds t = {.block_ms = 1000,
+                                   .straggler_ms = 600000,
+                                   .suspect_ms = 2000,
+                                   .heartbeat_ms = 10000,
+                                   .mismatch_wait_ms = 2 * PERIOD};
+    int port = 0;
+    char why[256];
+    struct ccs_dsx_coord *k =
+        ccs_dsx_coord_start("127.0.0.1", 0, N, "simsecret", &t, 5 * PERIOD, &port, why, sizeof why);
+    if (!k) {
+        fprintf(stderr, "desync_sim: %s\n", why);
+        return 1;
+    }
+    struct ccs_dsx_client_cb cb = {.verdict = on_verdict};
+    for (int h = 0; h < NH; h++) {
+        char name[32];
+        snprintf(name, sizeof name, "sim%d", h);
+        cl[h] = ccs_dsx_client_new("127.0.0.1", port, N, h * H, "simsecret", name, &cb);
+    }
+    int nt = NH < 4 ? NH : 4;
+    pthread_t th[4];
+    struct worker w[4];
+    t0 = now_ms();
+    for (int i = 0; i < nt; i++) {
+        w[i].first_host = i * NH / nt;
+        w[i].nhosts = (i + 1) * NH / nt - w[i].first_host;
+        pthread_create(&th[i], NULL, work, &w[i]);
+    }
+    struct ccs_dsx_coord_stats s0, s1;
+    struct timespec half = {(time_t)(secs / 2), (long)((secs / 2 - (time_t)(secs / 2)) * 1e9)};
+    nanosleep(&half, NULL);
+    ccs_dsx_coord_stats(k, &s0);
+    double ta = now_ms();
+    uint64_t cur = (uint64_t)((ta - t0) * RATE / 1000.0) + 1;
+    if (strcmp(scenario, "deadlock") == 0) {
+        stop_seq = cur + 2;
+        t_event = t0 + (double)(stop_seq - 1) * 1000.0 / RATE; /* the last rank blocks by then */
+    } else if (strcmp(scenario, "mismatch") == 0) {
+        odd_seq = (int)cur + 2;
+        t_event = t0 + (double)(odd_seq - 1) * 1000.0 / RATE;
+    }
+    nanosleep(&half, NULL);
+    ccs_dsx_coord_stats(k, &s1);
+    double tb = now_ms();
+    stop = 1;
+    for (int i = 0; i < nt; i++)
+        pthread_join(th[i], NULL);
+    double lat = t_verdict >= 0 && t_event >= 0 ? t_verdict - t_event : -1;
+    double span = (tb - ta) / 1000.0;
+    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\n", N, NH, scenario,
+           t_verdict >= 0 ? ccs_dsx_class_name(verdict_cls) : "none", lat, (s1.cpu_s - s0.cpu_s) * 100 / span,
+           s1.bytes_held / 1048576.0, (double)(s1.bytes_in - s0.bytes_in) / 1024 / span,
+           (unsigned long long)s1.evals, s1.eval_ms_max);
+    for (int h = 0; h < NH; h++)
+        ccs_dsx_client_free(cl[h]);
+    ccs_dsx_coord_stop(k);
+    free(st), free(ptr), free(cl);
+    int ok = strcmp(scenario, "healthy") == 0
+                 ? t_verdict < 0
+                 : t_verdict >= 0 &&
+                       verdict_cls == (strcmp(scenario, "mismatch") == 0 ? CCS_DSX_MISMATCH : CCS_DSX_DESYNC);
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,50 @@
+# tests/desync/lib.sh - sourced by the desync shell tests (after tap.sh).
+#
+#   dsx_run NAME SECONDS NP [VAR=VALUE...] -- PROGRAM ARGS...
+# runs PROGRAM on NP ranks under ccshim-run with per-rank logs in
+# $CCS_TMP/NAME/log-R.txt, traces in $CCS_TMP/NAME/trace, stdout in
+# $CCS_TMP/NAME/out; sets DSX_RC.
+SCENARIO="$top_builddir/tests/desync/desync_scenario"
+
+dsx_run() {
+    local name=$1 secs=$2 np=$3; shift 3
+    local d="$CCS_TMP/$name"
+    mkdir -p "$d/trace"
+    local envs=""
+    while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+    shift
+    # shellcheck disable=SC2086
+    ccs_mpirun "$secs" "$np" env CCSHIM_LOG="$d/log-%r.txt" CCSHIM_TRACE_DIR="$d/trace" CCSHIM_SUMMARY=0 \
+        CCSHIM_JOB_ID="$name" $envs "$CCSHIM_RUN" --mpi -- "$@" >"$d/out" 2>"$d/err"
+    DSX_RC=$?
+}
+
+# dsx_lines NAME CLASS: the verdict lines of CLASS from every rank's log,
+# without the "[seen by ...]" suffix and with "for 1.2 s" (which differs
+# from rank to rank) as "for N s", one per distinct text.
+dsx_lines() {
+    cat "$CCS_TMP/$1"/log-*.txt 2>/dev/null | grep "^ccshim $2 " | sed 's/ \[seen by rank.*//; s/ for [0-9.]* s/ for N s/g' |
+        sort -u
+}
+
+# dsx_count NAME CLASS: how many ranks wrote a CLASS line.
+dsx_count() {
+    grep -l "^ccshim $2 " "$CCS_TMP/$1"/log-*.txt 2>/dev/null | wc -l | tr -d ' '
+}
+
+# dsx_latency_ms NAME CLASS: first report time minus the culprit's call.
+dsx_latency_ms() {
+    local t0 t1
+    t0=$(sed -n 's/^culprit_call_ms=//p' "$CCS_TMP/$1/out" | head -1)
+    t1=$(cat "$CCS_TMP/$1"/log-*.txt 2>/dev/null | grep "^ccshim $2 " | sed -n 's/.* at=\([0-9.]*\)\]$/\1/p' |
+        sort -n | head -1)
+    if [ -z "$t0" ] || [ -z "$t1" ]; then echo 999999; return; fi
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d\n", b - a }'
+}
+
+# dsx_diag NAME: the logs and outputs, as TAP comments (on failure).
+dsx_diag() {
+    for f in "$CCS_TMP/$1"/out "$CCS_TMP/$1"/err "$CCS_TMP/$1"/log-*.txt; do
+        [ -f "$f" ] && { echo "--- $f"; head -40 "$f"; }
+    done | tap_diag
+}

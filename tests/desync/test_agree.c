@@ -1,0 +1,75 @@
+/* test_agree.c - ccs_desync_agree_u64 over shared memory: three processes
+ * (forked, each its own rank) agree on max and min; a member that never
+ * calls makes the others time out with -1. */
+#include "ccs_config.h"
+#include "desync.h"
+#include "shim.h"
+#include "unit_main.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define N 3
+
+/* Child: rank R of N; returns its exit status (0 = as expected). */
+static int child(int r, int absent)
+{
+    ccs_runtime_set_world(r, N);
+    struct ccs_comm *c = ccs_comm_register(CCS_BE_MPI, 0x1000, 0xabcull, 0, r, N, CCS_KIND_COMM_INIT, -1);
+    if (!c || ccs_desync_start() != 0)
+        return 10;
+    if (r == absent) {
+        usleep(600 * 1000); /* stays attached but never agrees */
+        return 0;
+    }
+    uint64_t mx = 0, mn = 0;
+    int rc = ccs_desync_agree_u64(c, 7, (uint64_t)(r * 10 + 5), &mx, &mn, absent >= 0 ? 300 : 5000);
+    if (absent >= 0)
+        return rc == -1 ? 0 : 11;
+    if (rc != 0)
+        return 12;
+    if (mx != 25 || mn != 5)
+        return 13;
+    /* A second round with another key. */
+    rc = ccs_desync_agree_u64(c, 8, (uint64_t)(100 - r), &mx, &mn, 5000);
+    return rc == 0 && mx == 100 && mn == 98 ? 0 : 14;
+}
+
+static void run(int absent)
+{
+    static char secret[64];
+    snprintf(secret, sizeof secret, "agree-%d-%d", (int)getpid(), absent);
+    ccs_cfg.secret = secret; /* a segment of our own, whatever else runs */
+    ccs_cfg.summary = 0;
+    pid_t pid[N];
+    for (int r = 0; r < N; r++) {
+        pid[r] = fork();
+        if (pid[r] == 0)
+            _exit(child(r, absent));
+    }
+    for (int r = 0; r < N; r++) {
+        int st = 0;
+        waitpid(pid[r], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: exit status %d", r, WEXITSTATUS(st));
+    }
+}
+
+START_TEST(three_ranks_agree) { run(-1); }
+END_TEST
+
+START_TEST(absent_member_times_out) { run(1); }
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("desync_agree");
+    TCase *t = tcase_create("agree");
+    tcase_set_timeout(t, 30);
+    tcase_add_test(t, three_ranks_agree);
+    tcase_add_test(t, absent_member_times_out);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+CCS_UNIT_MAIN(suite)

@@ -1,0 +1,359 @@
+/* test_rules.c - the desync rules and the protocol's validation on
+ * hand-built statuses (no processes, no clock). */
+#include "desync_proto.h"
+#include "desync_report.h"
+#include "desync_rules.h"
+#include "shim.h"
+#include "unit_main.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define X 0x1111u
+#define Y 0x2222u
+#define NR 4
+
+static struct ccs_dsx_status st[NR];
+static const struct ccs_dsx_status *ptr[NR];
+static uint8_t dead[NR];
+static struct ccs_dsx_verdict got[16];
+static int ngot, ndetail;
+static const struct ccs_dsx_thresholds T = {.block_ms = 1000, .straggler_ms = 5000, .suspect_ms = 2000};
+
+static void on_v(const struct ccs_dsx_verdict *v, void *a)
+{
+    (void)a;
+    if (ngot < 16)
+        got[ngot] = *v;
+    ngot++;
+}
+static void on_d(uint64_t c, void *a)
+{
+    (void)a, (void)c;
+    ndetail++;
+}
+
+static struct ccs_dsx_op op(uint64_t seq, unsigned kind, uint64_t count, unsigned dt, unsigned rop)
+{
+    struct ccs_dsx_op o;
+    memset(&o, 0, sizeof o);
+    o.seq = seq;
+    o.kind = (uint16_t)kind;
+    o.count = count;
+    o.dtype = (uint8_t)dt;
+    o.op = (uint8_t)rop;
+    o.root = -1;
+    o.fp = ccs_fingerprint(kind, 0, count, dt, rop, -1);
+    return o;
+}
+
+static struct ccs_dsx_op ar(uint64_t seq)
+{
+    return op(seq, CCS_KIND_ALLREDUCE, 4, CCS_DT_FLOAT32, CCS_OP_SUM);
+}
+
+static void reset(void)
+{
+    memset(st, 0, sizeof st);
+    memset(dead, 0, sizeof dead);
+    ngot = ndetail = 0;
+    for (int r = 0; r < NR; r++) {
+        st[r].magic = CCS_DSX_MAGIC;
+        st[r].version = CCS_DSX_VERSION;
+        st[r].wrank = r;
+        st[r].wsize = NR;
+        st[r].pid = 100 + (uint32_t)r;
+        strcpy(st[r].host, "h");
+        ptr[r] = &st[r];
+    }
+}
+
+/* Adds comm ID (rank = world rank unless CRANK >= 0) with ops 1..DONE. */
+static struct ccs_dsx_comm *add(int r, uint64_t id, int32_t size, int32_t crank, uint64_t done)
+{
+    struct ccs_dsx_comm *c = &st[r].comm[st[r].ncomm++];
+    memset(c, 0, sizeof *c);
+    c->id = id;
+    c->size = size;
+    c->rank = crank >= 0 ? crank : r;
+    c->issued = c->done = done;
+    uint64_t first = done > CCS_DSX_HIST ? done - CCS_DSX_HIST + 1 : 1;
+    for (uint64_t s = first; s <= done; s++)
+        c->hist[c->nhist++] = ar(s);
+    return c;
+}
+
+static void block(struct ccs_dsx_comm *c, struct ccs_dsx_op o, uint32_t ms)
+{
+    c->state = CCS_DSX_BLOCKED;
+    c->blocked = o;
+    c->blocked_ms = ms;
+    c->issued = o.seq;
+}
+
+static int run(uint64_t now)
+{
+    struct ccs_dsx_view v = {.wsize = NR, .st = ptr, .dead = dead, .now_ms = now};
+    struct ccs_dsx_sink s = {.verdict = on_v, .detail = on_d};
+    static struct ccs_dsx_seen *seen;
+    if (now == 0 || !seen) {
+        ccs_dsx_seen_free(seen);
+        seen = ccs_dsx_seen_new();
+    }
+    return ccs_dsx_rules_run(&v, &T, seen, &s);
+}
+
+START_TEST(mismatch_in_history)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        add(r, X, NR, -1, 5);
+    st[1].comm[0].hist[2] = op(3, CCS_KIND_ALLREDUCE, 4, CCS_DT_INT32, CCS_OP_SUM);
+    ck_assert_int_eq(run(0), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_MISMATCH);
+    ck_assert_uint_eq(got[0].seq, 3);
+    ck_assert_int_eq(got[0].party[0].wrank, 1);
+    ck_assert_uint_eq(got[0].party[0].role, CCS_DSX_R_DIFFERS);
+    ck_assert_ptr_nonnull(strstr(got[0].line,
+                                 "rank 1 issued allreduce(count=4, int32, sum) where ranks 0,2-3 issued "
+                                 "allreduce(count=4, float32, sum)"));
+    /* Once per communicator. */
+    ck_assert_int_eq(run(10), 0);
+}
+END_TEST
+
+START_TEST(mismatch_blocked_kind)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        block(add(r, X, NR, -1, 4), ar(5), 30);
+    st[2].comm[0].blocked = op(5, CCS_KIND_BCAST, 4, CCS_DT_FLOAT32, CCS_OP_NONE);
+    st[2].comm[0].blocked.root = 0;
+    ck_assert_int_eq(run(0), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_MISMATCH);
+    ck_assert_uint_eq(got[0].seq, 5);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 2 issued bcast"));
+}
+END_TEST
+
+START_TEST(deferred_flag_differs)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        add(r, X, NR, -1, 3);
+    st[3].comm[0].hist[1].flags |= CCS_F_DEFERRED;
+    ck_assert_int_eq(run(0), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_MISMATCH);
+    ck_assert_uint_eq(got[0].seq, 2);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "deferred"));
+}
+END_TEST
+
+START_TEST(desync_behind_finalizing_is_immediate)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            block(add(r, X, NR, -1, 4), ar(5), 40);
+    add(1, X, NR, -1, 4);
+    st[1].life = CCS_DSX_FINALIZING;
+    ck_assert_int_eq(run(0), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_uint_eq(got[0].seq, 5);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "ranks 0,2-3 blocked in allreduce"));
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 1 at seq 4 (1 behind, in MPI_Finalize)"));
+    ck_assert_int_eq(got[0].party[0].wrank, 1);
+    ck_assert_uint_eq(got[0].party[0].role, CCS_DSX_R_BEHIND);
+}
+END_TEST
+
+START_TEST(computing_rank_is_a_straggler_not_a_desync)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            block(add(r, X, NR, -1, 4), ar(5), 4000);
+    add(1, X, NR, -1, 4); /* alive, not blocked: computing */
+    ck_assert_int_eq(run(0), 0);
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            st[r].comm[0].blocked_ms = 6000;
+    ck_assert_int_eq(run(100), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_STRAGGLER);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "for rank 1"));
+}
+END_TEST
+
+START_TEST(chain_to_a_computing_rank_is_healthy)
+{
+    reset();
+    /* 0 waits on X for 1; 1 waits on Y for 2; 2 computes. */
+    block(add(0, X, 2, 0, 3), ar(4), 3000);
+    add(1, X, 2, 1, 3);
+    block(add(1, Y, 2, 0, 1), ar(2), 3000);
+    add(2, Y, 2, 1, 1);
+    ptr[3] = NULL;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(5000), 0);
+}
+END_TEST
+
+START_TEST(cross_comm_deadlock)
+{
+    reset();
+    /* 0 blocked on X waiting for 1; 1 blocked on Y waiting for 0. */
+    struct ccs_dsx_comm *c0 = add(0, X, 2, 0, 3);
+    block(c0, ar(4), 1500);
+    add(0, Y, 2, 0, 1);
+    add(1, X, 2, 1, 3);
+    block(add(1, Y, 2, 1, 1), ar(2), 1500);
+    st[1].comm[1].issued = 2;
+    st[1].comm[1].blocked.seq = 2;
+    st[0].comm[1].issued = 1;
+    ptr[2] = ptr[3] = NULL;
+    /* X: 0 at seq 4, 1 issued 3 (blocked elsewhere) */
+    st[1].comm[0].issued = 3;
+    ck_assert_int_eq(run(0), 0); /* must hold for a while first */
+    ck_assert_int_eq(run(400), 2);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_uint_eq(got[1].cls, CCS_DSX_DESYNC);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "blocked in allreduce(count=4, float32, sum) on comm="));
+}
+END_TEST
+
+START_TEST(dead_rank)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        if (r != 2)
+            block(add(r, X, NR, -1, 7), ar(8), 20);
+    add(2, X, NR, -1, 6);
+    dead[2] = 1;
+    ck_assert_int_eq(run(0), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DEAD);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 2 at seq 6 (2 behind, died)"));
+}
+END_TEST
+
+START_TEST(unknown_member_is_never_stuck)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            block(add(r, X, NR, -1, 4), ar(5), 9000);
+    ptr[1] = NULL; /* nothing known of rank 1 */
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(5000), 0);
+}
+END_TEST
+
+START_TEST(hash_only_mismatch_asks_for_records)
+{
+    reset();
+    for (int r = 0; r < 2; r++) {
+        struct ccs_dsx_comm *c = add(r, X, 2, r, 0);
+        c->done = c->issued = 100;
+        c->hash = r ? 0xbad : 0x900d;
+    }
+    ptr[2] = ptr[3] = NULL;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(ndetail, 1);
+    ck_assert_int_eq(run(2500), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "at or before seq 100"));
+}
+END_TEST
+
+START_TEST(proto_roundtrip_and_rejects)
+{
+    reset();
+    block(add(0, X, NR, -1, 20), ar(21), 5);
+    strcpy(st[0].comm[0].site_blocked, "main+0x10");
+    add(0, Y, 2, 1, 3);
+    unsigned char buf[65536];
+    size_t n = ccs_dsx_encode_status(&st[0], NULL, NULL, buf, sizeof buf);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_uint_eq(n, ccs_dsx_encoded_size(&st[0]));
+    struct ccs_dsx_status out;
+    char why[256];
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), n);
+    ck_assert_uint_eq(out.comm[0].nhist, CCS_DSX_HIST);
+    ck_assert_str_eq(out.comm[0].site_blocked, "main+0x10");
+    ck_assert_uint_eq(out.comm[1].hist[2].seq, 3);
+    /* Truncated anywhere: refused. */
+    for (size_t k = 0; k < n; k += 7)
+        ck_assert_uint_eq(ccs_dsx_decode_status(buf, k, NR, &out, why, sizeof why), 0);
+    /* Wrong world size, out-of-range kind, too many comms. */
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, 2, &out, why, sizeof why), 0);
+    struct ccs_dsx_status bad = st[0];
+    bad.comm[1].hist[0].kind = 999;
+    n = ccs_dsx_encode_status(&bad, NULL, NULL, buf, sizeof buf);
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "kind 999"));
+    bad = st[0];
+    bad.ncomm = 3;
+    bad.comm[2] = bad.comm[1];
+    bad.comm[2].rank = 5; /* outside its size */
+    n = ccs_dsx_encode_status(&bad, NULL, NULL, buf, sizeof buf);
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), 0);
+    /* History dropped where not wanted. */
+    n = ccs_dsx_encode_status(&st[0], NULL, NULL, buf, sizeof buf);
+    size_t m = ccs_dsx_encode_status(&st[0], NULL, NULL, buf, 10);
+    ck_assert_uint_eq(m, 0);
+}
+END_TEST
+
+START_TEST(format_has_the_greppable_line)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            block(add(r, X, NR, -1, 4), ar(5), 40);
+    add(1, X, NR, -1, 4);
+    st[1].life = CCS_DSX_EXITED;
+    ck_assert_int_eq(run(0), 1);
+    char buf[16384];
+    size_t n = ccs_dsx_format(&got[0], 2, 1234.5, buf, sizeof buf);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_ptr_nonnull(strstr(buf, "ccshim DESYNC comm=0x1111 size=4 seq=5: "));
+    ck_assert_ptr_nonnull(strstr(buf, "[seen by rank 2 at=1234.500]\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "ccshim desync|        5 | -"));
+    char why[128];
+    ck_assert_int_eq(ccs_dsx_check_verdict(&got[0], NR, why, sizeof why), 0);
+    got[0].nparty = 99;
+    ck_assert_int_eq(ccs_dsx_check_verdict(&got[0], NR, why, sizeof why), -1);
+}
+END_TEST
+
+START_TEST(ranks_text)
+{
+    int32_t r[] = {0, 2, 3, 4, 9};
+    char b[64];
+    ccs_dsx_ranks_str(r, 5, b, sizeof b);
+    ck_assert_str_eq(b, "0,2-4,9");
+    ccs_dsx_ranks_str(r, 5, b, 6);
+    ck_assert_str_eq(b, "0...");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("desync_rules");
+    TCase *t = tcase_create("rules");
+    tcase_add_test(t, mismatch_in_history);
+    tcase_add_test(t, mismatch_blocked_kind);
+    tcase_add_test(t, deferred_flag_differs);
+    tcase_add_test(t, desync_behind_finalizing_is_immediate);
+    tcase_add_test(t, computing_rank_is_a_straggler_not_a_desync);
+    tcase_add_test(t, chain_to_a_computing_rank_is_healthy);
+    tcase_add_test(t, cross_comm_deadlock);
+    tcase_add_test(t, dead_rank);
+    tcase_add_test(t, unknown_member_is_never_stuck);
+    tcase_add_test(t, hash_only_mismatch_asks_for_records);
+    tcase_add_test(t, proto_roundtrip_and_rejects);
+    tcase_add_test(t, format_has_the_greppable_line);
+    tcase_add_test(t, ranks_text);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+CCS_UNIT_MAIN(suite)
