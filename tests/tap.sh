@@ -41,7 +41,7 @@ CCS_PGIDS=""
 # Kills every process group started by ccs_run_timeout that is still alive.
 ccs_kill_all() {
     local g
-    for g in $CCS_PGIDS; do kill -KILL -- "-$g" 2>/dev/null; done
+    for g in $CCS_PGIDS; do kill -KILL "-$g" 2>/dev/null; done
     CCS_PGIDS=""
 }
 
@@ -55,7 +55,7 @@ ccs_run_timeout() {
     local waited=0 rc
     while kill -0 "$pid" 2>/dev/null; do
         if [ "$waited" -ge $((secs * 10)) ]; then
-            kill -TERM -- "-$pid" 2>/dev/null; sleep 1; kill -KILL -- "-$pid" 2>/dev/null
+            kill -TERM "-$pid" 2>/dev/null; sleep 1; kill -KILL "-$pid" 2>/dev/null
             wait "$pid" 2>/dev/null
             echo "# timed out after ${secs}s: $*"
             return 124
@@ -63,7 +63,7 @@ ccs_run_timeout() {
         sleep 0.1; waited=$((waited + 1))
     done
     wait "$pid"; rc=$?
-    kill -KILL -- "-$pid" 2>/dev/null # stray children of a finished launcher
+    kill -KILL "-$pid" 2>/dev/null # stray children of a finished launcher
     return $rc
 }
 

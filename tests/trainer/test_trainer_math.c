@@ -224,9 +224,9 @@ static double sig_f(void *p)
 {
     struct sig_ctx *c = p;
     double loss = 0;
-    ck_assert_int_eq(tr_siglip_d(NQ, ND, DD, c->q, c->docs, c->pos_off, c->tb[0], c->tb[1], NQ, &loss, NULL, NULL,
-                                 NULL, NULL),
-                     0);
+    ck_assert_int_eq(
+        tr_siglip_d(NQ, ND, DD, c->q, c->docs, c->pos_off, c->tb[0], c->tb[1], NQ, &loss, NULL, NULL, NULL, NULL),
+        0);
     return loss;
 }
 

@@ -62,8 +62,14 @@ static int cuda_ok(const char *what, cudaError_t rc)
     return -1;
 }
 
-static ncclDataType_t nccl_type(enum tr_dtype dt) { return dt == TR_F64 ? ncclFloat64 : ncclFloat32; }
-static size_t dt_size(enum tr_dtype dt) { return dt == TR_F64 ? 8 : 4; }
+static ncclDataType_t nccl_type(enum tr_dtype dt)
+{
+    return dt == TR_F64 ? ncclFloat64 : ncclFloat32;
+}
+static size_t dt_size(enum tr_dtype dt)
+{
+    return dt == TR_F64 ? 8 : 4;
+}
 
 static int env_int(const char *name, int dflt, int lo, int *out)
 {
@@ -141,8 +147,7 @@ struct tr_comm *tr_comm_init(int *argc, char ***argv, const struct tr_opts *o)
     }
     ncclUniqueId id;
     if (c->rank == 0) {
-        if (nccl_ok("ncclGetUniqueId", ncclGetUniqueId(&id)) ||
-            (c->size > 1 && publish_id(o->nccl_id_file, &id))) {
+        if (nccl_ok("ncclGetUniqueId", ncclGetUniqueId(&id)) || (c->size > 1 && publish_id(o->nccl_id_file, &id))) {
             free(c);
             return NULL;
         }
@@ -157,10 +162,22 @@ struct tr_comm *tr_comm_init(int *argc, char ***argv, const struct tr_opts *o)
     return c;
 }
 
-int tr_comm_rank(const struct tr_comm *c) { return c->rank; }
-int tr_comm_size(const struct tr_comm *c) { return c->size; }
-const char *tr_comm_backend(const struct tr_comm *c) { return c->host_mode ? "nccl-host" : "nccl"; }
-struct tr_counts *tr_comm_counts(struct tr_comm *c) { return &c->counts; }
+int tr_comm_rank(const struct tr_comm *c)
+{
+    return c->rank;
+}
+int tr_comm_size(const struct tr_comm *c)
+{
+    return c->size;
+}
+const char *tr_comm_backend(const struct tr_comm *c)
+{
+    return c->host_mode ? "nccl-host" : "nccl";
+}
+struct tr_counts *tr_comm_counts(struct tr_comm *c)
+{
+    return &c->counts;
+}
 
 /* The buffer NCCL works on for HOST: HOST itself in host mode, else its
  * device mirror (allocated on first use, reallocated only if it grows). */
@@ -194,8 +211,9 @@ static void *dev_of(struct tr_comm *c, const void *host, size_t bytes)
 
 static int to_dev(struct tr_comm *c, void *dev, const void *host, size_t bytes)
 {
-    return c->host_mode ? 0
-                        : cuda_ok("cudaMemcpyAsync", cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->stream));
+    return c->host_mode
+               ? 0
+               : cuda_ok("cudaMemcpyAsync", cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
 static int from_dev(struct tr_comm *c, void *host, const void *dev, size_t bytes)

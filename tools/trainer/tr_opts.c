@@ -17,8 +17,14 @@ static const char *prog = "ccshim-trainer";
 static const char *const loss_names[] = {"mnrl", "mnrl-gather", "siglip-ring", "siglip-gather"};
 static const char *const inject_names[] = {"skip-minibatch", "extra-allreduce", "wrong-count"};
 
-const char *tr_loss_name(enum tr_loss l) { return loss_names[l]; }
-const char *tr_inject_name(enum tr_inject_kind k) { return inject_names[k]; }
+const char *tr_loss_name(enum tr_loss l)
+{
+    return loss_names[l];
+}
+const char *tr_inject_name(enum tr_inject_kind k)
+{
+    return inject_names[k];
+}
 
 static void usage(FILE *f)
 {
@@ -126,31 +132,90 @@ static int parse_inject(struct tr_opts *o, const char *s)
 }
 
 enum {
-    O_BATCH = 256, O_LOCAL_BATCH, O_MINI, O_COLS, O_DIN, O_DHID, O_DOUT, O_SEED, O_STEPS, O_PREC, O_LOSS,
-    O_NOCOMP, O_SCALE, O_SYNC, O_CAP, O_BUCKETS, O_OOP, O_P2P, O_OPT, O_LR, O_MOM, O_CHECK, O_DUMP, O_PALL,
-    O_INJECT, O_DEVICE, O_IDFILE, O_BACKEND, O_HELP, O_VERSION
+    O_BATCH = 256,
+    O_LOCAL_BATCH,
+    O_MINI,
+    O_COLS,
+    O_DIN,
+    O_DHID,
+    O_DOUT,
+    O_SEED,
+    O_STEPS,
+    O_PREC,
+    O_LOSS,
+    O_NOCOMP,
+    O_SCALE,
+    O_SYNC,
+    O_CAP,
+    O_BUCKETS,
+    O_OOP,
+    O_P2P,
+    O_OPT,
+    O_LR,
+    O_MOM,
+    O_CHECK,
+    O_DUMP,
+    O_PALL,
+    O_INJECT,
+    O_DEVICE,
+    O_IDFILE,
+    O_BACKEND,
+    O_HELP,
+    O_VERSION
 };
 
 int tr_opts_parse(struct tr_opts *o, int argc, char **argv, int nccl_binary)
 {
-    static const struct option lo[] = {
-        {"batch", 1, 0, O_BATCH},       {"local-batch", 1, 0, O_LOCAL_BATCH}, {"mini-batch", 1, 0, O_MINI},
-        {"columns", 1, 0, O_COLS},      {"dim-in", 1, 0, O_DIN},             {"dim-hidden", 1, 0, O_DHID},
-        {"dim-out", 1, 0, O_DOUT},      {"seed", 1, 0, O_SEED},              {"steps", 1, 0, O_STEPS},
-        {"precision", 1, 0, O_PREC},    {"loss", 1, 0, O_LOSS},              {"no-compensation", 0, 0, O_NOCOMP},
-        {"scale", 1, 0, O_SCALE},       {"sync", 1, 0, O_SYNC},              {"bucket-cap-mb", 1, 0, O_CAP},
-        {"buckets", 1, 0, O_BUCKETS},   {"out-of-place", 0, 0, O_OOP},       {"p2p", 1, 0, O_P2P},
-        {"optimizer", 1, 0, O_OPT},     {"lr", 1, 0, O_LR},                  {"momentum", 1, 0, O_MOM},
-        {"check", 0, 0, O_CHECK},       {"dump-grad", 1, 0, O_DUMP},         {"print-all-ranks", 0, 0, O_PALL},
-        {"inject", 1, 0, O_INJECT},     {"device", 1, 0, O_DEVICE},          {"nccl-id-file", 1, 0, O_IDFILE},
-        {"backend", 1, 0, O_BACKEND},   {"help", 0, 0, O_HELP},              {"version", 0, 0, O_VERSION},
-        {0, 0, 0, 0}};
+    static const struct option lo[] = {{"batch", 1, 0, O_BATCH},
+                                       {"local-batch", 1, 0, O_LOCAL_BATCH},
+                                       {"mini-batch", 1, 0, O_MINI},
+                                       {"columns", 1, 0, O_COLS},
+                                       {"dim-in", 1, 0, O_DIN},
+                                       {"dim-hidden", 1, 0, O_DHID},
+                                       {"dim-out", 1, 0, O_DOUT},
+                                       {"seed", 1, 0, O_SEED},
+                                       {"steps", 1, 0, O_STEPS},
+                                       {"precision", 1, 0, O_PREC},
+                                       {"loss", 1, 0, O_LOSS},
+                                       {"no-compensation", 0, 0, O_NOCOMP},
+                                       {"scale", 1, 0, O_SCALE},
+                                       {"sync", 1, 0, O_SYNC},
+                                       {"bucket-cap-mb", 1, 0, O_CAP},
+                                       {"buckets", 1, 0, O_BUCKETS},
+                                       {"out-of-place", 0, 0, O_OOP},
+                                       {"p2p", 1, 0, O_P2P},
+                                       {"optimizer", 1, 0, O_OPT},
+                                       {"lr", 1, 0, O_LR},
+                                       {"momentum", 1, 0, O_MOM},
+                                       {"check", 0, 0, O_CHECK},
+                                       {"dump-grad", 1, 0, O_DUMP},
+                                       {"print-all-ranks", 0, 0, O_PALL},
+                                       {"inject", 1, 0, O_INJECT},
+                                       {"device", 1, 0, O_DEVICE},
+                                       {"nccl-id-file", 1, 0, O_IDFILE},
+                                       {"backend", 1, 0, O_BACKEND},
+                                       {"help", 0, 0, O_HELP},
+                                       {"version", 0, 0, O_VERSION},
+                                       {0, 0, 0, 0}};
     if (nccl_binary)
         prog = "ccshim-trainer-nccl";
-    *o = (struct tr_opts){.loss = TR_LOSS_MNRL, .sync = TR_SYNC_PER_MINIBATCH, .optimizer = TR_OPT_SGD,
-                          .batch = 0, .mini_batch = 32, .columns = 2, .steps = 3, .seed = 1, .lr = 0.01,
-                          .momentum = 0.9, .scale = 20.0, .t_init = 2.302585092994046 /* log 10 */,
-                          .b_init = -10.0, .din = 32, .dhid = 64, .dout = 16, .bucket_cap_mb = 25.0,
+    *o = (struct tr_opts){.loss = TR_LOSS_MNRL,
+                          .sync = TR_SYNC_PER_MINIBATCH,
+                          .optimizer = TR_OPT_SGD,
+                          .batch = 0,
+                          .mini_batch = 32,
+                          .columns = 2,
+                          .steps = 3,
+                          .seed = 1,
+                          .lr = 0.01,
+                          .momentum = 0.9,
+                          .scale = 20.0,
+                          .t_init = 2.302585092994046 /* log 10 */,
+                          .b_init = -10.0,
+                          .din = 32,
+                          .dhid = 64,
+                          .dout = 16,
+                          .bucket_cap_mb = 25.0,
                           .compensation = 1};
     long v;
     int k;
@@ -162,21 +227,43 @@ int tr_opts_parse(struct tr_opts *o, int argc, char **argv, int nccl_binary)
             break;
         const char *a = optarg;
         switch (c) {
-        case O_BATCH: if (parse_long("--batch", a, 1, &o->batch)) return -1; break;
-        case O_LOCAL_BATCH: if (parse_long("--local-batch", a, 1, &o->local_batch)) return -1; break;
-        case O_MINI: if (parse_long("--mini-batch", a, 1, &o->mini_batch)) return -1; break;
+        case O_BATCH:
+            if (parse_long("--batch", a, 1, &o->batch))
+                return -1;
+            break;
+        case O_LOCAL_BATCH:
+            if (parse_long("--local-batch", a, 1, &o->local_batch))
+                return -1;
+            break;
+        case O_MINI:
+            if (parse_long("--mini-batch", a, 1, &o->mini_batch))
+                return -1;
+            break;
         case O_COLS:
-            if (parse_long("--columns", a, 2, &v) || (v > 64 && bad("--columns", a, "2..64"))) return -1;
+            if (parse_long("--columns", a, 2, &v) || (v > 64 && bad("--columns", a, "2..64")))
+                return -1;
             o->columns = (int)v;
             break;
-        case O_DIN: case O_DHID: case O_DOUT:
-            if (parse_long(c == O_DIN ? "--dim-in" : c == O_DHID ? "--dim-hidden" : "--dim-out", a, 1, &v) ||
+        case O_DIN:
+        case O_DHID:
+        case O_DOUT:
+            if (parse_long(c == O_DIN    ? "--dim-in"
+                           : c == O_DHID ? "--dim-hidden"
+                                         : "--dim-out",
+                           a, 1, &v) ||
                 (v > 65536 && bad("dimension", a, "1..65536")))
                 return -1;
             *(c == O_DIN ? &o->din : c == O_DHID ? &o->dhid : &o->dout) = (int)v;
             break;
-        case O_SEED: if (parse_long("--seed", a, 0, &v)) return -1; o->seed = (uint64_t)v; break;
-        case O_STEPS: if (parse_long("--steps", a, 1, &o->steps)) return -1; break;
+        case O_SEED:
+            if (parse_long("--seed", a, 0, &v))
+                return -1;
+            o->seed = (uint64_t)v;
+            break;
+        case O_STEPS:
+            if (parse_long("--steps", a, 1, &o->steps))
+                return -1;
+            break;
         case O_PREC:
             if (pick("--precision", a, (const char *const[]){"double", "single"}, 2, &k, "double or single"))
                 return -1;
@@ -189,8 +276,13 @@ int tr_opts_parse(struct tr_opts *o, int argc, char **argv, int nccl_binary)
                 return -1;
             o->loss = (enum tr_loss)k;
             break;
-        case O_NOCOMP: o->compensation = 0; break;
-        case O_SCALE: if (parse_double("--scale", a, 0, &o->scale)) return -1; break;
+        case O_NOCOMP:
+            o->compensation = 0;
+            break;
+        case O_SCALE:
+            if (parse_double("--scale", a, 0, &o->scale))
+                return -1;
+            break;
         case O_SYNC:
             if (pick("--sync", a, (const char *const[]){"per-minibatch", "per-step"}, 2, &k,
                      "per-minibatch or per-step"))
@@ -198,36 +290,57 @@ int tr_opts_parse(struct tr_opts *o, int argc, char **argv, int nccl_binary)
             o->sync = (enum tr_sync)k;
             break;
         case O_CAP:
-            if (parse_double("--bucket-cap-mb", a, 0, &o->bucket_cap_mb)) return -1;
-            if (o->bucket_cap_mb <= 0) return bad("--bucket-cap-mb", a, "a size in MiB > 0");
+            if (parse_double("--bucket-cap-mb", a, 0, &o->bucket_cap_mb))
+                return -1;
+            if (o->bucket_cap_mb <= 0)
+                return bad("--bucket-cap-mb", a, "a size in MiB > 0");
             break;
         case O_BUCKETS:
-            if (parse_long("--buckets", a, 1, &v) || (v > 4096 && bad("--buckets", a, "1..4096"))) return -1;
+            if (parse_long("--buckets", a, 1, &v) || (v > 4096 && bad("--buckets", a, "1..4096")))
+                return -1;
             o->buckets = (int)v;
             break;
-        case O_OOP: o->out_of_place = 1; break;
+        case O_OOP:
+            o->out_of_place = 1;
+            break;
         case O_P2P:
             if (pick("--p2p", a, (const char *const[]){"send-recv", "sendrecv"}, 2, &k, "send-recv or sendrecv"))
                 return -1;
             o->p2p_sendrecv = k;
             break;
         case O_OPT:
-            if (pick("--optimizer", a, (const char *const[]){"sgd", "adam"}, 2, &k, "sgd or adam")) return -1;
+            if (pick("--optimizer", a, (const char *const[]){"sgd", "adam"}, 2, &k, "sgd or adam"))
+                return -1;
             o->optimizer = (enum tr_optim)k;
             break;
-        case O_LR: if (parse_double("--lr", a, 0, &o->lr)) return -1; break;
-        case O_MOM:
-            if (parse_double("--momentum", a, 0, &o->momentum)) return -1;
-            if (o->momentum >= 1) return bad("--momentum", a, "a number in [0, 1)");
+        case O_LR:
+            if (parse_double("--lr", a, 0, &o->lr))
+                return -1;
             break;
-        case O_CHECK: o->check = 1; break;
-        case O_DUMP: o->dump_grad = a; break;
-        case O_PALL: o->print_all = 1; break;
-        case O_INJECT: if (parse_inject(o, a)) return -1; break;
+        case O_MOM:
+            if (parse_double("--momentum", a, 0, &o->momentum))
+                return -1;
+            if (o->momentum >= 1)
+                return bad("--momentum", a, "a number in [0, 1)");
+            break;
+        case O_CHECK:
+            o->check = 1;
+            break;
+        case O_DUMP:
+            o->dump_grad = a;
+            break;
+        case O_PALL:
+            o->print_all = 1;
+            break;
+        case O_INJECT:
+            if (parse_inject(o, a))
+                return -1;
+            break;
         case O_DEVICE:
             if (!nccl_binary)
                 return bad("--device", a, "no --device: only ccshim-trainer-nccl has devices");
-            if (pick("--device", a, (const char *const[]){"cuda", "host"}, 2, &k, "cuda or host")) return -1;
+            if (pick("--device", a, (const char *const[]){"cuda", "host"}, 2, &k, "cuda or host"))
+                return -1;
             o->device_host = k;
             break;
         case O_IDFILE:
@@ -241,8 +354,13 @@ int tr_opts_parse(struct tr_opts *o, int argc, char **argv, int nccl_binary)
                            nccl_binary ? "nccl (this is the NCCL binary; use ccshim-trainer for MPI)"
                                        : "mpi (use ccshim-trainer-nccl for NCCL)");
             break;
-        case O_HELP: usage(stdout); return 1;
-        case O_VERSION: printf("%s (ccshim) %d.%d.%d\n", prog, CCSHIM_VERSION_MAJOR, CCSHIM_VERSION_MINOR, CCSHIM_VERSION_PATCH); return 1;
+        case O_HELP:
+            usage(stdout);
+            return 1;
+        case O_VERSION:
+            printf("%s (ccshim) %d.%d.%d\n", prog, CCSHIM_VERSION_MAJOR, CCSHIM_VERSION_MINOR,
+                   CCSHIM_VERSION_PATCH);
+            return 1;
         default:
             fprintf(stderr, "%s: unknown or incomplete option '%s' (try --help)\n", prog, argv[optind - 1]);
             return -1;

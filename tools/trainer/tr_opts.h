@@ -27,29 +27,29 @@ struct tr_opts {
     enum tr_loss loss;
     enum tr_sync sync;
     enum tr_optim optimizer;
-    int single;             /* --precision single */
-    long batch;             /* global batch (0: from local_batch) */
-    long local_batch;       /* per-rank batch (0: from batch) */
-    long mini_batch;        /* m */
-    int columns;            /* anchor, positive, hard negatives */
+    int single;       /* --precision single */
+    long batch;       /* global batch (0: from local_batch) */
+    long local_batch; /* per-rank batch (0: from batch) */
+    long mini_batch;  /* m */
+    int columns;      /* anchor, positive, hard negatives */
     long steps;
     uint64_t seed;
     double lr, momentum;
-    double scale;           /* MNRL similarity scale */
-    double t_init, b_init;  /* SigLIP log-temperature and bias */
+    double scale;          /* MNRL similarity scale */
+    double t_init, b_init; /* SigLIP log-temperature and bias */
     int din, dhid, dout;
-    int buckets;            /* --buckets N (0: by cap) */
+    int buckets; /* --buckets N (0: by cap) */
     double bucket_cap_mb;
-    int compensation;       /* gathered InfoNCE: scale the backward by W */
-    int out_of_place;       /* all-reduce into a second fixed buffer */
-    int p2p_sendrecv;       /* ring with MPI_Sendrecv, not Send/Recv */
+    int compensation; /* gathered InfoNCE: scale the backward by W */
+    int out_of_place; /* all-reduce into a second fixed buffer */
+    int p2p_sendrecv; /* ring with MPI_Sendrecv, not Send/Recv */
     int check;
-    int print_all;          /* every rank prints its per-step line */
+    int print_all; /* every rank prints its per-step line */
     const char *dump_grad;
     int n_inject;
     struct tr_inject inject[TR_MAX_INJECT];
     /* NCCL binary only */
-    int device_host;        /* --device=host: no CUDA call at all */
+    int device_host; /* --device=host: no CUDA call at all */
     const char *nccl_id_file;
 };
 
