@@ -11,3 +11,4 @@ include tests/trainer/trainer-tests.mk
 include tests/audit/audit-tests.mk
 include tests/desync/desync-tests.mk
 include tests/coalesce/coalesce-tests.mk
+include tests/gpu/gpu.mk
