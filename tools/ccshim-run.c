@@ -64,7 +64,7 @@ static void usage(FILE *f)
         const struct ccs_config_row *r = &ccs_config_rows[i];
         char opt[64];
         option_of(r->name, opt, sizeof opt);
-        fprintf(f, "  %-22s %-22s default '%s'\n      %s%s\n", opt, r->name, r->def,
+        fprintf(f, "  %-24s %-28s default '%s'\n      %s%s\n", opt, r->name, r->def,
                 strcmp(r->type, "ENUM") == 0 ? "one of " : "", r->help);
     }
     fprintf(f, "\nA malformed value is reported by the library in one log line and its default is used.\n");

@@ -2,7 +2,7 @@
 # ccshim-run.sh - the launcher wrapper: help from the library's table, which
 # library it preloads, option errors, and failing open.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 9
+tap_plan 10
 "$CCSHIM_RUN" --help > "$CCS_TMP/help" 2>&1
 tap_eq "--help exits 0" 0 $?
 # Every variable of the table (parsed from src/config_table.h) is in --help
@@ -12,6 +12,13 @@ missing=$(sed -n 's/.*X([a-z_0-9]*, *"\(CCSHIM_[A-Z_0-9]*\)".*/\1/p' "$top_srcdi
     grep -q -- "--$opt  *$v  *default" "$CCS_TMP/help" || echo "$v"
 done)
 tap_eq "--help lists every CCSHIM_* variable with its option and default" "" "$missing"
+# ... and docs/configuration.md documents each one with its default.
+undocumented=$(sed -n 's/.*X([a-z_0-9]*, *"\(CCSHIM_[A-Z_0-9]*\)", *[A-Z]*, *"\([^"]*\)".*/\1 \2/p' "$top_srcdir/src/config_table.h" |
+    while read -r v def; do
+        grep -q "^| \`$v\` | " "$top_srcdir/docs/configuration.md" || { echo "$v"; continue; }
+        [ -z "$def" ] || grep "^| \`$v\` | " "$top_srcdir/docs/configuration.md" | grep -q "\`$def\`" || echo "$v=$def"
+    done)
+tap_eq "docs/configuration.md documents every variable with its default" "" "$undocumented"
 
 pe() { "$CCSHIM_RUN" --print-env "$@" | sed -n 's/^LD_PRELOAD=\([^:]*\).*/\1/p' | xargs -r basename; }
 tap_eq "a program without MPI gets libccshim.so" "libccshim.so" "$(pe -- /bin/true)"
