@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,13 +43,14 @@ static struct ccs_dsx_shm *shm;
 static int32_t W = -1, R = -1;
 static char hostkey[CCS_DSX_HOST];
 static char secret[80];
+static char key_extra[32]; /* more of the segment's name, when the job has no id */
 static struct ccs_dsx_status me;
 static struct ccs_dsx_status scratch;
 static struct ccs_dsx_status **stv;
 static const struct ccs_dsx_status **view;
 static const struct ccs_dsx_status **local;
 static uint8_t *deadv;
-static uint64_t *lastbeat, *beat_ms;
+static uint64_t *lastbeat, *beat_ms, *sgen;
 static struct ccs_dsx_seen *seen, *reported;
 static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t agree_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -65,6 +68,9 @@ static uint64_t vcursor;
 static pthread_t th;
 static uint64_t started_ms;
 static int tcp_mode; /* a coordinator sees the whole job */
+static char coord_host_s[256];
+static int coord_port_s;
+static int leaving; /* this process is exiting: never take the lead */
 static int invalid_logged, tcp_logged, hooks_done;
 static struct ccs_dsx_agree *agbuf;
 static size_t agcap;
@@ -105,7 +111,10 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
     if (!ccs_dsx_seen_add(reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
         return;
     ccs_dsx_report(v);
-    if (ccs_cfg.on_desync == 1 && v->cls != CCS_DSX_STRAGGLER && !atomic_load(&abort_pending)) {
+    /* A rank in MPI_Finalize or exiting leaves the abort to the ranks still
+     * running (they see the same verdict): MPI is being torn down under it. */
+    if (ccs_cfg.on_desync == 1 && v->cls != CCS_DSX_STRAGGLER && atomic_load(&life) == CCS_DSX_ALIVE &&
+        !atomic_load(&abort_pending)) {
         abort_comm = v->comm;
         atomic_store(&abort_pending, 1);
     }
@@ -113,12 +122,32 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 
 /* After the diagnostics: give the other ranks a few periods to write
  * theirs, then end the job through what MPI or NCCL registered. */
+/* If the abort function itself hangs (an MPI_Abort from a second thread of
+ * a job that asked for MPI_THREAD_SINGLE is not guaranteed to return or to
+ * end anything), the process ends on its own: the launcher then ends the job. */
+static void *abort_watchdog(void *arg)
+{
+    (void)arg;
+    sleep_ms(5000);
+    ccs_log(CCS_LOG_ERROR,
+            "CCSHIM_ON_DESYNC=abort: the job did not end within 5 s of the abort; ending this process "
+            "(exit status 134)");
+    _exit(134);
+    return NULL;
+}
+
 static void do_abort(void)
 {
     long grace = 3 * ccs_cfg.desync_period_ms;
     sleep_ms(grace < 100 ? 100 : grace);
     ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
             (unsigned long long)abort_comm);
+    pthread_t w;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_create(&w, &a, abort_watchdog, NULL);
+    pthread_attr_destroy(&a);
     int n = atomic_load(&naborts);
     for (int i = 0; i < n; i++)
         if (aborts[i].fn(aborts[i].arg, abort_comm) == 0)
@@ -172,6 +201,8 @@ static void forward_tcp(size_t nlocal, uint64_t now)
                      "desync side channel: %s; detection across hosts is off until the coordinator answers", why);
 }
 
+static struct ccs_dsx_thresholds thresholds(void);
+
 static void tick(void)
 {
     pthread_mutex_lock(&tick_lock);
@@ -183,9 +214,21 @@ static void tick(void)
     me.wsize = W;
     me.pid = (uint32_t)getpid();
     me.life = (uint32_t)atomic_load(&life);
-    me.beat++;
     memcpy(me.host, hostkey, sizeof me.host);
-    ccs_dsx_shm_publish(shm, &me);
+    /* Publish what changed at once, an unchanged status twice a second (the
+     * heartbeat): readers skip slots that did not change. */
+    static uint64_t last_hash, last_pub;
+    uint64_t beat = me.beat;
+    me.beat = 0;
+    uint64_t h =
+        ccs_hash_bytes(&me, offsetof(struct ccs_dsx_status, comm) + me.ncomm * sizeof(struct ccs_dsx_comm), 0);
+    me.beat = beat;
+    if (h != last_hash || now - last_pub >= 500) {
+        me.beat++;
+        ccs_dsx_shm_publish(shm, &me);
+        last_hash = h;
+        last_pub = now;
+    }
     size_t nlocal = 0;
     for (int32_t r = 0; r < W; r++) {
         view[r] = NULL;
@@ -195,35 +238,44 @@ static void tick(void)
             continue;
         }
         char why[200];
-        int rc = ccs_dsx_shm_read(shm, r, &scratch, why, sizeof why);
+        uint64_t g = stv[r] ? sgen[r] : 0;
+        int rc = ccs_dsx_shm_read(shm, r, &scratch, &g, why, sizeof why);
         if (rc < 0)
             ccs_log_once(&invalid_logged, CCS_LOG_WARN, "desync: ignoring rank %d's shared status: %s", r, why);
-        if (rc != 1)
+        if (rc == 1) {
+            if (!stv[r] && !(stv[r] = malloc(sizeof *stv[r])))
+                continue;
+            memcpy(stv[r], &scratch,
+                   offsetof(struct ccs_dsx_status, comm) + scratch.ncomm * sizeof(struct ccs_dsx_comm));
+            sgen[r] = g;
+        } else if (rc != 2 || !stv[r]) {
             continue;
-        if (!stv[r] && !(stv[r] = malloc(sizeof *stv[r])))
-            continue;
-        *stv[r] = scratch;
-        view[r] = local[nlocal++] = stv[r];
-        if (scratch.beat != lastbeat[r] || !beat_ms[r]) {
-            lastbeat[r] = scratch.beat;
+        }
+        const struct ccs_dsx_status *o = stv[r];
+        view[r] = local[nlocal++] = o;
+        if (o->beat != lastbeat[r] || !beat_ms[r]) {
+            lastbeat[r] = o->beat;
             beat_ms[r] = now;
         }
-        if (scratch.life == CCS_DSX_ALIVE &&
-            (!alive(scratch.pid) || now - beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms))
+        if (o->life == CCS_DSX_ALIVE &&
+            (!alive(o->pid) || now - beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms))
             deadv[r] = 1;
     }
     struct ccs_dsx_view v = {.wsize = W, .st = view, .dead = deadv, .now_ms = now};
-    struct ccs_dsx_thresholds t = {.block_ms = (uint32_t)ccs_cfg.desync_block_ms,
-                                   .straggler_ms = (uint32_t)ccs_cfg.desync_straggler_ms,
-                                   .suspect_ms = (uint32_t)(ccs_cfg.desync_block_ms * 2),
-                                   .mismatch_wait_ms = (uint32_t)(2 * ccs_cfg.desync_period_ms),
-                                   .partial = tcp_mode};
+    struct ccs_dsx_thresholds t = thresholds();
+    t.partial = tcp_mode;
     struct ccs_dsx_sink sink = {.verdict = on_verdict};
     int nv = ccs_dsx_rules_run(&v, &t, seen, &sink);
     static uint64_t last_dbg;
     if (ccs_cfg.log_level >= CCS_LOG_DEBUG && now - last_dbg >= 1000) {
         last_dbg = now;
         CCS_LOG(DEBUG, "desync: %zu local statuses, %u comms here, %d new verdicts", nlocal, me.ncomm, nv);
+    }
+    if (tcp_mode && !client && !leaving && ccs_dsx_shm_claim_leader(shm)) {
+        /* The host's leader is gone (it exited first): take over. */
+        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed};
+        client = ccs_dsx_client_new(coord_host_s, coord_port_s, W, R, secret, hostkey, &cb);
+        CCS_LOG(INFO, "desync: rank %d now leads host '%s' (the leader is gone)", R, hostkey);
     }
     if (client)
         forward_tcp(nlocal, now);
@@ -240,6 +292,10 @@ static void *thread_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    /* Below the job's threads: where ranks outnumber cores, this thread
+     * takes its turn in their gaps rather than from them (nice 10 still gets
+     * about a tenth of a contended core, so detection is never starved). */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     while (atomic_load(&state) == RUNNING) {
         sleep_ms(ccs_cfg.desync_period_ms);
         if (atomic_load(&state) != RUNNING)
@@ -284,6 +340,11 @@ void ccs_desync_note_exit(int how)
         sleep_ms(ccs_cfg.desync_period_ms);
         tick();
     }
+    /* Hand the host's link to the coordinator over to a rank still running. */
+    pthread_mutex_lock(&tick_lock);
+    leaving = 1;
+    ccs_dsx_shm_resign(shm);
+    pthread_mutex_unlock(&tick_lock);
     ccs_dsx_shm_release(shm);
     if (atomic_load(&abort_pending) == 1) {
         atomic_store(&abort_pending, 2);
@@ -394,12 +455,9 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
 {
     char why[512];
     host_key(hostkey, sizeof hostkey);
-    char key[512];
-    snprintf(key, sizeof key, "%s|%s|%s", ccs_job_id(), hostkey, secret);
-    char job[40];
-    snprintf(job, sizeof job, "%s", ccs_job_id());
-    shm =
-        ccs_dsx_shm_open(key, W, R, ccs_cfg.desync_host && *ccs_cfg.desync_host ? 0 : local_size, why, sizeof why);
+    char key[600];
+    snprintf(key, sizeof key, "%s|%s|%s|%s", ccs_job_id(), hostkey, secret, key_extra);
+    shm = ccs_dsx_shm_open(key, W, R, local_size, why, sizeof why);
     if (!shm) {
         say_off(why);
         atomic_store(&state, OFF);
@@ -411,15 +469,20 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
     local = calloc(w, sizeof *local);
     deadv = calloc(w, 1);
     lastbeat = calloc(w, sizeof *lastbeat);
+    sgen = calloc(w, sizeof *sgen);
     beat_ms = calloc(w, sizeof *beat_ms);
     seen = ccs_dsx_seen_new();
     reported = ccs_dsx_seen_new();
-    if (!stv || !view || !local || !deadv || !lastbeat || !beat_ms || !seen || !reported) {
+    if (!stv || !view || !local || !deadv || !lastbeat || !sgen || !beat_ms || !seen || !reported) {
         say_off("out of memory");
         atomic_store(&state, OFF);
         return -1;
     }
     tcp_mode = coord_host && *coord_host && coord_port > 0;
+    if (tcp_mode) {
+        snprintf(coord_host_s, sizeof coord_host_s, "%s", coord_host);
+        coord_port_s = coord_port;
+    }
     if (tcp_mode && ccs_dsx_shm_is_leader(shm)) {
         struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed};
         client = ccs_dsx_client_new(coord_host, coord_port, W, R, secret, hostkey, &cb);
@@ -468,6 +531,19 @@ static int begin(void)
     return 1;
 }
 
+/* The earliest-created agreed communicator with every rank of the world. */
+static void world_comm(struct ccs_comm *c, void *arg)
+{
+    static uint64_t best_t;
+    uint64_t *id = arg;
+    if (!c->agreed || c->size != W)
+        return;
+    if (!*id || c->t_created < best_t) {
+        *id = c->id;
+        best_t = c->t_created;
+    }
+}
+
 int ccs_desync_start(void)
 {
     int b = begin();
@@ -477,6 +553,10 @@ int ccs_desync_start(void)
     int local_size = env_int("LOCAL_WORLD_SIZE");
     if (local_size < 0)
         local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+    /* Ranks span hosts when the launcher says fewer run here than in all. */
+    int spans = local_size > 0 && local_size < W;
+    if (ccs_cfg.desync_host && *ccs_cfg.desync_host)
+        local_size = 0; /* ranks per host identity: unknown, for removing the segment */
     char host[256] = "";
     int port = -1;
     const char *c = ccs_cfg.coord;
@@ -494,11 +574,19 @@ int ccs_desync_start(void)
         snprintf(host, sizeof host, "%s", getenv("MASTER_ADDR"));
         port = env_int("MASTER_PORT") + 1;
     }
-    int tcp = ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && local_size > 0 && local_size < W);
+    int tcp = ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && spans);
     if (ccs_cfg.secret && *ccs_cfg.secret) {
         snprintf(secret, sizeof secret, "%s", ccs_cfg.secret);
     } else {
-        snprintf(secret, sizeof secret, "job:%s@%s:%d", ccs_job_id(), host, port);
+        /* Nothing names the job: the identity of its first communicator
+         * spanning the world (from the ncclUniqueId, the same on every rank
+         * and new per job) tells it apart from others on the host. */
+        uint64_t first = 0;
+        if (strcmp(ccs_job_id(), "local") == 0)
+            ccs_comm_foreach(world_comm, &first);
+        if (first)
+            snprintf(key_extra, sizeof key_extra, "comm%llx", (unsigned long long)first);
+        snprintf(secret, sizeof secret, "job:%s@%s:%d/%s", ccs_job_id(), host, port, key_extra);
         if (tcp)
             CCS_LOG(WARN, "desync: no CCSHIM_SECRET; the side channel is authenticated by the job id only "
                           "(ccshim-run sets a secret when it wraps the launcher)");

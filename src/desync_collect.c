@@ -26,9 +26,12 @@ struct tracked {
     int used, live, lost, mark;
     uint64_t issued, done, hash;
     uint64_t cp_seq[2], cp_hash[2];
-    struct ccs_dsx_op hist[CCS_DSX_HIST];
-    unsigned nhist;
-    uint64_t active_ms; /* last change, to pick what to publish */
+    struct ccs_dsx_op hist[CCS_DSX_HIST]; /* a ring: the next goes at hnext */
+    unsigned nhist, hnext;
+    uint64_t held;           /* pass in which a record of it was held back */
+    struct ccs_record fpkey; /* fields of the last fingerprint computed, */
+    uint64_t fp;             /* and it: consecutive calls are mostly alike */
+    uint64_t active_ms;      /* last change, to pick what to publish */
     /* Blocked in a call: which one, since when. */
     int blocked;
     struct ccs_dsx_op bop;
@@ -61,12 +64,23 @@ static int sequenced(unsigned kind)
            kind == CCS_KIND_COMM_CREATE || kind == CCS_KIND_COMM_SHRINK;
 }
 
-static struct ccs_dsx_op op_of(const struct ccs_record *r)
+static struct ccs_dsx_op op_of(const struct ccs_record *r, struct tracked *t)
 {
     struct ccs_dsx_op o;
     memset(&o, 0, sizeof o);
     o.seq = r->seq;
-    o.fp = ccs_record_fingerprint(r); /* the hot path leaves it 0 */
+    /* The hot path leaves rec->fingerprint 0: computed here, once per
+     * distinct call when T remembers the last one. */
+    if (t && t->fp && t->fpkey.kind == r->kind && t->fpkey.flags == r->flags && t->fpkey.count == r->count &&
+        t->fpkey.dtype == r->dtype && t->fpkey.op == r->op && t->fpkey.root == r->root) {
+        o.fp = t->fp;
+    } else {
+        o.fp = ccs_record_fingerprint(r);
+        if (t) {
+            t->fpkey = *r;
+            t->fp = o.fp;
+        }
+    }
     o.count = r->count;
     o.site = r->site;
     o.root = r->root;
@@ -103,7 +117,7 @@ static struct tracked *find(uint64_t id, int create)
 
 static void fold(struct tracked *t, const struct ccs_record *r, uint64_t now)
 {
-    struct ccs_dsx_op o = op_of(r);
+    struct ccs_dsx_op o = op_of(r, t);
     if (r->seq != t->done + 1) {
         /* Records lost (ring overflow, or started late): the hash is no
          * longer comparable, the history still is. */
@@ -118,12 +132,17 @@ static void fold(struct tracked *t, const struct ccs_record *r, uint64_t now)
         t->cp_seq[0] = t->done;
         t->cp_hash[0] = t->hash;
     }
-    if (t->nhist == CCS_DSX_HIST) {
-        memmove(t->hist, t->hist + 1, (CCS_DSX_HIST - 1) * sizeof t->hist[0]);
-        t->nhist--;
-    }
-    t->hist[t->nhist++] = o;
+    t->hist[t->hnext] = o;
+    t->hnext = (t->hnext + 1) % CCS_DSX_HIST;
+    if (t->nhist < CCS_DSX_HIST)
+        t->nhist++;
     t->active_ms = now;
+}
+
+/* The I-th operation of T's history, oldest first. */
+static const struct ccs_dsx_op *hist_at(const struct tracked *t, unsigned i)
+{
+    return &t->hist[(t->hnext + CCS_DSX_HIST - t->nhist + i) % CCS_DSX_HIST];
 }
 
 static int cmp_rec(const void *a, const void *b)
@@ -175,54 +194,92 @@ static size_t gather(void)
         size_t first = n;
         for (uint64_t i = cur; i < head; i++) {
             const struct ccs_record *rec = &r->rec[i & r->mask];
-            batch[n++] = *rec;
+            /* The lines were just written by another core: keep several
+             * transfers in flight rather than one at a time. */
+            __builtin_prefetch(&r->rec[(i + 8) & r->mask]);
+            if (rec->comm && rec->seq && sequenced(rec->kind)) /* only these are compared */
+                batch[n++] = *rec;
         }
-        /* Lapped while copying: drop what may be torn. */
+        /* Lapped while copying (the producer overwrote what we read): drop
+         * this ring's records of this pass; the hashes say "lost". */
         uint64_t head2 = atomic_load_explicit(&r->head, memory_order_acquire);
         uint64_t valid_from = head2 + 1 > cap ? head2 + 1 - cap : 0;
         if (valid_from > cur) {
-            size_t skip = valid_from - cur < n - first ? (size_t)(valid_from - cur) : n - first;
-            memmove(batch + first, batch + first + skip, (n - first - skip) * sizeof *batch);
-            n -= skip;
+            n = first;
+            for (int i = 0; i < MAX_TRACKED; i++)
+                tc[i].lost |= tc[i].used;
         }
         cursor[r->index] = head;
-        /* Keep only sequenced records. */
-        size_t k = first;
-        for (size_t i = first; i < n; i++)
-            if (batch[i].comm && batch[i].seq && sequenced(batch[i].kind))
-                batch[k++] = batch[i];
-        n = k;
     }
     return n;
 }
 
+/* Folds one record (the common path) or holds it back: a gap may close
+ * next pass (a record of another thread not yet published), so the record
+ * and what follows it on that communicator wait once. */
+static void take(const struct ccs_record *r, uint64_t pass, uint64_t now, struct tracked **tp)
+{
+    struct tracked *t = *tp;
+    if (!t || t->id != r->comm)
+        t = *tp = find(r->comm, 1);
+    if (!t || r->seq <= t->done)
+        return;
+    if ((t->held == pass || (r->seq != t->done + 1 && r->reserved == 0)) && npend < MAX_PENDING) {
+        pend[npend] = *r;
+        pend[npend++].reserved = 1;
+        t->held = pass;
+        return;
+    }
+    fold(t, r, now);
+}
+
+/* Every ring, read in place: one pass over memory another core just wrote. */
+static void fold_rings(uint64_t pass, uint64_t now)
+{
+    uint32_t pid = (uint32_t)getpid();
+    struct tracked *t = NULL;
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
+        if (r->index >= MAX_RINGS || r->pid != pid)
+            continue;
+        uint64_t cap = r->mask + 1;
+        uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+        uint64_t cur = cursor[r->index];
+        int lapped = head - cur >= cap;
+        if (lapped)
+            cur = head - cap + 1;
+        for (uint64_t i = cur; i < head; i++) {
+            struct ccs_record rec = r->rec[i & r->mask];
+            if (rec.comm && rec.seq && sequenced(rec.kind))
+                take(&rec, pass, now, &t);
+        }
+        uint64_t head2 = atomic_load_explicit(&r->head, memory_order_acquire);
+        if (lapped || (head2 + 1 > cap && head2 + 1 - cap > cur)) {
+            /* Overwritten before or while we read: which communicators lost
+             * records is unknown, and what was read may be torn. */
+            for (int k = 0; k < MAX_TRACKED; k++)
+                if (tc[k].used) {
+                    tc[k].lost = 1;
+                    tc[k].nhist = 0;
+                }
+        }
+        cursor[r->index] = head;
+    }
+}
+
 static void fold_all(uint64_t now)
 {
+    static uint64_t pass;
+    pass++;
+    if (npend == 0) {
+        fold_rings(pass, now);
+        return;
+    }
+    /* Records held back last pass: merge them in seq order with the new. */
     size_t n = gather();
     qsort(batch, n, sizeof *batch, cmp_rec);
-    for (size_t i = 0; i < n; i++) {
-        const struct ccs_record *r = &batch[i];
-        struct tracked *t = find(r->comm, 1);
-        if (!t)
-            continue;
-        if (r->seq <= t->done)
-            continue;
-        /* A gap may close next pass (a record of another thread not yet
-         * published): hold it back once, unless it was already held. */
-        if (r->seq != t->done + 1 && r->reserved == 0 && npend < MAX_PENDING) {
-            size_t j = i;
-            while (j < n && batch[j].comm == r->comm) {
-                if (npend < MAX_PENDING) {
-                    pend[npend] = batch[j];
-                    pend[npend++].reserved = 1;
-                }
-                j++;
-            }
-            i = j - 1;
-            continue;
-        }
-        fold(t, r, now);
-    }
+    struct tracked *t = NULL;
+    for (size_t i = 0; i < n; i++)
+        take(&batch[i], pass, now, &t);
 }
 
 static void site_text(uint32_t id, char *out)
@@ -267,7 +324,7 @@ static void scan_inflight(uint64_t now)
         seen[t - tc] = 1;
         if (!t->blocked || t->bop.seq != rec.seq) {
             t->blocked = 1;
-            t->bop = op_of(&rec);
+            t->bop = op_of(&rec, NULL);
             t->bsince_ms = now;
             t->active_ms = now;
         }
@@ -297,6 +354,32 @@ static void sync_comm(struct ccs_comm *c, void *arg)
     t->issued = s;
 }
 
+/* Rank and size of communicators seen only in records (created and freed
+ * between two passes, e.g. a rank that finished quickly): from the table's
+ * list of every definition, freed ones included. */
+static void resolve_unknown(void)
+{
+    int need = 0;
+    for (int i = 0; i < MAX_TRACKED; i++)
+        need |= tc[i].used && tc[i].rank < 0;
+    if (!need)
+        return;
+    struct ccs_trace_comm d[64];
+    size_t from = 0, k;
+    while ((k = ccs_comm_defs(from, d, 64)) > 0) {
+        for (size_t j = 0; j < k; j++)
+            for (int i = 0; i < MAX_TRACKED; i++)
+                if (tc[i].used && tc[i].rank < 0 && tc[i].id == d[j].id && d[j].size > 0 && d[j].rank >= 0 &&
+                    d[j].rank < d[j].size) {
+                    tc[i].rank = d[j].rank;
+                    tc[i].size = d[j].size;
+                    tc[i].backend = d[j].backend;
+                    tc[i].issued = tc[i].done; /* freed: what it completed is all it issued */
+                }
+        from += k;
+    }
+}
+
 static void nccl_progress(struct tracked *t, uint64_t now)
 {
     for (int i = 0; i < NCCL_SLOTS; i++) {
@@ -310,9 +393,9 @@ static void nccl_progress(struct tracked *t, uint64_t now)
         if (t->issued > d && !t->blocked) {
             /* Enqueued work that does not complete: blocked at d + 1. */
             for (unsigned h = 0; h < t->nhist; h++)
-                if (t->hist[h].seq == d + 1) {
+                if (hist_at(t, h)->seq == d + 1) {
                     t->blocked = 1;
-                    t->bop = t->hist[h];
+                    t->bop = *hist_at(t, h);
                     t->bsince_ms = t->dev_since_ms;
                 }
         }
@@ -337,6 +420,7 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
     for (int i = 0; i < MAX_TRACKED; i++)
         tc[i].mark = 0;
     ccs_comm_foreach(sync_comm, &now);
+    resolve_unknown();
     for (int i = 0; i < MAX_TRACKED; i++) {
         struct tracked *t = &tc[i];
         if (!t->used)
@@ -380,9 +464,10 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
             site_text(t->bop.site, e->site_blocked);
         }
         if (t->nhist)
-            site_text(t->hist[t->nhist - 1].site, e->site_last);
+            site_text(hist_at(t, t->nhist - 1)->site, e->site_last);
         e->nhist = (uint16_t)t->nhist;
-        memcpy(e->hist, t->hist, t->nhist * sizeof t->hist[0]);
+        for (unsigned h = 0; h < t->nhist; h++)
+            e->hist[h] = *hist_at(t, h);
     }
 }
 
@@ -392,8 +477,8 @@ int ccs_dsx_collect_find(uint64_t comm, uint64_t seq, struct ccs_dsx_op *out)
     if (!t)
         return 0;
     for (unsigned h = t->nhist; h-- > 0;)
-        if (t->hist[h].seq <= seq) {
-            *out = t->hist[h];
+        if (hist_at(t, h)->seq <= seq) {
+            *out = *hist_at(t, h);
             return 1;
         }
     return 0;

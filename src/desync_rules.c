@@ -91,6 +91,17 @@ static uint64_t *seen_slot(struct ccs_dsx_seen *s, uint64_t key, uint64_t val, i
     return &s->val[j];
 }
 
+int ccs_dsx_seen_has(const struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, uint64_t seq)
+{
+    if (!s->cap)
+        return 0;
+    uint64_t key = seen_key(cls, comm, seq);
+    size_t j = key & (s->cap - 1);
+    while (s->key[j] && s->key[j] != key)
+        j = (j + 1) & (s->cap - 1);
+    return s->key[j] == key;
+}
+
 int ccs_dsx_seen_add(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, uint64_t seq)
 {
     int ins = 0;
@@ -613,7 +624,9 @@ static void rule_mismatch(struct ctx *c)
             continue;
         if (g->hi - g->lo >= 2)
             mismatch_records(c, g, ops, n);
-        if (c->emitted == before && g->hi - g->lo >= 2)
+        /* (Once a MISMATCH is reported, the hashes differ for good.) */
+        if (c->emitted == before && g->hi - g->lo >= 2 &&
+            !ccs_dsx_seen_has(c->seen, CCS_DSX_MISMATCH, c->ents[g->lo].comm, 0))
             mismatch_hashes(c, g);
     }
     free(ops);

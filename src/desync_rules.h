@@ -32,6 +32,8 @@ struct ccs_dsx_thresholds {
 struct ccs_dsx_seen;
 struct ccs_dsx_seen *ccs_dsx_seen_new(void);
 void ccs_dsx_seen_free(struct ccs_dsx_seen *s);
+/* 1 when (CLS, COMM, SEQ) was seen (nothing recorded). */
+int ccs_dsx_seen_has(const struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, uint64_t seq);
 /* 1 when (CLS, COMM, SEQ) was not seen before (and records it), else 0. */
 int ccs_dsx_seen_add(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, uint64_t seq);
 

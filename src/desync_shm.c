@@ -242,7 +242,8 @@ void ccs_dsx_shm_publish(struct ccs_dsx_shm *s, const struct ccs_dsx_status *st)
     atomic_store_explicit(&sl->gen, g + 2, memory_order_release);
 }
 
-int ccs_dsx_shm_read(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_status *out, char *why, size_t n)
+int ccs_dsx_shm_read(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_status *out, uint64_t *gen, char *why,
+                     size_t n)
 {
     if (r < 0 || r >= s->wsize)
         return 0;
@@ -255,7 +256,12 @@ int ccs_dsx_shm_read(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_status *ou
             sched_yield(); /* the owner is writing it: a few microseconds */
             continue;
         }
-        memcpy(out, &sl->st, sizeof *out);
+        if (gen && *gen == g1)
+            return 2; /* unchanged since the caller's copy */
+        /* Only the entries in use (checked again below, once copied). */
+        uint32_t nc = sl->st.ncomm < CCS_DSX_MAXCOMM ? sl->st.ncomm : CCS_DSX_MAXCOMM;
+        memcpy(out, &sl->st, offsetof(struct ccs_dsx_status, comm) + nc * sizeof(struct ccs_dsx_comm));
+        out->ncomm = nc;
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&sl->gen, memory_order_relaxed) != g1)
             continue;
@@ -265,6 +271,8 @@ int ccs_dsx_shm_read(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_status *ou
             snprintf(why, n, "slot %d holds rank %d's status", r, out->wrank);
             return -1;
         }
+        if (gen)
+            *gen = g1;
         return 1;
     }
     return 0; /* kept changing: read it next period */
@@ -273,6 +281,25 @@ int ccs_dsx_shm_read(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_status *ou
 int ccs_dsx_shm_is_leader(struct ccs_dsx_shm *s)
 {
     return s->leader;
+}
+
+int ccs_dsx_shm_claim_leader(struct ccs_dsx_shm *s)
+{
+    uint32_t cur = atomic_load(&s->h->leader_pid), me = (uint32_t)getpid();
+    if (cur == me)
+        return s->leader = 1;
+    if (cur && alive(cur))
+        return 0;
+    s->leader = atomic_compare_exchange_strong(&s->h->leader_pid, &cur, me);
+    return s->leader;
+}
+
+void ccs_dsx_shm_resign(struct ccs_dsx_shm *s)
+{
+    uint32_t me = (uint32_t)getpid();
+    if (s->leader)
+        atomic_compare_exchange_strong(&s->h->leader_pid, &me, 0);
+    s->leader = 0;
 }
 int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s)
 {

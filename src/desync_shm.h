@@ -22,13 +22,21 @@ struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myr
 /* Publishes this rank's status (own slot). */
 void ccs_dsx_shm_publish(struct ccs_dsx_shm *s, const struct ccs_dsx_status *st);
 
-/* Copies rank R's status: 1 when a consistent, valid status was read, 0
- * when the slot is empty or kept changing, -1 when it is invalid (WHY). */
-int ccs_dsx_shm_read(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_status *out, char *why, size_t whylen);
+/* Copies rank R's status (its entries in use): 1 when a consistent, valid
+ * status was read, 0 when the slot is empty or kept changing, -1 when it is
+ * invalid (WHY).  GEN (may be NULL): the version of the caller's copy,
+ * updated; 2 (nothing copied) when the slot has not changed since. */
+int ccs_dsx_shm_read(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_status *out, uint64_t *gen, char *why,
+                     size_t whylen);
 
 /* 1 when this process is the host's leader (the first to attach): it talks
  * to the coordinator over TCP for the whole host. */
 int ccs_dsx_shm_is_leader(struct ccs_dsx_shm *s);
+
+/* Becomes the leader if there is none or the leader's process is gone: 1
+ * when this process leads now.  A leader that exits resigns first. */
+int ccs_dsx_shm_claim_leader(struct ccs_dsx_shm *s);
+void ccs_dsx_shm_resign(struct ccs_dsx_shm *s);
 
 /* Verdicts from the coordinator, posted by the leader for every local rank. */
 void ccs_dsx_shm_post_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v);

@@ -31,8 +31,9 @@
 #include <unistd.h>
 
 #define BYTEORDER 0x01020304u
-#define MAX_OUT (16u << 20) /* a peer that does not read: drop it */
-#define SEND_MS 100         /* progress of a rank is forwarded at most this often */
+#define MAX_OUT (16u << 20)    /* a peer that does not read: drop it */
+#define FRAME_SPLIT (1u << 20) /* bytes of statuses per STATUS frame, about */
+#define SEND_MS 100            /* progress of a rank is forwarded at most this often */
 
 static uint64_t mono_ms(void)
 {
@@ -882,7 +883,7 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
         for (uint32_t k = 0; k < st[i]->ncomm && k < CCS_DSX_MAXCOMM; k++) {
             const struct ccs_dsx_comm *e = &st[i]->comm[k];
             u = ccs_hash_mix(u, e->state == CCS_DSX_BLOCKED ? e->blocked.seq : e->state);
-            u = ccs_hash_mix(u, wants_detail(e->id, cl) ? e->done : 0);
+            u = ccs_hash_mix(u, (uint64_t)wants_detail(e->id, cl)); /* records asked for: send now */
         }
         memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &beat, 8);
         h = ccs_hash_bytes(cl->buf + o, len, 0) | 1;
@@ -895,6 +896,14 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
         cl->sent_ms[r] = now;
         o += len;
         cnt++;
+        /* Frames stay well under the receiver's limit (CCS_DSX_MAX_FRAME). */
+        if (o > FRAME_SPLIT) {
+            memcpy(cl->buf, &cnt, 4);
+            if (queue(&cl->c, CCS_DSX_M_STATUS, cl->buf, o, NULL, 0) != 0)
+                return -1;
+            o = 4;
+            cnt = 0;
+        }
     }
     if (!cnt)
         return 0;

@@ -14,6 +14,7 @@
  * communicator itself (unsequenced: NCCL does not make them collective, and
  * an abort is often local to the ranks that noticed a failure).
  */
+#include "desync_nccl.h"
 #include "log.h"
 #include "nccl_internal.h"
 #include "nccl_redop.h"
@@ -54,6 +55,8 @@ static void created(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, uint
         c = ccs_comm_register(CCS_BE_NCCL, (uintptr_t)comm, id, parent, rank, nranks, (int)how, color);
         if (first && rank >= 0 && nranks > 0 && ccs_world_rank() < 0 && atomic_exchange(&world_from_nccl, 1) == 0)
             ccs_runtime_set_world(rank, nranks);
+        if (c)
+            ccs_desync_nccl_init(); /* desync detection, once the rank is known (docs/desync.md) */
     }
     if (r) {
         if (c)

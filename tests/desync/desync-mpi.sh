@@ -7,7 +7,7 @@
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 42
+tap_plan 45
 
 # MISMATCH target: 100 ms (measured in make bench); the tests allow 3x for
 # a loaded machine.  DESYNC: 2 s after the last rank is blocked.
@@ -38,6 +38,7 @@ check_case op MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 i
 check_case root MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=1\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$" "$MISMATCH_MS"
 check_case kind MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=0\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
 check_case exit DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0,2-3 blocked in $AR at seq 3 for N s; rank 1 at seq 2 \(1 behind, exited\)$" 2000
+check_case kill DEAD "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=3: ranks 0,2-3 blocked in $AR at seq 3 for N s; rank 1 at seq 2 \(1 behind, died\)$" 2000
 check_case split DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=2 seq=5: rank 0 blocked in $AR at seq 5 for N s; rank 1 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + 2000))
 # A real deadlock (no rank gone): rank 1 waits in a barrier on a duplicate
 # of the world that the others, waiting in the all-reduce, never reach.

@@ -3,7 +3,8 @@
 # TCP side channel, the parser fuzzer, the scale simulation and the bench.
 EXTRA_DIST += tests/desync/lib.sh tests/desync/fuzz_proto.c
 DESYNC_SHELL_TESTS = tests/desync/desync-mpi.sh tests/desync/desync-healthy.sh tests/desync/desync-tcp.sh \
-	tests/desync/desync-trainer.sh tests/desync/desync-fuzz.sh
+	tests/desync/desync-trainer.sh tests/desync/desync-fuzz.sh \
+	tests/desync/desync-nccl.sh
 dist_check_SCRIPTS += $(DESYNC_SHELL_TESTS)
 TESTS += $(DESYNC_SHELL_TESTS)
 

@@ -16,6 +16,7 @@
  *   root     a broadcast (everyone) with root 1 on the culprit, 0 elsewhere
  *   kind     a broadcast where the others all-reduce
  *   exit     exits (exit(0), no MPI_Finalize) instead
+ *   kill     dies of SIGKILL instead (no exit handler runs)
  *   split    MPI_COMM_WORLD is split in halves (ranks 0-1, 2-...); the
  *            loop runs on the halves and the culprit skips in its half
  *   deadlock every rank dups MPI_COMM_WORLD first; the culprit enters a
@@ -29,6 +30,7 @@
  * the odd call, for the latency checks.
  */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +95,11 @@ int main(int argc, char **argv)
         if (me && strcmp(sc, "split") == 0) {
             mark();
             continue;
+        }
+        if (me && strcmp(sc, "kill") == 0) {
+            sleep_ms(300);
+            mark();
+            raise(SIGKILL);
         }
         if (me && strcmp(sc, "exit") == 0) {
             sleep_ms(300); /* the others are blocked by now */

@@ -45,8 +45,11 @@ static void run(int absent)
     pid_t pid[N];
     for (int r = 0; r < N; r++) {
         pid[r] = fork();
-        if (pid[r] == 0)
-            _exit(child(r, absent));
+        if (pid[r] == 0) {
+            int rc = child(r, absent);
+            ccs_desync_note_exit(CCS_DESYNC_EXITED); /* as at exit: leaves no segment behind */
+            _exit(rc);
+        }
     }
     for (int r = 0; r < N; r++) {
         int st = 0;
@@ -55,10 +58,68 @@ static void run(int absent)
     }
 }
 
-START_TEST(three_ranks_agree) { run(-1); }
+/* Four ranks on two host identities, started from the environment as
+ * under torchrun (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
+ * MASTER_PORT): rank 0 runs the coordinator on MASTER_PORT+1, each host's
+ * leader forwards its ranks' values, the coordinator folds them. */
+static int tcp_child(int r, int port)
+{
+    static char host[16];
+    char ps[16];
+    snprintf(host, sizeof host, "h%d", r / 2);
+    snprintf(ps, sizeof ps, "%d", port);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", ps, 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    ccs_cfg.desync_host = host;
+    ccs_runtime_set_world(r, 4);
+    struct ccs_comm *c = ccs_comm_register(CCS_BE_NCCL, 0x2000, 0xdefull, 0, r, 4, CCS_KIND_COMM_INIT, -1);
+    if (!c || ccs_desync_start() != 0)
+        return 20;
+    uint64_t mx = 0, mn = 0;
+    int rc = ccs_desync_agree_u64(c, 5, (uint64_t)(r + 1) * 7, &mx, &mn, 15000);
+    if (rc != 0)
+        return 21;
+    if (mx != 28 || mn != 7)
+        return 22;
+    usleep(300 * 1000); /* the others get the result before the coordinator (rank 0) goes */
+    return 0;
+}
+
+START_TEST(agree_across_hosts_over_tcp)
+{
+    static char secret[64];
+    snprintf(secret, sizeof secret, "agree-tcp-%d", (int)getpid());
+    ccs_cfg.secret = secret;
+    ccs_cfg.summary = 0;
+    int port = 20000 + (int)(getpid() % 20000) * 2;
+    pid_t pid[4];
+    for (int r = 0; r < 4; r++) {
+        pid[r] = fork();
+        if (pid[r] == 0) {
+            int rc = tcp_child(r, port);
+            ccs_desync_note_exit(CCS_DESYNC_EXITED);
+            _exit(rc);
+        }
+    }
+    for (int r = 0; r < 4; r++) {
+        int st = 0;
+        waitpid(pid[r], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: exit status %d", r, WEXITSTATUS(st));
+    }
+}
 END_TEST
 
-START_TEST(absent_member_times_out) { run(1); }
+START_TEST(three_ranks_agree)
+{
+    run(-1);
+}
+END_TEST
+
+START_TEST(absent_member_times_out)
+{
+    run(1);
+}
 END_TEST
 
 static Suite *suite(void)
@@ -68,6 +129,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 30);
     tcase_add_test(t, three_ranks_agree);
     tcase_add_test(t, absent_member_times_out);
+    tcase_add_test(t, agree_across_hosts_over_tcp);
     suite_add_tcase(s, t);
     return s;
 }
