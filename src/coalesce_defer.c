@@ -83,24 +83,53 @@ uint16_t ccs_float_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
+/* The loops are unrolled by four so that -O2 turns them into vector
+ * multiplications; in place and out of place apart, so that the compiler
+ * needs no aliasing check (out-of-place buffers never overlap: MPI and NCCL
+ * forbid it). */
+#define CCS_SCALE_LOOPS(T)                                                                                     \
+    static void scale_inplace_##T(T *o, uint64_t n, T f)                                                       \
+    {                                                                                                          \
+        uint64_t i = 0;                                                                                        \
+        for (; i + 4 <= n; i += 4) {                                                                           \
+            o[i] *= f;                                                                                         \
+            o[i + 1] *= f;                                                                                     \
+            o[i + 2] *= f;                                                                                     \
+            o[i + 3] *= f;                                                                                     \
+        }                                                                                                      \
+        for (; i < n; i++)                                                                                     \
+            o[i] *= f;                                                                                         \
+    }                                                                                                          \
+    static void scale_apart_##T(T *restrict o, const T *restrict x, uint64_t n, T f)                           \
+    {                                                                                                          \
+        uint64_t i = 0;                                                                                        \
+        for (; i + 4 <= n; i += 4) {                                                                           \
+            o[i] = f * x[i];                                                                                   \
+            o[i + 1] = f * x[i + 1];                                                                           \
+            o[i + 2] = f * x[i + 2];                                                                           \
+            o[i + 3] = f * x[i + 3];                                                                           \
+        }                                                                                                      \
+        for (; i < n; i++)                                                                                     \
+            o[i] = f * x[i];                                                                                   \
+    }
+CCS_SCALE_LOOPS(double)
+CCS_SCALE_LOOPS(float)
+
 int ccs_coalesce_scale_host(void *out, const void *in, uint64_t count, unsigned dtype, double factor)
 {
     switch (dtype) {
-    case CCS_DT_FLOAT64: {
-        double *o = out;
-        const double *x = in;
-        for (uint64_t i = 0; i < count; i++)
-            o[i] = factor * x[i];
+    case CCS_DT_FLOAT64:
+        if (out == in)
+            scale_inplace_double(out, count, factor);
+        else
+            scale_apart_double(out, in, count, factor);
         return 0;
-    }
-    case CCS_DT_FLOAT32: {
-        float *o = out;
-        const float *x = in;
-        const float f = (float)factor;
-        for (uint64_t i = 0; i < count; i++)
-            o[i] = f * x[i];
+    case CCS_DT_FLOAT32:
+        if (out == in)
+            scale_inplace_float(out, count, (float)factor);
+        else
+            scale_apart_float(out, in, count, (float)factor);
         return 0;
-    }
     case CCS_DT_FLOAT16: {
         uint16_t *o = out;
         const uint16_t *x = in;

@@ -12,6 +12,7 @@
  */
 #include "log.h"
 #include "nccl_internal.h"
+#include "coalesce_nccl.h"
 #include "nccl_redop.h"
 #include <string.h>
 
@@ -111,9 +112,15 @@ CCS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size
     if (CCS_UNLIKELY(!real))
         return ncclInternalError;
     struct ccs_record *r = NULL;
-    if (ccs_nccl_on())
+    if (ccs_nccl_on()) {
+        ncclResult_t crc; /* coalescing (coalesce_nccl.c): one predictable branch while off */
+        if (CCS_UNLIKELY(atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) &&
+            ccs_coalesce_nccl_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, group_depth,
+                                        __builtin_return_address(0), &crc))
+            return crc;
         r = begin(CCS_KIND_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1, SEND_ONE,
                   __builtin_return_address(0));
+    }
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, op, comm, stream);
     end(r, rc);
     return rc;

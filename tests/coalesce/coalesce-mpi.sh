@@ -12,7 +12,7 @@ ccs_have_mpi || tap_skip_all "built without MPI"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 prog="$top_builddir/tests/coalesce/coal_ddp"
 [ -x "$prog" ] || tap_skip_all "tests/coalesce/coal_ddp not built"
-tap_plan 26
+tap_plan 27
 
 K=6 STEPS=3 NB=2
 # run NAME NP [--set ...] -- ARGS: coal_ddp under ccshim-run; out/err in $CCS_TMP/NAME.*
@@ -112,6 +112,12 @@ run exc 2 --set CCSHIM_COALESCE=every:$K --set CCSHIM_COALESCE_EXCLUDE=coal_ddp 
 tap_eq "CCSHIM_COALESCE_EXCLUDE naming the program: nothing deferred" "$((2 * STEPS * NB * K)) 0 0" "$(counts exc)"
 run inc 2 --set CCSHIM_COALESCE=every:$K --set CCSHIM_COALESCE_INCLUDE=no_such_function,coal_ddp -- 
 tap_eq "CCSHIM_COALESCE_INCLUDE naming it: coalesced" "$((2 * R)) $((2 * D)) $((2 * R))" "$(counts inc)"
+
+run bogus 2 --set CCSHIM_COALESCE=every:1 -- 
+tap_eq "an invalid CCSHIM_COALESCE is reported once per rank, nothing coalesced, the job runs" \
+    "2 1 $((2 * STEPS * NB * K)) 0" \
+    "$(grep -c "CCSHIM_COALESCE='every:1' ignored: every:N needs a decimal N in 2..1000000" "$CCS_TMP/bogus.err") \
+$(grep -c '^digest' "$CCS_TMP/bogus.out") $(counts bogus | cut -d' ' -f1-2)"
 
 # 7. A shorter last step (K-1 mini-batches) is caught, never silent.
 run short 2 --set CCSHIM_COALESCE=every:$K -- --short-last

@@ -32,7 +32,9 @@ nranks() {
     pids=""
     for r in $(seq 0 $((W - 1))); do
         # shellcheck disable=SC2086
-        RANK=$r WORLD_SIZE=$W ccs_run_timeout 60 "$CCSHIM_RUN" --no-mpi --trace-dir "$CCS_TMP/$name.tr" $sets \
+        # One job id per run, as a launcher gives (the side channel is per job).
+        RANK=$r WORLD_SIZE=$W CCSHIM_JOB_ID="coal-$name-$$" ccs_run_timeout 60 "$CCSHIM_RUN" --no-mpi \
+            --trace-dir "$CCS_TMP/$name.tr" $sets \
             -- "$p" "$@" > "$CCS_TMP/$name.$r.out" 2> "$CCS_TMP/$name.$r.err" &
         pids="$pids $!"
     done

@@ -4,7 +4,8 @@
 # every:N with N from the formula (columns x ceil(local batch / mini-batch)),
 # ends 10 steps with the gradients and parameters of --sync per-step, within
 # 1e-12 relative in double and 1e-5 in single, on 2 and 4 ranks, for the
-# losses mnrl, mnrl-gather and siglip-ring, with one bucket and several;
+# losses mnrl, mnrl-gather and siglip-ring (each on both), with one bucket
+# and several (precisions and bucket counts spread over the six runs);
 # ccshim-audit shows one real reduction per bucket per step once coalescing
 # is on, and a shorter last step is reported.
 . "$top_srcdir/tests/tap.sh"
