@@ -597,9 +597,16 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm)
     return ncclSuccess;
 }
 
+/* As in NCCL, an abort may come from another thread while a call on the
+ * communicator is still waiting for the other ranks: the waiting call must
+ * fail, not crash.  So the segment stays mapped (and the comm allocated) for
+ * the rest of the process, and every wait in this process gives up. */
 ncclResult_t pncclCommAbort(ncclComm_t comm)
 {
-    return pncclCommDestroy(comm);
+    if (!comm)
+        return ncclInvalidArgument;
+    atomic_store(&fn_aborted, 1);
+    return ncclSuccess;
 }
 
 ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,

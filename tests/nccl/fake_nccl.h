@@ -72,6 +72,8 @@ void fn_detach(struct ncclComm *c);
 ncclResult_t fn_barrier(struct ncclComm *c);
 /* Waits while *WORD == OLD (bounded); ncclSystemError on timeout. */
 ncclResult_t fn_wait_change(_Atomic uint32_t *word, uint32_t old, int short_wait);
+/* Set by ncclCommAbort: every wait of this process fails from then on. */
+extern _Atomic int fn_aborted;
 void fn_wake(_Atomic uint32_t *word);
 /* Seconds before a wait gives up. */
 double fn_timeout(void);

@@ -51,6 +51,8 @@ void fn_wake(_Atomic uint32_t *word)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+_Atomic int fn_aborted;
+
 ncclResult_t fn_wait_change(_Atomic uint32_t *word, uint32_t old, int short_wait)
 {
     double deadline = now_s() + fn_timeout();
@@ -63,6 +65,10 @@ ncclResult_t fn_wait_change(_Atomic uint32_t *word, uint32_t old, int short_wait
     }
     struct timespec ts = {0, short_wait ? 1000000 : 20000000};
     while (atomic_load_explicit(word, memory_order_acquire) == old) {
+        if (atomic_load(&fn_aborted)) {
+            fn_set_error("fake NCCL: the communicator was aborted while this call waited");
+            return ncclRemoteError;
+        }
         if (now_s() > deadline) {
             fn_set_error("fake NCCL: gave up waiting for the other ranks after %.0f s", fn_timeout());
             return ncclSystemError;
