@@ -7,6 +7,7 @@
 # 2900 steps: 64 ranks x 2900 x 65 calls x 88 B = 1.0 GiB).
 set -eu
 : "${top_srcdir:?run through make bench}" "${top_builddir:?run through make bench}"
+. "$top_srcdir/bench/lib.sh"
 AUDIT="$top_builddir/ccshim-audit"
 MKTRACE="$top_builddir/tests/audit/mktrace"
 DOC="$top_srcdir/docs/performance.md"
@@ -63,15 +64,5 @@ CPU=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
     echo "the patterns.  The Chrome trace holds one event per call and is the slowest output."
 } > "$T/section"
 
-# Replace our section (or append it) in docs/performance.md.
-if [ ! -f "$DOC" ]; then printf '# Performance\n' > "$DOC"; fi
-if grep -q '<!-- BEGIN audit -->' "$DOC"; then
-    awk -v sec="$T/section" '
-        /<!-- BEGIN audit -->/ { print; while ((getline l < sec) > 0) print l; skip = 1; next }
-        /<!-- END audit -->/ { skip = 0 }
-        !skip { print }' "$DOC" > "$T/doc"
-else
-    { cat "$DOC"; echo; echo '<!-- BEGIN audit -->'; cat "$T/section"; echo '<!-- END audit -->'; } > "$T/doc"
-fi
-cat "$T/doc" > "$DOC"
+bench_write_section "$DOC" audit < "$T/section"
 cat "$T/section"

@@ -1,6 +1,6 @@
 # bench/bench.mk - `make bench`: each script in bench_list, in order.
 bench_list += bench/overhead.sh
-EXTRA_DIST += bench/overhead.sh
+EXTRA_DIST += bench/overhead.sh bench/lib.sh
 if HAVE_MPI
 check_PROGRAMS += bench/mpi_loop bench/hotpath
 bench_mpi_loop_SOURCES = bench/mpi_loop.c

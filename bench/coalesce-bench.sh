@@ -16,6 +16,7 @@
 # Writes docs/performance.md between <!-- BEGIN coalesce --> and its END.
 set -eu
 : "${top_srcdir:?run through make bench}" "${top_builddir:?run through make bench}"
+. "$top_srcdir/bench/lib.sh"
 TRIALS=${TRIALS:-5}
 STEPS=${STEPS:-23}
 NP=4
@@ -61,8 +62,7 @@ done
 
 doc="$top_srcdir/docs/performance.md"
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
-section=$(cat <<MD
-<!-- BEGIN coalesce -->
+bench_write_section "$doc" coalesce <<MD
 ## Coalescing per-mini-batch all-reduces
 
 Measured by \`make bench\` (bench/coalesce-bench.sh) on $(date -u +%Y-%m-%d), $(nproc) cores ($cpu),
@@ -88,18 +88,5 @@ Where communication dominates most (A) those passes
 weigh most against the little computation; with more computation per mini-batch (B) they
 vanish against it but communication dominates less.  On this shared 2-core machine running
 4 ranks, figures move by tens of percent between runs.
-<!-- END coalesce -->
 MD
-)
-python3 - "$doc" "coalesce" "$section" <<'PY'
-import sys, os
-path, name, text = sys.argv[1], sys.argv[2], sys.argv[3]
-old = open(path).read() if os.path.exists(path) else "# Performance\n\nFigures written by `make bench`; each section by its own benchmark.\n"
-b, e = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
-if b in old and e in old:
-    new = old[:old.index(b)] + text + old[old.index(e) + len(e):]
-else:
-    new = old.rstrip("\n") + "\n\n" + text + "\n"
-open(path, "w").write(new)
-PY
 echo "updated $doc"

@@ -11,6 +11,7 @@
 # Writes the figures into docs/performance.md between its markers.
 set -eu
 : "${top_srcdir:?run through make bench}" "${top_builddir:?run through make bench}"
+. "$top_srcdir/bench/lib.sh"
 ITERS=${ITERS:-200000}
 TRIALS=${TRIALS:-5}
 REPS=${REPS:-5}
@@ -81,8 +82,7 @@ simrows=$(awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s %% | %.1f MiB | %s 
 fmt() { echo "$1" | awk '{printf "%s ms (max %s ms, %s runs)", $1, $2, $3}'; }
 doc="$top_srcdir/docs/performance.md"
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
-section=$(cat <<MD
-<!-- BEGIN desync -->
+bench_write_section "$doc" desync <<MD
 ## Desync detection (docs/desync.md)
 
 Measured by \`make bench\` (bench/desync-bench.sh) on $(date -u +%Y-%m-%d), $(nproc) cores ($cpu),
@@ -129,18 +129,5 @@ $simrows
 Latency of the deadlock is dominated by the block threshold (1 s, CCSHIM_DESYNC_BLOCK_MS)
 plus the confirmation wait (a quarter of it); a MISMATCH is reported as soon as both
 operations are known.
-<!-- END desync -->
 MD
-)
-python3 - "$doc" "desync" "$section" <<'PY'
-import sys, os
-path, name, text = sys.argv[1], sys.argv[2], sys.argv[3]
-old = open(path).read() if os.path.exists(path) else "# Performance\n\nFigures written by `make bench`; each section by its own benchmark.\n"
-b, e = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
-if b in old and e in old:
-    new = old[:old.index(b)] + text + old[old.index(e) + len(e):]
-else:
-    new = old.rstrip("\n") + "\n\n" + text + "\n"
-open(path, "w").write(new)
-PY
 echo "updated $doc"

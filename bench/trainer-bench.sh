@@ -5,6 +5,7 @@
 # docs/performance.md between the trainer markers.
 set -eu
 : "${top_srcdir:?run through make bench}" "${top_builddir:?run through make bench}"
+. "$top_srcdir/bench/lib.sh"
 TRAINER=$top_builddir/ccshim-trainer
 DOC=$top_srcdir/docs/performance.md
 [ -x "$TRAINER" ] || { echo "trainer-bench: ccshim-trainer not built (MPI + CBLAS), skipped"; exit 0; }
@@ -55,13 +56,5 @@ DEMO="--local-batch 1024 --mini-batch 32 --columns 2"
     echo "row) the ratio is what the redundant reductions cost, serial with the backward passes."
 } >"$TMP/section"
 
-# Replace only our section (create it when missing); the rest stays as is.
-[ -f "$DOC" ] || printf '# Performance\n' >"$DOC"
-awk -v sec="$TMP/section" '
-    /^<!-- BEGIN trainer -->$/ { print; while ((getline l < sec) > 0) print l; skip = 1; done = 1; next }
-    /^<!-- END trainer -->$/ { skip = 0 }
-    !skip { print }
-    END { if (!done) { print ""; print "<!-- BEGIN trainer -->"; while ((getline l < sec) > 0) print l; print "<!-- END trainer -->" } }
-' "$DOC" >"$TMP/doc"
-cat "$TMP/doc" >"$DOC"
+bench_write_section "$DOC" trainer <"$TMP/section"
 echo "trainer-bench: wrote the trainer section of $DOC"

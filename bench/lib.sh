@@ -1,0 +1,19 @@
+# bench/lib.sh - sourced by the benchmarks.
+
+# bench_write_section DOC NAME < TEXT: puts TEXT between the lines
+# "<!-- BEGIN NAME -->" and "<!-- END NAME -->" of DOC, replacing what was
+# there (the section is appended when missing, DOC created when absent).  Each
+# benchmark owns its section; the rest of the page stays as it is.
+bench_write_section() {
+    local doc=$1 name=$2 tmp
+    tmp=$(mktemp) || return 1
+    cat >"$tmp.sec"
+    [ -f "$doc" ] || printf '# Performance\n\nFigures written by `make bench`; each section by its own benchmark.\n' >"$doc"
+    awk -v sec="$tmp.sec" -v b="<!-- BEGIN $name -->" -v e="<!-- END $name -->" '
+        $0 == b { print; while ((getline l < sec) > 0) print l; skip = 1; done = 1; next }
+        $0 == e { skip = 0 }
+        !skip { print }
+        END { if (!done) { print ""; print b; while ((getline l < sec) > 0) print l; print e } }' "$doc" >"$tmp"
+    cat "$tmp" >"$doc"
+    rm -f "$tmp" "$tmp.sec"
+}
