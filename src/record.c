@@ -79,11 +79,6 @@ struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *cal
     r->counts[kind]++;
     r->bytes[kind] += call->bytes;
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
-    /* The ring streams through memory: fetch the next slot for writing now,
-     * so its cache misses overlap the real call instead of the next begin. */
-    struct ccs_record *next = &r->rec[(h + 1) & r->mask];
-    __builtin_prefetch(next, 1, 3);
-    __builtin_prefetch((char *)next + sizeof *next - 1, 1, 3);
     rec->t_start = ccs_timing ? ccs_ticks() : 0;
     return rec;
 }

@@ -16,16 +16,9 @@ SETTLE=600
 
 AR='allreduce\(count=4, float32, sum\)'
 check_case() { # NAME CLASS REGEX MAX_LATENCY_MS
-    local name=$1 cls=$2 re=$3 max=$4 lines lat
+    local name=$1 cls=$2 re=$3 max=$4 lat
     dsx_run "$name" 40 4 CCSHIM_ON_DESYNC=abort SETTLE_MS=$SETTLE -- "$SCENARIO" "$name"
-    lines=$(dsx_lines "$name" "$cls")
-    if [ "$DSX_RC" -ne 0 ] && [ "$DSX_RC" -ne 124 ]; then tap_ok "$name: abort ends the job (exit $DSX_RC)"
-    else tap_not_ok "$name: abort ends the job (exit $DSX_RC)"; dsx_diag "$name"; fi
-    if [ -n "$lines" ] && [ "$(echo "$lines" | wc -l)" -eq 1 ] && echo "$lines" | grep -Eq "$re"; then
-        tap_ok "$name: $cls with the right ranks and seq"
-    else
-        tap_not_ok "$name: $cls with the right ranks and seq"; echo "$lines" | tap_diag; dsx_diag "$name"
-    fi
+    dsx_check_verdict "$name" "$cls" "$re"
     lat=$(dsx_latency_ms "$name" "$cls")
     tap_check "$name: reported $lat ms after the culprit's call (<= $max)" test "$lat" -le "$max"
 }

@@ -15,17 +15,10 @@ AR='allreduce\(count=4, float32, sum\)'
 TWO_HOSTS='CCSHIM_DESYNC_HOST=h$((OMPI_COMM_WORLD_RANK / 2)) exec "$@"'
 
 tcp_case() { # NAME SCENARIO CULPRIT CLASS REGEX MAX_MS
-    local name=$1 sc=$2 culprit=$3 cls=$4 re=$5 max=$6 lines lat
+    local name=$1 sc=$2 culprit=$3 cls=$4 re=$5 max=$6 lat
     dsx_run "$name" 40 4 CCSHIM_ON_DESYNC=abort CCSHIM_COORD=127.0.0.1:0 CCSHIM_LOG_LEVEL=info SETTLE_MS=$SETTLE -- \
         sh -c "$TWO_HOSTS" _ "$SCENARIO" "$sc" 5 2 "$culprit"
-    lines=$(dsx_lines "$name" "$cls")
-    if [ "$DSX_RC" -ne 0 ] && [ "$DSX_RC" -ne 124 ]; then tap_ok "$name: abort ends the job (exit $DSX_RC)"
-    else tap_not_ok "$name: abort ends the job (exit $DSX_RC)"; dsx_diag "$name"; fi
-    if [ -n "$lines" ] && [ "$(echo "$lines" | wc -l)" -eq 1 ] && echo "$lines" | grep -Eq "$re"; then
-        tap_ok "$name: $cls with the right ranks and seq"
-    else
-        tap_not_ok "$name: $cls with the right ranks and seq"; echo "$lines" | tap_diag; dsx_diag "$name"
-    fi
+    dsx_check_verdict "$name" "$cls" "$re"
     tap_check "$name: seen on both hosts" sh -c "grep -ql '^ccshim $cls ' '$CCS_TMP/$name/log-0.txt' '$CCS_TMP/$name/log-1.txt' && grep -ql '^ccshim $cls ' '$CCS_TMP/$name/log-2.txt' '$CCS_TMP/$name/log-3.txt'"
     lat=$(dsx_latency_ms "$name" "$cls")
     tap_check "$name: reported $lat ms after the culprit's call (<= $max)" test "$lat" -le "$max"

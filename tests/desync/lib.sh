@@ -48,3 +48,18 @@ dsx_diag() {
         [ -f "$f" ] && { echo "--- $f"; head -40 "$f"; }
     done | tap_diag
 }
+
+# dsx_check_verdict NAME CLASS REGEX: two TAP points for a run under
+# CCSHIM_ON_DESYNC=abort: the job ended with an error (not by the timeout),
+# and exactly one CLASS line was reported, matching REGEX (ranks and seq).
+dsx_check_verdict() {
+    local name=$1 cls=$2 re=$3 lines
+    lines=$(dsx_lines "$name" "$cls")
+    if [ "$DSX_RC" -ne 0 ] && [ "$DSX_RC" -ne 124 ]; then tap_ok "$name: abort ends the job (exit $DSX_RC)"
+    else tap_not_ok "$name: abort ends the job (exit $DSX_RC)"; dsx_diag "$name"; fi
+    if [ -n "$lines" ] && [ "$(echo "$lines" | wc -l)" -eq 1 ] && echo "$lines" | grep -Eq "$re"; then
+        tap_ok "$name: $cls with the right ranks and seq"
+    else
+        tap_not_ok "$name: $cls with the right ranks and seq"; echo "$lines" | tap_diag; dsx_diag "$name"
+    fi
+}

@@ -282,6 +282,8 @@ const char *kind_label(unsigned kind, int deferred, char *buf, size_t n);
 int is_reduction(unsigned kind);
 /* Sorted array of the cells (by step, rank, comm, kind, deferred); caller frees. */
 struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n);
+/* The a->nsites call sites, most calls first (free the array); NULL when out of memory. */
+struct audit_site **audit_sorted_sites(const struct audit *a);
 struct audit_stepcomm **audit_sorted_stepcomms(const struct audit *a, size_t *n);
 const char *rank_list(const int32_t *r, size_t n, char *buf, size_t len);
 

@@ -189,23 +189,12 @@ static void findings(struct audit *a, FILE *f)
     fputs("</ol>\n", f);
 }
 
-static int site_cmp(const void *x, const void *y)
-{
-    const struct audit_site *a = *(struct audit_site *const *)x, *b = *(struct audit_site *const *)y;
-    if (a->count != b->count)
-        return a->count > b->count ? -1 : 1;
-    return a->index < b->index ? -1 : 1;
-}
-
 static void sites(struct audit *a, FILE *f)
 {
     fprintf(f, "<h2>Top call sites</h2>\n<table id=\"sites\"><tr><th>calls</th><th>bytes</th><th>deferred</th>"
                "<th>kinds</th><th>site</th><th>stack</th></tr>\n");
-    struct audit_site **v = malloc((a->nsites + 1) * sizeof *v);
+    struct audit_site **v = audit_sorted_sites(a);
     if (v) {
-        if (a->nsites)
-            memcpy(v, a->site_list, a->nsites * sizeof *v);
-        qsort(v, a->nsites, sizeof *v, site_cmp);
         for (size_t i = 0; i < a->nsites && i < 20; i++) {
             char b[32], nm[512];
             fprintf(f,

@@ -181,22 +181,11 @@ static void findings(struct audit *a, FILE *f)
     fputs("],\n", f);
 }
 
-static int site_cmp(const void *x, const void *y)
-{
-    const struct audit_site *a = *(struct audit_site *const *)x, *b = *(struct audit_site *const *)y;
-    if (a->count != b->count)
-        return a->count > b->count ? -1 : 1;
-    return a->index < b->index ? -1 : 1;
-}
-
 static void sites(struct audit *a, FILE *f)
 {
-    struct audit_site **v = malloc((a->nsites + 1) * sizeof *v);
+    struct audit_site **v = audit_sorted_sites(a);
     fputs("\"sites\":[", f);
     if (v) {
-        if (a->nsites)
-            memcpy(v, a->site_list, a->nsites * sizeof *v);
-        qsort(v, a->nsites, sizeof *v, site_cmp);
         for (size_t i = 0; i < a->nsites; i++) {
             const struct audit_site *s = v[i];
             char nm[512];

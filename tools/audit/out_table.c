@@ -289,24 +289,13 @@ static void print_findings(struct audit *a, FILE *f)
     }
 }
 
-static int site_cmp(const void *x, const void *y)
-{
-    const struct audit_site *a = *(struct audit_site *const *)x, *b = *(struct audit_site *const *)y;
-    if (a->count != b->count)
-        return a->count > b->count ? -1 : 1;
-    return a->index < b->index ? -1 : 1;
-}
-
 static void print_sites(struct audit *a, FILE *f)
 {
     if (!a->nsites)
         return;
-    struct audit_site **v = malloc(a->nsites * sizeof *v);
+    struct audit_site **v = audit_sorted_sites(a);
     if (!v)
         return;
-    if (a->nsites)
-        memcpy(v, a->site_list, a->nsites * sizeof *v);
-    qsort(v, a->nsites, sizeof *v, site_cmp);
     size_t n = a->nsites < 10 ? a->nsites : 10;
     fprintf(f, "\ntop call sites (all ranks, by calls)\n    %9s %10s %9s  %s\n", "calls", "bytes", "deferred",
             "site [kinds]");

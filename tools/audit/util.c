@@ -119,6 +119,25 @@ struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n)
     return v;
 }
 
+static int site_cmp(const void *x, const void *y)
+{
+    const struct audit_site *a = *(struct audit_site *const *)x, *b = *(struct audit_site *const *)y;
+    if (a->count != b->count)
+        return a->count > b->count ? -1 : 1;
+    return a->index < b->index ? -1 : 1;
+}
+
+struct audit_site **audit_sorted_sites(const struct audit *a)
+{
+    struct audit_site **v = malloc((a->nsites + 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    if (a->nsites)
+        memcpy(v, a->site_list, a->nsites * sizeof *v);
+    qsort(v, a->nsites, sizeof *v, site_cmp);
+    return v;
+}
+
 static int sc_cmp(const void *x, const void *y)
 {
     const struct audit_stepcomm *a = *(struct audit_stepcomm *const *)x, *b = *(struct audit_stepcomm *const *)y;
