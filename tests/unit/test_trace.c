@@ -4,6 +4,8 @@
 #include "shim.h"
 #include "trace_reader.h"
 #include "unit_main.h"
+#include <ftw.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +13,24 @@
 
 static char dir[256];
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Each test runs in its own process (CK_FORK): its directory goes with it. */
+static void remove_dir(void)
+{
+    if (dir[0])
+        nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 static void make_dir(void)
 {
     snprintf(dir, sizeof dir, "/tmp/ccshim-unit-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
+    atexit(remove_dir);
     ccs_cfg.trace_dir = dir;
     ccs_runtime_set_world(3, 4);
 }
