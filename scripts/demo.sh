@@ -34,7 +34,8 @@ if [ -x ./ccshim-trainer ]; then
     run per-step --sync per-step
     run coalesced --sync per-minibatch -- --coalesce auto
     echo
-    echo "all-reduces per step by the trainer's own count, and final parameter checksums (equal):"
+    echo "all-reduces per step by the trainer's own count, and final parameter checksums"
+    echo "(equal, up to the order of floating-point sums: per-step adds the mini-batches locally first):"
     for n in per-minibatch per-step coalesced; do
         printf '  %-14s %s %s\n' "$n" "$(grep -o '"reductions_per_step":[0-9]*' "$out/$n.json")" \
             "$(grep -o '"checksum":[^,}]*' "$out/$n.json")"
