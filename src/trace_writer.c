@@ -132,6 +132,18 @@ static int open_trace(void)
 
 static uint32_t module_id(const void *base, const char *fname)
 {
+    /* dladdr names the main program as it was started (argv[0], maybe a
+     * relative path or a bare name found through PATH): the tools need a
+     * path they can open, so use the executable's own. */
+    static char exe[4096];
+    if (fname[0] != '/') {
+        if (!exe[0]) {
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            exe[n > 0 ? n : 0] = 0;
+        }
+        if (exe[0])
+            fname = exe;
+    }
     for (uint32_t i = 0; i < nmodules; i++)
         if (modules[i].base == base)
             return modules[i].id;

@@ -104,6 +104,7 @@ void audit_free(struct audit *a)
     free(a->site_list);
     for (size_t i = 0; i < a->ncomms; i++) {
         free(a->comms[i].ref_fp);
+        free(a->comms[i].ref_step);
         free(a->comms[i].members);
     }
     free(a->comms);
@@ -577,20 +578,25 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
                     while (nc <= i)
                         nc *= 2;
                     uint64_t *n = realloc(cm->ref_fp, nc * sizeof *n);
-                    if (n) {
-                        memset(n + cm->ref_cap, 0, (nc - cm->ref_cap) * sizeof *n);
+                    if (n)
                         cm->ref_fp = n;
+                    uint32_t *st = n ? realloc(cm->ref_step, nc * sizeof *st) : NULL;
+                    if (st) {
+                        cm->ref_step = st;
+                        memset(n + cm->ref_cap, 0, (nc - cm->ref_cap) * sizeof *n);
+                        memset(st + cm->ref_cap, 0, (nc - cm->ref_cap) * sizeof *st);
                         cm->ref_cap = nc;
                     }
                 }
                 if (i < cm->ref_cap) {
                     cm->ref_fp[i] = r->fingerprint;
+                    cm->ref_step[i] = step;
                     if (i + 1 > cm->ref_len)
                         cm->ref_len = i + 1;
                 } else {
                     cm->ref_capped = 1;
                 }
-            } else if (i < cm->ref_len && cm->ref_fp[i] != r->fingerprint &&
+            } else if (i < cm->ref_len && (cm->ref_fp[i] != r->fingerprint || cm->ref_step[i] != step) &&
                        (rc->first_diff == 0 || r->seq < rc->first_diff)) {
                 rc->first_diff = r->seq;
                 rc->first_diff_step = step;

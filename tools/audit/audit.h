@@ -93,6 +93,7 @@ struct audit_comm {
     /* Reference fingerprints by sequence number (from the first member read). */
     int32_t ref_rank;
     uint64_t *ref_fp;
+    uint32_t *ref_step; /* the reference rank's step of each sequence number */
     uint64_t ref_len, ref_cap;
     int ref_capped;
 };
@@ -104,7 +105,7 @@ struct audit_rankcomm {
         int32_t rank;
         uint32_t pad;
     } k;
-    uint64_t first_diff; /* first sequence number whose fingerprint differs, 0 none */
+    uint64_t first_diff; /* first sequence number whose fingerprint or step differs, 0 none */
     uint32_t first_diff_step;
     uint64_t max_seq; /* last sequence number seen */
     uint32_t max_seq_step;
@@ -282,8 +283,9 @@ const char *kind_label(unsigned kind, int deferred, char *buf, size_t n);
 int is_reduction(unsigned kind);
 /* Sorted array of the cells (by step, rank, comm, kind, deferred); caller frees. */
 struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n);
-/* The a->nsites call sites, most calls first (free the array); NULL when out of memory. */
-struct audit_site **audit_sorted_sites(const struct audit *a);
+/* The call sites that made calls, most calls first, *N of them (free the array);
+ * NULL when out of memory. */
+struct audit_site **audit_sorted_sites(const struct audit *a, size_t *n);
 struct audit_stepcomm **audit_sorted_stepcomms(const struct audit *a, size_t *n);
 const char *rank_list(const int32_t *r, size_t n, char *buf, size_t len);
 

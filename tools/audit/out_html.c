@@ -193,9 +193,10 @@ static void sites(struct audit *a, FILE *f)
 {
     fprintf(f, "<h2>Top call sites</h2>\n<table id=\"sites\"><tr><th>calls</th><th>bytes</th><th>deferred</th>"
                "<th>kinds</th><th>site</th><th>stack</th></tr>\n");
-    struct audit_site **v = audit_sorted_sites(a);
+    size_t nsites;
+    struct audit_site **v = audit_sorted_sites(a, &nsites);
     if (v) {
-        for (size_t i = 0; i < a->nsites && i < 20; i++) {
+        for (size_t i = 0; i < nsites && i < 20; i++) {
             char b[32], nm[512];
             fprintf(f,
                     "<tr class=\"site\"><td class=\"n\">%" PRIu64

@@ -183,10 +183,11 @@ static void findings(struct audit *a, FILE *f)
 
 static void sites(struct audit *a, FILE *f)
 {
-    struct audit_site **v = audit_sorted_sites(a);
+    size_t nsites;
+    struct audit_site **v = audit_sorted_sites(a, &nsites);
     fputs("\"sites\":[", f);
     if (v) {
-        for (size_t i = 0; i < a->nsites; i++) {
+        for (size_t i = 0; i < nsites; i++) {
             const struct audit_site *s = v[i];
             char nm[512];
             fprintf(f, "%s\n{\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"deferred\":%" PRIu64 ",\"name\":",

@@ -293,10 +293,11 @@ static void print_sites(struct audit *a, FILE *f)
 {
     if (!a->nsites)
         return;
-    struct audit_site **v = audit_sorted_sites(a);
+    size_t nsites;
+    struct audit_site **v = audit_sorted_sites(a, &nsites);
     if (!v)
         return;
-    size_t n = a->nsites < 10 ? a->nsites : 10;
+    size_t n = nsites < 10 ? nsites : 10;
     fprintf(f, "\ntop call sites (all ranks, by calls)\n    %9s %10s %9s  %s\n", "calls", "bytes", "deferred",
             "site [kinds]");
     for (size_t i = 0; i < n; i++) {

@@ -127,14 +127,19 @@ static int site_cmp(const void *x, const void *y)
     return a->index < b->index ? -1 : 1;
 }
 
-struct audit_site **audit_sorted_sites(const struct audit *a)
+struct audit_site **audit_sorted_sites(const struct audit *a, size_t *n)
 {
     struct audit_site **v = malloc((a->nsites + 1) * sizeof *v);
+    size_t k = 0;
+    *n = 0;
     if (!v)
         return NULL;
-    if (a->nsites)
-        memcpy(v, a->site_list, a->nsites * sizeof *v);
-    qsort(v, a->nsites, sizeof *v, site_cmp);
+    /* Sites that made no counted call (the step marker's) are not listed. */
+    for (size_t i = 0; i < a->nsites; i++)
+        if (a->site_list[i]->count)
+            v[k++] = a->site_list[i];
+    qsort(v, k, sizeof *v, site_cmp);
+    *n = k;
     return v;
 }
 
