@@ -7,7 +7,7 @@
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$CCSHIM_TRAINER" ] || tap_skip_all "ccshim-trainer not built (tools/trainer)"
-tap_plan 5
+tap_plan 6
 
 dsx_run trainer 60 4 CCSHIM_ON_DESYNC=abort -- "$CCSHIM_TRAINER" --sync=per-minibatch \
     --inject=skip-minibatch:1:3 --steps 5
@@ -22,5 +22,11 @@ tap_check "the block names rank 1's call site" \
     grep -Eq "^ccshim desync\|   rank 1 \(comm rank 1, .*(last completed seq [0-9]+ step [0-9]+ at|blocked .* in) [^ ?]+" "$CCS_TMP/trainer/log-0.txt"
 tap_check "the block names the others' call sites" \
     grep -Eq "^ccshim desync\|   rank 0 \(comm rank 0, .*(last completed seq [0-9]+ step [0-9]+ at|blocked .* in) [^ ?]+" "$CCS_TMP/trainer/log-0.txt"
+# After the fact, ccshim-audit finds the same departure in the traces: rank 1
+# differs from the verdict's sequence number on (same ops, other steps).
+vseq=$(echo "$lines" | sed -n 's/.* seq=\([0-9]*\): rank 1 issued seq.*/\1/p' | head -1)
+tap_check "ccshim-audit: rank 1 departs at the verdict's sequence number ($vseq)" sh -c \
+    '[ -n "$3" ] && "$1" --json "$2" 2>/dev/null | grep -q "\"first_seq\":$3,\"ranks\":\[1\]"' _ \
+    "$CCSHIM_AUDIT" "$CCS_TMP/trainer/trace" "$vseq"
 [ "$TAP_FAILED" -eq 0 ] || dsx_diag trainer
 tap_done
