@@ -195,8 +195,6 @@ void ccs_runtime_set_world(int rank, int size)
         ccs_log_open(); /* the log file name names the rank */
 }
 
-void ccs_runtime_want_timing(void) { ccs_timing = 1; }
-
 int ccs_world_rank(void) { return world_rank; }
 int ccs_world_size(void) { return world_size; }
 const char *ccs_hostname(void) { return host; }

@@ -37,11 +37,10 @@
 /* Nonzero while interception is on; a wrapper that sees 0 just forwards. */
 extern CCS_HIDDEN atomic_int ccs_active;
 
-/* Nonzero when records carry times (a trace is written, or a feature asked
- * for them with ccs_runtime_want_timing): reading the clock is most of the
- * hot path's cost, so it is skipped when nothing would read the times. */
+/* Nonzero when records carry times (a trace is written): reading the clock
+ * is most of the hot path's cost, so it is skipped when nothing would read
+ * the times. */
 extern CCS_HIDDEN int ccs_timing;
-CCS_HIDDEN void ccs_runtime_want_timing(void);
 
 /* Idempotent; called by the library constructor and, defensively, by the
  * first wrapper entered.  Returns 0, or -1 when the shim disabled itself. */
@@ -262,9 +261,6 @@ CCS_HIDDEN int ccs_writer_flush(int reason, int signo);
 CCS_HIDDEN const char *ccs_writer_path(void);
 /* After fork, in the child. */
 CCS_HIDDEN void ccs_writer_atfork_child(void);
-/* Background hooks a feature (desync) wants run on the writer thread each
- * period; at most 4.  Slow path. */
-CCS_HIDDEN int ccs_writer_add_hook(void (*fn)(void *), void *arg);
 
 /* ------------------------------------------------------------- real.c */
 

@@ -34,11 +34,6 @@ static size_t comm_cursor;
 static uint32_t site_cursor;
 static uint64_t records_written;
 static pthread_t thread;
-static struct {
-    void (*fn)(void *);
-    void *arg;
-} hooks[4];
-static atomic_int nhooks;
 
 #define BATCH 4096
 static struct ccs_record batch[BATCH];
@@ -299,9 +294,6 @@ static void *writer_main(void *arg)
             flush_owned(-1, 0);
             give();
         }
-        int n = atomic_load(&nhooks);
-        for (int i = 0; i < n; i++)
-            hooks[i].fn(hooks[i].arg);
     }
     return NULL;
 }
@@ -312,8 +304,7 @@ void ccs_writer_start(void)
 {
     if (atomic_exchange(&start_once, 1))
         return;
-    int need = (ccs_cfg.trace_dir && *ccs_cfg.trace_dir) || atomic_load(&nhooks) > 0;
-    if (need) {
+    if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir) {
         pthread_attr_t a;
         pthread_attr_init(&a);
         pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
@@ -323,17 +314,6 @@ void ccs_writer_start(void)
         pthread_attr_destroy(&a);
     }
     ccs_writer_running = 1;
-}
-
-int ccs_writer_add_hook(void (*fn)(void *), void *arg)
-{
-    int n = atomic_load(&nhooks);
-    if (n >= 4)
-        return -1;
-    hooks[n].fn = fn;
-    hooks[n].arg = arg;
-    atomic_store(&nhooks, n + 1);
-    return 0;
 }
 
 const char *ccs_writer_path(void) { return fd >= 0 ? path : NULL; }
