@@ -16,9 +16,11 @@
 #define INPLACE(sb) ((sb) == MPI_IN_PLACE ? CCS_F_IN_PLACE : 0)
 #define NB CCS_F_NONBLOCKING
 
-static inline struct ccs_record *begin(MPI_Comm comm, unsigned kind, unsigned flags, int64_t count,
-                                       MPI_Datatype dt, MPI_Op op, int root, const void *buf, uint64_t bytes,
-                                       void *ra)
+/* BEGIN on a communicator entry the wrapper already looked up (the kinds
+ * that also need its rank or size), BEGIN on a handle otherwise. */
+static inline struct ccs_record *begin_on(struct ccs_comm *cm, unsigned kind, unsigned flags, int64_t count,
+                                          MPI_Datatype dt, MPI_Op op, int root, const void *buf, uint64_t bytes,
+                                          void *ra)
 {
     struct ccs_call c = {.kind = (uint16_t)kind,
                          .dtype = ccs_mpi_dtype(dt),
@@ -29,7 +31,14 @@ static inline struct ccs_record *begin(MPI_Comm comm, unsigned kind, unsigned fl
                          .count = (uint64_t)count,
                          .bytes = bytes,
                          .buf = buf};
-    return ccs_call_begin(ccs_mpi_comm(comm), &c, ra);
+    return ccs_call_begin(cm, &c, ra);
+}
+
+static inline struct ccs_record *begin(MPI_Comm comm, unsigned kind, unsigned flags, int64_t count,
+                                       MPI_Datatype dt, MPI_Op op, int root, const void *buf, uint64_t bytes,
+                                       void *ra)
+{
+    return begin_on(ccs_mpi_comm(comm), kind, flags, count, dt, op, root, buf, bytes, ra);
 }
 
 static inline int end(struct ccs_record *r, int rc)
@@ -40,10 +49,9 @@ static inline int end(struct ccs_record *r, int rc)
 
 static inline uint64_t nbytes(int64_t count, MPI_Datatype dt) { return ccs_mpi_bytes(count, dt, ccs_mpi_dtype(dt)); }
 
-/* Sum of COUNTS over the members of COMM (v-variants). */
-static uint64_t sum_counts(MPI_Comm comm, const int *counts)
+/* Sum of COUNTS over the members of C (v-variants). */
+static uint64_t sum_counts(const struct ccs_comm *c, const int *counts)
 {
-    struct ccs_comm *c = ccs_mpi_comm(comm);
     uint64_t s = 0;
     if (!c || !counts || c->size <= 0)
         return 0;
@@ -52,11 +60,8 @@ static uint64_t sum_counts(MPI_Comm comm, const int *counts)
     return s;
 }
 
-static inline int my_rank(MPI_Comm comm)
-{
-    struct ccs_comm *c = ccs_mpi_comm(comm);
-    return c ? c->rank : 0;
-}
+static inline int my_rank(const struct ccs_comm *c) { return c ? c->rank : 0; }
+static inline int comm_size(const struct ccs_comm *c) { return c ? c->size : 1; }
 
 /* ------------------------------------------------------------ reductions */
 
@@ -118,9 +123,10 @@ static int w_Reduce_scatter(const void *sb, void *rb, const int rc[], MPI_Dataty
 {
     if (!ccs_mpi_active())
         return CALL_REAL(Reduce_scatter, sb, rb, rc, dt, op, comm);
-    int me = my_rank(comm);
-    struct ccs_record *r = begin(comm, CCS_KIND_REDUCE_SCATTER, INPLACE(sb), rc ? rc[me] : 0, dt, op, -1, rb,
-                                 ccs_mpi_bytes((int64_t)sum_counts(comm, rc), dt, ccs_mpi_dtype(dt)), ra);
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    int me = my_rank(cm);
+    struct ccs_record *r = begin_on(cm, CCS_KIND_REDUCE_SCATTER, INPLACE(sb), rc ? rc[me] : 0, dt, op, -1, rb,
+                                 nbytes((int64_t)sum_counts(cm, rc), dt), ra);
     return end(r, CALL_REAL(Reduce_scatter, sb, rb, rc, dt, op, comm));
 }
 CCS_MPI_ENTRY(Reduce_scatter,
@@ -132,9 +138,10 @@ static int w_Ireduce_scatter(const void *sb, void *rb, const int rc[], MPI_Datat
 {
     if (!ccs_mpi_active())
         return CALL_REAL(Ireduce_scatter, sb, rb, rc, dt, op, comm, q);
-    int me = my_rank(comm);
-    struct ccs_record *r = begin(comm, CCS_KIND_REDUCE_SCATTER, INPLACE(sb) | NB, rc ? rc[me] : 0, dt, op, -1, rb,
-                                 ccs_mpi_bytes((int64_t)sum_counts(comm, rc), dt, ccs_mpi_dtype(dt)), ra);
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    int me = my_rank(cm);
+    struct ccs_record *r = begin_on(cm, CCS_KIND_REDUCE_SCATTER, INPLACE(sb) | NB, rc ? rc[me] : 0, dt, op, -1, rb,
+                                 nbytes((int64_t)sum_counts(cm, rc), dt), ra);
     return end(r, CALL_REAL(Ireduce_scatter, sb, rb, rc, dt, op, comm, q));
 }
 CCS_MPI_ENTRY(Ireduce_scatter,
@@ -264,9 +271,10 @@ static int w_Allgatherv(const void *sb, int sc, MPI_Datatype sdt, void *rb, cons
 {
     if (!ccs_mpi_active())
         return CALL_REAL(Allgatherv, sb, sc, sdt, rb, rc, dis, rdt, comm);
-    int n = sb == MPI_IN_PLACE ? (rc ? rc[my_rank(comm)] : 0) : sc;
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    int n = sb == MPI_IN_PLACE ? (rc ? rc[my_rank(cm)] : 0) : sc;
     MPI_Datatype t = sb == MPI_IN_PLACE ? rdt : sdt;
-    struct ccs_record *r = begin(comm, CCS_KIND_ALLGATHERV, INPLACE(sb), n, rdt, MPI_OP_NULL, -1, rb, nbytes(n, t),
+    struct ccs_record *r = begin_on(cm, CCS_KIND_ALLGATHERV, INPLACE(sb), n, rdt, MPI_OP_NULL, -1, rb, nbytes(n, t),
                                  ra);
     return end(r, CALL_REAL(Allgatherv, sb, sc, sdt, rb, rc, dis, rdt, comm));
 }
@@ -280,9 +288,10 @@ static int w_Iallgatherv(const void *sb, int sc, MPI_Datatype sdt, void *rb, con
 {
     if (!ccs_mpi_active())
         return CALL_REAL(Iallgatherv, sb, sc, sdt, rb, rc, dis, rdt, comm, q);
-    int n = sb == MPI_IN_PLACE ? (rc ? rc[my_rank(comm)] : 0) : sc;
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    int n = sb == MPI_IN_PLACE ? (rc ? rc[my_rank(cm)] : 0) : sc;
     MPI_Datatype t = sb == MPI_IN_PLACE ? rdt : sdt;
-    struct ccs_record *r = begin(comm, CCS_KIND_ALLGATHERV, INPLACE(sb) | NB, n, rdt, MPI_OP_NULL, -1, rb,
+    struct ccs_record *r = begin_on(cm, CCS_KIND_ALLGATHERV, INPLACE(sb) | NB, n, rdt, MPI_OP_NULL, -1, rb,
                                  nbytes(n, t), ra);
     return end(r, CALL_REAL(Iallgatherv, sb, sc, sdt, rb, rc, dis, rdt, comm, q));
 }
@@ -296,8 +305,9 @@ static int w_Alltoall(const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc
 {
     if (!ccs_mpi_active())
         return CALL_REAL(Alltoall, sb, sc, sdt, rb, rc, rdt, comm);
-    struct ccs_record *r = begin(comm, CCS_KIND_ALLTOALL, INPLACE(sb), rc, rdt, MPI_OP_NULL, -1, rb,
-                                 nbytes((int64_t)rc * (ccs_mpi_comm(comm) ? ccs_mpi_comm(comm)->size : 1), rdt), ra);
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    struct ccs_record *r = begin_on(cm, CCS_KIND_ALLTOALL, INPLACE(sb), rc, rdt, MPI_OP_NULL, -1, rb,
+                                    nbytes((int64_t)rc * comm_size(cm), rdt), ra);
     return end(r, CALL_REAL(Alltoall, sb, sc, sdt, rb, rc, rdt, comm));
 }
 CCS_MPI_ENTRY(Alltoall,
@@ -309,8 +319,9 @@ static int w_Ialltoall(const void *sb, int sc, MPI_Datatype sdt, void *rb, int r
 {
     if (!ccs_mpi_active())
         return CALL_REAL(Ialltoall, sb, sc, sdt, rb, rc, rdt, comm, q);
-    struct ccs_record *r = begin(comm, CCS_KIND_ALLTOALL, INPLACE(sb) | NB, rc, rdt, MPI_OP_NULL, -1, rb,
-                                 nbytes((int64_t)rc * (ccs_mpi_comm(comm) ? ccs_mpi_comm(comm)->size : 1), rdt), ra);
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    struct ccs_record *r = begin_on(cm, CCS_KIND_ALLTOALL, INPLACE(sb) | NB, rc, rdt, MPI_OP_NULL, -1, rb,
+                                    nbytes((int64_t)rc * comm_size(cm), rdt), ra);
     return end(r, CALL_REAL(Ialltoall, sb, sc, sdt, rb, rc, rdt, comm, q));
 }
 CCS_MPI_ENTRY(Ialltoall,
@@ -323,8 +334,9 @@ static int w_Alltoallv(const void *sb, const int sc[], const int sd[], MPI_Datat
 {
     if (!ccs_mpi_active())
         return CALL_REAL(Alltoallv, sb, sc, sd, sdt, rb, rc, rd, rdt, comm);
-    uint64_t total = sum_counts(comm, rc);
-    struct ccs_record *r = begin(comm, CCS_KIND_ALLTOALLV, INPLACE(sb), (int64_t)total, rdt, MPI_OP_NULL, -1, rb,
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    uint64_t total = sum_counts(cm, rc);
+    struct ccs_record *r = begin_on(cm, CCS_KIND_ALLTOALLV, INPLACE(sb), (int64_t)total, rdt, MPI_OP_NULL, -1, rb,
                                  nbytes((int64_t)total, rdt), ra);
     return end(r, CALL_REAL(Alltoallv, sb, sc, sd, sdt, rb, rc, rd, rdt, comm));
 }
@@ -338,8 +350,9 @@ static int w_Ialltoallv(const void *sb, const int sc[], const int sd[], MPI_Data
 {
     if (!ccs_mpi_active())
         return CALL_REAL(Ialltoallv, sb, sc, sd, sdt, rb, rc, rd, rdt, comm, q);
-    uint64_t total = sum_counts(comm, rc);
-    struct ccs_record *r = begin(comm, CCS_KIND_ALLTOALLV, INPLACE(sb) | NB, (int64_t)total, rdt, MPI_OP_NULL, -1,
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    uint64_t total = sum_counts(cm, rc);
+    struct ccs_record *r = begin_on(cm, CCS_KIND_ALLTOALLV, INPLACE(sb) | NB, (int64_t)total, rdt, MPI_OP_NULL, -1,
                                  rb, nbytes((int64_t)total, rdt), ra);
     return end(r, CALL_REAL(Ialltoallv, sb, sc, sd, sdt, rb, rc, rd, rdt, comm, q));
 }
