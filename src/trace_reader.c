@@ -203,9 +203,9 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, s
             it->u.site.id = s.id;
             it->u.site.depth = s.depth;
             memcpy(it->u.site.frames, p + sizeof s, s.depth * sizeof(struct ccs_trace_frame));
-            /* Symbol names follow the frames back to back; each is NUL-terminated
-             * in place by overwriting nothing: we copy into a scratch area at the
-             * end of the buffer instead of trusting the writer's lengths. */
+            /* Symbol names follow the frames back to back, each with its NUL
+             * (counted in sym_len).  A name is used only when it lies inside
+             * the chunk and ends in a NUL: the lengths are not trusted. */
             size_t off = sizeof s + s.depth * sizeof(struct ccs_trace_frame);
             for (uint32_t i = 0; i < s.depth; i++) {
                 uint32_t n = it->u.site.frames[i].sym_len;
@@ -214,7 +214,7 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, s
                     continue;
                 }
                 it->u.site.symbols[i] = (const char *)p + off;
-                off += n; /* names are written with their NUL, counted in sym_len */
+                off += n;
                 if (p[off - 1] != 0)
                     it->u.site.symbols[i] = NULL;
             }
