@@ -59,10 +59,56 @@ CCSHIM_API const char *ccshim_version(void);
  */
 CCSHIM_API int ccshim_flush(void);
 
+/*
+ * Returns the number of collectives this process issued since the last
+ * ccshim_step_mark (all communicators).  A helper that marks steps from
+ * several optimizers uses it to mark once per iteration.
+ */
+CCSHIM_API uint64_t ccshim_step_collectives(void);
+
+/*
+ * Coalescing (CCSHIM_COALESCE, docs/coalescing.md) answers most
+ * per-mini-batch all-reduces locally and performs the last one of each step
+ * for real.  When a step ends early (a short last batch, a bucket rebuilt
+ * mid-step, an every:N that does not match the schedule), some buffers still
+ * hold this rank's local value.  Call these right before the optimizer step:
+ *
+ *     if (CCSHIM_COALESCE_PENDING())
+ *         CCSHIM_COALESCE_COMPLETE();   // every rank, at the same point
+ *     optimizer_step();
+ *     CCSHIM_STEP_MARK();
+ *
+ * ccshim_coalesce_pending returns the deferred all-reduces on this rank that
+ * still wait for their real reduction (0 when none, and when coalescing is
+ * off).  It is the same on every rank of a job whose ranks issue the same
+ * reductions.
+ *
+ * ccshim_coalesce_complete(CCSHIM_COMPLETE_REDUCE) makes each such buffer
+ * hold the true reduction, by one real all-reduce per buffer (sum over the
+ * ranks of what each holds, divided by their number), on the buffer's own
+ * communicator, in the same order on every rank: a collective, which every
+ * rank must call at the same point.  With CCSHIM_COMPLETE_BY_CALLER the
+ * caller has already replaced the values by their mean over the ranks (the
+ * PyTorch helper does so on .grad) and ccshim only forgets them.  Returns
+ * the number of buffers completed (0: nothing was pending), or -1 when one
+ * could not be (logged; coalescing is then switched off).
+ *
+ * Without the call, a step marker that finds deferred calls pending reports
+ * them and ends the job (CCSHIM_ON_DESYNC=abort) or switches coalescing off
+ * (warn): the optimizer step before that marker read local values.
+ */
+#define CCSHIM_COMPLETE_REDUCE 0
+#define CCSHIM_COMPLETE_BY_CALLER 1
+CCSHIM_API uint64_t ccshim_coalesce_pending(void);
+CCSHIM_API int64_t ccshim_coalesce_complete(int how);
+
 /* The same calls, safe whether or not the library is loaded. */
 #define CCSHIM_STEP_MARK() ((void)(ccshim_step_mark ? ccshim_step_mark() : 0))
 #define CCSHIM_FLUSH() (ccshim_flush ? ccshim_flush() : -1)
 #define CCSHIM_LOADED() (ccshim_step_mark != 0)
+#define CCSHIM_COALESCE_PENDING() (ccshim_coalesce_pending ? ccshim_coalesce_pending() : 0)
+#define CCSHIM_COALESCE_COMPLETE()                                                                                 \
+    (ccshim_coalesce_complete ? ccshim_coalesce_complete(CCSHIM_COMPLETE_REDUCE) : 0)
 
 #ifdef __cplusplus
 }

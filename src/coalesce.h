@@ -76,6 +76,7 @@ extern CCS_HIDDEN void (*ccs_coalesce_abort_hook)(int code);
 /* ------------------------------------------------------- coalesce_table.c */
 
 #define CCS_COALESCE_SLOTS 1024 /* identities; a power of two */
+#define CCS_COALESCE_BACKENDS 3 /* enum ccs_backend: none, MPI, NCCL */
 
 /* One reduction identity: (communicator, buffers, count, datatype, op). */
 struct ccs_coal_id {
@@ -92,10 +93,13 @@ struct ccs_coal_id {
     _Atomic uint32_t period; /* N: every N-th call is real; 0 = pass through */
     _Atomic uint32_t pending;/* deferred calls since the last real one */
     _Atomic uint32_t in_step;/* calls since the last step marker */
-    uint32_t learned;        /* auto: calls per step seen so far, 0 = none yet */
-    uint32_t learn_ok;       /* auto: 1 while every learning step agreed */
+    uint32_t learned;        /* auto: calls in the last counted step, 0 = none yet */
+    uint32_t learn_run;      /* auto: consecutive counted steps with LEARNED calls */
+    uint32_t agree_failed;   /* auto: its communicator's members disagreed on it */
+    uint32_t completions;    /* deferred calls completed before an optimizer step */
     uint32_t first_step;     /* step of first sight */
     _Atomic int32_t aux;     /* the backend's cached value (NCCL: device), -1 unknown */
+    _Atomic uintptr_t stream;/* the backend's last queue for it (NCCL: stream) */
     _Atomic uint64_t deferred, real; /* totals */
 };
 
@@ -111,6 +115,13 @@ CCS_HIDDEN struct ccs_coal_id *ccs_coalesce_identity(uint64_t comm, uintptr_t ha
 /* Counts one call of ID and says whether to defer it, perform it as the
  * coalesced real call, or pass it through untouched. */
 CCS_HIDDEN enum ccs_coalesce_action ccs_coalesce_decide(struct ccs_coal_id *id);
+
+/* The NCCL path remembers the stream of the last call on ID, so that a
+ * completion before the optimizer step can be queued behind it. */
+static inline void ccs_coalesce_note_stream(struct ccs_coal_id *id, const void *stream)
+{
+    atomic_store_explicit(&id->stream, (uintptr_t)stream, memory_order_relaxed);
+}
 
 /* Visits every identity (step markers, reports). */
 CCS_HIDDEN void ccs_coalesce_foreach(void (*fn)(struct ccs_coal_id *, void *), void *arg);
@@ -147,6 +158,23 @@ CCS_HIDDEN void ccs_coalesce_step_end(uint64_t step);
 
 /* Forgets what auto learned and agreed (a new policy put in force). */
 CCS_HIDDEN void ccs_coalesce_learning_reset(void);
+
+/* Deferred calls on this rank still waiting for their real reduction. */
+CCS_HIDDEN uint64_t ccs_coalesce_pending_calls(void);
+
+/* Completes every identity left with deferred calls before an optimizer
+ * step reads the buffers (ccshim_coalesce_complete).  BY_CALLER: the caller
+ * averaged the values itself; otherwise each buffer gets a real reduction
+ * through the backend's completion service, in the same order on every
+ * rank.  Returns the identities completed, or -1 when one could not be. */
+CCS_HIDDEN int64_t ccs_coalesce_complete(int by_caller);
+
+/* A backend's completion service: makes ID's receive buffer hold the mean
+ * over the communicator's members of what each holds now (the reduction the
+ * deferred calls stood for; docs/coalescing.md).  Collective over ID's
+ * communicator.  Returns 0, or -1 (logged). */
+typedef int (*ccs_coalesce_complete_fn)(struct ccs_coal_id *id);
+extern CCS_HIDDEN ccs_coalesce_complete_fn ccs_coalesce_completer[CCS_COALESCE_BACKENDS];
 
 /* At the end of the run (MPI_Finalize, exit): the same verification, and a
  * one-line account of deferred and real calls. */

@@ -139,6 +139,22 @@ static int mpi_agree(size_t n, const uint64_t *comms, const int32_t *sizes, cons
     return 0;
 }
 
+/* Completion (coalesce_complete.c): the buffer's real SUM over the
+ * communicator, divided by its size.  Only float32 and float64 reach here:
+ * MPI has no 16-bit floating-point type that ccshim coalesces. */
+static int mpi_complete(struct ccs_coal_id *id)
+{
+    MPI_Datatype dt = id->dtype == CCS_DT_FLOAT32 ? MPI_FLOAT : id->dtype == CCS_DT_FLOAT64 ? MPI_DOUBLE
+                                                                                         : MPI_DATATYPE_NULL;
+    if (dt == MPI_DATATYPE_NULL || id->count > (uint64_t)INT32_MAX || id->size < 1 || !CCS_REAL(Allreduce))
+        return -1;
+    void *buf = (void *)id->recv;
+    MPI_Comm comm = (MPI_Comm)id->handle;
+    if (ccs_real_Allreduce(MPI_IN_PLACE, buf, (int)id->count, dt, MPI_SUM, comm) != MPI_SUCCESS)
+        return -1;
+    return ccs_coalesce_scale_host(buf, buf, id->count, id->dtype, 1.0 / id->size);
+}
+
 static void mpi_abort(int code)
 {
     PMPI_Abort(MPI_COMM_WORLD, code);
@@ -150,6 +166,7 @@ void ccs_coalesce_mpi_init(void)
     if (p->mode == CCS_COALESCE_OFF)
         return;
     ccs_coalesce_abort_hook = mpi_abort;
+    ccs_coalesce_completer[CCS_BE_MPI] = mpi_complete;
     if (p->mode != CCS_COALESCE_AUTO || agree_comm != MPI_COMM_NULL)
         return;
     if (!CCS_REAL(Comm_dup) || ccs_real_Comm_dup(MPI_COMM_WORLD, &agree_comm) != MPI_SUCCESS) {

@@ -193,6 +193,32 @@ static int factor_op(int dev, ncclDataType_t dt, double factor, ncclRedOp_t *op)
     return rc;
 }
 
+/* Completion (coalesce_complete.c), on the stream of ID's last call: the
+ * buffer's real SUM over ID's communicator, then a multiplication by 1/W
+ * on the private communicator, both queued in the caller's stream order. */
+static int nccl_complete(struct ccs_coal_id *id)
+{
+    ncclDataType_t dt;
+    switch (id->dtype) {
+    case CCS_DT_FLOAT32: dt = ncclFloat32; break;
+    case CCS_DT_FLOAT64: dt = ncclFloat64; break;
+    case CCS_DT_FLOAT16: dt = ncclFloat16; break;
+    case CCS_DT_BFLOAT16: dt = ncclBfloat16; break;
+    default: return -1;
+    }
+    int dev = atomic_load_explicit(&id->aux, memory_order_relaxed);
+    __typeof__(&pncclAllReduce) real = CCS_NCCL_REAL(AllReduce);
+    ncclComm_t self = dev >= 0 && dev < MAX_DEVS ? ready_self_comm(dev) : NULL;
+    ncclRedOp_t mean;
+    if (!real || !self || id->size < 1 || factor_op(dev, dt, 1.0 / id->size, &mean) != 0)
+        return -1;
+    void *buf = (void *)id->recv;
+    cudaStream_t stream = (cudaStream_t)atomic_load_explicit(&id->stream, memory_order_relaxed);
+    if (real(buf, buf, id->count, dt, ncclSum, (ncclComm_t)id->handle, stream) != ncclSuccess)
+        return -1;
+    return real(buf, buf, id->count, dt, mean, self, stream) == ncclSuccess ? 0 : -1;
+}
+
 int ccs_coalesce_nccl_allreduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
                                 ncclComm_t comm, cudaStream_t stream, int in_group, void *ra, ncclResult_t *rc)
 {
@@ -219,8 +245,11 @@ int ccs_coalesce_nccl_allreduce(const void *send, void *recv, size_t count, nccl
     if (!id)
         return 0;
     int dev = device_of(id, comm);
-    if (CCS_UNLIKELY(!atomic_load_explicit(&self_comm[dev], memory_order_relaxed)))
+    if (CCS_UNLIKELY(!atomic_load_explicit(&self_comm[dev], memory_order_relaxed))) {
         make_self_comm(dev, in_group);
+        ccs_coalesce_completer[CCS_BE_NCCL] = nccl_complete;
+    }
+    ccs_coalesce_note_stream(id, stream);
     enum ccs_coalesce_action act = ccs_coalesce_decide(id);
     if (act == CCS_COALESCE_PASS)
         return 0;

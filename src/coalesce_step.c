@@ -28,7 +28,7 @@ ccs_coalesce_agree_fn ccs_coalesce_agree;
 
 #define MAX_COMMS 64 /* communicators with candidates, per agreement */
 
-static int agreed_done; /* auto: agreement held (whatever its outcome) */
+static int overflow_logged, no_agreement_logged;
 
 /* ------------------------------------------------------------ verification */
 
@@ -80,19 +80,49 @@ static int verify(uint64_t step, const char *when)
 
 /* ---------------------------------------------------------------- learning */
 
+/* auto learns each identity on its own, from the counts of its calls per
+ * step: it qualifies with N once CCSHIM_COALESCE_LEARN_STEPS consecutive
+ * counted steps each called it N >= 2 times.  The step it first appears in
+ * may be partial (DDP rebuilds its buckets in the middle of step 0, so the
+ * new buffers see m-1 calls there and m in every later step): a count that
+ * differs from the previous one restarts the run, so such an identity
+ * qualifies one step later than one seen whole from the start.  A step in
+ * which it was not called at all (a second optimizer's marker, a bucket
+ * that moved) is not counted. */
 struct learn {
     uint32_t step;     /* the step that just ended */
-    int last;          /* 1 at the marker that ends learning */
+    int broken;        /* coalesced identities whose count changed */
 };
 
 static void learn_one(struct ccs_coal_id *id, void *arg)
 {
-    const struct learn *l = arg;
+    struct learn *l = arg;
     uint32_t n = atomic_load_explicit(&id->in_step, memory_order_relaxed);
-    if (id->first_step == l->step && id->learned == 0)
+    uint32_t period = atomic_load_explicit(&id->period, memory_order_relaxed);
+    if (n == 0)
+        return;
+    if (period >= 2) {
+        if (n == period)
+            return;
+        /* The schedule changed under a coalesced identity: every call of
+         * the step was either real or completed (verify() has run), so it
+         * goes back to learning, all real, and is agreed on again. */
+        char d[256];
+        ccs_coalesce_describe(id, d, sizeof d);
+        CCS_LOG(INFO, "coalescing auto: %s: %u call(s) in step %u instead of %u; learning it again", d, n, l->step,
+                period);
+        atomic_store_explicit(&id->period, 0, memory_order_relaxed);
         id->learned = n;
-    else if (n != id->learned)
-        id->learn_ok = 0;
+        id->learn_run = 1;
+        l->broken++;
+        return;
+    }
+    if (n == id->learned)
+        id->learn_run++;
+    else {
+        id->learned = n;
+        id->learn_run = 1;
+    }
 }
 
 struct digest {
@@ -106,9 +136,12 @@ struct digest {
     int overflow;
 };
 
+/* An identity ready to be agreed on now: learned, not coalesced yet, and
+ * not refused by its communicator before with the same count. */
 static int qualifies(const struct ccs_coal_id *id)
 {
-    return id->learn_ok && id->learned >= 2;
+    return atomic_load_explicit(&id->period, memory_order_relaxed) == 0 && id->learned >= 2 &&
+           id->learn_run >= (uint32_t)ccs_cfg.coalesce_learn_steps && id->agree_failed != id->learned;
 }
 
 static int comm_slot(struct digest *d, const struct ccs_coal_id *id)
@@ -151,22 +184,27 @@ static void enable_one(struct ccs_coal_id *id, void *arg)
     struct digest *d = arg;
     if (!qualifies(id))
         return;
-    for (size_t i = 0; i < d->n; i++)
-        if (d->comm[i] == id->comm && d->agreed[i]) {
-            char desc[256];
-            ccs_coalesce_describe(id, desc, sizeof desc);
-            CCS_LOG(INFO, "coalescing auto: %s: %u calls per step, the last real", desc, id->learned);
-            atomic_store_explicit(&id->pending, 0, memory_order_relaxed);
-            atomic_store_explicit(&id->period, id->learned, memory_order_relaxed);
+    for (size_t i = 0; i < d->n; i++) {
+        if (d->comm[i] != id->comm)
+            continue;
+        char desc[256];
+        ccs_coalesce_describe(id, desc, sizeof desc);
+        if (!d->agreed[i]) {
+            id->agree_failed = id->learned; /* not again with the same count */
+            return;
         }
+        CCS_LOG(INFO, "coalescing auto: %s: %u calls per step, the last real", desc, id->learned);
+        atomic_store_explicit(&id->pending, 0, memory_order_relaxed);
+        atomic_store_explicit(&id->period, id->learned, memory_order_relaxed);
+    }
 }
 
 /* Agreement over desync's side channel: one ccs_desync_agree_u64 per
  * communicator, in increasing identity order on every rank (so two ranks
  * never wait for each other on different communicators); agreed when the
  * largest and the smallest digest of the members are equal.  A member with
- * no candidates there never answers: the others time out, once, and
- * coalesce nothing on it either. */
+ * no candidates there never answers: the others time out, once per count,
+ * and coalesce nothing on it either. */
 #define AGREE_TIMEOUT_MS 30000
 static void desync_agree(struct digest *d)
 {
@@ -190,27 +228,51 @@ static void desync_agree(struct digest *d)
     }
 }
 
-static void agree_and_enable(void)
+/* The MPI fallback agrees through a collective on a private communicator,
+ * so every rank must hold the round at the same marker whether or not it
+ * has candidates: at each of the first MPI_ROUNDS_EARLY markers since the
+ * policy was put in force, then at every MPI_ROUNDS_EVERY-th (the same
+ * markers on every rank, as their steps are). */
+#define MPI_ROUNDS_EARLY 16
+#define MPI_ROUNDS_EVERY 16
+static uint64_t markers; /* since the policy was put in force */
+
+static int mpi_round_due(void)
+{
+    return markers <= MPI_ROUNDS_EARLY || markers % MPI_ROUNDS_EVERY == 0;
+}
+
+static void agree_and_enable(uint64_t step)
 {
     static struct digest d; /* the marker path is single-threaded per process */
     memset(&d, 0, sizeof d);
     ccs_coalesce_foreach(digest_one, &d);
     if (d.overflow)
-        CCS_LOG(WARN, "coalescing auto: candidates on more than %d communicators; the others stay uncoalesced",
-                MAX_COMMS);
+        ccs_log_once(&overflow_logged, CCS_LOG_WARN,
+                     "coalescing auto: candidates on more than %d communicators; the others stay uncoalesced",
+                     MAX_COMMS);
     const char *how;
     if (ccs_desync_active()) {
+        if (d.n == 0)
+            return;
         how = "the side channel";
         desync_agree(&d);
     } else if (ccs_coalesce_agree) {
+        if (!mpi_round_due())
+            return;
         how = "a private MPI communicator";
         if (ccs_coalesce_agree(d.n, d.comm, d.size, d.dig, d.agreed) != 0) {
-            CCS_LOG(WARN, "coalescing auto: the agreement between ranks failed; nothing is coalesced");
+            CCS_LOG(WARN, "coalescing auto: the agreement between ranks failed; nothing more is coalesced");
+            ccs_coalesce_agree = NULL;
             return;
         }
+        if (d.n == 0)
+            return;
     } else {
-        CCS_LOG(WARN, "coalescing auto: no way to agree with the other ranks in this process (no side channel: "
-                      "CCSHIM_DESYNC=0 or not started, and no MPI); nothing is coalesced");
+        if (d.n)
+            ccs_log_once(&no_agreement_logged, CCS_LOG_WARN,
+                         "coalescing auto: no way to agree with the other ranks in this process (no side channel: "
+                         "CCSHIM_DESYNC=0 or not started, and no MPI); nothing is coalesced");
         return;
     }
     size_t ok = 0;
@@ -218,19 +280,23 @@ static void agree_and_enable(void)
         ok += d.agreed[i];
         if (!d.agreed[i])
             CCS_LOG(WARN, "coalescing auto: the members of communicator %016llx learned different schedules; "
-                          "nothing is coalesced on it",
+                          "its new candidates are not coalesced",
                     (unsigned long long)d.comm[i]);
     }
-    CCS_LOG(INFO, "coalescing auto: agreed on %zu of %zu communicator(s) through %s", ok, d.n, how);
+    CCS_LOG(INFO, "coalescing auto: agreed on %zu of %zu communicator(s) through %s at step %llu", ok, d.n, how,
+            (unsigned long long)step);
     ccs_coalesce_foreach(enable_one, &d);
 }
 
-void ccs_coalesce_learning_reset(void) { agreed_done = 0; }
+void ccs_coalesce_learning_reset(void) { markers = 0; }
 
 static void reset_step(struct ccs_coal_id *id, void *arg)
 {
     (void)arg;
     atomic_store_explicit(&id->in_step, 0, memory_order_relaxed);
+    /* every:N restarts its cycle at each step: a completion or a short
+     * step never shifts the real call of the next one. */
+    atomic_store_explicit(&id->pending, 0, memory_order_relaxed);
 }
 
 void ccs_coalesce_step_end(uint64_t step)
@@ -241,13 +307,11 @@ void ccs_coalesce_step_end(uint64_t step)
     char when[64];
     snprintf(when, sizeof when, "step %llu", (unsigned long long)(step ? step - 1 : 0));
     verify(step, when);
-    if (p->mode == CCS_COALESCE_AUTO && !agreed_done && atomic_load(&ccs_coalesce_on)) {
+    markers++;
+    if (p->mode == CCS_COALESCE_AUTO && atomic_load(&ccs_coalesce_on)) {
         struct learn l = {.step = (uint32_t)(step ? step - 1 : 0)};
         ccs_coalesce_foreach(learn_one, &l);
-        if (step >= (uint64_t)ccs_cfg.coalesce_learn_steps) {
-            agreed_done = 1;
-            agree_and_enable();
-        }
+        agree_and_enable(step);
     }
     ccs_coalesce_foreach(reset_step, NULL);
 }

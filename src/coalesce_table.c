@@ -76,7 +76,10 @@ static struct ccs_coal_id *insert(uint64_t h, uint64_t comm, uintptr_t handle, i
             e->ordinal = ordinal;
             e->first_step = ccs_step_now();
             e->learned = 0;
-            e->learn_ok = 1;
+            e->learn_run = 0;
+            e->agree_failed = 0;
+            e->completions = 0;
+            atomic_store_explicit(&e->stream, 0, memory_order_relaxed);
             atomic_store_explicit(&e->aux, -1, memory_order_relaxed);
             const struct ccs_coalesce_policy *p = ccs_coalesce_policy();
             atomic_store_explicit(&e->period, p->mode == CCS_COALESCE_EVERY ? p->every : 0, memory_order_relaxed);

@@ -15,7 +15,8 @@ libccscore_la_SOURCES = \
 	src/ccs_config.h src/ccs_kinds.h src/config_table.h src/log.h src/shim.h src/trace_format.h \
 	src/callsite.c src/clock.c src/comm.c src/config.c src/fingerprint.c src/log.c src/names.c \
 	src/real.c src/record.c src/ring.c src/runtime.c src/trace_writer.c \
-	src/coalesce.h src/coalesce_policy.c src/coalesce_table.c src/coalesce_defer.c src/coalesce_step.c
+	src/coalesce.h src/coalesce_policy.c src/coalesce_table.c src/coalesce_defer.c src/coalesce_step.c \
+	src/coalesce_complete.c
 # Desync detection (docs/desync.md).
 libccscore_la_SOURCES += src/desync.h src/desync.c src/desync_proto.h src/desync_proto.c src/desync_rules.h \
 	src/desync_rules.c src/desync_shm.h src/desync_shm.c src/desync_tcp.h src/desync_tcp.c src/desync_collect.h \

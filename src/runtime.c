@@ -255,8 +255,31 @@ void ccs_runtime_finish(int reason, int signo)
 
 /* ---------------------------------------------------------- public API */
 
+/* Collectives issued so far on the live communicators (a retired one drops
+ * out of the sum: ccshim_step_collectives saturates at 0 then). */
+static void add_seq(struct ccs_comm *c, void *arg)
+{
+    *(uint64_t *)arg += atomic_load_explicit(&c->seq, memory_order_relaxed);
+}
+
+static uint64_t collectives_so_far(void)
+{
+    uint64_t n = 0;
+    ccs_comm_foreach(add_seq, &n);
+    return n;
+}
+
+static _Atomic uint64_t collectives_at_mark;
+
+uint64_t ccshim_step_collectives(void)
+{
+    uint64_t now = collectives_so_far(), then = atomic_load(&collectives_at_mark);
+    return now > then ? now - then : 0;
+}
+
 uint64_t ccshim_step_mark(void)
 {
+    atomic_store(&collectives_at_mark, collectives_so_far());
     uint64_t s = atomic_fetch_add(&ccs_step, 1) + 1;
     ccs_record_mark(CCS_KIND_STEP, (uint32_t)s);
     ccs_coalesce_step_end(s); /* verification, auto learning (coalesce_step.c) */
