@@ -12,7 +12,10 @@
  *
  *   coal_ddp [--steps S] [--minibatches K] [--buckets NB] [--count N]
  *            [--float] [--out-of-place] [--nonblocking] [--per-step]
- *            [--short-last] [--extra KIND] [--no-mark]
+ *            [--short-last] [--extra KIND] [--no-mark] [--complete]
+ *   --complete: before each optimizer step, when coalescing left deferred
+ *            reductions pending, complete them (ccshim_coalesce_complete)
+ *            and take the gradient from the completed buckets again.
  *   --extra max|int|small|avg-like: one more reduction per mini-batch that
  *            coalescing must pass through untouched (MPI_MAX on a bucket,
  *            MPI_INT counts, an 8-byte scalar); its result is checked.
@@ -25,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int steps = 4, kmb = 8, nb = 2, count = 1000, use_float, oop, nonblocking, per_step, short_last, no_mark;
+static int steps = 4, kmb = 8, nb = 2, count = 1000, use_float, oop, nonblocking, per_step, short_last, no_mark, complete;
 static const char *extra = "";
 static int rank, W;
 
@@ -53,6 +56,7 @@ static void parse(int argc, char **argv)
         else if (!strcmp(a, "--per-step")) per_step = 1;
         else if (!strcmp(a, "--short-last")) short_last = 1;
         else if (!strcmp(a, "--no-mark")) no_mark = 1;
+        else if (!strcmp(a, "--complete")) complete = 1;
         else {
             fprintf(stderr, "coal_ddp: unknown argument '%s'\n", a);
             exit(2);
@@ -169,6 +173,10 @@ int main(int argc, char **argv)
         }
         if (per_step)
             sync(bk, g);
+        if (complete && CCSHIM_COALESCE_PENDING() && CCSHIM_COALESCE_COMPLETE() >= 0)
+            for (int j = 0; j < nb; j++) /* the buckets hold the reduction now */
+                for (int i = 0; i < bk[j].len; i++)
+                    put(g, bk[j].off + i, get(oop ? bk[j].recv : bk[j].buf, i));
         for (int i = 0; i < np; i++) /* optimizer step */
             put(p, i, get(p, i) - 0.05 * get(g, i));
         if (!no_mark)

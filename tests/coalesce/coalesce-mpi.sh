@@ -12,7 +12,7 @@ ccs_have_mpi || tap_skip_all "built without MPI"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 prog="$top_builddir/tests/coalesce/coal_ddp"
 [ -x "$prog" ] || tap_skip_all "tests/coalesce/coal_ddp not built"
-tap_plan 27
+tap_plan 33
 
 K=6 STEPS=3 NB=2
 # run NAME NP [--set ...] -- ARGS: coal_ddp under ccshim-run; out/err in $CCS_TMP/NAME.*
@@ -34,6 +34,12 @@ counts() {
         END { printf "%d %d %d\n", r, d, c }'
 }
 # per_step NAME: one line per (step, rank): real and deferred bucket reductions
+# rel_to REF NAME: "ok" when NAME's parameter sum is within 1e-12 of REF's
+rel_to() {
+    awk -v a="$(awk '$1=="sum"{print $2}' "$CCS_TMP/$1.out")" -v b="$(awk '$1=="sum"{print $2}' "$CCS_TMP/$2.out")" \
+        'BEGIN { a += 0; b += 0; d = a - b; if (d < 0) d = -d; if (a < 0) a = -a;
+                 print (d <= 1e-12 * a) ? "ok" : "off by " d / a }'
+}
 per_step() {
     "$CCSHIM_AUDIT" --tsv-records "$CCS_TMP/$1.tr" 2>/dev/null | awk -F'\t' '
         !/^#/ && $4=="allreduce" && $6 ~ /float/ && $7=="sum" && $5 > 1 { k=$10" "$1; if ($11 ~ /deferred/) d[k]++; else r[k]++; s[k]=1 }
@@ -88,11 +94,7 @@ for s in 0 1 2 3 4; do for r in 0 1; do
 "; fi; done; done
 tap_eq "auto: all real while learning (steps 0-1), then one real per bucket per step" "$expect" "$(per_step auto)
 "
-rel=$(awk -v a="$(awk '$1=="sum"{print $2}' "$CCS_TMP/refa.out")" \
-          -v b="$(awk '$1=="sum"{print $2}' "$CCS_TMP/auto.out")" \
-          'BEGIN { a += 0; b += 0; d = a - b; if (d < 0) d = -d; if (a < 0) a = -a;
-                   print (d <= 1e-12 * a) ? "ok" : "off by " d / a }')
-tap_eq "auto: parameters equal to per-step within 1e-12 relative" ok "$rel"
+tap_eq "auto: parameters equal to per-step within 1e-12 relative" ok "$(rel_to refa auto)"
 run autom 2 --set CCSHIM_COALESCE=auto --set CCSHIM_DESYNC=0 --set CCSHIM_LOG_LEVEL=info -- 
 tap_eq "auto without the side channel: agreed through a private MPI communicator, same schedule" \
     "2 $(per_step auto | tr '\n' ' ')" \
@@ -131,4 +133,24 @@ tap_check "  ... naming the step and the remedy" grep -q "step $((STEPS - 1)) en
 rc=$?
 tap_check "shorter last step, CCSHIM_ON_DESYNC=abort: the job ends with an error" test "$rc" -ne 0
 tap_check "  ... after saying why" grep -q "CCSHIM_ON_DESYNC=abort: ending the job" "$CCS_TMP/shorta.err"
+
+# 8. The same short step completed before the optimizer step
+# (ccshim_coalesce_complete): the parameters of the uncoalesced run, no error.
+run refs 2 -- --short-last --per-step
+run shortc 2 --set CCSHIM_COALESCE=every:$K --set CCSHIM_LOG_LEVEL=info -- --short-last --complete
+tap_eq "shorter last step completed: runs, no error, parameters bitwise those of per-step" \
+    "0 0 $(digest refs)" "$? $(grep -c 'without their real reduction' "$CCS_TMP/shortc.err") $(digest shortc)"
+tap_eq "  ... one line per rank says it was completed by a real reduction" 2 \
+    "$(grep -c "step $((STEPS - 1)) ended with $((NB * (K - 1))) deferred all-reduce(s) on $NB buffer(s) before their real one; completed by a real reduction" "$CCS_TMP/shortc.err")"
+# A wrong every:N (4 does not divide the 6 calls of a step): completed every
+# step, never wrong, and the same under abort.
+(CCSHIM_ON_DESYNC=abort; export CCSHIM_ON_DESYNC; run wrongn 2 --set CCSHIM_COALESCE=every:4 -- --complete)
+tap_eq "every:4 on 6 calls per step, completed: rc 0, parameters within 1e-12 of per-step" \
+    "0 ok" "$? $(rel_to ref wrongn)"
+tap_eq "  ... per step and rank: one real call per bucket in the trace, five deferred (the completion is not a job call)" \
+    "$NB $((NB * 5))" "$(per_step wrongn | awk '{print $3 " " $4}' | sort -u)"
+(CCSHIM_ON_DESYNC=abort; export CCSHIM_ON_DESYNC; run autos 2 --set CCSHIM_COALESCE=auto -- --short-last --complete)
+tap_eq "auto, shorter last step completed under abort: rc 0, parameters within 1e-12 of per-step" \
+    "0 ok" "$? $(rel_to refs autos)"
+tap_check "  ... the job was coalesced before the short step" grep -q "answered locally" "$CCS_TMP/autos.err"
 tap_done
