@@ -56,7 +56,7 @@
     X(coalesce_min_bytes, "CCSHIM_COALESCE_MIN_BYTES", INT, "1024",                                         \
       "smallest all-reduce coalesced, in bytes per rank; smaller ones (scalars, metadata) pass through")  \
     X(coalesce_learn_steps, "CCSHIM_COALESCE_LEARN_STEPS", INT, "2",                                        \
-      "auto: steps observed (all reductions real) before N is agreed and deferring starts, 1..1000")      \
+      "auto: consecutive steps with the same count per identity (all real) before N is agreed, 1..1000")      \
     X(coalesce_include, "CCSHIM_COALESCE_INCLUDE", STR, "",                                                 \
       "coalesce only calls whose call stack names one of these comma-separated substrings; empty: all")  \
     X(coalesce_exclude, "CCSHIM_COALESCE_EXCLUDE", STR, "",                                                 \
