@@ -8,5 +8,5 @@ bench_mpi_loop_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
 bench_mpi_loop_LDADD = $(MPI_LIBS)
 bench_hotpath_SOURCES = bench/hotpath.c
 bench_hotpath_CFLAGS = $(AM_CFLAGS) -O2
-bench_hotpath_LDADD = libccscore.la -lpthread
+bench_hotpath_LDADD = libccsparts.la -lpthread
 endif

@@ -6,6 +6,7 @@
  */
 #include "desync_nccl.h"
 #include "desync.h"
+#include "registry.h"
 #include "nccl_internal.h"
 
 struct abort_ctx {
@@ -41,6 +42,6 @@ void ccs_desync_nccl_init(void)
 {
     static atomic_int registered;
     if (!atomic_exchange(&registered, 1))
-        ccs_desync_set_abort(abort_comms, NULL);
+        ccs_abort_register(abort_comms, NULL);
     ccs_desync_start(); /* idempotent; waits for the rank to be known */
 }
