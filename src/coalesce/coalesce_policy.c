@@ -81,7 +81,8 @@ void ccs_coalesce_configure(const struct ccs_coalesce_policy *p)
         CCS_LOG(INFO, "coalescing every:%u: %u of every %u eligible all-reduces per identity answered locally",
                 policy.every, policy.every - 1, policy.every);
     else
-        CCS_LOG(INFO, "coalescing auto: learning calls per step over %ld step(s) before deferring anything",
+        CCS_LOG(INFO, "coalescing auto: each all-reduce identity is coalesced once %ld consecutive step(s) called it "
+                      "the same number of times and the ranks agree; all real until then",
                 ccs_cfg.coalesce_learn_steps);
     atomic_store(&ccs_coalesce_on, 1);
 }
