@@ -514,9 +514,10 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
         CCS_FLAG_LIST(CCS_X)
 #undef CCS_X
         fprintf(a->tsv_records_out,
-                "%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\n",
+                "%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\t%" PRIx64
+                "\n",
                 (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
-                ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site);
+                ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site, r->buf);
     }
     if (a->chrome && step >= a->chrome_first && step <= a->chrome_last) {
         char nb[256] = "";
