@@ -401,7 +401,8 @@ static int scan_imported(const char *line, size_t l, const char *dir, int depth,
     } else {
         names = p + 6; /* import a.b as c, d */
     }
-    for (char *tok = strtok(names, ","); tok; tok = strtok(NULL, ",")) {
+    char *save = NULL; /* strtok_r: scan_file below recurses into this function */
+    for (char *tok = strtok_r(names, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (*tok == ' ' || *tok == '\t' || *tok == '(')
             tok++;
         size_t ml = 0;

@@ -4,7 +4,7 @@
 # its own files after a move, and a clear error (never a run without ccshim)
 # when a library or the Python helper is missing.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 25
+tap_plan 26
 "$CCSHIM_RUN" --help > "$CCS_TMP/help" 2>&1
 tap_eq "--help exits 0" 0 $?
 # Every variable of the table (parsed from src/core/config_table.h) is in --help
@@ -53,12 +53,18 @@ printf 'import sys\nimport helper as h\n' > "$CCS_TMP/py/indirect.py"
 printf 'import numpy\ntry:\n    import mpi4py.MPI as MPI\nexcept ImportError:\n    pass\n' > "$CCS_TMP/py/helper.py"
 printf 'import torch\n# mpi4py is only named in this comment\nprint("mpi4py")\n' > "$CCS_TMP/py/plain.py"
 printf '#!/usr/bin/env python3\nfrom mpi4py import MPI\n' > "$CCS_TMP/py/shebang"
+# Two local modules on one import line, the first with imports of its own:
+# the second must still be read.
+printf 'import os, first, second\n' > "$CCS_TMP/py/two.py"
+printf 'import sys, json\nfrom . import third\n' > "$CCS_TMP/py/first.py"
+printf 'x = 1\n' > "$CCS_TMP/py/third.py"
+printf 'if True:\n    from mpi4py import MPI\n' > "$CCS_TMP/py/second.py"
 chmod +x "$CCS_TMP/py/shebang"
 choice() { "$CCSHIM_RUN" --print-env "$@" 2> "$CCS_TMP/why" | sed -n 's/^LD_PRELOAD=\([^:]*\).*/\1/p' | xargs -r basename; }
 if [ -z "$PY" ]; then
-    for t in 1 2 3 4 5 6; do tap_skip "python program $t" "no python3"; done
+    for t in 1 2 3 4 5 6 7; do tap_skip "python program $t" "no python3"; done
 elif [ ! -e "$top_builddir/.libs/libccshim-mpi.so" ]; then
-    for t in 1 2 3 4 5 6; do tap_skip "python program $t" "built without MPI"; done
+    for t in 1 2 3 4 5 6 7; do tap_skip "python program $t" "built without MPI"; done
 else
     tap_eq "python3 SCRIPT importing mpi4py gets libccshim-mpi.so" "libccshim-mpi.so" \
         "$(choice -v -- python3 -u "$CCS_TMP/py/direct.py" arg)"
@@ -66,6 +72,8 @@ else
         grep -qx "ccshim-run: preloading libccshim-mpi.so ($top_builddir/.libs/libccshim-mpi.so): Python program: $CCS_TMP/py/direct.py imports mpi4py (line 2)" "$CCS_TMP/why"
     tap_eq "a script whose local module imports mpi4py gets libccshim-mpi.so" "libccshim-mpi.so:helper.py imports mpi4py (line 3)" \
         "$(choice -v -- "$PY" "$CCS_TMP/py/indirect.py"):$(sed -n 's/.*\/\(helper.py imports.*\)/\1/p' "$CCS_TMP/why")"
+    tap_eq "import a, b: b read after a's own imports" "libccshim-mpi.so:second.py imports mpi4py (line 2)" \
+        "$(choice -v -- python3 "$CCS_TMP/py/two.py"):$(sed -n 's/.*\/\(second.py imports.*\)/\1/p' "$CCS_TMP/why")"
     tap_eq "python3 -c and a #! python script importing mpi4py get libccshim-mpi.so" "libccshim-mpi.so libccshim-mpi.so" \
         "$(choice -- python3 -c 'from mpi4py import MPI') $(choice -- "$CCS_TMP/py/shebang")"
     tap_eq "a script that only mentions mpi4py outside an import gets libccshim.so" "libccshim.so" \
