@@ -9,7 +9,7 @@
 . "$top_srcdir/tests/tap.sh"
 MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
-tap_plan 41
+tap_plan 43
 D=$CCS_TMP
 
 # jq-like field extraction with python3: q FILE EXPR (EXPR uses d)
@@ -106,6 +106,15 @@ tap_eq "float64 AVG 5 times per marked step: advice names k = 5" \
     "warning 5 allreduce reduces the same buffer 5 times per step (comm 9e3779b97f4a7c15)|1" \
     "$(rf "$D/f64.json")|$(ra "$D/f64.json" | grep -c 'CCSHIM_COALESCE=auto (or CCSHIM_COALESCE=every:5, as every step and rank makes 5)')"
 "$MKTRACE" --ranks 2 --steps 3 --micro 3 --dtype bfloat16 "$D/bf"
+# DDP's bucket rebuild in step 0: the first mini-batch reduces the old
+# buffers, the 7 others the new ones, then 8 per step: auto, no every:N.
+"$MKTRACE" --ranks 2 --steps 3 --micro 8 --rebuild "$D/rb"
+"$CCSHIM_AUDIT" --json "$D/rb" > "$D/rb.json"
+tap_eq "bucket rebuild in step 0: k 7 to 8, step 0's evidence says 7" \
+    "warning 8 allreduce reduces the same buffer 7 to 8 times per step (comm 9e3779b97f4a7c15)|1" \
+    "$(rf "$D/rb.json")|$(q "$D/rb.json" 'd["findings"][0]["evidence"]' | grep -c '^step 0: rank 0 reduced one 25.0 MiB buffer (6553600 float32, sum) 7 times')"
+tap_eq "bucket rebuild in step 0: CCSHIM_COALESCE=auto, no every:N" "1 0" \
+    "$(ra "$D/rb.json" | grep -c 'Run with CCSHIM_COALESCE=auto, .*no every:N fits') $(ra "$D/rb.json" | grep -c 'every:[0-9]')"
 tap_eq "bfloat16 SUM 3 times per marked step: k = 3" "warning 3 allreduce reduces the same buffer 3 times per step (comm 9e3779b97f4a7c15)" \
     "$("$CCSHIM_AUDIT" --json "$D/bf" > "$D/bf.json"; rf "$D/bf.json")"
 

@@ -40,7 +40,7 @@ static int usage(void)
           "               [--deferred] [--no-markers] [--head H] [--desync RANK:STEP] [--no-end RANK]\n"
           "               [--cut RANK:BYTES] [--dropped N] [--reports] [--job J] [--host H]\n"
           "               [--dtype int32|int64|uint8|float16|bfloat16|float32|float64]\n"
-          "               [--op sum|avg|max|min|prod] [--alias SIZE] OUTDIR\n"
+          "               [--op sum|avg|max|min|prod] [--alias SIZE] [--rebuild] OUTDIR\n"
           "       mktrace --broken not-a-trace|newer-version|other-byteorder|truncated-header|damaged-chunk FILE\n",
           stderr);
     return 2;
@@ -49,11 +49,13 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"ranks", 1, 0, 'r'},        {"steps", 1, 0, 's'},    {"buckets", 1, 0, 'b'},    {"micro", 1, 0, 'm'},
-        {"no-allgather", 0, 0, 'A'}, {"deferred", 0, 0, 'd'}, {"no-markers", 0, 0, 'M'}, {"head", 1, 0, 'H'},
-        {"desync", 1, 0, 'D'},       {"no-end", 1, 0, 'E'},   {"cut", 1, 0, 'c'},        {"dropped", 1, 0, 'x'},
-        {"reports", 0, 0, 'R'},      {"job", 1, 0, 'j'},      {"host", 1, 0, 'h'},       {"broken", 1, 0, 'B'},
-        {"dtype", 1, 0, 'T'},        {"op", 1, 0, 'O'},       {"alias", 1, 0, 'a'},      {0, 0, 0, 0},
+        {"ranks", 1, 0, 'r'},      {"steps", 1, 0, 's'},        {"buckets", 1, 0, 'b'},
+        {"micro", 1, 0, 'm'},      {"no-allgather", 0, 0, 'A'}, {"deferred", 0, 0, 'd'},
+        {"no-markers", 0, 0, 'M'}, {"head", 1, 0, 'H'},         {"desync", 1, 0, 'D'},
+        {"no-end", 1, 0, 'E'},     {"cut", 1, 0, 'c'},          {"dropped", 1, 0, 'x'},
+        {"reports", 0, 0, 'R'},    {"job", 1, 0, 'j'},          {"host", 1, 0, 'h'},
+        {"broken", 1, 0, 'B'},     {"dtype", 1, 0, 'T'},        {"op", 1, 0, 'O'},
+        {"alias", 1, 0, 'a'},      {"rebuild", 0, 0, 'W'},      {0, 0, 0, 0},
     };
     struct tg_opts o;
     const char *broken = NULL;
@@ -107,6 +109,9 @@ int main(int argc, char **argv)
                 fprintf(stderr, "mktrace: bad --alias size '%s'\n", optarg);
                 return 2;
             }
+            break;
+        case 'W':
+            o.rebuild = 1;
             break;
         case 'x':
             o.dropped = strtoull(optarg, NULL, 10);

@@ -11,6 +11,7 @@
 
 #define WORLD_COMM 0x9e3779b97f4a7c15ull
 #define BUCKET_BASE 0x7f3a00000000ull
+#define OLD_BUCKET_BASE 0x7f3900000000ull /* the buckets before --rebuild */
 #define CHUNK_RECORDS 4096
 
 /* The functions whose addresses stand for the job's call sites, so that
@@ -283,7 +284,9 @@ int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path
         for (int mb2 = 0; mb2 < o->micro; mb2++) {
             t += 50000; /* the mini-batch's compute */
             for (int b = 0; b < o->nbuckets; b++)
-                bucket_call(w, o, &seq, &t, step, o->bucket_bytes[b], BUCKET_BASE + (uint64_t)b * (64u << 20),
+                bucket_call(w, o, &seq, &t, step, o->bucket_bytes[b],
+                            (o->rebuild && s == 0 && mb2 == 0 ? OLD_BUCKET_BASE : BUCKET_BASE) +
+                                (uint64_t)b * (64u << 20),
                             o->deferred && mb2 < o->micro - 1, o->deferred);
         }
         if (o->alias_bytes) /* another size at bucket 0's address */

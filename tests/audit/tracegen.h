@@ -33,6 +33,7 @@ struct tg_opts {
     const char *job, *host;
     unsigned dtype, op;   /* of the bucket reductions: enum ccs_dtype, enum ccs_op (float32, sum) */
     uint64_t alias_bytes; /* once per step, one more all-reduce of this size at bucket 0's address; 0 none */
+    int rebuild;          /* DDP's rebuild: step 0's first mini-batch reduces other (old) bucket buffers */
 };
 
 void tg_defaults(struct tg_opts *o);

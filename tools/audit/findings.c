@@ -297,7 +297,7 @@ static void redundancy_findings(struct audit *a)
     for (size_t ci = 0; ci < a->ncomms; ci++) {
         uint64_t comm = a->comms[ci].id;
         uint32_t nsteps = 0, first = 0, last = 0, kmin = 0, kmax = 0, bufs = 0, ranks = 0, site = 0;
-        uint32_t dtype = 0, op = 0, all_ranks = 1;
+        uint32_t dtype = 0, op = 0, all_ranks = 1, kfirst = 0;
         uint64_t bytes = 0, count = 0;
         int32_t rank = 0;
         const struct audit_comm *cm = audit_comm_get(a, comm, 0);
@@ -307,6 +307,7 @@ static void redundancy_findings(struct audit *a)
                 continue;
             if (!nsteps) {
                 first = s->k.step;
+                kfirst = s->co_max_k;
                 kmin = s->co_min_k;
                 rank = s->co_rank;
                 bytes = s->co_bytes;
@@ -356,7 +357,7 @@ static void redundancy_findings(struct audit *a)
                  "step %u: rank %d reduced one %s buffer (%" PRIu64 " %s, %s) %u times (from %s); %u buffer%s "
                  "reduced more than once per step; %u rank%s; %u step%s (%u to %u)",
                  first, (int)rank, fmt_bytes(bytes, kb, sizeof kb), count, ccs_dtype_name(dtype), ccs_op_name(op),
-                 kmax, sn, bufs, bufs == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s", nsteps, nsteps == 1 ? "" : "s",
+                 kfirst, sn, bufs, bufs == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s", nsteps, nsteps == 1 ? "" : "s",
                  first, last);
         if (!marked)
             snprintf(f->action, sizeof f->action,
