@@ -67,7 +67,7 @@ static void usage(FILE *f)
             "  --torch            mark every PyTorch optimizer step (a Python helper on PYTHONPATH\n"
             "                     calls ccshim_step_mark from a global optimizer step pre-hook;\n"
             "                     its directory: --python-dir, else\n"
-            "                     %s relative to ccshim-run)\n"
+            "                     %s relative to ccshim-run, then %s)\n"
             "  -v, --verbose      say which library was chosen and why (also at --log-level info)\n"
             "  --print-env        print the environment PROGRAM would get, and exit\n"
             "  --version          print the version and exit\n"
@@ -76,7 +76,7 @@ static void usage(FILE *f)
             "or the Python helper not found: PROGRAM is then not run); 126/127 when PROGRAM cannot\n"
             "be executed or found.\n\n"
             "Settings (option, variable, default, meaning); an option sets its variable:\n",
-            prog, rel_libdir, CCSHIM_LIBDIR, rel_pythondir);
+            prog, rel_libdir, CCSHIM_LIBDIR, rel_pythondir, CCSHIM_PYTHONDIR);
     for (size_t i = 0; i < ccs_config_nrows; i++) {
         const struct ccs_config_row *r = &ccs_config_rows[i];
         char opt[64];
