@@ -10,8 +10,8 @@
  */
 #include <config.h>
 #include "ccs_config.h"
+#include "run_choose.h"
 #include <ctype.h>
-#include <elf.h>
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
@@ -26,6 +26,14 @@
 #endif
 
 static const char *prog = "ccshim-run";
+
+/* The directory of this program (from /proc/self/exe), and where the
+ * libraries and the Python helper are relative to it in the configured
+ * layout ("../lib", "../share/ccshim/python"), so that an install under
+ * another prefix or a moved tree finds its own files. */
+static char exe_dir[PATH_MAX] = "";
+static char rel_libdir[PATH_MAX] = "../lib";
+static char rel_pythondir[PATH_MAX] = "../share/ccshim/python";
 
 /* "CCSHIM_TRACE_DIR" -> "--trace-dir" */
 static void option_of(const char *var, char *out, size_t n)
@@ -50,16 +58,25 @@ static void usage(FILE *f)
             "Options:\n"
             "  --mpi              preload libccshim-mpi.so (MPI and NCCL interception)\n"
             "  --no-mpi           preload libccshim.so (NCCL only; MPI is never loaded)\n"
-            "                     default: --mpi when PROGRAM links an MPI library, else --no-mpi\n"
+            "                     default: --mpi when PROGRAM links an MPI library, or is a Python\n"
+            "                     program whose script (or a module beside it that it imports)\n"
+            "                     imports mpi4py; else --no-mpi\n"
             "  --set NAME=VALUE   set any CCSHIM_* variable (the table below)\n"
-            "  --libdir DIR       where libccshim*.so are (default: CCSHIM_LIBDIR, the build tree, %s)\n"
+            "  --libdir DIR       where libccshim*.so are (default: CCSHIM_LIBDIR, the build tree,\n"
+            "                     %s relative to ccshim-run, then %s)\n"
             "  --torch            mark every PyTorch optimizer step (a Python helper on PYTHONPATH\n"
-            "                     calls ccshim_step_mark from a global optimizer step pre-hook)\n"
+            "                     calls ccshim_step_mark from a global optimizer step pre-hook;\n"
+            "                     its directory: --python-dir, else\n"
+            "                     %s relative to ccshim-run, then %s)\n"
+            "  -v, --verbose      say which library was chosen and why (also at --log-level info)\n"
             "  --print-env        print the environment PROGRAM would get, and exit\n"
             "  --version          print the version and exit\n"
             "  -h, --help         this help\n\n"
+            "Exit status: PROGRAM's; 2 for a bad option; 1 when ccshim cannot be set up (a library\n"
+            "or the Python helper not found: PROGRAM is then not run); 126/127 when PROGRAM cannot\n"
+            "be executed or found.\n\n"
             "Settings (option, variable, default, meaning); an option sets its variable:\n",
-            prog, CCSHIM_LIBDIR);
+            prog, rel_libdir, CCSHIM_LIBDIR, rel_pythondir, CCSHIM_PYTHONDIR);
     for (size_t i = 0; i < ccs_config_nrows; i++) {
         const struct ccs_config_row *r = &ccs_config_rows[i];
         char opt[64];
@@ -92,99 +109,165 @@ static int find_program(const char *name, char *out, size_t n)
     return -1;
 }
 
-/* 1 when the ELF file at PATH names an MPI library among its DT_NEEDED. */
-static int links_mpi(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    int found = 0;
-    if (!f)
-        return 0;
-    Elf64_Ehdr eh;
-    if (fread(&eh, sizeof eh, 1, f) != 1 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phnum > 256)
-        goto out;
-    Elf64_Phdr ph[256];
-    if (fseek(f, (long)eh.e_phoff, SEEK_SET) != 0 || fread(ph, sizeof ph[0], eh.e_phnum, f) != eh.e_phnum)
-        goto out;
-    for (int i = 0; i < eh.e_phnum && !found; i++) {
-        if (ph[i].p_type != PT_DYNAMIC || ph[i].p_filesz > (1u << 20))
-            continue;
-        size_t nd = ph[i].p_filesz / sizeof(Elf64_Dyn);
-        Elf64_Dyn *dyn = malloc(ph[i].p_filesz);
-        if (!dyn || fseek(f, (long)ph[i].p_offset, SEEK_SET) != 0 || fread(dyn, sizeof *dyn, nd, f) != nd) {
-            free(dyn);
-            goto out;
-        }
-        uint64_t strtab = 0;
-        for (size_t d = 0; d < nd; d++)
-            if (dyn[d].d_tag == DT_STRTAB)
-                strtab = dyn[d].d_un.d_ptr;
-        /* The string table's address -> file offset through the PT_LOADs. */
-        long stroff = -1;
-        for (int k = 0; k < eh.e_phnum; k++)
-            if (ph[k].p_type == PT_LOAD && strtab >= ph[k].p_vaddr && strtab < ph[k].p_vaddr + ph[k].p_filesz)
-                stroff = (long)(strtab - ph[k].p_vaddr + ph[k].p_offset);
-        for (size_t d = 0; stroff >= 0 && d < nd && !found; d++) {
-            if (dyn[d].d_tag != DT_NEEDED)
-                continue;
-            char name[256] = "";
-            if (fseek(f, stroff + (long)dyn[d].d_un.d_val, SEEK_SET) == 0 && fgets(name, sizeof name, f))
-                found = strncmp(name, "libmpi", 6) == 0 || strstr(name, "libmpich") != NULL;
-        }
-        free(dyn);
-    }
-out:
-    fclose(f);
-    return found;
-}
 
-/* The directory holding the libraries: --libdir, CCSHIM_LIBDIR, the build
- * tree beside this program (.libs), or the configured libdir. */
-static void find_libdir(const char *given, char *out, size_t n)
-{
-    char exe[PATH_MAX], probe[PATH_MAX + 64];
-    if (given) {
-        snprintf(out, n, "%s", given);
-        return;
-    }
-    const char *env = getenv("CCSHIM_LIBDIR");
-    if (env && *env) {
-        snprintf(out, n, "%s", env);
-        return;
-    }
-    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (l > 0) {
-        exe[l] = 0;
-        char *dir = dirname(exe);
-        snprintf(probe, sizeof probe, "%s/.libs/libccshim.so", dir);
-        if (access(probe, R_OK) == 0) {
-            snprintf(out, n, "%s/.libs", dir);
-            return;
-        }
-    }
-    snprintf(out, n, "%s", CCSHIM_LIBDIR);
-}
-
+#ifndef CCSHIM_BINDIR
+#define CCSHIM_BINDIR "/usr/local/bin"
+#endif
+#ifndef CCSHIM_PKGDATADIR
+#define CCSHIM_PKGDATADIR "/usr/local/share/ccshim"
+#endif
 #ifndef CCSHIM_PYTHONDIR
-#define CCSHIM_PYTHONDIR "/usr/local/share/ccshim/python"
+#define CCSHIM_PYTHONDIR CCSHIM_PKGDATADIR "/python"
 #endif
 #ifndef CCSHIM_SRC_PYTHONDIR
 #define CCSHIM_SRC_PYTHONDIR CCSHIM_PYTHONDIR
 #endif
 
-/* --torch: puts the directory of the PyTorch helper (tools/python) first on
- * PYTHONPATH; the source tree's when running from the build tree (LIBDIR
- * ends in .libs), else the installed one.  0, or -1 when it is missing. */
-static int prepend_python_helper(const char *libdir)
+/* Splits an absolute path into normalised components ("." and empty ones
+ * dropped, ".." pops); returns their number, at most MAX. */
+static int path_parts(const char *path, char parts[][NAME_MAX + 1], int max)
 {
-    size_t l = strlen(libdir);
-    const char *dir = l >= 6 && strcmp(libdir + l - 6, "/.libs") == 0 ? CCSHIM_SRC_PYTHONDIR : CCSHIM_PYTHONDIR;
-    char probe[PATH_MAX + 32];
-    snprintf(probe, sizeof probe, "%s/sitecustomize.py", dir);
-    if (access(probe, R_OK) != 0) {
-        fprintf(stderr, "%s: --torch: %s: %s\n", prog, probe, strerror(errno));
-        return -1;
+    int n = 0;
+    while (*path) {
+        while (*path == '/')
+            path++;
+        size_t l = strcspn(path, "/");
+        if (l == 0)
+            break;
+        if (l == 2 && strncmp(path, "..", 2) == 0) {
+            if (n > 0)
+                n--;
+        } else if (!(l == 1 && path[0] == '.') && n < max && l <= NAME_MAX) {
+            memcpy(parts[n], path, l);
+            parts[n++][l] = 0;
+        }
+        path += l;
     }
+    return n;
+}
+
+/* OUT = the relative path from directory FROM to TO (both absolute). */
+static void rel_path(const char *from, const char *to, char *out, size_t n)
+{
+    static char pf[64][NAME_MAX + 1], pt[64][NAME_MAX + 1];
+    int nf = path_parts(from, pf, 64), nt = path_parts(to, pt, 64), c = 0;
+    size_t o = 0;
+    while (c < nf && c < nt && strcmp(pf[c], pt[c]) == 0)
+        c++;
+    out[0] = 0;
+    for (int k = c; k < nf; k++)
+        o += (size_t)snprintf(out + o, o < n ? n - o : 0, "%s..", o ? "/" : "");
+    for (int k = c; k < nt; k++)
+        o += (size_t)snprintf(out + o, o < n ? n - o : 0, "%s%s", o ? "/" : "", pt[k]);
+    if (o == 0)
+        snprintf(out, n, ".");
+}
+
+static void locate_self(void)
+{
+    char exe[PATH_MAX];
+    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (l > 0) {
+        exe[l] = 0;
+        snprintf(exe_dir, sizeof exe_dir, "%s", dirname(exe));
+    }
+    rel_path(CCSHIM_BINDIR, CCSHIM_LIBDIR, rel_libdir, sizeof rel_libdir);
+    rel_path(CCSHIM_BINDIR, CCSHIM_PYTHONDIR, rel_pythondir, sizeof rel_pythondir);
+}
+
+/* Appends ", PATH" (or "PATH") to the list of places looked at. */
+static void tried_add(char *tried, size_t n, const char *path)
+{
+    size_t l = strlen(tried);
+    snprintf(tried + l, n - l, "%s%s", l ? ", " : "", path);
+}
+
+/* OUT = DIR, made canonical when it exists (no "bin/../lib" in messages). */
+static void set_dir(char *out, size_t n, const char *dir)
+{
+    char rp[PATH_MAX];
+    snprintf(out, n, "%s", realpath(dir, rp) ? rp : dir);
+}
+
+static int readable_in(const char *dir, const char *file, char *tried, size_t tn)
+{
+    char probe[PATH_MAX + NAME_MAX + 2];
+    snprintf(probe, sizeof probe, "%s/%s", dir, file);
+    tried_add(tried, tn, probe);
+    return access(probe, R_OK) == 0;
+}
+
+/* The directory holding library NAME, into OUT: --libdir or CCSHIM_LIBDIR
+ * when given (only there); else the build tree beside this program (.libs);
+ * else the installed layout relative to this program; else the configured
+ * libdir.  0, or -1 with every path looked at in TRIED. */
+static int find_libdir(const char *given, const char *name, char *out, size_t n, char *tried, size_t tn)
+{
+    char cand[PATH_MAX * 2 + 16];
+    tried[0] = 0;
+    if (!given) {
+        const char *env = getenv("CCSHIM_LIBDIR");
+        given = env && *env ? env : NULL;
+    }
+    if (given) {
+        snprintf(out, n, "%s", given);
+        return readable_in(out, name, tried, tn) ? 0 : -1;
+    }
+    if (exe_dir[0]) {
+        char dummy[PATH_MAX * 2] = "";
+        snprintf(cand, sizeof cand, "%s/.libs", exe_dir);
+        if (readable_in(cand, "libccshim.so", dummy, sizeof dummy)) { /* a build tree */
+            snprintf(out, n, "%s", cand);
+            return readable_in(out, name, tried, tn) ? 0 : -1;
+        }
+        snprintf(cand, sizeof cand, "%s/%s", exe_dir, rel_libdir);
+        if (readable_in(cand, name, tried, tn)) {
+            set_dir(out, n, cand);
+            return 0;
+        }
+    }
+    snprintf(out, n, "%s", CCSHIM_LIBDIR);
+    return readable_in(out, name, tried, tn) ? 0 : -1;
+}
+
+/* The directory of the PyTorch helper, into OUT: --python-dir or
+ * CCSHIM_PYTHON_DIR when given (only there); the source tree's tools/python
+ * when running from the build tree (LIBDIR ends in .libs); else the
+ * installed layout relative to this program; else the configured one.
+ * 0, or -1 with every path looked at in TRIED. */
+static int find_pythondir(const char *libdir, char *out, size_t n, char *tried, size_t tn)
+{
+    const char *given = getenv("CCSHIM_PYTHON_DIR");
+    size_t l = strlen(libdir);
+    char cand[PATH_MAX * 2 + 8];
+    tried[0] = 0;
+    if (given && *given)
+        snprintf(cand, sizeof cand, "%s", given);
+    else if (l >= 6 && strcmp(libdir + l - 6, "/.libs") == 0)
+        snprintf(cand, sizeof cand, "%s", CCSHIM_SRC_PYTHONDIR);
+    else if (exe_dir[0])
+        snprintf(cand, sizeof cand, "%s/%s", exe_dir, rel_pythondir);
+    else
+        snprintf(cand, sizeof cand, "%s", CCSHIM_PYTHONDIR);
+    for (int pass = 0; pass < 2; pass++) {
+        int a = readable_in(cand, "sitecustomize.py", tried, tn);
+        int b = readable_in(cand, "ccshim_torch.py", tried, tn);
+        if (a && b) {
+            set_dir(out, n, cand);
+            return 0;
+        }
+        /* Not given, not the build tree: the configured directory last. */
+        if ((given && *given) || (l >= 6 && strcmp(libdir + l - 6, "/.libs") == 0) ||
+            strcmp(cand, CCSHIM_PYTHONDIR) == 0)
+            break;
+        snprintf(cand, sizeof cand, "%s", CCSHIM_PYTHONDIR);
+    }
+    return -1;
+}
+
+/* --torch: puts DIR first on PYTHONPATH.  0, or -1. */
+static int prepend_pythonpath(const char *dir)
+{
     const char *old = getenv("PYTHONPATH");
     size_t n = strlen(dir) + (old ? strlen(old) : 0) + 2;
     char *pp = malloc(n);
@@ -195,6 +278,7 @@ static int prepend_python_helper(const char *libdir)
     free(pp);
     return 0;
 }
+
 
 static int set_var(const char *assign)
 {
@@ -217,8 +301,9 @@ static int set_var(const char *assign)
 
 int main(int argc, char **argv)
 {
-    int mpi = -1, print_env = 0, torch = 0, i;
+    int mpi = -1, print_env = 0, torch = 0, verbose = 0, i;
     const char *libdir_opt = NULL;
+    locate_self();
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
@@ -237,6 +322,8 @@ int main(int argc, char **argv)
             mpi = 1;
         } else if (strcmp(a, "--no-mpi") == 0) {
             mpi = 0;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            verbose = 1;
         } else if (strcmp(a, "--torch") == 0) {
             torch = 1;
         } else if (strcmp(a, "--print-env") == 0) {
@@ -274,30 +361,68 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    char path[PATH_MAX], libdir[PATH_MAX], lib[PATH_MAX + 64];
+    const char *lvl = getenv("CCSHIM_LOG_LEVEL");
+    if (lvl && (strcmp(lvl, "info") == 0 || strcmp(lvl, "debug") == 0))
+        verbose = 1;
+    char path[PATH_MAX], libdir[PATH_MAX * 2 + 16], lib[PATH_MAX * 2 + 64];
     if (find_program(argv[i], path, sizeof path) != 0) {
         fprintf(stderr, "%s: %s: program not found or not executable\n", prog, argv[i]);
         return 127;
     }
+    char why[PATH_MAX + 512] = "", tried[4 * PATH_MAX] = "";
+    int guess = 0;
     if (mpi < 0)
-        mpi = links_mpi(path);
-    find_libdir(libdir_opt, libdir, sizeof libdir);
-    snprintf(lib, sizeof lib, "%s/%s", libdir, mpi ? "libccshim-mpi.so" : "libccshim.so");
-    if (access(lib, R_OK) != 0) {
-        /* Fail open: run the job without the shim rather than not at all. */
-        fprintf(stderr, "%s: warning: %s: %s; running %s without ccshim\n", prog, lib, strerror(errno), argv[i]);
-    } else {
-        const char *old = getenv("LD_PRELOAD");
-        size_t n = strlen(lib) + (old ? strlen(old) : 0) + 2;
-        char *pre = malloc(n);
-        if (!pre)
-            return 1;
-        snprintf(pre, n, "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "");
-        setenv("LD_PRELOAD", pre, 1);
-        free(pre);
-    }
-    if (torch && prepend_python_helper(libdir) != 0)
+        mpi = run_choose_mpi(path, argv + i, why, sizeof why, &guess);
+    else
+        snprintf(why, sizeof why, "%s given", mpi ? "--mpi" : "--no-mpi");
+    const char *libname = mpi ? "libccshim-mpi.so" : "libccshim.so";
+    if (find_libdir(libdir_opt, libname, libdir, sizeof libdir, tried, sizeof tried) != 0) {
+        /* Never run the job without ccshim when it was asked for. */
+        char other[sizeof libdir + 32];
+        snprintf(other, sizeof other, "%s/%s", libdir, mpi ? "libccshim.so" : "libccshim-mpi.so");
+        const char *env = getenv("CCSHIM_LIBDIR");
+        char expect[3 * PATH_MAX];
+        if (libdir_opt || (env && *env))
+            snprintf(expect, sizeof expect, "expected %s to hold it", libdir_opt ? "--libdir" : "CCSHIM_LIBDIR");
+        else
+            snprintf(
+                expect, sizeof expect,
+                "expected the libraries in %s relative to %s, as `make install` puts them, or give --libdir DIR",
+                rel_libdir, exe_dir[0] ? exe_dir : "ccshim-run");
+        fprintf(stderr, "%s: error: %s not found: looked for %s (%s)%s; %s not run (%s chosen: %s)\n", prog,
+                libname, tried, expect,
+                access(other, R_OK) == 0 ? (mpi ? "; libccshim.so is there: built without MPI? give --no-mpi" : "")
+                                         : "",
+                argv[i], libname, why);
         return 1;
+    }
+    snprintf(lib, sizeof lib, "%s/%s", libdir, libname);
+    if (verbose || guess)
+        fprintf(stderr, "%s: %s %s (%s): %s\n", prog, guess ? "guessing" : "preloading", libname, lib, why);
+    const char *old = getenv("LD_PRELOAD");
+    size_t n = strlen(lib) + (old ? strlen(old) : 0) + 2;
+    char *pre = malloc(n);
+    if (!pre)
+        return 1;
+    snprintf(pre, n, "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("LD_PRELOAD", pre, 1);
+    free(pre);
+    if (torch) {
+        char pydir[PATH_MAX * 2 + 8];
+        if (find_pythondir(libdir, pydir, sizeof pydir, tried, sizeof tried) != 0) {
+            fprintf(
+                stderr,
+                "%s: error: --torch: the PyTorch helper (sitecustomize.py and ccshim_torch.py) not found: looked "
+                "for %s (expected in %s relative to %s, as `make install` puts it, or give --python-dir DIR); "
+                "%s not run\n",
+                prog, tried, rel_pythondir, exe_dir[0] ? exe_dir : "ccshim-run", argv[i]);
+            return 1;
+        }
+        if (verbose)
+            fprintf(stderr, "%s: --torch: Python helper from %s\n", prog, pydir);
+        if (prepend_pythonpath(pydir) != 0)
+            return 1;
+    }
     if (print_env) {
         extern char **environ;
         for (char **e = environ; *e; e++)

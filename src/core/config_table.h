@@ -29,6 +29,8 @@
       "flush the trace on fatal signals (only where the job left the default handler)")                   \
     X(job_id, "CCSHIM_JOB_ID", STR, "",                                                                   \
       "job id in trace names; default: from Slurm, Open MPI, PMIx or torchrun, else 'local'")             \
+    X(python_dir, "CCSHIM_PYTHON_DIR", STR, "",                                                           \
+      "ccshim-run --torch: directory of sitecustomize.py and ccshim_torch.py; default: beside ccshim-run") \
     /* --- desync detection (docs/desync.md) ----------------------------------------------- */          \
     X(desync, "CCSHIM_DESYNC", BOOL, "1", "early desync detection over a side channel (docs/desync.md)")     \
     X(on_desync, "CCSHIM_ON_DESYNC", ENUM, "warn",                                                        \

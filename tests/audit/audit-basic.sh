@@ -22,13 +22,13 @@ tap_eq "--tsv broadcast only in step 0" "0 0 0 0" \
     "$(awk -F'\t' '$4=="bcast" {printf "%s ", $1}' "$D/j1.tsv" | sed 's/ $//')"
 
 "$CCSHIM_AUDIT" --tsv-records "$D/j1" > "$D/j1.rec"
-tap_eq "--tsv-records header" "#rank	seq	comm	kind	count	dtype	op	root	fingerprint	step	flags	site" \
+tap_eq "--tsv-records header" "#rank	seq	comm	kind	count	dtype	op	root	fingerprint	step	flags	site	buf" \
     "$(head -1 "$D/j1.rec")"
 # per rank: 1 broadcast + 3 x (4 + 1); markers are not calls
 tap_eq "--tsv-records one line per call" 64 "$(grep -vc '^#' "$D/j1.rec")"
 tap_eq "--tsv-records fields of rank 1's second call" \
-    "1	2	9e3779b97f4a7c15	allreduce	6553600	float32	sum	-1	0	in_place	1" \
-    "$(awk -F'\t' '$1==1 && $2==2' "$D/j1.rec" | cut -f1-8,10-12)"
+    "1	2	9e3779b97f4a7c15	allreduce	6553600	float32	sum	-1	0	in_place	1	7f3a00000000" \
+    "$(awk -F'\t' '$1==1 && $2==2' "$D/j1.rec" | cut -f1-8,10-13)"
 tap_eq "--tsv-records fingerprint is 16 hex digits" 1 \
     "$(awk -F'\t' '$1==1 && $2==2 {print $9}' "$D/j1.rec" | grep -c '^[0-9a-f]\{16\}$')"
 

@@ -3,10 +3,13 @@
 # per-mini-batch reductions (k = reductions of one buffer per step), none for
 # a per-step job, ranks that disagree, desync reports, inferred steps,
 # truncated traces, --expect limits, patterns and symbolised call sites.
+# Coalescing advice only where it is true: floating-point sums of one buffer
+# (address and size) repeated within marked steps; never every:N without
+# markers, nothing for integer, MAX or tiny reductions.
 . "$top_srcdir/tests/tap.sh"
 MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
-tap_plan 26
+tap_plan 43
 D=$CCS_TMP
 
 # jq-like field extraction with python3: q FILE EXPR (EXPR uses d)
@@ -55,6 +58,65 @@ tap_eq "no markers: 6 steps, k = 4" "6 4" \
     "$(q "$D/nm.json" 'len(d["steps"]), [f["k"] for f in d["findings"] if f["kind"]=="redundant-reduction"][0]')"
 "$CCSHIM_AUDIT" "$D/nm" > "$D/nm.txt"
 tap_check "no markers: the table says so" grep -q "^steps: INFERRED (no step markers)" "$D/nm.txt"
+# Without markers the "step" is a period of the call stream: a solver that
+# reduces one buffer twice per iteration looks the same.  No coalescing advice.
+rf() { q "$1" '"|".join("%s %s %s" % (f["severity"], f["k"], f["title"]) for f in d["findings"] if f["kind"]=="redundant-reduction")'; }
+ra() { q "$1" '"|".join(f["action"] for f in d["findings"] if f["kind"]=="redundant-reduction")'; }
+tap_eq "no markers: the finding is info, per inferred step" \
+    "info 4 allreduce reduces the same buffer 4 times per inferred step (no step markers) (comm 9e3779b97f4a7c15)" "$(rf "$D/nm.json")"
+tap_eq "no markers: no CCSHIM_COALESCE advice at all (neither every:N nor auto)" "0" "$(ra "$D/nm.json" | grep -c 'CCSHIM_COALESCE\|every:')"
+ra "$D/nm.json" > "$D/nm.action"
+tap_check "no markers: says to add step markers or use ccshim-run --torch, and that coalescing needs them" sh -c \
+    "grep -q 'do not coalesce on this evidence' '$D/nm.action' && grep -q 'ccshim_step_mark()' '$D/nm.action' && grep -q 'ccshim-run --torch' '$D/nm.action' && grep -q 'coalescing needs the markers' '$D/nm.action'"
+# One unmarked step: no period either, the whole run is one step.
+"$MKTRACE" --ranks 2 --steps 1 --micro 8 --no-markers "$D/nm1"
+"$CCSHIM_AUDIT" --json "$D/nm1" > "$D/nm1.json"
+tap_eq "no markers, no period: steps none, one info finding 'in the run', no every:N" \
+    "none|info 8 allreduce reduces the same buffer 8 times in the run (no step markers) (comm 9e3779b97f4a7c15)|0" \
+    "$(q "$D/nm1.json" 'd["steps_source"]')|$(rf "$D/nm1.json")|$(ra "$D/nm1.json" | grep -c 'every:')"
+
+# Same address, different sizes: a 2 MiB call once per step at the address of
+# a 1.5 MiB bucket reduced 8 times is a different buffer (8, not 9).
+"$MKTRACE" --ranks 2 --steps 3 --micro 8 --buckets 1.5M --alias 2M "$D/al"
+"$CCSHIM_AUDIT" --json "$D/al" > "$D/al.json"
+tap_eq "same address, two sizes: k = 8 (not 9), every:8" "warning 8 allreduce reduces the same buffer 8 times per step (comm 9e3779b97f4a7c15)|1" \
+    "$(rf "$D/al.json")|$(ra "$D/al.json" | grep -c 'CCSHIM_COALESCE=every:8,')"
+tap_eq "same address, two sizes: the evidence names the 1.5 MiB buffer" 1 \
+    "$(q "$D/al.json" 'd["findings"][0]["evidence"]' | grep -c 'one 1.5 MiB buffer (393216 float32, sum) 8 times')"
+tap_eq "same address, two sizes: 1 buffer reduced repeatedly in step 1" 1 \
+    "$(q "$D/al.json" 'd["steps"][1]["comms"][0]["buffers_reduced_repeatedly"]')"
+"$CCSHIM_AUDIT" --expect 'allreduce<=8/buffer' "$D/al" > /dev/null; rc=$?
+tap_eq "same address, two sizes: --expect allreduce<=8/buffer holds" 0 "$rc"
+
+# Only floating-point sums are coalesced: integer, MAX and tiny reductions
+# repeated within marked steps get no advice.
+for v in "int32:--dtype int32" "int64 sum:--dtype int64 --op sum" "float32 max:--op max" "float32 min:--op min" \
+    "512-byte float32:--buckets 512"; do
+    name=${v%%:*}; args=${v#*:}
+    # shellcheck disable=SC2086
+    "$MKTRACE" --ranks 2 --steps 3 --micro 8 $args "$D/nc"
+    tap_eq "$name reductions 8 times per marked step: no finding" "0" \
+        "$("$CCSHIM_AUDIT" --json "$D/nc" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["findings"]))')"
+    rm -rf "$D/nc"
+done
+# Marked steps, k repeats, other float types and AVG: advice naming k.
+"$MKTRACE" --ranks 2 --steps 4 --micro 5 --dtype float64 --op avg "$D/f64"
+"$CCSHIM_AUDIT" --json "$D/f64" > "$D/f64.json"
+tap_eq "float64 AVG 5 times per marked step: advice names k = 5" \
+    "warning 5 allreduce reduces the same buffer 5 times per step (comm 9e3779b97f4a7c15)|1" \
+    "$(rf "$D/f64.json")|$(ra "$D/f64.json" | grep -c 'CCSHIM_COALESCE=auto (or CCSHIM_COALESCE=every:5, as every step and rank makes 5)')"
+"$MKTRACE" --ranks 2 --steps 3 --micro 3 --dtype bfloat16 "$D/bf"
+# DDP's bucket rebuild in step 0: the first mini-batch reduces the old
+# buffers, the 7 others the new ones, then 8 per step: auto, no every:N.
+"$MKTRACE" --ranks 2 --steps 3 --micro 8 --rebuild "$D/rb"
+"$CCSHIM_AUDIT" --json "$D/rb" > "$D/rb.json"
+tap_eq "bucket rebuild in step 0: k 7 to 8, step 0's evidence says 7" \
+    "warning 8 allreduce reduces the same buffer 7 to 8 times per step (comm 9e3779b97f4a7c15)|1" \
+    "$(rf "$D/rb.json")|$(q "$D/rb.json" 'd["findings"][0]["evidence"]' | grep -c '^step 0: rank 0 reduced one 25.0 MiB buffer (6553600 float32, sum) 7 times')"
+tap_eq "bucket rebuild in step 0: CCSHIM_COALESCE=auto, no every:N" "1 0" \
+    "$(ra "$D/rb.json" | grep -c 'Run with CCSHIM_COALESCE=auto, .*no every:N fits') $(ra "$D/rb.json" | grep -c 'every:[0-9]')"
+tap_eq "bfloat16 SUM 3 times per marked step: k = 3" "warning 3 allreduce reduces the same buffer 3 times per step (comm 9e3779b97f4a7c15)" \
+    "$("$CCSHIM_AUDIT" --json "$D/bf" > "$D/bf.json"; rf "$D/bf.json")"
 
 "$MKTRACE" --ranks 3 --steps 5 --micro 1 --no-end 1 "$D/cr"
 "$CCSHIM_AUDIT" --json "$D/cr" > "$D/cr.json" 2> "$D/cr.err"

@@ -408,6 +408,72 @@ START_TEST(findings_inferred_steps_and_deferred)
 }
 END_TEST
 
+START_TEST(findings_unmarked_no_coalescing_advice)
+{
+    struct tg_opts o;
+    struct audit a;
+    tg_defaults(&o);
+    o.micro = 4;
+    o.steps = 6;
+    o.markers = 0;
+    mk_tmp();
+    run_audit(&a, &o);
+    ck_assert_int_eq(a.steps.source, STEPS_INFERRED);
+    const struct audit_finding *f = find(&a, FIND_REDUNDANT);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(f->k, 4);
+    ck_assert_int_eq(f->severity, 0);
+    ck_assert_ptr_null(strstr(f->action, "every:"));
+    ck_assert_ptr_null(strstr(f->action, "CCSHIM_COALESCE"));
+    ck_assert_ptr_nonnull(strstr(f->action, "ccshim_step_mark()"));
+    ck_assert_ptr_nonnull(strstr(f->action, "ccshim-run --torch"));
+    audit_free(&a);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(findings_group_by_address_and_size)
+{
+    struct tg_opts o;
+    struct audit a;
+    tg_defaults(&o);
+    o.ranks = 2;
+    o.micro = 8;
+    o.nbuckets = 1;
+    o.bucket_bytes[0] = 3u << 19; /* 1.5 MiB */
+    o.alias_bytes = 2u << 20;     /* 2 MiB at the same address, once per step */
+    mk_tmp();
+    run_audit(&a, &o);
+    const struct audit_finding *f = find(&a, FIND_REDUNDANT);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(f->k, 8);
+    ck_assert_ptr_nonnull(strstr(f->action, "CCSHIM_COALESCE=every:8,"));
+    audit_free(&a);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(findings_none_for_integer_or_max)
+{
+    static const unsigned dt[] = {CCS_DT_INT32, CCS_DT_FLOAT32, CCS_DT_INT64};
+    static const unsigned op[] = {CCS_OP_SUM, CCS_OP_MAX, CCS_OP_AVG};
+    for (int i = 0; i < 3; i++) {
+        struct tg_opts o;
+        struct audit a;
+        tg_defaults(&o);
+        o.ranks = 2;
+        o.micro = 8;
+        o.dtype = dt[i];
+        o.op = op[i];
+        mk_tmp();
+        run_audit(&a, &o);
+        ck_assert_ptr_null(find(&a, FIND_REDUNDANT));
+        audit_free(&a);
+        rm_tmp();
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("audit");
@@ -424,6 +490,9 @@ int main(void)
     tcase_add_test(tc, findings_none_per_step);
     tcase_add_test(tc, findings_desync);
     tcase_add_test(tc, findings_inferred_steps_and_deferred);
+    tcase_add_test(tc, findings_unmarked_no_coalescing_advice);
+    tcase_add_test(tc, findings_group_by_address_and_size);
+    tcase_add_test(tc, findings_none_for_integer_or_max);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -4,6 +4,7 @@
  *   mktrace [options] OUTDIR          a whole job, one trace per rank
  *   mktrace --broken KIND FILE        one invalid file
  */
+#include "ccs_kinds.h"
 #include "tracegen.h"
 #include <getopt.h>
 #include <stdio.h>
@@ -11,11 +12,35 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static const struct {
+    const char *name;
+    unsigned v;
+} dtypes[] = {{"int32", CCS_DT_INT32},     {"int64", CCS_DT_INT64},       {"uint8", CCS_DT_UINT8},
+              {"float16", CCS_DT_FLOAT16}, {"bfloat16", CCS_DT_BFLOAT16}, {"float32", CCS_DT_FLOAT32},
+              {"float64", CCS_DT_FLOAT64}},
+  ops[] = {
+      {"sum", CCS_OP_SUM}, {"avg", CCS_OP_AVG}, {"max", CCS_OP_MAX}, {"min", CCS_OP_MIN}, {"prod", CCS_OP_PROD}};
+
+static int lookup(const char *what, const char *s, unsigned *out)
+{
+    int isd = strcmp(what, "dtype") == 0;
+    size_t n = isd ? sizeof dtypes / sizeof dtypes[0] : sizeof ops / sizeof ops[0];
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, isd ? dtypes[i].name : ops[i].name) == 0) {
+            *out = isd ? dtypes[i].v : ops[i].v;
+            return 0;
+        }
+    fprintf(stderr, "mktrace: unknown --%s '%s'\n", what, s);
+    return -1;
+}
+
 static int usage(void)
 {
     fputs("usage: mktrace [--ranks N] [--steps S] [--buckets SIZE,SIZE...] [--micro K] [--no-allgather]\n"
           "               [--deferred] [--no-markers] [--head H] [--desync RANK:STEP] [--no-end RANK]\n"
-          "               [--cut RANK:BYTES] [--dropped N] [--reports] [--job J] [--host H] OUTDIR\n"
+          "               [--cut RANK:BYTES] [--dropped N] [--reports] [--job J] [--host H]\n"
+          "               [--dtype int32|int64|uint8|float16|bfloat16|float32|float64]\n"
+          "               [--op sum|avg|max|min|prod] [--alias SIZE] [--rebuild] OUTDIR\n"
           "       mktrace --broken not-a-trace|newer-version|other-byteorder|truncated-header|damaged-chunk FILE\n",
           stderr);
     return 2;
@@ -24,23 +49,13 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"ranks", 1, 0, 'r'},
-        {"steps", 1, 0, 's'},
-        {"buckets", 1, 0, 'b'},
-        {"micro", 1, 0, 'm'},
-        {"no-allgather", 0, 0, 'A'},
-        {"deferred", 0, 0, 'd'},
-        {"no-markers", 0, 0, 'M'},
-        {"head", 1, 0, 'H'},
-        {"desync", 1, 0, 'D'},
-        {"no-end", 1, 0, 'E'},
-        {"cut", 1, 0, 'c'},
-        {"dropped", 1, 0, 'x'},
-        {"reports", 0, 0, 'R'},
-        {"job", 1, 0, 'j'},
-        {"host", 1, 0, 'h'},
-        {"broken", 1, 0, 'B'},
-        {0, 0, 0, 0},
+        {"ranks", 1, 0, 'r'},      {"steps", 1, 0, 's'},        {"buckets", 1, 0, 'b'},
+        {"micro", 1, 0, 'm'},      {"no-allgather", 0, 0, 'A'}, {"deferred", 0, 0, 'd'},
+        {"no-markers", 0, 0, 'M'}, {"head", 1, 0, 'H'},         {"desync", 1, 0, 'D'},
+        {"no-end", 1, 0, 'E'},     {"cut", 1, 0, 'c'},          {"dropped", 1, 0, 'x'},
+        {"reports", 0, 0, 'R'},    {"job", 1, 0, 'j'},          {"host", 1, 0, 'h'},
+        {"broken", 1, 0, 'B'},     {"dtype", 1, 0, 'T'},        {"op", 1, 0, 'O'},
+        {"alias", 1, 0, 'a'},      {"rebuild", 0, 0, 'W'},      {0, 0, 0, 0},
     };
     struct tg_opts o;
     const char *broken = NULL;
@@ -80,6 +95,23 @@ int main(int argc, char **argv)
             break;
         case 'B':
             broken = optarg;
+            break;
+        case 'T':
+            if (lookup("dtype", optarg, &o.dtype) != 0)
+                return 2;
+            break;
+        case 'O':
+            if (lookup("op", optarg, &o.op) != 0)
+                return 2;
+            break;
+        case 'a':
+            if (tg_parse_size(optarg, &o.alias_bytes) != 0) {
+                fprintf(stderr, "mktrace: bad --alias size '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'W':
+            o.rebuild = 1;
             break;
         case 'x':
             o.dropped = strtoull(optarg, NULL, 10);

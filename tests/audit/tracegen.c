@@ -11,6 +11,7 @@
 
 #define WORLD_COMM 0x9e3779b97f4a7c15ull
 #define BUCKET_BASE 0x7f3a00000000ull
+#define OLD_BUCKET_BASE 0x7f3900000000ull /* the buckets before --rebuild */
 #define CHUNK_RECORDS 4096
 
 /* The functions whose addresses stand for the job's call sites, so that
@@ -32,6 +33,10 @@ __attribute__((noinline)) void tg_site_train_step(void)
     __asm__ volatile("");
 }
 
+struct writer;
+static void put(struct writer *w, const struct ccs_record *r);
+static uint64_t fingerprint(unsigned kind, uint64_t count, unsigned dtype, unsigned op, int root);
+
 void tg_defaults(struct tg_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -49,6 +54,61 @@ void tg_defaults(struct tg_opts *o)
     o->cut_rank = -1;
     o->job = "4242";
     o->host = "node1";
+    o->dtype = CCS_DT_FLOAT32;
+    o->op = CCS_OP_SUM;
+}
+
+unsigned tg_dtype_size(unsigned dtype)
+{
+    switch (dtype) {
+    case CCS_DT_INT8:
+    case CCS_DT_UINT8:
+        return 1;
+    case CCS_DT_FLOAT16:
+    case CCS_DT_BFLOAT16:
+        return 2;
+    case CCS_DT_INT32:
+    case CCS_DT_UINT32:
+    case CCS_DT_FLOAT32:
+        return 4;
+    case CCS_DT_INT64:
+    case CCS_DT_UINT64:
+    case CCS_DT_FLOAT64:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+/* One all-reduce of a bucket's kind (datatype, operation) into W. */
+static void bucket_call(struct writer *w, const struct tg_opts *o, uint64_t *seq, uint64_t *t, uint32_t step,
+                        uint64_t bytes, uint64_t buf, int deferred, int coalesced)
+{
+    struct ccs_record r;
+    unsigned esz = tg_dtype_size(o->dtype) ? tg_dtype_size(o->dtype) : 4;
+    memset(&r, 0, sizeof r);
+    r.seq = ++*seq;
+    r.comm = WORLD_COMM;
+    r.bytes = bytes;
+    r.count = r.bytes / esz;
+    r.buf = buf;
+    r.kind = CCS_KIND_ALLREDUCE;
+    r.dtype = (uint8_t)o->dtype;
+    r.op = (uint8_t)o->op;
+    r.root = -1;
+    r.fingerprint = fingerprint(r.kind, r.count, r.dtype, r.op, r.root);
+    r.step = step;
+    r.site = 1;
+    r.backend = CCS_BE_MPI;
+    r.flags = CCS_F_IN_PLACE;
+    if (deferred)
+        r.flags |= CCS_F_DEFERRED;
+    else if (coalesced)
+        r.flags |= CCS_F_COALESCED;
+    r.t_start = *t;
+    r.t_dur = deferred ? 800 : 2000 + r.bytes / 1000;
+    put(w, &r);
+    *t += r.t_dur + 500;
 }
 
 int tg_parse_size(const char *s, uint64_t *out)
@@ -223,32 +283,14 @@ int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path
         step = o->markers ? (uint32_t)s : 0;
         for (int mb2 = 0; mb2 < o->micro; mb2++) {
             t += 50000; /* the mini-batch's compute */
-            for (int b = 0; b < o->nbuckets; b++) {
-                memset(&r, 0, sizeof r);
-                r.seq = ++seq;
-                r.comm = WORLD_COMM;
-                r.bytes = o->bucket_bytes[b];
-                r.count = r.bytes / 4;
-                r.buf = BUCKET_BASE + (uint64_t)b * (64u << 20);
-                r.kind = CCS_KIND_ALLREDUCE;
-                r.dtype = CCS_DT_FLOAT32;
-                r.op = CCS_OP_SUM;
-                r.root = -1;
-                r.fingerprint = fingerprint(r.kind, r.count, r.dtype, r.op, r.root);
-                r.step = step;
-                r.site = 1;
-                r.backend = CCS_BE_MPI;
-                r.flags = CCS_F_IN_PLACE;
-                if (o->deferred && mb2 < o->micro - 1)
-                    r.flags |= CCS_F_DEFERRED;
-                else if (o->deferred)
-                    r.flags |= CCS_F_COALESCED;
-                r.t_start = t;
-                r.t_dur = (r.flags & CCS_F_DEFERRED) ? 800 : 2000 + r.bytes / 1000;
-                put(w, &r);
-                t += r.t_dur + 500;
-            }
+            for (int b = 0; b < o->nbuckets; b++)
+                bucket_call(w, o, &seq, &t, step, o->bucket_bytes[b],
+                            (o->rebuild && s == 0 && mb2 == 0 ? OLD_BUCKET_BASE : BUCKET_BASE) +
+                                (uint64_t)b * (64u << 20),
+                            o->deferred && mb2 < o->micro - 1, o->deferred);
         }
+        if (o->alias_bytes) /* another size at bucket 0's address */
+            bucket_call(w, o, &seq, &t, step, o->alias_bytes, BUCKET_BASE, 0, 0);
         if (rank == o->desync_rank && s == o->desync_step) {
             memset(&r, 0, sizeof r);
             r.seq = ++seq;

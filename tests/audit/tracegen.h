@@ -4,7 +4,8 @@
  * per step, every gradient bucket all-reduced once per mini-batch (MICRO
  * times) or once per step, an 8-byte all-gather, a step marker.  Variants:
  * no markers, a rank that issues one extra call, traces cut short, and files
- * that are not valid traces.
+ * that are not valid traces; buckets of another datatype or operation, and a
+ * call of another size at a bucket's address.
  */
 #ifndef CCS_TRACEGEN_H
 #define CCS_TRACEGEN_H
@@ -30,6 +31,9 @@ struct tg_opts {
     uint64_t dropped; /* END chunk's dropped count */
     int reports;      /* also write a desync report and a flight dump */
     const char *job, *host;
+    unsigned dtype, op;   /* of the bucket reductions: enum ccs_dtype, enum ccs_op (float32, sum) */
+    uint64_t alias_bytes; /* once per step, one more all-reduce of this size at bucket 0's address; 0 none */
+    int rebuild;          /* DDP's rebuild: step 0's first mini-batch reduces other (old) bucket buffers */
 };
 
 void tg_defaults(struct tg_opts *o);
@@ -42,5 +46,7 @@ int tg_write_job(const char *dir, const struct tg_opts *o);
 int tg_write_broken(const char *path, const char *kind);
 /* Parses "25M", "9.7M", "4K", "100" into bytes.  Returns 0 or -1. */
 int tg_parse_size(const char *s, uint64_t *out);
+/* Bytes per element of the datatypes tracegen writes (0 for others). */
+unsigned tg_dtype_size(unsigned dtype);
 
 #endif

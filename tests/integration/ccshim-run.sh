@@ -1,8 +1,10 @@
 #!/bin/sh
 # ccshim-run.sh - the launcher wrapper: help from the library's table, which
-# library it preloads, option errors, and failing open.
+# library it preloads (and why), option errors, an installed tree that finds
+# its own files after a move, and a clear error (never a run without ccshim)
+# when a library or the Python helper is missing.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 10
+tap_plan 26
 "$CCSHIM_RUN" --help > "$CCS_TMP/help" 2>&1
 tap_eq "--help exits 0" 0 $?
 # Every variable of the table (parsed from src/core/config_table.h) is in --help
@@ -30,16 +32,101 @@ else
 fi
 tap_eq "--no-mpi forces the core library" "libccshim.so" "$(pe --no-mpi -- "$top_builddir/tests/integration/lifecycle")"
 tap_eq "options set their variables" "CCSHIM_TRACE_DIR=/x CCSHIM_LOG_LEVEL=info" \
-    "$("$CCSHIM_RUN" --print-env --trace-dir /x --log-level=info -- /bin/true | grep '^CCSHIM_' | sort -r | tr '\n' ' ' | sed 's/ $//')"
+    "$("$CCSHIM_RUN" --print-env --trace-dir /x --log-level=info -- /bin/true 2>/dev/null | grep '^CCSHIM_' | sort -r | tr '\n' ' ' | sed 's/ $//')"
 
 "$CCSHIM_RUN" --bogus -- /bin/true 2> "$CCS_TMP/e1"; r1=$?
 "$CCSHIM_RUN" --set CCSHIM_NOPE=1 -- /bin/true 2> "$CCS_TMP/e2"; r2=$?
 tap_check "unknown option or variable: exit 2 with the name" sh -c \
     "[ $r1 = 2 ] && [ $r2 = 2 ] && grep -q \"unknown option '--bogus'\" '$CCS_TMP/e1' && grep -q 'unknown variable CCSHIM_NOPE' '$CCS_TMP/e2'"
 
-out=$("$CCSHIM_RUN" --libdir /nonexistent -- /bin/echo still runs 2> "$CCS_TMP/e3")
-tap_check "missing library: the job runs anyway, with a warning" sh -c \
-    "[ '$out' = 'still runs' ] && grep -q 'running /bin/echo without ccshim' '$CCS_TMP/e3'"
+"$CCSHIM_RUN" --libdir /nonexistent -- /bin/sh -c "touch '$CCS_TMP/ran'" 2> "$CCS_TMP/e3"; r3=$?
+tap_check "missing library: exit 1 naming the path looked for, the program not run" sh -c \
+    "[ $r3 = 1 ] && [ ! -e '$CCS_TMP/ran' ] && grep -q 'error: libccshim.so not found: looked for /nonexistent/libccshim.so' '$CCS_TMP/e3'"
 "$CCSHIM_RUN" -- /nonexistent/prog 2> "$CCS_TMP/e4"; r4=$?
 tap_check "missing program: exit 127 naming it" sh -c "[ $r4 = 127 ] && grep -q '/nonexistent/prog' '$CCS_TMP/e4'"
+
+# ---- which library for a Python program, and the line that says why ----
+PY=$(command -v python3 || true)
+mkdir -p "$CCS_TMP/py/pkg"
+printf 'import os, sys\nfrom mpi4py import MPI\n' > "$CCS_TMP/py/direct.py"
+printf 'import sys\nimport helper as h\n' > "$CCS_TMP/py/indirect.py"
+printf 'import numpy\ntry:\n    import mpi4py.MPI as MPI\nexcept ImportError:\n    pass\n' > "$CCS_TMP/py/helper.py"
+printf 'import torch\n# mpi4py is only named in this comment\nprint("mpi4py")\n' > "$CCS_TMP/py/plain.py"
+printf '#!/usr/bin/env python3\nfrom mpi4py import MPI\n' > "$CCS_TMP/py/shebang"
+# Two local modules on one import line, the first with imports of its own:
+# the second must still be read.
+printf 'import os, first, second\n' > "$CCS_TMP/py/two.py"
+printf 'import sys, json\nfrom . import third\n' > "$CCS_TMP/py/first.py"
+printf 'x = 1\n' > "$CCS_TMP/py/third.py"
+printf 'if True:\n    from mpi4py import MPI\n' > "$CCS_TMP/py/second.py"
+chmod +x "$CCS_TMP/py/shebang"
+choice() { "$CCSHIM_RUN" --print-env "$@" 2> "$CCS_TMP/why" | sed -n 's/^LD_PRELOAD=\([^:]*\).*/\1/p' | xargs -r basename; }
+if [ -z "$PY" ]; then
+    for t in 1 2 3 4 5 6 7; do tap_skip "python program $t" "no python3"; done
+elif [ ! -e "$top_builddir/.libs/libccshim-mpi.so" ]; then
+    for t in 1 2 3 4 5 6 7; do tap_skip "python program $t" "built without MPI"; done
+else
+    tap_eq "python3 SCRIPT importing mpi4py gets libccshim-mpi.so" "libccshim-mpi.so" \
+        "$(choice -v -- python3 -u "$CCS_TMP/py/direct.py" arg)"
+    tap_check "... and one line says which library and why" \
+        grep -qx "ccshim-run: preloading libccshim-mpi.so ($top_builddir/.libs/libccshim-mpi.so): Python program: $CCS_TMP/py/direct.py imports mpi4py (line 2)" "$CCS_TMP/why"
+    tap_eq "a script whose local module imports mpi4py gets libccshim-mpi.so" "libccshim-mpi.so:helper.py imports mpi4py (line 3)" \
+        "$(choice -v -- "$PY" "$CCS_TMP/py/indirect.py"):$(sed -n 's/.*\/\(helper.py imports.*\)/\1/p' "$CCS_TMP/why")"
+    tap_eq "import a, b: b read after a's own imports" "libccshim-mpi.so:second.py imports mpi4py (line 2)" \
+        "$(choice -v -- python3 "$CCS_TMP/py/two.py"):$(sed -n 's/.*\/\(second.py imports.*\)/\1/p' "$CCS_TMP/why")"
+    tap_eq "python3 -c and a #! python script importing mpi4py get libccshim-mpi.so" "libccshim-mpi.so libccshim-mpi.so" \
+        "$(choice -- python3 -c 'from mpi4py import MPI') $(choice -- "$CCS_TMP/py/shebang")"
+    tap_eq "a script that only mentions mpi4py outside an import gets libccshim.so" "libccshim.so" \
+        "$(choice -- python3 "$CCS_TMP/py/plain.py")"
+    tap_check "... and, a guess, always says so in one line (without -v)" sh -c \
+        "[ \$(wc -l < '$CCS_TMP/why') = 1 ] && grep -q '^ccshim-run: guessing libccshim.so (.*): Python program: $CCS_TMP/py/plain.py does not import mpi4py.*give --mpi' '$CCS_TMP/why'"
+fi
+CCSHIM_LOG_LEVEL=info "$CCSHIM_RUN" --print-env -- /bin/true 2> "$CCS_TMP/why" > /dev/null
+tap_check "at --log-level info the choice is logged for any program" \
+    grep -qx "ccshim-run: preloading libccshim.so ($top_builddir/.libs/libccshim.so): /bin/true links no MPI library" "$CCS_TMP/why"
+
+# ---- an installed tree, moved: it finds its own libraries and helper ----
+# `make install prefix=...` with the configured binary, then the tree is
+# moved (a relocated install): ccshim-run must preload from the new place.
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$top_builddir" install prefix="$CCS_TMP/inst" > "$CCS_TMP/install.log" 2>&1
+tap_eq "make install prefix=TMP succeeds" 0 $?
+mv "$CCS_TMP/inst" "$CCS_TMP/moved"
+M=$CCS_TMP/moved
+tap_eq "the moved tree preloads its own library" "LD_PRELOAD=$M/lib/libccshim.so" \
+    "$("$M/bin/ccshim-run" --print-env -- /bin/true | grep '^LD_PRELOAD=')"
+"$M/bin/ccshim-run" -- /bin/grep -q "$M/lib/libccshim.so" /proc/self/maps
+tap_eq "... which is really loaded into the program" 0 $?
+tap_eq "--torch finds the moved Python helper" "PYTHONPATH=$M/share/ccshim/python" \
+    "$(PYTHONPATH= "$M/bin/ccshim-run" --torch --print-env -- /bin/true | grep '^PYTHONPATH=')"
+mkdir -p "$CCS_TMP/elsewhere"
+cp "$M/share/ccshim/python/"*.py "$CCS_TMP/elsewhere/"
+rm -r "$M/share/ccshim/python"
+# Its last resort is the configured directory: only when that has no helper.
+pyconf=$("$M/bin/ccshim-run" --help | sed -n 's/.* relative to ccshim-run, then \(.*python\))$/\1/p')
+if [ -e "$pyconf/sitecustomize.py" ]; then
+    tap_skip "--torch without the helper: exit 1 naming the path" "a ccshim is installed in $pyconf"
+else
+    "$M/bin/ccshim-run" --torch -- /bin/sh -c "touch '$CCS_TMP/ran'" 2> "$CCS_TMP/e5"; r5=$?
+    tap_check "--torch without the helper: exit 1 naming the paths, the program not run" sh -c \
+        "[ $r5 = 1 ] && [ ! -e '$CCS_TMP/ran' ] && grep -q 'error: --torch: .*looked for $M/bin/../share/ccshim/python/sitecustomize.py, .*, $pyconf/sitecustomize.py' '$CCS_TMP/e5'"
+fi
+tap_eq "--python-dir DIR and CCSHIM_PYTHON_DIR point elsewhere" \
+    "PYTHONPATH=$CCS_TMP/elsewhere PYTHONPATH=$CCS_TMP/elsewhere" \
+    "$(PYTHONPATH= "$M/bin/ccshim-run" --torch --python-dir "$CCS_TMP/elsewhere" --print-env -- /bin/true | grep '^PYTHONPATH=') $(PYTHONPATH= CCSHIM_PYTHON_DIR="$CCS_TMP/elsewhere" "$M/bin/ccshim-run" --torch --print-env -- /bin/true | grep '^PYTHONPATH=')"
+rm "$M/lib/libccshim.so"
+# Its last resort is the configured libdir: only when that has no library.
+configured=$("$M/bin/ccshim-run" --help | sed -n 's/.*relative to ccshim-run, then \(.*\))$/\1/p')
+if [ -e "$configured/libccshim.so" ]; then
+    tap_skip "a moved tree without its library: exit 1 naming the paths" "a ccshim is installed in $configured"
+else
+    "$M/bin/ccshim-run" -- /bin/sh -c "touch '$CCS_TMP/ran'" 2> "$CCS_TMP/e6"; r6=$?
+    tap_check "a moved tree without its library: exit 1 naming the paths, the program not run" sh -c \
+        "[ $r6 = 1 ] && [ ! -e '$CCS_TMP/ran' ] && grep -q 'error: libccshim.so not found: looked for $M/bin/../lib/libccshim.so, $configured/libccshim.so (expected the libraries in ../lib relative to $M/bin' '$CCS_TMP/e6'"
+fi
+if [ -e "$M/lib/libccshim-mpi.so" ]; then
+    "$M/bin/ccshim-run" --mpi -- /bin/true 2> "$CCS_TMP/e7" > /dev/null; r7=$?
+    tap_eq "the MPI library is still found after the move" "0" "$r7"
+else
+    tap_skip "the MPI library is still found after the move" "built without MPI"
+fi
 tap_done

@@ -1,7 +1,8 @@
 # tests/trainer/trainer-tests.mk - tests of the reference trainer
 # (tools/trainer, docs/trainer.md).
 TRAINER_SHELL_TESTS = tests/trainer/trainer-options.sh tests/trainer/trainer-gradients.sh \
-	tests/trainer/trainer-inject.sh tests/trainer/trainer-nccl-host.sh tests/trainer/trainer-shim.sh
+	tests/trainer/trainer-inject.sh tests/trainer/trainer-nccl-host.sh tests/trainer/trainer-shim.sh \
+	tests/trainer/trainer-rebuild.sh
 dist_check_SCRIPTS += $(TRAINER_SHELL_TESTS)
 TESTS += $(TRAINER_SHELL_TESTS)
 EXTRA_DIST += tests/trainer/trainer-lib.sh

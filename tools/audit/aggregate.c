@@ -12,10 +12,14 @@
 #include <string.h>
 
 /* (step, comm, buffer, kind) -> reductions of one buffer in one step. */
+/* One buffer of one step: its address AND size (count, datatype) AND
+ * operation, so that a 2 MiB call and a 1.5 MiB bucket that happen to share
+ * an address are two buffers, not one reduced k+1 times. */
 struct buf_use {
     struct buf_key {
-        uint64_t comm, buf;
+        uint64_t comm, buf, count;
         uint32_t step, kind;
+        uint32_t dtype, op;
     } k;
     uint64_t count, deferred, bytes;
     uint32_t site;
@@ -385,6 +389,9 @@ static void fold_buffers(struct file_ctx *x)
         uint32_t max_k, repeated;
         uint64_t bytes;
         uint32_t kind, site;
+        /* the same over the reductions coalescing could defer */
+        uint32_t co_max_k, co_repeated, co_site, co_dtype, co_op;
+        uint64_t co_bytes, co_count;
     };
     hmap_init(&local, sizeof(struct loc), sizeof(struct audit_stepcomm_key));
     for (size_t i = 0; i < x->bufs.cap; i++) {
@@ -423,6 +430,18 @@ static void fold_buffers(struct file_ctx *x)
             l->kind = b->k.kind;
             l->site = b->site;
         }
+        if (!audit_coalescible(b->k.kind, b->k.dtype, b->k.op, b->bytes))
+            continue;
+        if (real > 1)
+            l->co_repeated++;
+        if (real > l->co_max_k || (real == l->co_max_k && b->bytes > l->co_bytes)) {
+            l->co_max_k = (uint32_t)real;
+            l->co_bytes = b->bytes;
+            l->co_count = b->k.count;
+            l->co_dtype = b->k.dtype;
+            l->co_op = b->k.op;
+            l->co_site = b->site;
+        }
     }
     for (size_t i = 0; i < local.cap; i++) {
         struct loc *l = hmap_slot(&local, i);
@@ -445,6 +464,22 @@ static void fold_buffers(struct file_ctx *x)
         }
         if (l->repeated > sc->repeated_bufs)
             sc->repeated_bufs = l->repeated;
+        if (l->co_max_k > sc->co_max_k || (l->co_max_k == sc->co_max_k && l->co_bytes > sc->co_bytes)) {
+            sc->co_max_k = l->co_max_k;
+            sc->co_rank = rank;
+            sc->co_bytes = l->co_bytes;
+            sc->co_count = l->co_count;
+            sc->co_dtype = l->co_dtype;
+            sc->co_op = l->co_op;
+            sc->co_site = l->co_site;
+        }
+        if (l->co_max_k > 1) {
+            sc->co_ranks_repeating++;
+            if (sc->co_min_k == 0 || l->co_max_k < sc->co_min_k)
+                sc->co_min_k = l->co_max_k;
+        }
+        if (l->co_repeated > sc->co_repeated_bufs)
+            sc->co_repeated_bufs = l->co_repeated;
     }
     hmap_free(&local);
 }
@@ -479,9 +514,10 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
         CCS_FLAG_LIST(CCS_X)
 #undef CCS_X
         fprintf(a->tsv_records_out,
-                "%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\n",
+                "%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\t%" PRIx64
+                "\n",
                 (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
-                ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site);
+                ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site, r->buf);
     }
     if (a->chrome && step >= a->chrome_first && step <= a->chrome_last) {
         char nb[256] = "";
@@ -530,6 +566,9 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
         bk.buf = r->buf;
         bk.step = step;
         bk.kind = r->kind;
+        bk.count = r->count;
+        bk.dtype = r->dtype;
+        bk.op = r->op;
         struct buf_use *b = hmap_get(&x->bufs, &bk, 1);
         if (b) {
             b->count++;

@@ -69,6 +69,7 @@ struct audit_stepcomm {
         uint32_t step;
         uint32_t pad;
     } k;
+    /* A buffer is an address with a count, a datatype and an operation. */
     uint32_t max_k;         /* most real reductions of one buffer on one rank */
     uint32_t min_k;         /* fewest (over ranks with a repeated buffer) */
     uint32_t repeated_bufs; /* buffers reduced more than once (max over ranks) */
@@ -78,7 +79,12 @@ struct audit_stepcomm {
     uint32_t max_k_site; /* global site index, 0 none */
     uint32_t ranks_repeating;
     uint32_t buf_over_expect; /* most reductions of one buffer of the kind in --expect /buffer */
-    char *pattern;            /* compressed call pattern of the reference rank */
+    /* The same over the reductions coalescing could defer (audit_coalescible). */
+    uint32_t co_max_k, co_min_k, co_repeated_bufs, co_ranks_repeating;
+    int32_t co_rank;
+    uint64_t co_bytes, co_count;
+    uint32_t co_dtype, co_op, co_site;
+    char *pattern; /* compressed call pattern of the reference rank */
 };
 
 struct audit_comm {
@@ -281,6 +287,11 @@ void json_str(FILE *f, const char *s);
 void html_str(FILE *f, const char *s);
 const char *kind_label(unsigned kind, int deferred, char *buf, size_t n);
 int is_reduction(unsigned kind);
+/* 1 for what coalescing can defer, and so what the audit may advise it for:
+ * an all-reduce summing (SUM, AVG, PREMULSUM) floating-point data (float16,
+ * bfloat16, float32, float64) of AUDIT_COALESCE_MIN_BYTES or more. */
+#define AUDIT_COALESCE_MIN_BYTES 1024 /* CCSHIM_COALESCE_MIN_BYTES' default */
+int audit_coalescible(unsigned kind, unsigned dtype, unsigned op, uint64_t bytes);
 /* Sorted array of the cells (by step, rank, comm, kind, deferred); caller frees. */
 struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n);
 /* The call sites that made calls, most calls first, *N of them (free the array);

@@ -280,43 +280,58 @@ static void mismatch_findings(struct audit *a)
     }
 }
 
+/* Repeated reductions of one buffer (address, count, datatype, operation)
+ * within a step that coalescing could defer (audit_coalescible).  Only
+ * marked steps are evidence of per-mini-batch gradient reductions: without
+ * markers the "step" is a period of the call stream (or the whole run), and
+ * an iterative solver repeats its reductions just as a training loop does,
+ * so there the finding says what is seen and how to get the markers, never
+ * to coalesce. */
 static void redundancy_findings(struct audit *a)
 {
     size_t n;
     struct audit_stepcomm **v = audit_sorted_stepcomms(a, &n);
     if (!v)
         return;
+    int marked = a->steps.source == STEPS_MARKERS;
     for (size_t ci = 0; ci < a->ncomms; ci++) {
         uint64_t comm = a->comms[ci].id;
-        uint32_t nsteps = 0, first = 0, last = 0, kmin = 0, kmax = 0, bufs = 0, ranks = 0, kind = 0, site = 0;
-        uint64_t bytes = 0;
+        uint32_t nsteps = 0, first = 0, last = 0, kmin = 0, kmax = 0, bufs = 0, ranks = 0, site = 0;
+        uint32_t dtype = 0, op = 0, all_ranks = 1, kfirst = 0;
+        uint64_t bytes = 0, count = 0;
         int32_t rank = 0;
+        const struct audit_comm *cm = audit_comm_get(a, comm, 0);
         for (size_t i = 0; i < n; i++) {
             const struct audit_stepcomm *s = v[i];
-            if (s->k.comm != comm || s->max_k < 2)
+            if (s->k.comm != comm || s->co_max_k < 2)
                 continue;
             if (!nsteps) {
                 first = s->k.step;
-                kmin = s->max_k;
-                rank = s->max_k_rank;
-                bytes = s->max_k_bytes;
-                kind = s->max_k_kind;
-                site = s->max_k_site;
+                kfirst = s->co_max_k;
+                kmin = s->co_min_k;
+                rank = s->co_rank;
+                bytes = s->co_bytes;
+                count = s->co_count;
+                dtype = s->co_dtype;
+                op = s->co_op;
+                site = s->co_site;
             }
             nsteps++;
             last = s->k.step;
-            if (s->max_k < kmin)
-                kmin = s->max_k;
-            if (s->max_k > kmax)
-                kmax = s->max_k;
-            if (s->repeated_bufs > bufs)
-                bufs = s->repeated_bufs;
-            if (s->ranks_repeating > ranks)
-                ranks = s->ranks_repeating;
+            if (s->co_min_k < kmin)
+                kmin = s->co_min_k;
+            if (s->co_max_k > kmax)
+                kmax = s->co_max_k;
+            if (s->co_repeated_bufs > bufs)
+                bufs = s->co_repeated_bufs;
+            if (s->co_ranks_repeating > ranks)
+                ranks = s->co_ranks_repeating;
+            if (!cm || s->co_ranks_repeating != cm->nmembers)
+                all_ranks = 0;
         }
         if (!nsteps)
             continue;
-        struct audit_finding *f = add(a, FIND_REDUNDANT, 1);
+        struct audit_finding *f = add(a, FIND_REDUNDANT, marked ? 1 : 0);
         if (!f)
             break;
         char kb[32], kr[32], sn[256] = "an unknown site";
@@ -333,18 +348,36 @@ static void redundancy_findings(struct audit *a)
         f->steps = nsteps;
         f->ranks[0] = rank;
         f->nranks = 1;
-        snprintf(f->title, sizeof f->title, "%s reduces the same buffer %s times per step (comm %016" PRIx64 ")",
-                 ccs_kind_name(kind), kr, comm);
+        const char *per = marked                              ? "per step"
+                          : a->steps.source == STEPS_INFERRED ? "per inferred step (no step markers)"
+                                                              : "in the run (no step markers)";
+        snprintf(f->title, sizeof f->title, "allreduce reduces the same buffer %s times %s (comm %016" PRIx64 ")",
+                 kr, per, comm);
         snprintf(f->evidence, sizeof f->evidence,
-                 "step %u: rank %d reduced one %s buffer %u times (from %s); %u buffer%s reduced more than once "
-                 "per step; %u rank%s; %u step%s (%u to %u)",
-                 first, (int)rank, fmt_bytes(bytes, kb, sizeof kb), kmax, sn, bufs, bufs == 1 ? "" : "s", ranks,
-                 ranks == 1 ? "" : "s", nsteps, nsteps == 1 ? "" : "s", first, last);
-        snprintf(f->action, sizeof f->action,
-                 "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
-                 "Run with CCSHIM_COALESCE=auto (or CCSHIM_COALESCE=every:%u) to defer all but the last; in the "
-                 "code, wrap all but the last backward of the step in DDP's no_sync().",
-                 kmax);
+                 "step %u: rank %d reduced one %s buffer (%" PRIu64 " %s, %s) %u times (from %s); %u buffer%s "
+                 "reduced more than once per step; %u rank%s; %u step%s (%u to %u)",
+                 first, (int)rank, fmt_bytes(bytes, kb, sizeof kb), count, ccs_dtype_name(dtype), ccs_op_name(op),
+                 kfirst, sn, bufs, bufs == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s", nsteps, nsteps == 1 ? "" : "s",
+                 first, last);
+        if (!marked)
+            snprintf(f->action, sizeof f->action,
+                     "Without step markers ccshim-audit cannot tell per-mini-batch gradient reductions from an "
+                     "algorithm that reduces a buffer repeatedly by design, so do not coalesce on this evidence. "
+                     "If this is a training loop, mark each optimizer step (ccshim_step_mark() from ccshim.h, or "
+                     "run a PyTorch job under ccshim-run --torch) and audit again: coalescing needs the markers.");
+        else if (kmin == kmax && all_ranks && nsteps == last - first + 1)
+            snprintf(f->action, sizeof f->action,
+                     "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
+                     "Run with CCSHIM_COALESCE=auto (or CCSHIM_COALESCE=every:%u, as every step and rank makes %u) "
+                     "to defer all but the last; in the code, wrap all but the last backward of the step in "
+                     "DDP's no_sync().",
+                     kmax, kmax);
+        else
+            snprintf(f->action, sizeof f->action,
+                     "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
+                     "Run with CCSHIM_COALESCE=auto, which learns the count per buffer (it is not the same in "
+                     "every step and on every rank here, so no every:N fits); in the code, wrap all but the last "
+                     "backward of the step in DDP's no_sync().");
     }
     free(v);
 }

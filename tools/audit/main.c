@@ -18,7 +18,7 @@ static void usage(FILE *f)
           "  --json               one JSON document instead of the table (schema: docs/audit.md)\n"
           "  --tsv                step rank comm kind count bytes deferred time_ns, tab-separated\n"
           "  --tsv-records        one tab-separated line per record:\n"
-          "                       rank seq comm kind count dtype op root fingerprint step flags site\n"
+          "                       rank seq comm kind count dtype op root fingerprint step flags site buf\n"
           "  --chrome-trace FILE  also write a Trace Event file for Perfetto / chrome://tracing\n"
           "  --chrome-steps A[-B] only steps A to B in the Chrome trace (it holds every call)\n"
           "  --html FILE          also write a self-contained HTML report\n"
@@ -154,7 +154,7 @@ int main(int argc, char **argv)
     a.want_patterns = !a.tsv_records && !tsv;
     a.tsv_records_out = stdout;
     if (a.tsv_records)
-        printf("#rank\tseq\tcomm\tkind\tcount\tdtype\top\troot\tfingerprint\tstep\tflags\tsite\n");
+        printf("#rank\tseq\tcomm\tkind\tcount\tdtype\top\troot\tfingerprint\tstep\tflags\tsite\tbuf\n");
     audit_find_steps(&a);
     size_t nread = audit_read_all(&a);
     int rc = 0;

@@ -87,6 +87,16 @@ int is_reduction(unsigned kind)
            kind == CCS_KIND_REDUCE_SCATTER_BLOCK;
 }
 
+int audit_coalescible(unsigned kind, unsigned dtype, unsigned op, uint64_t bytes)
+{
+    if (kind != CCS_KIND_ALLREDUCE || bytes < AUDIT_COALESCE_MIN_BYTES)
+        return 0;
+    if (op != CCS_OP_SUM && op != CCS_OP_AVG && op != CCS_OP_PREMULSUM)
+        return 0;
+    return dtype == CCS_DT_FLOAT16 || dtype == CCS_DT_BFLOAT16 || dtype == CCS_DT_FLOAT32 ||
+           dtype == CCS_DT_FLOAT64;
+}
+
 static int cell_cmp(const void *x, const void *y)
 {
     const struct audit_cell *a = *(struct audit_cell *const *)x, *b = *(struct audit_cell *const *)y;

@@ -54,6 +54,9 @@ static void usage(FILE *f)
             "  --bucket-cap-mb X      DDP bucket cap in MiB (default 25)\n"
             "  --buckets N            exactly N buckets (contiguous slices of the gradient)\n"
             "  --out-of-place         all-reduce into a second fixed buffer per bucket\n"
+            "  --rebuild-buckets[=N]  after the first backward, replace the buckets by new ones at\n"
+            "                         new addresses (N equal slices, default the same layout), as\n"
+            "                         DDP rebuilds its buckets at its second grad-enabled forward\n"
             "  --p2p sendrecv|send-recv   ring exchange primitive (default send-recv)\n"
             "Optimizer:\n"
             "  --optimizer sgd|adam   (default sgd, momentum 0.9)\n"
@@ -149,6 +152,7 @@ enum {
     O_CAP,
     O_BUCKETS,
     O_OOP,
+    O_REBUILD,
     O_P2P,
     O_OPT,
     O_LR,
@@ -183,6 +187,7 @@ int tr_opts_parse(struct tr_opts *o, int argc, char **argv, int nccl_binary)
                                        {"bucket-cap-mb", 1, 0, O_CAP},
                                        {"buckets", 1, 0, O_BUCKETS},
                                        {"out-of-place", 0, 0, O_OOP},
+                                       {"rebuild-buckets", 2, 0, O_REBUILD},
                                        {"p2p", 1, 0, O_P2P},
                                        {"optimizer", 1, 0, O_OPT},
                                        {"lr", 1, 0, O_LR},
@@ -302,6 +307,13 @@ int tr_opts_parse(struct tr_opts *o, int argc, char **argv, int nccl_binary)
             break;
         case O_OOP:
             o->out_of_place = 1;
+            break;
+        case O_REBUILD:
+            o->rebuild = 1;
+            if (a &&
+                (parse_long("--rebuild-buckets", a, 1, &v) || (v > 4096 && bad("--rebuild-buckets", a, "1..4096"))))
+                return -1;
+            o->rebuild_buckets = a ? (int)v : 0;
             break;
         case O_P2P:
             if (pick("--p2p", a, (const char *const[]){"send-recv", "sendrecv"}, 2, &k, "send-recv or sendrecv"))

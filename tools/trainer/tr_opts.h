@@ -40,9 +40,11 @@ struct tr_opts {
     int din, dhid, dout;
     int buckets; /* --buckets N (0: by cap) */
     double bucket_cap_mb;
-    int compensation; /* gathered InfoNCE: scale the backward by W */
-    int out_of_place; /* all-reduce into a second fixed buffer */
-    int p2p_sendrecv; /* ring with MPI_Sendrecv, not Send/Recv */
+    int compensation;    /* gathered InfoNCE: scale the backward by W */
+    int out_of_place;    /* all-reduce into a second fixed buffer */
+    int rebuild;         /* --rebuild-buckets: new bucket buffers after the first backward */
+    int rebuild_buckets; /* --rebuild-buckets=N: N equal slices after it (0: the same layout) */
+    int p2p_sendrecv;    /* ring with MPI_Sendrecv, not Send/Recv */
     int check;
     int print_all; /* every rank prints its per-step line */
     const char *dump_grad;
