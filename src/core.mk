@@ -29,7 +29,7 @@ libccscore_la_SOURCES += $(NCCL_WRAP_SOURCES) src/coalesce_nccl.h src/coalesce_n
 libccscore_la_CPPFLAGS += $(NCCL_CFLAGS)
 endif
 NCCL_WRAP_SOURCES = src/nccl_internal.h src/nccl_redop.h src/desync_nccl.h src/desync_nccl.c \
-	src/nccl_real.c src/nccl_comm.c src/nccl_redop.c src/nccl_wrap.c
+	src/nccl_real.c src/nccl_comm.c src/nccl_redop.c src/nccl_wrap.c src/nccl_track.h src/nccl_track.c
 
 lib_LTLIBRARIES += libccshim.la
 libccshim_la_SOURCES = src/lib_core.c

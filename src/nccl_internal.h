@@ -36,6 +36,7 @@
     X(CommFinalize)                                                                                                \
     X(CommDestroy)                                                                                                 \
     X(CommAbort)                                                                                                   \
+    X(CommGetAsyncError)                                                                                           \
     X(CommUserRank)                                                                                                \
     X(CommCount)                                                                                                   \
     X(RedOpCreatePreMulSum)                                                                                        \
