@@ -34,6 +34,8 @@
 #include "nccl_internal.h"
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -89,8 +91,12 @@ static struct {
 /* Per communicator: the highest seq reported complete (background only). */
 static struct {
     uint64_t id, done;
-    int err_logged;
+    int err_logged, stuck_logged;
+    uint64_t stuck_since, stuck_at;
 } dn[NDONE];
+
+static pthread_mutex_t poll_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *own_poller(void *arg);
 
 /* The handle the background thread is calling NCCL with (0: none). */
 static _Atomic uintptr_t bg_using;
@@ -110,7 +116,7 @@ static void *proc(CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriv
 void ccs_ntrack_init(void)
 {
     static atomic_int done;
-    if (atomic_load(&done) || !ccs_cfg.nccl_completion || !ccs_cfg.desync)
+    if (atomic_load(&done) || !ccs_cfg.nccl_completion)
         return;
     /* Only a driver the process already has: never load CUDA ourselves. */
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
@@ -141,6 +147,16 @@ void ccs_ntrack_init(void)
         CCS_LOG(WARN, "NCCL completion tracking is off: the CUDA driver lacks an entry point it needs");
         return;
     }
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, own_poller, NULL) != 0) {
+        pthread_attr_destroy(&a);
+        CCS_LOG(WARN, "NCCL completion tracking is off: no thread for its poller");
+        return;
+    }
+    pthread_attr_destroy(&a);
     CCS_LOG(INFO, "NCCL completion tracking on (CUDA events, at most one per stream every %ld ms)",
             (long)ccs_cfg.desync_period_ms);
     atomic_store(&ccs_ntrack_on, 1);
@@ -298,6 +314,8 @@ static int dn_slot(uint64_t id)
     dn[free_i].id = id;
     dn[free_i].done = 0;
     dn[free_i].err_logged = 0;
+    dn[free_i].stuck_logged = 0;
+    dn[free_i].stuck_since = 0;
     return free_i;
 }
 
@@ -344,9 +362,38 @@ static void async_error(struct ccs_comm *c, ncclResult_t err)
             (unsigned long long)dn[i].done, o ? ops : "(none recorded)");
 }
 
+/* Work enqueued on C that has not completed for CCSHIM_DESYNC_BLOCK_MS:
+ * said once (the desync rules judge it across ranks; this line also serves
+ * a job of one rank), and again when it completes after all. */
+static void stuck(struct ccs_comm *c, uint64_t now)
+{
+    if (!c->agreed || !atomic_load(&ccs_ntrack_on))
+        return;
+    int i = dn_slot(c->id);
+    uint64_t issued = atomic_load_explicit(&c->seq, memory_order_relaxed);
+    if (issued <= dn[i].done || dn[i].done != dn[i].stuck_at) {
+        if (dn[i].stuck_logged)
+            CCS_LOG(WARN, "NCCL comm %#llx: progress on the device again after %.1f s (enqueued %llu, completed %llu)",
+                    (unsigned long long)c->id, (double)(now - dn[i].stuck_since) / 1e3, (unsigned long long)issued,
+                    (unsigned long long)dn[i].done);
+        dn[i].stuck_logged = 0;
+        dn[i].stuck_since = issued > dn[i].done ? now : 0;
+        dn[i].stuck_at = dn[i].done;
+        return;
+    }
+    if (!dn[i].stuck_since)
+        dn[i].stuck_since = now;
+    if (!dn[i].stuck_logged && now - dn[i].stuck_since >= (uint64_t)ccs_cfg.desync_block_ms) {
+        dn[i].stuck_logged = 1;
+        CCS_LOG(WARN, "NCCL comm %#llx (rank %d of %d): enqueued %llu, completed %llu on the device; no progress "
+                      "for %.1f s",
+                (unsigned long long)c->id, c->rank, c->size, (unsigned long long)issued,
+                (unsigned long long)dn[i].done, (double)(now - dn[i].stuck_since) / 1e3);
+    }
+}
+
 static void check_comm(struct ccs_comm *c, void *arg)
 {
-    (void)arg;
     if (c->backend != CCS_BE_NCCL)
         return;
     uintptr_t h = atomic_load(&c->handle);
@@ -362,6 +409,7 @@ static void check_comm(struct ccs_comm *c, void *arg)
         }
     }
     atomic_store(&bg_using, 0);
+    stuck(c, *(uint64_t *)arg);
 }
 
 /* --------------------------------------------------------------- poller */
@@ -415,7 +463,7 @@ static void tail(struct strm *s, uint64_t now)
     report(comm, seq);
 }
 
-void ccs_ntrack_poll(uint64_t now)
+static void poll_locked(uint64_t now)
 {
     static unsigned tries;
     static int relaxed;
@@ -457,8 +505,36 @@ void ccs_ntrack_poll(uint64_t now)
     }
     if (now - last_check >= 100) {
         last_check = now;
-        ccs_comm_foreach(check_comm, NULL);
+        ccs_comm_foreach(check_comm, &now);
     }
+}
+
+void ccs_ntrack_poll(uint64_t now)
+{
+    if (pthread_mutex_trylock(&poll_lock) != 0)
+        return;
+    poll_locked(now);
+    pthread_mutex_unlock(&poll_lock);
+}
+
+/* The poller's own thread, for a job where desync detection does not run
+ * (one rank, or CCSHIM_DESYNC=0): it polls while the desync thread does not. */
+static void *own_poller(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    for (;;) {
+        long ms = ccs_cfg.desync_period_ms > 0 ? ccs_cfg.desync_period_ms : 20;
+        nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+        if (!ccs_desync_active()) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ccs_ntrack_poll((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+        }
+    }
+    return NULL;
 }
 
 void ccs_ntrack_stats(struct ccs_ntrack_stats *o)

@@ -58,10 +58,9 @@ CCS_HIDDEN void ccs_ntrack_group_end(int ok);
  * was retired): waits until the background thread is not using COMM. */
 CCS_HIDDEN void ccs_ntrack_forget(ncclComm_t comm);
 
-/* A communicator registered with rank -1 (nonblocking, still in progress):
- * asks NCCL again when it is ready.  Returns 0 when C now has its rank and
- * size.  Slow path, called on C's calls and by the poller. */
-CCS_HIDDEN int ccs_ntrack_requery(struct ccs_comm *c);
+/* ccs_ntrack_requery (nccl_internal.h): a communicator registered with
+ * rank -1 gets its rank and size once NCCL says it is ready; called by
+ * ccs_nccl_comm on its calls and by the poller. */
 
 /* The poller: called by the desync background thread every period
  * (registered with ccs_desync_set_poll by ccs_desync_nccl_init). */

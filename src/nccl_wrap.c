@@ -78,8 +78,6 @@ static struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send
                                 int captured)
 {
     struct ccs_comm *c = ccs_nccl_comm(comm);
-    if (CCS_UNLIKELY(c && c->size <= 0))
-        ccs_ntrack_requery(c); /* registered before it was ready (nonblocking, or in a group) */
     unsigned dtype = ccs_nccl_dtype(dt);
     uint64_t esize = ccs_dtype_size(dtype);
     int size = c && c->size > 0 ? c->size : 1;

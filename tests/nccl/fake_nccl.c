@@ -629,6 +629,9 @@ static void segment_name(char *name, const unsigned char *bytes)
         o += snprintf(name + o, (size_t)(FN_NAME_MAX - o), "%02x", bytes[i]);
 }
 
+/* Communicators made so far in this process (read by tests/nccl/nccl_track). */
+unsigned long fakenccl_comms_created;
+
 /* Joins segment NAME as RANK of NRANKS and waits for every member. */
 static ncclResult_t join(ncclComm_t *out, const char *name, int nranks, int rank)
 {
@@ -648,6 +651,7 @@ static ncclResult_t join(ncclComm_t *out, const char *name, int nranks, int rank
         return rc;
     }
     *out = c;
+    fakenccl_comms_created++;
     return ncclSuccess;
 }
 
@@ -710,6 +714,7 @@ ncclResult_t pncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
     for (int i = 0; i < ndev && rc == ncclSuccess; i++) {
         comm[i] = calloc(1, sizeof *comm[i]);
         rc = comm[i] ? fn_attach(comm[i], name, ndev, i) : ncclSystemError;
+        fakenccl_comms_created += rc == ncclSuccess;
     }
     shm_unlink(name);
     return rc;
