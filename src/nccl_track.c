@@ -71,15 +71,16 @@ struct strm {
     _Atomic uint64_t ev_period; /* period of the last event (rate limit) */
     _Atomic uintptr_t last_comm;
     _Atomic uint64_t last_seq;
-    _Atomic uint64_t calls;
     atomic_int ev_ready; /* 1 events created, -1 could not */
     atomic_uint next;
     CUevent ev[NEV];
     atomic_int ev_state[NEV];
     uintptr_t tag_comm[NEV];
     uint64_t tag_seq[NEV];
-    /* Background thread only. */
-    uint64_t seen_calls, quiet_since, tail_calls;
+    /* Background thread only: the (comm, seq) last seen, since when, and
+     * the last one a stream query found complete. */
+    uintptr_t seen_comm, tail_comm;
+    uint64_t seen_seq, quiet_since, tail_seq;
 };
 
 static struct strm streams[NSTREAMS];
@@ -211,9 +212,7 @@ void ccs_ntrack_enqueued_slow(ncclComm_t comm, uint64_t seq, cudaStream_t stream
     if (CCS_UNLIKELY(!s))
         return;
     atomic_store_explicit(&s->last_comm, (uintptr_t)comm, memory_order_relaxed);
-    atomic_store_explicit(&s->last_seq, seq, memory_order_relaxed);
-    atomic_store_explicit(&s->calls, atomic_load_explicit(&s->calls, memory_order_relaxed) + 1,
-                          memory_order_release);
+    atomic_store_explicit(&s->last_seq, seq, memory_order_release);
     uint64_t p = atomic_load_explicit(&period, memory_order_relaxed);
     uint64_t sp = atomic_load_explicit(&s->ev_period, memory_order_relaxed);
     if (CCS_LIKELY(sp == p) || atomic_load_explicit(&s->ev_ready, memory_order_acquire) != 1)
@@ -232,6 +231,23 @@ void ccs_ntrack_enqueued_slow(ncclComm_t comm, uint64_t seq, cudaStream_t stream
     s->tag_seq[i] = seq;
     atomic_store_explicit(&s->ev_state[i], EV_RECORDED, memory_order_release);
     atomic_fetch_add_explicit(&stats.events, 1, memory_order_relaxed);
+}
+
+int ccs_ntrack_after(ncclComm_t comm, uint64_t seq, cudaStream_t stream, int in_group)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (CCS_UNLIKELY(cu.is_capturing((CUstream)stream, &st) == CUDA_SUCCESS &&
+                     st != CU_STREAM_CAPTURE_STATUS_NONE)) {
+        atomic_fetch_add_explicit(&stats.captured, 1, memory_order_relaxed);
+        return 1;
+    }
+    if (!seq)
+        return 0;
+    if (in_group)
+        ccs_ntrack_group_note(comm, seq, stream);
+    else
+        ccs_ntrack_enqueued_slow(comm, seq, stream);
+    return 0;
 }
 
 /* Calls inside this thread's group: the latest per stream. */
@@ -373,7 +389,8 @@ static void stuck(struct ccs_comm *c, uint64_t now)
     uint64_t issued = atomic_load_explicit(&c->seq, memory_order_relaxed);
     if (issued <= dn[i].done || dn[i].done != dn[i].stuck_at) {
         if (dn[i].stuck_logged)
-            CCS_LOG(WARN, "NCCL comm %#llx: progress on the device again after %.1f s (enqueued %llu, completed %llu)",
+            CCS_LOG(WARN,
+                    "NCCL comm %#llx: progress on the device again after %.1f s (enqueued %llu, completed %llu)",
                     (unsigned long long)c->id, (double)(now - dn[i].stuck_since) / 1e3, (unsigned long long)issued,
                     (unsigned long long)dn[i].done);
         dn[i].stuck_logged = 0;
@@ -385,8 +402,9 @@ static void stuck(struct ccs_comm *c, uint64_t now)
         dn[i].stuck_since = now;
     if (!dn[i].stuck_logged && now - dn[i].stuck_since >= (uint64_t)ccs_cfg.desync_block_ms) {
         dn[i].stuck_logged = 1;
-        CCS_LOG(WARN, "NCCL comm %#llx (rank %d of %d): enqueued %llu, completed %llu on the device; no progress "
-                      "for %.1f s",
+        CCS_LOG(WARN,
+                "NCCL comm %#llx (rank %d of %d): enqueued %llu, completed %llu on the device; no progress "
+                "for %.1f s",
                 (unsigned long long)c->id, c->rank, c->size, (unsigned long long)issued,
                 (unsigned long long)dn[i].done, (double)(now - dn[i].stuck_since) / 1e3);
     }
@@ -435,27 +453,29 @@ static void make_events(struct strm *s)
 /* The latest calls of S, if no event covers them, once S is quiet. */
 static void tail(struct strm *s, uint64_t now)
 {
-    uint64_t calls = atomic_load_explicit(&s->calls, memory_order_acquire);
-    if (calls != s->seen_calls) {
-        s->seen_calls = calls;
+    uint64_t seq = atomic_load_explicit(&s->last_seq, memory_order_acquire);
+    uintptr_t comm = atomic_load_explicit(&s->last_comm, memory_order_relaxed);
+    if (seq != s->seen_seq || comm != s->seen_comm) {
+        s->seen_seq = seq;
+        s->seen_comm = comm;
         s->quiet_since = now;
         return;
     }
-    if (calls == s->tail_calls || now - s->quiet_since < (uint64_t)ccs_cfg.desync_period_ms)
+    if ((seq == s->tail_seq && comm == s->tail_comm) || now - s->quiet_since < (uint64_t)ccs_cfg.desync_period_ms)
         return;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     if (cu.is_capturing((CUstream)s->handle, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
         return;
-    uintptr_t comm = atomic_load_explicit(&s->last_comm, memory_order_relaxed);
-    uint64_t seq = atomic_load_explicit(&s->last_seq, memory_order_relaxed);
     struct ccs_comm *c = ccs_comm_lookup(CCS_BE_NCCL, comm);
     uint64_t issued = c ? atomic_load_explicit(&c->seq, memory_order_relaxed) : 0;
     atomic_fetch_add_explicit(&stats.queries, 1, memory_order_relaxed);
     if (cu.stream_query((CUstream)s->handle) != CUDA_SUCCESS)
         return; /* not yet (or an error the job will see): ask again next period */
-    if (atomic_load_explicit(&s->calls, memory_order_acquire) != calls)
+    if (atomic_load_explicit(&s->last_seq, memory_order_acquire) != seq ||
+        atomic_load_explicit(&s->last_comm, memory_order_relaxed) != comm)
         return; /* a call came meanwhile: its own event or the next query */
-    s->tail_calls = calls;
+    s->tail_seq = seq;
+    s->tail_comm = comm;
     /* Everything this stream holds is done; sequenced calls of the
      * communicator after the stream's last (ncclCommSplit) need no device. */
     if (c && atomic_load_explicit(&c->seq, memory_order_relaxed) == issued && issued > seq)

@@ -51,6 +51,11 @@ static inline void ccs_ntrack_enqueued(ncclComm_t comm, uint64_t seq, cudaStream
         ccs_ntrack_enqueued_slow(comm, seq, stream);
 }
 CCS_HIDDEN void ccs_ntrack_group_note(ncclComm_t comm, uint64_t seq, cudaStream_t stream);
+
+/* The wrapper's one call after the real one, when tracking is on: 1 when
+ * STREAM is being captured (nothing tracked then), else notes the call as
+ * ccs_ntrack_enqueued (IN_GROUP 0) or ccs_ntrack_group_note would, and 0. */
+CCS_HIDDEN int ccs_ntrack_after(ncclComm_t comm, uint64_t seq, cudaStream_t stream, int in_group);
 /* OK: the group's work was enqueued (else it is forgotten). */
 CCS_HIDDEN void ccs_ntrack_group_end(int ok);
 

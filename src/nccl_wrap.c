@@ -106,27 +106,26 @@ static struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send
  * number (a point-to-point call completes what the communicator's
  * collectives before it enqueued), noted for the outermost ncclGroupEnd
  * inside a group. */
-static void track(const struct ccs_record *r, ncclComm_t comm, cudaStream_t stream)
+static void track(struct ccs_record *r, ncclComm_t comm, cudaStream_t stream)
 {
     uint64_t seq = r->seq;
     if (r->kind == CCS_KIND_SEND || r->kind == CCS_KIND_RECV) {
         struct ccs_comm *c = ccs_nccl_comm(comm);
         seq = c ? atomic_load_explicit(&c->seq, memory_order_relaxed) : 0;
     }
-    if (group_depth > 0)
-        ccs_ntrack_group_note(comm, seq, stream);
-    else
-        ccs_ntrack_enqueued(comm, seq, stream);
+    if (ccs_ntrack_after(comm, seq, stream, group_depth))
+        r->flags |= CCS_F_CAPTURED;
 }
 
 /* ncclInProgress is NCCL's "accepted, completing asynchronously": not an
- * error.  A call captured into a CUDA graph enqueued nothing now. */
+ * error.  Tracking also says whether the stream is being captured into a
+ * CUDA graph (the record is flagged: the call enqueued nothing now). */
 static inline void end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, cudaStream_t stream)
 {
     if (!r)
         return;
     int ok = rc == ncclSuccess || rc == ncclInProgress;
-    if (ok && atomic_load_explicit(&ccs_ntrack_on, memory_order_relaxed) && !(r->flags & CCS_F_CAPTURED))
+    if (atomic_load_explicit(&ccs_ntrack_on, memory_order_relaxed) && !(r->flags & CCS_F_CAPTURED) && ok)
         track(r, comm, stream);
     ccs_call_end(r, !ok);
 }
@@ -141,9 +140,10 @@ CCS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size
     if (ccs_nccl_on()) {
         /* While the stream is captured into a CUDA graph: no coalescing
          * (no deferral, no private communicator made inside the capture). */
-        int captured = ccs_ntrack_capturing(stream);
+        int captured = 0;
         ncclResult_t crc; /* coalescing (coalesce_nccl.c): one predictable branch while off */
-        if (CCS_UNLIKELY(atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) && !captured &&
+        if (CCS_UNLIKELY(atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) &&
+            !(captured = ccs_ntrack_capturing(stream)) &&
             ccs_coalesce_nccl_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, group_depth,
                                         __builtin_return_address(0), &crc)) {
             struct ccs_comm *c = (crc == ncclSuccess || crc == ncclInProgress) ? ccs_nccl_comm(comm) : NULL;
@@ -173,8 +173,7 @@ CCS_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_BCAST, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
-                  __builtin_return_address(0),
-                  ccs_ntrack_capturing(stream));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
     end(r, rc, comm, stream);
     return rc;
@@ -189,8 +188,7 @@ CCS_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datat
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_BCAST, comm, buff, buff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
-                  __builtin_return_address(0),
-                  ccs_ntrack_capturing(stream));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(buff, count, datatype, root, comm, stream);
     end(r, rc, comm, stream);
     return rc;
@@ -205,8 +203,7 @@ CCS_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t 
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_REDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), root, SEND_ONE,
-                  __builtin_return_address(0),
-                  ccs_ntrack_capturing(stream));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
     end(r, rc, comm, stream);
     return rc;
@@ -221,8 +218,7 @@ CCS_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, CCS_OP_NONE, -1, SEND_ONE,
-                  __builtin_return_address(0),
-                  ccs_ntrack_capturing(stream));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, sendcount, datatype, comm, stream);
     end(r, rc, comm, stream);
     return rc;
@@ -238,8 +234,7 @@ CCS_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, 
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_REDUCE_SCATTER, comm, sendbuff, recvbuff, recvcount, datatype, map_op(op, comm), -1,
-                  SEND_PER_RANK, __builtin_return_address(0),
-                  ccs_ntrack_capturing(stream));
+                  SEND_PER_RANK, __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
     end(r, rc, comm, stream);
     return rc;
@@ -254,8 +249,7 @@ CCS_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, -1, SEND_PER_RANK,
-                  __builtin_return_address(0),
-                  ccs_ntrack_capturing(stream));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, comm, stream);
     end(r, rc, comm, stream);
     return rc;
@@ -270,8 +264,7 @@ CCS_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t 
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_GATHER, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
-                  __builtin_return_address(0),
-                  ccs_ntrack_capturing(stream));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
     end(r, rc, comm, stream);
     return rc;
@@ -289,8 +282,7 @@ CCS_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t
         struct ccs_comm *c = ccs_nccl_comm(comm);
         enum send_blocks blocks = c && c->rank == root ? SEND_PER_RANK : SEND_NONE;
         r = begin(CCS_KIND_SCATTER, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, blocks,
-                  __builtin_return_address(0),
-                  ccs_ntrack_capturing(stream));
+                  __builtin_return_address(0), 0);
     }
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
     end(r, rc, comm, stream);
@@ -306,8 +298,7 @@ CCS_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataTyp
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_SEND, comm, NULL, sendbuff, count, datatype, CCS_OP_NONE, peer, SEND_ONE,
-                  __builtin_return_address(0),
-                  ccs_ntrack_capturing(stream));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, count, datatype, peer, comm, stream);
     end(r, rc, comm, stream);
     return rc;
@@ -322,8 +313,7 @@ CCS_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t da
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_RECV, comm, NULL, recvbuff, count, datatype, CCS_OP_NONE, peer, SEND_ONE,
-                  __builtin_return_address(0),
-                  ccs_ntrack_capturing(stream));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(recvbuff, count, datatype, peer, comm, stream);
     end(r, rc, comm, stream);
     return rc;

@@ -53,8 +53,14 @@ static struct CUstream_st *S(CUstream s)
 
 static int all_capturing(void)
 {
-    const char *v = getenv("FAKECUDA_CAPTURING");
-    return v && *v == '1';
+    static atomic_int cached = -1;
+    int c = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (c < 0) {
+        const char *v = getenv("FAKECUDA_CAPTURING");
+        c = v && *v == '1';
+        atomic_store(&cached, c);
+    }
+    return c;
 }
 
 static int capturing(struct CUstream_st *s)
@@ -308,7 +314,10 @@ static const struct {
     const char *name;
     void *fn;
 } procs[] = {
-#define P(n, f) {n, (void *)f}
+#define P(n, f)                                                                                                    \
+    {                                                                                                              \
+        n, (void *)f                                                                                               \
+    }
     P("cuInit", cuInit),
     P("cuDriverGetVersion", cuDriverGetVersion),
     P("cuCtxGetCurrent", cuCtxGetCurrent),
