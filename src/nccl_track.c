@@ -72,6 +72,7 @@ struct strm {
     _Atomic uintptr_t last_comm;
     _Atomic uint64_t last_seq;
     atomic_int ev_ready; /* 1 events created, -1 could not */
+    atomic_int retired;  /* its last communicator was destroyed: not queried */
     atomic_uint next;
     CUevent ev[NEV];
     atomic_int ev_state[NEV];
@@ -99,8 +100,10 @@ static struct {
 static pthread_mutex_t poll_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *own_poller(void *arg);
 
-/* The handle the background thread is calling NCCL with (0: none). */
+/* The handle the background thread is calling NCCL with (0: none), and the
+ * stream slot it is querying (NULL: none). */
 static _Atomic uintptr_t bg_using;
+static _Atomic(struct strm *) bg_stream;
 
 /* ------------------------------------------------------------ the driver */
 
@@ -213,6 +216,8 @@ void ccs_ntrack_enqueued_slow(ncclComm_t comm, uint64_t seq, cudaStream_t stream
         return;
     atomic_store_explicit(&s->last_comm, (uintptr_t)comm, memory_order_relaxed);
     atomic_store_explicit(&s->last_seq, seq, memory_order_release);
+    if (CCS_UNLIKELY(atomic_load_explicit(&s->retired, memory_order_relaxed)))
+        atomic_store_explicit(&s->retired, 0, memory_order_relaxed);
     uint64_t p = atomic_load_explicit(&period, memory_order_relaxed);
     uint64_t sp = atomic_load_explicit(&s->ev_period, memory_order_relaxed);
     if (CCS_LIKELY(sp == p) || atomic_load_explicit(&s->ev_ready, memory_order_acquire) != 1)
@@ -294,6 +299,16 @@ void ccs_ntrack_forget(ncclComm_t comm)
     atomic_thread_fence(memory_order_seq_cst);
     while (comm && atomic_load(&bg_using) == (uintptr_t)comm)
         nanosleep(&(struct timespec){0, 50000}, NULL);
+    /* Its streams may be destroyed next (the usual order): the poller stops
+     * asking about streams whose last call was on COMM (until a new call). */
+    for (unsigned k = 0; comm && k < NSTREAMS; k++) {
+        struct strm *s = &streams[k];
+        if (atomic_load(&s->state) != SLOT_READY || atomic_load(&s->last_comm) != (uintptr_t)comm)
+            continue;
+        atomic_store(&s->retired, 1);
+        while (atomic_load(&bg_stream) == s)
+            nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
 }
 
 int ccs_ntrack_requery(struct ccs_comm *c)
@@ -450,6 +465,29 @@ static void make_events(struct strm *s)
     atomic_store_explicit(&s->ev_ready, 1, memory_order_release);
 }
 
+/* Asks STREAM whether everything it holds is done: the seq to report for
+ * COMM then (SEQ, or the communicator's later sequenced calls that need no
+ * device, ncclCommSplit), else 0. */
+static uint64_t query_tail(struct strm *s, uintptr_t comm, uint64_t seq)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cu.is_capturing((CUstream)s->handle, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
+        return 0;
+    struct ccs_comm *c = ccs_comm_lookup(CCS_BE_NCCL, comm);
+    uint64_t issued = c ? atomic_load_explicit(&c->seq, memory_order_relaxed) : 0;
+    atomic_fetch_add_explicit(&stats.queries, 1, memory_order_relaxed);
+    if (cu.stream_query((CUstream)s->handle) != CUDA_SUCCESS)
+        return 0; /* not yet (or an error the job will see): ask again next period */
+    if (atomic_load_explicit(&s->last_seq, memory_order_acquire) != seq ||
+        atomic_load_explicit(&s->last_comm, memory_order_relaxed) != comm)
+        return 0; /* a call came meanwhile: its own event or the next query */
+    s->tail_seq = seq;
+    s->tail_comm = comm;
+    if (c && atomic_load_explicit(&c->seq, memory_order_relaxed) == issued && issued > seq)
+        return issued;
+    return seq;
+}
+
 /* The latest calls of S, if no event covers them, once S is quiet. */
 static void tail(struct strm *s, uint64_t now)
 {
@@ -463,24 +501,12 @@ static void tail(struct strm *s, uint64_t now)
     }
     if ((seq == s->tail_seq && comm == s->tail_comm) || now - s->quiet_since < (uint64_t)ccs_cfg.desync_period_ms)
         return;
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (cu.is_capturing((CUstream)s->handle, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
-        return;
-    struct ccs_comm *c = ccs_comm_lookup(CCS_BE_NCCL, comm);
-    uint64_t issued = c ? atomic_load_explicit(&c->seq, memory_order_relaxed) : 0;
-    atomic_fetch_add_explicit(&stats.queries, 1, memory_order_relaxed);
-    if (cu.stream_query((CUstream)s->handle) != CUDA_SUCCESS)
-        return; /* not yet (or an error the job will see): ask again next period */
-    if (atomic_load_explicit(&s->last_seq, memory_order_acquire) != seq ||
-        atomic_load_explicit(&s->last_comm, memory_order_relaxed) != comm)
-        return; /* a call came meanwhile: its own event or the next query */
-    s->tail_seq = seq;
-    s->tail_comm = comm;
-    /* Everything this stream holds is done; sequenced calls of the
-     * communicator after the stream's last (ncclCommSplit) need no device. */
-    if (c && atomic_load_explicit(&c->seq, memory_order_relaxed) == issued && issued > seq)
-        seq = issued;
-    report(comm, seq);
+    /* Announce the stream before looking at retired (ccs_ntrack_forget). */
+    atomic_store(&bg_stream, s);
+    uint64_t done = atomic_load(&s->retired) ? 0 : query_tail(s, comm, seq);
+    atomic_store(&bg_stream, NULL);
+    if (done)
+        report(comm, done);
 }
 
 static void poll_locked(uint64_t now)
