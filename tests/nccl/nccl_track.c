@@ -8,6 +8,8 @@
  *                         4 while the stream is captured, then 3 more; prints
  *                         the test driver's counters and the communicators
  *                         the test NCCL created
+ *   nccl_track slow       (FAKENCCL_ASYNC=1, FAKENCCL_DELAY_MS) one all-reduce
+ *                         on a stream, waited for: a device that takes long
  *   nccl_track nonblocking  (FAKENCCL_ASYNC=1) a nonblocking ncclCommSplit,
  *                         waited for with ncclCommGetAsyncError as NCCL's
  *                         documentation says, then 6 all-reduces on it
@@ -140,6 +142,11 @@ int main(int argc, char **argv)
         cu.counts(&k2);
         printf("events_created=%llu\n", (unsigned long long)k2.events_created);
         printf("events_recorded_total=%s\n", k2.events_recorded > 0 ? "some" : "none");
+    } else if (strcmp(mode, "slow") == 0) {
+        allreduces(c, s, 1);
+        cu.sync(s);
+        sleep_ms(300);
+        printf("slow sum=%g\n", buf[0]);
     } else if (strcmp(mode, "nonblocking") == 0) {
         ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
         cfg.blocking = 0;
@@ -159,7 +166,7 @@ int main(int argc, char **argv)
         printf("split rank=%d size=%d sum=%g\n", rank, size, buf[0]);
         check("ncclCommDestroy", ncclCommDestroy(sub));
     } else {
-        fprintf(stderr, "usage: nccl_track plain|capture|nonblocking\n");
+        fprintf(stderr, "usage: nccl_track plain|capture|slow|nonblocking\n");
         return 2;
     }
     check("ncclCommDestroy", ncclCommDestroy(c));
