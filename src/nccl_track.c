@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -117,6 +118,24 @@ static void *proc(CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriv
     return fn;
 }
 
+/* At exit: what tracking did (INFO; the GPU checks read it). */
+static void say_stats(void)
+{
+    CCS_LOG(INFO,
+            "NCCL completion tracking: %llu events recorded, %llu stream queries, %llu completions reported, %llu "
+            "calls on captured streams, %llu asynchronous errors",
+            (unsigned long long)atomic_load(&stats.events), (unsigned long long)atomic_load(&stats.queries),
+            (unsigned long long)atomic_load(&stats.done_reports), (unsigned long long)atomic_load(&stats.captured),
+            (unsigned long long)atomic_load(&stats.async_errors));
+}
+
+/* A forked child cannot use its parent's CUDA context (CUDA does not
+ * survive fork), and the poller thread is the parent's: tracking stops. */
+static void atfork_child(void)
+{
+    atomic_store(&ccs_ntrack_on, 0);
+}
+
 void ccs_ntrack_init(void)
 {
     static atomic_int done;
@@ -161,6 +180,8 @@ void ccs_ntrack_init(void)
         return;
     }
     pthread_attr_destroy(&a);
+    atexit(say_stats);
+    pthread_atfork(NULL, NULL, atfork_child);
     CCS_LOG(INFO, "NCCL completion tracking on (CUDA events, at most one per stream every %ld ms)",
             (long)ccs_cfg.desync_period_ms);
     atomic_store(&ccs_ntrack_on, 1);
