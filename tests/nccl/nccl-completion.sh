@@ -14,8 +14,10 @@
 #     completion on the device can reveal it: DESYNC naming rank 1 with what
 #     each rank enqueued and completed and the call sites, within 2 s of the
 #     blocked work; with abort the job ends through ncclCommAbort;
-#   - a rank killed mid-run: DEAD; a slow device (every operation 1.3 s,
-#     longer than CCSHIM_DESYNC_BLOCK_MS): no verdict.
+#   - a rank killed mid-run: DEAD; a healthy run (all-reduces and grouped
+#     send/recv): events recorded under the rate limit and completed, no
+#     verdict; a slow device (every operation 1.3 s, longer than
+#     CCSHIM_DESYNC_BLOCK_MS): no verdict.
 . "$top_srcdir/tests/tap.sh"
 
 T="$top_builddir/ccshim-trainer-nccl"
@@ -27,7 +29,7 @@ SHIM="$top_builddir/.libs/libccshim.so"
 [ -f "$top_builddir/tests/cuda/libcuda.so.1" ] || tap_skip_all "the test CUDA driver is not built"
 LD_LIBRARY_PATH="$top_builddir/tests/nccl:$top_builddir/tests/cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
-tap_plan 22
+tap_plan 25
 
 # --- one rank: nothing loaded, capture, nonblocking split -------------------
 one() { # NAME MODE ENV...: nccl_track MODE as rank 0 of 1 under the shim
@@ -156,6 +158,15 @@ tap_check "killed: DEAD naming rank 2 for the ranks waiting on the device" sh -c
     'echo "$1" | grep -Eq "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=[0-9]+: ranks 0-1,3 blocked in $2 at seq [0-9]+ for N s; rank 2 at seq [0-9]+ \([0-9]+ behind, died\)$"' \
     _ "$l" "$AR" || diag killed
 tap_eq "killed: the others end through the abort" 0 "$JOB_TIMEOUTS"
+
+# Healthy, about 1.5 s of all-reduces and send/recv rings in groups: the
+# events complete, nothing is said.
+job healthy 60 CCSHIM_LOG_LEVEL=info -- --loss siglip-ring --steps 150
+tap_eq "healthy run with groups (send/recv ring): every rank succeeds" " 0 0 0 0" "$JOB_RCS"
+tap_eq "healthy run: no verdict, no warning" "" "$(cat "$CCS_TMP"/healthy/log-*.txt | grep -E '^ccshim (MISMATCH|DESYNC|DEAD|STRAGGLER) |warning')"
+done_counts=$(cat "$CCS_TMP"/healthy/log-*.txt | sed -n 's/.*NCCL completion tracking: \([0-9]*\) events recorded, [0-9]* stream queries, \([0-9]*\) completions reported.*/\1 \2/p')
+tap_check "healthy run: on every rank events were recorded (rate limited) and their completions reported ($(echo $done_counts))" \
+    sh -c '[ "$(echo "$1" | awk "\$1 >= 10 && \$1 <= 1000 && \$2 >= 10" | wc -l)" = 4 ]' _ "$done_counts"
 
 job slow 60 FAKENCCL_DELAY_MS=1300 -- --steps 1
 tap_eq "slow device (1.3 s per operation): every rank succeeds" " 0 0 0 0" "$JOB_RCS"
