@@ -6,7 +6,7 @@
 set -eu
 : "${top_srcdir:?run through make bench}" "${top_builddir:?run through make bench}"
 . "$top_srcdir/bench/lib.sh"
-ITERS=${ITERS:-20000000}
+ITERS=${ITERS:-10000000}
 out=$(LD_LIBRARY_PATH="$top_builddir/tests/cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$top_builddir/bench/ncclhot" "$ITERS")
 v() { echo "$out" | awk -v k="$1" '$1 == k {print $2}'; }
 echo "NCCL wrapper bookkeeping: $(v off_ns) ns tracking off, $(v on_ns) ns on: $(v tracking_added_ns) ns added per call; $(v events) events in $(v calls) calls ($(v seconds) s)"

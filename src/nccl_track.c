@@ -94,7 +94,7 @@ static struct {
 /* Per communicator: the highest seq reported complete (background only). */
 static struct {
     uint64_t id, done;
-    int err_logged, stuck_logged;
+    int err_logged, stuck_logged, stuck_times;
     uint64_t stuck_since, stuck_at;
 } dn[NDONE];
 
@@ -139,7 +139,7 @@ static void atfork_child(void)
 void ccs_ntrack_init(void)
 {
     static atomic_int done;
-    if (atomic_load(&done) || !ccs_cfg.nccl_completion)
+    if (atomic_load(&done))
         return;
     /* Only a driver the process already has: never load CUDA ourselves. */
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
@@ -182,8 +182,11 @@ void ccs_ntrack_init(void)
     pthread_attr_destroy(&a);
     atexit(say_stats);
     pthread_atfork(NULL, NULL, atfork_child);
-    CCS_LOG(INFO, "NCCL completion tracking on (CUDA events, at most one per stream every %ld ms)",
-            (long)ccs_cfg.desync_period_ms);
+    if (ccs_cfg.nccl_completion)
+        CCS_LOG(INFO, "NCCL completion tracking on (CUDA events, at most one per stream every %ld ms)",
+                (long)ccs_cfg.desync_period_ms);
+    else
+        CCS_LOG(INFO, "NCCL completion tracking off (CCSHIM_NCCL_COMPLETION=0); graph capture still checked");
     atomic_store(&ccs_ntrack_on, 1);
 }
 
@@ -267,7 +270,7 @@ int ccs_ntrack_after(ncclComm_t comm, uint64_t seq, cudaStream_t stream, int in_
         atomic_fetch_add_explicit(&stats.captured, 1, memory_order_relaxed);
         return 1;
     }
-    if (!seq)
+    if (!seq || !ccs_cfg.nccl_completion)
         return 0;
     if (in_group)
         ccs_ntrack_group_note(comm, seq, stream);
@@ -367,6 +370,7 @@ static int dn_slot(uint64_t id)
     dn[free_i].done = 0;
     dn[free_i].err_logged = 0;
     dn[free_i].stuck_logged = 0;
+    dn[free_i].stuck_times = 0;
     dn[free_i].stuck_since = 0;
     return free_i;
 }
@@ -419,12 +423,12 @@ static void async_error(struct ccs_comm *c, ncclResult_t err)
  * a job of one rank), and again when it completes after all. */
 static void stuck(struct ccs_comm *c, uint64_t now)
 {
-    if (!c->agreed || !atomic_load(&ccs_ntrack_on))
+    if (!c->agreed || !atomic_load(&ccs_ntrack_on) || !ccs_cfg.nccl_completion)
         return;
     int i = dn_slot(c->id);
     uint64_t issued = atomic_load_explicit(&c->seq, memory_order_relaxed);
     if (issued <= dn[i].done || dn[i].done != dn[i].stuck_at) {
-        if (dn[i].stuck_logged)
+        if (dn[i].stuck_logged == 1)
             CCS_LOG(WARN,
                     "NCCL comm %#llx: progress on the device again after %.1f s (enqueued %llu, completed %llu)",
                     (unsigned long long)c->id, (double)(now - dn[i].stuck_since) / 1e3, (unsigned long long)issued,
@@ -437,12 +441,18 @@ static void stuck(struct ccs_comm *c, uint64_t now)
     if (!dn[i].stuck_since)
         dn[i].stuck_since = now;
     if (!dn[i].stuck_logged && now - dn[i].stuck_since >= (uint64_t)ccs_cfg.desync_block_ms) {
-        dn[i].stuck_logged = 1;
-        CCS_LOG(WARN,
-                "NCCL comm %#llx (rank %d of %d): enqueued %llu, completed %llu on the device; no progress "
-                "for %.1f s",
-                (unsigned long long)c->id, c->rank, c->size, (unsigned long long)issued,
-                (unsigned long long)dn[i].done, (double)(now - dn[i].stuck_since) / 1e3);
+        /* A slow device would say it at every operation: three times per
+         * communicator, then once that it goes quiet. */
+        dn[i].stuck_logged = ++dn[i].stuck_times <= 3;
+        if (dn[i].stuck_logged)
+            CCS_LOG(WARN,
+                    "NCCL comm %#llx (rank %d of %d): enqueued %llu, completed %llu on the device; no progress "
+                    "for %.1f s%s",
+                    (unsigned long long)c->id, c->rank, c->size, (unsigned long long)issued,
+                    (unsigned long long)dn[i].done, (double)(now - dn[i].stuck_since) / 1e3,
+                    dn[i].stuck_times == 3 ? " (said 3 times: no more for this communicator)" : "");
+        else
+            dn[i].stuck_logged = 2; /* silent, but counted as said */
     }
 }
 
@@ -547,7 +557,7 @@ static void poll_locked(uint64_t now)
         relaxed = 1;
     }
     atomic_fetch_add_explicit(&period, 1, memory_order_relaxed);
-    for (unsigned k = 0; k < NSTREAMS; k++) {
+    for (unsigned k = 0; k < NSTREAMS && ccs_cfg.nccl_completion; k++) {
         struct strm *s = &streams[k];
         if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY)
             continue;

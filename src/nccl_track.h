@@ -21,7 +21,8 @@
 #include "shim.h"
 #include <nccl.h>
 
-/* 1 once the driver was found and tracking is on. */
+/* 1 once the driver was found: graph capture is checked from then on, and
+ * completion tracked unless CCSHIM_NCCL_COMPLETION=0. */
 extern CCS_HIDDEN atomic_int ccs_ntrack_on;
 
 /* Slow path: looks for an already loaded CUDA driver (idempotent, cheap

@@ -29,7 +29,7 @@ SHIM="$top_builddir/.libs/libccshim.so"
 [ -f "$top_builddir/tests/cuda/libcuda.so.1" ] || tap_skip_all "the test CUDA driver is not built"
 LD_LIBRARY_PATH="$top_builddir/tests/nccl:$top_builddir/tests/cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
-tap_plan 25
+tap_plan 26
 
 # --- one rank: nothing loaded, capture, nonblocking split -------------------
 one() { # NAME MODE ENV...: nccl_track MODE as rank 0 of 1 under the shim
@@ -68,6 +68,11 @@ in_place,coalesced" "$recs"
 tap_check "capture: ccshim-audit says 4 calls were captured and that replays are not seen" sh -c \
     '"$1" "$2" | grep -q "4 NCCL call(s) were captured into CUDA graphs: seen once, at capture; replays are not"' \
     _ "$CCSHIM_AUDIT" "$CCS_TMP/capture/trace"
+
+one off capture FAKENCCL_ASYNC=1 CCSHIM_NCCL_COMPLETION=0
+n=$("$DUMP" "$CCS_TMP"/off/trace/*.cctrace | awk -F'\t' '$1 == "R" && $7 ~ /captured/' | wc -l)
+tap_eq "CCSHIM_NCCL_COMPLETION=0: no event created or recorded, the captured calls still flagged" \
+    "events_created=0 events_recorded_total=none captured=4" "$(sed -n '5,6p' "$CCS_TMP/off/out" | tr '\n' ' ')captured=$n"
 
 one nonblocking nonblocking FAKENCCL_ASYNC=1 CCSHIM_COALESCE=every:2
 tap_eq "nonblocking split: the program's result" "split rank=0 size=1 sum=1" "$(cat "$CCS_TMP/nonblocking/out")"
