@@ -8,7 +8,7 @@ bench_mpi_loop_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
 bench_mpi_loop_LDADD = $(MPI_LIBS)
 bench_hotpath_SOURCES = bench/hotpath.c
 bench_hotpath_CFLAGS = $(AM_CFLAGS) -O2
-bench_hotpath_LDADD = libccscore.la -lpthread
+bench_hotpath_LDADD = libccsparts.la -lpthread
 endif
 
 # NCCL completion tracking (docs/performance.md "nccl-track"): the wrapper's
@@ -19,6 +19,6 @@ check_PROGRAMS += bench/ncclhot
 bench_ncclhot_SOURCES = bench/ncclhot.c
 bench_ncclhot_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
 bench_ncclhot_CFLAGS = $(AM_CFLAGS) -O2
-bench_ncclhot_LDADD = libccscore.la -ldl -lpthread
+bench_ncclhot_LDADD = libccsparts.la -ldl -lpthread
 endif
 EXTRA_DIST += bench/nccl-track-bench.sh

@@ -5,7 +5,7 @@
  * launcher that forks its ranks (`ccshim-run -- torchrun ...`): the
  * environment is inherited by every child.
  *
- * Every CCSHIM_* variable of the library's table (src/config_table.h) is also
+ * Every CCSHIM_* variable of the library's table (src/core/config_table.h) is also
  * an option: CCSHIM_TRACE_DIR is --trace-dir, and so on.
  */
 #include <config.h>

@@ -11,7 +11,7 @@ command -v "$CLANG" > /dev/null 2>&1 || tap_skip_all "clang not installed (libFu
 S=$top_srcdir
 FUZZ="$top_builddir/tests/audit/fuzz_trace"
 mkdir -p "$top_builddir/tests/audit"
-SRCS="$S/tests/audit/fuzz_trace.c $S/src/trace_reader.c $S/src/names.c"
+SRCS="$S/tests/audit/fuzz_trace.c $S/src/trace/trace_reader.c $S/src/core/names.c"
 for f in "$S"/tools/audit/*.c; do
     case $f in */main.c) ;; *) SRCS="$SRCS $f" ;; esac
 done
@@ -19,14 +19,14 @@ done
 stale=1
 if [ -x "$FUZZ" ]; then
     stale=0
-    for f in $SRCS "$S"/tools/audit/*.h "$S"/src/trace_reader.h "$S"/src/trace_format.h; do
+    for f in $SRCS "$S"/tools/audit/*.h "$S"/src/trace/trace_reader.h "$S"/src/core/trace_format.h; do
         [ "$f" -nt "$FUZZ" ] && stale=1
     done
 fi
 if [ "$stale" = 1 ]; then
     # config.h for PACKAGE_VERSION comes from the build directory.
     if ! "$CLANG" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-        -fno-sanitize-recover=undefined -I"$S/src" -I"$S/include" -I"$S/tools/audit" -I"$top_builddir" \
+        -fno-sanitize-recover=undefined -I"$S/src/core" -I"$S/src/trace" -I"$S/include" -I"$S/tools/audit" -I"$top_builddir" \
         -o "$FUZZ" $SRCS > "$CCS_TMP/build.log" 2>&1; then
         sed 's/^/# /' "$CCS_TMP/build.log" | head -20
         tap_skip_all "clang cannot build a libFuzzer target here (see the log above)"

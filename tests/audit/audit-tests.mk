@@ -1,5 +1,5 @@
 # tests/audit/audit-tests.mk - tests of ccshim-audit on synthetic traces
-# written by tests/audit/mktrace (the format of src/trace_format.h).
+# written by tests/audit/mktrace (the format of src/core/trace_format.h).
 check_PROGRAMS += tests/audit/mktrace
 tests_audit_mktrace_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/audit
 tests_audit_mktrace_SOURCES = tests/audit/mktrace.c tests/audit/tracegen.c tests/audit/tracegen.h

@@ -4,7 +4,7 @@
  * inference, patterns, findings, JSON).  Built and run for a few seconds by
  * tests/audit/audit-fuzz.sh when clang with libFuzzer is available:
  *   clang -g -fsanitize=fuzzer,address,undefined -Isrc -Itools/audit \
- *         tests/audit/fuzz_trace.c tools/audit/[!m]*.c src/trace_reader.c src/names.c
+ *         tests/audit/fuzz_trace.c tools/audit/[!m]*.c src/trace/trace_reader.c src/core/names.c
  */
 #include "audit.h"
 #include "trace_reader.h"

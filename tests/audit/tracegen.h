@@ -1,6 +1,6 @@
 /*
  * tracegen.h - test-only writer of synthetic ccshim traces, byte for byte in
- * the format of src/trace_format.h, shaped like a data-parallel training job:
+ * the format of src/core/trace_format.h, shaped like a data-parallel training job:
  * per step, every gradient bucket all-reduced once per mini-batch (MICRO
  * times) or once per step, an 8-byte all-gather, a step marker.  Variants:
  * no markers, a rank that issues one extra call, traces cut short, and files

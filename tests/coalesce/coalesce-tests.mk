@@ -19,7 +19,7 @@ check_PROGRAMS += tests/coalesce/test_coalesce
 TESTS += tests/coalesce/test_coalesce
 tests_coalesce_test_coalesce_SOURCES = tests/coalesce/test_coalesce.c
 tests_coalesce_test_coalesce_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
-tests_coalesce_test_coalesce_LDADD = libccscore.la $(CHECK_LIBS) -lpthread
+tests_coalesce_test_coalesce_LDADD = libccsparts.la $(CHECK_LIBS) -lpthread
 endif
 
 if HAVE_MPI

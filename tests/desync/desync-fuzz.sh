@@ -7,8 +7,8 @@ CLANG=${CLANG:-clang}
 command -v "$CLANG" >/dev/null 2>&1 || tap_skip_all "clang not installed (libFuzzer needs clang -fsanitize=fuzzer)"
 S="$top_srcdir/src"
 BIN="$CCS_TMP/fuzz_proto"
-if ! "$CLANG" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$S" -I"$top_builddir" \
-        "$top_srcdir/tests/desync/fuzz_proto.c" "$S/desync_proto.c" "$S/fingerprint.c" "$S/names.c" \
+if ! "$CLANG" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$S/core" -I"$S/desync" -I"$top_builddir" \
+        "$top_srcdir/tests/desync/fuzz_proto.c" "$S/desync/desync_proto.c" "$S/core/fingerprint.c" "$S/core/names.c" \
         -o "$BIN" >"$CCS_TMP/build.log" 2>&1; then
     tap_skip_all "libFuzzer is not available with $CLANG ($(head -1 "$CCS_TMP/build.log"))"
 fi

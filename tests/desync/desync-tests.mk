@@ -20,7 +20,7 @@ check_PROGRAMS += tests/desync/test_rules
 TESTS += tests/desync/test_rules
 tests_desync_test_rules_SOURCES = tests/desync/test_rules.c
 tests_desync_test_rules_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
-tests_desync_test_rules_LDADD = libccscore.la $(CHECK_LIBS) -lpthread
+tests_desync_test_rules_LDADD = libccsparts.la $(CHECK_LIBS) -lpthread
 endif
 
 if HAVE_CHECK
@@ -28,13 +28,13 @@ check_PROGRAMS += tests/desync/test_tcp
 TESTS += tests/desync/test_tcp
 tests_desync_test_tcp_SOURCES = tests/desync/test_tcp.c
 tests_desync_test_tcp_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
-tests_desync_test_tcp_LDADD = libccscore.la $(CHECK_LIBS) -lpthread
+tests_desync_test_tcp_LDADD = libccsparts.la $(CHECK_LIBS) -lpthread
 endif
 
 # The scale simulation (bench/desync-bench.sh runs it at 64, 1024, 4096 ranks).
 check_PROGRAMS += tests/desync/desync_sim
 tests_desync_desync_sim_SOURCES = tests/desync/desync_sim.c
-tests_desync_desync_sim_LDADD = libccscore.la -lpthread
+tests_desync_desync_sim_LDADD = libccsparts.la -lpthread
 
 bench_list += bench/desync-bench.sh
 EXTRA_DIST += bench/desync-bench.sh
@@ -44,5 +44,5 @@ check_PROGRAMS += tests/desync/test_agree
 TESTS += tests/desync/test_agree
 tests_desync_test_agree_SOURCES = tests/desync/test_agree.c
 tests_desync_test_agree_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
-tests_desync_test_agree_LDADD = libccscore.la $(CHECK_LIBS) -lpthread
+tests_desync_test_agree_LDADD = libccsparts.la $(CHECK_LIBS) -lpthread
 endif

@@ -5,15 +5,15 @@
 tap_plan 10
 "$CCSHIM_RUN" --help > "$CCS_TMP/help" 2>&1
 tap_eq "--help exits 0" 0 $?
-# Every variable of the table (parsed from src/config_table.h) is in --help
+# Every variable of the table (parsed from src/core/config_table.h) is in --help
 # with its option and default.
-missing=$(sed -n 's/.*X([a-z_0-9]*, *"\(CCSHIM_[A-Z_0-9]*\)".*/\1/p' "$top_srcdir/src/config_table.h" | while read -r v; do
+missing=$(sed -n 's/.*X([a-z_0-9]*, *"\(CCSHIM_[A-Z_0-9]*\)".*/\1/p' "$top_srcdir/src/core/config_table.h" | while read -r v; do
     opt=$(echo "$v" | sed 's/^CCSHIM_//' | tr 'A-Z_' 'a-z-')
     grep -q -- "--$opt  *$v  *default" "$CCS_TMP/help" || echo "$v"
 done)
 tap_eq "--help lists every CCSHIM_* variable with its option and default" "" "$missing"
 # ... and docs/configuration.md documents each one with its default.
-undocumented=$(sed -n 's/.*X([a-z_0-9]*, *"\(CCSHIM_[A-Z_0-9]*\)", *[A-Z]*, *"\([^"]*\)".*/\1 \2/p' "$top_srcdir/src/config_table.h" |
+undocumented=$(sed -n 's/.*X([a-z_0-9]*, *"\(CCSHIM_[A-Z_0-9]*\)", *[A-Z]*, *"\([^"]*\)".*/\1 \2/p' "$top_srcdir/src/core/config_table.h" |
     while read -r v def; do
         grep -q "^| \`$v\` | " "$top_srcdir/docs/configuration.md" || { echo "$v"; continue; }
         [ -z "$def" ] || grep "^| \`$v\` | " "$top_srcdir/docs/configuration.md" | grep -q "\`$def\`" || echo "$v=$def"

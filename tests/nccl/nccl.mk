@@ -56,7 +56,7 @@ check_PROGRAMS += tests/nccl/test_nccl_redop
 TESTS += tests/nccl/test_nccl_redop
 tests_nccl_test_nccl_redop_SOURCES = tests/nccl/test_nccl_redop.c
 tests_nccl_test_nccl_redop_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
-tests_nccl_test_nccl_redop_LDADD = libccscore.la $(CHECK_LIBS) -lpthread
+tests_nccl_test_nccl_redop_LDADD = libccsparts.la $(CHECK_LIBS) -lpthread
 endif
 endif
 

@@ -1,4 +1,4 @@
-/* test_nccl_redop.c - the table of NCCL PreMulSum operators (src/nccl_redop.c). */
+/* test_nccl_redop.c - the table of NCCL PreMulSum operators (src/nccl/nccl_redop.c). */
 #include "nccl_redop.h"
 #include "unit_main.h"
 #include <pthread.h>

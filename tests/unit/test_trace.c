@@ -3,6 +3,7 @@
 #include "ccs_config.h"
 #include "shim.h"
 #include "trace_reader.h"
+#include "trace_writer.h"
 #include "unit_main.h"
 #include <ftw.h>
 #include <sys/stat.h>

@@ -5,9 +5,16 @@
 #include <check.h>
 #include <stdlib.h>
 
+/* The suites link the library's parts statically, where the linker keeps
+ * only the objects something refers to: start the runtime as the preload
+ * library's constructor would (idempotent, so constructors that did are
+ * fine). */
+int ccs_runtime_init(void);
+
 #define CCS_UNIT_MAIN(make_suite)                                                                          \
     int main(void)                                                                                         \
     {                                                                                                      \
+        ccs_runtime_init();                                                                                \
         SRunner *sr = srunner_create(make_suite());                                                        \
         srunner_run_all(sr, CK_SILENT);                                                                    \
         int failed = srunner_ntests_failed(sr);                                                            \

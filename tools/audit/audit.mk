@@ -19,8 +19,8 @@ libccsaudit_la_SOURCES = \
 	tools/audit/out_tsv.c \
 	tools/audit/out_chrome.c \
 	tools/audit/out_html.c \
-	src/trace_reader.c src/trace_reader.h \
-	src/names.c
+	src/trace/trace_reader.c src/trace/trace_reader.h \
+	src/core/names.c
 
 bin_PROGRAMS += ccshim-audit
 ccshim_audit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools/audit

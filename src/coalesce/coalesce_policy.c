@@ -5,6 +5,7 @@
  */
 #include "ccs_config.h"
 #include "coalesce.h"
+#include "registry.h"
 #include "log.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,6 @@
 #include <strings.h>
 
 atomic_int ccs_coalesce_on;
-void (*ccs_coalesce_abort_hook)(int code);
 
 static struct ccs_coalesce_policy policy;
 static atomic_int inited;
@@ -81,17 +81,32 @@ void ccs_coalesce_configure(const struct ccs_coalesce_policy *p)
         CCS_LOG(INFO, "coalescing every:%u: %u of every %u eligible all-reduces per identity answered locally",
                 policy.every, policy.every - 1, policy.every);
     else
-        CCS_LOG(INFO, "coalescing auto: learning calls per step over %ld step(s) before deferring anything",
+        CCS_LOG(INFO, "coalescing auto: each all-reduce identity is coalesced once %ld consecutive step(s) called it "
+                      "the same number of times and the ranks agree; all real until then",
                 ccs_cfg.coalesce_learn_steps);
     atomic_store(&ccs_coalesce_on, 1);
 }
+
+static void finish_hook(int reason)
+{
+    (void)reason;
+    ccs_coalesce_finish();
+}
+
+static const struct ccs_feature coalescing = {
+    .name = "coalescing",
+    .step = ccs_coalesce_step_end,
+    .finish = finish_hook,
+};
 
 /* The library's constructor order is not defined: make sure the runtime
  * (and with it the configuration) is up before reading it. */
 __attribute__((constructor)) static void coalesce_ctor(void)
 {
-    if (ccs_runtime_init() == 0)
+    if (ccs_runtime_init() == 0) {
         ccs_coalesce_init();
+        ccs_feature_register(&coalescing);
+    }
 }
 
 void ccs_coalesce_disable(const char *why)

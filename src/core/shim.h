@@ -32,7 +32,7 @@
 #define CCS_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CCS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* ------------------------------------------------------------ runtime.c */
+/* ------------------------------------------------------------ process.c */
 
 /* Nonzero while interception is on; a wrapper that sees 0 just forwards. */
 extern CCS_HIDDEN atomic_int ccs_active;
@@ -42,20 +42,35 @@ extern CCS_HIDDEN atomic_int ccs_active;
  * the times. */
 extern CCS_HIDDEN int ccs_timing;
 
-/* Idempotent; called by the library constructor and, defensively, by the
- * first wrapper entered.  Returns 0, or -1 when the shim disabled itself. */
-CCS_HIDDEN int ccs_runtime_init(void);
-
 /* World rank and size: from MPI after MPI_Init, else from the launcher's
  * environment (torchrun, Open MPI, PMI, Slurm), else -1. */
-CCS_HIDDEN void ccs_runtime_set_world(int rank, int size);
 CCS_HIDDEN int ccs_world_rank(void);
 CCS_HIDDEN int ccs_world_size(void);
 CCS_HIDDEN const char *ccs_hostname(void);
 CCS_HIDDEN const char *ccs_job_id(void);
 
+/* The step: ccshim_step_mark increments it; records carry it. */
+extern CCS_HIDDEN _Atomic uint64_t ccs_step;
+
 /* Current step (relaxed load). */
 CCS_HIDDEN uint32_t ccs_step_now(void);
+
+/* At start-up: host name and world from the environment; the job id once
+ * the configuration (CCSHIM_JOB_ID) is read; in a forked child, the world
+ * again; from MPI after MPI_Init (ccs_runtime_set_world). */
+CCS_HIDDEN void ccs_process_detect(void);
+CCS_HIDDEN void ccs_process_detect_job(void);
+CCS_HIDDEN void ccs_process_forked(void);
+CCS_HIDDEN void ccs_process_set_world(int rank, int size);
+
+/* ------------------------------------------------------------ runtime.c */
+
+/* Idempotent; called by the library constructor and, defensively, by the
+ * first wrapper entered.  Returns 0, or -1 when the shim disabled itself. */
+CCS_HIDDEN int ccs_runtime_init(void);
+
+/* World rank and size from MPI after MPI_Init; reopens a per-rank log. */
+CCS_HIDDEN void ccs_runtime_set_world(int rank, int size);
 
 /* Flushes the trace and writes the summary; REASON is enum ccs_end_reason.
  * Called from MPI_Finalize, atexit and fatal-signal handlers. */
@@ -252,18 +267,6 @@ CCS_HIDDEN uint32_t ccs_site_count(void);
 
 /* Writes "func+0xoff (module+0xoff)" for PC into BUF (dladdr; diagnostic path). */
 CCS_HIDDEN void ccs_site_symbolize(void *pc, char *buf, size_t n);
-
-/* ------------------------------------------------------- trace_writer.c */
-
-/* Starts the background writer if tracing is on (idempotent; slow path). */
-CCS_HIDDEN void ccs_writer_start(void);
-/* Drains every ring and writes pending comms and sites now. REASON >= 0 also
- * writes an END chunk.  Returns 0, or -1 when tracing is off or failed. */
-CCS_HIDDEN int ccs_writer_flush(int reason, int signo);
-/* Path of this process's trace file, or NULL when tracing is off. */
-CCS_HIDDEN const char *ccs_writer_path(void);
-/* After fork, in the child. */
-CCS_HIDDEN void ccs_writer_atfork_child(void);
 
 /* ------------------------------------------------------------- real.c */
 

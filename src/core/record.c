@@ -2,10 +2,9 @@
  * record.c - the hot path: one record per intercepted call, written straight
  * into the calling thread's ring and published when the call returns.
  */
+#include "registry.h"
 #include "shim.h"
 
-extern CCS_HIDDEN int ccs_writer_running;
-extern CCS_HIDDEN _Atomic uint64_t ccs_step;
 
 /* Class of each kind, from the one list. */
 static const uint8_t kind_class[CCS_KIND_MAX] = {
@@ -35,8 +34,8 @@ struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *cal
     struct ccs_ring *r = ccs_ring_self();
     if (CCS_UNLIKELY(!r))
         return NULL;
-    if (CCS_UNLIKELY(!ccs_writer_running))
-        ccs_writer_start();
+    if (CCS_UNLIKELY(!atomic_load_explicit(&ccs_features_started, memory_order_relaxed)))
+        ccs_features_first_call(); /* e.g. the trace writer's thread */
     unsigned kind = call->kind < CCS_KIND_MAX ? call->kind : 0;
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     struct ccs_record *rec = &r->rec[h & r->mask];

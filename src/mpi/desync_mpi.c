@@ -5,6 +5,7 @@
  */
 #include "desync_mpi.h"
 #include "desync.h"
+#include "registry.h"
 #include "mpi_shim.h"
 
 static int allgather(const void *mine, void *all, int n, void *arg)
@@ -34,6 +35,6 @@ static int abort_world(void *arg, uint64_t comm_id)
 void ccs_desync_mpi_init(void)
 {
     struct ccs_dsx_mpi_ops ops = {.allgather = allgather, .bcast = bcast, .arg = NULL};
-    ccs_desync_set_abort(abort_world, NULL);
+    ccs_abort_register(abort_world, NULL);
     ccs_desync_start_mpi(&ops);
 }

@@ -12,6 +12,7 @@
  * rings, their in-flight records and the comm table.
  */
 #include "desync.h"
+#include "registry.h"
 #include "ccs_config.h"
 #include "desync_collect.h"
 #include "desync_proto.h"
@@ -57,11 +58,6 @@ static pthread_mutex_t agree_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int life;
 static atomic_int abort_pending;
 static uint64_t abort_comm;
-static struct {
-    int (*fn)(void *, uint64_t);
-    void *arg;
-} aborts[4];
-static atomic_int naborts;
 static struct ccs_dsx_coord *coord;
 static struct ccs_dsx_client *client;
 static uint64_t vcursor;
@@ -90,17 +86,6 @@ static void sleep_ms(long ms)
 int ccs_desync_active(void)
 {
     return atomic_load(&state) == RUNNING;
-}
-
-int ccs_desync_set_abort(int (*fn)(void *, uint64_t), void *arg)
-{
-    int n = atomic_load(&naborts);
-    if (n >= 4)
-        return -1;
-    aborts[n].fn = fn;
-    aborts[n].arg = arg;
-    atomic_store(&naborts, n + 1);
-    return 0;
 }
 
 /* ------------------------------------------------------------ verdicts */
@@ -148,10 +133,8 @@ static void do_abort(void)
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     pthread_create(&w, &a, abort_watchdog, NULL);
     pthread_attr_destroy(&a);
-    int n = atomic_load(&naborts);
-    for (int i = 0; i < n; i++)
-        if (aborts[i].fn(aborts[i].arg, abort_comm) == 0)
-            return;
+    if (ccs_abort_job(abort_comm) == 0) /* what MPI or NCCL registered (registry.h) */
+        return;
     ccs_log(CCS_LOG_ERROR, "no abort function succeeded: ending this process (exit status 134)");
     _exit(134);
 }
@@ -506,6 +489,7 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
         atexit(at_exit);
     }
     atomic_store(&state, RUNNING);
+    ccs_agree_register(ccs_desync_agree_u64); /* for coalescing's auto (registry.h) */
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);

@@ -4,12 +4,15 @@
  * untouched: a background thread reads the rings and the comm table.
  *
  * Who calls what:
- *   - mpi_setup.c: ccs_desync_start() after MPI_Init (world rank known),
- *     ccs_desync_set_abort(fn, arg) with a function that calls PMPI_Abort,
- *     ccs_desync_note_exit(CCS_DESYNC_FINALIZING) at the top of MPI_Finalize.
- *   - the NCCL code: ccs_desync_start() at the first communicator init,
- *     ccs_desync_set_abort() for ncclCommAbort of the affected comms.
- *   - the coalescing feature: ccs_desync_agree_u64() at step markers.
+ *   - src/mpi/desync_mpi.c: ccs_desync_start_mpi() after MPI_Init (world
+ *     rank known); src/mpi/mpi_setup.c: ccs_desync_note_exit(
+ *     CCS_DESYNC_FINALIZING) at the top of MPI_Finalize.
+ *   - src/nccl/desync_nccl.c: ccs_desync_start() at the first communicator
+ *     init, once the rank is known.
+ * Once running, the side channel offers ccs_desync_agree_u64 as the core's
+ * agreement service (registry.h), which coalescing's auto uses; a verdict
+ * under CCSHIM_ON_DESYNC=abort ends the job through the core's abort
+ * service, which the MPI and NCCL backends fill in.
  */
 #ifndef CCS_DESYNC_H
 #define CCS_DESYNC_H
@@ -43,13 +46,6 @@ enum ccs_dsx_exit {
     CCS_DESYNC_EXITED = 2,     /* process exit (atexit): issues no more collectives */
 };
 CCS_HIDDEN void ccs_desync_note_exit(int how);
-
-/* Registers what CCSHIM_ON_DESYNC=abort calls after writing the diagnostics:
- * FN(ARG, COMM_ID) where COMM_ID is the identity of the communicator the
- * verdict is about (0: the whole job).  Up to 4 functions, called in the
- * order registered; a function that returns lets the next one try.  If all
- * return, the process ends with _exit(134).  Returns 0, or -1 when full. */
-CCS_HIDDEN int ccs_desync_set_abort(int (*fn)(void *arg, uint64_t comm_id), void *arg);
 
 /* Agreement across the members of C over the side channel: every member
  * calls it with the same KEY (unique per call on C, e.g. the step number)

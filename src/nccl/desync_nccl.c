@@ -2,10 +2,11 @@
  * desync_nccl.c - the NCCL glue of desync detection: starts it once an NCCL
  * job knows its rank (the launcher's environment or its first communicator)
  * and registers ncclCommAbort, through the real function, for
- * CCSHIM_ON_DESYNC=abort, and the poller of completion tracking.  Called by the NCCL layer (nccl_comm.c).
+ * CCSHIM_ON_DESYNC=abort.  Called by the NCCL layer (nccl_comm.c).
  */
 #include "desync_nccl.h"
 #include "desync.h"
+#include "registry.h"
 #include "nccl_internal.h"
 #include "nccl_track.h"
 
@@ -42,7 +43,7 @@ void ccs_desync_nccl_init(void)
 {
     static atomic_int registered;
     if (!atomic_exchange(&registered, 1)) {
-        ccs_desync_set_abort(abort_comms, NULL);
+        ccs_abort_register(abort_comms, NULL);
         ccs_desync_set_poll(ccs_ntrack_poll); /* completion on the device (nccl_track.c) */
     }
     ccs_ntrack_init(); /* NCCL has loaded CUDA by now, if it ever will */

@@ -18,7 +18,7 @@
  */
 #include "ccs_config.h"
 #include "coalesce.h"
-#include "desync.h"
+#include "registry.h"
 #include "log.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,8 +70,7 @@ static int verify(uint64_t step, const char *when)
             when, (unsigned long long)k.calls, k.bad, k.bad == 1 ? "y" : "ies");
     if (ccs_coalesce_abort_on_error()) {
         CCS_LOG(ERROR, "coalescing: CCSHIM_ON_DESYNC=abort: ending the job");
-        if (ccs_coalesce_abort_hook)
-            ccs_coalesce_abort_hook(3);
+        ccs_abort_job(0); /* MPI_Abort or ncclCommAbort, as registered */
         abort();
     }
     ccs_coalesce_disable("CCSHIM_ON_DESYNC is not abort; reductions are all real from now on");
@@ -223,7 +222,7 @@ static void desync_agree(struct digest *d)
         struct ccs_comm *c = ccs_comm_lookup(d->backend[i], d->handle[i]);
         uint64_t key = ccs_hash_mix(0x636f616c65736365ULL /* "coalesce" */, ccs_step_now());
         d->agreed[i] = c && c->agreed &&
-                       ccs_desync_agree_u64(c, key, d->dig[i], &hi, &lo, AGREE_TIMEOUT_MS) == 0 && hi == lo &&
+                       ccs_agree_u64(c, key, d->dig[i], &hi, &lo, AGREE_TIMEOUT_MS) == 0 && hi == lo &&
                        hi == d->dig[i];
     }
 }
@@ -252,7 +251,7 @@ static void agree_and_enable(uint64_t step)
                      "coalescing auto: candidates on more than %d communicators; the others stay uncoalesced",
                      MAX_COMMS);
     const char *how;
-    if (ccs_desync_active()) {
+    if (ccs_agree_available()) {
         if (d.n == 0)
             return;
         how = "the side channel";

@@ -1,107 +1,18 @@
 /*
  * mpi_setup.c - the MPI side of libccshim-mpi.so that is not a collective:
- * resolving the real functions, datatypes and ops, MPI_Init/Finalize, and
+ * MPI_Init/Finalize, where the features are started and ended, and
  * communicator creation, from which every communicator gets an identity all
  * of its members derive alike without exchanging a message.
  */
 #include "log.h"
 #include "mpi_shim.h"
 #include "coalesce_mpi.h"
+#include "registry.h"
 #include "desync.h"
 #include "desync_mpi.h"
-#include <dlfcn.h>
 #include <string.h>
 
-#define CCS_X(name) __typeof__(PMPI_##name) *ccs_real_##name;
-CCS_MPI_FUNCS(CCS_X)
-#undef CCS_X
-
-static int missing_logged;
 static MPI_Group world_group = MPI_GROUP_NULL;
-
-int ccs_mpi_resolve(void)
-{
-    int missing = 0;
-#define CCS_X(name)                                                                                        \
-    if (!ccs_real_##name) {                                                                                \
-        ccs_real_##name = (__typeof__(PMPI_##name) *)ccs_real_symbol("PMPI_" #name, NULL);                 \
-        if (!ccs_real_##name) {                                                                            \
-            ccs_log_once(&missing_logged, CCS_LOG_ERROR, "the MPI library has no PMPI_" #name              \
-                                                         "; calls to it fail with MPI_ERR_INTERN");         \
-            missing++;                                                                                     \
-        }                                                                                                  \
-    }
-    CCS_MPI_FUNCS(CCS_X)
-#undef CCS_X
-    return missing ? -1 : 0;
-}
-
-__attribute__((constructor)) static void mpi_ctor(void) { ccs_mpi_resolve(); }
-
-/* ---------------------------------------------------- datatypes and ops */
-
-uint8_t ccs_mpi_dtype(MPI_Datatype dt)
-{
-    /* Most used first: this is a linear scan on the hot path. */
-    if (dt == MPI_FLOAT) return CCS_DT_FLOAT32;
-    if (dt == MPI_DOUBLE) return CCS_DT_FLOAT64;
-    if (dt == MPI_INT) return CCS_DT_INT32;
-    if (dt == MPI_INT64_T || dt == MPI_LONG_LONG || (dt == MPI_LONG && sizeof(long) == 8)) return CCS_DT_INT64;
-    if (dt == MPI_BYTE) return CCS_DT_BYTE;
-    if (dt == MPI_CHAR) return CCS_DT_CHAR;
-    if (dt == MPI_UNSIGNED_LONG_LONG || dt == MPI_UINT64_T || (dt == MPI_UNSIGNED_LONG && sizeof(long) == 8))
-        return CCS_DT_UINT64;
-    if (dt == MPI_LONG) return CCS_DT_INT32;
-    if (dt == MPI_UNSIGNED_LONG) return CCS_DT_UINT32;
-    if (dt == MPI_UNSIGNED || dt == MPI_UINT32_T) return CCS_DT_UINT32;
-    if (dt == MPI_INT32_T) return CCS_DT_INT32;
-    if (dt == MPI_SHORT || dt == MPI_INT16_T) return CCS_DT_INT16;
-    if (dt == MPI_UNSIGNED_SHORT || dt == MPI_UINT16_T) return CCS_DT_UINT16;
-    if (dt == MPI_SIGNED_CHAR || dt == MPI_INT8_T) return CCS_DT_INT8;
-    if (dt == MPI_UNSIGNED_CHAR || dt == MPI_UINT8_T) return CCS_DT_UINT8;
-    if (dt == MPI_LONG_DOUBLE) return CCS_DT_LONG_DOUBLE;
-    if (dt == MPI_C_FLOAT_COMPLEX || dt == MPI_C_COMPLEX) return CCS_DT_COMPLEX64;
-    if (dt == MPI_C_DOUBLE_COMPLEX) return CCS_DT_COMPLEX128;
-    if (dt == MPI_FLOAT_INT || dt == MPI_DOUBLE_INT || dt == MPI_LONG_INT || dt == MPI_2INT ||
-        dt == MPI_SHORT_INT || dt == MPI_LONG_DOUBLE_INT)
-        return CCS_DT_PAIR;
-    if (dt == MPI_DATATYPE_NULL) return CCS_DT_NONE;
-    return CCS_DT_DERIVED;
-}
-
-uint8_t ccs_mpi_op(MPI_Op op)
-{
-    if (op == MPI_SUM) return CCS_OP_SUM;
-    if (op == MPI_MAX) return CCS_OP_MAX;
-    if (op == MPI_MIN) return CCS_OP_MIN;
-    if (op == MPI_PROD) return CCS_OP_PROD;
-    if (op == MPI_BAND) return CCS_OP_BAND;
-    if (op == MPI_BOR) return CCS_OP_BOR;
-    if (op == MPI_BXOR) return CCS_OP_BXOR;
-    if (op == MPI_LAND) return CCS_OP_LAND;
-    if (op == MPI_LOR) return CCS_OP_LOR;
-    if (op == MPI_LXOR) return CCS_OP_LXOR;
-    if (op == MPI_MINLOC) return CCS_OP_MINLOC;
-    if (op == MPI_MAXLOC) return CCS_OP_MAXLOC;
-    if (op == MPI_REPLACE) return CCS_OP_REPLACE;
-    if (op == MPI_NO_OP) return CCS_OP_NO_OP;
-    if (op == MPI_OP_NULL) return CCS_OP_NONE;
-    return CCS_OP_USER;
-}
-
-uint64_t ccs_mpi_bytes(int64_t count, MPI_Datatype dt, uint8_t norm)
-{
-    if (count <= 0)
-        return 0;
-    unsigned sz = ccs_dtype_size(norm);
-    if (sz == 0) {
-        int s = 0;
-        if (dt == MPI_DATATYPE_NULL || PMPI_Type_size(dt, &s) != MPI_SUCCESS || s < 0)
-            return 0;
-        sz = (unsigned)s;
-    }
-    return (uint64_t)count * sz;
-}
 
 /* ------------------------------------------------------- communicators */
 
@@ -130,20 +41,6 @@ static struct ccs_comm *register_comm(MPI_Comm comm, uint64_t id, uint64_t paren
     return ccs_comm_register(CCS_BE_MPI, (uintptr_t)comm, id, parent, rank, size, how, color);
 }
 
-struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
-{
-    struct ccs_comm *c = ccs_comm_lookup(CCS_BE_MPI, (uintptr_t)comm);
-    if (CCS_LIKELY(c != NULL) || comm == MPI_COMM_NULL)
-        return c;
-    int rank = -1, size = -1, init = 0;
-    PMPI_Initialized(&init);
-    if (!init)
-        return NULL;
-    PMPI_Comm_rank(comm, &rank);
-    PMPI_Comm_size(comm, &size);
-    return ccs_comm_adopt(CCS_BE_MPI, (uintptr_t)comm, rank, size);
-}
-
 static void after_init(void)
 {
     int rank = -1, size = -1;
@@ -160,7 +57,7 @@ static void after_init(void)
                       0, 0, 1, CCS_KIND_COMM_INIT, -1);
     ccs_desync_mpi_init();
     ccs_coalesce_mpi_init();
-    ccs_writer_start();
+    ccs_features_first_call(); /* the trace writer names its file by rank */
 }
 
 static int w_Init(int *argc, char ***argv, void *ra)
@@ -204,8 +101,9 @@ static int w_Finalize(void *ra)
 CCS_EXPORT int MPI_Finalize(void) { return w_Finalize(__builtin_return_address(0)); }
 CCS_EXPORT int PMPI_Finalize(void) { return w_Finalize(__builtin_return_address(0)); }
 
-/* Records a creating call on PARENT, runs it (RUN), then registers the new
- * communicator.  Every member of PARENT calls this, including those that get
+/* After a creating call on PARENT returned NEWCOMM: counts the child on
+ * PARENT and registers NEWCOMM under the identity every member derives.
+ * Every member of PARENT calls this, including those that get
  * MPI_COMM_NULL, so the per-parent child count stays the same everywhere. */
 static void created(struct ccs_comm *parent, MPI_Comm newcomm, int how, int color)
 {

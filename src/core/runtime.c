@@ -1,11 +1,12 @@
 /*
- * runtime.c - start-up and shut-down of libccshim, the world rank and size,
- * and the public API of include/ccshim.h.
+ * runtime.c - start-up and shut-down of libccshim (configuration, signals,
+ * fork, the exit summary) and the public API of include/ccshim.h; what the
+ * process is (rank, host, job, step) is process.c's.
  */
 #include <config.h>
 #include "ccs_config.h"
 #include "ccshim.h"
-#include "coalesce.h"
+#include "registry.h"
 #include "log.h"
 #include "shim.h"
 #include <dlfcn.h>
@@ -18,54 +19,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-atomic_int ccs_active;
-int ccs_timing;
-_Atomic uint64_t ccs_step;
-
 static atomic_int inited, finished_exit;
-static int world_rank = -1, world_size = -1;
-static char host[256] = "?";
-static char job[256] = "local";
 
 static const char *env_getenv(const char *name) { return getenv(name); }
 static void report_config(const char *msg) { ccs_log(CCS_LOG_WARN, "%s", msg); }
 
-/* The first of NAMES that is set to a decimal integer, or -1. */
-static int env_int(const char *const *names)
-{
-    for (; *names; names++) {
-        const char *v = getenv(*names);
-        char *end;
-        if (!v || !*v)
-            continue;
-        long x = strtol(v, &end, 10);
-        if (*end == 0 && x >= 0 && x < (1L << 30))
-            return (int)x;
-    }
-    return -1;
-}
-
-static void detect_world(void)
-{
-    static const char *const ranks[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID",
-                                        NULL};
-    static const char *const sizes[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
-    world_rank = env_int(ranks);
-    world_size = env_int(sizes);
-}
-
-static void detect_job(void)
-{
-    static const char *const vars[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid",
-                                       "PMIX_NAMESPACE", NULL};
-    const char *v = ccs_cfg.job_id && *ccs_cfg.job_id ? ccs_cfg.job_id : NULL;
-    for (const char *const *n = vars; !v && *n; n++) {
-        const char *e = getenv(*n);
-        if (e && *e)
-            v = e;
-    }
-    snprintf(job, sizeof job, "%s", v ? v : "local");
-}
 
 /* mkdir -p; 0 or -1 with errno. */
 static int make_dirs(const char *dir)
@@ -136,9 +94,9 @@ static void install_signal_handlers(void)
 
 static void atfork_child(void)
 {
-    world_rank = -1; /* a forked child is a different process: from env again */
-    detect_world();
-    ccs_writer_atfork_child();
+    ccs_process_forked(); /* a different process: its identity from env again */
+    ccs_ring_reset_all(); /* the parent's records are the parent's */
+    ccs_features_fork_child();
 }
 
 /* --------------------------------------------------------------- init */
@@ -150,11 +108,9 @@ int ccs_runtime_init(void)
     int expect = 0;
     if (!atomic_compare_exchange_strong(&inited, &expect, 1))
         return atomic_load(&ccs_active) ? 0 : -1;
-    if (gethostname(host, sizeof host - 1) != 0)
-        snprintf(host, sizeof host, "?");
-    detect_world();
+    ccs_process_detect();
     ccs_config_load(&ccs_cfg, env_getenv, report_config);
-    detect_job();
+    ccs_process_detect_job();
     ccs_log_open();
     if (ccs_cfg.disable) {
         CCS_LOG(INFO, "CCSHIM_DISABLE=1: forwarding every call unchanged");
@@ -179,8 +135,8 @@ int ccs_runtime_init(void)
     if (ccs_cfg.signals && ccs_cfg.trace_dir && *ccs_cfg.trace_dir)
         install_signal_handlers();
     atomic_store(&ccs_active, 1);
-    CCS_LOG(DEBUG, "ccshim %s active (rank %d of %d, job %s, trace dir '%s')", ccshim_version(), world_rank,
-            world_size, job, ccs_cfg.trace_dir);
+    CCS_LOG(DEBUG, "ccshim %s active (rank %d of %d, job %s, trace dir '%s')", ccshim_version(), ccs_world_rank(),
+            ccs_world_size(), ccs_job_id(), ccs_cfg.trace_dir);
     return 0;
 }
 
@@ -188,18 +144,12 @@ __attribute__((constructor)) static void ccs_ctor(void) { ccs_runtime_init(); }
 
 void ccs_runtime_set_world(int rank, int size)
 {
-    int changed = rank != world_rank;
-    world_rank = rank;
-    world_size = size;
+    int changed = rank != ccs_world_rank();
+    ccs_process_set_world(rank, size);
     if (changed && strstr(ccs_cfg.log ? ccs_cfg.log : "", "%r"))
         ccs_log_open(); /* the log file name names the rank */
 }
 
-int ccs_world_rank(void) { return world_rank; }
-int ccs_world_size(void) { return world_size; }
-const char *ccs_hostname(void) { return host; }
-const char *ccs_job_id(void) { return job; }
-uint32_t ccs_step_now(void) { return (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed); }
 
 /* ------------------------------------------------------------ summary */
 
@@ -228,7 +178,7 @@ static void summarise(int reason, int signo)
             break;
         o += (size_t)n;
     }
-    const char *tp = ccs_writer_path();
+    const char *tp = ccs_features_trace_path();
     char end[64] = "";
     if (reason == CCS_END_SIGNAL)
         snprintf(end, sizeof end, " (signal %d)", signo);
@@ -246,8 +196,8 @@ void ccs_runtime_finish(int reason, int signo)
             return;
     }
     if (reason != CCS_END_SIGNAL)
-        ccs_coalesce_finish(); /* deferred calls left without their real one */
-    ccs_writer_flush(reason, signo);
+        ccs_features_finish(reason); /* e.g. coalescing's last verification */
+    ccs_features_flush(reason, signo);
     if ((reason == CCS_END_EXIT || reason == CCS_END_SIGNAL) && ccs_cfg.summary) {
         summarise(reason, signo);
     }
@@ -282,7 +232,7 @@ uint64_t ccshim_step_mark(void)
     atomic_store(&collectives_at_mark, collectives_so_far());
     uint64_t s = atomic_fetch_add(&ccs_step, 1) + 1;
     ccs_record_mark(CCS_KIND_STEP, (uint32_t)s);
-    ccs_coalesce_step_end(s); /* verification, auto learning (coalesce_step.c) */
+    ccs_features_step(s); /* e.g. coalescing's verification and learning */
     return s;
 }
 
@@ -290,4 +240,4 @@ uint64_t ccshim_step_current(void) { return atomic_load(&ccs_step); }
 
 const char *ccshim_version(void) { return PACKAGE_VERSION; }
 
-int ccshim_flush(void) { return ccs_writer_flush(CCS_END_FLUSH, 0); }
+int ccshim_flush(void) { return ccs_features_flush(CCS_END_FLUSH, 0); }

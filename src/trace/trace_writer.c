@@ -11,7 +11,9 @@
 #include "ccs_config.h"
 #include "ccshim.h"
 #include "log.h"
+#include "registry.h"
 #include "shim.h"
+#include "trace_writer.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int ccs_writer_running; /* 1 once started, or once known not to be needed */
 
 static atomic_long owner; /* tid writing the file, 0 when none */
 static int fd = -1;
@@ -313,12 +314,11 @@ void ccs_writer_start(void)
             CCS_LOG(WARN, "cannot start the background writer thread; the trace is written only at exit");
         pthread_attr_destroy(&a);
     }
-    ccs_writer_running = 1;
 }
 
 const char *ccs_writer_path(void) { return fd >= 0 ? path : NULL; }
 
-void ccs_writer_atfork_child(void)
+static void writer_atfork_child(void)
 {
     /* The parent's file and thread are the parent's: start afresh. */
     if (fd >= 0)
@@ -331,7 +331,15 @@ void ccs_writer_atfork_child(void)
     nmodules = 0;
     records_written = 0;
     atomic_store(&owner, 0);
-    ccs_ring_reset_all();
-    ccs_writer_running = 0;
     atomic_store(&start_once, 0); /* the child starts its own writer */
 }
+
+static const struct ccs_feature writer = {
+    .name = "trace writer",
+    .first_call = ccs_writer_start,
+    .flush = ccs_writer_flush,
+    .fork_child = writer_atfork_child,
+    .trace_path = ccs_writer_path,
+};
+
+__attribute__((constructor)) static void writer_ctor(void) { ccs_feature_register(&writer); }

@@ -69,9 +69,6 @@ CCS_HIDDEN void ccs_coalesce_disable(const char *why);
 /* 1 when CCSHIM_ON_DESYNC asks to end the job on a desync. */
 CCS_HIDDEN int ccs_coalesce_abort_on_error(void);
 
-/* How a failed verification ends the job: set by the MPI side to MPI_Abort
- * on MPI_COMM_WORLD; abort() when NULL. */
-extern CCS_HIDDEN void (*ccs_coalesce_abort_hook)(int code);
 
 /* ------------------------------------------------------- coalesce_table.c */
 

@@ -155,17 +155,11 @@ static int mpi_complete(struct ccs_coal_id *id)
     return ccs_coalesce_scale_host(buf, buf, id->count, id->dtype, 1.0 / id->size);
 }
 
-static void mpi_abort(int code)
-{
-    PMPI_Abort(MPI_COMM_WORLD, code);
-}
-
 void ccs_coalesce_mpi_init(void)
 {
     const struct ccs_coalesce_policy *p = ccs_coalesce_policy();
     if (p->mode == CCS_COALESCE_OFF)
         return;
-    ccs_coalesce_abort_hook = mpi_abort;
     ccs_coalesce_completer[CCS_BE_MPI] = mpi_complete;
     if (p->mode != CCS_COALESCE_AUTO || agree_comm != MPI_COMM_NULL)
         return;

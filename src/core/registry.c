@@ -1,0 +1,131 @@
+/*
+ * registry.c - the registry of feature hooks and of the services the
+ * backends and features offer each other (registry.h says why).
+ *
+ * Registration happens in constructors and at MPI_Init/communicator
+ * creation, before or beside the first calls: entries are appended and
+ * published with a release store of the count, and read without a lock.
+ */
+#include "registry.h"
+#include "log.h"
+
+#define MAX_FEATURES 8
+#define MAX_ABORTS 4
+
+static const struct ccs_feature *features[MAX_FEATURES];
+static atomic_int nfeatures;
+atomic_int ccs_features_started;
+
+int ccs_feature_register(const struct ccs_feature *f)
+{
+    static atomic_int claimed;
+    int i = atomic_fetch_add(&claimed, 1);
+    if (i >= MAX_FEATURES) {
+        CCS_LOG(ERROR, "internal: more than %d features; '%s' is not hooked", MAX_FEATURES, f->name);
+        return -1;
+    }
+    features[i] = f;
+    /* Publish in order: a slot is visible once every earlier one is. */
+    int expect = i;
+    while (!atomic_compare_exchange_weak(&nfeatures, &expect, i + 1))
+        expect = i;
+    return 0;
+}
+
+#define FOR_EACH_FEATURE(f)                                                                                        \
+    for (int i_ = 0, n_ = atomic_load_explicit(&nfeatures, memory_order_acquire); i_ < n_; i_++)                 \
+        for (const struct ccs_feature *f = features[i_]; f; f = NULL)
+
+void ccs_features_first_call(void)
+{
+    if (atomic_exchange(&ccs_features_started, 1))
+        return;
+    FOR_EACH_FEATURE(f)
+    if (f->first_call)
+        f->first_call();
+}
+
+void ccs_features_step(uint64_t step)
+{
+    FOR_EACH_FEATURE(f)
+    if (f->step)
+        f->step(step);
+}
+
+void ccs_features_finish(int reason)
+{
+    FOR_EACH_FEATURE(f)
+    if (f->finish)
+        f->finish(reason);
+}
+
+int ccs_features_flush(int reason, int signo)
+{
+    int rc = -1;
+    FOR_EACH_FEATURE(f)
+    if (f->flush && f->flush(reason, signo) == 0)
+        rc = 0;
+    return rc;
+}
+
+void ccs_features_fork_child(void)
+{
+    atomic_store(&ccs_features_started, 0); /* the child's first call starts its own */
+    FOR_EACH_FEATURE(f)
+    if (f->fork_child)
+        f->fork_child();
+}
+
+const char *ccs_features_trace_path(void)
+{
+    FOR_EACH_FEATURE(f)
+    if (f->trace_path && f->trace_path())
+        return f->trace_path();
+    return NULL;
+}
+
+/* ------------------------------------------------------------ agreement */
+
+static _Atomic(ccs_agree_fn) agree_service;
+
+void ccs_agree_register(ccs_agree_fn fn) { atomic_store(&agree_service, fn); }
+
+int ccs_agree_available(void) { return atomic_load(&agree_service) != NULL; }
+
+int ccs_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64_t *agreed_max, uint64_t *agreed_min,
+                  int timeout_ms)
+{
+    ccs_agree_fn fn = atomic_load(&agree_service);
+    return fn ? fn(c, key, mine, agreed_max, agreed_min, timeout_ms) : -1;
+}
+
+/* ---------------------------------------------------------------- abort */
+
+static struct {
+    int (*fn)(void *, uint64_t);
+    void *arg;
+} aborts[MAX_ABORTS];
+static atomic_int naborts;
+
+int ccs_abort_register(int (*fn)(void *, uint64_t), void *arg)
+{
+    static atomic_int claimed;
+    int i = atomic_fetch_add(&claimed, 1);
+    if (i >= MAX_ABORTS)
+        return -1;
+    aborts[i].fn = fn;
+    aborts[i].arg = arg;
+    int expect = i;
+    while (!atomic_compare_exchange_weak(&naborts, &expect, i + 1))
+        expect = i;
+    return 0;
+}
+
+int ccs_abort_job(uint64_t comm)
+{
+    int n = atomic_load(&naborts);
+    for (int i = 0; i < n; i++)
+        if (aborts[i].fn(aborts[i].arg, comm) == 0)
+            return 0;
+    return -1;
+}

@@ -1,0 +1,79 @@
+/*
+ * registry.h - what the core offers the features built on it (the trace
+ * writer, desync detection, coalescing) and what the backends offer them,
+ * so that the core names no feature and no feature names another.
+ *
+ * Hooks: a feature registers one table of functions (any may be NULL) from
+ * its constructor; the core calls them at the moments it owns: the first
+ * recorded call of the process, each step marker, the end of the run, a
+ * flush, and fork.  Services: one function each, registered by whoever can
+ * provide it (desync's side channel agrees on values across ranks; the MPI
+ * and NCCL backends can end the job) and used by whoever needs it.
+ */
+#ifndef CCS_REGISTRY_H
+#define CCS_REGISTRY_H
+
+#include "shim.h"
+
+struct ccs_feature {
+    const char *name;
+    /* The first recorded call of this process (and of a forked child). */
+    void (*first_call)(void);
+    /* A step marker: STEP begins (the first marker passes 1). */
+    void (*step)(uint64_t step);
+    /* The run ends (enum ccs_end_reason); not called for CCS_END_SIGNAL. */
+    void (*finish)(int reason);
+    /* Write what is buffered; REASON < 0: a periodic or ccshim_flush flush.
+     * Must be async-signal-safe when REASON is CCS_END_SIGNAL.  Returns 0,
+     * or -1 (nothing to flush, or it failed). */
+    int (*flush)(int reason, int signo);
+    /* In the child after fork. */
+    void (*fork_child)(void);
+    /* Path of the trace file, or NULL (the exit summary names it). */
+    const char *(*trace_path)(void);
+};
+
+/* Registers F (kept by pointer: static storage).  Returns 0, or -1 when the
+ * table is full (a programming error, logged). */
+CCS_HIDDEN int ccs_feature_register(const struct ccs_feature *f);
+
+/* Nonzero once the first recorded call ran the first_call hooks; the hot
+ * path tests it with one relaxed load. */
+extern CCS_HIDDEN atomic_int ccs_features_started;
+
+/* The core's side: each calls the hook of every registered feature. */
+CCS_HIDDEN void ccs_features_first_call(void);
+CCS_HIDDEN void ccs_features_step(uint64_t step);
+CCS_HIDDEN void ccs_features_finish(int reason);
+/* Returns 0 when at least one feature flushed, else -1. */
+CCS_HIDDEN int ccs_features_flush(int reason, int signo);
+CCS_HIDDEN void ccs_features_fork_child(void);
+CCS_HIDDEN const char *ccs_features_trace_path(void);
+
+/* ------------------------------------------------------------ agreement */
+
+/* Agreement on one 64-bit value among the members of communicator C: each
+ * member passes MINE under the same KEY; fills the largest and smallest
+ * value contributed.  Returns 0, or -1 when it could not complete within
+ * TIMEOUT_MS (or no service).  Slow path: step markers only. */
+typedef int (*ccs_agree_fn)(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64_t *agreed_max,
+                            uint64_t *agreed_min, int timeout_ms);
+
+/* Registers the agreement service (NULL withdraws it). */
+CCS_HIDDEN void ccs_agree_register(ccs_agree_fn fn);
+/* 1 when a service is registered and running. */
+CCS_HIDDEN int ccs_agree_available(void);
+CCS_HIDDEN int ccs_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64_t *agreed_max,
+                             uint64_t *agreed_min, int timeout_ms);
+
+/* ---------------------------------------------------------------- abort */
+
+/* A way to end the whole job: FN(ARG, COMM) aborts the job (COMM: the
+ * communicator concerned, 0 when none) and returns only on failure, with
+ * -1.  Backends register theirs (MPI_Abort, ncclCommAbort); up to 4. */
+CCS_HIDDEN int ccs_abort_register(int (*fn)(void *arg, uint64_t comm), void *arg);
+/* Tries each registered way in turn; returns -1 when none ended the job
+ * (the caller then ends this process). */
+CCS_HIDDEN int ccs_abort_job(uint64_t comm);
+
+#endif
