@@ -302,8 +302,8 @@ void ccs_ntrack_group_note(ncclComm_t comm, uint64_t seq, cudaStream_t stream)
         gpend[ngpend].seq = seq;
         gpend[ngpend++].stream = stream;
     }
-    /* More streams in one group: the others are covered by the poller's
-     * stream queries only. */
+    /* More streams in one group: the calls on the others are not tracked
+     * (their communicators' completion shows through their next calls). */
 }
 
 void ccs_ntrack_group_end(int ok)
