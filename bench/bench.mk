@@ -10,3 +10,15 @@ bench_hotpath_SOURCES = bench/hotpath.c
 bench_hotpath_CFLAGS = $(AM_CFLAGS) -O2
 bench_hotpath_LDADD = libccsparts.la -lpthread
 endif
+
+# NCCL completion tracking (docs/performance.md "nccl-track"): the wrapper's
+# cost with tracking on and off, on the test CUDA driver.
+if HAVE_NCCL
+bench_list += bench/nccl-track-bench.sh
+check_PROGRAMS += bench/ncclhot
+bench_ncclhot_SOURCES = bench/ncclhot.c
+bench_ncclhot_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
+bench_ncclhot_CFLAGS = $(AM_CFLAGS) -O2
+bench_ncclhot_LDADD = libccsparts.la -ldl -lpthread
+endif
+EXTRA_DIST += bench/nccl-track-bench.sh

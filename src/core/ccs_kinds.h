@@ -119,7 +119,8 @@ enum ccs_op {
     X(IN_GROUP, 0x04, "in_group")                                             \
     X(DEFERRED, 0x08, "deferred")                                             \
     X(COALESCED, 0x10, "coalesced")                                           \
-    X(ERROR, 0x20, "error")
+    X(ERROR, 0x20, "error")                                                   \
+    X(CAPTURED, 0x40, "captured")
 
 enum ccs_flag {
 #define CCS_X(e, b, s) CCS_F_##e = b,

@@ -98,6 +98,22 @@ struct ccs_comm *ccs_comm_register(int backend, uintptr_t handle, uint64_t id, u
     return c;
 }
 
+void ccs_comm_set_rank(struct ccs_comm *c, int rank, int size)
+{
+    pthread_mutex_lock(&lock);
+    c->rank = rank;
+    c->size = size;
+    /* Its definition too, if the trace writer has not taken it yet. */
+    size_t n = atomic_load_explicit(&ndefs, memory_order_relaxed);
+    for (size_t i = n; i-- > 0;)
+        if (defs[i].id == c->id) {
+            defs[i].rank = rank;
+            defs[i].size = size;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+}
+
 void ccs_comm_retire(struct ccs_comm *c)
 {
     if (!c)

@@ -51,6 +51,8 @@
     X(secret, "CCSHIM_SECRET", STR, "", "per-job secret authenticating side-channel members")             \
     X(desync_host, "CCSHIM_DESYNC_HOST", STR, "",                                                         \
       "host identity for the side channel (default: the host name); ranks sharing it share memory")      \
+    X(nccl_completion, "CCSHIM_NCCL_COMPLETION", BOOL, "1",                                               \
+      "NCCL: track completion on the device with CUDA events when the job has loaded CUDA (docs/nccl.md)") \
     /* --- coalescing (docs/coalescing.md) ------------------------------------------------- */          \
     X(coalesce, "CCSHIM_COALESCE", STR, "off",                                                             \
       "coalesce per-mini-batch all-reduces: off, every:N (per identity N-1 of every N answered locally, "  \

@@ -109,6 +109,9 @@ CCS_HIDDEN struct ccs_comm *ccs_comm_lookup(int backend, uintptr_t handle);
 CCS_HIDDEN struct ccs_comm *ccs_comm_register(int backend, uintptr_t handle, uint64_t id, uint64_t parent,
                                               int rank, int size, int how, int color);
 
+/* Sets the rank and size of C once known (a communicator registered before
+ * it was ready: nonblocking, or created inside a group).  Slow path. */
+CCS_HIDDEN void ccs_comm_set_rank(struct ccs_comm *c, int rank, int size);
 /* Retires an entry (its handle may be reused for a new communicator). */
 CCS_HIDDEN void ccs_comm_retire(struct ccs_comm *c);
 

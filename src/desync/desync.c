@@ -244,6 +244,7 @@ static void tick(void)
             (!alive(o->pid) || now - beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms))
             deadv[r] = 1;
     }
+    ccs_dsx_device_align(view, W); /* NCCL completion on the device: agree on the first uncompleted seq */
     struct ccs_dsx_view v = {.wsize = W, .st = view, .dead = deadv, .now_ms = now};
     struct ccs_dsx_thresholds t = thresholds();
     t.partial = tcp_mode;
@@ -269,6 +270,13 @@ static void tick(void)
     pthread_mutex_unlock(&tick_lock);
 }
 
+static void (*_Atomic poll_fn)(uint64_t now_ms);
+
+void ccs_desync_set_poll(void (*fn)(uint64_t now_ms))
+{
+    atomic_store(&poll_fn, fn);
+}
+
 static void *thread_main(void *arg)
 {
     (void)arg;
@@ -283,6 +291,9 @@ static void *thread_main(void *arg)
         sleep_ms(ccs_cfg.desync_period_ms);
         if (atomic_load(&state) != RUNNING)
             break;
+        void (*poll)(uint64_t) = atomic_load(&poll_fn);
+        if (poll)
+            poll(now_ms());
         tick();
         if (atomic_load(&abort_pending) == 1) {
             atomic_store(&abort_pending, 2);

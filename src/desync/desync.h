@@ -56,6 +56,10 @@ CCS_HIDDEN void ccs_desync_note_exit(int how);
 CCS_HIDDEN int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64_t *agreed_max,
                                     uint64_t *agreed_min, int timeout_ms);
 
+/* Registers FN(now_ms), called by the background thread at the start of
+ * every period (NCCL completion tracking polls its CUDA events there). */
+CCS_HIDDEN void ccs_desync_set_poll(void (*fn)(uint64_t now_ms));
+
 /* 1 while the side channel is up (detection running). */
 CCS_HIDDEN int ccs_desync_active(void);
 

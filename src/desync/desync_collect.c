@@ -37,7 +37,8 @@ struct tracked {
     struct ccs_dsx_op bop;
     uint64_t bsince_ms;
     /* NCCL: device progress. */
-    uint64_t dev_done, dev_since_ms;
+    uint64_t dev_done, dev_since_ms, iss_since_ms;
+    int dev;
 };
 
 static struct tracked tc[MAX_TRACKED];
@@ -349,8 +350,10 @@ static void sync_comm(struct ccs_comm *c, void *arg)
     t->live = 1;
     t->mark = 1; /* seen in the table this pass */
     uint64_t s = atomic_load_explicit(&c->seq, memory_order_relaxed);
-    if (s != t->issued)
+    if (s != t->issued) {
         t->active_ms = now;
+        t->iss_since_ms = now;
+    }
     t->issued = s;
 }
 
@@ -386,17 +389,22 @@ static void nccl_progress(struct tracked *t, uint64_t now)
         if (atomic_load_explicit(&nccl[i].id, memory_order_acquire) != t->id)
             continue;
         uint64_t d = atomic_load_explicit(&nccl[i].done, memory_order_relaxed);
+        t->dev = 1;
         if (d != t->dev_done || t->issued <= d) {
             t->dev_done = d;
             t->dev_since_ms = now;
         }
         if (t->issued > d && !t->blocked) {
-            /* Enqueued work that does not complete: blocked at d + 1. */
+            /* Enqueued work that does not complete: blocked at the last seq
+             * enqueued, since the device and the enqueueing both stopped.
+             * (With rate-limited events only d + 1 .. issued is known to
+             * hold the first uncompleted seq; the members of a program stop
+             * at the same last seq, so they agree on it.) */
             for (unsigned h = 0; h < t->nhist; h++)
-                if (hist_at(t, h)->seq == d + 1) {
+                if (hist_at(t, h)->seq == t->issued) {
                     t->blocked = 1;
                     t->bop = *hist_at(t, h);
-                    t->bsince_ms = t->dev_since_ms;
+                    t->bsince_ms = t->dev_since_ms > t->iss_since_ms ? t->dev_since_ms : t->iss_since_ms;
                 }
         }
         return;
@@ -455,7 +463,9 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
         e->hash = t->hash;
         memcpy(e->cp_seq, t->cp_seq, sizeof e->cp_seq);
         memcpy(e->cp_hash, t->cp_hash, sizeof e->cp_hash);
-        e->flags = t->lost ? CCS_DSX_HASH_LOST : 0;
+        e->flags = (uint16_t)((t->lost ? CCS_DSX_HASH_LOST : 0) | (t->dev ? CCS_DSX_DEVICE : 0));
+        if (t->dev && t->live && t->issued > t->dev_done) /* a freed one finished its work first */
+            e->dev_pending = (uint16_t)(t->issued - t->dev_done > UINT16_MAX ? UINT16_MAX : t->issued - t->dev_done);
         e->state = t->blocked ? CCS_DSX_BLOCKED : t->live ? CCS_DSX_IDLE : CCS_DSX_FREED;
         if (t->blocked) {
             e->blocked = t->bop;
@@ -499,6 +509,50 @@ void ccs_dsx_collect_nccl_done(uint64_t comm, uint64_t seq_done)
             return;
         }
     }
+}
+
+void ccs_dsx_device_align(const struct ccs_dsx_status **st, int32_t w)
+{
+    enum { NALIGN = 64 };
+    struct {
+        uint64_t id, known;
+    } mx[NALIGN];
+    int n = 0;
+    for (int32_t r = 0; r < w; r++)
+        for (uint32_t k = 0; st[r] && k < st[r]->ncomm && k < CCS_DSX_MAXCOMM; k++) {
+            const struct ccs_dsx_comm *e = &st[r]->comm[k];
+            if (!(e->flags & CCS_DSX_DEVICE) || e->state == CCS_DSX_FREED)
+                continue;
+            /* Completed on the device. */
+            uint64_t known = e->issued - (e->dev_pending < e->issued ? e->dev_pending : e->issued);
+            int i = 0;
+            while (i < n && mx[i].id != e->id)
+                i++;
+            if (i == n) {
+                if (n == NALIGN)
+                    continue;
+                mx[n].id = e->id;
+                mx[n++].known = 0;
+            }
+            if (known > mx[i].known)
+                mx[i].known = known;
+        }
+    for (int32_t r = 0; r < w && n; r++)
+        for (uint32_t k = 0; st[r] && k < st[r]->ncomm && k < CCS_DSX_MAXCOMM; k++) {
+            struct ccs_dsx_comm *e = (struct ccs_dsx_comm *)&st[r]->comm[k];
+            if (!(e->flags & CCS_DSX_DEVICE))
+                continue;
+            int i = 0;
+            while (i < n && mx[i].id != e->id)
+                i++;
+            if (i == n)
+                continue;
+            uint64_t known = mx[i].known < e->issued ? mx[i].known : e->issued;
+            if (e->issued - e->dev_pending < known)
+                e->dev_pending = (uint16_t)(e->issued - known);
+            if (e->state == CCS_DSX_BLOCKED && known >= e->issued)
+                e->state = CCS_DSX_IDLE; /* everything it enqueued completed somewhere: completes here too */
+        }
 }
 
 void ccs_dsx_collect_reset(void)

@@ -44,7 +44,12 @@ struct ccs_dsx_op {
 };
 
 enum ccs_dsx_state { CCS_DSX_IDLE = 0, CCS_DSX_BLOCKED = 1, CCS_DSX_FREED = 2 };
-enum ccs_dsx_cflags { CCS_DSX_HASH_LOST = 1 };
+/* CCS_DSX_DEVICE: NCCL completion tracked on the device (nccl_track.c):
+ * issued counts work enqueued, dev_pending how much of it has not completed,
+ * and BLOCKED means a rank that stopped enqueueing with work that does not
+ * complete, at its last enqueued seq (the first uncompleted one lies in
+ * (issued - dev_pending, issued]: events are rate limited). */
+enum ccs_dsx_cflags { CCS_DSX_HASH_LOST = 1, CCS_DSX_DEVICE = 2 };
 
 struct ccs_dsx_comm {
     uint64_t id;
@@ -59,7 +64,7 @@ struct ccs_dsx_comm {
     uint16_t nhist;      /* valid entries of hist */
     uint16_t flags;      /* enum ccs_dsx_cflags */
     uint16_t backend;
-    uint16_t pad;
+    uint16_t dev_pending; /* CCS_DSX_DEVICE: enqueued seqs not completed on the device (saturating) */
     struct ccs_dsx_op blocked; /* the operation blocked in (state BLOCKED) */
     char site_blocked[CCS_DSX_SITE];
     char site_last[CCS_DSX_SITE];

@@ -150,14 +150,18 @@ size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at
     for (uint32_t i = 0; i < np; i++) {
         const struct ccs_dsx_party *p = &v->party[i];
         const struct ccs_dsx_comm *c = &p->c;
-        put(&o, "ccshim desync|   rank %d (comm rank %d, pid %u on %s, %s, %s): issued %llu, completed %llu",
-            p->wrank, c->rank, p->pid, p->host, role_name(p->role), life_name(p->life),
-            (unsigned long long)c->issued, (unsigned long long)c->done);
+        /* NCCL tracked on the device: what was enqueued and what completed there. */
+        int dev = (c->flags & CCS_DSX_DEVICE) != 0;
+        uint64_t done = dev ? c->issued - (c->dev_pending < c->issued ? c->dev_pending : c->issued) : c->done;
+        put(&o, "ccshim desync|   rank %d (comm rank %d, pid %u on %s, %s, %s): %s %llu, completed %llu%s", p->wrank,
+            c->rank, p->pid, p->host, role_name(p->role), life_name(p->life), dev ? "enqueued" : "issued",
+            (unsigned long long)c->issued, (unsigned long long)done, dev ? " on the device" : "");
         if (c->state == CCS_DSX_BLOCKED)
             put(&o, "; blocked %.1f s at seq %llu step %u in %s", c->blocked_ms / 1000.0,
                 (unsigned long long)c->blocked.seq, c->blocked.step, c->site_blocked[0] ? c->site_blocked : "?");
         if (c->nhist)
-            put(&o, "; last completed seq %llu step %u at %s", (unsigned long long)c->hist[c->nhist - 1].seq,
+            put(&o, "; last %s seq %llu step %u at %s", dev ? "enqueued" : "completed",
+                (unsigned long long)c->hist[c->nhist - 1].seq,
                 c->hist[c->nhist - 1].step, c->site_last[0] ? c->site_last : "?");
         if (p->other_comm) {
             char os[128];

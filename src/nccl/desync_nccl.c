@@ -8,6 +8,7 @@
 #include "desync.h"
 #include "registry.h"
 #include "nccl_internal.h"
+#include "nccl_track.h"
 
 struct abort_ctx {
     uint64_t id;
@@ -41,7 +42,10 @@ static int abort_comms(void *arg, uint64_t comm_id)
 void ccs_desync_nccl_init(void)
 {
     static atomic_int registered;
-    if (!atomic_exchange(&registered, 1))
+    if (!atomic_exchange(&registered, 1)) {
         ccs_abort_register(abort_comms, NULL);
+        ccs_desync_set_poll(ccs_ntrack_poll); /* completion on the device (nccl_track.c) */
+    }
+    ccs_ntrack_init(); /* NCCL has loaded CUDA by now, if it ever will */
     ccs_desync_start(); /* idempotent; waits for the rank to be known */
 }

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "nccl_internal.h"
 #include "nccl_redop.h"
+#include "nccl_track.h"
 #include <string.h>
 #include <unistd.h>
 
@@ -244,6 +245,7 @@ static ncclResult_t end_comm(__typeof__(&pncclCommDestroy) real, ncclComm_t comm
     if (comm)
         ccs_nccl_redop_forget_comm((uintptr_t)comm);
     ccs_comm_retire(c);
+    ccs_ntrack_forget(comm); /* the background thread no longer asks about it */
     ncclResult_t rc = real(comm);
     if (r)
         ccs_call_end(r, !accepted(rc));

@@ -36,6 +36,7 @@
     X(CommFinalize)                                                                                                \
     X(CommDestroy)                                                                                                 \
     X(CommAbort)                                                                                                   \
+    X(CommGetAsyncError)                                                                                           \
     X(CommUserRank)                                                                                                \
     X(CommCount)                                                                                                   \
     X(RedOpCreatePreMulSum)                                                                                        \
@@ -83,12 +84,22 @@ static inline int ccs_nccl_on(void)
  * shim saw it (local identity; rank and size asked of the real NCCL). */
 CCS_HIDDEN struct ccs_comm *ccs_nccl_adopt(ncclComm_t comm);
 
+/* Slow path of ccs_nccl_comm for an entry registered before NCCL could say
+ * its rank and size (nonblocking, or created inside a group): asks again
+ * once it is ready (nccl_track.c).  Returns 0 when known now. */
+CCS_HIDDEN int ccs_ntrack_requery(struct ccs_comm *c);
+
 /* The table entry of COMM, adopting a handle never seen created.  NULL for a
  * NULL handle or a full table. */
 static inline struct ccs_comm *ccs_nccl_comm(ncclComm_t comm)
 {
     struct ccs_comm *c = ccs_comm_lookup(CCS_BE_NCCL, (uintptr_t)comm);
-    if (CCS_LIKELY(c != NULL) || comm == NULL)
+    if (CCS_LIKELY(c != NULL)) {
+        if (CCS_UNLIKELY(c->size <= 0))
+            ccs_ntrack_requery(c);
+        return c;
+    }
+    if (comm == NULL)
         return c;
     return ccs_nccl_adopt(comm);
 }

@@ -14,6 +14,7 @@
 #include "nccl_internal.h"
 #include "coalesce_nccl.h"
 #include "nccl_redop.h"
+#include "nccl_track.h"
 #include <string.h>
 
 /* ncclGroupStart nesting of this thread, as NCCL keeps it (thread-local).
@@ -73,7 +74,8 @@ enum send_blocks { SEND_NONE, SEND_ONE, SEND_PER_RANK };
 /* Starts recording collective or point-to-point KIND on COMM.  COUNT is the
  * count every member passes (see ccs_fingerprint); RA the caller's address. */
 static struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send, const void *recv, size_t count,
-                                ncclDataType_t dt, unsigned op, int root, enum send_blocks blocks, void *ra)
+                                ncclDataType_t dt, unsigned op, int root, enum send_blocks blocks, void *ra,
+                                int captured)
 {
     struct ccs_comm *c = ccs_nccl_comm(comm);
     unsigned dtype = ccs_nccl_dtype(dt);
@@ -95,14 +97,37 @@ static struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send
         call.flags |= CCS_F_IN_GROUP;
         call.group_depth = (uint8_t)(group_depth > 255 ? 255 : group_depth);
     }
+    if (captured)
+        call.flags |= CCS_F_CAPTURED;
     return ccs_call_begin(c, &call, ra);
 }
 
-/* ncclInProgress is NCCL's "accepted, completing asynchronously": not an error. */
-static inline void end(struct ccs_record *r, ncclResult_t rc)
+/* Completion tracking of an enqueued call (nccl_track.c): its sequence
+ * number (a point-to-point call completes what the communicator's
+ * collectives before it enqueued), noted for the outermost ncclGroupEnd
+ * inside a group. */
+static void track(struct ccs_record *r, ncclComm_t comm, cudaStream_t stream)
 {
-    if (r)
-        ccs_call_end(r, rc != ncclSuccess && rc != ncclInProgress);
+    uint64_t seq = r->seq;
+    if (r->kind == CCS_KIND_SEND || r->kind == CCS_KIND_RECV) {
+        struct ccs_comm *c = ccs_nccl_comm(comm);
+        seq = c ? atomic_load_explicit(&c->seq, memory_order_relaxed) : 0;
+    }
+    if (ccs_ntrack_after(comm, seq, stream, group_depth))
+        r->flags |= CCS_F_CAPTURED;
+}
+
+/* ncclInProgress is NCCL's "accepted, completing asynchronously": not an
+ * error.  Tracking also says whether the stream is being captured into a
+ * CUDA graph (the record is flagged: the call enqueued nothing now). */
+static inline void end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, cudaStream_t stream)
+{
+    if (!r)
+        return;
+    int ok = rc == ncclSuccess || rc == ncclInProgress;
+    if (atomic_load_explicit(&ccs_ntrack_on, memory_order_relaxed) && !(r->flags & CCS_F_CAPTURED) && ok)
+        track(r, comm, stream);
+    ccs_call_end(r, !ok);
 }
 
 CCS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -113,16 +138,29 @@ CCS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size
         return ncclInternalError;
     struct ccs_record *r = NULL;
     if (ccs_nccl_on()) {
+        /* While the stream is captured into a CUDA graph: no coalescing
+         * (no deferral, no private communicator made inside the capture). */
+        int captured = 0;
         ncclResult_t crc; /* coalescing (coalesce_nccl.c): one predictable branch while off */
         if (CCS_UNLIKELY(atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) &&
+            !(captured = ccs_ntrack_capturing(stream)) &&
             ccs_coalesce_nccl_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, group_depth,
-                                        __builtin_return_address(0), &crc))
+                                        __builtin_return_address(0), &crc)) {
+            struct ccs_comm *c = (crc == ncclSuccess || crc == ncclInProgress) ? ccs_nccl_comm(comm) : NULL;
+            if (c && atomic_load_explicit(&ccs_ntrack_on, memory_order_relaxed)) {
+                uint64_t seq = atomic_load_explicit(&c->seq, memory_order_relaxed);
+                if (group_depth > 0)
+                    ccs_ntrack_group_note(comm, seq, stream);
+                else
+                    ccs_ntrack_enqueued(comm, seq, stream);
+            }
             return crc;
+        }
         r = begin(CCS_KIND_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1, SEND_ONE,
-                  __builtin_return_address(0));
+                  __builtin_return_address(0), captured);
     }
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, op, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -135,9 +173,9 @@ CCS_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_BCAST, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
-                  __builtin_return_address(0));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -150,9 +188,9 @@ CCS_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datat
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_BCAST, comm, buff, buff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
-                  __builtin_return_address(0));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(buff, count, datatype, root, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -165,9 +203,9 @@ CCS_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t 
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_REDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), root, SEND_ONE,
-                  __builtin_return_address(0));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -180,9 +218,9 @@ CCS_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, CCS_OP_NONE, -1, SEND_ONE,
-                  __builtin_return_address(0));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -196,9 +234,9 @@ CCS_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, 
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_REDUCE_SCATTER, comm, sendbuff, recvbuff, recvcount, datatype, map_op(op, comm), -1,
-                  SEND_PER_RANK, __builtin_return_address(0));
+                  SEND_PER_RANK, __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -211,9 +249,9 @@ CCS_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, -1, SEND_PER_RANK,
-                  __builtin_return_address(0));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -226,9 +264,9 @@ CCS_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t 
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_GATHER, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
-                  __builtin_return_address(0));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -244,10 +282,10 @@ CCS_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t
         struct ccs_comm *c = ccs_nccl_comm(comm);
         enum send_blocks blocks = c && c->rank == root ? SEND_PER_RANK : SEND_NONE;
         r = begin(CCS_KIND_SCATTER, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, blocks,
-                  __builtin_return_address(0));
+                  __builtin_return_address(0), 0);
     }
     ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -260,9 +298,9 @@ CCS_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataTyp
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_SEND, comm, NULL, sendbuff, count, datatype, CCS_OP_NONE, peer, SEND_ONE,
-                  __builtin_return_address(0));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(sendbuff, count, datatype, peer, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -275,9 +313,9 @@ CCS_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t da
     struct ccs_record *r = NULL;
     if (ccs_nccl_on())
         r = begin(CCS_KIND_RECV, comm, NULL, recvbuff, count, datatype, CCS_OP_NONE, peer, SEND_ONE,
-                  __builtin_return_address(0));
+                  __builtin_return_address(0), 0);
     ncclResult_t rc = real(recvbuff, count, datatype, peer, comm, stream);
-    end(r, rc);
+    end(r, rc, comm, stream);
     return rc;
 }
 
@@ -304,8 +342,8 @@ CCS_EXPORT ncclResult_t ncclGroupEnd(void)
     if (CCS_UNLIKELY(!real))
         return ncclInternalError;
     ncclResult_t rc = real();
-    if (group_depth > 0)
-        group_depth--;
+    if (group_depth > 0 && --group_depth == 0)
+        ccs_ntrack_group_end(rc == ncclSuccess || rc == ncclInProgress); /* the group's work is enqueued now */
     return rc;
 }
 

@@ -49,9 +49,11 @@ if [ ! -f "$build/Makefile" ] || ! grep -q "^prefix = $prefix\$" "$build/Makefil
 fi
 summary=$(sed -n '/configuration summary/,$p' "$build/configure.out" 2>/dev/null || true)
 say "building (make -j$jobs)"
-make -C "$build" -j"$jobs" all tests/nccl/libnccl.so.2 tests/gpu/nccl_bench tests/gpu/gpu_stuck > "$build/make-carry.out" 2>&1 ||
+make -C "$build" -j"$jobs" all tests/nccl/libnccl.so.2 tests/cuda/libcuda.so.1 tests/gpu/nccl_bench tests/gpu/gpu_stuck \
+    tests/nccl/nccl_track > "$build/make-carry.out" 2>&1 ||
     { tail -30 "$build/make-carry.out"; exit 1; }
-for f in ccshim-run ccshim-audit ccshim-trainer-nccl tests/nccl/libnccl.so.2 tests/gpu/nccl_bench tests/gpu/gpu_stuck; do
+for f in ccshim-run ccshim-audit ccshim-trainer-nccl tests/nccl/libnccl.so.2 tests/cuda/libcuda.so.1 tests/gpu/nccl_bench \
+    tests/gpu/gpu_stuck tests/nccl/nccl_track; do
     [ -e "$build/$f" ] || { say "$f was not built (configure found no NCCL headers, libnccl or BLAS?)"; echo "$summary"; exit 1; }
 done
 stage=$build/stage
@@ -59,12 +61,15 @@ rm -rf "$stage"
 make -C "$build" install DESTDIR="$stage" > "$build/install-carry.out" 2>&1 || { tail -20 "$build/install-carry.out"; exit 1; }
 
 rm -rf "$carry"
-mkdir -p "$carry/bin" "$carry/lib" "$carry/deps" "$carry/fake" "$carry/tests" "$carry/share/ccshim"
+mkdir -p "$carry/bin" "$carry/lib" "$carry/deps" "$carry/fake" "$carry/fakecuda" "$carry/tests" "$carry/share/ccshim"
 for b in ccshim-run ccshim-audit ccshim-trainer-nccl; do cp "$stage$prefix/bin/$b" "$carry/bin/"; done
 cp -L "$stage$prefix/lib/libccshim.so" "$carry/lib/libccshim.so"
 cp -r "$stage$prefix/share/ccshim/python" "$carry/share/ccshim/"
 cp "$build/tests/nccl/libnccl.so.2" "$carry/fake/"
-cp "$build/tests/gpu/nccl_bench" "$build/tests/gpu/gpu_stuck" "$carry/tests/"
+# The test CUDA driver stays in its own directory: only the dry-run parts
+# of checks 6 and 7 put it on the library path, never a GPU check.
+cp "$build/tests/cuda/libcuda.so.1" "$carry/fakecuda/"
+cp "$build/tests/gpu/nccl_bench" "$build/tests/gpu/gpu_stuck" "$build/tests/nccl/nccl_track" "$carry/tests/"
 
 # Dependencies beyond glibc, the C++ runtime and NCCL itself (which PyTorch
 # ships): copied under their sonames.

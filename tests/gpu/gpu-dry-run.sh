@@ -15,7 +15,7 @@ PYTHONDONTWRITEBYTECODE=1; export PYTHONDONTWRITEBYTECODE # nothing written into
 [ -x "$bench" ] && [ -f "$fake" ] || tap_skip_all "built without NCCL headers (no host NCCL, no nccl_bench)"
 [ -x "$trainer_nccl" ] || tap_skip_all "ccshim-trainer-nccl not built (needs libnccl and BLAS)"
 [ -x "$CCSHIM_TRAINER" ] && [ -n "${MPIRUN:-}" ] || tap_skip_all "no MPI trainer for the reference figures"
-tap_plan 13
+tap_plan 15
 
 if command -v shellcheck > /dev/null; then
     tap_check "shellcheck: build-carry.sh run-device-checks.sh make-expected.sh" \
@@ -27,7 +27,7 @@ tap_check "the Python scripts compile (torch and sentence-transformers are only 
     "$PY" -c 'import py_compile, sys, os
 for f in sys.argv[2:]:
     py_compile.compile(f, cfile=os.path.join(sys.argv[1], os.path.basename(f) + "c"), doraise=True)' \
-    "$CCS_TMP" "$g/gpu_common.py" "$g/gpu_ddp_cached.py" "$g/gpu_st_cmnrl.py"
+    "$CCS_TMP" "$g/gpu_common.py" "$g/gpu_ddp_cached.py" "$g/gpu_st_cmnrl.py" "$g/gpu_graph.py"
 
 # gpu_common.py compare: two runs written by save_run, equal then perturbed.
 "$PY" - "$g" "$CCS_TMP" <<'PYEOF'
@@ -54,11 +54,12 @@ tap_eq "nccl_bench --host under ccshim: runs, 70 all-reduces counted" "0 70" \
 
 # A carry from this build tree, as build-carry.sh lays it out.
 c="$CCS_TMP/carry"
-mkdir -p "$c/bin" "$c/lib" "$c/fake" "$c/tests" "$c/deps" "$c/share/ccshim"
+mkdir -p "$c/bin" "$c/lib" "$c/fake" "$c/fakecuda" "$c/tests" "$c/deps" "$c/share/ccshim"
 ln -s "$CCSHIM_RUN" "$CCSHIM_AUDIT" "$trainer_nccl" "$c/bin/"
 ln -s "$top_builddir/.libs/libccshim.so" "$c/lib/"
 ln -s "$fake" "$c/fake/"
-ln -s "$bench" "$top_builddir/tests/gpu/gpu_stuck" "$c/tests/"
+ln -s "$bench" "$top_builddir/tests/gpu/gpu_stuck" "$top_builddir/tests/nccl/nccl_track" "$c/tests/"
+ln -s "$top_builddir/tests/cuda/libcuda.so.1" "$c/fakecuda/"
 ln -s "$top_srcdir/tools/python" "$c/share/ccshim/python"
 echo "ccshim GPU carry assembled by gpu-dry-run.sh from $top_builddir" > "$c/MANIFEST"
 sh "$g/make-expected.sh" "$c/expected" "$CCSHIM_TRAINER" "$MPIRUN" "$CCSHIM_RUN" "$top_builddir/.libs" \
@@ -72,7 +73,7 @@ CCSHIM_GPU_BUDGET_S=120 PYTHON="$PY" ccs_run_timeout 150 bash "$g/run-device-che
     --out "$o" > "$CCS_TMP/dry.out" 2>&1
 rc=$?
 tap_check "the device script's dry run ends on its own with one result per check (exit $rc)" \
-    sh -c '[ "$1" != 124 ] && [ "$(cut -f1 "$2" | tr "\n" " ")" = "ddp-cached st-cmnrl trainer-nccl overhead desync-nccl " ]' _ "$rc" "$o/results.tsv"
+    sh -c '[ "$1" != 124 ] && [ "$(cut -f1 "$2" | tr "\n" " ")" = "ddp-cached st-cmnrl trainer-nccl overhead desync-nccl completion graph-capture " ]' _ "$rc" "$o/results.tsv"
 status() { awk -F'\t' -v c="$1" '$1 == c { print $2 }' "$o/results.tsv"; }
 fig() { grep "^check 3: $1 " "$o/figures.txt"; }
 tap_check "check 3, 1 rank of the host NCCL: 16 all-reduces per step (trainer and ccshim), gradients bitwise the MPI backend's" \
@@ -86,5 +87,13 @@ tap_eq "check 5's protocol part on the host NCCL passes (a DESYNC verdict, then 
 grep "desync-nccl" "$o/results.tsv" | tap_diag
 tap_check "checks 1 and 2 skip without a GPU, never fail" sh -c '[ "$1" = SKIP ] && [ "$2" = SKIP ]' _ \
     "$(status ddp-cached)" "$(status st-cmnrl)"
+tap_check "check 6 (completion tracking) on the test libraries: the pending all-reduce seen within 2 s, its progress, no verdict" \
+    sh -c '[ "$1" = SKIP ] && grep -Eq "^check 6 \(dry run .*\): .enqueued 1, completed 0 on the device; no progress for (1|2)\.[0-9] s.; .progress on the device again after [0-9.]+ s." "$2"' \
+    _ "$(status completion)" "$o/figures.txt"
+grep "completion" "$o/results.tsv" | tap_diag
+tap_check "check 7 (graph capture) on the test libraries: no event, no query, no communicator, 4 calls flagged captured" \
+    sh -c '[ "$1" = SKIP ] && grep -q "^check 7 (dry run, test libraries): recorded_during_capture=0 recorded_while_capturing=0 queried_while_capturing=0 comms_created_during=0 .*flagged captured: 4$" "$2"' \
+    _ "$(status graph-capture)" "$o/figures.txt"
+grep "graph-capture" "$o/results.tsv" | tap_diag
 [ "$TAP_FAILED" -eq 0 ] || tap_diag < "$CCS_TMP/dry.out"
 tap_done

@@ -10,7 +10,7 @@
 # they run with whichever NCCL LD_LIBRARY_PATH names (PyTorch's).
 GPU_CHECK_FILES = tests/gpu/build-carry.sh tests/gpu/run-device-checks.sh tests/gpu/make-expected.sh
 EXTRA_DIST += $(GPU_CHECK_FILES) tests/gpu/gpu_cuda.h tests/gpu/gpu_ddp_cached.py tests/gpu/gpu_st_cmnrl.py \
-	tests/gpu/gpu_common.py
+	tests/gpu/gpu_common.py tests/gpu/gpu_graph.py
 TESTS += tests/gpu/gpu-dry-run.sh
 dist_check_SCRIPTS += tests/gpu/gpu-dry-run.sh
 

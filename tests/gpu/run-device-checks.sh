@@ -1,6 +1,8 @@
 #!/bin/bash
 # run-device-checks.sh - issue 7's checks on a machine with one CUDA GPU,
-# PyTorch (NCCL) and sentence-transformers (docs/gpu-validation.md).
+# PyTorch (NCCL) and sentence-transformers (docs/gpu-validation.md), and
+# issue 15's items 3 and 4 (checks 6 and 7: completion tracking on the
+# device, CUDA graph capture).
 #
 #   tests/gpu/build-carry.sh                        # first, on the build machine
 #   bash tests/gpu/run-device-checks.sh [--cpu-dry-run] [--carry DIR] [--out DIR]
@@ -449,7 +451,7 @@ check5() {
     fi
     # Device completion through CUDA events (the driver API): only if the library does it.
     if grep -aq "cuEventQuery" "$carry/lib/libccshim.so"; then
-        notes="$notes; libccshim.so uses CUDA events: see logs/c5-stuck.log (no pass criterion defined yet)"
+        notes="$notes; device completion through CUDA events: check 6"
     else
         notes="$notes; device-completion tracking: SKIP (libccshim.so does not query CUDA events: ccs_desync_nccl_done has no caller, so an NCCL rank is never 'blocked')"
     fi
@@ -457,7 +459,97 @@ check5() {
     else result $c FAIL "${fails#; }$notes"; fi
 }
 
-for chk in check1 check2 check3 check4 check5; do
+# ------------------------------- check 6: completion tracking on the device
+# (issue 15, item 3.)  GPU: gpu_stuck enqueues an all-reduce behind a stream
+# wait that fires only when released (after 3 s): ccshim must say within 2 s
+# that it was enqueued and has not completed, then that it progressed once
+# released, with no verdict.  Dry run: the test NCCL in asynchronous mode on
+# the test CUDA driver, one all-reduce taking 2.5 s.
+check6() {
+    local c=completion d="$work/c6" fails="" mode lp log
+    mkdir -p "$d"
+    log="$d/log.txt"
+    if [ "$have_gpu" = 1 ] && [ -n "$nccl_dir" ]; then
+        mode=GPU
+        lp="$nccl_dir:$deps_lp"
+        RANK=0 WORLD_SIZE=1 LD_LIBRARY_PATH="$lp" CCSHIM_LOG="$log" CCSHIM_LOG_LEVEL=info tmo 60 "$RUN" --no-mpi -- \
+            "$carry/tests/gpu_stuck" --release "$d/marker" 3000 > "$d/out" 2> "$d/err"
+        local src=$?
+        if [ $src = 3 ]; then result $c SKIP "gpu_stuck: $(grep -v '^ccshim' "$d/err" | tail -1)"; return; fi
+        [ $src = 0 ] || fails="$fails; gpu_stuck --release failed ($src): $(tail -1 "$d/out")"
+    else
+        mode="dry run (test NCCL and test CUDA driver)"
+        if [ ! -e "$carry/fakecuda/libcuda.so.1" ] || [ ! -x "$carry/tests/nccl_track" ]; then
+            result $c SKIP "no GPU, and the carry has no test CUDA driver"; return
+        fi
+        RANK=0 WORLD_SIZE=1 LD_LIBRARY_PATH="$carry/fake:$carry/fakecuda:$deps_lp" FAKENCCL_ASYNC=1 FAKENCCL_DELAY_MS=2500 \
+            CCSHIM_LOG="$log" CCSHIM_LOG_LEVEL=info tmo 60 "$RUN" --no-mpi -- "$carry/tests/nccl_track" slow \
+            > "$d/out" 2> "$d/err" || fails="$fails; nccl_track slow failed: $(tail -1 "$d/err")"
+    fi
+    cp "$log" "$out/logs/c6.log" 2>/dev/null
+    grep -q "NCCL completion tracking on" "$log" 2>/dev/null || fails="$fails; tracking did not start (no CUDA driver found?)"
+    local stuck; stuck=$(grep -o "enqueued [0-9]*, completed [0-9]* on the device; no progress for [0-9.]* s" "$log" | head -1)
+    local secs; secs=$(echo "$stuck" | sed -n 's/.* for \([0-9.]*\) s$/\1/p')
+    if [ -z "$stuck" ]; then fails="$fails; the pending all-reduce was never reported as not completed"
+    elif ! awk -v s="$secs" 'BEGIN { exit !(s <= 2.0) }'; then fails="$fails; reported after $secs s (more than 2 s)"; fi
+    local again; again=$(grep -o "progress on the device again after [0-9.]* s" "$log" | head -1)
+    [ -n "$again" ] || fails="$fails; no progress seen once released"
+    grep -Eq "^ccshim (MISMATCH|DESYNC|DEAD|STRAGGLER) " "$log" && fails="$fails; a verdict: $(grep -E '^ccshim (MISMATCH|DESYNC|DEAD|STRAGGLER) ' "$log" | head -1)"
+    local st; st=$(grep -o "NCCL completion tracking: .*" "$log" | tail -1)
+    figure "check 6 ($mode): '${stuck:-none}'; '${again:-none}'; ${st:-no statistics}"
+    if [ -n "$fails" ]; then result $c FAIL "${fails#; }"
+    elif [ "$mode" = GPU ]; then result $c PASS "$stuck; $again; no verdict"
+    else result $c SKIP "no GPU: dry run passed ($stuck; $again; no verdict)"; fi
+}
+
+# -------------------------------------------- check 7: CUDA graph capture
+# (issue 15, item 4.)  GPU: gpu_graph.py captures "x += 1; all_reduce(x)" in
+# torch.cuda.graph under ccshim with coalescing on (every:2): the capture
+# must succeed (an event recorded or a stream queried during a global-mode
+# capture would invalidate it), the call be flagged captured, no
+# communicator be created inside the capture (the same comm_init records as
+# with coalescing off), and the replays compute 1 + replays.  Dry run:
+# nccl_track capture on the test libraries (the test driver counts events
+# recorded and queries made while capturing).
+check7() {
+    local c=graph-capture d="$work/c7" fails=""
+    mkdir -p "$d"
+    if [ "$have_gpu" = 1 ] && [ "$have_torch" = 1 ]; then
+        local r inits=()
+        for r in off every:2; do
+            RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 CCSHIM_LOG="$d/log-$r.txt" CCSHIM_LOG_LEVEL=info tmo 120 "$RUN" --no-mpi \
+                --torch --coalesce "$r" --trace-dir "$d/tr-$r" -- "$PY" "$here/gpu_graph.py" --port $((29571 + ${#inits[@]})) \
+                > "$d/out-$r" 2>&1 || fails="$fails; coalesce $r: gpu_graph.py failed: $(grep -v '^ccshim' "$d/out-$r" | tail -1)"
+            cp "$d/log-$r.txt" "$out/logs/c7-$r.log" 2>/dev/null
+            inits+=("$("$AUDIT" --tsv-records "$d/tr-$r" 2>/dev/null | grep -c "comm_init")")
+        done
+        local line; line=$(grep "^graph captured" "$d/out-every:2")
+        local capt; capt=$("$AUDIT" --tsv-records "$d/tr-every:2" 2>/dev/null | grep "allreduce" | grep -c "captured")
+        [ "${capt:-0}" -ge 1 ] || fails="$fails; no all-reduce flagged captured in the trace"
+        [ "${inits[0]}" = "${inits[1]}" ] || fails="$fails; comm_init records: ${inits[0]} without coalescing, ${inits[1]} with (a communicator made in the capture?)"
+        local st; st=$(grep -o "NCCL completion tracking: .*" "$d/log-every:2.txt" | tail -1)
+        figure "check 7 (GPU): ${line:-no output}; records flagged captured: $capt; comm_init records ${inits[*]}; ${st:-no statistics}"
+        if [ -z "$fails" ]; then result $c PASS "${line}; $capt call(s) flagged captured; no communicator made in the capture"
+        else result $c FAIL "${fails#; }"; fi
+        return
+    fi
+    if [ ! -e "$carry/fakecuda/libcuda.so.1" ] || [ ! -x "$carry/tests/nccl_track" ]; then
+        result $c SKIP "no GPU, and the carry has no test CUDA driver"; return
+    fi
+    RANK=0 WORLD_SIZE=1 LD_LIBRARY_PATH="$carry/fake:$carry/fakecuda:$deps_lp" FAKENCCL_ASYNC=1 CCSHIM_LOG="$d/log.txt" \
+        tmo 60 "$RUN" --no-mpi --coalesce every:2 --trace-dir "$d/tr" -- "$carry/tests/nccl_track" capture \
+        > "$d/out" 2> "$d/err" || fails="$fails; nccl_track capture failed: $(tail -1 "$d/err")"
+    grep -q "^recorded_while_capturing=0$" "$d/out" || fails="$fails; an event was recorded on the captured stream"
+    grep -q "^queried_while_capturing=0$" "$d/out" || fails="$fails; the captured stream was queried"
+    grep -q "^comms_created_during=0$" "$d/out" || fails="$fails; a communicator was created inside the capture"
+    local capt; capt=$("$AUDIT" --tsv-records "$d/tr" 2>/dev/null | grep "allreduce" | grep -c "captured")
+    [ "$capt" = 4 ] || fails="$fails; $capt records flagged captured (expected 4)"
+    figure "check 7 (dry run, test libraries): $(tr '\n' ' ' < "$d/out")flagged captured: $capt"
+    if [ -z "$fails" ]; then result $c SKIP "no GPU: dry run passed (no event or query while capturing, no communicator, 4 calls flagged captured)"
+    else result $c FAIL "${fails#; }"; fi
+}
+
+for chk in check1 check2 check3 check4 check5 check6 check7; do
     if [ "$(left)" -lt 30 ]; then result "$chk" SKIP "time budget spent"; continue; fi
     log "== $chk ($(left) s left)"
     "$chk"

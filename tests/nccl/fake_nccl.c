@@ -14,7 +14,10 @@
  * single device (one thread cannot play several ranks).
  */
 #include "fake_nccl.h"
+#include <cuda.h>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +51,8 @@ struct fn_op {
     int root; /* or peer */
     struct ncclComm *comm;
     size_t done; /* point-to-point bytes moved so far */
+    cudaStream_t stream;
+    uint64_t ticket; /* asynchronous mode: the stream's ticket */
 };
 
 #define FN_MAX_PENDING 512
@@ -317,11 +322,160 @@ static ncclResult_t run_p2p(struct fn_op *ops, int n)
 
 /* ------------------------------------------------------------- submit */
 
-static ncclResult_t submit(struct fn_op o)
+/* ------------------------------------------------ asynchronous mode */
+
+/* FAKENCCL_ASYNC=1: a call returns once its operation is queued; one worker
+ * thread per process runs the queue in order (an operation completes only
+ * when every member has enqueued its own, as on a GPU) and then completes
+ * the operation's ticket on its stream in the test CUDA driver, which this
+ * mode loads (libcuda.so.1, as the real NCCL does).  FAKENCCL_DELAY_MS adds
+ * that much time to every operation (a slow device).  A call on a stream
+ * that is being captured is not run at all (it would run at the graph's
+ * replays, which the fake does not model); fn_captured counts them. */
+struct fn_entry {
+    struct fn_op *ops; /* one operation, or a whole group */
+    int n;
+    struct fn_entry *next;
+};
+
+static struct {
+    pthread_once_t once;
+    int on;
+    long delay_ms;
+    uint64_t (*enqueue)(cudaStream_t);
+    void (*complete)(cudaStream_t, uint64_t, int);
+    CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus *);
+    pthread_mutex_t mu;
+    pthread_cond_t cv, idle_cv;
+    struct fn_entry *head, *tail;
+    int busy;
+} as = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+        .idle_cv = PTHREAD_COND_INITIALIZER};
+
+_Atomic unsigned long fn_captured;
+
+static ncclResult_t run_group(struct fn_op *ops, int n);
+
+static void *worker(void *arg)
 {
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&as.mu);
+        while (!as.head)
+            pthread_cond_wait(&as.cv, &as.mu);
+        struct fn_entry *e = as.head;
+        as.head = e->next;
+        if (!as.head)
+            as.tail = NULL;
+        as.busy = 1;
+        pthread_mutex_unlock(&as.mu);
+        if (as.delay_ms > 0)
+            nanosleep(&(struct timespec){as.delay_ms / 1000, (as.delay_ms % 1000) * 1000000L}, NULL);
+        ncclResult_t rc = run_group(e->ops, e->n);
+        for (int i = 0; i < e->n; i++) {
+            if (rc != ncclSuccess)
+                atomic_store(&e->ops[i].comm->async_err, rc);
+            as.complete(e->ops[i].stream, e->ops[i].ticket, rc != ncclSuccess);
+        }
+        free(e->ops);
+        free(e);
+        pthread_mutex_lock(&as.mu);
+        as.busy = 0;
+        if (!as.head)
+            pthread_cond_broadcast(&as.idle_cv);
+        pthread_mutex_unlock(&as.mu);
+    }
+    return NULL;
+}
+
+static void async_init(void)
+{
+    const char *v = getenv("FAKENCCL_ASYNC");
+    if (!v || strcmp(v, "1") != 0)
+        return;
+    const char *d = getenv("FAKENCCL_DELAY_MS");
+    as.delay_ms = d ? strtol(d, NULL, 10) : 0;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        *(void **)&as.enqueue = dlsym(h, "fakecuda_stream_enqueue");
+        *(void **)&as.complete = dlsym(h, "fakecuda_stream_complete");
+        *(void **)&as.is_capturing = dlsym(h, "cuStreamIsCapturing");
+    }
+    if (!as.enqueue || !as.complete || !as.is_capturing) {
+        fprintf(stderr, "fake NCCL: FAKENCCL_ASYNC=1 needs the test libcuda.so.1 (tests/cuda) on the library path\n");
+        abort();
+    }
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, worker, NULL) != 0)
+        abort();
+    pthread_attr_destroy(&a);
+    as.on = 1;
+}
+
+static int async_on(void)
+{
+    pthread_once(&as.once, async_init);
+    return as.on;
+}
+
+/* Queues N operations (copied) as one entry, each with its ticket. */
+static ncclResult_t async_queue(const struct fn_op *ops, int n)
+{
+    struct fn_entry *e = calloc(1, sizeof *e);
+    struct fn_op *copy = malloc((size_t)n * sizeof *copy);
+    if (!e || !copy) {
+        free(e);
+        free(copy);
+        return ncclSystemError;
+    }
+    memcpy(copy, ops, (size_t)n * sizeof *copy);
+    for (int i = 0; i < n; i++)
+        copy[i].ticket = as.enqueue(copy[i].stream);
+    e->ops = copy;
+    e->n = n;
+    pthread_mutex_lock(&as.mu);
+    if (as.tail)
+        as.tail->next = e;
+    else
+        as.head = e;
+    as.tail = e;
+    pthread_cond_signal(&as.cv);
+    pthread_mutex_unlock(&as.mu);
+    return ncclSuccess;
+}
+
+/* Waits until the worker has run everything queued (ncclCommDestroy). */
+static void async_drain(void)
+{
+    if (!as.on)
+        return;
+    pthread_mutex_lock(&as.mu);
+    while (as.head || as.busy)
+        pthread_cond_wait(&as.idle_cv, &as.mu);
+    pthread_mutex_unlock(&as.mu);
+}
+
+static int captured(cudaStream_t stream)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return as.on && as.is_capturing((CUstream)stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* ------------------------------------------------------------- submit */
+
+static ncclResult_t submit(struct fn_op o, cudaStream_t stream)
+{
+    o.stream = stream;
     ncclResult_t rc = check(&o);
     if (rc != ncclSuccess)
         return rc;
+    if (async_on() && captured(stream)) {
+        atomic_fetch_add(&fn_captured, 1);
+        return ncclSuccess;
+    }
     if (group_depth > 0) {
         if (npending == FN_MAX_PENDING) {
             fn_set_error("fake NCCL: more than %d calls in one group", FN_MAX_PENDING);
@@ -330,9 +484,32 @@ static ncclResult_t submit(struct fn_op o)
         pending[npending++] = o;
         return ncclSuccess;
     }
+    if (as.on)
+        return async_queue(&o, 1);
     if (o.kind == K_SEND || o.kind == K_RECV)
         return run_p2p(&o, 1);
     return run_coll(&o);
+}
+
+/* Collectives in order, then every send/recv together, so that pairs in one
+ * group cannot deadlock.  Reorders OPS. */
+static ncclResult_t run_group(struct fn_op *ops, int n)
+{
+    ncclResult_t rc = ncclSuccess;
+    int np = 0;
+    struct fn_op *p2p = malloc((size_t)n * sizeof *p2p);
+    if (!p2p)
+        return ncclSystemError;
+    for (int i = 0; i < n && rc == ncclSuccess; i++) {
+        if (ops[i].kind == K_SEND || ops[i].kind == K_RECV)
+            p2p[np++] = ops[i];
+        else
+            rc = run_coll(&ops[i]);
+    }
+    if (rc == ncclSuccess && np)
+        rc = run_p2p(p2p, np);
+    free(p2p);
+    return rc;
 }
 
 ncclResult_t pncclGroupStart(void)
@@ -350,15 +527,8 @@ ncclResult_t pncclGroupEnd(void)
     if (--group_depth > 0)
         return ncclSuccess;
     ncclResult_t rc = ncclSuccess;
-    int np = 0;
-    for (int i = 0; i < npending && rc == ncclSuccess; i++) {
-        if (pending[i].kind == K_SEND || pending[i].kind == K_RECV)
-            pending[np++] = pending[i]; /* compacted in order, np <= i */
-        else
-            rc = run_coll(&pending[i]);
-    }
-    if (rc == ncclSuccess && np)
-        rc = run_p2p(pending, np);
+    if (npending)
+        rc = as.on ? async_queue(pending, npending) : run_group(pending, npending);
     npending = 0;
     return rc;
 }
@@ -366,15 +536,13 @@ ncclResult_t pncclGroupEnd(void)
 ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                             ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
-    return submit((struct fn_op){K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, -1, comm, 0});
+    return submit((struct fn_op){K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, -1, comm, 0, stream, 0}, stream);
 }
 
 ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                             ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
-    return submit((struct fn_op){K_BCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, 0});
+    return submit((struct fn_op){K_BCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, 0, stream, 0}, stream);
 }
 
 ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -386,57 +554,49 @@ ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int r
 ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                          ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
-    return submit((struct fn_op){K_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm, 0});
+    return submit((struct fn_op){K_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm, 0, stream, 0}, stream);
 }
 
 ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
                             ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
-    return submit((struct fn_op){K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, -1, comm, 0});
+    return submit((struct fn_op){K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, -1, comm, 0, stream, 0}, stream);
 }
 
 ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
-    return submit((struct fn_op){K_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, -1, comm, 0});
+    return submit((struct fn_op){K_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, -1, comm, 0, stream, 0}, stream);
 }
 
 ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
-    return submit((struct fn_op){K_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, -1, comm, 0});
+    return submit((struct fn_op){K_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, -1, comm, 0, stream, 0}, stream);
 }
 
 ncclResult_t pncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
-    return submit((struct fn_op){K_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, 0});
+    return submit((struct fn_op){K_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, 0, stream, 0}, stream);
 }
 
 ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                           ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
-    return submit((struct fn_op){K_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, 0});
+    return submit((struct fn_op){K_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, 0, stream, 0}, stream);
 }
 
 ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream)
 {
-    (void)stream;
-    return submit((struct fn_op){K_SEND, sendbuff, NULL, count, datatype, ncclSum, peer, comm, 0});
+    return submit((struct fn_op){K_SEND, sendbuff, NULL, count, datatype, ncclSum, peer, comm, 0, stream, 0}, stream);
 }
 
 ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream)
 {
-    (void)stream;
-    return submit((struct fn_op){K_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, comm, 0});
+    return submit((struct fn_op){K_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, comm, 0, stream, 0}, stream);
 }
 
 /* -------------------------------------------------------- communicators */
@@ -469,9 +629,13 @@ static void segment_name(char *name, const unsigned char *bytes)
         o += snprintf(name + o, (size_t)(FN_NAME_MAX - o), "%02x", bytes[i]);
 }
 
+/* Communicators made so far in this process (read by tests/nccl/nccl_track). */
+unsigned long fakenccl_comms_created;
+
 /* Joins segment NAME as RANK of NRANKS and waits for every member. */
 static ncclResult_t join(ncclComm_t *out, const char *name, int nranks, int rank)
 {
+    async_on(); /* the asynchronous mode loads CUDA at the first communicator, as NCCL does */
     struct ncclComm *c = calloc(1, sizeof *c);
     if (!c)
         return ncclSystemError;
@@ -487,6 +651,7 @@ static ncclResult_t join(ncclComm_t *out, const char *name, int nranks, int rank
         return rc;
     }
     *out = c;
+    fakenccl_comms_created++;
     return ncclSuccess;
 }
 
@@ -502,11 +667,37 @@ ncclResult_t pncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId
     return join(comm, name, nranks, rank);
 }
 
+/* A nonblocking communicator (config.blocking = 0) is set up at once but
+ * says ncclInProgress (and refuses rank and size queries) for
+ * FAKENCCL_NB_DELAY_MS (default 50) ms, as NCCL's background init does. */
+static ncclResult_t nonblocking(ncclResult_t rc, ncclComm_t comm, const ncclConfig_t *config)
+{
+    if (rc != ncclSuccess || !comm || !config || config->blocking != 0)
+        return rc;
+    const char *d = getenv("FAKENCCL_NB_DELAY_MS");
+    comm->ready_at = now_s() + (d ? strtol(d, NULL, 10) : 50) / 1000.0;
+    return ncclInProgress;
+}
+
+static int in_progress(const struct ncclComm *c)
+{
+    return c->ready_at > 0 && now_s() < c->ready_at;
+}
+
 ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                      ncclConfig_t *config)
 {
-    (void)config;
-    return pncclCommInitRank(comm, nranks, commId, rank);
+    ncclResult_t rc = pncclCommInitRank(comm, nranks, commId, rank);
+    return nonblocking(rc, comm ? *comm : NULL, config);
+}
+
+ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    if (!comm || !asyncError)
+        return ncclInvalidArgument;
+    ncclResult_t e = (ncclResult_t)atomic_load(&comm->async_err);
+    *asyncError = e != ncclSuccess ? e : in_progress(comm) ? ncclInProgress : ncclSuccess;
+    return ncclSuccess;
 }
 
 ncclResult_t pncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
@@ -523,14 +714,22 @@ ncclResult_t pncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
     for (int i = 0; i < ndev && rc == ncclSuccess; i++) {
         comm[i] = calloc(1, sizeof *comm[i]);
         rc = comm[i] ? fn_attach(comm[i], name, ndev, i) : ncclSystemError;
+        fakenccl_comms_created += rc == ncclSuccess;
     }
     shm_unlink(name);
     return rc;
 }
 
+static ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm);
+
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
 {
-    (void)config;
+    ncclResult_t rc = split(comm, color, key, newcomm);
+    return nonblocking(rc, newcomm ? *newcomm : NULL, config);
+}
+
+static ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm)
+{
     if (!comm || !comm->base || !newcomm)
         return ncclInvalidArgument;
     /* Everybody's (color, key), through the parent. */
@@ -571,6 +770,8 @@ ncclResult_t pncclCommCount(const ncclComm_t comm, int *count)
 {
     if (!comm || !count)
         return ncclInvalidArgument;
+    if (in_progress(comm))
+        return ncclInProgress;
     *count = comm->nranks;
     return ncclSuccess;
 }
@@ -579,6 +780,8 @@ ncclResult_t pncclCommUserRank(const ncclComm_t comm, int *rank)
 {
     if (!comm || !rank)
         return ncclInvalidArgument;
+    if (in_progress(comm))
+        return ncclInProgress;
     *rank = comm->rank;
     return ncclSuccess;
 }
@@ -592,6 +795,7 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm)
 {
     if (!comm)
         return ncclInvalidArgument;
+    async_drain(); /* the worker may still use it */
     fn_detach(comm);
     free(comm);
     return ncclSuccess;
@@ -666,6 +870,7 @@ FN_WEAK_ALIAS(CommUserRank)
 FN_WEAK_ALIAS(CommFinalize)
 FN_WEAK_ALIAS(CommDestroy)
 FN_WEAK_ALIAS(CommAbort)
+FN_WEAK_ALIAS(CommGetAsyncError)
 FN_WEAK_ALIAS(GroupStart)
 FN_WEAK_ALIAS(GroupEnd)
 FN_WEAK_ALIAS(AllReduce)

@@ -62,6 +62,8 @@ struct ncclComm {
     unsigned char *slots;  /* nranks * FN_SLOT_BYTES */
     unsigned char *ring_data;
     struct fn_redop ops[FN_MAX_OPS];
+    _Atomic int async_err; /* ncclCommGetAsyncError: sticky error of the worker */
+    double ready_at;       /* nonblocking (config.blocking = 0): in progress until then */
 };
 
 /* fake_nccl_shm.c */

@@ -6,11 +6,13 @@
 # nccl_real links the real libnccl (error paths on a machine without a GPU);
 # nccl_absent checks that the shim never loads NCCL or CUDA by itself.
 
-NCCL_TESTS = tests/nccl/nccl-pattern.sh tests/nccl/nccl-absent.sh tests/nccl/nccl-real.sh
+NCCL_TESTS = tests/nccl/nccl-pattern.sh tests/nccl/nccl-absent.sh tests/nccl/nccl-real.sh \
+	tests/nccl/nccl-completion.sh
 TESTS += $(NCCL_TESTS)
 dist_check_SCRIPTS += $(NCCL_TESTS)
 EXTRA_DIST += tests/nccl/fake_nccl.h tests/nccl/fake_nccl.c tests/nccl/fake_nccl_shm.c
-CLEANFILES += tests/nccl/libnccl.so.2
+EXTRA_DIST += tests/cuda/fake_cuda.h tests/cuda/fake_cuda.c
+CLEANFILES += tests/nccl/libnccl.so.2 tests/cuda/libcuda.so.1
 
 if HAVE_NCCL
 FAKE_NCCL_SRC = $(srcdir)/tests/nccl/fake_nccl.c $(srcdir)/tests/nccl/fake_nccl_shm.c
@@ -19,9 +21,24 @@ FAKE_NCCL_SRC = $(srcdir)/tests/nccl/fake_nccl.c $(srcdir)/tests/nccl/fake_nccl_
 tests/nccl/libnccl.so.2: $(FAKE_NCCL_SRC) $(srcdir)/tests/nccl/fake_nccl.h
 	@$(MKDIR_P) tests/nccl
 	$(AM_V_CCLD)$(CC) $(CCS_CFLAGS) $(NCCL_CFLAGS) $(CFLAGS) -fPIC -shared -Wl,-soname,libnccl.so.2 \
-	  -o $@ $(FAKE_NCCL_SRC) -lrt -pthread
+	  -o $@ $(FAKE_NCCL_SRC) -lrt -ldl -pthread
 
-check_PROGRAMS += tests/nccl/nccl_pattern tests/nccl/nccl_absent
+# The test-only CUDA driver (tests/cuda/fake_cuda.h): loaded by the test
+# NCCL in its asynchronous mode (FAKENCCL_ASYNC=1), never by ccshim.
+tests/cuda/libcuda.so.1: $(srcdir)/tests/cuda/fake_cuda.c $(srcdir)/tests/cuda/fake_cuda.h
+	@$(MKDIR_P) tests/cuda
+	$(AM_V_CCLD)$(CC) $(CCS_CFLAGS) $(CUDA_CFLAGS) $(CFLAGS) -fPIC -shared -Wl,-soname,libcuda.so.1 \
+	  -o $@ $(srcdir)/tests/cuda/fake_cuda.c -pthread
+check_DATA = tests/nccl/libnccl.so.2 tests/cuda/libcuda.so.1
+
+check_PROGRAMS += tests/nccl/nccl_pattern tests/nccl/nccl_absent tests/nccl/nccl_track
+# Completion tracking scenarios (tests/nccl/nccl-completion.sh): links the
+# test NCCL, loads the test CUDA driver at run time.
+tests_nccl_nccl_track_SOURCES = tests/nccl/nccl_track.c
+tests_nccl_nccl_track_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
+tests_nccl_nccl_track_LDADD = -L$(top_builddir)/tests/nccl -l:libnccl.so.2 -ldl
+tests_nccl_nccl_track_LDFLAGS = -Wl,-rpath,$(abs_top_builddir)/tests/nccl
+tests_nccl_nccl_track_DEPENDENCIES = tests/nccl/libnccl.so.2 tests/cuda/libcuda.so.1
 tests_nccl_nccl_pattern_SOURCES = tests/nccl/nccl_pattern.c
 tests_nccl_nccl_pattern_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
 tests_nccl_nccl_pattern_LDADD = -L$(top_builddir)/tests/nccl -l:libnccl.so.2

@@ -496,6 +496,13 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
     }
     uint32_t step = audit_step_of(a, r, x->idx++);
     int deferred = (r->flags & CCS_F_DEFERRED) != 0;
+    if (r->flags & CCS_F_CAPTURED) {
+        if (!a->captured || f->rank < a->captured_rank_first)
+            a->captured_rank_first = f->rank;
+        if (!a->captured || f->rank > a->captured_rank_last)
+            a->captured_rank_last = f->rank;
+        a->captured++;
+    }
     uint32_t site = r->site < x->site_map_n ? x->site_map[r->site] : 0;
     f->records++;
     if (step > f->last_step)

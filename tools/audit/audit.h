@@ -172,6 +172,7 @@ enum finding_kind {
     FIND_UNREADABLE,    /* files skipped */
     FIND_DROPPED,       /* records lost to ring overflow */
     FIND_EXPECT,        /* --expect rule exceeded */
+    FIND_CAPTURED,      /* NCCL calls captured into CUDA graphs */
 };
 
 struct audit_finding {
@@ -214,6 +215,8 @@ struct audit {
     struct audit_comm *comms;
     size_t ncomms, comms_cap;
     uint32_t max_step;
+    uint64_t captured;  /* records flagged captured (CUDA graph capture) */
+    int32_t captured_rank_first, captured_rank_last;
     int ref_rank; /* rank whose patterns are shown */
     struct audit_steps steps;
     struct audit_expect *expects;

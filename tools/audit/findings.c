@@ -514,6 +514,27 @@ static void expect_findings(struct audit *a)
     }
 }
 
+/* NCCL calls made while their stream was captured into a CUDA graph. */
+static void captured_findings(struct audit *a)
+{
+    if (!a->captured)
+        return;
+    struct audit_finding *f = add(a, FIND_CAPTURED, 0);
+    if (!f)
+        return;
+    snprintf(f->title, sizeof f->title,
+             "%" PRIu64 " NCCL call(s) were captured into CUDA graphs: seen once, at capture; replays are not seen",
+             a->captured);
+    snprintf(f->evidence, sizeof f->evidence,
+             "records flagged captured on ranks %d-%d; a graph replay runs them on the device without calling "
+             "NCCL, so the counts and steps above hold each captured call once",
+             (int)a->captured_rank_first, (int)a->captured_rank_last);
+    snprintf(f->action, sizeof f->action,
+             "Multiply by the number of replays to get the collectives that ran. ccshim neither coalesces nor "
+             "tracks completion of captured calls (docs/nccl.md, CUDA graphs).");
+    f->k = a->captured;
+}
+
 void audit_findings(struct audit *a)
 {
     mismatch_findings(a);
@@ -522,4 +543,5 @@ void audit_findings(struct audit *a)
     expect_findings(a);
     file_findings(a);
     deferred_findings(a);
+    captured_findings(a);
 }

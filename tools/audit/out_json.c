@@ -25,6 +25,8 @@ static const char *finding_name(int k)
         return "dropped-records";
     case FIND_EXPECT:
         return "expect-exceeded";
+    case FIND_CAPTURED:
+        return "captured-collectives";
     }
     return "?";
 }

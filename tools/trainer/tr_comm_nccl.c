@@ -12,12 +12,16 @@
  * DDP's buckets do; values are copied in, reduced on one stream, copied out.
  * --device host: NCCL is called on the host buffers themselves and no CUDA
  * function is called at all, for host-memory implementations of the NCCL
- * API in tests (which must complete each call before returning).
+ * API in tests.  When such an implementation completes its calls
+ * asynchronously, it has loaded a CUDA driver (the test one, tests/cuda):
+ * then each result is waited for with that driver's cuStreamSynchronize on
+ * the legacy stream, as a GPU program waits for its stream.
  */
 #include "tr_comm.h"
 #include "tr_opts.h"
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -216,10 +220,28 @@ static int to_dev(struct tr_comm *c, void *dev, const void *host, size_t bytes)
                : cuda_ok("cudaMemcpyAsync", cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
+/* --device host: waits for an asynchronous host NCCL (see above). */
+static int host_wait(void)
+{
+    static int (*sync)(void *);
+    static int looked;
+    if (!looked) {
+        looked = 1;
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        if (h)
+            *(void **)&sync = dlsym(h, "cuStreamSynchronize");
+    }
+    if (sync && sync(NULL) != 0) {
+        fprintf(stderr, "%s: cuStreamSynchronize failed (the asynchronous NCCL reported an error)\n", prog);
+        return -1;
+    }
+    return 0;
+}
+
 static int from_dev(struct tr_comm *c, void *host, const void *dev, size_t bytes)
 {
     if (c->host_mode)
-        return 0;
+        return host_wait();
     return cuda_ok("cudaMemcpyAsync", cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, c->stream)) ||
            cuda_ok("cudaStreamSynchronize", cudaStreamSynchronize(c->stream));
 }

@@ -65,6 +65,7 @@ static void usage(FILE *f)
             "  --check                compare step 0's gradient with a one-process reference\n"
             "  --dump-grad FILE       rank 0 writes the last gradient and final parameters\n"
             "  --print-all-ranks      every rank prints its per-step line\n"
+            "  --no-step-marks        do not call ccshim_step_mark (a job that marks no steps)\n"
             "  --inject KIND:RANK:STEP  skip-minibatch, extra-allreduce or wrong-count\n"
             "NCCL binary (ccshim-trainer-nccl) only:\n"
             "  --device cuda|host     host: host buffers and no CUDA call (test NCCL fakes)\n"
@@ -160,6 +161,7 @@ enum {
     O_CHECK,
     O_DUMP,
     O_PALL,
+    O_NOMARK,
     O_INJECT,
     O_DEVICE,
     O_IDFILE,
@@ -195,6 +197,7 @@ int tr_opts_parse(struct tr_opts *o, int argc, char **argv, int nccl_binary)
                                        {"check", 0, 0, O_CHECK},
                                        {"dump-grad", 1, 0, O_DUMP},
                                        {"print-all-ranks", 0, 0, O_PALL},
+                                       {"no-step-marks", 0, 0, O_NOMARK},
                                        {"inject", 1, 0, O_INJECT},
                                        {"device", 1, 0, O_DEVICE},
                                        {"nccl-id-file", 1, 0, O_IDFILE},
@@ -343,6 +346,9 @@ int tr_opts_parse(struct tr_opts *o, int argc, char **argv, int nccl_binary)
             break;
         case O_PALL:
             o->print_all = 1;
+            break;
+        case O_NOMARK:
+            o->no_step_marks = 1;
             break;
         case O_INJECT:
             if (parse_inject(o, a))

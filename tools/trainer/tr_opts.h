@@ -47,6 +47,7 @@ struct tr_opts {
     int p2p_sendrecv;    /* ring with MPI_Sendrecv, not Send/Recv */
     int check;
     int print_all; /* every rank prints its per-step line */
+    int no_step_marks; /* never call ccshim_step_mark */
     const char *dump_grad;
     int n_inject;
     struct tr_inject inject[TR_MAX_INJECT];

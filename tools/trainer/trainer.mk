@@ -32,7 +32,7 @@ if HAVE_LIBNCCL
 bin_PROGRAMS += ccshim-trainer-nccl
 ccshim_trainer_nccl_SOURCES = $(TRAINER_COMMON_SOURCES) tools/trainer/tr_comm_nccl.c
 ccshim_trainer_nccl_CPPFLAGS = $(TRAINER_CPPFLAGS) -DTR_NCCL_BINARY $(NCCL_CFLAGS)
-ccshim_trainer_nccl_LDADD = libtrmath.la $(NCCL_LIBS) $(CUDA_LIBS) $(CBLAS_LIBS) -lm
+ccshim_trainer_nccl_LDADD = libtrmath.la $(NCCL_LIBS) $(CUDA_LIBS) $(CBLAS_LIBS) -ldl -lm
 endif
 endif
 endif
