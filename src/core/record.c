@@ -11,7 +11,7 @@
 __thread uintptr_t ccs_tls_last_pc __attribute__((tls_model("initial-exec")));
 __thread uint32_t ccs_tls_last_site __attribute__((tls_model("initial-exec")));
 
-struct ccs_record *ccs_call_begin_first(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
+struct ccs_ring *ccs_call_first(void)
 {
     struct ccs_ring *r = ccs_tls_ring;
     /* Inside a recorded call (the first-call hooks run outside any). */
@@ -22,7 +22,7 @@ struct ccs_record *ccs_call_begin_first(struct ccs_comm *c, const struct ccs_cal
         return NULL;
     if (!atomic_load_explicit(&ccs_features_started, memory_order_relaxed))
         ccs_features_first_call(); /* e.g. the trace writer's thread */
-    return ccs_call_record(r, c, call, ret_addr);
+    return r;
 }
 
 uint32_t ccs_call_new_site(void *ret_addr)

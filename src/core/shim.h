@@ -29,6 +29,9 @@
 
 #define CCS_HIDDEN __attribute__((visibility("hidden")))
 #define CCS_EXPORT __attribute__((visibility("default")))
+/* A hot-path helper inlined even where the compiler would not (so that a
+ * wrapper's constant arguments fold through it). */
+#define CCS_INLINE static inline __attribute__((always_inline))
 #define CCS_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CCS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -288,10 +291,10 @@ extern CCS_HIDDEN __thread uint32_t ccs_tls_last_site __attribute__((tls_model("
 extern CCS_HIDDEN atomic_int ccs_features_started;
 
 /* Out of line, rare: the first call of a thread (maps its ring) or of the
- * process (runs the features' first-call hooks), then the same as
- * ccs_call_begin. */
-CCS_HIDDEN struct ccs_record *ccs_call_begin_first(struct ccs_comm *c, const struct ccs_call *call,
-                                                   void *ret_addr);
+ * process (runs the features' first-call hooks).  Returns the thread's ring
+ * to record into, or NULL when this call is not recorded (inside a recorded
+ * call, or no ring). */
+CCS_HIDDEN struct ccs_ring *ccs_call_first(void);
 
 /* Out of line, rare: the site id of a call from a new return address
  * (updates the thread's last site). */
@@ -323,7 +326,7 @@ static inline int ccs_kind_counter_of_call(unsigned kind)
 
 /* The body of ccs_call_begin once the ring R exists (always inline: with a
  * wrapper's constant kind the counter choice folds away). */
-static inline __attribute__((always_inline)) struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_comm *c,
+CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_comm *c,
                                                  const struct ccs_call *call, void *ret_addr)
 {
     /* Inside a recorded call already (an MPI implementation calling its own
@@ -372,18 +375,20 @@ static inline __attribute__((always_inline)) struct ccs_record *ccs_call_record(
     return rec;
 }
 
-static inline __attribute__((always_inline)) struct ccs_record *
-ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
+CCS_INLINE struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
 {
     if (CCS_UNLIKELY(!atomic_load_explicit(&ccs_active, memory_order_relaxed)))
         return NULL;
     struct ccs_ring *r = ccs_tls_ring;
-    if (CCS_UNLIKELY(r == NULL || !atomic_load_explicit(&ccs_features_started, memory_order_relaxed)))
-        return ccs_call_begin_first(c, call, ret_addr);
+    if (CCS_UNLIKELY(r == NULL || !atomic_load_explicit(&ccs_features_started, memory_order_relaxed))) {
+        r = ccs_call_first();
+        if (!r)
+            return NULL;
+    }
     return ccs_call_record(r, c, call, ret_addr);
 }
 
-static inline __attribute__((always_inline)) void ccs_call_end(struct ccs_record *rec, int failed)
+CCS_INLINE void ccs_call_end(struct ccs_record *rec, int failed)
 {
     if (!rec)
         return;

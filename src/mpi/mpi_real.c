@@ -138,11 +138,17 @@ uint64_t ccs_mpi_bytes_slow(int64_t count, MPI_Datatype dt)
 
 /* ------------------------------------------------------- communicators */
 
-struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
+__thread struct ccs_comm *ccs_mpi_last_comm __attribute__((tls_model("initial-exec")));
+
+struct ccs_comm *ccs_mpi_comm_slow(MPI_Comm comm)
 {
     struct ccs_comm *c = ccs_comm_lookup(CCS_BE_MPI, (uintptr_t)comm);
-    if (CCS_LIKELY(c != NULL) || comm == MPI_COMM_NULL)
+    if (CCS_LIKELY(c != NULL)) {
+        ccs_mpi_last_comm = c;
         return c;
+    }
+    if (comm == MPI_COMM_NULL)
+        return NULL;
     int rank = -1, size = -1, init = 0;
     PMPI_Initialized(&init);
     if (!init)

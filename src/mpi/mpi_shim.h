@@ -86,8 +86,20 @@ static inline uint64_t ccs_mpi_bytes(int64_t count, MPI_Datatype dt, uint8_t nor
     return ccs_mpi_bytes_slow(count, dt);
 }
 
-/* The table entry of COMM, adopting a communicator never seen created. */
-CCS_HIDDEN struct ccs_comm *ccs_mpi_comm(MPI_Comm comm);
+/* The table entry of COMM, adopting a communicator never seen created.
+ * Hot path: the thread's last entry when it still holds COMM (the test the
+ * table's own probe makes: a retired entry no longer holds the handle, a
+ * re-registered one is the live entry for it), else the table. */
+CCS_HIDDEN struct ccs_comm *ccs_mpi_comm_slow(MPI_Comm comm);
+extern CCS_HIDDEN __thread struct ccs_comm *ccs_mpi_last_comm __attribute__((tls_model("initial-exec")));
+static inline struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
+{
+    struct ccs_comm *c = ccs_mpi_last_comm;
+    if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == (uintptr_t)comm &&
+        CCS_LIKELY(c->backend == CCS_BE_MPI))
+        return c;
+    return ccs_mpi_comm_slow(comm);
+}
 
 static inline int ccs_mpi_active(void) { return atomic_load_explicit(&ccs_active, memory_order_relaxed); }
 
