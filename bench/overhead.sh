@@ -42,7 +42,7 @@ ir_per_call() { # $1: extra ccshim-run options; prints wrapper and thread Ir per
                 END {c = (n[2] - n[1]) * 1.1; printf "%.0f %.0f\n", (w[2] - w[1]) / c, (d[2] - d[1]) / c}'
 }
 ir_off="n/a"; ir_def="n/a"; ir_thr="n/a"
-if command -v valgrind >/dev/null 2>&1 && command -v callgrind_annotate >/dev/null 2>&1; then
+if [ "${CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null 2>&1 && command -v callgrind_annotate >/dev/null 2>&1; then
     ir_off=$(ir_per_call "--desync 0" | cut -d' ' -f1)
     set -- $(ir_per_call "")
     ir_def=$1; ir_thr=$2
@@ -50,18 +50,26 @@ if command -v valgrind >/dev/null 2>&1 && command -v callgrind_annotate >/dev/nu
          "desync thread: $ir_thr per call"
 fi
 
-: > "$tmp/a"; : > "$tmp/b"; : > "$tmp/c"; : > "$tmp/d"
+: > "$tmp/a"; : > "$tmp/b"; : > "$tmp/c"; : > "$tmp/d"; : > "$tmp/p"; : > "$tmp/q"; : > "$tmp/z"
+ns() { awk -v k="$1" '$1 == k {print $2}'; }
 for t in $(seq "$TRIALS"); do
-    mpirun_ "$loop" "$ITERS" | awk '/ns_per_call/ {print $2}' >> "$tmp/a"
-    mpirun_ "$run" --summary 0 --desync 0 -- "$loop" "$ITERS" | awk '/ns_per_call/ {print $2}' >> "$tmp/b"
-    mpirun_ "$run" --summary 0 -- "$loop" "$ITERS" | awk '/ns_per_call/ {print $2}' >> "$tmp/d"
-    mpirun_ "$run" --summary 0 --trace-dir "$tmp/tr" -- "$loop" "$ITERS" |
-        awk '/ns_per_call/ {print $2}' >> "$tmp/c"
+    # side by side in one process: wrapper against libmpi's own PMPI_Allreduce
+    mpirun_ "$loop" "$ITERS" 8 ab | ns ab_added_ns >> "$tmp/z"
+    mpirun_ "$run" --summary 0 --desync 0 -- "$loop" "$ITERS" 8 ab | ns ab_added_ns >> "$tmp/p"
+    mpirun_ "$run" --summary 0 -- "$loop" "$ITERS" 8 ab | ns ab_added_ns >> "$tmp/q"
+    # separate runs, median of 1000-call chunks
+    mpirun_ "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/a"
+    mpirun_ "$run" --summary 0 --desync 0 -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/b"
+    mpirun_ "$run" --summary 0 -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/d"
+    mpirun_ "$run" --summary 0 --trace-dir "$tmp/tr" -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/c"
     rm -rf "$tmp/tr"
 done
 a=$(median < "$tmp/a"); b=$(median < "$tmp/b"); c=$(median < "$tmp/c"); d=$(median < "$tmp/d")
-range() { sort -n "$1" | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
+p=$(median < "$tmp/p"); q=$(median < "$tmp/q"); z=$(median < "$tmp/z")
+range() { sort -n "$1" | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s to %s", lo, hi}'; }
 line() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f ns added (%+.2f%%, ratio %.4f)", b - a, (b - a) * 100 / a, b / a}'; }
+pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.1f%%", b * 100 / a}'; }
+echo "side by side in one run: wrapper adds $p ns ($(range "$tmp/p")) interception only, $q ns ($(range "$tmp/q")) defaults; no preload: $z ns"
 echo "MPI_Allreduce 8 B, 2 ranks: $a ns/call without, $b ns with the shim: $(line "$a" "$b")"
 echo "  defaults (desync detection on):                 $d ns: $(line "$a" "$d")"
 echo "  with a trace written:                           $c ns: $(line "$a" "$c")"
@@ -83,62 +91,88 @@ load average $load0 before, $load1 after.
 | bookkeeping alone, ring as in a job: $(field "$hp" ring_records) records mapped fresh, a reader draining it every 20 ms, a locked instruction per call | $(field "$hp" real_plain_ns) ns | $(field "$hp" real_shim_ns) ns | $(field "$hp" real_added_ns) ns (first lap $(field "$hp" real_first_lap_added_ns) ns) |
 | instructions per MPI_Allreduce (callgrind), interception only | | | $ir_off |
 | same, defaults | | | $ir_def in the call; $ir_thr per call in the desync thread |
-| MPI_Allreduce 8 B, 2 ranks, interception only (\`--summary 0 --desync 0\`) | $a ns ($(range "$tmp/a")) | $b ns ($(range "$tmp/b")) | $(added "$a" "$b") |
-| same, defaults: desync detection on, no trace (\`--summary 0\`) | $a ns | $d ns ($(range "$tmp/d")) | $(added "$a" "$d") |
+| MPI_Allreduce 8 B, 2 ranks, side by side in one run (\`mpi_loop N 8 ab\`), interception only (\`--summary 0 --desync 0\`) | $a ns | | $p ns, $(pct "$a" "$p") ($(range "$tmp/p")) |
+| same, defaults (\`--summary 0\`; the desync thread's CPU is not in this row, see below) | | | $q ns, $(pct "$a" "$q") ($(range "$tmp/q")) |
+| same, no preload (both paths are the MPI's: the noise floor) | | | $z ns ($(range "$tmp/z")) |
+| MPI_Allreduce 8 B, 2 ranks, separate runs, interception only | $a ns ($(range "$tmp/a")) | $b ns ($(range "$tmp/b")) | $(added "$a" "$b") |
+| same, defaults: desync detection on, no trace | $a ns | $d ns ($(range "$tmp/d")) | $(added "$a" "$d") |
 | same, trace written to disk, desync on | $a ns | $c ns ($(range "$tmp/c")) | $(added "$a" "$c") |
 
-MPI rows: median (and range) of $TRIALS runs of each configuration, the four run one
-after the other in each round, $ITERS timed calls after $((ITERS / 10)) untimed.
+MPI rows: median (and range) over $TRIALS rounds; in each round the side-by-side runs, then
+the four separate runs one after the other.  A run times chunks of 1000 calls and reports
+their median, so a run preempted now and then keeps its figure; the side-by-side run
+alternates 1000 calls through the wrapper with 1000 calls into libmpi's own PMPI_Allreduce
+and reports the median difference of neighbouring chunks ($ITERS calls, 10% more untimed).
 Targets: interception only at most +15 ns and 3% per call; defaults at most +5%.
 
-**Method.** Wall time on this shared 2-core machine moves by tens of ns between runs
-(other jobs, the two ranks spinning on both cores), so the decisions were made on
-figures that do not move: callgrind's instruction counts, page-fault counts
-(\`/usr/bin/time -f %R\`), and bench/hotpath, whose figures are medians of timed chunks
-of 512 calls (plain and shim chunks alternated) from the least disturbed of 5 runs.
-The hardware counters \`perf stat\` would read are not available in this VM.
+**Method.** Wall time on this shared 2-core machine moves by tens, at times hundreds, of
+ns between runs (other jobs; the two ranks spin on both cores), and \`perf stat\` has no
+hardware counters in this VM.  So the causes were found with figures that do not move:
+callgrind's instruction counts, minor-fault counts (\`/usr/bin/time -f %R\`), and two
+benchmarks that compare side by side inside one process, where load that comes and goes
+hits both sides alike: bench/hotpath (chunks of 512 calls, plain and shim alternated,
+median chunk of the least disturbed of 5 runs) and \`mpi_loop N 8 ab\` (chunks of 1000
+calls alternately through the wrapper and into libmpi's own PMPI_Allreduce, median of the
+differences of neighbouring chunks; without a preload it reads 0 within a few ns).
 
-**What the per-call cost was.**  The first version of this page gave 9.2 ns of
+**Before and after** (\`mpi_loop 200000 8 ab\`, 7 rounds alternating the builds, 2026-12-03;
+before = main at d6ae51e): interception only added 100 ns per call (85 to 142) before and
+23 ns (15 to 34) after; with the defaults 91 ns (52 to 109) before and 19 ns (16 to 38)
+after; no preload 1.5 ns (-2 to 5).  Over 1000000 calls (the first lap a smaller share):
+79 ns before, 22 ns after.  Instructions added per MPI_Allreduce (callgrind, steady
+state): 291 before, $ir_off after.
+
+**Where the per-call cost was.**  The first version of this page gave 9.2 ns of
 bookkeeping and +13 ns (+3.3%) on the MPI loop; the loop measured +60 to +110 ns
-(about +15%) afterwards.  Three causes, largest first:
+(about +15%) afterwards.  The causes, largest first:
 
 1. *Page faults on the ring's first lap.*  A thread's ring (65536 records of 88 bytes,
    5.6 MiB) was mapped on its first call and its pages faulted in one by one as the ring
-   filled: a fault every 46 calls, about 2.1 us each in this VM, so +45 to +85 ns per call
-   over a job's first 65536 calls (bench/hotpath's first lap measured +84 ns).
+   filled: a fault every 46 calls, about 2.1 us each in this VM, so about +45 ns per call
+   over a thread's first 65536 calls (bench/hotpath's first lap: +84 ns).
    bench/mpi_loop's 200000 timed calls follow 20000 untimed ones, so 45536 of them fell in
-   the first lap, in both ranks, each rank's fault stalling the other's all-reduce:
-   that was most of the excess.  \`/usr/bin/time\` counted 1500 more minor faults per rank
-   with the shim than without.  Now the ring's pages are touched when it is mapped
-   (\`MADV_POPULATE_WRITE\`, transparent huge pages where the system allows them on
-   request): about 1 ms once per recording thread instead of 3 ms spread over its calls.
-2. *Instructions.*  The wrapper ran 291 instructions per MPI_Allreduce (callgrind):
-   calls to ccs_call_begin and ccs_call_end in the core, to ccs_mpi_comm and the
-   communicator table's probe, ccs_mpi_dtype (a chain of comparisons) twice,
-   ccs_mpi_bytes and ccs_dtype_size, the call description built in memory.  Now the
-   record is written inline in the wrapper (shim.h), the wrapper's constant kind folds
-   through it, the thread's last communicator entry is cached (checked as the table's
-   probe checks it), a datatype is one probe of a table of the predefined types with
-   their sizes, and the nested-call flag is the ring's in-flight pointer (on the line the
-   call writes anyway) instead of a thread-local of its own: $ir_off instructions.
+   the first lap, in both ranks, each rank's fault also stalling the other in the next
+   all-reduce.  \`/usr/bin/time\` counted 1500 more minor faults per rank with the shim
+   than without.  Now the ring's pages are touched when it is mapped
+   (\`MADV_POPULATE_WRITE\`; transparent huge pages where the system grants them on
+   request): 1 to 4 ms once per recording thread on this VM, and 5.6 MiB of memory
+   per recording thread from its first call on rather than over its first 65536 calls
+   (\`CCSHIM_RING_SIZE\` sets it).  A forked child does not touch them again.
+2. *Instructions.*  The wrapper ran 291 instructions per MPI_Allreduce: calls into the
+   core for ccs_call_begin and ccs_call_end, ccs_mpi_comm and the communicator table's
+   probe, ccs_mpi_dtype (a chain of comparisons) twice, ccs_mpi_bytes and
+   ccs_dtype_size, the call description built in memory.  Now the record is written
+   inline in the wrapper (shim.h), the wrapper's constant kind folds through it, the
+   thread's last communicator entry is cached (checked the way the table's probe checks
+   it), a datatype is one probe of a table of the predefined types with their sizes (two
+   probes per call share the hash), and the nested-call flag is the ring's in-flight
+   pointer, on the cache line the call writes anyway, instead of a thread-local of its
+   own.  The per-kind byte counters, written every call and read nowhere, are gone.
 3. *The old microbenchmark measured a ring nobody runs.*  bench/hotpath never loaded the
    configuration, so its ring had the minimum 1024 records (90 KiB, always in cache,
    never faulting): its 9.2 ns was the instructions alone on a warm cache.  It now
-   reports that and a ring as in a job.  The old +13 ns MPI row was a difference of two
-   medians that move by more than that between runs; it is not reproducible and is
-   replaced by the rows above.
+   reports that ring and one as in a job.  The old +13 ns MPI row was a difference of two
+   means of separate runs, which move by more than that from run to run; it could not be
+   reproduced and is replaced by the side-by-side rows.
 
-The record stays 88 bytes, one or two cache lines per call: the same loop with a
-64-byte record, and with rings from 1024 to 65536 records, differed by less than the
-noise (bench/hotpath at 4096 records: a few ns less than at 65536 in its tight loop, none
-visible in the MPI loop), so the trace format and the default ring size are unchanged.
-The producer's fields (head, in-flight pointer) no longer share a cache line with the
-fields the trace writer writes (tail, dropped).
+What did not matter within the noise, so stayed as it was: the record's size (88 bytes,
+one or two cache lines per call; a 64-byte line-aligned record in the same synthetic loop
+was no faster, so the trace format is unchanged) and the default ring size (rings of 1024,
+4096 and 65536 records gave the same side-by-side figure; a smaller default would also make
+the desync collector, which reads the rings every 20 ms, lose records above about 200 K
+calls/s).  The ring's producer fields (head, in-flight pointer) no longer share a cache
+line with the fields the trace writer writes (tail, dropped).
 
-**Defaults (desync detection on).**  The hot path is the same; what the defaults add is
-the desync thread of each rank, which reads every record the other core wrote and folds
-it into the running hash ($ir_thr instructions per call above).  With 2 ranks spinning on
-2 cores that thread's time comes straight out of the loop; on a machine with a core to
-spare per rank it does not (see the desync section below for its CPU share).
+What is left: about $ir_off instructions (the record's 88 bytes written field by field,
+the wrapper's frame around the call into MPI, the checks for a disabled shim, coalescing,
+a nested call, a new call site), about 20 ns per call here, above the 15 ns target.
+
+**Defaults (desync detection on).**  The hot path is the same, so the side-by-side row
+barely moves; what the defaults add is the desync thread of each rank, which every 20 ms
+reads every record written since and folds it into the running hash ($ir_thr
+instructions per call in ccs_dsx_collect under callgrind, an upper bound: valgrind's
+slowdown makes its per-pass work weigh more per record).  With 2 ranks spinning on 2 cores
+that thread's time comes straight out of the loop, as the separate-run rows show; with a
+core to spare per rank it does not (see the desync section below for its CPU share).
 MD
 echo "updated $doc"
