@@ -158,7 +158,8 @@ bookkeeping and +13 ns (+3.3%) on the MPI loop; the loop measured +60 to +110 ns
 What did not matter within the noise, so stayed as it was: the record's size (88 bytes,
 one or two cache lines per call; a 64-byte line-aligned record in the same synthetic loop
 was no faster, so the trace format is unchanged) and the default ring size (rings of 1024,
-4096 and 65536 records gave the same side-by-side figure; a smaller default would also make
+4096 and 65536 records could not be told apart side by side, 5 runs each spread over
+about 40 ns; a smaller default would also make
 the desync collector, which reads the rings every 20 ms, lose records above about 200 K
 calls/s).  The ring's producer fields (head, in-flight pointer) no longer share a cache
 line with the fields the trace writer writes (tail, dropped).
