@@ -107,6 +107,10 @@ the four separate runs one after the other.  A run times chunks of 1000 calls an
 their median, so a run preempted now and then keeps its figure; the side-by-side run
 alternates 1000 calls through the wrapper with 1000 calls into libmpi's own PMPI_Allreduce
 and reports the median difference of neighbouring chunks ($ITERS calls, 10% more untimed).
+On this machine the separate-run rows move by a hundred ns and more from run to run (see
+their ranges; in one run the shim came out 95 ns faster than no shim): read the side-by-side rows for
+the wrapper's cost.  The separate runs are kept because only they contain the desync and
+trace threads' share of the two cores.
 Targets: interception only at most +15 ns and 3% per call; defaults at most +5%.
 
 **Method.** Wall time on this shared 2-core machine moves by tens, at times hundreds, of
@@ -119,12 +123,16 @@ median chunk of the least disturbed of 5 runs) and \`mpi_loop N 8 ab\` (chunks o
 calls alternately through the wrapper and into libmpi's own PMPI_Allreduce, median of the
 differences of neighbouring chunks; without a preload it reads 0 within a few ns).
 
-**Before and after** (\`mpi_loop 200000 8 ab\`, 7 rounds alternating the builds, 2026-12-03;
-before = main at d6ae51e): interception only added 100 ns per call (85 to 142) before and
-23 ns (15 to 34) after; with the defaults 91 ns (52 to 109) before and 19 ns (16 to 38)
-after; no preload 1.5 ns (-2 to 5).  Over 1000000 calls (the first lap a smaller share):
-79 ns before, 22 ns after.  Instructions added per MPI_Allreduce (callgrind, steady
-state): 291 before, $ir_off after.
+**Before and after** (\`mpi_loop 200000 8 ab\`, two batches of 7 rounds alternating the
+builds, 2026-12-03 between 11:20 and 11:35 UTC; before = main at d6ae51e): interception only
+added a median of 100 and 109 ns per call before (40 to 142) and 23 and 36 ns after (9 to
+39); with the defaults 91 and 120 ns before (52 to 134), 19 and 36 ns after (15 to 45); no
+preload 1.5 and 1.3 ns (-2.5 to 5).  Over 1000000 calls (the first lap a smaller share):
+79 ns before, 22 ns after.  The figure after moves between about 12 and about 38 ns from
+one minute to the next, for the same build and the same instructions, with rings of 4096
+and 65536 records alike: the state of the shared host, not the shim, sets where in that
+band a run falls.  Instructions added per MPI_Allreduce (callgrind, steady state): 291
+before, $ir_off after.
 
 **Where the per-call cost was.**  The first version of this page gave 9.2 ns of
 bookkeeping and +13 ns (+3.3%) on the MPI loop; the loop measured +60 to +110 ns
