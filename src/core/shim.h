@@ -29,6 +29,9 @@
 
 #define CCS_HIDDEN __attribute__((visibility("hidden")))
 #define CCS_EXPORT __attribute__((visibility("default")))
+/* A hot-path helper inlined even where the compiler would not (so that a
+ * wrapper's constant arguments fold through it). */
+#define CCS_INLINE static inline __attribute__((always_inline))
 #define CCS_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CCS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -170,11 +173,13 @@ struct ccs_call {
  * Returns the record to pass to ccs_call_end, or NULL when not recording.
  * The hot path leaves rec->fingerprint 0: it is a pure function of fields
  * the record holds, so whoever reads a ring computes it with
- * ccs_record_fingerprint() (the trace writer fills it in the file). */
-CCS_HIDDEN struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr);
+ * ccs_record_fingerprint() (the trace writer fills it in the file).
+ * Inline (below, after struct ccs_ring): a wrapper's call costs no call of
+ * its own and its constant fields (kind, backend) fold. */
+static inline struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr);
 
 /* Completes it: duration, error flag, publishes it to the ring. */
-CCS_HIDDEN void ccs_call_end(struct ccs_record *r, int failed);
+static inline void ccs_call_end(struct ccs_record *r, int failed);
 
 /* The fingerprint of a record read from a ring. */
 static inline uint64_t ccs_record_fingerprint(const struct ccs_record *r)
@@ -192,17 +197,21 @@ CCS_HIDDEN void ccs_record_mark(unsigned kind, uint32_t step);
  * the oldest records are lost and counted.  The last records stay readable
  * as the flight recorder. */
 struct ccs_ring {
+    /* The producer's line, written by every call. */
     _Atomic uint64_t head;          /* records published (producer) */
-    _Atomic uint64_t tail;          /* records consumed (writer) */
-    _Atomic uint64_t dropped;       /* records lost to overflow (writer) */
-    _Atomic(struct ccs_record *) inflight; /* record of a call in progress */
+    _Atomic(struct ccs_record *) inflight; /* record of a call in progress; non-NULL
+                                       also means "inside a recorded call": a call
+                                       nested in it is not recorded again */
     uint64_t mask;                  /* capacity - 1 */
     struct ccs_ring *next;          /* list of all rings */
     uint32_t index;                 /* small thread index */
     uint32_t pid;                   /* process that owns it (fork check) */
-    uint64_t counts[CCS_KIND_MAX];  /* calls by kind (producer only) */
-    uint64_t bytes[CCS_KIND_MAX];   /* bytes by kind (producer only) */
-    struct ccs_record rec[];        /* capacity records */
+    /* The consumer's line (trace writer), kept off the producer's so that a
+     * drain does not take the line every call writes away from its core. */
+    _Alignas(64) _Atomic uint64_t tail; /* records consumed (writer) */
+    _Atomic uint64_t dropped;       /* records lost to overflow (writer) */
+    _Alignas(64) uint64_t counts[CCS_KIND_MAX]; /* calls by kind (producer only) */
+    _Alignas(64) struct ccs_record rec[]; /* capacity records */
 };
 
 /* The calling thread's ring, mapped on first use; NULL when out of memory
@@ -274,5 +283,126 @@ CCS_HIDDEN void ccs_site_symbolize(void *pc, char *buf, size_t n);
  * that, NAME in an already loaded library among SONAMES (NULL-terminated),
  * without loading anything.  NULL when none. */
 CCS_HIDDEN void *ccs_real_symbol(const char *name, const char *const *sonames);
+
+/* ------------------------------------------------- record.c (inline) */
+
+/* The thread's last call site: most calls come from where the last one did. */
+extern CCS_HIDDEN __thread uintptr_t ccs_tls_last_pc __attribute__((tls_model("initial-exec")));
+extern CCS_HIDDEN __thread uint32_t ccs_tls_last_site __attribute__((tls_model("initial-exec")));
+
+/* registry.c: nonzero once the features' first-call hooks ran. */
+extern CCS_HIDDEN atomic_int ccs_features_started;
+
+/* Out of line, rare: the first call of a thread (maps its ring) or of the
+ * process (runs the features' first-call hooks).  Returns the thread's ring
+ * to record into, or NULL when this call is not recorded (inside a recorded
+ * call, or no ring). */
+CCS_HIDDEN struct ccs_ring *ccs_call_first(void);
+
+/* Out of line, rare: the site id of a call from a new return address
+ * (updates the thread's last site). */
+CCS_HIDDEN uint32_t ccs_call_new_site(void *ret_addr);
+
+/* Which counter of C numbers KIND: 1 the collective sequence (collectives,
+ * and the communicator-management calls that are collective over the
+ * communicator they are called on), 2 the point-to-point counter, 0 none.
+ * A switch over constants: it folds where KIND does. */
+static inline int ccs_kind_counter(unsigned kind)
+{
+    switch (kind) {
+#define CCS_X(e, n, s, c)                                                                                  \
+    case n:                                                                                                \
+        return c == CCS_CLASS_COLL ? 1 : c == CCS_CLASS_P2P ? 2 : 0;
+        CCS_KIND_LIST(CCS_X)
+#undef CCS_X
+    }
+    return 0;
+}
+
+static inline int ccs_kind_counter_of_call(unsigned kind)
+{
+    if (kind == CCS_KIND_COMM_DUP || kind == CCS_KIND_COMM_SPLIT || kind == CCS_KIND_COMM_CREATE ||
+        kind == CCS_KIND_COMM_SHRINK)
+        return 1;
+    return ccs_kind_counter(kind);
+}
+
+/* The body of ccs_call_begin once the ring R exists (always inline: with a
+ * wrapper's constant kind the counter choice folds away). */
+CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_comm *c,
+                                                 const struct ccs_call *call, void *ret_addr)
+{
+    /* Inside a recorded call already (an MPI implementation calling its own
+     * public API): not counted again.  The in-flight pointer is the flag, on
+     * the line this call writes anyway. */
+    if (atomic_load_explicit(&r->inflight, memory_order_relaxed))
+        return NULL;
+    unsigned kind = call->kind < CCS_KIND_MAX ? call->kind : 0;
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    struct ccs_record *rec = &r->rec[h & r->mask];
+    uint64_t seq = 0;
+    if (c) {
+        /* Load + store, not an atomic RMW: see struct ccs_comm. */
+        int which = ccs_kind_counter_of_call(kind);
+        if (which == 1) {
+            seq = atomic_load_explicit(&c->seq, memory_order_relaxed) + 1;
+            atomic_store_explicit(&c->seq, seq, memory_order_relaxed);
+        } else if (which == 2) {
+            seq = atomic_load_explicit(&c->p2p, memory_order_relaxed) + 1;
+            atomic_store_explicit(&c->p2p, seq, memory_order_relaxed);
+        }
+    }
+    uint32_t site = CCS_LIKELY((uintptr_t)ret_addr == ccs_tls_last_pc) ? ccs_tls_last_site
+                                                                       : ccs_call_new_site(ret_addr);
+    rec->seq = seq;
+    rec->comm = c ? c->id : 0;
+    rec->fingerprint = 0; /* see ccs_record_fingerprint */
+    rec->bytes = call->bytes;
+    rec->count = call->count;
+    rec->buf = (uint64_t)(uintptr_t)call->buf;
+    rec->t_dur = 0;
+    rec->step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed);
+    rec->site = site;
+    rec->root = call->root;
+    rec->kind = (uint16_t)kind;
+    rec->dtype = call->dtype;
+    rec->op = call->op;
+    rec->flags = call->flags;
+    rec->backend = call->backend;
+    rec->group_depth = call->group_depth;
+    rec->thread = (uint8_t)r->index;
+    rec->reserved = 0;
+    r->counts[kind]++;
+    atomic_store_explicit(&r->inflight, rec, memory_order_release);
+    rec->t_start = ccs_timing ? ccs_ticks() : 0;
+    return rec;
+}
+
+CCS_INLINE struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
+{
+    if (CCS_UNLIKELY(!atomic_load_explicit(&ccs_active, memory_order_relaxed)))
+        return NULL;
+    struct ccs_ring *r = ccs_tls_ring;
+    if (CCS_UNLIKELY(r == NULL || !atomic_load_explicit(&ccs_features_started, memory_order_relaxed))) {
+        r = ccs_call_first();
+        if (!r)
+            return NULL;
+    }
+    return ccs_call_record(r, c, call, ret_addr);
+}
+
+CCS_INLINE void ccs_call_end(struct ccs_record *rec, int failed)
+{
+    if (!rec)
+        return;
+    struct ccs_ring *r = ccs_tls_ring; /* the ring REC is in */
+    if (rec->t_start)
+        rec->t_dur = ccs_ticks() - rec->t_start;
+    if (CCS_UNLIKELY(failed))
+        rec->flags |= CCS_F_ERROR;
+    atomic_store_explicit(&r->inflight, NULL, memory_order_relaxed);
+    atomic_store_explicit(&r->head, atomic_load_explicit(&r->head, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
 
 #endif

@@ -35,11 +35,10 @@ __attribute__((constructor)) static void mpi_ctor(void) { ccs_mpi_resolve(); }
 
 /* ---------------------------------------------------- datatypes and ops */
 
-/* ---------------------------------------------------- datatypes and ops */
-
-uint8_t ccs_mpi_dtype(MPI_Datatype dt)
+/* The predefined datatype DT in ccshim's terms, by comparison with each
+ * (slow path: types missing from the table, derived types). */
+static uint8_t classify(MPI_Datatype dt)
 {
-    /* Most used first: this is a linear scan on the hot path. */
     if (dt == MPI_FLOAT) return CCS_DT_FLOAT32;
     if (dt == MPI_DOUBLE) return CCS_DT_FLOAT64;
     if (dt == MPI_INT) return CCS_DT_INT32;
@@ -66,7 +65,44 @@ uint8_t ccs_mpi_dtype(MPI_Datatype dt)
     return CCS_DT_DERIVED;
 }
 
-uint8_t ccs_mpi_op(MPI_Op op)
+/* Handle -> (normalised type, size), one slot per predefined type at the
+ * slot its handle hashes to; written once by the constructor below, before
+ * any wrapper runs, and only read afterwards.  A type whose slot another
+ * took first (the most used are entered first) takes the slow path, which
+ * answers the same. */
+struct ccs_mpi_dt_slot ccs_mpi_dt_table[1u << CCS_MPI_DT_BITS];
+
+static void dt_table_fill(void)
+{
+    const MPI_Datatype predefined[] = {
+        MPI_FLOAT, MPI_DOUBLE, MPI_INT, MPI_INT64_T, MPI_LONG_LONG, MPI_LONG, MPI_BYTE, MPI_CHAR,
+        MPI_UNSIGNED_LONG_LONG, MPI_UINT64_T, MPI_UNSIGNED_LONG, MPI_UNSIGNED, MPI_UINT32_T, MPI_INT32_T,
+        MPI_SHORT, MPI_INT16_T, MPI_UNSIGNED_SHORT, MPI_UINT16_T, MPI_SIGNED_CHAR, MPI_INT8_T,
+        MPI_UNSIGNED_CHAR, MPI_UINT8_T, MPI_LONG_DOUBLE, MPI_C_FLOAT_COMPLEX, MPI_C_COMPLEX,
+        MPI_C_DOUBLE_COMPLEX, MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_2INT, MPI_SHORT_INT,
+        MPI_LONG_DOUBLE_INT};
+    for (size_t i = 0; i < sizeof predefined / sizeof predefined[0]; i++) {
+        MPI_Datatype dt = predefined[i];
+        struct ccs_mpi_dt_slot *s = &ccs_mpi_dt_table[ccs_slot_hash((uint64_t)(uintptr_t)dt, CCS_MPI_DT_BITS)];
+        if (dt == MPI_DATATYPE_NULL || s->dt != MPI_DATATYPE_NULL)
+            continue; /* an alias already entered, or the slot is taken */
+        uint8_t norm = classify(dt);
+        s->norm = norm;
+        s->size = (uint8_t)ccs_dtype_size(norm);
+        s->dt = dt;
+    }
+}
+
+__attribute__((constructor)) static void dt_ctor(void)
+{
+    for (size_t i = 0; i < sizeof ccs_mpi_dt_table / sizeof ccs_mpi_dt_table[0]; i++)
+        ccs_mpi_dt_table[i].dt = MPI_DATATYPE_NULL;
+    dt_table_fill();
+}
+
+uint8_t ccs_mpi_dtype_slow(MPI_Datatype dt) { return classify(dt); }
+
+uint8_t ccs_mpi_op_slow(MPI_Op op)
 {
     if (op == MPI_SUM) return CCS_OP_SUM;
     if (op == MPI_MAX) return CCS_OP_MAX;
@@ -86,11 +122,11 @@ uint8_t ccs_mpi_op(MPI_Op op)
     return CCS_OP_USER;
 }
 
-uint64_t ccs_mpi_bytes(int64_t count, MPI_Datatype dt, uint8_t norm)
+uint64_t ccs_mpi_bytes_slow(int64_t count, MPI_Datatype dt)
 {
     if (count <= 0)
         return 0;
-    unsigned sz = ccs_dtype_size(norm);
+    unsigned sz = ccs_dtype_size(classify(dt));
     if (sz == 0) {
         int s = 0;
         if (dt == MPI_DATATYPE_NULL || PMPI_Type_size(dt, &s) != MPI_SUCCESS || s < 0)
@@ -102,11 +138,17 @@ uint64_t ccs_mpi_bytes(int64_t count, MPI_Datatype dt, uint8_t norm)
 
 /* ------------------------------------------------------- communicators */
 
-struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
+__thread struct ccs_comm *ccs_mpi_last_comm __attribute__((tls_model("initial-exec")));
+
+struct ccs_comm *ccs_mpi_comm_slow(MPI_Comm comm)
 {
     struct ccs_comm *c = ccs_comm_lookup(CCS_BE_MPI, (uintptr_t)comm);
-    if (CCS_LIKELY(c != NULL) || comm == MPI_COMM_NULL)
+    if (CCS_LIKELY(c != NULL)) {
+        ccs_mpi_last_comm = c;
         return c;
+    }
+    if (comm == MPI_COMM_NULL)
+        return NULL;
     int rank = -1, size = -1, init = 0;
     PMPI_Initialized(&init);
     if (!init)

@@ -43,13 +43,63 @@ CCS_HIDDEN int ccs_mpi_resolve(void);
     CCS_EXPORT int MPI_##name params { return w_##name(__VA_ARGS__, __builtin_return_address(0)); }       \
     CCS_EXPORT int PMPI_##name params { return w_##name(__VA_ARGS__, __builtin_return_address(0)); }
 
-/* Normalised datatype and op, and the byte size of COUNT elements of DT. */
-CCS_HIDDEN uint8_t ccs_mpi_dtype(MPI_Datatype dt);
-CCS_HIDDEN uint8_t ccs_mpi_op(MPI_Op op);
-CCS_HIDDEN uint64_t ccs_mpi_bytes(int64_t count, MPI_Datatype dt, uint8_t norm);
+/* Normalised datatype and op, and the byte size of COUNT elements of DT.
+ * Hot path: a datatype is one probe of a table of the predefined types
+ * (filled once, in the library's constructor; read-only after), the common
+ * ops and sizes inline; the rest goes to the *_slow functions. */
+#define CCS_MPI_DT_BITS 7
+struct ccs_mpi_dt_slot {
+    MPI_Datatype dt; /* the handle; an empty slot holds MPI_DATATYPE_NULL with
+                        norm CCS_DT_NONE and size 0, the right answer for it */
+    uint8_t norm;    /* enum ccs_dtype */
+    uint8_t size;    /* bytes per element, 0 when not fixed */
+};
+extern CCS_HIDDEN struct ccs_mpi_dt_slot ccs_mpi_dt_table[1u << CCS_MPI_DT_BITS];
+CCS_HIDDEN uint8_t ccs_mpi_dtype_slow(MPI_Datatype dt);
+CCS_HIDDEN uint8_t ccs_mpi_op_slow(MPI_Op op);
+CCS_HIDDEN uint64_t ccs_mpi_bytes_slow(int64_t count, MPI_Datatype dt);
 
-/* The table entry of COMM, adopting a communicator never seen created. */
-CCS_HIDDEN struct ccs_comm *ccs_mpi_comm(MPI_Comm comm);
+static inline const struct ccs_mpi_dt_slot *ccs_mpi_dt_probe(MPI_Datatype dt)
+{
+    const struct ccs_mpi_dt_slot *s = &ccs_mpi_dt_table[ccs_slot_hash((uint64_t)(uintptr_t)dt, CCS_MPI_DT_BITS)];
+    return CCS_LIKELY(s->dt == dt) ? s : NULL;
+}
+
+static inline uint8_t ccs_mpi_dtype(MPI_Datatype dt)
+{
+    const struct ccs_mpi_dt_slot *s = ccs_mpi_dt_probe(dt);
+    return s ? s->norm : ccs_mpi_dtype_slow(dt);
+}
+
+static inline uint8_t ccs_mpi_op(MPI_Op op)
+{
+    return op == MPI_SUM ? CCS_OP_SUM : ccs_mpi_op_slow(op);
+}
+
+/* NORM is ccs_mpi_dtype(DT) (kept for the callers that have it). */
+static inline uint64_t ccs_mpi_bytes(int64_t count, MPI_Datatype dt, uint8_t norm)
+{
+    (void)norm;
+    const struct ccs_mpi_dt_slot *s = ccs_mpi_dt_probe(dt);
+    if (CCS_LIKELY(s && s->size))
+        return count > 0 ? (uint64_t)count * s->size : 0;
+    return ccs_mpi_bytes_slow(count, dt);
+}
+
+/* The table entry of COMM, adopting a communicator never seen created.
+ * Hot path: the thread's last entry when it still holds COMM (the test the
+ * table's own probe makes: a retired entry no longer holds the handle, a
+ * re-registered one is the live entry for it), else the table. */
+CCS_HIDDEN struct ccs_comm *ccs_mpi_comm_slow(MPI_Comm comm);
+extern CCS_HIDDEN __thread struct ccs_comm *ccs_mpi_last_comm __attribute__((tls_model("initial-exec")));
+static inline struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
+{
+    struct ccs_comm *c = ccs_mpi_last_comm;
+    if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == (uintptr_t)comm &&
+        CCS_LIKELY(c->backend == CCS_BE_MPI))
+        return c;
+    return ccs_mpi_comm_slow(comm);
+}
 
 static inline int ccs_mpi_active(void) { return atomic_load_explicit(&ccs_active, memory_order_relaxed); }
 

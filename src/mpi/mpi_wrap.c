@@ -18,7 +18,7 @@
 
 /* BEGIN on a communicator entry the wrapper already looked up (the kinds
  * that also need its rank or size), BEGIN on a handle otherwise. */
-static inline struct ccs_record *begin_on(struct ccs_comm *cm, unsigned kind, unsigned flags, int64_t count,
+CCS_INLINE struct ccs_record *begin_on(struct ccs_comm *cm, unsigned kind, unsigned flags, int64_t count,
                                           MPI_Datatype dt, MPI_Op op, int root, const void *buf, uint64_t bytes,
                                           void *ra)
 {
@@ -34,7 +34,7 @@ static inline struct ccs_record *begin_on(struct ccs_comm *cm, unsigned kind, un
     return ccs_call_begin(cm, &c, ra);
 }
 
-static inline struct ccs_record *begin(MPI_Comm comm, unsigned kind, unsigned flags, int64_t count,
+CCS_INLINE struct ccs_record *begin(MPI_Comm comm, unsigned kind, unsigned flags, int64_t count,
                                        MPI_Datatype dt, MPI_Op op, int root, const void *buf, uint64_t bytes,
                                        void *ra)
 {
