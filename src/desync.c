@@ -105,12 +105,21 @@ int ccs_desync_set_abort(int (*fn)(void *, uint64_t), void *arg)
 
 /* ------------------------------------------------------------ verdicts */
 
+/* Who writes the whole diagnosis of a verdict into the log (the others
+ * write its line only; every rank still writes its full view to the trace
+ * directory): for a verdict of this host's rules, the lowest rank of the
+ * host still running (LOCAL_REPORTER, set every tick); for one from the
+ * coordinator, rank 0, where the coordinator runs. */
+static int32_t local_reporter = -1;
+static char local_marker;
+#define FROM_LOCAL_RULES ((void *)&local_marker)
+
 static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
-    (void)arg;
     if (!ccs_dsx_seen_add(reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
         return;
-    ccs_dsx_report(v);
+    int full = arg == FROM_LOCAL_RULES ? (local_reporter < 0 || local_reporter == R) : R == 0;
+    ccs_dsx_report(v, full);
     /* A rank in MPI_Finalize or exiting leaves the abort to the ranks still
      * running (they see the same verdict): MPI is being torn down under it. */
     if (ccs_cfg.on_desync == 1 && v->cls != CCS_DSX_STRAGGLER && atomic_load(&life) == CCS_DSX_ALIVE &&
@@ -264,7 +273,12 @@ static void tick(void)
     struct ccs_dsx_view v = {.wsize = W, .st = view, .dead = deadv, .now_ms = now};
     struct ccs_dsx_thresholds t = thresholds();
     t.partial = tcp_mode;
-    struct ccs_dsx_sink sink = {.verdict = on_verdict};
+    /* The lowest rank here still running reports in full (any rank if none is). */
+    local_reporter = -1;
+    for (int32_t r = 0; r < W && local_reporter < 0; r++)
+        if (view[r] && view[r]->life == CCS_DSX_ALIVE && !deadv[r])
+            local_reporter = r;
+    struct ccs_dsx_sink sink = {.verdict = on_verdict, .arg = FROM_LOCAL_RULES};
     int nv = ccs_dsx_rules_run(&v, &t, seen, &sink);
     static uint64_t last_dbg;
     if (ccs_cfg.log_level >= CCS_LOG_DEBUG && now - last_dbg >= 1000) {

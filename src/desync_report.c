@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define COLS 4  /* parties shown side by side */
@@ -227,7 +228,7 @@ static void write_file(const char *path, const char *text, size_t len, int appen
     close(fd);
 }
 
-void ccs_dsx_report(const struct ccs_dsx_verdict *v)
+void ccs_dsx_report(const struct ccs_dsx_verdict *v, int full)
 {
     size_t cap = 32768;
     char *buf = malloc(cap);
@@ -235,8 +236,23 @@ void ccs_dsx_report(const struct ccs_dsx_verdict *v)
         return;
     size_t n = ccs_dsx_format(v, ccs_world_rank(), ccs_clock_mono_ns() / 1e6, buf, cap);
     struct out o = {buf, cap, n};
+    /* Wall-clock time beside the monotonic at= (for matching other logs). */
+    struct timespec ts;
+    struct tm tm;
+    char wall[64] = "?";
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm))
+        snprintf(wall + strftime(wall, sizeof wall - 8, "%Y-%m-%dT%H:%M:%S", &tm), 8, ".%03uZ",
+                 (unsigned)(ts.tv_nsec / 1000000) % 1000u);
+    put(&o, "ccshim desync| reported by rank %d at %s UTC (wall clock; at=%.3f is CLOCK_MONOTONIC ms)\n",
+        ccs_world_rank(), wall, ccs_clock_mono_ns() / 1e6);
     own_stack(v, &o);
-    ccs_log_raw(buf, o.n);
+    if (full) {
+        ccs_log_raw(buf, o.n);
+    } else {
+        /* The line only: the rank reporting in full has the block. */
+        const char *nl = memchr(buf, '\n', o.n);
+        ccs_log_raw(buf, nl ? (size_t)(nl - buf) + 1 : o.n);
+    }
     if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir) {
         char path[4096];
         file_name(path, sizeof path, "desync", "txt");
