@@ -13,7 +13,7 @@ CORE_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -pthread
 noinst_LTLIBRARIES += libccscore.la
 libccscore_la_SOURCES = \
 	src/ccs_config.h src/ccs_kinds.h src/config_table.h src/log.h src/shim.h src/trace_format.h \
-	src/callsite.c src/clock.c src/comm.c src/config.c src/fingerprint.c src/sig_canon.h src/sig_canon.c src/log.c src/names.c \
+	src/callsite.c src/clock.c src/comm.c src/config.c src/fingerprint.c src/sig_canon.h src/sig_canon.c src/symbolize_dw.c src/log.c src/names.c \
 	src/real.c src/record.c src/ring.c src/runtime.c src/trace_writer.c \
 	src/coalesce.h src/coalesce_policy.c src/coalesce_table.c src/coalesce_defer.c src/coalesce_step.c \
 	src/coalesce_complete.c

@@ -183,15 +183,19 @@ static void own_stack(const struct ccs_dsx_verdict *v, struct out *o)
         const struct ccs_dsx_op *op = c->state == CCS_DSX_BLOCKED ? &c->blocked
                                       : c->nhist                  ? &c->hist[c->nhist - 1]
                                                                   : NULL;
+        /* The operation of the verdict itself when it is still in the history. */
+        for (unsigned h = 0; h < c->nhist && h < CCS_DSX_HIST && op != &c->blocked; h++)
+            if (c->hist[h].seq == v->seq)
+                op = &c->hist[h];
         void *pcs[CCS_MAX_STACK];
         uint32_t depth = 0;
         if (!op || ccs_site_get(op->site, pcs, &depth) != 0)
             return;
         put(o, "ccshim desync| stack of rank %d at seq %llu (%s):\n", me, (unsigned long long)op->seq,
-            c->state == CCS_DSX_BLOCKED ? "blocked here" : "last completed here");
+            op == &c->blocked ? "blocked here" : op->seq == v->seq ? "issued here" : "last completed here");
         for (uint32_t d = 0; d < depth; d++) {
             char s[256];
-            ccs_site_symbolize(pcs[d], s, sizeof s);
+            ccs_site_symbolize_full(pcs[d], s, sizeof s);
             put(o, "ccshim desync|   #%u %s\n", d, s);
         }
         return;
@@ -228,12 +232,47 @@ static void write_file(const char *path, const char *text, size_t len, int appen
     close(fd);
 }
 
-void ccs_dsx_report(const struct ccs_dsx_verdict *v, int full)
+/* The parties' call sites, as their processes wrote them, named here with
+ * function and file:line where this process has the same module. */
+/* Replaces the first FROM in LINE (CAP bytes) with TO, when it fits. */
+static void line_replace(char *line, size_t cap, const char *from, const char *to)
+{
+    char *at = strstr(line, from);
+    size_t lf = strlen(from), lt = strlen(to), ll = strlen(line);
+    if (!at || lf == 0 || ll - lf + lt + 1 > cap)
+        return;
+    memmove(at + lt, at + lf, ll - (size_t)(at - line) - lf + 1);
+    memcpy(at, to, lt);
+}
+
+static void resymbolize_sites(struct ccs_dsx_verdict *v)
+{
+    for (uint32_t i = 0; i < v->nparty && i < CCS_DSX_PARTIES; i++) {
+        struct ccs_dsx_comm *c = &v->party[i].c;
+        char t[CCS_DSX_SITE];
+        if (c->site_blocked[0] && ccs_site_resymbolize(c->site_blocked, t, sizeof t) == 0) {
+            line_replace(v->line, sizeof v->line, c->site_blocked, t);
+            memcpy(c->site_blocked, t, sizeof t);
+        }
+        if (c->site_last[0] && ccs_site_resymbolize(c->site_last, t, sizeof t) == 0) {
+            line_replace(v->line, sizeof v->line, c->site_last, t);
+            memcpy(c->site_last, t, sizeof t);
+        }
+    }
+}
+
+void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
 {
     size_t cap = 32768;
     char *buf = malloc(cap);
-    if (!buf)
+    struct ccs_dsx_verdict *v = malloc(sizeof *v);
+    if (!buf || !v) {
+        free(buf);
+        free(v);
         return;
+    }
+    memcpy(v, verdict, sizeof *v);
+    resymbolize_sites(v);
     size_t n = ccs_dsx_format(v, ccs_world_rank(), ccs_clock_mono_ns() / 1e6, buf, cap);
     struct out o = {buf, cap, n};
     /* Wall-clock time beside the monotonic at= (for matching other logs). */
@@ -260,6 +299,7 @@ void ccs_dsx_report(const struct ccs_dsx_verdict *v, int full)
         ccs_dsx_dump_flight((unsigned)ccs_cfg.desync_flight);
     }
     free(buf);
+    free(v);
 }
 
 int ccs_dsx_dump_flight(unsigned n)

@@ -457,6 +457,8 @@ static int step_skew(struct ctx *c, struct grp *g, const struct opref *ops, size
     if (nodd == nagree && nodd == 1) {
         /* Two ranks: no majority to blame.  Both counts in that step, from
          * the published histories, and both call sites. */
+        for (uint32_t p = 0; p < v->nparty; p++)
+            v->party[p].role = CCS_DSX_R_DIFFERS;
         const struct ent *x = NULL, *y = NULL;
         for (size_t a = 0; a < n; a++) {
             const struct ent *m = &c->ents[ops[a].ent];
@@ -589,13 +591,15 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
                 odd[nodd++] = m->wrank;
             }
         }
-        /* Culprits first in the block, then the majority. */
+        /* Culprits first in the block, then the majority (no majority:
+         * every side differs). */
+        int tie = nodd == nagree && !variants;
         for (size_t a = i; a < j; a++)
             if (odd_one(&ops[a], maj, msig) && v->nparty < CCS_DSX_PARTIES / 2)
                 add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_DIFFERS);
         for (size_t a = i; a < j; a++)
             if (!odd_one(&ops[a], maj, msig))
-                add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_AGREES);
+                add_party(c, v, &c->ents[ops[a].ent], tie ? CCS_DSX_R_DIFFERS : CCS_DSX_R_AGREES);
         char ro[256], ra[256], so[160], sa[160];
         ranks_of(odd, nodd, ro, sizeof ro);
         ranks_of(agree, nagree, ra, sizeof ra);
@@ -605,7 +609,7 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
         v->comm = comm;
         v->seq = ops[i].seq;
         v->comm_size = g->size;
-        if (nodd == nagree && !variants)
+        if (tie)
             /* No majority (two ranks, or two halves): both sides, neutrally,
              * the lower ranks first. */
             sfmt(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s issued %s, rank%s %s issued %s",

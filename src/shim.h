@@ -265,6 +265,17 @@ CCS_HIDDEN uint32_t ccs_site_count(void);
 /* Writes "func+0xoff (module+0xoff)" for PC into BUF (dladdr; diagnostic path). */
 CCS_HIDDEN void ccs_site_symbolize(void *pc, char *buf, size_t n);
 
+/* Writes "func+0xoff at file.c:LINE (module+0xoff)" for PC, through libdw
+ * (loaded RTLD_LOCAL on first use), falling back to ccs_site_symbolize.
+ * Diagnostic path only: the desync reports (symbolize_dw.c). */
+CCS_HIDDEN void ccs_site_symbolize_full(void *pc, char *buf, size_t n);
+
+/* Another process's call site as ccs_site_symbolize wrote it without a
+ * symbol ("MODULE+0xOFFSET"): when this process has MODULE loaded too (the
+ * same program on every rank), names it as ccs_site_symbolize_full does.
+ * 0, or -1 when TEXT is not of that form or MODULE is not loaded here. */
+CCS_HIDDEN int ccs_site_resymbolize(const char *text, char *out, size_t n);
+
 /* ------------------------------------------------------- trace_writer.c */
 
 /* Starts the background writer if tracing is on (idempotent; slow path). */
