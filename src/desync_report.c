@@ -233,31 +233,17 @@ static void write_file(const char *path, const char *text, size_t len, int appen
 }
 
 /* The parties' call sites, as their processes wrote them, named here with
- * function and file:line where this process has the same module. */
-/* Replaces the first FROM in LINE (CAP bytes) with TO, when it fits. */
-static void line_replace(char *line, size_t cap, const char *from, const char *to)
-{
-    char *at = strstr(line, from);
-    size_t lf = strlen(from), lt = strlen(to), ll = strlen(line);
-    if (!at || lf == 0 || ll - lf + lt + 1 > cap)
-        return;
-    memmove(at + lt, at + lf, ll - (size_t)(at - line) - lf + 1);
-    memcpy(at, to, lt);
-}
-
+ * function and file:line where this process has the same module (in the
+ * block; the line keeps them as published, the same text on every rank). */
 static void resymbolize_sites(struct ccs_dsx_verdict *v)
 {
     for (uint32_t i = 0; i < v->nparty && i < CCS_DSX_PARTIES; i++) {
         struct ccs_dsx_comm *c = &v->party[i].c;
         char t[CCS_DSX_SITE];
-        if (c->site_blocked[0] && ccs_site_resymbolize(c->site_blocked, t, sizeof t) == 0) {
-            line_replace(v->line, sizeof v->line, c->site_blocked, t);
+        if (c->site_blocked[0] && ccs_site_resymbolize(c->site_blocked, t, sizeof t) == 0)
             memcpy(c->site_blocked, t, sizeof t);
-        }
-        if (c->site_last[0] && ccs_site_resymbolize(c->site_last, t, sizeof t) == 0) {
-            line_replace(v->line, sizeof v->line, c->site_last, t);
+        if (c->site_last[0] && ccs_site_resymbolize(c->site_last, t, sizeof t) == 0)
             memcpy(c->site_last, t, sizeof t);
-        }
     }
 }
 
@@ -271,9 +257,17 @@ void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
         free(v);
         return;
     }
+    double t_seen = ccs_clock_mono_ns() / 1e6;
+    size_t n;
+    if (!full) {
+        /* The line only, at once (naming frames below may take a while). */
+        n = ccs_dsx_format(verdict, ccs_world_rank(), t_seen, buf, cap);
+        const char *nl = memchr(buf, '\n', n);
+        ccs_log_raw(buf, nl ? (size_t)(nl - buf) + 1 : n);
+    }
     memcpy(v, verdict, sizeof *v);
     resymbolize_sites(v);
-    size_t n = ccs_dsx_format(v, ccs_world_rank(), ccs_clock_mono_ns() / 1e6, buf, cap);
+    n = ccs_dsx_format(v, ccs_world_rank(), t_seen, buf, cap);
     struct out o = {buf, cap, n};
     /* Wall-clock time beside the monotonic at= (for matching other logs). */
     struct timespec ts;
@@ -285,13 +279,8 @@ void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
     put(&o, "ccshim desync| reported by rank %d at %s UTC (wall clock; at=%.3f is CLOCK_MONOTONIC ms)\n",
         ccs_world_rank(), wall, ccs_clock_mono_ns() / 1e6);
     own_stack(v, &o);
-    if (full) {
+    if (full)
         ccs_log_raw(buf, o.n);
-    } else {
-        /* The line only: the rank reporting in full has the block. */
-        const char *nl = memchr(buf, '\n', o.n);
-        ccs_log_raw(buf, nl ? (size_t)(nl - buf) + 1 : o.n);
-    }
     if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir) {
         char path[4096];
         file_name(path, sizeof path, "desync", "txt");
@@ -300,6 +289,7 @@ void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
     }
     free(buf);
     free(v);
+    CCS_LOG(DEBUG, "desync: report written in %.1f ms", ccs_clock_mono_ns() / 1e6 - t_seen);
 }
 
 int ccs_dsx_dump_flight(unsigned n)

@@ -51,12 +51,13 @@ static struct sig_entry *lookup(uintptr_t key)
     return NULL;
 }
 
+/* Size in bytes (MPI_Type_size_x: a type may exceed 2 GiB); -1 when unknown. */
 static int64_t type_size(MPI_Datatype dt)
 {
-    int s = 0;
-    if (dt == MPI_DATATYPE_NULL || PMPI_Type_size(dt, &s) != MPI_SUCCESS || s < 0)
+    MPI_Count s = 0;
+    if (dt == MPI_DATATYPE_NULL || PMPI_Type_size_x(dt, &s) != MPI_SUCCESS || s < 0 || s == MPI_UNDEFINED)
         return -1;
-    return s;
+    return (int64_t)s;
 }
 
 /* Frees a datatype returned by MPI_Type_get_contents (derived ones only),

@@ -105,7 +105,12 @@ static int symbolize(void *pc, char *buf, size_t n)
     const char *mod = dw.module_info(m, NULL, &start, NULL, NULL, NULL, NULL, NULL);
     const char *file = NULL;
     int line = 0;
-    Dwfl_Line *l = dw.getsrc(m, a);
+    /* File and line for the job's own modules; the system's libraries (libc,
+     * the MPI) by function only: loading their separate debug information
+     * would cost most of the report's time for lines nobody reads. */
+    int system_lib = mod && (strncmp(mod, "/lib/", 5) == 0 || strncmp(mod, "/lib64/", 7) == 0 ||
+                             strncmp(mod, "/usr/lib/", 9) == 0 || strncmp(mod, "/usr/lib64/", 11) == 0);
+    Dwfl_Line *l = system_lib ? NULL : dw.getsrc(m, a);
     if (l)
         file = dw.lineinfo(l, NULL, &line, NULL, NULL, NULL);
     if (!fn)

@@ -7,7 +7,7 @@
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 54
+tap_plan 58
 
 # MISMATCH target: 100 ms (measured in make bench); the tests allow 3x for
 # a loaded machine.  DESYNC: 2 s after the last rank is blocked.
@@ -77,15 +77,32 @@ for r in 0 1 2 3; do
         [ -s "$CCS_TMP/warn/trace/$f" ] || files="$files $f"
     done
 done
+if grep -q '^#define HAVE_ELFUTILS_LIBDWFL_H 1' "$top_builddir/config.h"; then
+    tap_check "warn: frames named with function and file:line (libdw)" \
+        grep -Eq "^ccshim desync\|   #0 main\+0x[0-9a-f]+ at [^ ]*desync_scenario\.c:[0-9]+ \(desync_scenario\+0x[0-9a-f]+\)$" \
+        "$CCS_TMP/warn/log-0.txt"
+else
+    tap_skip "warn: frames named with function and file:line" "built without elfutils/libdwfl.h"
+fi
+tap_check "libdw is not linked into the preload library (dlopen'ed when reporting)" \
+    sh -c "! readelf -d '$top_builddir/.libs/libccshim-mpi.so' | grep -q 'NEEDED.*libdw'"
 tap_eq "warn: ccshim-desync-<job>-r<rank>.txt and ccshim-flight-<job>-r<rank>.flight for every rank" "" "$files"
 tap_check "warn: the flight file lists the mismatched call" \
     grep -Eq "^0	3	0x[0-9a-f]+	allreduce	4	float32	max	" "$CCS_TMP/warn/trace/ccshim-flight-warn-r1.flight"
 tap_check "warn: the desync file holds the verdict line" grep -q "^ccshim MISMATCH comm=" \
     "$CCS_TMP/warn/trace/ccshim-desync-warn-r0.txt"
 
+# Two ranks: no majority, both sides named neutrally.
+dsx_run op2 40 2 SETTLE_MS=$SETTLE -- "$SCENARIO" op
+tap_eq "op on 2 ranks: both sides named, no majority" \
+    "ccshim MISMATCH comm=X size=2 seq=3: rank 0 issued allreduce(count=4, float32, sum), rank 1 issued allreduce(count=4, float32, max)" \
+    "$(dsx_lines op2 MISMATCH | sed 's/comm=0x[0-9a-f]*/comm=X/')"
+tap_eq "op on 2 ranks: one block in the combined output" 1 \
+    "$(cat "$CCS_TMP/op2"/log-*.txt | grep -c '^ccshim desync| comm ')"
+
 # A healthy run says nothing; no segment is left in /dev/shm.
 dsx_run ok 40 4 -- "$SCENARIO" ok 20
 tap_eq "ok: exit 0" 0 "$DSX_RC"
 tap_eq "ok: no verdict at all" "" "$(cat "$CCS_TMP/ok"/log-*.txt 2>/dev/null | grep '^ccshim [A-Z]' || true)"
-tap_eq "no shared-memory segment left behind" "" "$(ls /dev/shm 2>/dev/null | grep "^ccshim-dsx-$(id -u)-.*-\(skip\|extra\|count\|dtype\|op\|root\|kind\|sigtype\|derived\|exit\|split\|warn\|ok\)-" || true)"
+tap_eq "no shared-memory segment left behind" "" "$(ls /dev/shm 2>/dev/null | grep "^ccshim-dsx-$(id -u)-.*-\(skip\|extra\|count\|dtype\|op\|root\|kind\|sigtype\|derived\|exit\|split\|warn\|op2\|ok\)-" || true)"
 tap_done
