@@ -2,6 +2,7 @@
 #include "shim.h"
 #include "sig_canon.h"
 #include "unit_main.h"
+#include <string.h>
 
 START_TEST(deterministic_and_sensitive)
 {
@@ -129,6 +130,54 @@ START_TEST(signature_primitive_root)
 }
 END_TEST
 
+/* Against brute force: random words of runs, repeated, expanded; the
+ * primitive root must be the expanded word's shortest period. */
+static int expand(const struct ccs_sig_runs *w, int *out, int cap)
+{
+    int n = 0;
+    for (size_t i = 0; i < w->n; i++)
+        for (uint64_t k = 0; k < w->run[i].n; k++) {
+            if (n >= cap)
+                return -1;
+            out[n++] = (int)w->run[i].code;
+        }
+    return n;
+}
+
+START_TEST(signature_primitive_root_brute_force)
+{
+    static struct ccs_sig_runs x, w, q;
+    static int a[1024], b[1024];
+    unsigned seed = 7;
+    for (int it = 0; it < 20000; it++) {
+        x.n = 0;
+        int nr = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 5;
+        for (int i = 0; i < nr; i++) {
+            seed = seed * 1103515245u + 12345u;
+            ccs_sig_append(&x, 1 + (seed >> 16) % 3, 1 + (seed >> 20) % 3);
+        }
+        seed = seed * 1103515245u + 12345u;
+        w.n = 0;
+        ck_assert_int_eq(ccs_sig_append_pow(&w, &x, 1 + (seed >> 16) % 4), 0);
+        uint64_t r = 0;
+        ck_assert_int_eq(ccs_sig_primitive(&w, &q, &r), 0);
+        int n = expand(&w, a, 1024), m = expand(&q, b, 1024), p = n;
+        for (int d = 1; d <= n; d++) {
+            int ok = n % d == 0;
+            for (int i = d; i < n && ok; i++)
+                ok = a[i] == a[i - d];
+            if (ok) {
+                p = d;
+                break;
+            }
+        }
+        ck_assert_int_eq(m, p);
+        ck_assert_int_eq(memcmp(a, b, (size_t)p * sizeof *a), 0);
+        ck_assert_uint_eq(r, (uint64_t)(n / p));
+    }
+}
+END_TEST
+
 START_TEST(hash_bytes)
 {
     ck_assert_uint_eq(ccs_hash_bytes("abcdefghij", 10, 1), ccs_hash_bytes("abcdefghij", 10, 1));
@@ -148,6 +197,7 @@ static Suite *suite(void)
     tcase_add_test(t, hash_bytes);
     tcase_add_test(t, data_movement_by_size);
     tcase_add_test(t, signature_primitive_root);
+    tcase_add_test(t, signature_primitive_root_brute_force);
     suite_add_tcase(s, t);
     return s;
 }
