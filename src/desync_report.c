@@ -247,6 +247,35 @@ static void resymbolize_sites(struct ccs_dsx_verdict *v)
     }
 }
 
+/* Wall-clock time now, "2026-12-03T10:38:08.127Z". */
+static void wall_now(char *wall, size_t n)
+{
+    struct timespec ts;
+    struct tm tm;
+    snprintf(wall, n, "?");
+    if (n > 8 && clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm))
+        snprintf(wall + strftime(wall, n - 8, "%Y-%m-%dT%H:%M:%S", &tm), 8, ".%03uZ",
+                 (unsigned)(ts.tv_nsec / 1000000) % 1000u);
+}
+
+/* "[seen by rank R at=...]" -> "[seen by rank R wall=WALL at=...]" in the
+ * first line of BUF (N bytes, CAP bytes of room). */
+static size_t add_wall(char *buf, size_t n, size_t cap, const char *wall)
+{
+    char ins[80];
+    int k = snprintf(ins, sizeof ins, " wall=%s", wall);
+    const char *nl = memchr(buf, '\n', n);
+    size_t line = nl ? (size_t)(nl - buf) : n;
+    char *at = NULL;
+    for (char *p = buf; (p = strstr(p, " at=")) != NULL && p < buf + line; p++)
+        at = p;
+    if (!at || k <= 0 || n + (size_t)k + 1 > cap)
+        return n;
+    memmove(at + k, at, n - (size_t)(at - buf) + 1);
+    memcpy(at, ins, (size_t)k);
+    return n + (size_t)k;
+}
+
 void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
 {
     size_t cap = 32768;
@@ -257,27 +286,22 @@ void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
         free(v);
         return;
     }
+    /* Monotonic (at=, for latencies on one host) and wall-clock time (to
+     * match other logs), both taken when the verdict arrived. */
     double t_seen = ccs_clock_mono_ns() / 1e6;
+    char wall[64];
+    wall_now(wall, sizeof wall);
     size_t n;
     if (!full) {
         /* The line only, at once (naming frames below may take a while). */
-        n = ccs_dsx_format(verdict, ccs_world_rank(), t_seen, buf, cap);
+        n = add_wall(buf, ccs_dsx_format(verdict, ccs_world_rank(), t_seen, buf, cap), cap, wall);
         const char *nl = memchr(buf, '\n', n);
         ccs_log_raw(buf, nl ? (size_t)(nl - buf) + 1 : n);
     }
     memcpy(v, verdict, sizeof *v);
     resymbolize_sites(v);
-    n = ccs_dsx_format(v, ccs_world_rank(), t_seen, buf, cap);
+    n = add_wall(buf, ccs_dsx_format(v, ccs_world_rank(), t_seen, buf, cap), cap, wall);
     struct out o = {buf, cap, n};
-    /* Wall-clock time beside the monotonic at= (for matching other logs). */
-    struct timespec ts;
-    struct tm tm;
-    char wall[64] = "?";
-    if (clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm))
-        snprintf(wall + strftime(wall, sizeof wall - 8, "%Y-%m-%dT%H:%M:%S", &tm), 8, ".%03uZ",
-                 (unsigned)(ts.tv_nsec / 1000000) % 1000u);
-    put(&o, "ccshim desync| reported by rank %d at %s UTC (wall clock; at=%.3f is CLOCK_MONOTONIC ms)\n",
-        ccs_world_rank(), wall, ccs_clock_mono_ns() / 1e6);
     own_stack(v, &o);
     if (full)
         ccs_log_raw(buf, o.n);
