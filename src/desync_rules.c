@@ -500,21 +500,18 @@ static uint32_t sig_key(const struct ccs_dsx_op *op)
 }
 
 /* The most frequent nonzero sig_key among OPS[i..j) with fingerprint KEY
- * (0 when none names its types). */
+ * (0 when none names its types), in O(n log n). */
 static uint32_t majority_sig(const struct opref *ops, size_t i, size_t j, uint64_t key)
 {
-    uint32_t best = 0;
-    size_t bc = 0;
-    for (size_t a = i; a < j; a++) {
-        uint32_t k = ops[a].key == key ? sig_key(ops[a].op) : 0;
-        if (!k)
-            continue;
-        size_t cnt = 0;
-        for (size_t b = i; b < j; b++)
-            cnt += ops[b].key == key && sig_key(ops[b].op) == k;
-        if (cnt > bc || (cnt == bc && k > best))
-            bc = cnt, best = k;
-    }
+    uint64_t *k = malloc((j - i + 1) * sizeof *k);
+    size_t n = 0;
+    if (!k)
+        return 0;
+    for (size_t a = i; a < j; a++)
+        if (ops[a].key == key && sig_key(ops[a].op))
+            k[n++] = sig_key(ops[a].op);
+    uint32_t best = n ? (uint32_t)mode_u64(k, n, NULL) : 0;
+    free(k);
     return best;
 }
 
