@@ -77,7 +77,7 @@ for n in 64 1024 4096; do
     done
 done
 cat "$tmp/sim"
-simrows=$(awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s %% | %.1f MiB | %s KiB/s | %s ms |\n", $1, $2, $3, $4, ($5 < 0 ? "-" : $5 " ms"), $6, $7, $8, $10}' "$tmp/sim")
+simrows=$(awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s %% | %.1f MiB | %s KiB/s | %s ms | %s |\n", $1, $2, $3, $4, ($5 < 0 ? "-" : $5 " ms"), $6, $7, $8, $10, ($11 > 0 ? $11 " lines, " $12 " KiB" : "-")}' "$tmp/sim")
 
 fmt() { echo "$1" | awk '{printf "%s ms (max %s ms, %s runs)", $1, $2, $3}'; }
 doc="$top_srcdir/docs/performance.md"
@@ -122,8 +122,8 @@ clients on loopback in one process, 8 ranks per host, 50 collectives/s per rank,
 $SIM_SECONDS s; CPU and traffic over the second half; a 2-core machine that also runs
 the simulated hosts, so latencies are upper bounds):
 
-| ranks | hosts | scenario | verdict | latency | coordinator CPU | coordinator memory | traffic in | slowest evaluation |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| ranks | hosts | scenario | verdict | latency | coordinator CPU | coordinator memory | traffic in | slowest evaluation | log per verdict (all ranks) |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 $simrows
 
 Latency of the deadlock is dominated by the block threshold (1 s, CCSHIM_DESYNC_BLOCK_MS)

@@ -28,7 +28,7 @@ libccs_core_la_SOURCES = \
 	src/core/ccs_config.h src/core/ccs_kinds.h src/core/config_table.h src/core/log.h src/core/shim.h \
 	src/core/trace_format.h src/core/registry.h \
 	src/core/callsite.c src/core/clock.c src/core/comm.c src/core/config.c src/core/registry.c \
-	src/core/fingerprint.c src/core/log.c src/core/names.c src/core/process.c src/core/real.c src/core/record.c \
+	src/core/fingerprint.c src/core/sig_canon.h src/core/sig_canon.c src/core/symbolize_dw.c src/core/log.c src/core/names.c src/core/process.c src/core/real.c src/core/record.c \
 	src/core/ring.c \
 	src/core/runtime.c
 libccs_core_la_CPPFLAGS = $(LIB_CPPFLAGS)
@@ -84,7 +84,7 @@ EXTRA_DIST += src/libccshim.map src/libccshim-mpi.map
 
 if HAVE_MPI
 lib_LTLIBRARIES += libccshim-mpi.la
-libccshim_mpi_la_SOURCES = src/mpi/mpi_shim.h src/mpi/mpi_real.c src/mpi/mpi_setup.c src/mpi/mpi_wrap.c src/mpi/coalesce_mpi.h \
+libccshim_mpi_la_SOURCES = src/mpi/mpi_shim.h src/mpi/mpi_real.c src/mpi/mpi_setup.c src/mpi/mpi_sig.c src/mpi/mpi_wrap.c src/mpi/coalesce_mpi.h \
 	src/mpi/coalesce_mpi.c src/mpi/desync_mpi.h src/mpi/desync_mpi.c
 libccshim_mpi_la_CPPFLAGS = $(BACKEND_CPPFLAGS) -I$(top_srcdir)/src/mpi $(MPI_CFLAGS)
 libccshim_mpi_la_CFLAGS = $(LIB_CFLAGS)

@@ -31,6 +31,7 @@
     X(BARRIER, 14, "barrier", CCS_CLASS_COLL)                                 \
     X(SCAN, 15, "scan", CCS_CLASS_COLL)                                       \
     X(EXSCAN, 16, "exscan", CCS_CLASS_COLL)                                   \
+    X(ALLTOALLW, 17, "alltoallw", CCS_CLASS_COLL)                             \
     X(SEND, 32, "send", CCS_CLASS_P2P)                                        \
     X(RECV, 33, "recv", CCS_CLASS_P2P)                                        \
     X(SENDRECV, 34, "sendrecv", CCS_CLASS_P2P)                                \

@@ -34,49 +34,97 @@ uint64_t ccs_hash_bytes(const void *p, size_t n, uint64_t seed)
     return h;
 }
 
-/* Which fields enter a kind's fingerprint (bits below), from its semantics:
- * v-variants carry per-rank counts, only reductions have an op, only rooted
- * kinds a root, a barrier nothing but itself. */
-enum { FP_COUNT = 1, FP_DTYPE = 2, FP_OP = 4, FP_ROOT = 8, FP_COLL = 16 };
+/* Which fields enter a kind's fingerprint (bits below), from MPI's
+ * matching rules (docs/desync.md, "What must agree"):
+ *   - reductions: the same count, datatype (type signature) and op on
+ *     every member, so the whole signature enters (FP_SIG);
+ *   - bcast, gather, scatter, allgather, alltoall: every member's type
+ *     signature of what it sends or receives per peer must match, and
+ *     MPI_PACKED may stand for any of them: its size in bytes enters
+ *     (FP_BYTES); the basic types are compared in the published history,
+ *     where a side that cannot name them is left out (see desync_rules.c);
+ *   - allgatherv: every member receives the same whole (FP_BYTES of the sum);
+ *   - gatherv, scatterv: only the root; alltoallv/w, barrier: nothing but
+ *     the kind and whether it is nonblocking.
+ * Rooted kinds add the root. */
+enum { FP_SIG = 1, FP_BYTES = 2, FP_OP = 4, FP_ROOT = 8, FP_COLL = 16 };
 
 static uint8_t fp_fields(unsigned kind)
 {
     switch (kind) {
     case CCS_KIND_ALLREDUCE:
     case CCS_KIND_REDUCE_SCATTER_BLOCK:
+    case CCS_KIND_REDUCE_SCATTER:
     case CCS_KIND_SCAN:
-    case CCS_KIND_EXSCAN: return FP_COLL | FP_COUNT | FP_DTYPE | FP_OP;
-    case CCS_KIND_REDUCE: return FP_COLL | FP_COUNT | FP_DTYPE | FP_OP | FP_ROOT;
-    case CCS_KIND_REDUCE_SCATTER: return FP_COLL | FP_DTYPE | FP_OP;
+    case CCS_KIND_EXSCAN: return FP_COLL | FP_SIG | FP_OP;
+    case CCS_KIND_REDUCE: return FP_COLL | FP_SIG | FP_OP | FP_ROOT;
     case CCS_KIND_BCAST:
     case CCS_KIND_GATHER:
-    case CCS_KIND_SCATTER: return FP_COLL | FP_COUNT | FP_DTYPE | FP_ROOT;
+    case CCS_KIND_SCATTER: return FP_COLL | FP_BYTES | FP_ROOT;
     case CCS_KIND_GATHERV:
-    case CCS_KIND_SCATTERV: return FP_COLL | FP_DTYPE | FP_ROOT;
+    case CCS_KIND_SCATTERV: return FP_COLL | FP_ROOT;
     case CCS_KIND_ALLGATHER:
-    case CCS_KIND_ALLTOALL: return FP_COLL | FP_COUNT | FP_DTYPE;
     case CCS_KIND_ALLGATHERV:
-    case CCS_KIND_ALLTOALLV: return FP_COLL | FP_DTYPE;
+    case CCS_KIND_ALLTOALL: return FP_COLL | FP_BYTES;
+    case CCS_KIND_ALLTOALLV:
+    case CCS_KIND_ALLTOALLW:
     case CCS_KIND_BARRIER: return FP_COLL;
     default: return 0;
     }
 }
 
-/* Hot path: the relevant fields are packed into two words and mixed twice. */
-uint64_t ccs_fingerprint(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op, int root)
+uint64_t ccs_sig_bytes(uint64_t count, unsigned dtype)
+{
+    if (dtype == CCS_DT_DERIVED)
+        return count;
+    return count * ccs_dtype_size(dtype);
+}
+
+/* Hot path of the readers: the relevant fields are packed into two words
+ * and mixed once. */
+uint64_t ccs_fingerprint_sig(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op, int root,
+                             uint32_t sig)
 {
     uint8_t f = fp_fields(kind);
     uint64_t w = (uint64_t)kind;
+    uint64_t c = 0;
     if (f & FP_COLL)
         w |= (uint64_t)(flags & CCS_F_NONBLOCKING) << 16;
-    if (f & FP_DTYPE)
+    if (f & FP_SIG) {
         w |= (uint64_t)(dtype & 0xff) << 24;
+        c = count ^ ((uint64_t)sig << 40) ^ ((uint64_t)sig >> 24);
+    } else if (f & FP_BYTES) {
+        c = ccs_sig_bytes(count, dtype);
+    }
     if (f & FP_OP)
         w |= (uint64_t)(op & 0xff) << 32;
     if (f & FP_ROOT)
         w |= (uint64_t)((uint32_t)root & 0xffffff) << 40;
-    uint64_t c = (f & FP_COUNT) ? count : 0;
-    /* One mixing round: the count enters through an odd multiplier (a
-     * bijection), computed in parallel with the packing. */
+    /* The count enters through an odd multiplier (a bijection). */
     return mix64(w ^ 0x63637368696dULL /* "ccshim" */ ^ (c * 0xd6e8feb86659fd93ULL));
+}
+
+uint64_t ccs_fingerprint(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op, int root)
+{
+    return ccs_fingerprint_sig(kind, flags, count, dtype, op, root, 0);
+}
+
+uint32_t ccs_sig_key(unsigned kind, unsigned dtype, uint32_t sig)
+{
+    switch (kind) {
+    case CCS_KIND_BCAST:
+    case CCS_KIND_GATHER:
+    case CCS_KIND_SCATTER:
+    case CCS_KIND_ALLGATHER:
+    case CCS_KIND_ALLTOALL:
+    case CCS_KIND_GATHERV:
+    case CCS_KIND_SCATTERV:
+    case CCS_KIND_ALLGATHERV: break;
+    default: return 0; /* in the fingerprint, or nothing to compare */
+    }
+    if (dtype == CCS_DT_DERIVED)
+        return sig;
+    if (dtype == CCS_DT_NONE || dtype >= CCS_DT_DERIVED)
+        return 0;
+    return dtype;
 }

@@ -146,12 +146,26 @@ static inline size_t ccs_slot_hash(uint64_t key, unsigned bits)
     return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> (64 - bits));
 }
 
-/* Fingerprint of the fields every member must agree on for KIND: the kind and
- * the nonblocking flag always; count unless the kind is a v-variant; dtype;
- * op for reductions; root for rooted kinds.  Point-to-point kinds hash the
- * kind only. */
+/* Fingerprint of the fields every member must agree on for KIND under MPI's
+ * matching rules (fingerprint.c): the kind and the nonblocking flag always;
+ * for reductions the whole type signature (COUNT, DTYPE, SIG) and the op;
+ * for bcast/gather/scatter/allgather(v)/alltoall the signature's size in
+ * bytes; the root for rooted kinds.  SIG: hash of a multi-type signature's
+ * repeating unit (DTYPE CCS_DT_DERIVED, COUNT then in bytes), else 0.
+ * Point-to-point kinds hash the kind only. */
+CCS_HIDDEN uint64_t ccs_fingerprint_sig(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op,
+                                        int root, uint32_t sig);
+/* The same with SIG 0 (one basic type, as NCCL always has). */
 CCS_HIDDEN uint64_t ccs_fingerprint(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op,
                                     int root);
+/* Bytes of COUNT elements of DTYPE (COUNT itself for CCS_DT_DERIVED). */
+CCS_HIDDEN uint64_t ccs_sig_bytes(uint64_t count, unsigned dtype);
+/* For the kinds whose fingerprint has the signature's size only: the
+ * basic-type pattern to compare beside it (a dtype, or SIG for a derived
+ * one), 0 when there is none to compare (empty, MPI_PACKED, not known, or
+ * a kind that needs none).  Two members of one collective whose keys are
+ * both nonzero must have equal keys. */
+CCS_HIDDEN uint32_t ccs_sig_key(unsigned kind, unsigned dtype, uint32_t sig);
 
 /* ------------------------------------------------------------- record.c */
 
@@ -164,6 +178,7 @@ struct ccs_call {
     uint8_t backend;     /* enum ccs_backend */
     uint8_t group_depth; /* NCCL group nesting */
     int32_t root;        /* root or peer, -1 when none */
+    uint32_t sig;        /* signature hash (see ccs_fingerprint_sig), 0 when none */
     uint64_t count;      /* element count that must agree (see ccs_fingerprint) */
     uint64_t bytes;      /* payload bytes */
     const void *buf;     /* (receive) buffer */
@@ -184,7 +199,7 @@ static inline void ccs_call_end(struct ccs_record *r, int failed);
 /* The fingerprint of a record read from a ring. */
 static inline uint64_t ccs_record_fingerprint(const struct ccs_record *r)
 {
-    return ccs_fingerprint(r->kind, r->flags, r->count, r->dtype, r->op, r->root);
+    return ccs_fingerprint_sig(r->kind, r->flags, r->count, r->dtype, r->op, r->root, r->sig);
 }
 
 /* Records a marker (step) in the calling thread's ring. */
@@ -276,6 +291,17 @@ CCS_HIDDEN uint32_t ccs_site_count(void);
 
 /* Writes "func+0xoff (module+0xoff)" for PC into BUF (dladdr; diagnostic path). */
 CCS_HIDDEN void ccs_site_symbolize(void *pc, char *buf, size_t n);
+
+/* Writes "func+0xoff at file.c:LINE (module+0xoff)" for PC, through libdw
+ * (loaded RTLD_LOCAL on first use), falling back to ccs_site_symbolize.
+ * Diagnostic path only: the desync reports (symbolize_dw.c). */
+CCS_HIDDEN void ccs_site_symbolize_full(void *pc, char *buf, size_t n);
+
+/* Another process's call site as ccs_site_symbolize wrote it without a
+ * symbol ("MODULE+0xOFFSET"): when this process has MODULE loaded too (the
+ * same program on every rank), names it as ccs_site_symbolize_full does.
+ * 0, or -1 when TEXT is not of that form or MODULE is not loaded here. */
+CCS_HIDDEN int ccs_site_resymbolize(const char *text, char *out, size_t n);
 
 /* ------------------------------------------------------------- real.c */
 
@@ -371,7 +397,7 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
     rec->backend = call->backend;
     rec->group_depth = call->group_depth;
     rec->thread = (uint8_t)r->index;
-    rec->reserved = 0;
+    rec->sig = call->sig;
     r->counts[kind]++;
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
     rec->t_start = ccs_timing ? ccs_ticks() : 0;

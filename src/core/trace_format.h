@@ -67,7 +67,9 @@ struct ccs_record {
     uint8_t backend;      /* enum ccs_backend */
     uint8_t group_depth;  /* ncclGroupStart nesting at the call */
     uint8_t thread;       /* small per-process thread index */
-    uint32_t reserved;
+    uint32_t sig;         /* MPI, dtype "derived": hash of the type signature's
+                             repeating unit (count is then in bytes); 0 otherwise
+                             or when not known */
 };
 
 struct ccs_trace_comm {

@@ -90,19 +90,38 @@ int ccs_desync_active(void)
 
 /* ------------------------------------------------------------ verdicts */
 
+/* Who writes the whole diagnosis of a verdict into the log (the others
+ * write its line only; every rank still writes its full view to the trace
+ * directory): for a verdict of this host's rules, the lowest rank of the
+ * host still running (LOCAL_REPORTER, set every tick); for one from the
+ * coordinator, rank 0, where the coordinator runs. */
+static int32_t local_reporter = -1;
+static atomic_int report_busy;  /* this process is writing a report */
+static long abort_grace_ms = 60; /* before ending the job (see on_verdict) */
+static char local_marker;
+#define FROM_LOCAL_RULES ((void *)&local_marker)
+
 static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
-    (void)arg;
     if (!ccs_dsx_seen_add(reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
         return;
-    ccs_dsx_report(v);
+    int full = arg == FROM_LOCAL_RULES ? (local_reporter < 0 || local_reporter == R) : R == 0;
     /* A rank in MPI_Finalize or exiting leaves the abort to the ranks still
-     * running (they see the same verdict): MPI is being torn down under it. */
+     * running (they see the same verdict): MPI is being torn down under it.
+     * Decided before the report, which may take a while (libdw). */
+    atomic_store(&report_busy, 1);
     if (ccs_cfg.on_desync == 1 && v->cls != CCS_DSX_STRAGGLER && atomic_load(&life) == CCS_DSX_ALIVE &&
         !atomic_load(&abort_pending)) {
         abort_comm = v->comm;
+        /* The rank reporting in full ends the job once its report is out
+         * (three periods later, as before: the others have written their
+         * line by then, at once, and their files while it named frames);
+         * the others give it time to, and end the job if it does not. */
+        abort_grace_ms = full ? 3 * ccs_cfg.desync_period_ms : 1000;
         atomic_store(&abort_pending, 1);
     }
+    ccs_dsx_report(v, full);
+    atomic_store(&report_busy, 0);
 }
 
 /* After the diagnostics: give the other ranks a few periods to write
@@ -123,8 +142,11 @@ static void *abort_watchdog(void *arg)
 
 static void do_abort(void)
 {
-    long grace = 3 * ccs_cfg.desync_period_ms;
+    long grace = abort_grace_ms;
     sleep_ms(grace < 100 ? 100 : grace);
+    /* This process's own report first (bounded: it is only text). */
+    for (int i = 0; i < 300 && atomic_load(&report_busy); i++)
+        sleep_ms(10);
     ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
             (unsigned long long)abort_comm);
     pthread_t w;
@@ -248,7 +270,12 @@ static void tick(void)
     struct ccs_dsx_view v = {.wsize = W, .st = view, .dead = deadv, .now_ms = now};
     struct ccs_dsx_thresholds t = thresholds();
     t.partial = tcp_mode;
-    struct ccs_dsx_sink sink = {.verdict = on_verdict};
+    /* The lowest rank here still running reports in full (any rank if none is). */
+    local_reporter = -1;
+    for (int32_t r = 0; r < W && local_reporter < 0; r++)
+        if (view[r] && view[r]->life == CCS_DSX_ALIVE && !deadv[r])
+            local_reporter = r;
+    struct ccs_dsx_sink sink = {.verdict = on_verdict, .arg = FROM_LOCAL_RULES};
     int nv = ccs_dsx_rules_run(&v, &t, seen, &sink);
     static uint64_t last_dbg;
     if (ccs_cfg.log_level >= CCS_LOG_DEBUG && now - last_dbg >= 1000) {

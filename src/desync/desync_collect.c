@@ -73,7 +73,8 @@ static struct ccs_dsx_op op_of(const struct ccs_record *r, struct tracked *t)
     /* The hot path leaves rec->fingerprint 0: computed here, once per
      * distinct call when T remembers the last one. */
     if (t && t->fp && t->fpkey.kind == r->kind && t->fpkey.flags == r->flags && t->fpkey.count == r->count &&
-        t->fpkey.dtype == r->dtype && t->fpkey.op == r->op && t->fpkey.root == r->root) {
+        t->fpkey.dtype == r->dtype && t->fpkey.op == r->op && t->fpkey.root == r->root &&
+        t->fpkey.sig == r->sig) {
         o.fp = t->fp;
     } else {
         o.fp = ccs_record_fingerprint(r);
@@ -83,6 +84,7 @@ static struct ccs_dsx_op op_of(const struct ccs_record *r, struct tracked *t)
         }
     }
     o.count = r->count;
+    o.sig = r->sig;
     o.site = r->site;
     o.root = r->root;
     o.step = r->step;
@@ -225,9 +227,10 @@ static void take(const struct ccs_record *r, uint64_t pass, uint64_t now, struct
         t = *tp = find(r->comm, 1);
     if (!t || r->seq <= t->done)
         return;
-    if ((t->held == pass || (r->seq != t->done + 1 && r->reserved == 0)) && npend < MAX_PENDING) {
+    /* (A ring's records have fingerprint 0; 1 marks one held back once.) */
+    if ((t->held == pass || (r->seq != t->done + 1 && r->fingerprint == 0)) && npend < MAX_PENDING) {
         pend[npend] = *r;
-        pend[npend++].reserved = 1;
+        pend[npend++].fingerprint = 1;
         t->held = pass;
         return;
     }

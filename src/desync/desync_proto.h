@@ -41,6 +41,7 @@ struct ccs_dsx_op {
     uint32_t step;
     uint16_t kind;
     uint8_t dtype, op, flags, pad[3];
+    uint32_t sig; /* ccs_record's sig (what ccs_sig_key compares) */
 };
 
 enum ccs_dsx_state { CCS_DSX_IDLE = 0, CCS_DSX_BLOCKED = 1, CCS_DSX_FREED = 2 };

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define COLS 4  /* parties shown side by side */
@@ -186,15 +187,19 @@ static void own_stack(const struct ccs_dsx_verdict *v, struct out *o)
         const struct ccs_dsx_op *op = c->state == CCS_DSX_BLOCKED ? &c->blocked
                                       : c->nhist                  ? &c->hist[c->nhist - 1]
                                                                   : NULL;
+        /* The operation of the verdict itself when it is still in the history. */
+        for (unsigned h = 0; h < c->nhist && h < CCS_DSX_HIST && op != &c->blocked; h++)
+            if (c->hist[h].seq == v->seq)
+                op = &c->hist[h];
         void *pcs[CCS_MAX_STACK];
         uint32_t depth = 0;
         if (!op || ccs_site_get(op->site, pcs, &depth) != 0)
             return;
         put(o, "ccshim desync| stack of rank %d at seq %llu (%s):\n", me, (unsigned long long)op->seq,
-            c->state == CCS_DSX_BLOCKED ? "blocked here" : "last completed here");
+            op == &c->blocked ? "blocked here" : op->seq == v->seq ? "issued here" : "last completed here");
         for (uint32_t d = 0; d < depth; d++) {
             char s[256];
-            ccs_site_symbolize(pcs[d], s, sizeof s);
+            ccs_site_symbolize_full(pcs[d], s, sizeof s);
             put(o, "ccshim desync|   #%u %s\n", d, s);
         }
         return;
@@ -231,16 +236,79 @@ static void write_file(const char *path, const char *text, size_t len, int appen
     close(fd);
 }
 
-void ccs_dsx_report(const struct ccs_dsx_verdict *v)
+/* The parties' call sites, as their processes wrote them, named here with
+ * function and file:line where this process has the same module (in the
+ * block; the line keeps them as published, the same text on every rank). */
+static void resymbolize_sites(struct ccs_dsx_verdict *v)
+{
+    for (uint32_t i = 0; i < v->nparty && i < CCS_DSX_PARTIES; i++) {
+        struct ccs_dsx_comm *c = &v->party[i].c;
+        char t[CCS_DSX_SITE];
+        if (c->site_blocked[0] && ccs_site_resymbolize(c->site_blocked, t, sizeof t) == 0)
+            memcpy(c->site_blocked, t, sizeof t);
+        if (c->site_last[0] && ccs_site_resymbolize(c->site_last, t, sizeof t) == 0)
+            memcpy(c->site_last, t, sizeof t);
+    }
+}
+
+/* Wall-clock time now, "2026-12-03T10:38:08.127Z". */
+static void wall_now(char *wall, size_t n)
+{
+    struct timespec ts;
+    struct tm tm;
+    snprintf(wall, n, "?");
+    if (n > 8 && clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm))
+        snprintf(wall + strftime(wall, n - 8, "%Y-%m-%dT%H:%M:%S", &tm), 8, ".%03uZ",
+                 (unsigned)(ts.tv_nsec / 1000000) % 1000u);
+}
+
+/* "[seen by rank R at=...]" -> "[seen by rank R wall=WALL at=...]" in the
+ * first line of BUF (N bytes, CAP bytes of room). */
+static size_t add_wall(char *buf, size_t n, size_t cap, const char *wall)
+{
+    char ins[80];
+    int k = snprintf(ins, sizeof ins, " wall=%s", wall);
+    const char *nl = memchr(buf, '\n', n);
+    size_t line = nl ? (size_t)(nl - buf) : n;
+    char *at = NULL;
+    for (char *p = buf; (p = strstr(p, " at=")) != NULL && p < buf + line; p++)
+        at = p;
+    if (!at || k <= 0 || n + (size_t)k + 1 > cap)
+        return n;
+    memmove(at + k, at, n - (size_t)(at - buf) + 1);
+    memcpy(at, ins, (size_t)k);
+    return n + (size_t)k;
+}
+
+void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
 {
     size_t cap = 32768;
     char *buf = malloc(cap);
-    if (!buf)
+    struct ccs_dsx_verdict *v = malloc(sizeof *v);
+    if (!buf || !v) {
+        free(buf);
+        free(v);
         return;
-    size_t n = ccs_dsx_format(v, ccs_world_rank(), ccs_clock_mono_ns() / 1e6, buf, cap);
+    }
+    /* Monotonic (at=, for latencies on one host) and wall-clock time (to
+     * match other logs), both taken when the verdict arrived. */
+    double t_seen = ccs_clock_mono_ns() / 1e6;
+    char wall[64];
+    wall_now(wall, sizeof wall);
+    size_t n;
+    if (!full) {
+        /* The line only, at once (naming frames below may take a while). */
+        n = add_wall(buf, ccs_dsx_format(verdict, ccs_world_rank(), t_seen, buf, cap), cap, wall);
+        const char *nl = memchr(buf, '\n', n);
+        ccs_log_raw(buf, nl ? (size_t)(nl - buf) + 1 : n);
+    }
+    memcpy(v, verdict, sizeof *v);
+    resymbolize_sites(v);
+    n = add_wall(buf, ccs_dsx_format(v, ccs_world_rank(), t_seen, buf, cap), cap, wall);
     struct out o = {buf, cap, n};
     own_stack(v, &o);
-    ccs_log_raw(buf, o.n);
+    if (full)
+        ccs_log_raw(buf, o.n);
     if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir) {
         char path[4096];
         file_name(path, sizeof path, "desync", "txt");
@@ -248,6 +316,8 @@ void ccs_dsx_report(const struct ccs_dsx_verdict *v)
         ccs_dsx_dump_flight((unsigned)ccs_cfg.desync_flight);
     }
     free(buf);
+    free(v);
+    CCS_LOG(DEBUG, "desync: report written in %.1f ms", ccs_clock_mono_ns() / 1e6 - t_seen);
 }
 
 int ccs_dsx_dump_flight(unsigned n)

@@ -14,9 +14,10 @@
  * block.  Returns the length.  Pure (no I/O): the unit tests check it. */
 size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at_ms, char *buf, size_t cap);
 
-/* Writes V's diagnostics to the log and, when tracing, to the files above,
- * with this process's own call-site stacks appended. */
-void ccs_dsx_report(const struct ccs_dsx_verdict *v);
+/* Writes V's diagnostics, with this process's own call-site stack, to the
+ * files above when tracing, and to the log: all of it when FULL (the one
+ * rank that reports the verdict in full), else the line only. */
+void ccs_dsx_report(const struct ccs_dsx_verdict *v, int full);
 
 /* Writes the last N records of every ring of this process to the flight
  * file (when tracing).  Returns 0, or -1 when not written. */

@@ -372,6 +372,23 @@ static uint64_t op_key(const struct ccs_dsx_op *op)
     return op->fp ^ ((op->flags & CCS_F_DEFERRED) ? 0x9e3779b97f4a7c15ULL : 0);
 }
 
+/* "16" or "at least 12": E's collectives in STEP, from its history (exact
+ * when the history reaches back before the step and on past it). */
+static void step_count(const struct ccs_dsx_comm *e, uint32_t step, char *buf, size_t n)
+{
+    unsigned k = 0, before = 0, after = 0;
+    for (unsigned h = 0; h < e->nhist && h < CCS_DSX_HIST; h++) {
+        k += e->hist[h].step == step;
+        before |= e->hist[h].step < step || e->hist[h].seq == 1;
+        after |= e->hist[h].step > step;
+    }
+    if (e->state == CCS_DSX_BLOCKED) {
+        k += e->blocked.step == step;
+        after |= e->blocked.step > step;
+    }
+    sfmt(buf, n, "%s%u", before && after ? "" : "at least ", k);
+}
+
 /* The same operation at one seq, issued in different steps (both marked,
  * >= 1): the ranks are out of step although nothing hangs yet, e.g. one
  * skipped an all-reduce of identical ones earlier in the step.  Reported
@@ -437,6 +454,32 @@ static int step_skew(struct ctx *c, struct grp *g, const struct opref *ops, size
     v->comm = comm;
     v->seq = seq;
     v->comm_size = g->size;
+    if (nodd == nagree && nodd == 1) {
+        /* Two ranks: no majority to blame.  Both counts in that step, from
+         * the published histories, and both call sites. */
+        for (uint32_t p = 0; p < v->nparty; p++)
+            v->party[p].role = CCS_DSX_R_DIFFERS;
+        const struct ent *x = NULL, *y = NULL;
+        for (size_t a = 0; a < n; a++) {
+            const struct ent *m = &c->ents[ops[a].ent];
+            if (!x || m->wrank < x->wrank)
+                y = x, x = m;
+            else if (!y || m->wrank < y->wrank)
+                y = m;
+        }
+        char cx[48], cy[48];
+        step_count(x->e, where, cx, sizeof cx);
+        step_count(y->e, where, cy, sizeof cy);
+        sfmt(v->line, sizeof v->line,
+             "comm=%#llx size=%d seq=%llu: ranks out of step: in step %u rank %d issued %s, rank %d issued %s; "
+             "from there on they issue the same operations in different steps (rank %d last at %s; rank %d last at %s)",
+             (unsigned long long)comm, g->size, (unsigned long long)seq, where, x->wrank, cx, y->wrank, cy,
+             x->wrank, x->e->site_last[0] ? x->e->site_last : "?", y->wrank,
+             y->e->site_last[0] ? y->e->site_last : "?");
+        emit(c, v);
+        free(v), free(odd), free(agree);
+        return 1;
+    }
     sfmt(v->line, sizeof v->line,
          "comm=%#llx size=%d seq=%llu: rank%s %s issued seq %llu (%s) in step %u where rank%s %s issued it in step "
          "%u: "
@@ -449,14 +492,51 @@ static int step_skew(struct ctx *c, struct grp *g, const struct opref *ops, size
     return 1;
 }
 
+/* The basic-type pattern of an operation whose fingerprint has only its
+ * signature's size (ccs_sig_key): 0 when there is nothing to compare. */
+static uint32_t sig_key(const struct ccs_dsx_op *op)
+{
+    return ccs_sig_key(op->kind, op->dtype, op->sig);
+}
+
+/* The most frequent nonzero sig_key among OPS[i..j) with fingerprint KEY
+ * (0 when none names its types), in O(n log n). */
+static uint32_t majority_sig(const struct opref *ops, size_t i, size_t j, uint64_t key)
+{
+    uint64_t *k = malloc((j - i + 1) * sizeof *k);
+    size_t n = 0;
+    if (!k)
+        return 0;
+    for (size_t a = i; a < j; a++)
+        if (ops[a].key == key && sig_key(ops[a].op))
+            k[n++] = sig_key(ops[a].op);
+    uint32_t best = n ? (uint32_t)mode_u64(k, n, NULL) : 0;
+    free(k);
+    return best;
+}
+
+/* OPS[a] differs from the majority (fingerprint MAJ, basic types MSIG):
+ * another fingerprint, or basic types named on both sides that differ. */
+static int odd_one(const struct opref *o, uint64_t maj, uint32_t msig)
+{
+    uint32_t k = sig_key(o->op);
+    return o->key != maj || (k && msig && k != msig);
+}
+
 static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, size_t n)
 {
     qsort(ops, n, sizeof *ops, cmp_opref);
     for (size_t i = 0; i < n;) {
         size_t j = i;
         int differ = 0;
+        uint32_t k0 = 0;
         while (j < n && ops[j].seq == ops[i].seq) {
             differ |= ops[j].key != ops[i].key;
+            /* Same size, other basic types (where both sides name theirs). */
+            uint32_t k = sig_key(ops[j].op);
+            if (k && k0 && k != k0)
+                differ = 1;
+            k0 = k0 ? k0 : k;
             j++;
         }
         if (!differ) {
@@ -484,6 +564,7 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
             vals[a - i] = ops[a].key;
         uint64_t maj = mode_u64(vals, j - i, NULL);
         free(vals);
+        uint32_t msig = majority_sig(ops, i, j, maj);
         struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
         int32_t *odd = malloc((j - i) * sizeof *odd), *agree = malloc((j - i) * sizeof *agree);
         if (!v || !odd || !agree) {
@@ -494,24 +575,28 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
         const struct ccs_dsx_op *oddop = NULL, *majop = NULL;
         for (size_t a = i; a < j; a++) {
             const struct ent *m = &c->ents[ops[a].ent];
-            if (ops[a].key == maj) {
+            if (!odd_one(&ops[a], maj, msig)) {
                 agree[nagree++] = m->wrank;
-                majop = majop ? majop : ops[a].op;
+                /* Prefer an operation that names its basic types. */
+                if (!majop || (!sig_key(majop) && sig_key(ops[a].op)))
+                    majop = ops[a].op;
             } else {
                 if (!oddop)
                     oddop = ops[a].op;
-                else if (op_key(oddop) != ops[a].key)
+                else if (op_key(oddop) != ops[a].key || sig_key(oddop) != sig_key(ops[a].op))
                     variants++;
                 odd[nodd++] = m->wrank;
             }
         }
-        /* Culprits first in the block, then the majority. */
+        /* Culprits first in the block, then the majority (no majority:
+         * every side differs). */
+        int tie = nodd == nagree && !variants;
         for (size_t a = i; a < j; a++)
-            if (ops[a].key != maj && v->nparty < CCS_DSX_PARTIES / 2)
+            if (odd_one(&ops[a], maj, msig) && v->nparty < CCS_DSX_PARTIES / 2)
                 add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_DIFFERS);
         for (size_t a = i; a < j; a++)
-            if (ops[a].key == maj)
-                add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_AGREES);
+            if (!odd_one(&ops[a], maj, msig))
+                add_party(c, v, &c->ents[ops[a].ent], tie ? CCS_DSX_R_DIFFERS : CCS_DSX_R_AGREES);
         char ro[256], ra[256], so[160], sa[160];
         ranks_of(odd, nodd, ro, sizeof ro);
         ranks_of(agree, nagree, ra, sizeof ra);
@@ -521,10 +606,18 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
         v->comm = comm;
         v->seq = ops[i].seq;
         v->comm_size = g->size;
-        sfmt(v->line, sizeof v->line,
-             "comm=%#llx size=%d seq=%llu: rank%s %s issued %s where rank%s %s issued %s%s",
-             (unsigned long long)comm, g->size, (unsigned long long)ops[i].seq, nodd > 1 ? "s" : "", ro, so,
-             nagree > 1 ? "s" : "", ra, sa, variants ? " (and other variants)" : "");
+        if (tie)
+            /* No majority (two ranks, or two halves): both sides, neutrally,
+             * the lower ranks first. */
+            sfmt(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s issued %s, rank%s %s issued %s",
+                 (unsigned long long)comm, g->size, (unsigned long long)ops[i].seq,
+                 nagree > 1 ? "s" : "", odd[0] < agree[0] ? ro : ra, odd[0] < agree[0] ? so : sa,
+                 nodd > 1 ? "s" : "", odd[0] < agree[0] ? ra : ro, odd[0] < agree[0] ? sa : so);
+        else
+            sfmt(v->line, sizeof v->line,
+                 "comm=%#llx size=%d seq=%llu: rank%s %s issued %s where rank%s %s issued %s%s",
+                 (unsigned long long)comm, g->size, (unsigned long long)ops[i].seq, nodd > 1 ? "s" : "", ro, so,
+                 nagree > 1 ? "s" : "", ra, sa, variants ? " (and other variants)" : "");
         emit(c, v);
         free(v), free(odd), free(agree);
         return;

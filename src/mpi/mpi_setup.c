@@ -111,8 +111,13 @@ static void created(struct ccs_comm *parent, MPI_Comm newcomm, int how, int colo
         return;
     int leader = leader_world_rank(newcomm);
     uint64_t id = ccs_comm_child_id(parent, how, (int64_t)(((uint64_t)(uint32_t)color << 32) | (uint32_t)leader));
-    if (newcomm != MPI_COMM_NULL)
-        register_comm(newcomm, id, parent->id, how, color);
+    if (newcomm != MPI_COMM_NULL) {
+        struct ccs_comm *c = register_comm(newcomm, id, parent->id, how, color);
+        /* A child of a communicator known only locally (an intercommunicator
+         * or one made by a call not intercepted) is known only locally too. */
+        if (c && !parent->agreed)
+            c->agreed = 0;
+    }
 }
 
 static struct ccs_record *begin_mgmt(struct ccs_comm *c, int kind, int color, void *ra)
@@ -154,8 +159,11 @@ static int w_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *req, void 
          * its group is the parent's, so the parent names its leader. */
         int leader = leader_world_rank(comm);
         uint64_t id = ccs_comm_child_id(p, CCS_KIND_COMM_DUP, (int64_t)(((uint64_t)UINT32_MAX << 32) | (uint32_t)leader));
-        if (*newcomm != MPI_COMM_NULL)
-            ccs_comm_register(CCS_BE_MPI, (uintptr_t)*newcomm, id, p->id, p->rank, p->size, CCS_KIND_COMM_DUP, -1);
+        struct ccs_comm *c = *newcomm != MPI_COMM_NULL ? ccs_comm_register(CCS_BE_MPI, (uintptr_t)*newcomm, id, p->id,
+                                                                           p->rank, p->size, CCS_KIND_COMM_DUP, -1)
+                                                       : NULL;
+        if (c && !p->agreed)
+            c->agreed = 0;
     }
     return rc;
 }

@@ -19,11 +19,12 @@
     X(Allreduce) X(Iallreduce) X(Reduce) X(Ireduce) X(Bcast) X(Ibcast)                                     \
     X(Allgather) X(Iallgather) X(Allgatherv) X(Iallgatherv)                                                \
     X(Reduce_scatter) X(Ireduce_scatter) X(Reduce_scatter_block) X(Ireduce_scatter_block)                  \
-    X(Alltoall) X(Ialltoall) X(Alltoallv) X(Ialltoallv)                                                    \
+    X(Alltoall) X(Ialltoall) X(Alltoallv) X(Ialltoallv) X(Alltoallw) X(Ialltoallw)                          \
     X(Gather) X(Igather) X(Gatherv) X(Igatherv) X(Scatter) X(Iscatter) X(Scatterv) X(Iscatterv)            \
     X(Barrier) X(Ibarrier) X(Scan) X(Iscan) X(Exscan) X(Iexscan)                                           \
     X(Send) X(Recv) X(Isend) X(Irecv) X(Sendrecv)                                                          \
-    X(Comm_dup) X(Comm_idup) X(Comm_split) X(Comm_split_type) X(Comm_create) X(Comm_free)
+    X(Comm_dup) X(Comm_idup) X(Comm_split) X(Comm_split_type) X(Comm_create) X(Comm_free)                 \
+    X(Type_free)
 
 /* Pointers to the real PMPI functions. */
 #define CCS_X(name) extern CCS_HIDDEN __typeof__(PMPI_##name) *ccs_real_##name;
@@ -100,6 +101,41 @@ static inline struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
         return c;
     return ccs_mpi_comm_slow(comm);
 }
+
+/* The type signature of COUNT elements of DT, in the form the fingerprints
+ * compare (docs/desync.md, "What must agree"):
+ *   - one basic type: DTYPE is it, COUNT the number of elements, SIG 0;
+ *   - several basic types: DTYPE is CCS_DT_DERIVED, COUNT the bytes, SIG the
+ *     hash of the repeating unit (0 when not known: MPI_PACKED, or a type
+ *     too irregular to work out, which is then left out of comparisons);
+ *   - empty (count 0, zero-size type, MPI_DATATYPE_NULL): CCS_DT_NONE, 0.
+ * Derived datatypes are worked out once per handle (mpi_sig.c); predefined
+ * basic types cost the ccs_mpi_dtype scan only. */
+struct ccs_mpi_sig {
+    uint8_t dtype;
+    uint32_t sig;
+    uint64_t count;
+    uint64_t bytes;
+};
+CCS_HIDDEN void ccs_mpi_sig_slow(int64_t count, MPI_Datatype dt, struct ccs_mpi_sig *o);
+static inline void ccs_mpi_sig(int64_t count, MPI_Datatype dt, struct ccs_mpi_sig *o)
+{
+    uint8_t d = ccs_mpi_dtype(dt);
+    unsigned sz = ccs_dtype_size(d);
+    if (CCS_LIKELY(sz != 0 && d != CCS_DT_DERIVED && d != CCS_DT_PAIR)) {
+        uint64_t n = count > 0 ? (uint64_t)count : 0;
+        o->dtype = n ? d : (uint8_t)CCS_DT_NONE;
+        o->sig = 0;
+        o->count = n;
+        o->bytes = n * sz;
+        return;
+    }
+    ccs_mpi_sig_slow(count, dt, o);
+}
+
+/* Drops DT's cached signature (MPI_Type_free). */
+CCS_HIDDEN void ccs_mpi_sig_forget(MPI_Datatype dt);
+
 
 static inline int ccs_mpi_active(void) { return atomic_load_explicit(&ccs_active, memory_order_relaxed); }
 

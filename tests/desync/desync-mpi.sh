@@ -7,7 +7,7 @@
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 45
+tap_plan 58
 
 # MISMATCH target: 100 ms (measured in make bench); the tests allow 3x for
 # a loaded machine.  DESYNC: 2 s after the last rank is blocked.
@@ -30,6 +30,10 @@ check_case dtype MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 
 check_case op MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=4, float32, max\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
 check_case root MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=1\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$" "$MISMATCH_MS"
 check_case kind MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=0\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
+# Same bytes, other basic types (compared beside the fingerprint); a derived
+# type whose signature is longer than the others'.
+check_case sigtype MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, int32, root=0\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$" "$MISMATCH_MS"
+check_case derived MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=8, float32, root=0\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$" "$MISMATCH_MS"
 check_case exit DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0,2-3 blocked in $AR at seq 3 for N s; rank 1 at seq 2 \(1 behind, exited\)$" 2000
 check_case kill DEAD "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=3: ranks 0,2-3 blocked in $AR at seq 3 for N s; rank 1 at seq 2 \(1 behind, died\)$" 2000
 check_case split DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=2 seq=5: rank 0 blocked in $AR at seq 5 for N s; rank 1 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + 2000))
@@ -55,25 +59,50 @@ tap_eq "split: no verdict names ranks 2 or 3" "" \
 dsx_run warn 40 4 SETTLE_MS=$SETTLE -- "$SCENARIO" op
 tap_eq "warn: the job runs on and exits 0" 0 "$DSX_RC"
 tap_eq "warn: all 4 ranks report the MISMATCH" 4 "$(dsx_count warn MISMATCH)"
-tap_check "warn: the block shows the operations side by side" \
-    grep -q "^ccshim desync|        3 | allreduce 4 float32 max" "$CCS_TMP/warn/log-1.txt"
-tap_check "warn: the culprit's own stack is in its log" grep -q "^ccshim desync| stack of rank 1 at seq" \
-    "$CCS_TMP/warn/log-1.txt"
+# One full diagnosis in the job's combined output (rank 0, the lowest rank
+# still running), the line alone from each other rank.
+tap_eq "warn: one block in the combined output of the 4 ranks" 1 \
+    "$(cat "$CCS_TMP/warn"/log-*.txt | grep -c '^ccshim desync| comm ')"
+tap_check "warn: rank 0's log has the block with the operations side by side" \
+    grep -q "^ccshim desync|        3 | allreduce 4 float32 max" "$CCS_TMP/warn/log-0.txt"
+tap_eq "warn: the other ranks log the line only" "0 0 0" \
+    "$(for r in 1 2 3; do grep -c '^ccshim desync|' "$CCS_TMP/warn/log-$r.txt"; done | tr '\n' ' ' | sed 's/ $//')"
+tap_check "warn: the culprit's own stack is in its file in the trace directory" \
+    grep -q "^ccshim desync| stack of rank 1 at seq" "$CCS_TMP/warn/trace/ccshim-desync-warn-r1.txt"
+tap_check "warn: wall-clock time beside the monotonic one on every rank's line" \
+    sh -c '[ "$(cat "$1"/log-*.txt | grep -Ec "^ccshim MISMATCH .* \[seen by rank [0-3] wall=[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z at=[0-9.]+\]$")" -eq 4 ]' _ "$CCS_TMP/warn"
 files=""
 for r in 0 1 2 3; do
     for f in "ccshim-desync-warn-r$r.txt" "ccshim-flight-warn-r$r.flight"; do
         [ -s "$CCS_TMP/warn/trace/$f" ] || files="$files $f"
     done
 done
+if grep -q '^#define HAVE_ELFUTILS_LIBDWFL_H 1' "$top_builddir/config.h"; then
+    tap_check "warn: frames named with function and file:line (libdw)" \
+        grep -Eq "^ccshim desync\|   #0 main\+0x[0-9a-f]+ at [^ ]*desync_scenario\.c:[0-9]+ \(desync_scenario\+0x[0-9a-f]+\)$" \
+        "$CCS_TMP/warn/log-0.txt"
+else
+    tap_skip "warn: frames named with function and file:line" "built without elfutils/libdwfl.h"
+fi
+tap_check "libdw is not linked into the preload library (dlopen'ed when reporting)" \
+    sh -c "! readelf -d '$top_builddir/.libs/libccshim-mpi.so' | grep -q 'NEEDED.*libdw'"
 tap_eq "warn: ccshim-desync-<job>-r<rank>.txt and ccshim-flight-<job>-r<rank>.flight for every rank" "" "$files"
 tap_check "warn: the flight file lists the mismatched call" \
     grep -Eq "^0	3	0x[0-9a-f]+	allreduce	4	float32	max	" "$CCS_TMP/warn/trace/ccshim-flight-warn-r1.flight"
 tap_check "warn: the desync file holds the verdict line" grep -q "^ccshim MISMATCH comm=" \
     "$CCS_TMP/warn/trace/ccshim-desync-warn-r0.txt"
 
+# Two ranks: no majority, both sides named neutrally.
+dsx_run op2 40 2 SETTLE_MS=$SETTLE -- "$SCENARIO" op
+tap_eq "op on 2 ranks: both sides named, no majority" \
+    "ccshim MISMATCH comm=X size=2 seq=3: rank 0 issued allreduce(count=4, float32, sum), rank 1 issued allreduce(count=4, float32, max)" \
+    "$(dsx_lines op2 MISMATCH | sed 's/comm=0x[0-9a-f]*/comm=X/')"
+tap_eq "op on 2 ranks: one block in the combined output" 1 \
+    "$(cat "$CCS_TMP/op2"/log-*.txt | grep -c '^ccshim desync| comm ')"
+
 # A healthy run says nothing; no segment is left in /dev/shm.
 dsx_run ok 40 4 -- "$SCENARIO" ok 20
 tap_eq "ok: exit 0" 0 "$DSX_RC"
 tap_eq "ok: no verdict at all" "" "$(cat "$CCS_TMP/ok"/log-*.txt 2>/dev/null | grep '^ccshim [A-Z]' || true)"
-tap_eq "no shared-memory segment left behind" "" "$(ls /dev/shm 2>/dev/null | grep "^ccshim-dsx-$(id -u)-.*-\(skip\|extra\|count\|dtype\|op\|root\|kind\|exit\|split\|warn\|ok\)-" || true)"
+tap_eq "no shared-memory segment left behind" "" "$(ls /dev/shm 2>/dev/null | grep "^ccshim-dsx-$(id -u)-.*-\(skip\|extra\|count\|dtype\|op\|root\|kind\|sigtype\|derived\|exit\|split\|warn\|op2\|ok\)-" || true)"
 tap_done

@@ -8,7 +8,7 @@
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 13
+tap_plan 14
 
 SETTLE=600
 AR='allreduce\(count=4, float32, sum\)'
@@ -30,6 +30,9 @@ tcp_case tcp-skip skip 1 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=5: r
 tcp_case tcp-op op 2 MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 2 issued allreduce\(count=4, float32, max\) where ranks 0-1,3 issued $AR$" 1000
 # Rank 3 exits early.
 tcp_case tcp-exit exit 3 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0-2 blocked in $AR at seq 3 for N s; rank 3 at seq 2 \(1 behind, exited\)$" 2000
+# The coordinator's verdict is reported in full once, by rank 0, on either host.
+tap_eq "tcp-op: one block in the combined output of both hosts, in rank 0's log" "1 1" \
+    "$(cat "$CCS_TMP/tcp-op"/log-*.txt | grep -c '^ccshim desync| comm ') $(grep -c '^ccshim desync| comm ' "$CCS_TMP/tcp-op/log-0.txt")"
 tap_check "the coordinator and both leaders were in use" \
     sh -c "grep -q 'coordinator at 127.0.0.1:' '$CCS_TMP/tcp-skip'/log-*.txt"
 tap_done

@@ -15,6 +15,10 @@
  *   op       MPI_MAX instead of MPI_SUM
  *   root     a broadcast (everyone) with root 1 on the culprit, 0 elsewhere
  *   kind     a broadcast where the others all-reduce
+ *   sigtype  a broadcast (everyone) of 4 MPI_INT on the culprit, 4 MPI_FLOAT
+ *            elsewhere: same bytes, other basic types
+ *   derived  a broadcast (everyone) of 1 x contiguous(8, MPI_FLOAT) on the
+ *            culprit, 4 MPI_FLOAT elsewhere
  *   exit     exits (exit(0), no MPI_Finalize) instead
  *   kill     dies of SIGKILL instead (no exit handler runs)
  *   split    MPI_COMM_WORLD is split in halves (ranks 0-1, 2-...); the
@@ -127,6 +131,21 @@ int main(int argc, char **argv)
             if (me)
                 mark();
             MPI_Bcast(in, 4, MPI_FLOAT, me ? 1 : 0, comm);
+        } else if (it == at && strcmp(sc, "sigtype") == 0) {
+            if (me)
+                mark();
+            MPI_Bcast(in, 4, me ? MPI_INT : MPI_FLOAT, 0, comm);
+        } else if (it == at && strcmp(sc, "derived") == 0) {
+            MPI_Datatype c8;
+            MPI_Type_contiguous(8, MPI_FLOAT, &c8);
+            MPI_Type_commit(&c8);
+            if (me)
+                mark();
+            if (me)
+                MPI_Bcast(in, 1, c8, 0, comm);
+            else
+                MPI_Bcast(in, 4, MPI_FLOAT, 0, comm);
+            MPI_Type_free(&c8);
         } else if (me && strcmp(sc, "kind") == 0) {
             mark();
             MPI_Bcast(in, 4, MPI_FLOAT, 0, comm);

@@ -15,10 +15,15 @@
  *   healthy   nothing: there must be no verdict
  * Prints one tab-separated line:
  *   ranks hosts scenario verdict latency_ms coord_cpu_pct coord_mem_mib in_kib_s evals eval_ms_max
+ *   log_lines log_kib
+ * log_lines, log_kib: what the job's combined log holds for the first
+ * verdict (desync_report.c: one rank logs the line and the block, every
+ * other rank the line only; the reporting rank's own stack not counted).
  * latency: from the moment the last rank is blocked (deadlock) or the odd
  * call is issued (mismatch) to the verdict reaching the first client.
  */
 #include "desync_proto.h"
+#include "desync_report.h"
 #include "desync_tcp.h"
 #include "shim.h"
 #include <pthread.h>
@@ -41,6 +46,7 @@ static const struct ccs_dsx_status **ptr;
 static struct ccs_dsx_client **cl;
 static double t0, t_event = -1, t_verdict = -1;
 static unsigned verdict_cls;
+static double log_lines, log_bytes;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile int stop;
 static uint64_t fp_ar, fp_odd;
@@ -59,6 +65,17 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
     if (t_verdict < 0) {
         t_verdict = now_ms();
         verdict_cls = v->cls;
+        /* The reporting rank's text in full, the line from each other rank. */
+        static char buf[65536];
+        size_t n = ccs_dsx_format(v, 0, t_verdict, buf, sizeof buf), line = 0, lines = 0;
+        for (size_t i = 0; i < n; i++)
+            if (buf[i] == '\n') {
+                lines++;
+                if (!line)
+                    line = i + 1;
+            }
+        log_lines = (double)lines + (N - 1);
+        log_bytes = (double)n + (double)line * (N - 1);
     }
     pthread_mutex_unlock(&lock);
 }
@@ -233,10 +250,10 @@ int main(int argc, char **argv)
         pthread_join(th[i], NULL);
     double lat = t_verdict >= 0 && t_event >= 0 ? t_verdict - t_event : -1;
     double span = (tb - ta) / 1000.0;
-    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\n", N, NH, scenario,
+    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\t%.0f\t%.1f\n", N, NH, scenario,
            t_verdict >= 0 ? ccs_dsx_class_name(verdict_cls) : "none", lat, (s1.cpu_s - s0.cpu_s) * 100 / span,
            s1.bytes_held / 1048576.0, (double)(s1.bytes_in - s0.bytes_in) / 1024 / span,
-           (unsigned long long)s1.evals, s1.eval_ms_max);
+           (unsigned long long)s1.evals, s1.eval_ms_max, log_lines, log_bytes / 1024);
     for (int h = 0; h < NH; h++)
         ccs_dsx_client_free(cl[h]);
     ccs_dsx_coord_stop(k);

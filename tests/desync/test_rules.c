@@ -121,6 +121,84 @@ START_TEST(mismatch_in_history)
 }
 END_TEST
 
+/* A gatherv at seq 3 on every rank: what each contributes (DT, SIG). */
+static void gatherv_at3(int r, unsigned dt, uint32_t sig, uint64_t count)
+{
+    struct ccs_dsx_op *o = &st[r].comm[0].hist[2];
+    *o = op(3, CCS_KIND_GATHERV, count, dt, CCS_OP_NONE);
+    o->root = 0;
+    o->sig = sig;
+    o->fp = ccs_fingerprint_sig(CCS_KIND_GATHERV, 0, count, dt, CCS_OP_NONE, 0, sig);
+}
+
+/* Same size, other basic types: the fingerprints agree, the types do not. */
+START_TEST(mismatch_basic_types_beside_size)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        add(r, X, NR, -1, 5);
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_op *o = &st[r].comm[0].hist[2];
+        *o = op(3, CCS_KIND_BCAST, 4, r == 2 ? CCS_DT_INT32 : CCS_DT_FLOAT32, CCS_OP_NONE);
+        o->root = 0;
+        o->fp = ccs_fingerprint(CCS_KIND_BCAST, 0, 4, o->dtype, CCS_OP_NONE, 0);
+    }
+    ck_assert_uint_eq(st[2].comm[0].hist[2].fp, st[0].comm[0].hist[2].fp);
+    ck_assert_int_eq(run(0), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 2 issued bcast(count=4, int32, root=0) where ranks 0-1,3 issued "
+                                              "bcast(count=4, float32, root=0)"));
+}
+END_TEST
+
+/* Types nobody can name (MPI_PACKED, too irregular) and empty contributions
+ * are left out; named ones that agree are fine. */
+START_TEST(unknown_and_empty_types_are_left_out)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        add(r, X, NR, -1, 5);
+    gatherv_at3(0, CCS_DT_FLOAT64, 0, 6);   /* root, in place: its receive type */
+    gatherv_at3(1, CCS_DT_NONE, 0, 0);      /* sends nothing, any type */
+    gatherv_at3(2, CCS_DT_DERIVED, 0, 16);  /* MPI_PACKED: not known */
+    gatherv_at3(3, CCS_DT_FLOAT64, 0, 2);   /* another count: fine for gatherv */
+    ck_assert_int_eq(run(0), 0);
+    /* A named multi-type signature against doubles: a MISMATCH. */
+    gatherv_at3(2, CCS_DT_DERIVED, 0x77, 16);
+    ck_assert_int_eq(run(1), 1);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 2 issued gatherv("));
+}
+END_TEST
+
+/* Two ranks: no majority, both sides named, both "differ". */
+START_TEST(two_ranks_no_majority)
+{
+    reset();
+    ptr[2] = ptr[3] = NULL;
+    for (int r = 0; r < 2; r++)
+        add(r, X, 2, -1, 5);
+    st[1].comm[0].hist[2] = op(3, CCS_KIND_ALLREDUCE, 4, CCS_DT_FLOAT32, CCS_OP_MAX);
+    ck_assert_int_eq(run(0), 1);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "seq=3: rank 0 issued allreduce(count=4, float32, sum), rank 1 issued "
+                                              "allreduce(count=4, float32, max)"));
+    ck_assert_uint_eq(got[0].party[0].role, CCS_DSX_R_DIFFERS);
+    ck_assert_uint_eq(got[0].party[1].role, CCS_DSX_R_DIFFERS);
+    /* Out of step: rank 1 skipped one of 3 identical all-reduces of step 2. */
+    reset();
+    ptr[2] = ptr[3] = NULL;
+    for (int r = 0; r < 2; r++) {
+        struct ccs_dsx_comm *c = add(r, Y, 2, -1, 8);
+        for (unsigned h = 0; h < c->nhist; h++) {
+            uint64_t q = c->hist[h].seq; /* steps: 1,1,1 | 2,2,2 | 3,3 (rank 1: 1,1,1 | 2,2 | 3,3,3) */
+            c->hist[h].step = (uint32_t)(q <= 3 ? 1 : r == 0 ? (q <= 6 ? 2 : 3) : (q <= 5 ? 2 : 3));
+        }
+    }
+    ck_assert_int_eq(run(0), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "seq=6: ranks out of step: in step 2 rank 0 issued 3, rank 1 issued 2;"));
+}
+END_TEST
+
 START_TEST(mismatch_blocked_kind)
 {
     reset();
@@ -352,6 +430,9 @@ static Suite *suite(void)
     tcase_add_test(t, proto_roundtrip_and_rejects);
     tcase_add_test(t, format_has_the_greppable_line);
     tcase_add_test(t, ranks_text);
+    tcase_add_test(t, mismatch_basic_types_beside_size);
+    tcase_add_test(t, unknown_and_empty_types_are_left_out);
+    tcase_add_test(t, two_ranks_no_majority);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,6 +1,8 @@
 /* test_fingerprint.c - which fields enter a collective's fingerprint. */
 #include "shim.h"
+#include "sig_canon.h"
 #include "unit_main.h"
+#include <string.h>
 
 START_TEST(deterministic_and_sensitive)
 {
@@ -25,8 +27,13 @@ START_TEST(irrelevant_fields_ignored)
                       ccs_fingerprint(CCS_KIND_BCAST, 0, 8, CCS_DT_INT32, CCS_OP_NONE, 1));
     ck_assert_uint_eq(ccs_fingerprint(CCS_KIND_ALLGATHER, 0, 8, CCS_DT_INT32, CCS_OP_NONE, 3),
                       ccs_fingerprint(CCS_KIND_ALLGATHER, 0, 8, CCS_DT_INT32, CCS_OP_NONE, -1));
-    /* v-variants: per-rank counts legitimately differ */
-    ck_assert_uint_eq(ccs_fingerprint(CCS_KIND_ALLGATHERV, 0, 3, CCS_DT_INT32, CCS_OP_NONE, -1),
+    /* gatherv/scatterv/alltoallv: per-rank counts legitimately differ */
+    ck_assert_uint_eq(ccs_fingerprint(CCS_KIND_GATHERV, 0, 3, CCS_DT_INT32, CCS_OP_NONE, 0),
+                      ccs_fingerprint(CCS_KIND_GATHERV, 0, 5, CCS_DT_FLOAT64, CCS_OP_NONE, 0));
+    ck_assert_uint_eq(ccs_fingerprint(CCS_KIND_ALLTOALLV, 0, 3, CCS_DT_INT32, CCS_OP_NONE, -1),
+                      ccs_fingerprint(CCS_KIND_ALLTOALLV, 0, 0, CCS_DT_NONE, CCS_OP_NONE, -1));
+    /* allgatherv: the whole every member receives agrees */
+    ck_assert_uint_ne(ccs_fingerprint(CCS_KIND_ALLGATHERV, 0, 3, CCS_DT_INT32, CCS_OP_NONE, -1),
                       ccs_fingerprint(CCS_KIND_ALLGATHERV, 0, 5, CCS_DT_INT32, CCS_OP_NONE, -1));
     /* a barrier carries nothing but its kind */
     ck_assert_uint_eq(ccs_fingerprint(CCS_KIND_BARRIER, 0, 0, CCS_DT_NONE, CCS_OP_NONE, -1),
@@ -40,6 +47,134 @@ START_TEST(root_matters_for_rooted)
                       ccs_fingerprint(CCS_KIND_BCAST, 0, 8, CCS_DT_INT32, CCS_OP_NONE, 1));
     ck_assert_uint_ne(ccs_fingerprint(CCS_KIND_REDUCE, 0, 8, CCS_DT_INT32, CCS_OP_SUM, 0),
                       ccs_fingerprint(CCS_KIND_REDUCE, 0, 8, CCS_DT_INT32, CCS_OP_SUM, 2));
+}
+END_TEST
+
+/* Data movement compares the signature's size (MPI_PACKED may stand for any
+ * signature of those bytes) and the basic types beside it (ccs_sig_key). */
+START_TEST(data_movement_by_size)
+{
+    /* 4 int32 and 16 bytes of a derived multi-type signature: same size */
+    ck_assert_uint_eq(ccs_fingerprint(CCS_KIND_BCAST, 0, 4, CCS_DT_INT32, CCS_OP_NONE, 0),
+                      ccs_fingerprint_sig(CCS_KIND_BCAST, 0, 16, CCS_DT_DERIVED, CCS_OP_NONE, 0, 0x1234));
+    ck_assert_uint_ne(ccs_fingerprint(CCS_KIND_BCAST, 0, 4, CCS_DT_INT32, CCS_OP_NONE, 0),
+                      ccs_fingerprint(CCS_KIND_BCAST, 0, 4, CCS_DT_FLOAT64, CCS_OP_NONE, 0));
+    ck_assert_uint_eq(ccs_sig_key(CCS_KIND_BCAST, CCS_DT_INT32, 0), CCS_DT_INT32);
+    ck_assert_uint_eq(ccs_sig_key(CCS_KIND_BCAST, CCS_DT_DERIVED, 0x1234), 0x1234);
+    ck_assert_uint_eq(ccs_sig_key(CCS_KIND_BCAST, CCS_DT_DERIVED, 0), 0); /* not known: left out */
+    ck_assert_uint_eq(ccs_sig_key(CCS_KIND_BCAST, CCS_DT_NONE, 0), 0);    /* empty matches anything */
+    ck_assert_uint_eq(ccs_sig_key(CCS_KIND_ALLREDUCE, CCS_DT_INT32, 0), 0); /* in the fingerprint */
+    /* reductions: the whole signature */
+    ck_assert_uint_ne(ccs_fingerprint_sig(CCS_KIND_ALLREDUCE, 0, 16, CCS_DT_DERIVED, CCS_OP_USER, -1, 7),
+                      ccs_fingerprint_sig(CCS_KIND_ALLREDUCE, 0, 16, CCS_DT_DERIVED, CCS_OP_USER, -1, 9));
+}
+END_TEST
+
+static void runs(struct ccs_sig_runs *w, const uint32_t *codes, const uint64_t *ns, size_t n)
+{
+    w->n = 0;
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(ccs_sig_append(w, codes[i], ns[i]), 0);
+}
+
+/* The primitive root of a signature does not depend on how it was built. */
+START_TEST(signature_primitive_root)
+{
+    static struct ccs_sig_runs w, q, q2;
+    uint64_t r = 0, r2 = 0;
+    /* int^12 = (int)^12 */
+    runs(&w, (uint32_t[]){5}, (uint64_t[]){12}, 1);
+    ck_assert_int_eq(ccs_sig_primitive(&w, &q, &r), 0);
+    ck_assert_uint_eq(q.n, 1);
+    ck_assert_uint_eq(r, 12);
+    /* (int double)^3 against (int double int double) x 1 then appended once more */
+    runs(&w, (uint32_t[]){5, 12, 5, 12, 5, 12}, (uint64_t[]){1, 1, 1, 1, 1, 1}, 6);
+    ck_assert_int_eq(ccs_sig_primitive(&w, &q, &r), 0);
+    ck_assert_uint_eq(q.n, 2);
+    ck_assert_uint_eq(r, 3);
+    runs(&w, (uint32_t[]){5, 12}, (uint64_t[]){1, 1}, 2);
+    ck_assert_int_eq(ccs_sig_primitive(&w, &q2, &r2), 0);
+    ck_assert_uint_eq(ccs_sig_hash(&q), ccs_sig_hash(&q2));
+    ck_assert_uint_eq(r2, 1);
+    /* boundaries that merge: (int double int)^2 = int double int^2 double int */
+    runs(&w, (uint32_t[]){5, 12, 5, 12, 5}, (uint64_t[]){1, 1, 2, 1, 1}, 5);
+    ck_assert_int_eq(ccs_sig_primitive(&w, &q, &r), 0);
+    ck_assert_uint_eq(r, 2);
+    runs(&w, (uint32_t[]){5, 12, 5}, (uint64_t[]){1, 1, 1}, 3);
+    ck_assert_int_eq(ccs_sig_primitive(&w, &q2, &r2), 0);
+    ck_assert_uint_eq(r2, 1);
+    ck_assert_uint_eq(ccs_sig_hash(&q), ccs_sig_hash(&q2));
+    /* not a power: int double int^2 double (runs differ) */
+    runs(&w, (uint32_t[]){5, 12, 5, 12}, (uint64_t[]){1, 1, 2, 1}, 4);
+    ck_assert_int_eq(ccs_sig_primitive(&w, &q, &r), 0);
+    ck_assert_uint_eq(r, 1);
+    ck_assert_uint_eq(q.n, 4);
+    /* a power through ccs_sig_append_pow gives the same root back */
+    runs(&w, (uint32_t[]){5, 12, 5}, (uint64_t[]){2, 1, 1}, 3);
+    static struct ccs_sig_runs big;
+    big.n = 0;
+    ck_assert_int_eq(ccs_sig_append_pow(&big, &w, 5), 0);
+    ck_assert_int_eq(ccs_sig_primitive(&big, &q, &r), 0);
+    ck_assert_int_eq(ccs_sig_primitive(&w, &q2, &r2), 0);
+    ck_assert_uint_eq(r, 5);
+    ck_assert_uint_eq(ccs_sig_hash(&q), ccs_sig_hash(&q2));
+    /* different types: different roots */
+    runs(&w, (uint32_t[]){5, 11}, (uint64_t[]){1, 1}, 2);
+    ck_assert_int_eq(ccs_sig_primitive(&w, &q, &r), 0);
+    ck_assert_uint_ne(ccs_sig_hash(&q), ccs_sig_hash(&q2));
+    /* empty */
+    w.n = 0;
+    ck_assert_int_eq(ccs_sig_primitive(&w, &q, &r), 0);
+    ck_assert_uint_eq(q.n, 0);
+    ck_assert_uint_eq(r, 0);
+}
+END_TEST
+
+/* Against brute force: random words of runs, repeated, expanded; the
+ * primitive root must be the expanded word's shortest period. */
+static int expand(const struct ccs_sig_runs *w, int *out, int cap)
+{
+    int n = 0;
+    for (size_t i = 0; i < w->n; i++)
+        for (uint64_t k = 0; k < w->run[i].n; k++) {
+            if (n >= cap)
+                return -1;
+            out[n++] = (int)w->run[i].code;
+        }
+    return n;
+}
+
+START_TEST(signature_primitive_root_brute_force)
+{
+    static struct ccs_sig_runs x, w, q;
+    static int a[1024], b[1024];
+    unsigned seed = 7;
+    for (int it = 0; it < 20000; it++) {
+        x.n = 0;
+        int nr = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 5;
+        for (int i = 0; i < nr; i++) {
+            seed = seed * 1103515245u + 12345u;
+            ccs_sig_append(&x, 1 + (seed >> 16) % 3, 1 + (seed >> 20) % 3);
+        }
+        seed = seed * 1103515245u + 12345u;
+        w.n = 0;
+        ck_assert_int_eq(ccs_sig_append_pow(&w, &x, 1 + (seed >> 16) % 4), 0);
+        uint64_t r = 0;
+        ck_assert_int_eq(ccs_sig_primitive(&w, &q, &r), 0);
+        int n = expand(&w, a, 1024), m = expand(&q, b, 1024), p = n;
+        for (int d = 1; d <= n; d++) {
+            int ok = n % d == 0;
+            for (int i = d; i < n && ok; i++)
+                ok = a[i] == a[i - d];
+            if (ok) {
+                p = d;
+                break;
+            }
+        }
+        ck_assert_int_eq(m, p);
+        ck_assert_int_eq(memcmp(a, b, (size_t)p * sizeof *a), 0);
+        ck_assert_uint_eq(r, (uint64_t)(n / p));
+    }
 }
 END_TEST
 
@@ -60,6 +195,9 @@ static Suite *suite(void)
     tcase_add_test(t, irrelevant_fields_ignored);
     tcase_add_test(t, root_matters_for_rooted);
     tcase_add_test(t, hash_bytes);
+    tcase_add_test(t, data_movement_by_size);
+    tcase_add_test(t, signature_primitive_root);
+    tcase_add_test(t, signature_primitive_root_brute_force);
     suite_add_tcase(s, t);
     return s;
 }

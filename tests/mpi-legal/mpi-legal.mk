@@ -1,0 +1,13 @@
+# tests/mpi-legal/mpi-legal.mk - a corpus of correct MPI programs
+# (tests/mpi-legal/legal.c) run under CCSHIM_ON_DESYNC=abort on 2 to 5
+# ranks: no verdict, exit 0, the same results as a plain run.
+MPI_LEGAL_SHELL_TESTS = tests/mpi-legal/mpi-legal.sh
+dist_check_SCRIPTS += $(MPI_LEGAL_SHELL_TESTS)
+TESTS += $(MPI_LEGAL_SHELL_TESTS)
+
+if HAVE_MPI
+check_PROGRAMS += tests/mpi-legal/legal
+tests_mpi_legal_legal_SOURCES = tests/mpi-legal/legal.c
+tests_mpi_legal_legal_CPPFLAGS = $(MPI_CFLAGS)
+tests_mpi_legal_legal_LDADD = $(MPI_LIBS) -lpthread
+endif
