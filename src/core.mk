@@ -19,11 +19,17 @@ libccscore_la_SOURCES = \
 	src/coalesce_complete.c
 # Desync detection (docs/desync.md).
 libccscore_la_SOURCES += src/desync.h src/desync.c src/desync_proto.h src/desync_proto.c src/desync_rules.h \
-	src/desync_rules.c src/desync_shm.h src/desync_shm.c src/desync_tcp.h src/desync_tcp.c src/desync_collect.h \
+	src/desync_rules.c src/desync_shm.h src/desync_shm.c src/desync_tcp.h src/desync_tcp.c src/desync_auth.h src/desync_auth.c src/desync_collect.h \
 	src/desync_collect.c src/desync_report.h src/desync_report.c
 libccscore_la_CPPFLAGS = $(CORE_CPPFLAGS)
 libccscore_la_CFLAGS = $(CORE_CFLAGS)
 libccscore_la_LIBADD = $(UNWIND_LIBS)
+# libsodium (the side channel's MAC) from its static archive: linked into
+# the preload libraries and tools, its symbols hidden from the job
+# (--exclude-libs; the version scripts keep them local too).
+libccscore_la_CPPFLAGS += $(SODIUM_CFLAGS)
+libccscore_la_LIBADD += -L$(SODIUM_LIBDIR) -l:libsodium.a
+SODIUM_HIDE = -Wl,--exclude-libs,libsodium.a
 if HAVE_NCCL
 libccscore_la_SOURCES += $(NCCL_WRAP_SOURCES) src/coalesce_nccl.h src/coalesce_nccl.c
 libccscore_la_CPPFLAGS += $(NCCL_CFLAGS)
@@ -36,7 +42,7 @@ libccshim_la_SOURCES = src/lib_core.c
 libccshim_la_CPPFLAGS = $(CORE_CPPFLAGS)
 libccshim_la_CFLAGS = $(CORE_CFLAGS)
 libccshim_la_LIBADD = libccscore.la -lpthread
-libccshim_la_LDFLAGS = -avoid-version -no-undefined -Wl,--version-script=$(srcdir)/src/libccshim.map
+libccshim_la_LDFLAGS = -avoid-version -no-undefined $(SODIUM_HIDE) -Wl,--version-script=$(srcdir)/src/libccshim.map
 EXTRA_libccshim_la_DEPENDENCIES = $(srcdir)/src/libccshim.map
 EXTRA_DIST += src/libccshim.map src/libccshim-mpi.map
 
@@ -46,7 +52,7 @@ libccshim_mpi_la_SOURCES = src/mpi_shim.h src/mpi_setup.c src/mpi_wrap.c src/coa
 libccshim_mpi_la_CPPFLAGS = $(CORE_CPPFLAGS) $(MPI_CFLAGS)
 libccshim_mpi_la_CFLAGS = $(CORE_CFLAGS)
 libccshim_mpi_la_LIBADD = libccscore.la $(MPI_LIBS) -lpthread
-libccshim_mpi_la_LDFLAGS = -avoid-version -no-undefined -Wl,--version-script=$(srcdir)/src/libccshim-mpi.map
+libccshim_mpi_la_LDFLAGS = -avoid-version -no-undefined $(SODIUM_HIDE) -Wl,--version-script=$(srcdir)/src/libccshim-mpi.map
 EXTRA_libccshim_mpi_la_DEPENDENCIES = $(srcdir)/src/libccshim-mpi.map
 endif
 

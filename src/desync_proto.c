@@ -242,13 +242,3 @@ int ccs_dsx_check_frame(const struct ccs_dsx_frame *f, char *why, size_t n)
         return fail(why, n, "frame of %lld bytes exceeds %lld", f->length, CCS_DSX_MAX_FRAME);
     return 0;
 }
-
-uint64_t ccs_dsx_proof(const char *secret, uint64_t nonce)
-{
-    /* Not a MAC of cryptographic strength: it keeps out peers that do not
-     * know the job's secret (a stray or stale process, a port scanner), the
-     * threat the side channel faces inside a cluster. */
-    uint64_t h = ccs_hash_bytes(secret, strlen(secret), 0x636373646b6579ULL);
-    h = ccs_hash_mix(h, nonce);
-    return ccs_hash_bytes(secret, strlen(secret), h);
-}

@@ -5,14 +5,22 @@
  * frame is checked (desync_proto.c) before use; a peer that fails the
  * handshake or sends anything malformed is dropped.
  *
- * Handshake (the secret never travels):
- *   client -> HELLO(nonce_c)                        (proof 0)
- *   coord  -> WELCOME(nonce_s, proof(secret, nonce_c))
- *   client -> HELLO(nonce_c, proof(secret, nonce_s))
+ * Handshake (desync_auth.h; the secret never travels):
+ *   client -> HELLO(nonce_c)                             (MAC zero)
+ *   coord  -> WELCOME(nonce_s, MAC(COORD, nonce_c, nonce_s, fields))
+ *   client -> HELLO(nonce_c, MAC(CLIENT, nonce_c, nonce_s, fields))
  * Only then does the coordinator accept statuses; only a coordinator that
  * proved the secret can post verdicts.
+ *
+ * What an unauthenticated peer can make the coordinator spend is bounded:
+ * at most MAX_UNAUTH connections awaiting the handshake (more are closed at
+ * once), HANDSHAKE_MS to complete it, frames checked from their header
+ * (only HELLO of its exact size) before anything is buffered, at most
+ * PREAUTH_BUF bytes buffered, a pause in accepting when descriptors run
+ * out, and one log line per REFUSED_LOG_MS about refused peers.
  */
 #include "desync_tcp.h"
+#include "desync_auth.h"
 #include "log.h"
 #include "shim.h"
 #include <errno.h>
@@ -34,22 +42,15 @@
 #define MAX_OUT (16u << 20)    /* a peer that does not read: drop it */
 #define FRAME_SPLIT (1u << 20) /* bytes of statuses per STATUS frame, about */
 #define SEND_MS 100            /* progress of a rank is forwarded at most this often */
+#define MAX_UNAUTH 32          /* connections awaiting the handshake */
+#define HANDSHAKE_MS 5000      /* to complete it */
+#define PREAUTH_BUF (2 * (sizeof(struct ccs_dsx_frame) + sizeof(struct ccs_dsx_hello)))
+#define ACCEPT_PAUSE_MS 250    /* no descriptors left: accept again after */
+#define REFUSED_LOG_MS 10000   /* refused peers: one line per period */
 
 static uint64_t mono_ms(void)
 {
     return ccs_clock_mono_ns() / 1000000u;
-}
-
-static uint64_t nonce(void)
-{
-    uint64_t x = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (read(fd, &x, sizeof x) != (ssize_t)sizeof x)
-            x = 0;
-        close(fd);
-    }
-    return ccs_hash_mix(x, ccs_clock_mono_ns() ^ (uint64_t)getpid());
 }
 
 /* ------------------------------------------------------------ connections */
@@ -60,7 +61,8 @@ struct conn {
     int fd, state;
     unsigned char *in, *out;
     size_t inlen, incap, outlen, outcap, outoff;
-    uint64_t my_nonce, peer_nonce;
+    unsigned char nonce_c[CCS_DSX_NONCE], nonce_s[CCS_DSX_NONCE]; /* the client's, the coordinator's */
+    uint64_t t_open; /* ms, for the handshake deadline */
     uint64_t bytes_in, bytes_out;
     char host[CCS_DSX_HOST];
     char peer[64];
@@ -127,13 +129,20 @@ static int flush_out(struct conn *c)
     return 0;
 }
 
-/* Reads what is there; -1 on end of stream or error. */
+/* Reads what is there (before the handshake completes, at most
+ * PREAUTH_BUF bytes buffered); -1 on end of stream or error. */
 static int fill_in(struct conn *c)
 {
     for (;;) {
-        if (reserve(&c->in, &c->incap, c->inlen + 16384) != 0)
+        size_t room = 16384;
+        if (c->state != C_AUTHED) {
+            if (c->inlen >= PREAUTH_BUF)
+                return 0; /* the handshake's frames first */
+            room = PREAUTH_BUF - c->inlen;
+        }
+        if (reserve(&c->in, &c->incap, c->inlen + room) != 0)
             return -1;
-        ssize_t r = recv(c->fd, c->in + c->inlen, c->incap - c->inlen, 0);
+        ssize_t r = recv(c->fd, c->in + c->inlen, c->state != C_AUTHED ? room : c->incap - c->inlen, 0);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -155,6 +164,14 @@ static int next_frame(struct conn *c, struct ccs_dsx_frame *f, const unsigned ch
     memcpy(f, c->in, sizeof *f);
     if (ccs_dsx_check_frame(f, why, n) != 0)
         return -1;
+    /* Before the handshake only its frames, of their exact size: checked
+     * from the header, before anything more is buffered. */
+    if (c->state != C_AUTHED && ((f->type != CCS_DSX_M_HELLO && f->type != CCS_DSX_M_WELCOME) ||
+                                 f->length != sizeof(struct ccs_dsx_hello))) {
+        snprintf(why, n, "frame of type %u and %u bytes before the handshake (expected a HELLO of %zu bytes)",
+                 f->type, f->length, sizeof(struct ccs_dsx_hello));
+        return -1;
+    }
     if (c->inlen < sizeof *f + f->length)
         return 0;
     *payload = c->in + sizeof *f;
@@ -187,7 +204,12 @@ struct fold {
 struct ccs_dsx_coord {
     int lfd;
     int32_t wsize;
-    char secret[128];
+    struct ccs_dsx_key key;
+    int nunauth;                /* connections awaiting the handshake */
+    uint64_t accept_after;      /* ms: accept(2) paused until (EMFILE) */
+    uint64_t refused_log_ms;    /* last line about refused peers */
+    unsigned refused_unlogged;  /* refused since */
+    char refused_why[160], refused_peer[64];
     struct ccs_dsx_thresholds t;
     int period_ms;
     pthread_t th;
@@ -251,12 +273,38 @@ static void coord_detail(uint64_t comm, void *arg)
     broadcast(k, CCS_DSX_M_DETAIL, &comm, sizeof comm);
 }
 
+/* Logs refused peers: the first at once, then one line per
+ * REFUSED_LOG_MS with how many since (FLUSH: only that summary). */
+static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *why, int flush)
+{
+    uint64_t now = mono_ms();
+    if (!flush) {
+        pthread_mutex_lock(&k->lock);
+        k->stats.refused++;
+        pthread_mutex_unlock(&k->lock);
+        k->refused_unlogged++;
+        snprintf(k->refused_peer, sizeof k->refused_peer, "%s", peer);
+        snprintf(k->refused_why, sizeof k->refused_why, "%s", why);
+    }
+    if (!k->refused_unlogged || (k->refused_log_ms && now - k->refused_log_ms < REFUSED_LOG_MS))
+        return;
+    if (k->refused_unlogged == 1)
+        ccs_log(CCS_LOG_WARN, "desync coordinator: refused a peer from %s: %s", k->refused_peer, k->refused_why);
+    else
+        ccs_log(CCS_LOG_WARN, "desync coordinator: refused %u peers in the last %llu s (the last from %s: %s)",
+                k->refused_unlogged,
+                (unsigned long long)(k->refused_log_ms ? (now - k->refused_log_ms + 500) / 1000 : 0),
+                k->refused_peer, k->refused_why);
+    k->refused_unlogged = 0;
+    k->refused_log_ms = now;
+}
+
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
 {
     struct conn *c = &k->cl[i];
-    if (c->state != C_AUTHED && why) {
-        k->stats.refused++;
-        ccs_log(CCS_LOG_WARN, "desync coordinator: refused a peer from %s: %s", c->peer, why);
+    if (c->state != C_AUTHED) {
+        k->nunauth--;
+        refused_log(k, c->peer, why ? why : "closed before the handshake", 0);
     }
     /* Its ranks: a rank that was alive when the connection closed died
      * (the leader's own process) or is no longer heard of (the others). */
@@ -359,26 +407,32 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
                          h.wsize, BYTEORDER, k->wsize);
                 return -1;
             }
-            h.host[CCS_DSX_HOST - 1] = 0;
             if (c->state == C_CONNECTING) { /* first HELLO: prove ourselves, send our nonce */
-                c->peer_nonce = h.nonce;
-                c->peer_rank = h.rank;
-                c->peer_pid = h.pid;
-                memcpy(c->host, h.host, sizeof c->host);
-                struct ccs_dsx_hello w = {.byteorder = BYTEORDER,
-                                          .wsize = k->wsize,
-                                          .nonce = c->my_nonce,
-                                          .proof = ccs_dsx_proof(k->secret, h.nonce)};
+                memcpy(c->nonce_c, h.nonce, sizeof c->nonce_c);
+                ccs_dsx_auth_nonce(c->nonce_s);
+                struct ccs_dsx_hello w = {.byteorder = BYTEORDER, .wsize = k->wsize, .rank = -1};
+                memcpy(w.nonce, c->nonce_s, sizeof w.nonce);
                 memcpy(w.host, "coordinator", 12);
+                ccs_dsx_auth_mac(&k->key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &w, w.mac);
                 if (queue(c, CCS_DSX_M_WELCOME, &w, sizeof w, NULL, 0) != 0)
                     return -1;
                 c->state = C_HELLO;
-            } else if (h.proof != ccs_dsx_proof(k->secret, c->my_nonce) || h.nonce != c->peer_nonce) {
-                snprintf(why, n, "wrong secret (CCSHIM_SECRET differs)");
+            } else if (memcmp(h.nonce, c->nonce_c, sizeof h.nonce) != 0 ||
+                       ccs_dsx_auth_verify(&k->key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &h) != 0) {
+                snprintf(why, n, "handshake MAC does not verify (wrong CCSHIM_SECRET, or not a member of this job)");
                 return -1;
-            } else {
+            } else if (h.rank < 0 || h.rank >= k->wsize || h.host[CCS_DSX_HOST - 1] != 0) {
+                snprintf(why, n, "authenticated peer sent rank %d of %d", h.rank, k->wsize);
+                return -1;
+            } else { /* authenticated: its rank, pid and host are the MAC's */
+                c->peer_rank = h.rank;
+                c->peer_pid = h.pid;
+                memcpy(c->host, h.host, sizeof c->host);
                 c->state = C_AUTHED;
+                k->nunauth--;
+                pthread_mutex_lock(&k->lock);
                 k->stats.clients++;
+                pthread_mutex_unlock(&k->lock);
             }
         } else if (f.type == CCS_DSX_M_STATUS) {
             uint32_t cnt;
@@ -501,23 +555,41 @@ static void *coord_main(void *arg)
             pf = np;
             pfcap = nc;
         }
-        pf[0] = (struct pollfd){.fd = k->lfd, .events = POLLIN};
+        uint64_t now = mono_ms();
+        /* Out of descriptors: leave the backlog to the kernel for a while
+         * rather than spin on EMFILE. */
+        pf[0] = (struct pollfd){.fd = now >= k->accept_after ? k->lfd : -1, .events = POLLIN};
         size_t npf = k->ncl;
         for (size_t i = 0; i < npf; i++)
             pf[i + 1] = (struct pollfd){
                 .fd = k->cl[i].fd, .events = (short)(POLLIN | (k->cl[i].outlen > k->cl[i].outoff ? POLLOUT : 0))};
-        uint64_t now = mono_ms();
         int to = next_eval > now ? (int)(next_eval - now) : 0;
+        if (now < k->accept_after && (int)(k->accept_after - now) < to)
+            to = (int)(k->accept_after - now);
         poll(pf, npf + 1, to);
         if (pf[0].revents & POLLIN) {
             for (;;) {
                 struct sockaddr_storage ss;
                 socklen_t sl = sizeof ss;
-                int fd = accept(k->lfd, (struct sockaddr *)&ss, &sl);
-                if (fd < 0)
+                int fd = accept4(k->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+                if (fd < 0) {
+                    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                        k->accept_after = mono_ms() + ACCEPT_PAUSE_MS;
+                        refused_log(k, "?", "out of file descriptors; accepting again in 250 ms", 0);
+                    }
+                    if (errno == EINTR || errno == ECONNABORTED)
+                        continue;
                     break;
+                }
+                char host[64] = "?", serv[16];
+                getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv, sizeof serv,
+                            NI_NUMERICHOST | NI_NUMERICSERV);
+                if (k->nunauth >= MAX_UNAUTH) {
+                    close(fd);
+                    refused_log(k, host, "too many connections awaiting the handshake", 0);
+                    continue;
+                }
                 nonblock(fd);
-                fcntl(fd, F_SETFD, FD_CLOEXEC);
                 size_t slot = k->ncl;
                 for (size_t i = 0; i < k->ncl; i++)
                     if (k->cl[i].fd < 0) {
@@ -541,10 +613,8 @@ static void *coord_main(void *arg)
                 memset(c, 0, sizeof *c);
                 c->fd = fd;
                 c->state = C_CONNECTING;
-                c->my_nonce = nonce();
-                char host[64] = "?", serv[16];
-                getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv, sizeof serv,
-                            NI_NUMERICHOST | NI_NUMERICSERV);
+                c->t_open = mono_ms();
+                k->nunauth++;
                 snprintf(c->peer, sizeof c->peer, "%s", host);
             }
         }
@@ -567,9 +637,14 @@ static void *coord_main(void *arg)
         if (now >= next_eval) {
             coord_eval(k);
             count_io(k);
-            for (size_t i = 0; i < k->ncl; i++)
-                if (k->cl[i].fd >= 0 && (k->cl[i].state < 0 || flush_out(&k->cl[i]) != 0))
+            for (size_t i = 0; i < k->ncl; i++) {
+                struct conn *c = &k->cl[i];
+                if (c->fd >= 0 && c->state != C_AUTHED && now > c->t_open + HANDSHAKE_MS)
+                    drop_client(k, i, "no handshake within 5 s");
+                else if (c->fd >= 0 && (c->state < 0 || flush_out(c) != 0))
                     drop_client(k, i, NULL);
+            }
+            refused_log(k, NULL, NULL, 1);
             next_eval = now + (uint64_t)k->period_ms;
         }
     }
@@ -587,7 +662,11 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
         return NULL;
     }
     k->wsize = wsize;
-    snprintf(k->secret, sizeof k->secret, "%s", secret);
+    k->lfd = -1;
+    if (ccs_dsx_auth_key(secret, &k->key, why, n) != 0) {
+        free(k);
+        return NULL;
+    }
     k->t = *t;
     k->period_ms = period_ms < 10 ? 10 : period_ms;
     pthread_mutex_init(&k->lock, NULL);
@@ -620,7 +699,7 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
     if (k->lfd >= 0)
         setsockopt(k->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (k->lfd < 0 || bind(k->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(k->lfd, 1024) != 0) {
-        snprintf(why, n, "cannot listen on port %d: %s", port, strerror(errno));
+        snprintf(why, n, "cannot listen on %s:%d: %s", host && *host ? host : "*", port, strerror(errno));
         freeaddrinfo(ai);
         if (k->lfd >= 0)
             close(k->lfd);
@@ -667,6 +746,7 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
     for (size_t i = 0; i < k->ncl; i++)
         conn_close(&k->cl[i]);
     close(k->lfd);
+    ccs_dsx_auth_wipe(&k->key);
     for (int32_t r = 0; r < k->wsize; r++)
         free(k->st[r]);
     for (size_t i = 0; i < k->nfolds; i++)
@@ -681,7 +761,8 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
 /* ------------------------------------------------------------ client */
 
 struct ccs_dsx_client {
-    char host[256], secret[128], hostname[CCS_DSX_HOST];
+    char host[256], hostname[CCS_DSX_HOST];
+    struct ccs_dsx_key key;
     int port;
     int32_t rank;
     int32_t wsize;
@@ -708,7 +789,12 @@ struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t ws
         return NULL;
     cl->rank = rank;
     snprintf(cl->host, sizeof cl->host, "%s", host);
-    snprintf(cl->secret, sizeof cl->secret, "%s", secret);
+    char why[128];
+    if (ccs_dsx_auth_key(secret, &cl->key, why, sizeof why) != 0) {
+        ccs_log(CCS_LOG_WARN, "desync: no TCP client: %s", why);
+        free(cl);
+        return NULL;
+    }
     snprintf(cl->hostname, sizeof cl->hostname, "%s", hostname);
     cl->port = port;
     cl->wsize = wsize;
@@ -773,12 +859,10 @@ static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
     memset(&cl->c, 0, sizeof cl->c);
     cl->c.fd = fd;
     cl->c.state = C_CONNECTING;
-    cl->c.my_nonce = nonce();
-    struct ccs_dsx_hello h = {.byteorder = BYTEORDER,
-                              .wsize = cl->wsize,
-                              .nonce = cl->c.my_nonce,
-                              .rank = cl->rank,
-                              .pid = (uint32_t)getpid()};
+    cl->c.t_open = mono_ms();
+    ccs_dsx_auth_nonce(cl->c.nonce_c);
+    struct ccs_dsx_hello h = {.byteorder = BYTEORDER, .wsize = cl->wsize, .rank = cl->rank, .pid = (uint32_t)getpid()};
+    memcpy(h.nonce, cl->c.nonce_c, sizeof h.nonce);
     memcpy(h.host, cl->hostname, sizeof h.host);
     return queue(&cl->c, CCS_DSX_M_HELLO, &h, sizeof h, NULL, 0);
 }
@@ -811,18 +895,19 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
                 snprintf(why, n, "coordinator world size %d differs from %d", w.wsize, cl->wsize);
                 return -1;
             }
-            if (w.proof != ccs_dsx_proof(cl->secret, c->my_nonce)) {
+            memcpy(c->nonce_s, w.nonce, sizeof c->nonce_s);
+            if (ccs_dsx_auth_verify(&cl->key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &w) != 0) {
                 cl->refused = 1;
-                snprintf(why, n, "the coordinator at %s:%d does not know our CCSHIM_SECRET", cl->host, cl->port);
+                snprintf(why, n, "the coordinator at %s:%d does not know our CCSHIM_SECRET (its MAC does not verify)",
+                         cl->host, cl->port);
                 return -1;
             }
-            struct ccs_dsx_hello h = {.byteorder = BYTEORDER,
-                                      .wsize = cl->wsize,
-                                      .nonce = c->my_nonce,
-                                      .proof = ccs_dsx_proof(cl->secret, w.nonce),
-                                      .rank = cl->rank,
-                                      .pid = (uint32_t)getpid()};
+            struct ccs_dsx_hello h = {
+                .byteorder = BYTEORDER, .wsize = cl->wsize, .rank = cl->rank, .pid = (uint32_t)getpid()};
+            memcpy(h.nonce, c->nonce_c, sizeof h.nonce);
             memcpy(h.host, cl->hostname, sizeof h.host);
+            h.host[CCS_DSX_HOST - 1] = 0;
+            ccs_dsx_auth_mac(&cl->key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &h, h.mac);
             if (queue(c, CCS_DSX_M_HELLO, &h, sizeof h, NULL, 0) != 0)
                 return -1;
             c->state = C_AUTHED;
@@ -923,6 +1008,11 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
             return -1;
         }
     }
+    if (cl->c.state != C_AUTHED && now > cl->c.t_open + HANDSHAKE_MS) {
+        snprintf(why, wn, "no handshake with the coordinator at %s:%d within 5 s", cl->host, cl->port);
+        client_drop(cl, now);
+        return -1;
+    }
     if (cl->c.state == C_AUTHED) {
         if (send_statuses(cl, st, n, now) != 0) {
             snprintf(why, wn, "cannot queue statuses (the coordinator does not read)");
@@ -984,6 +1074,7 @@ void ccs_dsx_client_free(struct ccs_dsx_client *cl)
     if (!cl)
         return;
     conn_close(&cl->c);
+    ccs_dsx_auth_wipe(&cl->key);
     free(cl->sent_hash);
     free(cl->sent_ms);
     free(cl->sent_urgent);

@@ -1,14 +1,19 @@
 /* test_tcp.c - the coordinator and the per-host client over loopback: the
- * handshake, a verdict reaching a client, a wrong secret refused, garbage
- * dropped without harm, agreement folded across hosts. */
+ * handshake, a verdict reaching a client, a wrong secret refused (both
+ * ways), the reflection attack and a replayed handshake refused without a
+ * status or verdict, garbage dropped without harm, agreement folded across
+ * hosts, unauthenticated connections bounded. */
+#include "desync_auth.h"
 #include "desync_proto.h"
 #include "desync_tcp.h"
 #include "shim.h"
 #include "unit_main.h"
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,6 +197,265 @@ START_TEST(garbage_is_dropped)
 }
 END_TEST
 
+
+/* ------------------------------------------------ attacks on the handshake */
+
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+static void send_frame(int fd, uint16_t type, const void *p, size_t n)
+{
+    struct ccs_dsx_frame f = {
+        .magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = type, .length = (uint32_t)n};
+    unsigned char buf[sizeof f + 4096];
+    ck_assert(n <= 4096);
+    memcpy(buf, &f, sizeof f);
+    memcpy(buf + sizeof f, p, n);
+    ck_assert_int_eq(send(fd, buf, sizeof f + n, MSG_NOSIGNAL), (ssize_t)(sizeof f + n));
+}
+
+static void hello(struct ccs_dsx_hello *h, const unsigned char *nonce, const unsigned char *mac, int rank)
+{
+    memset(h, 0, sizeof *h);
+    h->byteorder = 0x01020304u;
+    h->wsize = 2;
+    h->rank = rank;
+    h->pid = 4242;
+    snprintf(h->host, sizeof h->host, "host%d", rank);
+    memcpy(h->nonce, nonce, CCS_DSX_NONCE);
+    if (mac)
+        memcpy(h->mac, mac, CCS_DSX_MACBYTES);
+}
+
+/* Reads one WELCOME into W; 0, or -1 when the peer closed instead. */
+static int read_welcome(int fd, struct ccs_dsx_hello *w)
+{
+    unsigned char buf[sizeof(struct ccs_dsx_frame) + sizeof *w];
+    size_t got = 0;
+    while (got < sizeof buf) {
+        ssize_t r = recv(fd, buf + got, sizeof buf - got, 0);
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    struct ccs_dsx_frame f;
+    memcpy(&f, buf, sizeof f);
+    ck_assert_uint_eq(f.type, CCS_DSX_M_WELCOME);
+    ck_assert_uint_eq(f.length, sizeof *w);
+    memcpy(w, buf + sizeof f, sizeof *w);
+    return 0;
+}
+
+/* 1 when the coordinator closed FD (within 3 s). */
+static int closed_on_us(int fd)
+{
+    char c[256];
+    for (;;) {
+        ssize_t r = recv(fd, c, sizeof c, 0);
+        if (r == 0 || (r < 0 && errno == ECONNRESET))
+            return 1;
+        if (r < 0)
+            return 0;
+    }
+}
+
+/* A blocked rank 0 and a forged status: what an impostor would send. */
+static void send_forged_status(int fd)
+{
+    struct ccs_dsx_status st;
+    status(&st, 1, 2, CCS_DSX_ALIVE, 1);
+    st.comm[0].blocked.count = 999999;
+    unsigned char buf[4096];
+    uint32_t one = 1;
+    memcpy(buf, &one, 4);
+    size_t len = ccs_dsx_encode_status(&st, NULL, NULL, buf + 4, sizeof buf - 4);
+    ck_assert_uint_gt(len, 0);
+    send_frame(fd, CCS_DSX_M_STATUS, buf, len + 4);
+}
+
+static void no_status_no_verdict(struct ccs_dsx_coord *k, int refused)
+{
+    struct ccs_dsx_coord_stats st;
+    for (int i = 0; i < 10; i++) /* several evaluation periods */
+        nap();
+    ccs_dsx_coord_stats(k, &st);
+    ck_assert_int_eq(st.refused, refused);
+    ck_assert_int_eq(st.clients, 0);
+    ck_assert_uint_eq(st.statuses, 0);
+    ck_assert_uint_eq(st.verdicts, 0);
+}
+
+/* The coordinator's proof on connection B for the nonce it sent on
+ * connection A is not the client's proof on A: role and nonce order differ. */
+START_TEST(reflection_is_refused)
+{
+    int port = 0;
+    char why[256] = "";
+    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
+    ck_assert_ptr_nonnull(k);
+    unsigned char na[CCS_DSX_NONCE];
+    ccs_dsx_auth_nonce(na);
+    struct ccs_dsx_hello h, wa, wb;
+    int a = raw_connect(port), b = raw_connect(port);
+    hello(&h, na, NULL, 1);
+    send_frame(a, CCS_DSX_M_HELLO, &h, sizeof h);
+    ck_assert_int_eq(read_welcome(a, &wa), 0);
+    hello(&h, wa.nonce, NULL, 1); /* A's challenge as B's nonce */
+    send_frame(b, CCS_DSX_M_HELLO, &h, sizeof h);
+    ck_assert_int_eq(read_welcome(b, &wb), 0);
+    /* Answer A with B's proof, with A's fields or with B's WELCOME's fields. */
+    hello(&h, na, wb.mac, 1);
+    send_frame(a, CCS_DSX_M_HELLO, &h, sizeof h);
+    send_forged_status(a);
+    ck_assert_int_eq(closed_on_us(a), 1);
+    wb.rank = 1;
+    memcpy(wb.nonce, na, sizeof na);
+    send_frame(b, CCS_DSX_M_HELLO, &wb, sizeof wb);
+    send_forged_status(b);
+    ck_assert_int_eq(closed_on_us(b), 1);
+    close(a);
+    close(b);
+    no_status_no_verdict(k, 2);
+    ccs_dsx_coord_stop(k);
+}
+END_TEST
+
+/* A handshake recorded from a real member, replayed: the coordinator's
+ * nonce is new, the recorded MAC does not verify. */
+START_TEST(replay_is_refused)
+{
+    int port = 0;
+    char why[256] = "";
+    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
+    ck_assert_ptr_nonnull(k);
+    struct ccs_dsx_key key;
+    ck_assert_int_eq(ccs_dsx_auth_key("right", &key, why, sizeof why), 0);
+    unsigned char nc[CCS_DSX_NONCE];
+    ccs_dsx_auth_nonce(nc);
+    struct ccs_dsx_hello h1, h2, w;
+    int a = raw_connect(port);
+    hello(&h1, nc, NULL, 1);
+    send_frame(a, CCS_DSX_M_HELLO, &h1, sizeof h1);
+    ck_assert_int_eq(read_welcome(a, &w), 0);
+    ck_assert_int_eq(ccs_dsx_auth_verify(&key, CCS_DSX_AUTH_COORD, nc, w.nonce, &w), 0);
+    /* A coordinator's WELCOME is not accepted as a client's proof either. */
+    ck_assert_int_eq(ccs_dsx_auth_verify(&key, CCS_DSX_AUTH_CLIENT, nc, w.nonce, &w), -1);
+    hello(&h2, nc, NULL, 1);
+    ccs_dsx_auth_mac(&key, CCS_DSX_AUTH_CLIENT, nc, w.nonce, &h2, h2.mac);
+    send_frame(a, CCS_DSX_M_HELLO, &h2, sizeof h2);
+    struct ccs_dsx_coord_stats st;
+    for (int i = 0; i < 50; i++) {
+        ccs_dsx_coord_stats(k, &st);
+        if (st.clients)
+            break;
+        nap();
+    }
+    ck_assert_int_eq(st.clients, 1); /* the genuine handshake */
+    close(a);
+    int b = raw_connect(port);
+    send_frame(b, CCS_DSX_M_HELLO, &h1, sizeof h1);
+    struct ccs_dsx_hello w2;
+    ck_assert_int_eq(read_welcome(b, &w2), 0);
+    ck_assert(memcmp(w2.nonce, w.nonce, CCS_DSX_NONCE) != 0);
+    send_frame(b, CCS_DSX_M_HELLO, &h2, sizeof h2);
+    send_forged_status(b);
+    ck_assert_int_eq(closed_on_us(b), 1);
+    close(b);
+    for (int i = 0; i < 10; i++)
+        nap();
+    ccs_dsx_coord_stats(k, &st);
+    ck_assert_int_eq(st.clients, 1);
+    ck_assert_int_eq(st.refused, 1);
+    ck_assert_uint_eq(st.statuses, 0);
+    ck_assert_uint_eq(st.verdicts, 0);
+    ccs_dsx_auth_wipe(&key);
+    ccs_dsx_coord_stop(k);
+}
+END_TEST
+
+/* A coordinator with the wrong secret (an impostor on the port) cannot
+ * post a verdict to a member: its MAC does not verify. */
+START_TEST(impostor_coordinator_is_refused)
+{
+    int port = 0;
+    char why[256] = "";
+    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "impostor", &T, 20, &port, why, sizeof why);
+    ck_assert_ptr_nonnull(k);
+    struct got g = {0};
+    struct ccs_dsx_client_cb cb = {on_v, on_a, &g};
+    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "right", "host0", &cb);
+    struct ccs_dsx_status s0;
+    status(&s0, 0, 2, CCS_DSX_ALIVE, 1);
+    const struct ccs_dsx_status *p0 = &s0;
+    int rc = 0;
+    for (int i = 0; i < 20 && rc == 0; i++) {
+        rc = ccs_dsx_client_tick(c, &p0, 1, NULL, 0, 5, why, sizeof why);
+        nap();
+    }
+    ck_assert_int_eq(rc, -1);
+    ck_assert_msg(strstr(why, "does not know our CCSHIM_SECRET") != NULL, "%s", why);
+    ck_assert_int_eq(ccs_dsx_client_connected(c), 0);
+    ck_assert_int_eq(g.verdicts, 0);
+    ccs_dsx_client_free(c);
+    ccs_dsx_coord_stop(k);
+}
+END_TEST
+
+/* Unauthenticated peers: idle connections beyond the cap are closed at
+ * once, oversized HELLOs are refused from their header, the idle ones are
+ * dropped at the handshake deadline, and a member still gets in. */
+START_TEST(unauthenticated_peers_are_bounded)
+{
+    int port = 0;
+    char why[256] = "";
+    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
+    ck_assert_ptr_nonnull(k);
+    enum { IDLE = 100, BIG = 10 };
+    int fds[IDLE + BIG];
+    for (int i = 0; i < IDLE; i++)
+        fds[i] = raw_connect(port);
+    for (int i = 0; i < BIG; i++) {
+        fds[IDLE + i] = raw_connect(port);
+        struct ccs_dsx_frame f = {
+            .magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = CCS_DSX_M_HELLO, .length = 4u << 20};
+        ck_assert_int_eq(send(fds[IDLE + i], &f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
+    }
+    for (int i = 0; i < BIG; i++)
+        ck_assert_int_eq(closed_on_us(fds[IDLE + i]), 1);
+    struct ccs_dsx_coord_stats st;
+    for (int i = 0; i < 10; i++)
+        nap();
+    ccs_dsx_coord_stats(k, &st);
+    /* 32 idle ones wait for the handshake; the other 68 and the 10 big ones
+     * were refused. */
+    ck_assert_int_eq(st.refused, IDLE - 32 + BIG);
+    ck_assert_uint_lt(st.bytes_held, 1u << 20);
+    /* A member gets in once the idle ones time out (5 s). */
+    struct got g = {0};
+    struct ccs_dsx_client_cb cb = {on_v, on_a, &g};
+    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "right", "host0", &cb);
+    for (int i = 0; i < 500 && !ccs_dsx_client_connected(c); i++) {
+        ccs_dsx_client_tick(c, NULL, 0, NULL, 0, 5, why, sizeof why);
+        nap();
+    }
+    ck_assert_int_eq(ccs_dsx_client_connected(c), 1);
+    ccs_dsx_coord_stats(k, &st);
+    ck_assert_int_ge(st.refused, IDLE + BIG);
+    ccs_dsx_client_free(c);
+    for (int i = 0; i < IDLE + BIG; i++)
+        close(fds[i]);
+    ccs_dsx_coord_stop(k);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_tcp");
@@ -200,6 +464,10 @@ static Suite *suite(void)
     tcase_add_test(t, verdict_reaches_the_clients);
     tcase_add_test(t, wrong_secret_is_refused);
     tcase_add_test(t, garbage_is_dropped);
+    tcase_add_test(t, reflection_is_refused);
+    tcase_add_test(t, replay_is_refused);
+    tcase_add_test(t, impostor_coordinator_is_refused);
+    tcase_add_test(t, unauthenticated_peers_are_bounded);
     suite_add_tcase(s, t);
     return s;
 }
