@@ -430,6 +430,33 @@ static void my_address(char *out, size_t n, int loopback_ok)
     freeifaddrs(ifa);
 }
 
+/* Parses CCSHIM_COORD ("host:port", port 0 allowed when ANY_PORT: the
+ * coordinator picks one and MPI tells the others).  0, or -1 after one
+ * warning naming the value (cut to a readable length) and what was
+ * expected. */
+static int parse_coord(const char *c, int any_port, char *host, size_t hn, int *port)
+{
+    const char *colon = strrchr(c, ':');
+    char *end = NULL;
+    long p = -1;
+    if (colon && colon > c && colon[1]) {
+        errno = 0;
+        p = strtol(colon + 1, &end, 10);
+        if (errno || *end)
+            p = -1;
+    }
+    if (p < (any_port ? 0 : 1) || p > 65535 || (size_t)(colon - c) >= hn) {
+        static int logged;
+        ccs_log_once(&logged, CCS_LOG_WARN,
+                     "CCSHIM_COORD='%.200s%s' ignored: expected host:port with a port in %d..65535", c,
+                     strlen(c) > 200 ? "...[truncated]" : "", any_port ? 0 : 1);
+        return -1;
+    }
+    snprintf(host, hn, "%.*s", (int)(colon - c), c);
+    *port = (int)p;
+    return 0;
+}
+
 static struct ccs_dsx_thresholds thresholds(void)
 {
     return (struct ccs_dsx_thresholds){.block_ms = (uint32_t)ccs_cfg.desync_block_ms,
@@ -561,15 +588,8 @@ int ccs_desync_start(void)
     int port = -1;
     const char *c = ccs_cfg.coord;
     if (c && *c) {
-        const char *colon = strrchr(c, ':');
-        if (colon && colon > c) {
-            snprintf(host, sizeof host, "%.*s", (int)(colon - c), c);
-            port = atoi(colon + 1);
-        }
-        if (port <= 0 || port > 65535) {
-            CCS_LOG(WARN, "CCSHIM_COORD='%s' ignored: expected host:port with a port in 1..65535", c);
+        if (parse_coord(c, 0, host, sizeof host, &port) != 0)
             port = -1;
-        }
     } else if (getenv("MASTER_ADDR") && env_int("MASTER_PORT") > 0 && env_int("MASTER_PORT") < 65535) {
         snprintf(host, sizeof host, "%s", getenv("MASTER_ADDR"));
         port = env_int("MASTER_PORT") + 1;
@@ -577,6 +597,9 @@ int ccs_desync_start(void)
     int tcp = ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && spans);
     if (ccs_cfg.secret && *ccs_cfg.secret) {
         snprintf(secret, sizeof secret, "%s", ccs_cfg.secret);
+        if (strlen(ccs_cfg.secret) >= sizeof secret)
+            CCS_LOG(WARN, "CCSHIM_SECRET is longer than %zu characters; its first %zu are used", sizeof secret - 1,
+                    sizeof secret - 1);
     } else {
         /* Nothing names the job: the identity of its first communicator
          * spanning the world (from the ncclUniqueId, the same on every rank
@@ -587,9 +610,15 @@ int ccs_desync_start(void)
         if (first)
             snprintf(key_extra, sizeof key_extra, "comm%llx", (unsigned long long)first);
         snprintf(secret, sizeof secret, "job:%s@%s:%d/%s", ccs_job_id(), host, port, key_extra);
-        if (tcp)
-            CCS_LOG(WARN, "desync: no CCSHIM_SECRET; the side channel is authenticated by the job id only "
-                          "(ccshim-run sets a secret when it wraps the launcher)");
+        /* That names the job's shared memory, but anyone can guess it: it
+         * must not authenticate peers across hosts (docs/desync.md). */
+        if (tcp) {
+            CCS_LOG(WARN, "desync: detection across hosts is off: no CCSHIM_SECRET to authenticate the side "
+                          "channel (give every rank the same random value, e.g. CCSHIM_SECRET=$(od -An -N16 -tx1 "
+                          "/dev/urandom | tr -d ' \\n')); detection within each host stays on");
+            tcp = 0;
+            port = -1;
+        }
     }
     if (tcp && port <= 0) {
         say_off("ranks span hosts but no coordinator address (set CCSHIM_COORD=host:port, or MASTER_ADDR and "
@@ -598,7 +627,8 @@ int ccs_desync_start(void)
     }
     if (tcp && R == 0) {
         char why[256];
-        if (start_coordinator(NULL, port, why, sizeof why) < 0) {
+        /* Listen on the announced address only (MASTER_ADDR or CCSHIM_COORD). */
+        if (start_coordinator(host, port, why, sizeof why) < 0) {
             CCS_LOG(WARN, "desync: cannot start the coordinator on port %d: %s; detection across hosts is off",
                     port, why);
         }
@@ -654,20 +684,22 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
             snprintf(bc.secret, sizeof bc.secret, "%s", ccs_cfg.secret);
         else
             random_secret(bc.secret, sizeof bc.secret);
+        char chk[64];
+        int chkport;
+        if (ccs_cfg.coord && *ccs_cfg.coord) /* a malformed value is said once, used or not */
+            (void)parse_coord(ccs_cfg.coord, 1, chk, sizeof chk, &chkport);
         if (tcp) {
             W = w;
             snprintf(secret, sizeof secret, "%s", bc.secret);
-            char bind[256] = "", why[256];
+            char why[256];
             int port = 0;
             const char *c = ccs_cfg.coord;
-            if (c && *c && strrchr(c, ':')) {
-                snprintf(bind, sizeof bind, "%.*s", (int)(strrchr(c, ':') - c), c);
-                port = atoi(strrchr(c, ':') + 1);
-                snprintf(bc.host, sizeof bc.host, "%s", bind);
-            } else {
-                my_address(bc.host, sizeof bc.host, hosts <= 1);
+            if (!(c && *c && parse_coord(c, 1, bc.host, sizeof bc.host, &port) == 0)) {
+                port = 0;
+                my_address(bc.host, sizeof bc.host, hosts <= 1); /* loopback when one host */
             }
-            bc.port = start_coordinator(NULL, port, why, sizeof why);
+            /* Listen on the announced address only. */
+            bc.port = start_coordinator(bc.host, port, why, sizeof why);
             if (bc.port < 0)
                 CCS_LOG(WARN, "desync: cannot start the coordinator: %s; detection across hosts is off", why);
         }

@@ -46,7 +46,7 @@
 #define HANDSHAKE_MS 5000      /* to complete it */
 #define PREAUTH_BUF (2 * (sizeof(struct ccs_dsx_frame) + sizeof(struct ccs_dsx_hello)))
 #define ACCEPT_PAUSE_MS 250    /* no descriptors left: accept again after */
-#define REFUSED_LOG_MS 10000   /* refused peers: one line per period */
+#define REFUSED_LOG_MS 5000    /* refused peers: one line per period */
 
 static uint64_t mono_ms(void)
 {
@@ -274,10 +274,15 @@ static void coord_detail(uint64_t comm, void *arg)
 }
 
 /* Logs refused peers: the first at once, then one line per
- * REFUSED_LOG_MS with how many since (FLUSH: only that summary). */
+ * REFUSED_LOG_MS with how many since (FLUSH 1: only that summary, when due;
+ * 2: now, at stop). */
 static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *why, int flush)
 {
     uint64_t now = mono_ms();
+    if (flush == 2)
+        k->refused_log_ms = k->refused_log_ms && now - k->refused_log_ms < REFUSED_LOG_MS
+                                ? now - REFUSED_LOG_MS
+                                : k->refused_log_ms;
     if (!flush) {
         pthread_mutex_lock(&k->lock);
         k->stats.refused++;
@@ -743,6 +748,7 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
         return;
     atomic_store(&k->stop, 1);
     pthread_join(k->th, NULL);
+    refused_log(k, NULL, NULL, 2);
     for (size_t i = 0; i < k->ncl; i++)
         conn_close(&k->cl[i]);
     close(k->lfd);
