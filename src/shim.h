@@ -61,6 +61,10 @@ CCS_HIDDEN uint32_t ccs_step_now(void);
  * Called from MPI_Finalize, atexit and fatal-signal handlers. */
 CCS_HIDDEN void ccs_runtime_finish(int reason, int signo);
 
+/* Installs the fatal-signal handlers after MPI_Init (libccshim-mpi.so), in
+ * front of the MPI library's own, which then still run. */
+CCS_HIDDEN void ccs_runtime_signals_after_mpi_init(void);
+
 /* ----------------------------------------------------------------- comm.c */
 
 struct ccs_comm {
@@ -259,6 +263,9 @@ CCS_HIDDEN void ccs_writer_start(void);
 CCS_HIDDEN int ccs_writer_flush(int reason, int signo);
 /* Path of this process's trace file, or NULL when tracing is off. */
 CCS_HIDDEN const char *ccs_writer_path(void);
+/* Prepares the trace file's name and metadata for the current identity, so
+ * that a fatal-signal flush needs only open(2) and write(2). */
+CCS_HIDDEN void ccs_writer_prepare(void);
 /* After fork, in the child. */
 CCS_HIDDEN void ccs_writer_atfork_child(void);
 
