@@ -313,7 +313,8 @@ static void scan_inflight(uint64_t now)
         struct ccs_record *p = atomic_load_explicit(&r->inflight, memory_order_acquire);
         if (!p)
             continue;
-        struct ccs_record rec = *p;
+        struct ccs_record rec;
+        ccs_record_snapshot(p, &rec); /* its thread may still be writing times and flags */
         if (atomic_load_explicit(&r->inflight, memory_order_acquire) != p)
             continue; /* it returned while we looked */
         if (!rec.comm || !rec.seq || !sequenced(rec.kind) || (rec.flags & CCS_F_NONBLOCKING))

@@ -78,8 +78,12 @@ struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *cal
     rec->t_dur = 0;
     r->counts[kind]++;
     r->bytes[kind] += call->bytes;
+    /* Published: from here on the desync thread may copy it
+     * (ccs_record_snapshot), so the fields still written (t_start, t_dur,
+     * flags, and step for marks) are relaxed atomics: plain moves on x86-64
+     * and aarch64, and no data race. */
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
-    rec->t_start = ccs_timing ? ccs_ticks() : 0;
+    __atomic_store_n(&rec->t_start, ccs_timing ? ccs_ticks() : 0, __ATOMIC_RELAXED);
     return rec;
 }
 
@@ -89,9 +93,9 @@ void ccs_call_end(struct ccs_record *rec, int failed)
         return;
     struct ccs_ring *r = ccs_ring_self();
     if (rec->t_start)
-        rec->t_dur = ccs_ticks() - rec->t_start;
+        __atomic_store_n(&rec->t_dur, ccs_ticks() - rec->t_start, __ATOMIC_RELAXED);
     if (failed)
-        rec->flags |= CCS_F_ERROR;
+        __atomic_store_n(&rec->flags, (uint8_t)(rec->flags | CCS_F_ERROR), __ATOMIC_RELAXED);
     atomic_store_explicit(&r->inflight, NULL, memory_order_relaxed);
     atomic_store_explicit(&r->head, atomic_load_explicit(&r->head, memory_order_relaxed) + 1,
                           memory_order_release);
@@ -103,6 +107,32 @@ void ccs_record_mark(unsigned kind, uint32_t step)
     struct ccs_call call = {.kind = (uint16_t)kind, .root = -1};
     struct ccs_record *rec = ccs_call_begin(NULL, &call, __builtin_return_address(0));
     if (rec)
-        rec->step = step;
+        __atomic_store_n(&rec->step, step, __ATOMIC_RELAXED);
     ccs_call_end(rec, 0);
+}
+
+void ccs_record_snapshot(const struct ccs_record *p, struct ccs_record *out)
+{
+    /* Written before publication (ordered by the acquire load of the
+     * in-flight pointer): plain reads. */
+    out->seq = p->seq;
+    out->comm = p->comm;
+    out->fingerprint = p->fingerprint;
+    out->bytes = p->bytes;
+    out->count = p->count;
+    out->buf = p->buf;
+    out->site = p->site;
+    out->root = p->root;
+    out->kind = p->kind;
+    out->dtype = p->dtype;
+    out->op = p->op;
+    out->backend = p->backend;
+    out->group_depth = p->group_depth;
+    out->thread = p->thread;
+    out->reserved = 0;
+    /* Still written by the calling thread. */
+    out->t_start = __atomic_load_n(&p->t_start, __ATOMIC_RELAXED);
+    out->t_dur = __atomic_load_n(&p->t_dur, __ATOMIC_RELAXED);
+    out->flags = __atomic_load_n(&p->flags, __ATOMIC_RELAXED);
+    out->step = __atomic_load_n(&p->step, __ATOMIC_RELAXED);
 }

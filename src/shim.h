@@ -170,6 +170,10 @@ static inline uint64_t ccs_record_fingerprint(const struct ccs_record *r)
 
 /* Records a marker (step) in the calling thread's ring. */
 CCS_HIDDEN void ccs_record_mark(unsigned kind, uint32_t step);
+/* Copies an in-flight record P (loaded with acquire from ring->inflight)
+ * without racing its thread, which may still write t_start, t_dur, flags
+ * and step (relaxed atomics).  Recheck ring->inflight afterwards. */
+CCS_HIDDEN void ccs_record_snapshot(const struct ccs_record *p, struct ccs_record *out);
 
 /* --------------------------------------------------------------- ring.c */
 

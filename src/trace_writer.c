@@ -84,9 +84,12 @@ static void sanitize(char *s)
             *s = '_';
 }
 
+static int take(int wait_ms);
+static void give(void);
+
 /* Computes the file's name and META for the current identity (not in a
- * signal handler: snprintf, readlink). */
-void ccs_writer_prepare(void)
+ * signal handler: snprintf, readlink); the caller owns the file. */
+static void prepare_owned(void)
 {
     if (!ccs_cfg.trace_dir || !*ccs_cfg.trace_dir)
         return;
@@ -121,7 +124,7 @@ static int open_trace(void)
 {
     int rank = ccs_world_rank();
     if (!in_signal)
-        ccs_writer_prepare(); /* the identity now */
+        prepare_owned(); /* the identity now */
     if (!atomic_load(&prepared)) {
         if (!in_signal)
             CCS_LOG(WARN, "CCSHIM_TRACE_DIR: the trace file's name or its metadata is too long; tracing is off");
@@ -311,6 +314,14 @@ static int take(int wait_ms)
 }
 
 static void give(void) { atomic_store(&owner, 0); }
+
+void ccs_writer_prepare(void)
+{
+    if (take(-1) != 0)
+        return;
+    prepare_owned();
+    give();
+}
 
 int ccs_writer_flush(int reason, int signo)
 {
