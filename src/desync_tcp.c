@@ -13,8 +13,11 @@
  * proved the secret can post verdicts.
  *
  * What an unauthenticated peer can make the coordinator spend is bounded:
- * at most MAX_UNAUTH connections awaiting the handshake (more are closed at
- * once), HANDSHAKE_MS to complete it, frames checked from their header
+ * at most MAX_UNAUTH connections awaiting the handshake (more wait in the
+ * kernel's backlog, which costs no descriptor; once all slots are taken the
+ * oldest is evicted after EVICT_MS, a member needing one round trip, so a
+ * start-up burst of leaders waits briefly and idle peers cannot hold the
+ * slots), HANDSHAKE_MS to complete it, frames checked from their header
  * (only HELLO of its exact size) before anything is buffered, at most
  * PREAUTH_BUF bytes buffered, a pause in accepting when descriptors run
  * out, and one log line per REFUSED_LOG_MS about refused peers.
@@ -44,6 +47,7 @@
 #define SEND_MS 100            /* progress of a rank is forwarded at most this often */
 #define MAX_UNAUTH 32          /* connections awaiting the handshake */
 #define HANDSHAKE_MS 5000      /* to complete it */
+#define EVICT_MS 1000          /* ... or less when others wait for a slot */
 #define PREAUTH_BUF (2 * (sizeof(struct ccs_dsx_frame) + sizeof(struct ccs_dsx_hello)))
 #define ACCEPT_PAUSE_MS 250    /* no descriptors left: accept again after */
 #define REFUSED_LOG_MS 5000    /* refused peers: one line per period */
@@ -302,6 +306,33 @@ static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *w
                 k->refused_peer, k->refused_why);
     k->refused_unlogged = 0;
     k->refused_log_ms = now;
+}
+
+static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why);
+
+/* The connection awaiting the handshake the longest, or -1. */
+static long oldest_unauth(struct ccs_dsx_coord *k)
+{
+    long best = -1;
+    for (size_t i = 0; i < k->ncl; i++)
+        if (k->cl[i].fd >= 0 && k->cl[i].state != C_AUTHED &&
+            (best < 0 || k->cl[i].t_open < k->cl[(size_t)best].t_open))
+            best = (long)i;
+    return best;
+}
+
+/* Room to accept one more connection (evicting the oldest waiting one when
+ * it had EVICT_MS)?  1 or 0. */
+static int make_room(struct ccs_dsx_coord *k, uint64_t now, int evict)
+{
+    if (k->nunauth < MAX_UNAUTH)
+        return 1;
+    long o = oldest_unauth(k);
+    if (o < 0 || now < k->cl[o].t_open + EVICT_MS)
+        return 0;
+    if (evict)
+        drop_client(k, (size_t)o, "no handshake within 1 s while other peers wait for a slot");
+    return 1;
 }
 
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
@@ -563,7 +594,8 @@ static void *coord_main(void *arg)
         uint64_t now = mono_ms();
         /* Out of descriptors: leave the backlog to the kernel for a while
          * rather than spin on EMFILE. */
-        pf[0] = (struct pollfd){.fd = now >= k->accept_after ? k->lfd : -1, .events = POLLIN};
+        int room = make_room(k, now, 0);
+        pf[0] = (struct pollfd){.fd = now >= k->accept_after && room ? k->lfd : -1, .events = POLLIN};
         size_t npf = k->ncl;
         for (size_t i = 0; i < npf; i++)
             pf[i + 1] = (struct pollfd){
@@ -571,9 +603,13 @@ static void *coord_main(void *arg)
         int to = next_eval > now ? (int)(next_eval - now) : 0;
         if (now < k->accept_after && (int)(k->accept_after - now) < to)
             to = (int)(k->accept_after - now);
+        if (!room && to > 50)
+            to = 50; /* a slot may be evicted soon */
         poll(pf, npf + 1, to);
         if (pf[0].revents & POLLIN) {
             for (;;) {
+                if (!make_room(k, mono_ms(), 1))
+                    break; /* the rest wait in the backlog */
                 struct sockaddr_storage ss;
                 socklen_t sl = sizeof ss;
                 int fd = accept4(k->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
@@ -589,11 +625,6 @@ static void *coord_main(void *arg)
                 char host[64] = "?", serv[16];
                 getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv, sizeof serv,
                             NI_NUMERICHOST | NI_NUMERICSERV);
-                if (k->nunauth >= MAX_UNAUTH) {
-                    close(fd);
-                    refused_log(k, host, "too many connections awaiting the handshake", 0);
-                    continue;
-                }
                 nonblock(fd);
                 size_t slot = k->ncl;
                 for (size_t i = 0; i < k->ncl; i++)
