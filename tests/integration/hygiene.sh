@@ -8,7 +8,7 @@
 lib="$top_builddir/.libs/libccshim.so"
 mpilib="$top_builddir/.libs/libccshim-mpi.so"
 DUMP="$top_builddir/tests/ccs_trace_dump"
-tap_plan 10
+tap_plan 13
 
 # A shell and its children under the preload with a trace directory: no
 # summary, no trace.
@@ -29,6 +29,28 @@ env CCSHIM_LOG_LEVEL="$long_level" LD_PRELOAD="$lib" /bin/true 2>"$CCS_TMP/level
 tap_check "a 600-character bad value is cut before the expected part, not after" \
     grep -q "CCSHIM_LOG_LEVEL='x*\.\.\.\[truncated\]' ignored: expected one of: error warn info debug; using the default 'warn'$" \
     "$CCS_TMP/level.err"
+
+# A disk that fills up (a 40000-byte file size limit, SIGXFSZ ignored as
+# a full disk would give ENOSPC): the summary does not name the trace, and
+# the reader salvages the whole records of the cut chunk and says how many
+# were lost.
+mkdir -p "$CCS_TMP/full"
+if command -v prlimit >/dev/null; then
+    env RANK=0 WORLD_SIZE=1 CCSHIM_TRACE_DIR="$CCS_TMP/full" LD_PRELOAD="$lib" \
+        sh -c "trap '' XFSZ; exec prlimit --fsize=40000 '$top_builddir/tests/integration/lifecycle' many" \
+        2>"$CCS_TMP/full.err"
+    tap_check "full disk: the summary says the trace was not written" \
+        grep -q "summary: 0 collectives, 0 point-to-point (none), 10000 steps, trace off (not written), 0 dropped" \
+        "$CCS_TMP/full.err"
+    t=$(ls "$CCS_TMP"/full/*.cctrace 2>/dev/null | head -1)
+    "$DUMP" "$t" >"$CCS_TMP/full.dump" 2>"$CCS_TMP/full.dump.err"
+    n=$(awk -F'\t' '$1=="R"' "$CCS_TMP/full.dump" | wc -l)
+    tap_check "full disk: the readable records of the cut chunk are read ($n)" test "$n" -gt 400
+    tap_check "full disk: the reader says how many were lost" \
+        grep -Eq "truncated: the file ends inside a chunk of [0-9]+ records; $n read, [0-9]+ lost" "$CCS_TMP/full.dump.err"
+else
+    for i in 1 2 3; do tap_skip "prlimit (util-linux) not installed"; done
+fi
 
 if ! ccs_have_mpi; then
     for i in 1 2 3 4 5; do tap_skip "MPI not available"; done
