@@ -38,6 +38,12 @@
 
 enum { OFF = -1, IDLE = 0, STARTING = 1, RUNNING = 2 };
 
+/* How long a MISMATCH waits for the records of every member at its seq
+ * (asked from other hosts through the coordinator) before it names the
+ * majority of the records in view: the answer takes two or three periods
+ * of the hosts and the coordinator, well inside the 1 s target. */
+#define RECORD_WAIT_MS 700
+
 static atomic_int state;
 static struct ccs_dsx_shm *shm;
 static int32_t W = -1, R = -1;
@@ -162,6 +168,31 @@ static void post_verdict(const struct ccs_dsx_verdict *v, void *arg)
     ccs_dsx_shm_post_verdict(shm, v);
 }
 
+/* The coordinator asks for the records of (COMM, SEQ): every rank of this
+ * host publishes what it kept around SEQ. */
+static void post_want(uint64_t comm, uint64_t seq, void *arg)
+{
+    (void)arg;
+    ccs_dsx_shm_want(shm, comm, seq, now_ms());
+}
+
+/* Records differ here at (COMM, SEQ) (or a member's record of it is not in
+ * view): the local ranks publish what they kept around SEQ, and the leader
+ * sends those records to the coordinator. */
+static void local_want(uint64_t comm, uint64_t seq, void *arg)
+{
+    (void)arg;
+    ccs_dsx_shm_want(shm, comm, seq, now_ms());
+    if (client)
+        ccs_dsx_client_detail(client, comm);
+}
+
+static uint64_t wanted_seq(uint64_t comm, void *arg)
+{
+    (void)arg;
+    return shm ? ccs_dsx_shm_wanted(shm, comm, now_ms()) : 0;
+}
+
 static void post_agreed(const struct ccs_dsx_agree *a, void *arg)
 {
     (void)arg;
@@ -264,7 +295,7 @@ static void tick(void)
     struct ccs_dsx_view v = {.wsize = W, .st = view, .dead = deadv, .now_ms = now};
     struct ccs_dsx_thresholds t = thresholds();
     t.partial = tcp_mode;
-    struct ccs_dsx_sink sink = {.verdict = on_verdict};
+    struct ccs_dsx_sink sink = {.verdict = on_verdict, .want = local_want};
     int nv = ccs_dsx_rules_run(&v, &t, seen, &sink);
     static uint64_t last_dbg;
     if (ccs_cfg.log_level >= CCS_LOG_DEBUG && now - last_dbg >= 1000) {
@@ -273,7 +304,7 @@ static void tick(void)
     }
     if (tcp_mode && !client && !leaving && ccs_dsx_shm_claim_leader(shm)) {
         /* The host's leader is gone (it exited first): take over. */
-        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed};
+        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed, .want = post_want};
         client = ccs_dsx_client_new(coord_host_s, coord_port_s, W, R, secret, hostkey, &cb);
         CCS_LOG(INFO, "desync: rank %d now leads host '%s' (the leader is gone)", R, hostkey);
     }
@@ -436,7 +467,8 @@ static struct ccs_dsx_thresholds thresholds(void)
                                        .straggler_ms = (uint32_t)ccs_cfg.desync_straggler_ms,
                                        .suspect_ms = (uint32_t)(ccs_cfg.desync_block_ms * 2),
                                        .heartbeat_ms = (uint32_t)ccs_cfg.desync_heartbeat_ms,
-                                       .mismatch_wait_ms = (uint32_t)(2 * ccs_cfg.desync_period_ms)};
+                                       .mismatch_wait_ms = (uint32_t)(2 * ccs_cfg.desync_period_ms),
+                                       .record_wait_ms = RECORD_WAIT_MS};
 }
 
 static int start_coordinator(const char *bind_host, int port, char *why, size_t n)
@@ -484,11 +516,12 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
         coord_port_s = coord_port;
     }
     if (tcp_mode && ccs_dsx_shm_is_leader(shm)) {
-        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed};
+        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed, .want = post_want};
         client = ccs_dsx_client_new(coord_host, coord_port, W, R, secret, hostkey, &cb);
         if (!client)
             say_off("cannot create the TCP client (out of memory)");
     }
+    ccs_dsx_collect_want(wanted_seq, NULL);
     if (!hooks_done) {
         hooks_done = 1;
         pthread_atfork(NULL, NULL, atfork_child);

@@ -26,6 +26,8 @@
 #define NVERDICT 16
 #define NAGREED 32
 #define NAGREE 4
+#define NWANT 4
+#define WANT_MS 2000
 #define READY 0x52454459u /* "READY" */
 
 struct vslot {
@@ -51,6 +53,9 @@ struct header {
     struct vslot verdict[NVERDICT];
     _Atomic uint64_t nagreed;
     struct aslot agreed[NAGREED];
+    /* Records asked for by the coordinator (ccs_dsx_shm_want). */
+    _Atomic uint64_t want_comm[NWANT], want_seq[NWANT], want_until[NWANT];
+    _Atomic uint32_t nwant;
 };
 
 struct slot {
@@ -418,4 +423,33 @@ void ccs_dsx_shm_close(struct ccs_dsx_shm *s)
     ccs_dsx_shm_release(s);
     munmap(s->h, s->bytes);
     free(s);
+}
+
+void ccs_dsx_shm_want(struct ccs_dsx_shm *s, uint64_t comm, uint64_t seq, uint64_t now_ms)
+{
+    struct header *h = s->h;
+    for (int i = 0; i < NWANT; i++)
+        if (atomic_load(&h->want_comm[i]) == comm && atomic_load(&h->want_seq[i]) == seq) {
+            atomic_store(&h->want_until[i], now_ms + WANT_MS);
+            return;
+        }
+    uint32_t i = atomic_fetch_add(&h->nwant, 1) % NWANT;
+    atomic_store(&h->want_comm[i], 0); /* readers skip the slot while it changes */
+    atomic_store(&h->want_seq[i], seq);
+    atomic_store(&h->want_until[i], now_ms + WANT_MS);
+    atomic_store(&h->want_comm[i], comm);
+}
+
+uint64_t ccs_dsx_shm_wanted(struct ccs_dsx_shm *s, uint64_t comm, uint64_t now_ms)
+{
+    struct header *h = s->h;
+    uint64_t best = 0;
+    for (int i = 0; i < NWANT; i++) {
+        if (atomic_load(&h->want_comm[i]) != comm || atomic_load(&h->want_until[i]) < now_ms)
+            continue;
+        uint64_t q = atomic_load(&h->want_seq[i]);
+        if (atomic_load(&h->want_comm[i]) == comm && (!best || q < best))
+            best = q; /* the earliest: the first place records differ */
+    }
+    return best;
 }

@@ -52,6 +52,12 @@ void ccs_dsx_shm_post_agreed(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *
 /* The folded result for (COMM, KEY) if posted: 1, else 0. */
 int ccs_dsx_shm_find_agreed(struct ccs_dsx_shm *s, uint64_t comm, uint64_t key, struct ccs_dsx_agree *out);
 
+/* Records asked for: every local rank publishes its kept operations of
+ * COMM around SEQ for the next 2 s (up to 4 requests; a newer one replaces
+ * the oldest).  ccs_dsx_shm_wanted gives the seq wanted for COMM, or 0. */
+void ccs_dsx_shm_want(struct ccs_dsx_shm *s, uint64_t comm, uint64_t seq, uint64_t now_ms);
+uint64_t ccs_dsx_shm_wanted(struct ccs_dsx_shm *s, uint64_t comm, uint64_t now_ms);
+
 /* Ranks whose slot was ever claimed (for the leader's scan). */
 int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s);
 

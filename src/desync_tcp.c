@@ -204,6 +204,7 @@ struct ccs_dsx_coord {
     struct fold *folds;
     size_t nfolds, capfolds;
     uint64_t detail_ms[16], detail_id[16];
+    uint64_t want_ms[16], want_id[16], want_seq[16];
     pthread_mutex_t lock; /* stats */
     struct ccs_dsx_coord_stats stats;
     struct ccs_dsx_status *scratch;
@@ -249,6 +250,26 @@ static void coord_detail(uint64_t comm, void *arg)
     k->detail_id[slot] = comm;
     k->detail_ms[slot] = now;
     broadcast(k, CCS_DSX_M_DETAIL, &comm, sizeof comm);
+}
+
+/* Records differ at (COMM, SEQ): every host's ranks publish what they kept
+ * around SEQ (asked again at most every 300 ms while the rules wait). */
+static void coord_want(uint64_t comm, uint64_t seq, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    uint64_t now = mono_ms();
+    for (int i = 0; i < 16; i++)
+        if (k->want_id[i] == comm && k->want_seq[i] == seq && now - k->want_ms[i] < 300)
+            return;
+    int slot = 0;
+    for (int i = 1; i < 16; i++)
+        if (k->want_ms[i] < k->want_ms[slot])
+            slot = i;
+    k->want_id[slot] = comm;
+    k->want_seq[slot] = seq;
+    k->want_ms[slot] = now;
+    uint64_t p[2] = {comm, seq};
+    broadcast(k, CCS_DSX_M_DETAIL, p, sizeof p);
 }
 
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
@@ -462,7 +483,7 @@ static void coord_eval(struct ccs_dsx_coord *k)
             k->dead[r] = 1;
     }
     struct ccs_dsx_view v = {.wsize = k->wsize, .st = k->view, .dead = k->dead, .now_ms = now};
-    struct ccs_dsx_sink s = {.verdict = coord_verdict, .detail = coord_detail, .arg = k};
+    struct ccs_dsx_sink s = {.verdict = coord_verdict, .detail = coord_detail, .want = coord_want, .arg = k};
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     ccs_dsx_rules_run(&v, &k->t, k->seen, &s);
@@ -697,6 +718,7 @@ struct ccs_dsx_client {
     size_t bufcap;
     struct ccs_dsx_verdict *vbuf;
     uint64_t bytes_out_total;
+    const struct ccs_dsx_status *cur; /* the status being encoded */
 };
 
 struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
@@ -783,6 +805,22 @@ static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
     return queue(&cl->c, CCS_DSX_M_HELLO, &h, sizeof h, NULL, 0);
 }
 
+void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm)
+{
+    uint64_t until = mono_ms() + 2000;
+    int slot = 0;
+    for (int i = 0; i < 8; i++) {
+        if (cl->detail_id[i] == comm) {
+            slot = i;
+            break;
+        }
+        if (cl->detail_until[i] < cl->detail_until[slot])
+            slot = i;
+    }
+    cl->detail_id[slot] = comm;
+    cl->detail_until[slot] = until;
+}
+
 static int wants_detail(uint64_t comm, void *arg)
 {
     struct ccs_dsx_client *cl = arg;
@@ -791,6 +829,17 @@ static int wants_detail(uint64_t comm, void *arg)
         if (cl->detail_id[i] == comm && now < cl->detail_until[i])
             return 1;
     return 0;
+}
+
+/* Records go with a status when asked for, and for a communicator the rank
+ * is blocked in (the coordinator then compares them with the others'). */
+static int keep_hist(uint64_t comm, void *arg)
+{
+    struct ccs_dsx_client *cl = arg;
+    for (uint32_t k = 0; cl->cur && k < cl->cur->ncomm && k < CCS_DSX_MAXCOMM; k++)
+        if (cl->cur->comm[k].id == comm && cl->cur->comm[k].state == CCS_DSX_BLOCKED)
+            return 1;
+    return wants_detail(comm, arg);
 }
 
 static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
@@ -837,15 +886,14 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
                 return -1;
             if (cl->cb.verdict)
                 cl->cb.verdict(cl->vbuf, cl->cb.arg);
-        } else if (f.type == CCS_DSX_M_DETAIL && f.length == 8) {
-            uint64_t id;
+        } else if (f.type == CCS_DSX_M_DETAIL && (f.length == 8 || f.length == 16)) {
+            uint64_t id, seq = 0;
             memcpy(&id, p, 8);
-            int slot = 0;
-            for (int i = 1; i < 8; i++)
-                if (cl->detail_until[i] < cl->detail_until[slot])
-                    slot = i;
-            cl->detail_id[slot] = id;
-            cl->detail_until[slot] = mono_ms() + 2000;
+            if (f.length == 16)
+                memcpy(&seq, p + 8, 8);
+            ccs_dsx_client_detail(cl, id);
+            if (seq && cl->cb.want)
+                cl->cb.want(id, seq, cl->cb.arg);
         } else if (f.type == CCS_DSX_M_AGREE && f.length == sizeof(struct ccs_dsx_agree)) {
             struct ccs_dsx_agree a;
             memcpy(&a, p, sizeof a);
@@ -873,7 +921,9 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
         int32_t r = st[i]->wrank;
         if (r < 0 || r >= cl->wsize)
             continue;
-        size_t len = ccs_dsx_encode_status(st[i], wants_detail, cl, cl->buf + o, cl->bufcap - o);
+        cl->cur = st[i];
+        size_t len = ccs_dsx_encode_status(st[i], keep_hist, cl, cl->buf + o, cl->bufcap - o);
+        cl->cur = NULL;
         if (!len)
             continue;
         /* What the rules act on at once (life, blocked or not, where, records
@@ -884,6 +934,8 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
             const struct ccs_dsx_comm *e = &st[i]->comm[k];
             u = ccs_hash_mix(u, e->state == CCS_DSX_BLOCKED ? e->blocked.seq : e->state);
             u = ccs_hash_mix(u, (uint64_t)wants_detail(e->id, cl)); /* records asked for: send now */
+            if (wants_detail(e->id, cl) && e->nhist)
+                u = ccs_hash_mix(u, e->hist[0].seq); /* ... and the records kept around a seq */
         }
         memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &beat, 8);
         h = ccs_hash_bytes(cl->buf + o, len, 0) | 1;

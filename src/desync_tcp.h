@@ -42,6 +42,8 @@ struct ccs_dsx_client_cb {
     void (*verdict)(const struct ccs_dsx_verdict *v, void *arg);
     void (*agreed)(const struct ccs_dsx_agree *a, void *arg);
     void *arg;
+    /* The coordinator asks for the records of (COMM, SEQ) (may be NULL). */
+    void (*want)(uint64_t comm, uint64_t seq, void *arg);
 };
 
 /* A client of the coordinator at HOST:PORT for this host (HOSTNAME), run
@@ -57,6 +59,10 @@ struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t ws
  * (WHY; the caller says so once and keeps trying). */
 int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n,
                         const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t whylen);
+/* Sends the records of COMM with the statuses for the next 2 s (records
+ * that differ on this host: the coordinator must see them). */
+void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm);
+
 /* 1 once the handshake succeeded. */
 int ccs_dsx_client_connected(struct ccs_dsx_client *cl);
 uint64_t ccs_dsx_client_bytes_out(struct ccs_dsx_client *cl);
