@@ -43,6 +43,9 @@ enum { OFF = -1, IDLE = 0, STARTING = 1, RUNNING = 2 };
  * majority of the records in view: the answer takes two or three periods
  * of the hosts and the coordinator, well inside the 1 s target. */
 #define RECORD_WAIT_MS 700
+/* How long the coordinator's process waits at exit for the other ranks to
+ * finish (the final exchange). */
+#define FINAL_MS 5000
 
 static atomic_int state;
 static struct ccs_dsx_shm *shm;
@@ -187,6 +190,12 @@ static void local_want(uint64_t comm, uint64_t seq, void *arg)
         ccs_dsx_client_detail(client, comm);
 }
 
+static void post_bye(void *arg)
+{
+    (void)arg;
+    ccs_dsx_shm_set_bye(shm);
+}
+
 static uint64_t wanted_seq(uint64_t comm, void *arg)
 {
     (void)arg;
@@ -288,8 +297,9 @@ static void tick(void)
             lastbeat[r] = o->beat;
             beat_ms[r] = now;
         }
-        if (o->life == CCS_DSX_ALIVE &&
-            (!alive(o->pid) || now - beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms))
+        if (o->life == CCS_DSX_ALIVE && !alive(o->pid))
+            stv[r]->life = CCS_DSX_DIED; /* our copy: so the leader tells the coordinator at once */
+        else if (o->life == CCS_DSX_ALIVE && now - beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms)
             deadv[r] = 1;
     }
     struct ccs_dsx_view v = {.wsize = W, .st = view, .dead = deadv, .now_ms = now};
@@ -302,9 +312,9 @@ static void tick(void)
         last_dbg = now;
         CCS_LOG(DEBUG, "desync: %zu local statuses, %u comms here, %d new verdicts", nlocal, me.ncomm, nv);
     }
-    if (tcp_mode && !client && !leaving && ccs_dsx_shm_claim_leader(shm)) {
+    if (tcp_mode && !client && !leaving && !ccs_dsx_shm_bye(shm) && ccs_dsx_shm_claim_leader(shm)) {
         /* The host's leader is gone (it exited first): take over. */
-        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed, .want = post_want};
+        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
         client = ccs_dsx_client_new(coord_host_s, coord_port_s, W, R, secret, hostkey, &cb);
         CCS_LOG(INFO, "desync: rank %d now leads host '%s' (the leader is gone)", R, hostkey);
     }
@@ -371,6 +381,14 @@ void ccs_desync_note_exit(int how)
         sleep_ms(ccs_cfg.desync_period_ms);
         tick();
     }
+    /* The coordinator's process: the final exchange.  The coordinator stays
+     * until every rank has said it finishes (a fault in a short job is still
+     * judged), then says BYE, so no host is left with a dead connection;
+     * this process's thread keeps forwarding its host meanwhile. */
+    if (coord && ccs_dsx_coord_finish(coord, FINAL_MS) != 1)
+        CCS_LOG(INFO, "desync: ranks still running %d ms after the coordinator's rank finished; detection across "
+                      "hosts ends here",
+                FINAL_MS);
     /* Hand the host's link to the coordinator over to a rank still running. */
     pthread_mutex_lock(&tick_lock);
     leaving = 1;
@@ -516,7 +534,7 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
         coord_port_s = coord_port;
     }
     if (tcp_mode && ccs_dsx_shm_is_leader(shm)) {
-        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed, .want = post_want};
+        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
         client = ccs_dsx_client_new(coord_host, coord_port, W, R, secret, hostkey, &cb);
         if (!client)
             say_off("cannot create the TCP client (out of memory)");

@@ -133,6 +133,7 @@ struct ccs_dsx_verdict {
  *   VERDICT coordinator -> client: one struct ccs_dsx_verdict (fixed size)
  *   DETAIL  coordinator -> client: uint64 comm id (send history for it)
  *   AGREE   both ways: struct ccs_dsx_agree
+ *   BYE     coordinator -> client: no payload; every rank has finished
  * Integers are little-endian (x86-64 and aarch64 both); HELLO carries the
  * byte-order word so a mismatched peer is refused, not misread. */
 enum ccs_dsx_msg {
@@ -142,6 +143,7 @@ enum ccs_dsx_msg {
     CCS_DSX_M_VERDICT = 4,
     CCS_DSX_M_DETAIL = 5,
     CCS_DSX_M_AGREE = 6,
+    CCS_DSX_M_BYE = 7, /* coordinator -> client: every rank finished; the job's detection is over */
 };
 
 struct ccs_dsx_frame {

@@ -56,6 +56,7 @@ struct header {
     /* Records asked for by the coordinator (ccs_dsx_shm_want). */
     _Atomic uint64_t want_comm[NWANT], want_seq[NWANT], want_until[NWANT];
     _Atomic uint32_t nwant;
+    _Atomic uint32_t bye;
 };
 
 struct slot {
@@ -452,4 +453,14 @@ uint64_t ccs_dsx_shm_wanted(struct ccs_dsx_shm *s, uint64_t comm, uint64_t now_m
             best = q; /* the earliest: the first place records differ */
     }
     return best;
+}
+
+void ccs_dsx_shm_set_bye(struct ccs_dsx_shm *s)
+{
+    atomic_store(&s->h->bye, 1);
+}
+
+int ccs_dsx_shm_bye(struct ccs_dsx_shm *s)
+{
+    return atomic_load(&s->h->bye) != 0;
 }

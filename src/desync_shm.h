@@ -58,6 +58,11 @@ int ccs_dsx_shm_find_agreed(struct ccs_dsx_shm *s, uint64_t comm, uint64_t key, 
 void ccs_dsx_shm_want(struct ccs_dsx_shm *s, uint64_t comm, uint64_t seq, uint64_t now_ms);
 uint64_t ccs_dsx_shm_wanted(struct ccs_dsx_shm *s, uint64_t comm, uint64_t now_ms);
 
+/* The coordinator said BYE (every rank finished): no rank of this host
+ * takes the lead or connects any more. */
+void ccs_dsx_shm_set_bye(struct ccs_dsx_shm *s);
+int ccs_dsx_shm_bye(struct ccs_dsx_shm *s);
+
 /* Ranks whose slot was ever claimed (for the leader's scan). */
 int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s);
 

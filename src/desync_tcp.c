@@ -209,6 +209,9 @@ struct ccs_dsx_coord {
     struct ccs_dsx_coord_stats stats;
     struct ccs_dsx_status *scratch;
     uint64_t closed_in, closed_out; /* bytes of connections closed */
+    atomic_int finishing;           /* the process exits: BYE once every rank finished */
+    atomic_int finished;            /* 1: all finished, 2: timed out; BYE sent */
+    uint64_t finish_by;             /* (coordinator thread) deadline of the final exchange */
 };
 
 static void broadcast(struct ccs_dsx_coord *k, uint16_t type, const void *p, size_t n)
@@ -588,6 +591,20 @@ static void *coord_main(void *arg)
         if (now >= next_eval) {
             coord_eval(k);
             count_io(k);
+            if (atomic_load(&k->finishing) && !atomic_load(&k->finished)) {
+                if (!k->finish_by)
+                    k->finish_by = now + (uint64_t)atomic_load(&k->finishing);
+                int all = 1;
+                for (int32_t r = 0; r < k->wsize && all; r++)
+                    all = k->dead[r] || (k->st[r] && k->st[r]->life != CCS_DSX_ALIVE);
+                if (all || now >= k->finish_by) {
+                    broadcast(k, CCS_DSX_M_BYE, NULL, 0);
+                    for (size_t i = 0; i < k->ncl; i++)
+                        if (k->cl[i].fd >= 0)
+                            flush_out(&k->cl[i]);
+                    atomic_store(&k->finished, all ? 1 : 2);
+                }
+            }
             for (size_t i = 0; i < k->ncl; i++)
                 if (k->cl[i].fd >= 0 && (k->cl[i].state < 0 || flush_out(&k->cl[i]) != 0))
                     drop_client(k, i, NULL);
@@ -679,6 +696,18 @@ void ccs_dsx_coord_stats(struct ccs_dsx_coord *k, struct ccs_dsx_coord_stats *ou
         out->cpu_s = ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+int ccs_dsx_coord_finish(struct ccs_dsx_coord *k, int timeout_ms)
+{
+    atomic_store(&k->finishing, timeout_ms > 1 ? timeout_ms : 1);
+    /* The thread answers within an evaluation period after the deadline. */
+    uint64_t give_up = mono_ms() + (uint64_t)timeout_ms + 2u * (uint64_t)k->period_ms + 100u;
+    while (!atomic_load(&k->finished) && mono_ms() < give_up) {
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(&k->finished) == 1;
+}
+
 void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
 {
     if (!k)
@@ -719,6 +748,7 @@ struct ccs_dsx_client {
     struct ccs_dsx_verdict *vbuf;
     uint64_t bytes_out_total;
     const struct ccs_dsx_status *cur; /* the status being encoded */
+    int bye;                          /* the coordinator said BYE */
 };
 
 struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
@@ -886,6 +916,10 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
                 return -1;
             if (cl->cb.verdict)
                 cl->cb.verdict(cl->vbuf, cl->cb.arg);
+        } else if (f.type == CCS_DSX_M_BYE && f.length == 0) {
+            cl->bye = 1;
+            if (cl->cb.bye)
+                cl->cb.bye(cl->cb.arg);
         } else if (f.type == CCS_DSX_M_DETAIL && (f.length == 8 || f.length == 16)) {
             uint64_t id, seq = 0;
             memcpy(&id, p, 8);
@@ -967,6 +1001,12 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
                         const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t wn)
 {
     uint64_t now = mono_ms();
+    if (cl->bye) {
+        /* Every rank finished: nothing more to say, nothing to reconnect to. */
+        if (cl->c.fd >= 0)
+            client_drop(cl, now);
+        return 0;
+    }
     if (cl->c.fd < 0) {
         if (now < cl->retry_ms)
             return cl->refused ? -1 : 0;
@@ -997,12 +1037,17 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
             break;
         if (pf.revents & (POLLIN | POLLHUP | POLLERR)) {
             int eof = fill_in(&cl->c) != 0;
-            if (client_frames(cl, why, wn) != 0 || eof) {
+            int bad = client_frames(cl, why, wn) != 0;
+            if (cl->bye) {
+                client_drop(cl, now);
+                return 0;
+            }
+            if (bad || eof) {
                 if (eof && cl->c.state != C_AUTHED) {
                     cl->refused = 1;
                     snprintf(why, wn,
                              "the coordinator at %s:%d closed the connection during the handshake "
-                             "(wrong CCSHIM_SECRET?)",
+                             "(it refused our proof: is CCSHIM_SECRET the same on every rank?)",
                              cl->host, cl->port);
                 } else if (eof) {
                     snprintf(why, wn, "the coordinator at %s:%d closed the connection", cl->host, cl->port);

@@ -34,6 +34,12 @@ struct ccs_dsx_coord_stats {
     uint64_t bytes_held; /* memory the coordinator holds (tables, buffers) */
 };
 void ccs_dsx_coord_stats(struct ccs_dsx_coord *c, struct ccs_dsx_coord_stats *out);
+/* The final exchange, when the coordinator's own process exits: waits up
+ * to TIMEOUT_MS until every rank has said it finalizes or exits (or is
+ * dead), evaluates the rules a last time (a fault in a short job is still
+ * reported), and says BYE to every host, which then closes its connection
+ * without a warning.  Returns 1 when every rank had finished, 0 on timeout. */
+int ccs_dsx_coord_finish(struct ccs_dsx_coord *c, int timeout_ms);
 void ccs_dsx_coord_stop(struct ccs_dsx_coord *c);
 
 struct ccs_dsx_client;
@@ -44,6 +50,8 @@ struct ccs_dsx_client_cb {
     void *arg;
     /* The coordinator asks for the records of (COMM, SEQ) (may be NULL). */
     void (*want)(uint64_t comm, uint64_t seq, void *arg);
+    /* The coordinator said BYE: every rank finished (may be NULL). */
+    void (*bye)(void *arg);
 };
 
 /* A client of the coordinator at HOST:PORT for this host (HOSTNAME), run

@@ -23,7 +23,7 @@ have_nccl=1
 have_mpi=1
 { ccs_have_mpi && [ -x "$SCENARIO" ]; } || have_mpi=0
 [ $have_nccl = 1 ] || [ $have_mpi = 1 ] || tap_skip_all "neither MPI nor the test NCCL trainer is built"
-tap_plan 52
+tap_plan 53
 
 SETTLE=600
 MISMATCH_MS=1000
@@ -38,7 +38,8 @@ th_mpi() {
     shift
     mkdir -p "$d/trace"
     # shellcheck disable=SC2086
-    ccs_run_timeout "$secs" "$TH_EXEC" hA "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe \
+    # shellcheck disable=SC2086
+    ccs_run_timeout "$secs" "$TH_EXEC" hA "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe ${TH_MPI_OPTS:-} \
         --host hA:2,hB:2 -np 4 --mca plm_rsh_agent "$TH_EXEC --rsh" \
         --mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none \
         --mca btl_tcp_if_include "$TH_NET" --mca oob_tcp_if_include "$TH_NET" \
@@ -76,7 +77,17 @@ if [ $have_mpi = 1 ]; then
     mpi_case m-kind kind 1 MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=0\) where ranks 0,2-3 issued $AR$" $MISMATCH_MS
     mpi_case m-extra extra 2 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=6: rank 2 blocked in $AR at seq 6 for N s; rank 0 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 1 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 3 at seq 5 \(1 behind, (in MPI_Finalize|exited)\)$" $((SETTLE + 2000))
     mpi_case m-exit exit 3 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0-2 blocked in $AR at seq 3 for N s; rank 3 at seq 2 \(1 behind, exited\)$" 2000
-    mpi_case m-kill kill 2 DEAD "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=3: ranks 0-1,3 blocked in $AR at seq 3 for N s; rank 2 at seq 2 \(1 behind, died\)$" 2000
+    # Rank 3 (hB, not its host's leader) dies of SIGKILL: its leader tells
+    # the coordinator at once.  (mpirun would end the job as soon as a
+    # process is killed, racing the detector: --enable-recovery lets the
+    # others hang on, as they would in a real job; the abort then ends it.)
+    TH_MPI_OPTS="--enable-recovery" th_mpi m-kill 40 CCSHIM_ON_DESYNC=abort -- kill 5 2 3
+    tap_check "m-kill: the job ended before the timeout (exit $DSX_RC)" test "$DSX_RC" -ne 124
+    tap_check "m-kill: DEAD names rank 3 at the right seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=3: ranks 0-2 blocked in $2 at seq 3 for N s; rank 3 at seq 2 \(1 behind, died\)$"' _ "$(dsx_lines m-kill DEAD)" "$AR"
+    tap_check "m-kill: seen on both hosts" th_seen_both m-kill DEAD
+    lat=$(dsx_latency_ms m-kill DEAD)
+    tap_check "m-kill: reported $lat ms after the rank died (<= 2000)" test "$lat" -le 2000
+    echo "# figure: mpi m-kill DEAD $lat ms"
     # A real deadlock, the culprit on hB: reported after the block threshold.
     th_mpi m-deadlock 40 CCSHIM_ON_DESYNC=abort -- deadlock 5 2 2
     lines=$(dsx_lines m-deadlock DESYNC)
@@ -142,6 +153,11 @@ if [ $have_nccl = 1 ]; then
     tap_check "n-count: MISMATCH naming rank 1 and both counts at the exact seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$"' _ "$lines"
     tap_check "n-count: seen on both hosts" th_seen_both n-count MISMATCH
     tap_eq "n-count: no dropped connection" "" "$(cat "$CCS_TMP/n-count"/log-*.txt | grep 'closed the connection' || true)"
+    t0=$(sed -n 's/^culprit_call_ms=//p' "$CCS_TMP/n-count/out-1" | head -1)
+    t1=$(th_first_ms n-count MISMATCH)
+    lat=$(awk -v a="${t0:-0}" -v b="${t1:-999999999}" 'BEGIN { printf "%d\n", (a > 0 ? b - a : 999999) }')
+    tap_check "n-count: reported $lat ms after rank 1's call (<= $MISMATCH_MS)" test "$lat" -le $MISMATCH_MS
+    echo "# figure: nccl n-count MISMATCH $lat ms"
     # Healthy: nothing to report, every connection kept to the end.
     th_nccl n-healthy 60 CCSHIM_DESYNC_STRAGGLER_MS=60000 -- --steps 40
     tap_eq "n-healthy: exit 0" 0 "$DSX_RC"
@@ -156,7 +172,7 @@ if [ $have_nccl = 1 ]; then
     tap_check "n-skip: DESYNC naming rank 2 and step 3" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 2 issued seq [0-9]+ \(allreduce\(count=[0-9]+, float64, sum\)\) in step 4 where ranks 0-1,3 issued it in step 3: rank 2 issued fewer collectives than the others in step 3 and is behind from there on$"' _ "$(dsx_lines n-skip DESYNC)"
     tap_check "n-skip: seen on both hosts" th_seen_both n-skip DESYNC
 else
-    for i in $(seq 10); do tap_skip "NCCL scenario" "ccshim-trainer-nccl or the test NCCL not built"; done
+    for i in $(seq 11); do tap_skip "NCCL scenario" "ccshim-trainer-nccl or the test NCCL not built"; done
 fi
 [ "$TAP_FAILED" -eq 0 ] || for n in n-count n-healthy n-skip; do
     [ -d "$CCS_TMP/$n" ] && { echo "--- $n"; head -30 "$CCS_TMP/$n"/log-*.txt "$CCS_TMP/$n"/out-*; } | tap_diag
