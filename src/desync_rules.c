@@ -390,11 +390,19 @@ static int step_skew(struct ctx *c, struct grp *g, const struct opref *ops, size
     if (lo == hi)
         return 0;
     uint64_t comm = c->ents[g->lo].comm, seq = ops[0].seq;
+    /* As for a MISMATCH: every member's record of the seq, asked for where
+     * it is not in view; one host's view leaves the verdict to the coordinator. */
+    if (n < (size_t)g->size && c->sink && c->sink->want)
+        c->sink->want(comm, seq, c->sink->arg);
+    if (c->t->partial && !g->complete)
+        return 1;
     int all = g->complete;
     for (size_t m = g->lo; m < g->hi && all; m++)
         all = c->ents[m].e->issued >= seq || c->term[c->ents[m].wrank];
     uint64_t since = seen_since(c->seen, CANDIDATE_MISMATCH, comm, seq, c->v->now_ms);
     if (!all && c->v->now_ms - since < c->t->mismatch_wait_ms)
+        return 1;
+    if (n < (size_t)g->size && c->v->now_ms - since < c->t->record_wait_ms && c->sink && c->sink->want)
         return 1;
     if (!ccs_dsx_seen_add(c->seen, SKEW, comm, 0))
         return 1;
@@ -460,7 +468,7 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
             j++;
         }
         if (!differ) {
-            if (!(c->t->partial && !g->complete) && step_skew(c, g, ops + i, j - i))
+            if (step_skew(c, g, ops + i, j - i))
                 return;
             i = j;
             continue;
