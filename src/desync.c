@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,7 +77,8 @@ static struct ccs_dsx_client *client;
 static uint64_t vcursor;
 static pthread_t th;
 static uint64_t started_ms;
-static int tcp_mode; /* a coordinator sees the whole job */
+static int tcp_mode;    /* a coordinator sees the whole job */
+static int spans_hosts; /* the job's ranks run on more than one host */
 static char coord_host_s[256];
 static int coord_port_s;
 static int leaving; /* this process is exiting: never take the lead */
@@ -304,7 +306,7 @@ static void tick(void)
     }
     struct ccs_dsx_view v = {.wsize = W, .st = view, .dead = deadv, .now_ms = now};
     struct ccs_dsx_thresholds t = thresholds();
-    t.partial = tcp_mode;
+    t.partial = tcp_mode || spans_hosts; /* members elsewhere: only the coordinator can judge */
     struct ccs_dsx_sink sink = {.verdict = on_verdict, .want = local_want};
     int nv = ccs_dsx_rules_run(&v, &t, seen, &sink);
     static uint64_t last_dbg;
@@ -479,6 +481,45 @@ static void my_address(char *out, size_t n, int loopback_ok)
     freeifaddrs(ifa);
 }
 
+/* CCSHIM_SECRET_FILE: the secret from PATH, a regular file of this user
+ * that nobody else may read or write (mode 0600 or stricter), holding 16 to
+ * 79 printable characters (a trailing newline is dropped).  0, or -1 with
+ * WHY naming the file and what was expected. */
+static int read_secret_file(const char *path, char *why, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat sb;
+    if (fd < 0) {
+        snprintf(why, n, "CCSHIM_SECRET_FILE='%s' cannot be opened: %s", path, strerror(errno));
+        return -1;
+    }
+    char buf[sizeof secret + 2];
+    ssize_t got = -1;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        snprintf(why, n, "CCSHIM_SECRET_FILE='%s' is not a regular file", path);
+    else if (sb.st_uid != geteuid() || (sb.st_mode & 077))
+        snprintf(why, n, "CCSHIM_SECRET_FILE='%s' must be yours and private (mode 0600), is uid %u mode %04o", path,
+                 (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+    else
+        got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got < 0)
+        return -1;
+    while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r'))
+        got--;
+    buf[got] = 0;
+    int printable = 1;
+    for (ssize_t i = 0; i < got; i++)
+        printable &= buf[i] > ' ' && buf[i] < 127;
+    if (got < 16 || got >= (ssize_t)sizeof secret || !printable) {
+        snprintf(why, n, "CCSHIM_SECRET_FILE='%s' holds %zd characters; expected 16 to %zu printable ones", path,
+                 got, sizeof secret - 1);
+        return -1;
+    }
+    memcpy(secret, buf, (size_t)got + 1);
+    return 0;
+}
+
 static struct ccs_dsx_thresholds thresholds(void)
 {
     return (struct ccs_dsx_thresholds){.block_ms = (uint32_t)ccs_cfg.desync_block_ms,
@@ -626,8 +667,12 @@ int ccs_desync_start(void)
         port = env_int("MASTER_PORT") + 1;
     }
     int tcp = ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && spans);
+    spans_hosts = spans;
+    char fwhy[400] = "";
     if (ccs_cfg.secret && *ccs_cfg.secret) {
         snprintf(secret, sizeof secret, "%s", ccs_cfg.secret);
+    } else if (ccs_cfg.secret_file && *ccs_cfg.secret_file && read_secret_file(ccs_cfg.secret_file, fwhy, sizeof fwhy) == 0) {
+        /* secret set */
     } else {
         /* Nothing names the job: the identity of its first communicator
          * spanning the world (from the ncclUniqueId, the same on every rank
@@ -637,10 +682,20 @@ int ccs_desync_start(void)
             ccs_comm_foreach(world_comm, &first);
         if (first)
             snprintf(key_extra, sizeof key_extra, "comm%llx", (unsigned long long)first);
+        /* Names this job's shared memory only (mode 0600, this user's):
+         * anyone can compute it, so it never authenticates TCP. */
         snprintf(secret, sizeof secret, "job:%s@%s:%d/%s", ccs_job_id(), host, port, key_extra);
-        if (tcp)
-            CCS_LOG(WARN, "desync: no CCSHIM_SECRET; the side channel is authenticated by the job id only "
-                          "(ccshim-run sets a secret when it wraps the launcher)");
+        if (tcp) {
+            if (*fwhy)
+                CCS_LOG(WARN, "desync: %s; TCP between hosts refused, detection across hosts is off (within each "
+                              "host it stays on)",
+                        fwhy);
+            else
+                CCS_LOG(WARN, "desync: ranks span hosts but neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; "
+                              "unauthenticated TCP refused, detection across hosts is off (within each host it "
+                              "stays on)");
+            tcp = 0;
+        }
     }
     if (tcp && port <= 0) {
         say_off("ranks span hosts but no coordinator address (set CCSHIM_COORD=host:port, or MASTER_ADDR and "
@@ -697,6 +752,7 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
     }
     free(all);
     int tcp = enabled && (ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && hosts > 1));
+    spans_hosts = hosts > 1;
     struct bcast_item bc;
     memset(&bc, 0, sizeof bc);
     if (r == 0 && enabled) {

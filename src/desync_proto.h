@@ -176,8 +176,8 @@ struct ccs_dsx_agree {
  * its history, then its NHIST operations. */
 size_t ccs_dsx_encoded_size(const struct ccs_dsx_status *st);
 
-/* Encodes ST into BUF (CAP bytes), keeping the history only for comms where
- * KEEP_HIST(comm id, ARG) is nonzero (NULL: keep all).  Returns the bytes
+/* Encodes ST into BUF (CAP bytes), keeping of each comm's history the
+ * newest KEEP_HIST(comm id, ARG) operations (0: none; NULL: keep all).  Returns the bytes
  * written, or 0 when CAP is too small. */
 size_t ccs_dsx_encode_status(const struct ccs_dsx_status *st, int (*keep_hist)(uint64_t, void *), void *arg,
                              unsigned char *buf, size_t cap);

@@ -747,7 +747,8 @@ struct ccs_dsx_client {
     size_t bufcap;
     struct ccs_dsx_verdict *vbuf;
     uint64_t bytes_out_total;
-    const struct ccs_dsx_status *cur; /* the status being encoded */
+    const struct ccs_dsx_status *cur; /* the status being encoded, */
+    int fresh;                        /* ... with news the rules act on */
     int bye;                          /* the coordinator said BYE */
 };
 
@@ -861,15 +862,20 @@ static int wants_detail(uint64_t comm, void *arg)
     return 0;
 }
 
-/* Records go with a status when asked for, and for a communicator the rank
- * is blocked in (the coordinator then compares them with the others'). */
+/* Records go with a status when asked for (all kept), and the newest few
+ * for a communicator the rank is blocked in: the coordinator then compares
+ * them with the others' (a rank blocked in a call the others completed
+ * differently), at a few hundred bytes per blocked rank. */
+#define BLOCKED_HIST 4
 static int keep_hist(uint64_t comm, void *arg)
 {
     struct ccs_dsx_client *cl = arg;
-    for (uint32_t k = 0; cl->cur && k < cl->cur->ncomm && k < CCS_DSX_MAXCOMM; k++)
+    if (wants_detail(comm, arg))
+        return CCS_DSX_HIST;
+    for (uint32_t k = 0; cl->cur && cl->fresh && k < cl->cur->ncomm && k < CCS_DSX_MAXCOMM; k++)
         if (cl->cur->comm[k].id == comm && cl->cur->comm[k].state == CCS_DSX_BLOCKED)
-            return 1;
-    return wants_detail(comm, arg);
+            return BLOCKED_HIST;
+    return 0;
 }
 
 static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
@@ -955,11 +961,6 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
         int32_t r = st[i]->wrank;
         if (r < 0 || r >= cl->wsize)
             continue;
-        cl->cur = st[i];
-        size_t len = ccs_dsx_encode_status(st[i], keep_hist, cl, cl->buf + o, cl->bufcap - o);
-        cl->cur = NULL;
-        if (!len)
-            continue;
         /* What the rules act on at once (life, blocked or not, where, records
          * asked for) goes out now; mere progress every SEND_MS; an unchanged
          * status once a second, as a heartbeat. */
@@ -971,6 +972,14 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
             if (wants_detail(e->id, cl) && e->nhist)
                 u = ccs_hash_mix(u, e->hist[0].seq); /* ... and the records kept around a seq */
         }
+        /* A blocked rank's newest records go once, with the status that says
+         * it is blocked there (the coordinator keeps them). */
+        cl->cur = st[i];
+        cl->fresh = u != cl->sent_urgent[r];
+        size_t len = ccs_dsx_encode_status(st[i], keep_hist, cl, cl->buf + o, cl->bufcap - o);
+        cl->cur = NULL;
+        if (!len)
+            continue;
         memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &beat, 8);
         h = ccs_hash_bytes(cl->buf + o, len, 0) | 1;
         memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &st[i]->beat, 8);
