@@ -271,8 +271,30 @@ static void coord_want(uint64_t comm, uint64_t seq, void *arg)
     k->want_id[slot] = comm;
     k->want_seq[slot] = seq;
     k->want_ms[slot] = now;
+    /* Only the hosts of members whose record of SEQ is not here: at scale
+     * one host holds the odd record and a few others are asked. */
     uint64_t p[2] = {comm, seq};
-    broadcast(k, CCS_DSX_M_DETAIL, p, sizeof p);
+    uint8_t *ask = calloc(k->ncl ? k->ncl : 1, 1);
+    for (int32_t r = 0; r < k->wsize; r++) {
+        const struct ccs_dsx_status *x = k->st[r];
+        if (!x || k->owner[r] < 0 || (size_t)k->owner[r] >= k->ncl || x->life != CCS_DSX_ALIVE)
+            continue;
+        for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++) {
+            const struct ccs_dsx_comm *e = &x->comm[q];
+            if (e->id != comm)
+                continue;
+            int have = e->state == CCS_DSX_BLOCKED && e->blocked.seq == seq;
+            for (unsigned h = 0; h < e->nhist && !have; h++)
+                have = e->hist[h].seq == seq;
+            if (!have && ask)
+                ask[k->owner[r]] = 1;
+        }
+    }
+    for (size_t i = 0; i < k->ncl; i++)
+        if ((!ask || ask[i]) && k->cl[i].fd >= 0 && k->cl[i].state == C_AUTHED &&
+            queue(&k->cl[i], CCS_DSX_M_DETAIL, p, sizeof p, NULL, 0) != 0)
+            k->cl[i].state = -1; /* dropped below */
+    free(ask);
 }
 
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
@@ -969,8 +991,6 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
             const struct ccs_dsx_comm *e = &st[i]->comm[k];
             u = ccs_hash_mix(u, e->state == CCS_DSX_BLOCKED ? e->blocked.seq : e->state);
             u = ccs_hash_mix(u, (uint64_t)wants_detail(e->id, cl)); /* records asked for: send now */
-            if (wants_detail(e->id, cl) && e->nhist)
-                u = ccs_hash_mix(u, e->hist[0].seq); /* ... and the records kept around a seq */
         }
         /* A blocked rank's newest records go once, with the status that says
          * it is blocked there (the coordinator keeps them). */

@@ -23,7 +23,7 @@ have_nccl=1
 have_mpi=1
 { ccs_have_mpi && [ -x "$SCENARIO" ]; } || have_mpi=0
 [ $have_nccl = 1 ] || [ $have_mpi = 1 ] || tap_skip_all "neither MPI nor the test NCCL trainer is built"
-tap_plan 53
+tap_plan 57
 
 SETTLE=600
 MISMATCH_MS=1000
@@ -97,13 +97,18 @@ if [ $have_mpi = 1 ]; then
     tap_check "m-deadlock: reported $lat ms after the last rank blocked (<= 2000)" test "$lat" -le 2000
     echo "# figure: mpi m-deadlock DESYNC $lat ms"
     # Healthy with skew: one rank on either host computes 1.2-2.5 s per
-    # iteration while the others wait; STRAGGLER warnings at most.
-    th_mpi m-healthy 60 CCSHIM_ON_DESYNC=abort CCSHIM_DESYNC_STRAGGLER_MS=2000 -- healthy 5
+    # iteration while the others wait; STRAGGLER warnings at most.  The
+    # thresholds are scaled down with the run: blocked 1 s (the default) and
+    # a heartbeat of 2.5 s (default 10 s), so these 9 s with skews above
+    # both show what a 60 s run with 10-25 s skews would at the defaults
+    # (waits past the block threshold, silences past the heartbeat, across
+    # hosts) in a sixth of the make check time.
+    th_mpi m-healthy 60 CCSHIM_ON_DESYNC=abort CCSHIM_DESYNC_STRAGGLER_MS=2000 CCSHIM_DESYNC_HEARTBEAT_MS=2500 -- healthy 5
     tap_eq "m-healthy: exit 0 (nothing aborted it)" 0 "$DSX_RC"
     tap_eq "m-healthy: no MISMATCH, DESYNC or DEAD, no dropped connection" "" \
         "$(cat "$CCS_TMP/m-healthy"/log-*.txt 2>/dev/null | grep -E '^ccshim (MISMATCH|DESYNC|DEAD) |closed the connection' || true)"
     tap_check "m-healthy: the coordinator listened on hA's veth address" \
-        grep -q "coordinator at $TH_ADDR_A:" "$CCS_TMP/m-healthy/log-0.txt"
+        grep -q "coordinator at $TH_ADDR_A:" "$CCS_TMP/m-healthy/log-0.txt" "$CCS_TMP/m-healthy/log-1.txt"
 else
     for i in $(seq 42); do tap_skip "MPI scenario" "MPI or desync_scenario not available"; done
 fi
@@ -147,7 +152,10 @@ if [ $have_nccl = 1 ]; then
     # Rank 1 (hA) reduces one element less, once, in step 3; the job runs on
     # (the test NCCL lets a count mismatch complete), so the verdict must
     # come from records, not from a hang.
-    th_nccl n-count 60 -- --inject=wrong-count:1:3 --steps 300
+    # The secret from a file in a directory both hosts share.
+    head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$CCS_TMP/job.secret"
+    chmod 600 "$CCS_TMP/job.secret"
+    th_nccl n-count 60 -u CCSHIM_SECRET CCSHIM_SECRET_FILE="$CCS_TMP/job.secret" -- --inject=wrong-count:1:3 --steps 300
     tap_eq "n-count: no rank hung" 0 "$NCCL_TIMEOUTS"
     lines=$(dsx_lines n-count MISMATCH)
     tap_check "n-count: MISMATCH naming rank 1 and both counts at the exact seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$"' _ "$lines"
@@ -171,10 +179,21 @@ if [ $have_nccl = 1 ]; then
     tap_eq "n-skip: no rank left hanging until the timeout" 0 "$NCCL_TIMEOUTS"
     tap_check "n-skip: DESYNC naming rank 2 and step 3" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 2 issued seq [0-9]+ \(allreduce\(count=[0-9]+, float64, sum\)\) in step 4 where ranks 0-1,3 issued it in step 3: rank 2 issued fewer collectives than the others in step 3 and is behind from there on$"' _ "$(dsx_lines n-skip DESYNC)"
     tap_check "n-skip: seen on both hosts" th_seen_both n-skip DESYNC
+    # No secret: unauthenticated TCP is refused in one line per rank; the
+    # job runs on with detection within each host.
+    th_nccl n-nosecret 60 -u CCSHIM_SECRET CCSHIM_LOG_LEVEL=debug -- --steps 3
+    tap_eq "n-nosecret: exit 0" 0 "$DSX_RC"
+    tap_eq "n-nosecret: every rank says once that TCP is refused" "1 1 1 1" \
+        "$(for r in 0 1 2 3; do grep -c 'neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; unauthenticated TCP refused, detection across hosts is off (within each host it stays on)' "$CCS_TMP/n-nosecret/log-$r.txt"; done | tr '\n' ' ' | sed 's/ $//')"
+    tap_check "n-nosecret: shared memory on, no coordinator" sh -c '! grep -q "coordinator at" "$1"/log-*.txt && grep -q "host .hB., shared memory," "$1/log-2.txt"' _ "$CCS_TMP/n-nosecret"
+    # A secret file others may read is refused, naming the file.
+    chmod 644 "$CCS_TMP/job.secret"
+    th_nccl n-badfile 60 -u CCSHIM_SECRET CCSHIM_SECRET_FILE="$CCS_TMP/job.secret" -- --steps 3
+    tap_check "n-badfile: the file and its mode are named" grep -q "CCSHIM_SECRET_FILE='$CCS_TMP/job.secret' must be yours and private (mode 0600), is uid 0 mode 0644; TCP between hosts refused" "$CCS_TMP/n-badfile/log-0.txt"
 else
-    for i in $(seq 11); do tap_skip "NCCL scenario" "ccshim-trainer-nccl or the test NCCL not built"; done
+    for i in $(seq 15); do tap_skip "NCCL scenario" "ccshim-trainer-nccl or the test NCCL not built"; done
 fi
-[ "$TAP_FAILED" -eq 0 ] || for n in n-count n-healthy n-skip; do
+[ "$TAP_FAILED" -eq 0 ] || for n in n-count n-healthy n-skip n-nosecret n-badfile; do
     [ -d "$CCS_TMP/$n" ] && { echo "--- $n"; head -30 "$CCS_TMP/$n"/log-*.txt "$CCS_TMP/$n"/out-*; } | tap_diag
 done
 tap_done
