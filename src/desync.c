@@ -198,10 +198,10 @@ static void post_bye(void *arg)
     ccs_dsx_shm_set_bye(shm);
 }
 
-static uint64_t wanted_seq(uint64_t comm, void *arg)
+static uint64_t wanted_seq(uint64_t comm, int probe, void *arg)
 {
     (void)arg;
-    return shm ? ccs_dsx_shm_wanted(shm, comm, now_ms()) : 0;
+    return shm ? ccs_dsx_shm_wanted(shm, comm, probe, now_ms()) : 0;
 }
 
 static void post_agreed(const struct ccs_dsx_agree *a, void *arg)

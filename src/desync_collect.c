@@ -36,6 +36,7 @@ struct tracked {
     struct ccs_dsx_op hist[CCS_DSX_HIST]; /* a ring: the next goes at hnext */
     unsigned nhist, hnext;
     struct ccs_dsx_op *ret; /* RET kept operations, a ring indexed by seq % RET (NULL: none) */
+    uint64_t *reth;         /* the running hash through each kept operation */
     uint64_t held;           /* pass in which a record of it was held back */
     struct ccs_record fpkey; /* fields of the last fingerprint computed, */
     uint64_t fp;             /* and it: consecutive calls are mostly alike */
@@ -65,11 +66,11 @@ static struct {
     _Atomic uint64_t done;
 } nccl[NCCL_SLOTS];
 
-static uint64_t (*want_fn)(uint64_t comm, void *arg);
+static uint64_t (*want_fn)(uint64_t comm, int probe, void *arg);
 static void *want_arg;
 static int nret;
 
-void ccs_dsx_collect_want(uint64_t (*fn)(uint64_t comm, void *arg), void *arg)
+void ccs_dsx_collect_want(uint64_t (*fn)(uint64_t comm, int probe, void *arg), void *arg)
 {
     want_fn = fn;
     want_arg = arg;
@@ -126,9 +127,11 @@ static struct tracked *find(uint64_t id, int create)
     struct tracked *t = free_slot ? free_slot : oldest; /* reuse the longest-freed one */
     if (!t)
         return NULL;
-    struct ccs_dsx_op *ret = t->ret; /* the kept operations' buffer stays with the slot */
+    struct ccs_dsx_op *ret = t->ret; /* the kept operations' buffers stay with the slot */
+    uint64_t *reth = t->reth;
     memset(t, 0, sizeof *t);
     t->ret = ret;
+    t->reth = reth;
     if (ret)
         memset(ret, 0, RET * sizeof *ret);
     t->used = 1;
@@ -154,10 +157,19 @@ static void fold(struct tracked *t, const struct ccs_record *r, uint64_t now)
         t->cp_seq[0] = t->done;
         t->cp_hash[0] = t->hash;
     }
-    if (!t->ret && nret < RET_COMMS && (t->ret = calloc(RET, sizeof *t->ret)) != NULL)
-        nret++;
-    if (t->ret)
+    if (!t->ret && nret < RET_COMMS) {
+        t->ret = calloc(RET, sizeof *t->ret);
+        t->reth = calloc(RET, sizeof *t->reth);
+        if (!t->ret || !t->reth) {
+            free(t->ret), free(t->reth);
+            t->ret = NULL, t->reth = NULL;
+        } else
+            nret++;
+    }
+    if (t->ret) {
         t->ret[r->seq % RET] = o;
+        t->reth[r->seq % RET] = t->hash;
+    }
     t->hist[t->hnext] = o;
     t->hnext = (t->hnext + 1) % CCS_DSX_HIST;
     if (t->nhist < CCS_DSX_HIST)
@@ -496,7 +508,7 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
             e->hist[h] = *hist_at(t, h);
         /* Records asked for: the kept operations around that seq instead of
          * the newest (the newest are what is published otherwise). */
-        uint64_t w = want_fn && t->ret ? want_fn(t->id, want_arg) : 0;
+        uint64_t w = want_fn && t->ret && !t->lost ? want_fn(t->id, 0, want_arg) : 0;
         if (w && w <= t->done && t->done - w < RET - CCS_DSX_HIST) {
             uint64_t lo = w > CCS_DSX_HIST / 2 ? w - CCS_DSX_HIST / 2 + 1 : 1;
             unsigned n = 0;
@@ -504,6 +516,14 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
                 if (t->ret[q % RET].seq == q)
                     e->hist[n++] = t->ret[q % RET];
             e->nhist = (uint16_t)n;
+            e->flags |= CCS_DSX_PINNED;
+        }
+        /* A probe: the hash through that seq, in the second checkpoint. */
+        uint64_t p = want_fn && t->ret && !t->lost ? want_fn(t->id, 1, want_arg) : 0;
+        if (p && p <= t->done && t->done - p < RET && t->ret[p % RET].seq == p) {
+            e->cp_seq[1] = p;
+            e->cp_hash[1] = t->reth[p % RET];
+            e->flags |= CCS_DSX_PROBED;
         }
     }
 }
@@ -541,7 +561,7 @@ void ccs_dsx_collect_nccl_done(uint64_t comm, uint64_t seq_done)
 void ccs_dsx_collect_reset(void)
 {
     for (int i = 0; i < MAX_TRACKED; i++)
-        free(tc[i].ret);
+        free(tc[i].ret), free(tc[i].reth);
     nret = 0;
     memset(tc, 0, sizeof tc);
     memset(cursor, 0, sizeof cursor);

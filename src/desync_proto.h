@@ -44,7 +44,13 @@ struct ccs_dsx_op {
 };
 
 enum ccs_dsx_state { CCS_DSX_IDLE = 0, CCS_DSX_BLOCKED = 1, CCS_DSX_FREED = 2 };
-enum ccs_dsx_cflags { CCS_DSX_HASH_LOST = 1 };
+enum ccs_dsx_cflags {
+    CCS_DSX_HASH_LOST = 1,
+    CCS_DSX_PINNED = 2, /* hist: the kept operations around a seq the coordinator asked for */
+    CCS_DSX_PROBED = 4, /* cp_seq[1]/cp_hash[1]: the hash at a seq the coordinator asked for */
+};
+/* A wanted seq with this bit asks only for the hash there (a probe). */
+#define CCS_DSX_PROBE_BIT (1ull << 63)
 
 struct ccs_dsx_comm {
     uint64_t id;

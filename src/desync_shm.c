@@ -28,6 +28,7 @@
 #define NAGREE 4
 #define NWANT 4
 #define WANT_MS 2000
+#define PROBE_MS 1000
 #define READY 0x52454459u /* "READY" */
 
 struct vslot {
@@ -434,23 +435,32 @@ void ccs_dsx_shm_want(struct ccs_dsx_shm *s, uint64_t comm, uint64_t seq, uint64
             atomic_store(&h->want_until[i], now_ms + WANT_MS);
             return;
         }
-    uint32_t i = atomic_fetch_add(&h->nwant, 1) % NWANT;
+    /* A probe replaces the last probe of COMM; a record want the oldest slot. */
+    uint32_t i = NWANT;
+    for (uint32_t k = 0; k < NWANT && (seq & CCS_DSX_PROBE_BIT); k++)
+        if (atomic_load(&h->want_comm[k]) == comm && (atomic_load(&h->want_seq[k]) & CCS_DSX_PROBE_BIT))
+            i = k;
+    if (i == NWANT)
+        i = atomic_fetch_add(&h->nwant, 1) % NWANT;
     atomic_store(&h->want_comm[i], 0); /* readers skip the slot while it changes */
     atomic_store(&h->want_seq[i], seq);
-    atomic_store(&h->want_until[i], now_ms + WANT_MS);
+    atomic_store(&h->want_until[i], now_ms + ((seq & CCS_DSX_PROBE_BIT) ? PROBE_MS : WANT_MS));
     atomic_store(&h->want_comm[i], comm);
 }
 
-uint64_t ccs_dsx_shm_wanted(struct ccs_dsx_shm *s, uint64_t comm, uint64_t now_ms)
+uint64_t ccs_dsx_shm_wanted(struct ccs_dsx_shm *s, uint64_t comm, int probe, uint64_t now_ms)
 {
     struct header *h = s->h;
-    uint64_t best = 0;
+    uint64_t best = 0, newest = 0;
     for (int i = 0; i < NWANT; i++) {
         if (atomic_load(&h->want_comm[i]) != comm || atomic_load(&h->want_until[i]) < now_ms)
             continue;
-        uint64_t q = atomic_load(&h->want_seq[i]);
-        if (atomic_load(&h->want_comm[i]) == comm && (!best || q < best))
-            best = q; /* the earliest: the first place records differ */
+        uint64_t q = atomic_load(&h->want_seq[i]), until = atomic_load(&h->want_until[i]);
+        if (atomic_load(&h->want_comm[i]) != comm || !(q & CCS_DSX_PROBE_BIT) != !probe)
+            continue;
+        q &= ~CCS_DSX_PROBE_BIT;
+        if (probe ? until > newest : (!best || q < best)) /* probes: the latest; records: the earliest */
+            best = q, newest = until;
     }
     return best;
 }
