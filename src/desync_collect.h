@@ -19,6 +19,13 @@ int ccs_dsx_collect_find(uint64_t comm, uint64_t seq, struct ccs_dsx_op *out);
 /* NCCL device completion (see ccs_desync_nccl_done). */
 void ccs_dsx_collect_nccl_done(uint64_t comm, uint64_t seq_done);
 
+/* FN(COMM, 0, ARG): the seq whose records the coordinator asked for on
+ * COMM, or 0.  While nonzero (and kept), COMM's published history is the
+ * kept operations around that seq rather than the newest (flag PINNED).
+ * FN(COMM, 1, ARG): the seq of a probe, or 0: the second checkpoint is then
+ * the running hash through that seq (flag PROBED). */
+void ccs_dsx_collect_want(uint64_t (*fn)(uint64_t comm, int probe, void *arg), void *arg);
+
 /* After fork, in the child: forget everything. */
 void ccs_dsx_collect_reset(void);
 

@@ -47,7 +47,13 @@ struct ccs_dsx_op {
 };
 
 enum ccs_dsx_state { CCS_DSX_IDLE = 0, CCS_DSX_BLOCKED = 1, CCS_DSX_FREED = 2 };
-enum ccs_dsx_cflags { CCS_DSX_HASH_LOST = 1 };
+enum ccs_dsx_cflags {
+    CCS_DSX_HASH_LOST = 1,
+    CCS_DSX_PINNED = 2, /* hist: the kept operations around a seq the coordinator asked for */
+    CCS_DSX_PROBED = 4, /* cp_seq[1]/cp_hash[1]: the hash at a seq the coordinator asked for */
+};
+/* A wanted seq with this bit asks only for the hash there (a probe). */
+#define CCS_DSX_PROBE_BIT (1ull << 63)
 
 struct ccs_dsx_comm {
     uint64_t id;
@@ -138,6 +144,7 @@ struct ccs_dsx_verdict {
  *   VERDICT coordinator -> client: one struct ccs_dsx_verdict (fixed size)
  *   DETAIL  coordinator -> client: uint64 comm id (send history for it)
  *   AGREE   both ways: struct ccs_dsx_agree
+ *   BYE     coordinator -> client: no payload; every rank has finished
  * Integers are little-endian (x86-64 and aarch64 both); HELLO carries the
  * byte-order word so a mismatched peer is refused, not misread. */
 enum ccs_dsx_msg {
@@ -147,6 +154,7 @@ enum ccs_dsx_msg {
     CCS_DSX_M_VERDICT = 4,
     CCS_DSX_M_DETAIL = 5,
     CCS_DSX_M_AGREE = 6,
+    CCS_DSX_M_BYE = 7, /* coordinator -> client: every rank finished; the job's detection is over */
 };
 
 struct ccs_dsx_frame {
@@ -179,8 +187,8 @@ struct ccs_dsx_agree {
  * its history, then its NHIST operations. */
 size_t ccs_dsx_encoded_size(const struct ccs_dsx_status *st);
 
-/* Encodes ST into BUF (CAP bytes), keeping the history only for comms where
- * KEEP_HIST(comm id, ARG) is nonzero (NULL: keep all).  Returns the bytes
+/* Encodes ST into BUF (CAP bytes), keeping of each comm's history the
+ * newest KEEP_HIST(comm id, ARG) operations (0: none; NULL: keep all).  Returns the bytes
  * written, or 0 when CAP is too small. */
 size_t ccs_dsx_encode_status(const struct ccs_dsx_status *st, int (*keep_hist)(uint64_t, void *), void *arg,
                              unsigned char *buf, size_t cap);

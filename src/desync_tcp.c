@@ -205,6 +205,24 @@ struct fold {
     int done;
 };
 
+/* The search for the first seq where a communicator's members differ
+ * (docs/desync.md, "Finding the seq"): probes ask every member for its
+ * running hash through one seq (kept by the ranks for the last 4096
+ * operations); the hashes agree through LO and differ at HI; halving the
+ * interval ends with the records of (LO, LO + 32], which the rules compare. */
+#define NSEARCH 8
+#define PROBE_EVERY_MS 100 /* a new probe of a communicator whose hashes agree */
+#define PROBE_TICK_MS 20   /* answers are looked at this often */
+#define PROBE_GIVE_UP_MS 1000
+struct search {
+    uint64_t comm, lo, hi, probe, probe_ms, last_ms, seen_ms;
+    int32_t size;
+    /* this pass */
+    int32_t n, answered, alive;
+    uint64_t min_done, hash;
+    int differ, lost;
+};
+
 struct ccs_dsx_coord {
     int lfd;
     int32_t wsize;
@@ -230,10 +248,16 @@ struct ccs_dsx_coord {
     struct fold *folds;
     size_t nfolds, capfolds;
     uint64_t detail_ms[16], detail_id[16];
+    uint64_t want_ms[16], want_id[16], want_seq[16];
+    struct search srch[NSEARCH];
+    uint64_t probe_next;
     pthread_mutex_t lock; /* stats */
     struct ccs_dsx_coord_stats stats;
     struct ccs_dsx_status *scratch;
     uint64_t closed_in, closed_out; /* bytes of connections closed */
+    atomic_int finishing;           /* the process exits: BYE once every rank finished */
+    atomic_int finished;            /* 1: all finished, 2: timed out; BYE sent */
+    uint64_t finish_by;             /* (coordinator thread) deadline of the final exchange */
 };
 
 static void broadcast(struct ccs_dsx_coord *k, uint16_t type, const void *p, size_t n)
@@ -333,6 +357,162 @@ static int make_room(struct ccs_dsx_coord *k, uint64_t now, int evict)
     if (evict)
         drop_client(k, (size_t)o, "no handshake within 1 s while other peers wait for a slot");
     return 1;
+}
+
+/* Records differ at (COMM, SEQ): every host's ranks publish what they kept
+ * around SEQ (asked again at most every 300 ms while the rules wait). */
+static void coord_want(uint64_t comm, uint64_t seq, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    uint64_t now = mono_ms();
+    for (int i = 0; i < 16; i++)
+        if (k->want_id[i] == comm && k->want_seq[i] == seq && now - k->want_ms[i] < 300)
+            return;
+    int slot = 0;
+    for (int i = 1; i < 16; i++)
+        if (k->want_ms[i] < k->want_ms[slot])
+            slot = i;
+    k->want_id[slot] = comm;
+    k->want_seq[slot] = seq;
+    k->want_ms[slot] = now;
+    /* Only the hosts of members whose record of SEQ is not here: at scale
+     * one host holds the odd record and a few others are asked. */
+    uint64_t p[2] = {comm, seq};
+    uint8_t *ask = calloc(k->ncl ? k->ncl : 1, 1);
+    for (int32_t r = 0; r < k->wsize; r++) {
+        const struct ccs_dsx_status *x = k->st[r];
+        if (!x || k->owner[r] < 0 || (size_t)k->owner[r] >= k->ncl || x->life != CCS_DSX_ALIVE)
+            continue;
+        for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++) {
+            const struct ccs_dsx_comm *e = &x->comm[q];
+            if (e->id != comm)
+                continue;
+            int have = e->state == CCS_DSX_BLOCKED && e->blocked.seq == seq;
+            for (unsigned h = 0; h < e->nhist && !have; h++)
+                have = e->hist[h].seq == seq;
+            if (!have && ask)
+                ask[k->owner[r]] = 1;
+        }
+    }
+    for (size_t i = 0; i < k->ncl; i++)
+        if ((!ask || ask[i]) && k->cl[i].fd >= 0 && k->cl[i].state == C_AUTHED &&
+            queue(&k->cl[i], CCS_DSX_M_DETAIL, p, sizeof p, NULL, 0) != 0)
+            k->cl[i].state = -1; /* dropped below */
+    free(ask);
+}
+
+static struct search *search_of(struct ccs_dsx_coord *k, uint64_t comm, int32_t size, uint64_t now)
+{
+    struct search *free_slot = NULL;
+    for (int i = 0; i < NSEARCH; i++) {
+        if (k->srch[i].comm == comm)
+            return &k->srch[i];
+        if (!free_slot && (!k->srch[i].comm || now - k->srch[i].seen_ms > 10000))
+            free_slot = &k->srch[i];
+    }
+    if (!free_slot || size < 2)
+        return NULL;
+    memset(free_slot, 0, sizeof *free_slot);
+    free_slot->comm = comm;
+    free_slot->size = size;
+    return free_slot;
+}
+
+/* The hash RANK's entry E reports through SEQ: 1 and *H, else 0. */
+static int hash_at(const struct ccs_dsx_comm *e, uint64_t seq, uint64_t *h)
+{
+    if (e->done == seq) {
+        *h = e->hash;
+        return 1;
+    }
+    for (int p = 0; p < 2; p++)
+        if (e->cp_seq[p] == seq) {
+            *h = e->cp_hash[p];
+            return 1;
+        }
+    return 0;
+}
+
+static void send_probe(struct ccs_dsx_coord *k, uint64_t comm, uint64_t seq)
+{
+    uint64_t p[2] = {comm, seq | CCS_DSX_PROBE_BIT};
+    broadcast(k, CCS_DSX_M_DETAIL, p, sizeof p);
+}
+
+/* One pass of the search over every communicator in view. */
+static void coord_probe(struct ccs_dsx_coord *k, uint64_t now)
+{
+    for (int i = 0; i < NSEARCH; i++) {
+        struct search *x = &k->srch[i];
+        x->n = x->answered = x->alive = 0;
+        x->min_done = UINT64_MAX;
+        x->differ = x->lost = 0;
+    }
+    for (int32_t r = 0; r < k->wsize; r++) {
+        const struct ccs_dsx_status *st = k->st[r];
+        if (!st)
+            continue;
+        for (uint32_t q = 0; q < st->ncomm && q < CCS_DSX_MAXCOMM; q++) {
+            const struct ccs_dsx_comm *e = &st->comm[q];
+            if (e->size < 2 || ccs_dsx_seen_has(k->seen, CCS_DSX_MISMATCH, e->id, 0))
+                continue;
+            struct search *x = search_of(k, e->id, e->size, now);
+            if (!x || x->size != e->size)
+                continue;
+            x->seen_ms = now;
+            x->n++;
+            x->alive += st->life == CCS_DSX_ALIVE && !k->dead[r] && e->state != CCS_DSX_FREED;
+            x->lost |= (e->flags & CCS_DSX_HASH_LOST) != 0;
+            x->min_done = e->done < x->min_done ? e->done : x->min_done;
+            uint64_t h;
+            if (x->probe && hash_at(e, x->probe, &h)) {
+                if (x->answered++ == 0)
+                    x->hash = h;
+                else
+                    x->differ |= h != x->hash;
+            }
+        }
+    }
+    for (int i = 0; i < NSEARCH; i++) {
+        struct search *x = &k->srch[i];
+        if (!x->comm || x->seen_ms != now)
+            continue;
+        if (x->lost || x->n != x->size || x->alive != x->size) {
+            x->probe = 0; /* members gone, unknown or without comparable hashes: the rules judge */
+            continue;
+        }
+        if (x->probe && (x->differ || x->answered == x->size)) {
+            if (x->differ)
+                x->hi = x->probe;
+            else
+                x->lo = x->probe;
+            x->probe = 0;
+        } else if (x->probe && now - x->probe_ms > PROBE_GIVE_UP_MS) {
+            x->probe = 0;
+        }
+        if (x->probe)
+            continue;
+        if (x->hi && x->hi <= x->lo)
+            x->hi = 0; /* (stale) */
+        uint64_t p = 0;
+        if (x->hi && x->hi - x->lo <= CCS_DSX_HIST) {
+            /* Found within a history's length: the records of (lo, lo + 32]. */
+            if (now - x->last_ms >= 300) {
+                coord_want(x->comm, x->lo + CCS_DSX_HIST / 2, k);
+                x->last_ms = now;
+            }
+            continue;
+        } else if (x->hi) {
+            p = x->lo + (x->hi - x->lo) / 2;
+        } else if (now - x->last_ms >= PROBE_EVERY_MS && x->min_done > x->lo && x->min_done != UINT64_MAX) {
+            p = x->min_done;
+        }
+        if (p) {
+            x->probe = p;
+            x->probe_ms = x->last_ms = now;
+            send_probe(k, x->comm, p);
+        }
+    }
 }
 
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
@@ -552,7 +732,7 @@ static void coord_eval(struct ccs_dsx_coord *k)
             k->dead[r] = 1;
     }
     struct ccs_dsx_view v = {.wsize = k->wsize, .st = k->view, .dead = k->dead, .now_ms = now};
-    struct ccs_dsx_sink s = {.verdict = coord_verdict, .detail = coord_detail, .arg = k};
+    struct ccs_dsx_sink s = {.verdict = coord_verdict, .detail = coord_detail, .want = coord_want, .arg = k};
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     ccs_dsx_rules_run(&v, &k->t, k->seen, &s);
@@ -600,7 +780,8 @@ static void *coord_main(void *arg)
         for (size_t i = 0; i < npf; i++)
             pf[i + 1] = (struct pollfd){
                 .fd = k->cl[i].fd, .events = (short)(POLLIN | (k->cl[i].outlen > k->cl[i].outoff ? POLLOUT : 0))};
-        int to = next_eval > now ? (int)(next_eval - now) : 0;
+        uint64_t wake = next_eval < k->probe_next ? next_eval : k->probe_next;
+        int to = wake > now ? (int)(wake - now) : 0;
         if (now < k->accept_after && (int)(k->accept_after - now) < to)
             to = (int)(k->accept_after - now);
         if (!room && to > 50)
@@ -670,9 +851,30 @@ static void *coord_main(void *arg)
                 drop_client(k, i, bad == 2 || c->state != C_AUTHED ? why : NULL);
         }
         now = mono_ms();
+        if (now >= k->probe_next) {
+            coord_probe(k, now);
+            k->probe_next = now + PROBE_TICK_MS;
+            for (size_t i = 0; i < k->ncl; i++)
+                if (k->cl[i].fd >= 0 && (k->cl[i].state < 0 || flush_out(&k->cl[i]) != 0))
+                    drop_client(k, i, NULL);
+        }
         if (now >= next_eval) {
             coord_eval(k);
             count_io(k);
+            if (atomic_load(&k->finishing) && !atomic_load(&k->finished)) {
+                if (!k->finish_by)
+                    k->finish_by = now + (uint64_t)atomic_load(&k->finishing);
+                int all = 1;
+                for (int32_t r = 0; r < k->wsize && all; r++)
+                    all = k->dead[r] || (k->st[r] && k->st[r]->life != CCS_DSX_ALIVE);
+                if (all || now >= k->finish_by) {
+                    broadcast(k, CCS_DSX_M_BYE, NULL, 0);
+                    for (size_t i = 0; i < k->ncl; i++)
+                        if (k->cl[i].fd >= 0)
+                            flush_out(&k->cl[i]);
+                    atomic_store(&k->finished, all ? 1 : 2);
+                }
+            }
             for (size_t i = 0; i < k->ncl; i++) {
                 struct conn *c = &k->cl[i];
                 if (c->fd >= 0 && c->state != C_AUTHED && now > c->t_open + HANDSHAKE_MS)
@@ -773,6 +975,18 @@ void ccs_dsx_coord_stats(struct ccs_dsx_coord *k, struct ccs_dsx_coord_stats *ou
         out->cpu_s = ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+int ccs_dsx_coord_finish(struct ccs_dsx_coord *k, int timeout_ms)
+{
+    atomic_store(&k->finishing, timeout_ms > 1 ? timeout_ms : 1);
+    /* The thread answers within an evaluation period after the deadline. */
+    uint64_t give_up = mono_ms() + (uint64_t)timeout_ms + 2u * (uint64_t)k->period_ms + 100u;
+    while (!atomic_load(&k->finished) && mono_ms() < give_up) {
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(&k->finished) == 1;
+}
+
 void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
 {
     if (!k)
@@ -815,6 +1029,9 @@ struct ccs_dsx_client {
     size_t bufcap;
     struct ccs_dsx_verdict *vbuf;
     uint64_t bytes_out_total;
+    const struct ccs_dsx_status *cur; /* the status being encoded, */
+    int fresh;                        /* ... with news the rules act on */
+    int bye;                          /* the coordinator said BYE */
 };
 
 struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
@@ -904,6 +1121,22 @@ static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
     return queue(&cl->c, CCS_DSX_M_HELLO, &h, sizeof h, NULL, 0);
 }
 
+void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm)
+{
+    uint64_t until = mono_ms() + 2000;
+    int slot = 0;
+    for (int i = 0; i < 8; i++) {
+        if (cl->detail_id[i] == comm) {
+            slot = i;
+            break;
+        }
+        if (cl->detail_until[i] < cl->detail_until[slot])
+            slot = i;
+    }
+    cl->detail_id[slot] = comm;
+    cl->detail_until[slot] = until;
+}
+
 static int wants_detail(uint64_t comm, void *arg)
 {
     struct ccs_dsx_client *cl = arg;
@@ -911,6 +1144,25 @@ static int wants_detail(uint64_t comm, void *arg)
     for (int i = 0; i < 8; i++)
         if (cl->detail_id[i] == comm && now < cl->detail_until[i])
             return 1;
+    return 0;
+}
+
+/* Records go with a status when asked for (all kept), and the newest few
+ * for a communicator the rank is blocked in: the coordinator then compares
+ * them with the others' (a rank blocked in a call the others completed
+ * differently), at a few hundred bytes per blocked rank. */
+#define BLOCKED_HIST 4
+static int keep_hist(uint64_t comm, void *arg)
+{
+    struct ccs_dsx_client *cl = arg;
+    if (wants_detail(comm, arg))
+        return CCS_DSX_HIST;
+    for (uint32_t k = 0; cl->cur && k < cl->cur->ncomm && k < CCS_DSX_MAXCOMM; k++)
+        if (cl->cur->comm[k].id == comm && (cl->cur->comm[k].flags & CCS_DSX_PINNED))
+            return CCS_DSX_HIST; /* the records asked for */
+    for (uint32_t k = 0; cl->cur && cl->fresh && k < cl->cur->ncomm && k < CCS_DSX_MAXCOMM; k++)
+        if (cl->cur->comm[k].id == comm && cl->cur->comm[k].state == CCS_DSX_BLOCKED)
+            return BLOCKED_HIST;
     return 0;
 }
 
@@ -959,15 +1211,19 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
                 return -1;
             if (cl->cb.verdict)
                 cl->cb.verdict(cl->vbuf, cl->cb.arg);
-        } else if (f.type == CCS_DSX_M_DETAIL && f.length == 8) {
-            uint64_t id;
+        } else if (f.type == CCS_DSX_M_BYE && f.length == 0) {
+            cl->bye = 1;
+            if (cl->cb.bye)
+                cl->cb.bye(cl->cb.arg);
+        } else if (f.type == CCS_DSX_M_DETAIL && (f.length == 8 || f.length == 16)) {
+            uint64_t id, seq = 0;
             memcpy(&id, p, 8);
-            int slot = 0;
-            for (int i = 1; i < 8; i++)
-                if (cl->detail_until[i] < cl->detail_until[slot])
-                    slot = i;
-            cl->detail_id[slot] = id;
-            cl->detail_until[slot] = mono_ms() + 2000;
+            if (f.length == 16)
+                memcpy(&seq, p + 8, 8);
+            if (!(seq & CCS_DSX_PROBE_BIT)) /* a probe asks for a hash, not for records */
+                ccs_dsx_client_detail(cl, id);
+            if (seq && cl->cb.want)
+                cl->cb.want(id, seq, cl->cb.arg);
         } else if (f.type == CCS_DSX_M_AGREE && f.length == sizeof(struct ccs_dsx_agree)) {
             struct ccs_dsx_agree a;
             memcpy(&a, p, sizeof a);
@@ -995,9 +1251,6 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
         int32_t r = st[i]->wrank;
         if (r < 0 || r >= cl->wsize)
             continue;
-        size_t len = ccs_dsx_encode_status(st[i], wants_detail, cl, cl->buf + o, cl->bufcap - o);
-        if (!len)
-            continue;
         /* What the rules act on at once (life, blocked or not, where, records
          * asked for) goes out now; mere progress every SEND_MS; an unchanged
          * status once a second, as a heartbeat. */
@@ -1006,7 +1259,19 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
             const struct ccs_dsx_comm *e = &st[i]->comm[k];
             u = ccs_hash_mix(u, e->state == CCS_DSX_BLOCKED ? e->blocked.seq : e->state);
             u = ccs_hash_mix(u, (uint64_t)wants_detail(e->id, cl)); /* records asked for: send now */
+            if ((e->flags & CCS_DSX_PINNED) && e->nhist)
+                u = ccs_hash_mix(u, e->hist[0].seq); /* ... the records kept around a seq, */
+            if (e->flags & CCS_DSX_PROBED)
+                u = ccs_hash_mix(u, e->cp_seq[1]); /* ... and the answer to a probe */
         }
+        /* A blocked rank's newest records go once, with the status that says
+         * it is blocked there (the coordinator keeps them). */
+        cl->cur = st[i];
+        cl->fresh = u != cl->sent_urgent[r];
+        size_t len = ccs_dsx_encode_status(st[i], keep_hist, cl, cl->buf + o, cl->bufcap - o);
+        cl->cur = NULL;
+        if (!len)
+            continue;
         memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &beat, 8);
         h = ccs_hash_bytes(cl->buf + o, len, 0) | 1;
         memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &st[i]->beat, 8);
@@ -1037,6 +1302,12 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
                         const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t wn)
 {
     uint64_t now = mono_ms();
+    if (cl->bye) {
+        /* Every rank finished: nothing more to say, nothing to reconnect to. */
+        if (cl->c.fd >= 0)
+            client_drop(cl, now);
+        return 0;
+    }
     if (cl->c.fd < 0) {
         if (now < cl->retry_ms)
             return cl->refused ? -1 : 0;
@@ -1072,12 +1343,17 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
             break;
         if (pf.revents & (POLLIN | POLLHUP | POLLERR)) {
             int eof = fill_in(&cl->c) != 0;
-            if (client_frames(cl, why, wn) != 0 || eof) {
+            int bad = client_frames(cl, why, wn) != 0;
+            if (cl->bye) {
+                client_drop(cl, now);
+                return 0;
+            }
+            if (bad || eof) {
                 if (eof && cl->c.state != C_AUTHED) {
                     cl->refused = 1;
                     snprintf(why, wn,
                              "the coordinator at %s:%d closed the connection during the handshake "
-                             "(wrong CCSHIM_SECRET?)",
+                             "(it refused our proof: is CCSHIM_SECRET the same on every rank?)",
                              cl->host, cl->port);
                 } else if (eof) {
                     snprintf(why, wn, "the coordinator at %s:%d closed the connection", cl->host, cl->port);

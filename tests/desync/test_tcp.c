@@ -84,7 +84,7 @@ START_TEST(verdict_reaches_the_clients)
     struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "s3cret", &T, 20, &port, why, sizeof why);
     ck_assert_msg(k != NULL, "%s", why);
     struct got g0 = {0}, g1 = {0};
-    struct ccs_dsx_client_cb cb0 = {on_v, on_a, &g0}, cb1 = {on_v, on_a, &g1};
+    struct ccs_dsx_client_cb cb0 = {.verdict = on_v, .agreed = on_a, .arg = &g0}, cb1 = {.verdict = on_v, .agreed = on_a, .arg = &g1};
     struct ccs_dsx_client *a = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "s3cret", "host0", &cb0);
     struct ccs_dsx_client *b = ccs_dsx_client_new("127.0.0.1", port, 2, 1, "s3cret", "host1", &cb1);
     struct ccs_dsx_status s0, s1;
@@ -125,7 +125,7 @@ START_TEST(wrong_secret_is_refused)
     struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
     ck_assert_ptr_nonnull(k);
     struct got g = {0};
-    struct ccs_dsx_client_cb cb = {on_v, on_a, &g};
+    struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
     struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "wrong", "host0", &cb);
     struct ccs_dsx_status s0;
     status(&s0, 0, 2, CCS_DSX_ALIVE, 1);
@@ -185,7 +185,7 @@ START_TEST(garbage_is_dropped)
     ck_assert_uint_eq(st.statuses, 0);
     /* Still serving. */
     struct got g = {0};
-    struct ccs_dsx_client_cb cb = {on_v, on_a, &g};
+    struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
     struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "right", "host0", &cb);
     for (int i = 0; i < 50 && !ccs_dsx_client_connected(c); i++) {
         ccs_dsx_client_tick(c, NULL, 0, NULL, 0, 5, why, sizeof why);
@@ -390,7 +390,7 @@ START_TEST(impostor_coordinator_is_refused)
     struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "impostor", &T, 20, &port, why, sizeof why);
     ck_assert_ptr_nonnull(k);
     struct got g = {0};
-    struct ccs_dsx_client_cb cb = {on_v, on_a, &g};
+    struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
     struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "right", "host0", &cb);
     struct ccs_dsx_status s0;
     status(&s0, 0, 2, CCS_DSX_ALIVE, 1);
@@ -430,7 +430,7 @@ START_TEST(unauthenticated_peers_are_bounded)
         ck_assert_int_eq(send(fds[IDLE + i], &f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
     }
     struct got g = {0};
-    struct ccs_dsx_client_cb cb = {on_v, on_a, &g};
+    struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
     struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "right", "host0", &cb);
     struct ccs_dsx_coord_stats st;
     uint64_t held_max = 0;
