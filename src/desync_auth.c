@@ -11,6 +11,8 @@
 
 _Static_assert(CCS_DSX_MACBYTES == crypto_auth_BYTES, "MAC size");
 _Static_assert(CCS_DSX_KEYBYTES == crypto_auth_KEYBYTES, "key size");
+_Static_assert(CCS_DSX_TAGBYTES == crypto_aead_chacha20poly1305_ietf_ABYTES, "tag size");
+_Static_assert(32 == crypto_aead_chacha20poly1305_ietf_KEYBYTES, "session key size");
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int sodium_ok;
@@ -98,4 +100,58 @@ int ccs_dsx_auth_verify(const struct ccs_dsx_key *key, unsigned role, const unsi
 void ccs_dsx_auth_wipe(struct ccs_dsx_key *key)
 {
     sodium_memzero(key->k, sizeof key->k);
+}
+
+/* One direction's key: BLAKE2b keyed by the job's key over a label naming
+ * the direction and both nonces. */
+static void direction_key(const struct ccs_dsx_key *key, const char *label, const unsigned char *nc,
+                          const unsigned char *ns, unsigned char out[32])
+{
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, key->k, sizeof key->k, 32);
+    crypto_generichash_update(&st, (const unsigned char *)label, strlen(label));
+    crypto_generichash_update(&st, nc, CCS_DSX_NONCE);
+    crypto_generichash_update(&st, ns, CCS_DSX_NONCE);
+    crypto_generichash_final(&st, out, 32);
+    sodium_memzero(&st, sizeof st);
+}
+
+void ccs_dsx_auth_session(const struct ccs_dsx_key *key, unsigned role, const unsigned char nonce_c[CCS_DSX_NONCE],
+                          const unsigned char nonce_s[CCS_DSX_NONCE], struct ccs_dsx_session *s)
+{
+    int client = role == CCS_DSX_AUTH_CLIENT;
+    direction_key(key, "ccshim-dsx client->coordinator", nonce_c, nonce_s, client ? s->tx : s->rx);
+    direction_key(key, "ccshim-dsx coordinator->client", nonce_c, nonce_s, client ? s->rx : s->tx);
+    s->ntx = s->nrx = 0;
+}
+
+static void npub_of(uint64_t n, unsigned char npub[crypto_aead_chacha20poly1305_ietf_NPUBBYTES])
+{
+    memset(npub, 0, crypto_aead_chacha20poly1305_ietf_NPUBBYTES);
+    for (int i = 0; i < 8; i++)
+        npub[i] = (unsigned char)(n >> (8 * i));
+}
+
+void ccs_dsx_auth_seal(struct ccs_dsx_session *s, const unsigned char *ad, size_t adlen, unsigned char *buf,
+                       size_t len, unsigned char tag[CCS_DSX_TAGBYTES])
+{
+    unsigned char npub[crypto_aead_chacha20poly1305_ietf_NPUBBYTES];
+    npub_of(s->ntx++, npub);
+    crypto_aead_chacha20poly1305_ietf_encrypt_detached(buf, tag, NULL, buf, len, ad, adlen, NULL, npub, s->tx);
+}
+
+int ccs_dsx_auth_open(struct ccs_dsx_session *s, const unsigned char *ad, size_t adlen, unsigned char *buf,
+                      size_t len, const unsigned char tag[CCS_DSX_TAGBYTES])
+{
+    unsigned char npub[crypto_aead_chacha20poly1305_ietf_NPUBBYTES];
+    npub_of(s->nrx, npub);
+    if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(buf, NULL, buf, len, tag, ad, adlen, npub, s->rx) != 0)
+        return -1;
+    s->nrx++;
+    return 0;
+}
+
+void ccs_dsx_auth_session_wipe(struct ccs_dsx_session *s)
+{
+    sodium_memzero(s, sizeof *s);
 }

@@ -48,4 +48,33 @@ int ccs_dsx_auth_verify(const struct ccs_dsx_key *key, unsigned role, const unsi
 /* Wipes KEY (sodium_memzero). */
 void ccs_dsx_auth_wipe(struct ccs_dsx_key *key);
 
+/* After the handshake every frame is sealed: its payload encrypted and its
+ * header and payload authenticated with ChaCha20-Poly1305 (libsodium's IETF
+ * AEAD), one key per direction derived from the job's key and both nonces,
+ * the nonce a per-direction frame counter (never reused, and a replayed,
+ * dropped or reordered frame fails). */
+#define CCS_DSX_TAGBYTES 16 /* crypto_aead_chacha20poly1305_ietf_ABYTES */
+
+struct ccs_dsx_session {
+    unsigned char tx[32], rx[32];
+    uint64_t ntx, nrx;
+};
+
+/* Derives the session keys of one side (ROLE: CCS_DSX_AUTH_COORD or
+ * CCS_DSX_AUTH_CLIENT). */
+void ccs_dsx_auth_session(const struct ccs_dsx_key *key, unsigned role, const unsigned char nonce_c[CCS_DSX_NONCE],
+                          const unsigned char nonce_s[CCS_DSX_NONCE], struct ccs_dsx_session *s);
+
+/* Encrypts BUF (LEN bytes) in place and writes the tag over AD (the frame
+ * header) to TAG. */
+void ccs_dsx_auth_seal(struct ccs_dsx_session *s, const unsigned char *ad, size_t adlen, unsigned char *buf,
+                       size_t len, unsigned char tag[CCS_DSX_TAGBYTES]);
+
+/* Checks TAG over AD and BUF and decrypts BUF in place: 0, or -1 when the
+ * frame is not the next one the peer sealed (altered, injected, replayed). */
+int ccs_dsx_auth_open(struct ccs_dsx_session *s, const unsigned char *ad, size_t adlen, unsigned char *buf,
+                      size_t len, const unsigned char tag[CCS_DSX_TAGBYTES]);
+
+void ccs_dsx_auth_session_wipe(struct ccs_dsx_session *s);
+
 #endif

@@ -72,6 +72,9 @@ struct conn {
     char peer[64];
     int32_t peer_rank; /* the client's own rank and pid (HELLO) */
     uint32_t peer_pid;
+    int sealed;                  /* frames sealed both ways (after the handshake) */
+    struct ccs_dsx_session sess; /* their keys and counters */
+    size_t cur_wire;             /* bytes on the wire of the frame next_frame returned */
 };
 
 static void conn_close(struct conn *c)
@@ -99,18 +102,26 @@ static int reserve(unsigned char **b, size_t *cap, size_t need)
     return 0;
 }
 
+/* Queues one frame (sealed after the handshake: payload encrypted, then
+ * the tag; the header, authenticated, says the length with the tag). */
 static int queue(struct conn *c, uint16_t type, const void *a, size_t alen, const void *b, size_t blen)
 {
-    struct ccs_dsx_frame f = {
-        .magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = type, .length = (uint32_t)(alen + blen)};
-    size_t need = c->outlen + sizeof f + alen + blen;
+    size_t tag = c->sealed ? CCS_DSX_TAGBYTES : 0;
+    struct ccs_dsx_frame f = {.magic = CCS_DSX_MAGIC,
+                              .version = CCS_DSX_VERSION,
+                              .type = type,
+                              .length = (uint32_t)(alen + blen + tag)};
+    size_t need = c->outlen + sizeof f + alen + blen + tag;
     if (need - c->outoff > MAX_OUT || reserve(&c->out, &c->outcap, need) != 0)
         return -1;
-    memcpy(c->out + c->outlen, &f, sizeof f);
+    unsigned char *h = c->out + c->outlen;
+    memcpy(h, &f, sizeof f);
     if (alen)
-        memcpy(c->out + c->outlen + sizeof f, a, alen);
+        memcpy(h + sizeof f, a, alen);
     if (blen)
-        memcpy(c->out + c->outlen + sizeof f + alen, b, blen);
+        memcpy(h + sizeof f + alen, b, blen);
+    if (tag)
+        ccs_dsx_auth_seal(&c->sess, h, sizeof f, h + sizeof f, alen + blen, h + sizeof f + alen + blen);
     c->outlen = need;
     return 0;
 }
@@ -176,15 +187,31 @@ static int next_frame(struct conn *c, struct ccs_dsx_frame *f, const unsigned ch
                  f->type, f->length, sizeof(struct ccs_dsx_hello));
         return -1;
     }
+    if (c->sealed && f->length < CCS_DSX_TAGBYTES) {
+        snprintf(why, n, "sealed frame of %u bytes, shorter than its tag", f->length);
+        return -1;
+    }
     if (c->inlen < sizeof *f + f->length)
         return 0;
+    c->cur_wire = sizeof *f + f->length;
     *payload = c->in + sizeof *f;
+    if (c->sealed) {
+        /* Altered, injected, replayed or reordered: refused here. */
+        size_t len = f->length - CCS_DSX_TAGBYTES;
+        if (ccs_dsx_auth_open(&c->sess, c->in, sizeof *f, c->in + sizeof *f, len, c->in + sizeof *f + len) != 0) {
+            snprintf(why, n, "a frame of type %u does not authenticate (altered or injected on the way?)", f->type);
+            return -1;
+        }
+        f->length = (uint32_t)len; /* what the caller reads */
+    }
     return 1;
 }
 
+/* Drops the frame next_frame returned from the input buffer. */
 static void consume(struct conn *c, const struct ccs_dsx_frame *f)
 {
-    size_t n = sizeof *f + f->length;
+    (void)f;
+    size_t n = c->cur_wire;
     memmove(c->in, c->in + n, c->inlen - n);
     c->inlen -= n;
 }
@@ -645,6 +672,8 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
                 c->peer_pid = h.pid;
                 memcpy(c->host, h.host, sizeof c->host);
                 c->state = C_AUTHED;
+                ccs_dsx_auth_session(&k->key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &c->sess);
+                c->sealed = 1; /* every frame from now on, both ways */
                 k->nunauth--;
                 pthread_mutex_lock(&k->lock);
                 k->stats.clients++;
@@ -1199,6 +1228,8 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
             ccs_dsx_auth_mac(&cl->key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &h, h.mac);
             if (queue(c, CCS_DSX_M_HELLO, &h, sizeof h, NULL, 0) != 0)
                 return -1;
+            ccs_dsx_auth_session(&cl->key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &c->sess);
+            c->sealed = 1; /* every frame after this HELLO, both ways */
             c->state = C_AUTHED;
             cl->backoff_ms = 0;
         } else if (f.type == CCS_DSX_M_VERDICT) {

@@ -10,10 +10,12 @@
 #include "unit_main.h"
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -455,6 +457,120 @@ START_TEST(unauthenticated_peers_are_bounded)
 }
 END_TEST
 
+/* ------------------------------------------------------ a man in the middle */
+
+struct mitm {
+    int lfd, port, to_port, flip;
+    size_t c2s; /* bytes client -> coordinator */
+    int saw_plain;
+    unsigned char seen[65536];
+    size_t nseen;
+};
+
+static void *mitm_main(void *arg)
+{
+    struct mitm *m = arg;
+    int a = accept(m->lfd, NULL, NULL);
+    int b = raw_connect(m->to_port);
+    struct pollfd pf[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
+    const size_t hs = 2 * (sizeof(struct ccs_dsx_frame) + sizeof(struct ccs_dsx_hello));
+    unsigned char buf[65536];
+    for (int idle = 0; idle < 300;) {
+        if (poll(pf, 2, 10) <= 0) {
+            idle++;
+            continue;
+        }
+        int from = pf[0].revents ? 0 : 1;
+        ssize_t r = recv(pf[from].fd, buf, sizeof buf, 0);
+        if (r <= 0)
+            break;
+        if (from == 0) {
+            for (ssize_t i = 0; i < r; i++, m->c2s++) {
+                if (m->c2s >= hs && m->nseen < sizeof m->seen)
+                    m->seen[m->nseen++] = buf[i];
+                /* Flip one bit of the first frame after the handshake, in a
+                 * field no validation would catch (the status's beat). */
+                if (m->flip && m->c2s == hs + sizeof(struct ccs_dsx_frame) + 4 + offsetof(struct ccs_dsx_status, beat))
+                    buf[i] ^= 1;
+            }
+        }
+        if (send(pf[!from].fd, buf, (size_t)r, MSG_NOSIGNAL) != r)
+            break;
+    }
+    close(a);
+    close(b);
+    return NULL;
+}
+
+static int has(const unsigned char *b, size_t n, const char *s)
+{
+    size_t l = strlen(s);
+    for (size_t i = 0; i + l <= n; i++)
+        if (memcmp(b + i, s, l) == 0)
+            return 1;
+    return 0;
+}
+
+/* Between a member and the coordinator: the statuses after the handshake
+ * are unreadable (no host name in the clear), and a frame altered on the way
+ * is refused: no status of it accepted, the connection dropped. */
+static void through_mitm(int flip)
+{
+    int port = 0;
+    char why[256] = "";
+    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
+    ck_assert_ptr_nonnull(k);
+    struct mitm m = {.to_port = port, .flip = flip};
+    m.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sa;
+    ck_assert_int_eq(bind(m.lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(m.lfd, 4), 0);
+    getsockname(m.lfd, (struct sockaddr *)&sa, &sl);
+    pthread_t th;
+    pthread_create(&th, NULL, mitm_main, &m);
+    struct got g = {0};
+    struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
+    struct ccs_dsx_client *c =
+        ccs_dsx_client_new("127.0.0.1", ntohs(sa.sin_port), 2, 0, "right", "host0", &cb);
+    struct ccs_dsx_status s0;
+    status(&s0, 0, 2, CCS_DSX_ALIVE, 0);
+    const struct ccs_dsx_status *p0 = &s0;
+    int failed = 0;
+    for (int i = 0; i < 40; i++) {
+        failed |= ccs_dsx_client_tick(c, &p0, 1, NULL, 0, 5, why, sizeof why) != 0;
+        nap();
+    }
+    struct ccs_dsx_coord_stats st;
+    ccs_dsx_coord_stats(k, &st);
+    ck_assert_int_eq(st.clients, 1); /* the handshake itself went through */
+    if (flip) {
+        ck_assert_uint_eq(st.statuses, 0);
+        ck_assert_int_eq(failed, 1); /* the coordinator hung up */
+    } else {
+        ck_assert_uint_gt(st.statuses, 0);
+    }
+    ck_assert_uint_gt(m.nseen, 64);
+    ck_assert_msg(!has(m.seen, m.nseen, "host0"), "a status crossed the wire in the clear");
+    ccs_dsx_client_free(c);
+    pthread_join(th, NULL);
+    close(m.lfd);
+    ccs_dsx_coord_stop(k);
+}
+
+START_TEST(mitm_reads_nothing)
+{
+    through_mitm(0);
+}
+END_TEST
+
+START_TEST(mitm_alteration_is_refused)
+{
+    through_mitm(1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_tcp");
@@ -467,6 +583,8 @@ static Suite *suite(void)
     tcase_add_test(t, replay_is_refused);
     tcase_add_test(t, impostor_coordinator_is_refused);
     tcase_add_test(t, unauthenticated_peers_are_bounded);
+    tcase_add_test(t, mitm_reads_nothing);
+    tcase_add_test(t, mitm_alteration_is_refused);
     suite_add_tcase(s, t);
     return s;
 }
