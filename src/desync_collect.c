@@ -22,7 +22,7 @@
  * records asked for by the coordinator (a seq where records differ) are
  * still there when the request comes: 4096 operations cover 0.4 s of a
  * job issuing 10,000 collectives a second.  Allocated for the first
- * RET_COMMS communicators only (192 KiB each). */
+ * RET_COMMS communicators only (224 KiB each, with the hashes). */
 #define RET 4096u
 #define RET_COMMS 8
 
