@@ -35,8 +35,8 @@ struct tracked {
     uint64_t cp_seq[2], cp_hash[2];
     struct ccs_dsx_op hist[CCS_DSX_HIST]; /* a ring: the next goes at hnext */
     unsigned nhist, hnext;
-    struct ccs_dsx_op *ret; /* RET kept operations, a ring indexed by seq % RET (NULL: none) */
-    uint64_t *reth;         /* the running hash through each kept operation */
+    struct ccs_dsx_op *ret;  /* RET kept operations, a ring indexed by seq % RET (NULL: none) */
+    uint64_t *reth;          /* the running hash through each kept operation */
     uint64_t held;           /* pass in which a record of it was held back */
     struct ccs_record fpkey; /* fields of the last fingerprint computed, */
     uint64_t fp;             /* and it: consecutive calls are mostly alike */

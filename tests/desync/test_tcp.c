@@ -79,7 +79,8 @@ START_TEST(verdict_reaches_the_clients)
     struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "s3cret", &T, 20, &port, why, sizeof why);
     ck_assert_msg(k != NULL, "%s", why);
     struct got g0 = {0}, g1 = {0};
-    struct ccs_dsx_client_cb cb0 = {.verdict = on_v, .agreed = on_a, .arg = &g0}, cb1 = {.verdict = on_v, .agreed = on_a, .arg = &g1};
+    struct ccs_dsx_client_cb cb0 = {.verdict = on_v, .agreed = on_a, .arg = &g0},
+                             cb1 = {.verdict = on_v, .agreed = on_a, .arg = &g1};
     struct ccs_dsx_client *a = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "s3cret", "host0", &cb0);
     struct ccs_dsx_client *b = ccs_dsx_client_new("127.0.0.1", port, 2, 1, "s3cret", "host1", &cb1);
     struct ccs_dsx_status s0, s1;
