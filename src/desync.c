@@ -316,7 +316,8 @@ static void tick(void)
     }
     if (tcp_mode && !client && !leaving && !ccs_dsx_shm_bye(shm) && ccs_dsx_shm_claim_leader(shm)) {
         /* The host's leader is gone (it exited first): take over. */
-        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
+        struct ccs_dsx_client_cb cb = {
+            .verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
         client = ccs_dsx_client_new(coord_host_s, coord_port_s, W, R, secret, hostkey, &cb);
         CCS_LOG(INFO, "desync: rank %d now leads host '%s' (the leader is gone)", R, hostkey);
     }
@@ -388,8 +389,9 @@ void ccs_desync_note_exit(int how)
      * judged), then says BYE, so no host is left with a dead connection;
      * this process's thread keeps forwarding its host meanwhile. */
     if (coord && ccs_dsx_coord_finish(coord, FINAL_MS) != 1)
-        CCS_LOG(INFO, "desync: ranks still running %d ms after the coordinator's rank finished; detection across "
-                      "hosts ends here",
+        CCS_LOG(INFO,
+                "desync: ranks still running %d ms after the coordinator's rank finished; detection across "
+                "hosts ends here",
                 FINAL_MS);
     /* Hand the host's link to the coordinator over to a rank still running. */
     pthread_mutex_lock(&tick_lock);
@@ -602,7 +604,8 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
         coord_port_s = coord_port;
     }
     if (tcp_mode && ccs_dsx_shm_is_leader(shm)) {
-        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
+        struct ccs_dsx_client_cb cb = {
+            .verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
         client = ccs_dsx_client_new(coord_host, coord_port, W, R, secret, hostkey, &cb);
         if (!client)
             say_off("cannot create the TCP client (out of memory)");
@@ -694,7 +697,8 @@ int ccs_desync_start(void)
         if (strlen(ccs_cfg.secret) >= sizeof secret)
             CCS_LOG(WARN, "CCSHIM_SECRET is longer than %zu characters; its first %zu are used", sizeof secret - 1,
                     sizeof secret - 1);
-    } else if (ccs_cfg.secret_file && *ccs_cfg.secret_file && read_secret_file(ccs_cfg.secret_file, fwhy, sizeof fwhy) == 0) {
+    } else if (ccs_cfg.secret_file && *ccs_cfg.secret_file &&
+               read_secret_file(ccs_cfg.secret_file, fwhy, sizeof fwhy) == 0) {
         /* secret set */
     } else {
         /* Nothing names the job: the identity of its first communicator
@@ -710,8 +714,9 @@ int ccs_desync_start(void)
         snprintf(secret, sizeof secret, "job:%s@%s:%d/%s", ccs_job_id(), host, port, key_extra);
         if (tcp) {
             if (*fwhy)
-                CCS_LOG(WARN, "desync: %s; TCP between hosts refused, detection across hosts is off (within each "
-                              "host it stays on)",
+                CCS_LOG(WARN,
+                        "desync: %s; TCP between hosts refused, detection across hosts is off (within each "
+                        "host it stays on)",
                         fwhy);
             else
                 CCS_LOG(WARN, "desync: ranks span hosts but neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; "

@@ -22,7 +22,7 @@
  * records asked for by the coordinator (a seq where records differ) are
  * still there when the request comes: 4096 operations cover 0.4 s of a
  * job issuing 10,000 collectives a second.  Allocated for the first
- * RET_COMMS communicators only (192 KiB each). */
+ * RET_COMMS communicators only (224 KiB each, with the hashes). */
 #define RET 4096u
 #define RET_COMMS 8
 
@@ -35,8 +35,8 @@ struct tracked {
     uint64_t cp_seq[2], cp_hash[2];
     struct ccs_dsx_op hist[CCS_DSX_HIST]; /* a ring: the next goes at hnext */
     unsigned nhist, hnext;
-    struct ccs_dsx_op *ret; /* RET kept operations, a ring indexed by seq % RET (NULL: none) */
-    uint64_t *reth;         /* the running hash through each kept operation */
+    struct ccs_dsx_op *ret;  /* RET kept operations, a ring indexed by seq % RET (NULL: none) */
+    uint64_t *reth;          /* the running hash through each kept operation */
     uint64_t held;           /* pass in which a record of it was held back */
     struct ccs_record fpkey; /* fields of the last fingerprint computed, */
     uint64_t fp;             /* and it: consecutive calls are mostly alike */
