@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
-#define CCS_DSX_VERSION 2u /* 2: HELLO carries 32-byte nonces and a MAC */
+#define CCS_DSX_VERSION 2u        /* 2: HELLO carries 32-byte nonces and a MAC */
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
@@ -168,7 +168,7 @@ struct ccs_dsx_hello {
     uint32_t byteorder; /* 0x01020304 */
     int32_t wsize;      /* world size the sender believes in */
     char host[CCS_DSX_HOST];
-    unsigned char nonce[CCS_DSX_NONCE]; /* random, fresh per connection */
+    unsigned char nonce[CCS_DSX_NONCE];  /* random, fresh per connection */
     unsigned char mac[CCS_DSX_MACBYTES]; /* desync_auth.h; zero in the first HELLO */
     int32_t rank;                        /* client: the world rank of its own process */
     uint32_t pid;                        /* client: its pid */
@@ -210,6 +210,5 @@ int ccs_dsx_check_frame(const struct ccs_dsx_frame *f, char *why, size_t whylen)
 /* Checks a status that came from shared memory (written by a local peer),
  * the same way as a decoded one.  0 or -1. */
 int ccs_dsx_check_status(struct ccs_dsx_status *st, int32_t wsize, char *why, size_t whylen);
-
 
 #endif

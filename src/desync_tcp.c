@@ -49,8 +49,8 @@
 #define HANDSHAKE_MS 5000      /* to complete it */
 #define EVICT_MS 1000          /* ... or less when others wait for a slot */
 #define PREAUTH_BUF (2 * (sizeof(struct ccs_dsx_frame) + sizeof(struct ccs_dsx_hello)))
-#define ACCEPT_PAUSE_MS 250    /* no descriptors left: accept again after */
-#define REFUSED_LOG_MS 5000    /* refused peers: one line per period */
+#define ACCEPT_PAUSE_MS 250 /* no descriptors left: accept again after */
+#define REFUSED_LOG_MS 5000 /* refused peers: one line per period */
 
 static uint64_t mono_ms(void)
 {
@@ -66,7 +66,7 @@ struct conn {
     unsigned char *in, *out;
     size_t inlen, incap, outlen, outcap, outoff;
     unsigned char nonce_c[CCS_DSX_NONCE], nonce_s[CCS_DSX_NONCE]; /* the client's, the coordinator's */
-    uint64_t t_open; /* ms, for the handshake deadline */
+    uint64_t t_open;                                              /* ms, for the handshake deadline */
     uint64_t bytes_in, bytes_out;
     char host[CCS_DSX_HOST];
     char peer[64];
@@ -107,10 +107,8 @@ static int reserve(unsigned char **b, size_t *cap, size_t need)
 static int queue(struct conn *c, uint16_t type, const void *a, size_t alen, const void *b, size_t blen)
 {
     size_t tag = c->sealed ? CCS_DSX_TAGBYTES : 0;
-    struct ccs_dsx_frame f = {.magic = CCS_DSX_MAGIC,
-                              .version = CCS_DSX_VERSION,
-                              .type = type,
-                              .length = (uint32_t)(alen + blen + tag)};
+    struct ccs_dsx_frame f = {
+        .magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = type, .length = (uint32_t)(alen + blen + tag)};
     size_t need = c->outlen + sizeof f + alen + blen + tag;
     if (need - c->outoff > MAX_OUT || reserve(&c->out, &c->outcap, need) != 0)
         return -1;
@@ -254,10 +252,10 @@ struct ccs_dsx_coord {
     int lfd;
     int32_t wsize;
     struct ccs_dsx_key key;
-    int nunauth;                /* connections awaiting the handshake */
-    uint64_t accept_after;      /* ms: accept(2) paused until (EMFILE) */
-    uint64_t refused_log_ms;    /* last line about refused peers */
-    unsigned refused_unlogged;  /* refused since */
+    int nunauth;               /* connections awaiting the handshake */
+    uint64_t accept_after;     /* ms: accept(2) paused until (EMFILE) */
+    uint64_t refused_log_ms;   /* last line about refused peers */
+    unsigned refused_unlogged; /* refused since */
     char refused_why[160], refused_peer[64];
     struct ccs_dsx_thresholds t;
     int period_ms;
@@ -335,9 +333,8 @@ static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *w
 {
     uint64_t now = mono_ms();
     if (flush == 2)
-        k->refused_log_ms = k->refused_log_ms && now - k->refused_log_ms < REFUSED_LOG_MS
-                                ? now - REFUSED_LOG_MS
-                                : k->refused_log_ms;
+        k->refused_log_ms = k->refused_log_ms && now - k->refused_log_ms < REFUSED_LOG_MS ? now - REFUSED_LOG_MS
+                                                                                          : k->refused_log_ms;
     if (!flush) {
         pthread_mutex_lock(&k->lock);
         k->stats.refused++;
@@ -662,7 +659,8 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
                 c->state = C_HELLO;
             } else if (memcmp(h.nonce, c->nonce_c, sizeof h.nonce) != 0 ||
                        ccs_dsx_auth_verify(&k->key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &h) != 0) {
-                snprintf(why, n, "handshake MAC does not verify (wrong CCSHIM_SECRET, or not a member of this job)");
+                snprintf(why, n,
+                         "handshake MAC does not verify (wrong CCSHIM_SECRET, or not a member of this job)");
                 return -1;
             } else if (h.rank < 0 || h.rank >= k->wsize || h.host[CCS_DSX_HOST - 1] != 0) {
                 snprintf(why, n, "authenticated peer sent rank %d of %d", h.rank, k->wsize);
@@ -1144,7 +1142,8 @@ static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
     cl->c.state = C_CONNECTING;
     cl->c.t_open = mono_ms();
     ccs_dsx_auth_nonce(cl->c.nonce_c);
-    struct ccs_dsx_hello h = {.byteorder = BYTEORDER, .wsize = cl->wsize, .rank = cl->rank, .pid = (uint32_t)getpid()};
+    struct ccs_dsx_hello h = {
+        .byteorder = BYTEORDER, .wsize = cl->wsize, .rank = cl->rank, .pid = (uint32_t)getpid()};
     memcpy(h.nonce, cl->c.nonce_c, sizeof h.nonce);
     memcpy(h.host, cl->hostname, sizeof h.host);
     return queue(&cl->c, CCS_DSX_M_HELLO, &h, sizeof h, NULL, 0);
@@ -1216,7 +1215,8 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
             memcpy(c->nonce_s, w.nonce, sizeof c->nonce_s);
             if (ccs_dsx_auth_verify(&cl->key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &w) != 0) {
                 cl->refused = 1;
-                snprintf(why, n, "the coordinator at %s:%d does not know our CCSHIM_SECRET (its MAC does not verify)",
+                snprintf(why, n,
+                         "the coordinator at %s:%d does not know our CCSHIM_SECRET (its MAC does not verify)",
                          cl->host, cl->port);
                 return -1;
             }

@@ -92,10 +92,10 @@ void ccs_log_open(void)
         if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
             return;
         char msg[1024];
-        size_t n = format_linef(msg, sizeof msg, "warning: ", "CCSHIM_LOG='%.300s%s': %s%.300s%s%s; logging to stderr",
-                                dest, strlen(dest) > 300 ? CUT_MARK : "",
-                                fits ? "cannot open '" : "expands to more than 4095 bytes", fits ? path : "",
-                                fits && strlen(path) > 300 ? CUT_MARK : "", fits ? "'" : "");
+        size_t n = format_linef(
+            msg, sizeof msg, "warning: ", "CCSHIM_LOG='%.300s%s': %s%.300s%s%s; logging to stderr", dest,
+            strlen(dest) > 300 ? CUT_MARK : "", fits ? "cannot open '" : "expands to more than 4095 bytes",
+            fits ? path : "", fits && strlen(path) > 300 ? CUT_MARK : "", fits ? "'" : "");
         if (write(2, msg, n) < 0) { /* nothing more to do */
         }
         return;

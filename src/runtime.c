@@ -21,7 +21,10 @@
 atomic_int ccs_active;
 /* Defined (1) by libccshim-mpi.so only (mpi_setup.c). */
 extern const int ccs_mpi_library __attribute__((weak, visibility("hidden")));
-static int under_mpi_library(void) { return &ccs_mpi_library != NULL && ccs_mpi_library; }
+static int under_mpi_library(void)
+{
+    return &ccs_mpi_library != NULL && ccs_mpi_library;
+}
 int ccs_timing;
 _Atomic uint64_t ccs_step;
 
@@ -143,8 +146,8 @@ static int mpi_library_handler(const struct sigaction *sa)
         return 0;
     const char *base = strrchr(di.dli_fname, '/');
     base = base ? base + 1 : di.dli_fname;
-    static const char *const libs[] = {"libopen-pal", "libmpi", "libopen-rte", "libpmix", "libprrte", "libucs",
-                                       "libfabric", "libmpich", "libhwloc", NULL};
+    static const char *const libs[] = {"libopen-pal", "libmpi",    "libopen-rte", "libpmix",  "libprrte",
+                                       "libucs",      "libfabric", "libmpich",    "libhwloc", NULL};
     for (const char *const *l = libs; *l; l++)
         if (strncmp(base, *l, strlen(*l)) == 0)
             return 1;

@@ -17,8 +17,8 @@ struct ccs_trace_reader {
     size_t cap;
     uint32_t type, len, pos; /* current chunk and position in it */
     int seen_end, truncated;
-    uint64_t lost;        /* records of a cut chunk that could not be read */
-    char pending[320];    /* said after the salvaged records: why the file ends */
+    uint64_t lost;     /* records of a cut chunk that could not be read */
+    char pending[320]; /* said after the salvaged records: why the file ends */
     char meta[META_MAX];
     size_t meta_len;
 };
@@ -84,7 +84,10 @@ const struct ccs_trace_header *ccs_trace_hdr(const struct ccs_trace_reader *r) {
 
 int ccs_trace_truncated(const struct ccs_trace_reader *r) { return r->truncated || !r->seen_end; }
 
-uint64_t ccs_trace_lost(const struct ccs_trace_reader *r) { return r->lost; }
+uint64_t ccs_trace_lost(const struct ccs_trace_reader *r)
+{
+    return r->lost;
+}
 
 /* Loads the next chunk's payload; 1 loaded, 0 clean EOF, -1 damaged. */
 static int load_chunk(struct ccs_trace_reader *r, char *err, size_t errlen)

@@ -374,7 +374,10 @@ void ccs_writer_start(void)
 
 /* The trace file's name, or NULL when there is none or tracing gave up (a
  * full disk): the summary never names a trace that was switched off. */
-const char *ccs_writer_path(void) { return fd >= 0 && !failed ? path : NULL; }
+const char *ccs_writer_path(void)
+{
+    return fd >= 0 && !failed ? path : NULL;
+}
 
 void ccs_writer_atfork_child(void)
 {

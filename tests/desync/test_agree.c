@@ -3,9 +3,9 @@
  * calls makes the others time out with -1. */
 #include "ccs_config.h"
 #include "desync.h"
+#include "log.h"
 #include "shim.h"
 #include "unit_main.h"
-#include "log.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>

@@ -11,12 +11,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stddef.h>
 #include <netinet/in.h>
-#include <stdio.h>
-#include <string.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -202,7 +202,6 @@ START_TEST(garbage_is_dropped)
     ccs_dsx_coord_stop(k);
 }
 END_TEST
-
 
 /* ------------------------------------------------ attacks on the handshake */
 
@@ -494,7 +493,8 @@ static void *mitm_main(void *arg)
                     m->seen[m->nseen++] = buf[i];
                 /* Flip one bit of the first frame after the handshake, in a
                  * field no validation would catch (the status's beat). */
-                if (m->flip && m->c2s == hs + sizeof(struct ccs_dsx_frame) + 4 + offsetof(struct ccs_dsx_status, beat))
+                if (m->flip &&
+                    m->c2s == hs + sizeof(struct ccs_dsx_frame) + 4 + offsetof(struct ccs_dsx_status, beat))
                     buf[i] ^= 1;
             }
         }
@@ -536,8 +536,7 @@ static void through_mitm(int flip)
     pthread_create(&th, NULL, mitm_main, &m);
     struct got g = {0};
     struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
-    struct ccs_dsx_client *c =
-        ccs_dsx_client_new("127.0.0.1", ntohs(sa.sin_port), 2, 0, "right", "host0", &cb);
+    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", ntohs(sa.sin_port), 2, 0, "right", "host0", &cb);
     struct ccs_dsx_status s0;
     status(&s0, 0, 2, CCS_DSX_ALIVE, 0);
     const struct ccs_dsx_status *p0 = &s0;

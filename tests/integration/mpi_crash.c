@@ -2,9 +2,9 @@
  * address 8: Open MPI's crash backtrace must still show under the preload,
  * and the trace must end with the signal and every record (hygiene.sh). */
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <stdint.h>
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
