@@ -72,7 +72,7 @@ struct conn {
     char peer[64];
     int32_t peer_rank; /* the client's own rank and pid (HELLO) */
     uint32_t peer_pid;
-    int sealed;                  /* frames sealed both ways (after the handshake) */
+    int sealed;                  /* authenticated: frames sealed both ways */
     struct ccs_dsx_session sess; /* their keys and counters */
     size_t cur_wire;             /* bytes on the wire of the frame next_frame returned */
 };
@@ -148,14 +148,14 @@ static int fill_in(struct conn *c)
 {
     for (;;) {
         size_t room = 16384;
-        if (c->state != C_AUTHED) {
+        if (!c->sealed) {
             if (c->inlen >= PREAUTH_BUF)
                 return 0; /* the handshake's frames first */
             room = PREAUTH_BUF - c->inlen;
         }
         if (reserve(&c->in, &c->incap, c->inlen + room) != 0)
             return -1;
-        ssize_t r = recv(c->fd, c->in + c->inlen, c->state != C_AUTHED ? room : c->incap - c->inlen, 0);
+        ssize_t r = recv(c->fd, c->in + c->inlen, !c->sealed ? room : c->incap - c->inlen, 0);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -179,7 +179,7 @@ static int next_frame(struct conn *c, struct ccs_dsx_frame *f, const unsigned ch
         return -1;
     /* Before the handshake only its frames, of their exact size: checked
      * from the header, before anything more is buffered. */
-    if (c->state != C_AUTHED && ((f->type != CCS_DSX_M_HELLO && f->type != CCS_DSX_M_WELCOME) ||
+    if (!c->sealed && ((f->type != CCS_DSX_M_HELLO && f->type != CCS_DSX_M_WELCOME) ||
                                  f->length != sizeof(struct ccs_dsx_hello))) {
         snprintf(why, n, "frame of type %u and %u bytes before the handshake (expected a HELLO of %zu bytes)",
                  f->type, f->length, sizeof(struct ccs_dsx_hello));
@@ -363,7 +363,7 @@ static long oldest_unauth(struct ccs_dsx_coord *k)
 {
     long best = -1;
     for (size_t i = 0; i < k->ncl; i++)
-        if (k->cl[i].fd >= 0 && k->cl[i].state != C_AUTHED &&
+        if (k->cl[i].fd >= 0 && !k->cl[i].sealed &&
             (best < 0 || k->cl[i].t_open < k->cl[(size_t)best].t_open))
             best = (long)i;
     return best;
@@ -542,7 +542,7 @@ static void coord_probe(struct ccs_dsx_coord *k, uint64_t now)
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
 {
     struct conn *c = &k->cl[i];
-    if (c->state != C_AUTHED) {
+    if (!c->sealed) {
         k->nunauth--;
         refused_log(k, c->peer, why ? why : "closed before the handshake", 0);
     }
@@ -634,7 +634,7 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
     const unsigned char *p;
     int rc;
     while ((rc = next_frame(c, &f, &p, why, n)) == 1) {
-        if (c->state != C_AUTHED) {
+        if (!c->sealed) {
             struct ccs_dsx_hello h;
             if (f.type != CCS_DSX_M_HELLO || f.length != sizeof h) {
                 snprintf(why, n, "expected a HELLO of %zu bytes, got type %u of %u bytes", sizeof h, f.type,
@@ -875,7 +875,7 @@ static void *coord_main(void *arg)
             if (c->state < 0 || flush_out(c) != 0)
                 bad = bad ? bad : 1;
             if (bad)
-                drop_client(k, i, bad == 2 || c->state != C_AUTHED ? why : NULL);
+                drop_client(k, i, bad == 2 || !c->sealed ? why : NULL);
         }
         now = mono_ms();
         if (now >= k->probe_next) {
@@ -904,7 +904,7 @@ static void *coord_main(void *arg)
             }
             for (size_t i = 0; i < k->ncl; i++) {
                 struct conn *c = &k->cl[i];
-                if (c->fd >= 0 && c->state != C_AUTHED && now > c->t_open + HANDSHAKE_MS)
+                if (c->fd >= 0 && !c->sealed && now > c->t_open + HANDSHAKE_MS)
                     drop_client(k, i, "no handshake within 5 s");
                 else if (c->fd >= 0 && (c->state < 0 || flush_out(c) != 0))
                     drop_client(k, i, NULL);
