@@ -8,7 +8,7 @@
 lib="$top_builddir/.libs/libccshim.so"
 mpilib="$top_builddir/.libs/libccshim-mpi.so"
 DUMP="$top_builddir/tests/ccs_trace_dump"
-tap_plan 13
+tap_plan 15
 
 # A shell and its children under the preload with a trace directory: no
 # summary, no trace.
@@ -53,7 +53,7 @@ else
 fi
 
 if ! ccs_have_mpi; then
-    for i in 1 2 3 4 5; do tap_skip "MPI not available"; done
+    for i in 1 2 3 4 5 6 7; do tap_skip "MPI not available"; done
     tap_done
     exit 0
 fi
@@ -73,5 +73,13 @@ end=$([ -n "$t1" ] && "$DUMP" "$t1" | awk -F'\t' '$1=="E" {print $6, $7}')
 tap_eq "SIGSEGV: rank 1's trace ends with the signal" "signal 11" "$end"
 tap_eq "SIGSEGV: ... and holds all 5 all-reduces" 5 \
     "$([ -n "$t1" ] && "$DUMP" "$t1" | awk -F'\t' '$1=="R" && $5=="allreduce"' | wc -l)"
+# The application's own handler, installed before MPI_Init, stays first and
+# alone: it runs, and ccshim neither flushes nor prints a signal summary.
+mkdir -p "$CCS_TMP/own"
+ccs_mpirun 60 2 env CCSHIM_TRACE_DIR="$CCS_TMP/own" LD_PRELOAD="$mpilib" "$prog" own >"$CCS_TMP/own.out" 2>&1
+tap_check "own handler: the application's SIGSEGV handler runs" \
+    grep -q "mpi_crash: the application's own handler ran" "$CCS_TMP/own.out"
+tap_check "own handler: ccshim's handler did not run before it (no SIGSEGV summary from rank 1)" \
+    sh -c "! grep -q 'summary (signal 11)' '$CCS_TMP/own.out'"
 [ "$TAP_FAILED" -eq 0 ] || { for f in "$CCS_TMP"/*.err "$CCS_TMP"/*.out; do echo "--- $f"; head -30 "$f"; done | tap_diag; }
 tap_done
