@@ -545,6 +545,8 @@ static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
     if (!c->sealed) {
         k->nunauth--;
         refused_log(k, c->peer, why ? why : "closed before the handshake", 0);
+    } else if (why && strcmp(why, "connection closed") != 0) {
+        ccs_log(CCS_LOG_WARN, "desync coordinator: dropped the leader of host '%s' (%s): %s", c->host, c->peer, why);
     }
     /* Its ranks: a rank that was alive when the connection closed died
      * (the leader's own process) or is no longer heard of (the others). */
