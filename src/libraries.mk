@@ -44,10 +44,15 @@ libccs_tracewriter_la_CFLAGS = $(LIB_CFLAGS)
 noinst_LTLIBRARIES += libccs_desync.la
 libccs_desync_la_SOURCES = src/desync/desync.h src/desync/desync.c src/desync/desync_proto.h \
 	src/desync/desync_proto.c src/desync/desync_rules.h src/desync/desync_rules.c src/desync/desync_shm.h \
-	src/desync/desync_shm.c src/desync/desync_tcp.h src/desync/desync_tcp.c src/desync/desync_collect.h \
+	src/desync/desync_shm.c src/desync/desync_tcp.h src/desync/desync_tcp.c src/desync/desync_auth.h src/desync/desync_auth.c src/desync/desync_collect.h \
 	src/desync/desync_collect.c src/desync/desync_report.h src/desync/desync_report.c
-libccs_desync_la_CPPFLAGS = $(LIB_CPPFLAGS) -I$(top_srcdir)/src/desync
+libccs_desync_la_CPPFLAGS = $(LIB_CPPFLAGS) -I$(top_srcdir)/src/desync $(SODIUM_CFLAGS)
 libccs_desync_la_CFLAGS = $(LIB_CFLAGS)
+# libsodium (the side channel's MAC and sealing) from its static archive:
+# linked into the preload libraries and tools, its symbols hidden from the
+# job (--exclude-libs; the version scripts keep them local too).
+libccs_desync_la_LIBADD = -L$(SODIUM_LIBDIR) -l:libsodium.a
+SODIUM_HIDE = -Wl,--exclude-libs,libsodium.a
 
 # Coalescing (docs/coalescing.md).
 noinst_LTLIBRARIES += libccs_coalesce.la
@@ -78,7 +83,7 @@ libccshim_la_SOURCES = src/core/lib_core.c
 libccshim_la_CPPFLAGS = $(LIB_CPPFLAGS)
 libccshim_la_CFLAGS = $(LIB_CFLAGS)
 libccshim_la_LIBADD = libccsparts.la -lpthread
-libccshim_la_LDFLAGS = -avoid-version -no-undefined -Wl,--version-script=$(srcdir)/src/libccshim.map
+libccshim_la_LDFLAGS = -avoid-version -no-undefined $(SODIUM_HIDE) -Wl,--version-script=$(srcdir)/src/libccshim.map
 EXTRA_libccshim_la_DEPENDENCIES = $(srcdir)/src/libccshim.map
 EXTRA_DIST += src/libccshim.map src/libccshim-mpi.map
 
@@ -89,7 +94,7 @@ libccshim_mpi_la_SOURCES = src/mpi/mpi_shim.h src/mpi/mpi_real.c src/mpi/mpi_set
 libccshim_mpi_la_CPPFLAGS = $(BACKEND_CPPFLAGS) -I$(top_srcdir)/src/mpi $(MPI_CFLAGS)
 libccshim_mpi_la_CFLAGS = $(LIB_CFLAGS)
 libccshim_mpi_la_LIBADD = libccsparts.la $(MPI_LIBS) -lpthread
-libccshim_mpi_la_LDFLAGS = -avoid-version -no-undefined -Wl,--version-script=$(srcdir)/src/libccshim-mpi.map
+libccshim_mpi_la_LDFLAGS = -avoid-version -no-undefined $(SODIUM_HIDE) -Wl,--version-script=$(srcdir)/src/libccshim-mpi.map
 EXTRA_libccshim_mpi_la_DEPENDENCIES = $(srcdir)/src/libccshim-mpi.map
 endif
 

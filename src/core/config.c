@@ -114,7 +114,7 @@ static int set_ENUM(int *dst, const char *v, const char *field, const char *help
 int ccs_config_load(struct ccs_config *cfg, const char *(*getenv_fn)(const char *), void (*report)(const char *))
 {
     int bad = 0;
-    char why[200], msg[512];
+    char why[200], msg[768];
     /* Defaults first (they always parse), then the environment. */
 #define CCS_X(field, name, type, def, help) (void)set_##type(&cfg->field, def, #field, help, why, sizeof why);
     CCS_CONFIG_LIST(CCS_X)
@@ -123,7 +123,8 @@ int ccs_config_load(struct ccs_config *cfg, const char *(*getenv_fn)(const char 
     {                                                                                                          \
         const char *v = getenv_fn(name);                                                                       \
         if (v && set_##type(&cfg->field, v, #field, help, why, sizeof why) != 0) {                             \
-            snprintf(msg, sizeof msg, "%s='%s' ignored: %s; using the default '%s'", name, v, why, def);       \
+            snprintf(msg, sizeof msg, "%s='%.200s%s' ignored: %s; using the default '%s'", name, v,             \
+                     strlen(v) > 200 ? "...[truncated]" : "", why, def);                                       \
             report(msg);                                                                                       \
             bad++;                                                                                             \
         }                                                                                                      \

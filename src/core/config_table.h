@@ -49,6 +49,8 @@
     X(coord, "CCSHIM_COORD", STR, "",                                                                     \
       "host:port of the coordinator (in rank 0); default: MPI, or MASTER_ADDR and MASTER_PORT+1")         \
     X(secret, "CCSHIM_SECRET", STR, "", "per-job secret authenticating side-channel members")             \
+    X(secret_file, "CCSHIM_SECRET_FILE", STR, "",                                                         \
+      "file holding the per-job secret (owned by you, mode 0600), e.g. in a directory every node shares") \
     X(desync_host, "CCSHIM_DESYNC_HOST", STR, "",                                                         \
       "host identity for the side channel (default: the host name); ranks sharing it share memory")      \
     X(nccl_completion, "CCSHIM_NCCL_COMPLETION", BOOL, "1",                                               \

@@ -11,11 +11,14 @@
 
 static atomic_int log_fd = 2;
 
-/* Expands %r %p %h %j in PAT into OUT. */
-static void expand_pattern(const char *pat, char *out, size_t n)
+#define CUT_MARK "...[truncated]"
+
+/* Expands %r %p %h %j in PAT into OUT.  0, or -1 when it does not fit. */
+static int expand_pattern(const char *pat, char *out, size_t n)
 {
     size_t o = 0;
-    for (const char *p = pat; *p && o + 1 < n; p++) {
+    const char *p;
+    for (p = pat; *p && o + 1 < n; p++) {
         if (*p != '%' || !p[1]) {
             out[o++] = *p;
             continue;
@@ -31,11 +34,43 @@ static void expand_pattern(const char *pat, char *out, size_t n)
         }
         size_t l = strlen(tmp);
         if (l > n - 1 - o)
-            l = n - 1 - o;
+            return out[o] = 0, -1;
         memcpy(out + o, tmp, l);
         o += l;
     }
     out[o] = 0;
+    return *p ? -1 : 0;
+}
+
+/* A line into BUF (N bytes, N > sizeof CUT_MARK + 1): the prefix, then FMT;
+ * a line too long ends in CUT_MARK.  Returns its length with the newline. */
+static size_t format_line(char *buf, size_t n, const char *prefix, const char *fmt, va_list ap)
+{
+    int p = snprintf(buf, n, "ccshim[%d@%s]: %s", ccs_world_rank(), ccs_hostname(), prefix);
+    size_t o = p < 0 ? 0 : (size_t)p >= n - 1 ? n - 2 : (size_t)p;
+    int m = vsnprintf(buf + o, n - 1 - o, fmt, ap); /* room kept for the newline */
+    if (m < 0)
+        m = 0;
+    if ((size_t)p >= n - 1 || (size_t)m >= n - 1 - o) { /* cut: say so */
+        o = n - 2 - (sizeof CUT_MARK - 1);
+        memcpy(buf + o, CUT_MARK, sizeof CUT_MARK - 1);
+        o += sizeof CUT_MARK - 1;
+    } else {
+        o += (size_t)m;
+    }
+    buf[o++] = '\n';
+    return o;
+}
+
+static size_t format_linef(char *buf, size_t n, const char *prefix, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static size_t format_linef(char *buf, size_t n, const char *prefix, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t len = format_line(buf, n, prefix, fmt, ap);
+    va_end(ap);
+    return len;
 }
 
 void ccs_log_open(void)
@@ -48,13 +83,20 @@ void ccs_log_open(void)
         return;
     }
     char path[4096];
-    expand_pattern(dest, path, sizeof path);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fits = expand_pattern(dest, path, sizeof path) == 0;
+    int fd = fits ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
     if (fd < 0) {
-        char msg[4200];
-        int n = snprintf(msg, sizeof msg, "ccshim[%d@%s]: CCSHIM_LOG='%s': cannot open '%s'; logging to stderr\n",
-                         ccs_world_rank(), ccs_hostname(), dest, path);
-        if (write(2, msg, (size_t)n) < 0) { /* nothing more to do */
+        /* Said once (this runs again when the rank becomes known); the
+         * values cut so that the line stays readable. */
+        static int warned;
+        if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            return;
+        char msg[1024];
+        size_t n = format_linef(
+            msg, sizeof msg, "warning: ", "CCSHIM_LOG='%.300s%s': %s%.300s%s%s; logging to stderr", dest,
+            strlen(dest) > 300 ? CUT_MARK : "", fits ? "cannot open '" : "expands to more than 4095 bytes",
+            fits ? path : "", fits && strlen(path) > 300 ? CUT_MARK : "", fits ? "'" : "");
+        if (write(2, msg, n) < 0) { /* nothing more to do */
         }
         return;
     }
@@ -69,17 +111,7 @@ static void vlog(int level, const char *fmt, va_list ap)
     char buf[2048];
     if (level > ccs_cfg.log_level && level != CCS_LOG_ERROR && level != CCS_LOG_NOTE)
         return;
-    int n = snprintf(buf, sizeof buf, "ccshim[%d@%s]: %s", ccs_world_rank(), ccs_hostname(),
-                     names[level >= 0 && level <= CCS_LOG_NOTE ? level : 0]);
-    if (n < 0 || (size_t)n >= sizeof buf)
-        return;
-    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
-    if (m < 0)
-        return;
-    n += m;
-    if ((size_t)n > sizeof buf - 2)
-        n = (int)sizeof buf - 2;
-    buf[n++] = '\n';
+    size_t n = format_line(buf, sizeof buf, names[level >= 0 && level <= CCS_LOG_NOTE ? level : 0], fmt, ap);
     ccs_log_raw(buf, (unsigned long)n);
 }
 

@@ -67,8 +67,10 @@ void ccs_process_detect_job(void) { detect_job(); }
 
 void ccs_process_forked(void)
 {
+    /* A forked child is a different process and not the parent's rank: it
+     * has no rank of its own (its trace, if it records anything, is named
+     * rx and its pid; a child that records nothing says nothing). */
     world_rank = -1;
-    detect_world();
 }
 
 void ccs_process_set_world(int rank, int size)

@@ -76,6 +76,13 @@ void ccs_features_fork_child(void)
         f->fork_child();
 }
 
+void ccs_features_prepare_signal(void)
+{
+    FOR_EACH_FEATURE(f)
+    if (f->prepare_signal)
+        f->prepare_signal();
+}
+
 const char *ccs_features_trace_path(void)
 {
     FOR_EACH_FEATURE(f)

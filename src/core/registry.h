@@ -29,6 +29,10 @@ struct ccs_feature {
     int (*flush)(int reason, int signo);
     /* In the child after fork. */
     void (*fork_child)(void);
+    /* Before fatal-signal handlers are installed (and again when the
+     * identity changes): prepare what flush(CCS_END_SIGNAL) needs, so that
+     * it can stay async-signal-safe. */
+    void (*prepare_signal)(void);
     /* Path of the trace file, or NULL (the exit summary names it). */
     const char *(*trace_path)(void);
 };
@@ -48,6 +52,7 @@ CCS_HIDDEN void ccs_features_finish(int reason);
 /* Returns 0 when at least one feature flushed, else -1. */
 CCS_HIDDEN int ccs_features_flush(int reason, int signo);
 CCS_HIDDEN void ccs_features_fork_child(void);
+CCS_HIDDEN void ccs_features_prepare_signal(void);
 CCS_HIDDEN const char *ccs_features_trace_path(void);
 
 /* ------------------------------------------------------------ agreement */

@@ -19,6 +19,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Defined (1) by libccshim-mpi.so only (src/mpi/mpi_setup.c): there the
+ * fatal-signal handlers wait for MPI_Init, so that the MPI library's own
+ * handlers are installed first and stay in charge of their backtrace. */
+extern const int ccs_mpi_library __attribute__((weak, visibility("hidden")));
+static int under_mpi_library(void)
+{
+    return &ccs_mpi_library != NULL && ccs_mpi_library;
+}
+
 static atomic_int inited, finished_exit;
 
 static const char *env_getenv(const char *name) { return getenv(name); }
@@ -55,39 +64,82 @@ static void check_trace_dir(void)
     }
 }
 
-/* ------------------------------------------------------------ signals */
+/* ------------------------------------------------------------ signals
+ *
+ * Installed where the job left the default and, after MPI_Init, in front of
+ * the MPI library's own handlers (Open MPI's backtrace): ours flushes the
+ * trace with async-signal-safe calls only (the file's name and metadata are
+ * prepared beforehand), puts the previous action back and lets it run: a
+ * fault re-executes the faulting instruction, a sent signal is raised again.
+ * A handler of the application's own is never replaced nor preceded.
+ */
 
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM};
 #define NSIG_HANDLED (sizeof fatal_signals / sizeof fatal_signals[0])
 static struct sigaction old_actions[NSIG_HANDLED];
-static int installed[NSIG_HANDLED];
+static volatile sig_atomic_t installed[NSIG_HANDLED];
 
-static void on_fatal(int signo)
+static void on_fatal(int signo, siginfo_t *si, void *uc)
 {
+    (void)uc;
+    int saved = errno;
     ccs_runtime_finish(CCS_END_SIGNAL, signo);
     for (size_t i = 0; i < NSIG_HANDLED; i++)
-        if (fatal_signals[i] == signo && installed[i])
+        if (fatal_signals[i] == signo && installed[i]) {
+            installed[i] = 0;
             sigaction(signo, &old_actions[i], NULL);
-    raise(signo); /* the default action, now restored, ends the process */
+        }
+    errno = saved;
+    /* A fault (si_code > 0) happens again on return, now under the previous
+     * action (the MPI library's handler or the default); a signal that was
+     * sent (kill, raise, abort) is sent again. */
+    if (!si || si->si_code <= 0 || signo == SIGABRT || signo == SIGTERM)
+        raise(signo);
+}
+
+/* The MPI library's handlers may be preceded; the application's may not.
+ * (Install time, not a signal handler: dladdr is fine here.) */
+static int mpi_library_handler(const struct sigaction *sa)
+{
+    void *fn = (sa->sa_flags & SA_SIGINFO) ? (void *)sa->sa_sigaction : (void *)sa->sa_handler;
+    Dl_info di;
+    if (!fn || !dladdr(fn, &di) || !di.dli_fname)
+        return 0;
+    const char *base = strrchr(di.dli_fname, '/');
+    base = base ? base + 1 : di.dli_fname;
+    static const char *const libs[] = {"libopen-pal", "libmpi",    "libopen-rte", "libpmix",  "libprrte",
+                                       "libucs",      "libfabric", "libmpich",    "libhwloc", NULL};
+    for (const char *const *l = libs; *l; l++)
+        if (strncmp(base, *l, strlen(*l)) == 0)
+            return 1;
+    return 0;
 }
 
 static void install_signal_handlers(void)
 {
+    if (!(ccs_cfg.signals && ccs_cfg.trace_dir && *ccs_cfg.trace_dir))
+        return;
+    ccs_features_prepare_signal(); /* the handler only opens and writes */
     for (size_t i = 0; i < NSIG_HANDLED; i++) {
         struct sigaction cur;
-        if (sigaction(fatal_signals[i], NULL, &cur) != 0)
+        if (installed[i] || sigaction(fatal_signals[i], NULL, &cur) != 0)
             continue;
-        /* Only where the job left the default: never replace its handlers. */
-        if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) {
-            struct sigaction sa;
-            memset(&sa, 0, sizeof sa);
-            sa.sa_handler = on_fatal;
-            sigemptyset(&sa.sa_mask);
-            sa.sa_flags = SA_RESETHAND | SA_NODEFER;
-            old_actions[i] = cur;
-            installed[i] = sigaction(fatal_signals[i], &sa, NULL) == 0;
-        }
+        int dfl = !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL;
+        if (!dfl && !mpi_library_handler(&cur))
+            continue; /* the application's own (or ignored): leave it first */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fatal;
+        sigfillset(&sa.sa_mask);
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        old_actions[i] = cur;
+        installed[i] = sigaction(fatal_signals[i], &sa, NULL) == 0;
     }
+}
+
+void ccs_runtime_signals_after_mpi_init(void)
+{
+    install_signal_handlers();
 }
 
 /* --------------------------------------------------------------- fork */
@@ -132,7 +184,9 @@ int ccs_runtime_init(void)
     atexit(at_exit);
     if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir)
         ccs_timing = 1;
-    if (ccs_cfg.signals && ccs_cfg.trace_dir && *ccs_cfg.trace_dir)
+    /* Under MPI, after MPI_Init (mpi_setup.c): the MPI library installs its
+     * handlers only where it finds the default. */
+    if (!under_mpi_library())
         install_signal_handlers();
     atomic_store(&ccs_active, 1);
     CCS_LOG(DEBUG, "ccshim %s active (rank %d of %d, job %s, trace dir '%s')", ccshim_version(), ccs_world_rank(),
@@ -153,17 +207,75 @@ void ccs_runtime_set_world(int rank, int size)
 
 /* ------------------------------------------------------------ summary */
 
+/* An async-signal-safe line builder (the summary is also written from a
+ * fatal-signal handler): no stdio, no locale, bounded. */
+struct line {
+    char b[1024];
+    size_t n;
+    int cut;
+};
+
+static void put_s(struct line *l, const char *s)
+{
+    for (; *s; s++) {
+        if (l->n + 1 >= sizeof l->b - 16) {
+            l->cut = 1;
+            return;
+        }
+        l->b[l->n++] = *s;
+    }
+}
+
+static void put_u(struct line *l, uint64_t v)
+{
+    char d[24];
+    int i = 0;
+    do
+        d[i++] = (char)('0' + v % 10);
+    while ((v /= 10) && i < 24);
+    char out[25];
+    int o = 0;
+    while (i)
+        out[o++] = d[--i];
+    out[o] = 0;
+    put_s(l, out);
+}
+
+static void put_i(struct line *l, int64_t v)
+{
+    if (v < 0) {
+        put_s(l, "-");
+        v = -v;
+    }
+    put_u(l, (uint64_t)v);
+}
+
 static void summarise(int reason, int signo)
 {
-    uint64_t counts[CCS_KIND_MAX] = {0}, coll = 0, p2p = 0, dropped = 0;
+    uint64_t counts[CCS_KIND_MAX] = {0}, coll = 0, p2p = 0, dropped = 0, any = 0;
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
         for (int k = 0; k < CCS_KIND_MAX; k++)
             counts[k] += r->counts[k];
         dropped += atomic_load(&r->dropped);
     }
-    char kinds[1024];
-    size_t o = 0;
-    kinds[0] = 0;
+    for (int k = 0; k < CCS_KIND_MAX; k++)
+        any += counts[k];
+    /* A process that recorded nothing (a shell, a helper of the launcher
+     * that inherited the preload) says nothing. */
+    if (!any && !ccs_step_now() && !dropped)
+        return;
+    struct line l = {.n = 0};
+    put_s(&l, "ccshim[");
+    put_i(&l, ccs_world_rank());
+    put_s(&l, "@");
+    put_s(&l, ccs_hostname());
+    put_s(&l, "]: summary");
+    if (reason == CCS_END_SIGNAL) {
+        put_s(&l, " (signal ");
+        put_i(&l, signo);
+        put_s(&l, ")");
+    }
+    struct line kinds = {.n = 0};
     for (int k = 0; k < CCS_KIND_MAX; k++) {
         int cls = ccs_kind_class((unsigned)k);
         if (!counts[k] || (cls != CCS_CLASS_COLL && cls != CCS_CLASS_P2P))
@@ -172,19 +284,33 @@ static void summarise(int reason, int signo)
             coll += counts[k];
         else
             p2p += counts[k];
-        int n = snprintf(kinds + o, sizeof kinds - o, "%s%s %llu", o ? ", " : "", ccs_kind_name((unsigned)k),
-                         (unsigned long long)counts[k]);
-        if (n < 0 || (size_t)n >= sizeof kinds - o)
-            break;
-        o += (size_t)n;
+        if (kinds.n)
+            put_s(&kinds, ", ");
+        put_s(&kinds, ccs_kind_name((unsigned)k));
+        put_s(&kinds, " ");
+        put_u(&kinds, counts[k]);
     }
+    kinds.b[kinds.n] = 0;
     const char *tp = ccs_features_trace_path();
-    char end[64] = "";
-    if (reason == CCS_END_SIGNAL)
-        snprintf(end, sizeof end, " (signal %d)", signo);
-    CCS_LOG(NOTE, "summary%s: %llu collectives, %llu point-to-point (%s), %u steps, trace %s, %llu dropped", end,
-            (unsigned long long)coll, (unsigned long long)p2p, o ? kinds : "none", ccs_step_now(),
-            tp ? tp : "off", (unsigned long long)dropped);
+    put_s(&l, ": ");
+    put_u(&l, coll);
+    put_s(&l, " collectives, ");
+    put_u(&l, p2p);
+    put_s(&l, " point-to-point (");
+    put_s(&l, kinds.n ? kinds.b : "none");
+    put_s(&l, kinds.cut ? "...[truncated]), " : "), ");
+    put_u(&l, ccs_step_now());
+    put_s(&l, " steps, trace ");
+    put_s(&l, tp ? tp : (ccs_cfg.trace_dir && *ccs_cfg.trace_dir ? "off (not written)" : "off"));
+    put_s(&l, ", ");
+    put_u(&l, dropped);
+    put_s(&l, " dropped");
+    if (l.cut) {
+        memcpy(l.b + l.n, "...[truncated]", 14);
+        l.n += 14;
+    }
+    l.b[l.n++] = '\n';
+    ccs_log_raw(l.b, (unsigned long)l.n);
 }
 
 void ccs_runtime_finish(int reason, int signo)

@@ -79,6 +79,10 @@ CCS_HIDDEN void ccs_runtime_set_world(int rank, int size);
  * Called from MPI_Finalize, atexit and fatal-signal handlers. */
 CCS_HIDDEN void ccs_runtime_finish(int reason, int signo);
 
+/* Installs the fatal-signal handlers after MPI_Init (libccshim-mpi.so), in
+ * front of the MPI library's own, which then still run. */
+CCS_HIDDEN void ccs_runtime_signals_after_mpi_init(void);
+
 /* ----------------------------------------------------------------- comm.c */
 
 struct ccs_comm {
@@ -204,6 +208,10 @@ static inline uint64_t ccs_record_fingerprint(const struct ccs_record *r)
 
 /* Records a marker (step) in the calling thread's ring. */
 CCS_HIDDEN void ccs_record_mark(unsigned kind, uint32_t step);
+/* Copies an in-flight record P (loaded with acquire from ring->inflight)
+ * without racing its thread, which may still write t_start, t_dur, flags
+ * and step (relaxed atomics).  Recheck ring->inflight afterwards. */
+CCS_HIDDEN void ccs_record_snapshot(const struct ccs_record *p, struct ccs_record *out);
 
 /* --------------------------------------------------------------- ring.c */
 
@@ -399,8 +407,12 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
     rec->thread = (uint8_t)r->index;
     rec->sig = call->sig;
     r->counts[kind]++;
+    /* Published: from here on the desync thread may copy it
+     * (ccs_record_snapshot), so the fields still written (t_start, t_dur,
+     * flags, and step for marks) are relaxed atomics: plain moves on x86-64
+     * and aarch64, and no data race. */
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
-    rec->t_start = ccs_timing ? ccs_ticks() : 0;
+    __atomic_store_n(&rec->t_start, ccs_timing ? ccs_ticks() : 0, __ATOMIC_RELAXED);
     return rec;
 }
 
@@ -423,9 +435,9 @@ CCS_INLINE void ccs_call_end(struct ccs_record *rec, int failed)
         return;
     struct ccs_ring *r = ccs_tls_ring; /* the ring REC is in */
     if (rec->t_start)
-        rec->t_dur = ccs_ticks() - rec->t_start;
+        __atomic_store_n(&rec->t_dur, ccs_ticks() - rec->t_start, __ATOMIC_RELAXED);
     if (CCS_UNLIKELY(failed))
-        rec->flags |= CCS_F_ERROR;
+        __atomic_store_n(&rec->flags, (uint8_t)(rec->flags | CCS_F_ERROR), __ATOMIC_RELAXED);
     atomic_store_explicit(&r->inflight, NULL, memory_order_relaxed);
     atomic_store_explicit(&r->head, atomic_load_explicit(&r->head, memory_order_relaxed) + 1,
                           memory_order_release);

@@ -33,11 +33,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 enum { OFF = -1, IDLE = 0, STARTING = 1, RUNNING = 2 };
+
+/* How long a MISMATCH waits for the records of every member at its seq
+ * (asked from other hosts through the coordinator) before it names the
+ * majority of the records in view: the answer takes two or three periods
+ * of the hosts and the coordinator, well inside the 1 s target. */
+#define RECORD_WAIT_MS 700
+/* How long the coordinator's process waits at exit for the other ranks to
+ * finish (the final exchange). */
+#define FINAL_MS 5000
 
 static atomic_int state;
 static struct ccs_dsx_shm *shm;
@@ -63,7 +73,8 @@ static struct ccs_dsx_client *client;
 static uint64_t vcursor;
 static pthread_t th;
 static uint64_t started_ms;
-static int tcp_mode; /* a coordinator sees the whole job */
+static int tcp_mode;    /* a coordinator sees the whole job */
+static int spans_hosts; /* the job's ranks run on more than one host */
 static char coord_host_s[256];
 static int coord_port_s;
 static int leaving; /* this process is exiting: never take the lead */
@@ -167,6 +178,37 @@ static void post_verdict(const struct ccs_dsx_verdict *v, void *arg)
     ccs_dsx_shm_post_verdict(shm, v);
 }
 
+/* The coordinator asks for the records of (COMM, SEQ): every rank of this
+ * host publishes what it kept around SEQ. */
+static void post_want(uint64_t comm, uint64_t seq, void *arg)
+{
+    (void)arg;
+    ccs_dsx_shm_want(shm, comm, seq, now_ms());
+}
+
+/* Records differ here at (COMM, SEQ) (or a member's record of it is not in
+ * view): the local ranks publish what they kept around SEQ, and the leader
+ * sends those records to the coordinator. */
+static void local_want(uint64_t comm, uint64_t seq, void *arg)
+{
+    (void)arg;
+    ccs_dsx_shm_want(shm, comm, seq, now_ms());
+    if (client)
+        ccs_dsx_client_detail(client, comm);
+}
+
+static void post_bye(void *arg)
+{
+    (void)arg;
+    ccs_dsx_shm_set_bye(shm);
+}
+
+static uint64_t wanted_seq(uint64_t comm, int probe, void *arg)
+{
+    (void)arg;
+    return shm ? ccs_dsx_shm_wanted(shm, comm, probe, now_ms()) : 0;
+}
+
 static void post_agreed(const struct ccs_dsx_agree *a, void *arg)
 {
     (void)arg;
@@ -262,29 +304,31 @@ static void tick(void)
             lastbeat[r] = o->beat;
             beat_ms[r] = now;
         }
-        if (o->life == CCS_DSX_ALIVE &&
-            (!alive(o->pid) || now - beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms))
+        if (o->life == CCS_DSX_ALIVE && !alive(o->pid))
+            stv[r]->life = CCS_DSX_DIED; /* our copy: so the leader tells the coordinator at once */
+        else if (o->life == CCS_DSX_ALIVE && now - beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms)
             deadv[r] = 1;
     }
     ccs_dsx_device_align(view, W); /* NCCL completion on the device: agree on the first uncompleted seq */
     struct ccs_dsx_view v = {.wsize = W, .st = view, .dead = deadv, .now_ms = now};
     struct ccs_dsx_thresholds t = thresholds();
-    t.partial = tcp_mode;
+    t.partial = tcp_mode || spans_hosts; /* members elsewhere: only the coordinator can judge */
     /* The lowest rank here still running reports in full (any rank if none is). */
     local_reporter = -1;
     for (int32_t r = 0; r < W && local_reporter < 0; r++)
         if (view[r] && view[r]->life == CCS_DSX_ALIVE && !deadv[r])
             local_reporter = r;
-    struct ccs_dsx_sink sink = {.verdict = on_verdict, .arg = FROM_LOCAL_RULES};
+    struct ccs_dsx_sink sink = {.verdict = on_verdict, .arg = FROM_LOCAL_RULES, .want = local_want};
     int nv = ccs_dsx_rules_run(&v, &t, seen, &sink);
     static uint64_t last_dbg;
     if (ccs_cfg.log_level >= CCS_LOG_DEBUG && now - last_dbg >= 1000) {
         last_dbg = now;
         CCS_LOG(DEBUG, "desync: %zu local statuses, %u comms here, %d new verdicts", nlocal, me.ncomm, nv);
     }
-    if (tcp_mode && !client && !leaving && ccs_dsx_shm_claim_leader(shm)) {
+    if (tcp_mode && !client && !leaving && !ccs_dsx_shm_bye(shm) && ccs_dsx_shm_claim_leader(shm)) {
         /* The host's leader is gone (it exited first): take over. */
-        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed};
+        struct ccs_dsx_client_cb cb = {
+            .verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
         client = ccs_dsx_client_new(coord_host_s, coord_port_s, W, R, secret, hostkey, &cb);
         CCS_LOG(INFO, "desync: rank %d now leads host '%s' (the leader is gone)", R, hostkey);
     }
@@ -361,6 +405,15 @@ void ccs_desync_note_exit(int how)
         sleep_ms(ccs_cfg.desync_period_ms);
         tick();
     }
+    /* The coordinator's process: the final exchange.  The coordinator stays
+     * until every rank has said it finishes (a fault in a short job is still
+     * judged), then says BYE, so no host is left with a dead connection;
+     * this process's thread keeps forwarding its host meanwhile. */
+    if (coord && ccs_dsx_coord_finish(coord, FINAL_MS) != 1)
+        CCS_LOG(INFO,
+                "desync: ranks still running %d ms after the coordinator's rank finished; detection across "
+                "hosts ends here",
+                FINAL_MS);
     /* Hand the host's link to the coordinator over to a rank still running. */
     pthread_mutex_lock(&tick_lock);
     leaving = 1;
@@ -451,13 +504,80 @@ static void my_address(char *out, size_t n, int loopback_ok)
     freeifaddrs(ifa);
 }
 
+/* Parses CCSHIM_COORD ("host:port", port 0 allowed when ANY_PORT: the
+ * coordinator picks one and MPI tells the others).  0, or -1 after one
+ * warning naming the value (cut to a readable length) and what was
+ * expected. */
+static int parse_coord(const char *c, int any_port, char *host, size_t hn, int *port)
+{
+    const char *colon = strrchr(c, ':');
+    char *end = NULL;
+    long p = -1;
+    if (colon && colon > c && colon[1]) {
+        errno = 0;
+        p = strtol(colon + 1, &end, 10);
+        if (errno || *end)
+            p = -1;
+    }
+    if (p < (any_port ? 0 : 1) || p > 65535 || (size_t)(colon - c) >= hn) {
+        static int logged;
+        ccs_log_once(&logged, CCS_LOG_WARN,
+                     "CCSHIM_COORD='%.200s%s' ignored: expected host:port with a port in %d..65535", c,
+                     strlen(c) > 200 ? "...[truncated]" : "", any_port ? 0 : 1);
+        return -1;
+    }
+    snprintf(host, hn, "%.*s", (int)(colon - c), c);
+    *port = (int)p;
+    return 0;
+}
+
+/* CCSHIM_SECRET_FILE: the secret from PATH, a regular file of this user
+ * that nobody else may read or write (mode 0600 or stricter), holding 16 to
+ * 79 printable characters (a trailing newline is dropped).  0, or -1 with
+ * WHY naming the file and what was expected. */
+static int read_secret_file(const char *path, char *why, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat sb;
+    if (fd < 0) {
+        snprintf(why, n, "CCSHIM_SECRET_FILE='%s' cannot be opened: %s", path, strerror(errno));
+        return -1;
+    }
+    char buf[sizeof secret + 2];
+    ssize_t got = -1;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        snprintf(why, n, "CCSHIM_SECRET_FILE='%s' is not a regular file", path);
+    else if (sb.st_uid != geteuid() || (sb.st_mode & 077))
+        snprintf(why, n, "CCSHIM_SECRET_FILE='%s' must be yours and private (mode 0600), is uid %u mode %04o", path,
+                 (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+    else
+        got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got < 0)
+        return -1;
+    while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r'))
+        got--;
+    buf[got] = 0;
+    int printable = 1;
+    for (ssize_t i = 0; i < got; i++)
+        printable &= buf[i] > ' ' && buf[i] < 127;
+    if (got < 16 || got >= (ssize_t)sizeof secret || !printable) {
+        snprintf(why, n, "CCSHIM_SECRET_FILE='%s' holds %zd characters; expected 16 to %zu printable ones", path,
+                 got, sizeof secret - 1);
+        return -1;
+    }
+    memcpy(secret, buf, (size_t)got + 1);
+    return 0;
+}
+
 static struct ccs_dsx_thresholds thresholds(void)
 {
     return (struct ccs_dsx_thresholds){.block_ms = (uint32_t)ccs_cfg.desync_block_ms,
                                        .straggler_ms = (uint32_t)ccs_cfg.desync_straggler_ms,
                                        .suspect_ms = (uint32_t)(ccs_cfg.desync_block_ms * 2),
                                        .heartbeat_ms = (uint32_t)ccs_cfg.desync_heartbeat_ms,
-                                       .mismatch_wait_ms = (uint32_t)(2 * ccs_cfg.desync_period_ms)};
+                                       .mismatch_wait_ms = (uint32_t)(2 * ccs_cfg.desync_period_ms),
+                                       .record_wait_ms = RECORD_WAIT_MS};
 }
 
 static int start_coordinator(const char *bind_host, int port, char *why, size_t n)
@@ -505,11 +625,13 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
         coord_port_s = coord_port;
     }
     if (tcp_mode && ccs_dsx_shm_is_leader(shm)) {
-        struct ccs_dsx_client_cb cb = {.verdict = post_verdict, .agreed = post_agreed};
+        struct ccs_dsx_client_cb cb = {
+            .verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
         client = ccs_dsx_client_new(coord_host, coord_port, W, R, secret, hostkey, &cb);
         if (!client)
             say_off("cannot create the TCP client (out of memory)");
     }
+    ccs_dsx_collect_want(wanted_seq, NULL);
     if (!hooks_done) {
         hooks_done = 1;
         pthread_atfork(NULL, NULL, atfork_child);
@@ -583,22 +705,23 @@ int ccs_desync_start(void)
     int port = -1;
     const char *c = ccs_cfg.coord;
     if (c && *c) {
-        const char *colon = strrchr(c, ':');
-        if (colon && colon > c) {
-            snprintf(host, sizeof host, "%.*s", (int)(colon - c), c);
-            port = atoi(colon + 1);
-        }
-        if (port <= 0 || port > 65535) {
-            CCS_LOG(WARN, "CCSHIM_COORD='%s' ignored: expected host:port with a port in 1..65535", c);
+        if (parse_coord(c, 0, host, sizeof host, &port) != 0)
             port = -1;
-        }
     } else if (getenv("MASTER_ADDR") && env_int("MASTER_PORT") > 0 && env_int("MASTER_PORT") < 65535) {
         snprintf(host, sizeof host, "%s", getenv("MASTER_ADDR"));
         port = env_int("MASTER_PORT") + 1;
     }
     int tcp = ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && spans);
+    spans_hosts = spans;
+    char fwhy[400] = "";
     if (ccs_cfg.secret && *ccs_cfg.secret) {
         snprintf(secret, sizeof secret, "%s", ccs_cfg.secret);
+        if (strlen(ccs_cfg.secret) >= sizeof secret)
+            CCS_LOG(WARN, "CCSHIM_SECRET is longer than %zu characters; its first %zu are used", sizeof secret - 1,
+                    sizeof secret - 1);
+    } else if (ccs_cfg.secret_file && *ccs_cfg.secret_file &&
+               read_secret_file(ccs_cfg.secret_file, fwhy, sizeof fwhy) == 0) {
+        /* secret set */
     } else {
         /* Nothing names the job: the identity of its first communicator
          * spanning the world (from the ncclUniqueId, the same on every rank
@@ -608,10 +731,22 @@ int ccs_desync_start(void)
             ccs_comm_foreach(world_comm, &first);
         if (first)
             snprintf(key_extra, sizeof key_extra, "comm%llx", (unsigned long long)first);
+        /* Names this job's shared memory only (mode 0600, this user's):
+         * anyone can compute it, so it never authenticates TCP. */
         snprintf(secret, sizeof secret, "job:%s@%s:%d/%s", ccs_job_id(), host, port, key_extra);
-        if (tcp)
-            CCS_LOG(WARN, "desync: no CCSHIM_SECRET; the side channel is authenticated by the job id only "
-                          "(ccshim-run sets a secret when it wraps the launcher)");
+        if (tcp) {
+            if (*fwhy)
+                CCS_LOG(WARN,
+                        "desync: %s; TCP between hosts refused, detection across hosts is off (within each "
+                        "host it stays on)",
+                        fwhy);
+            else
+                CCS_LOG(WARN, "desync: ranks span hosts but neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; "
+                              "unauthenticated TCP refused, detection across hosts is off (within each host it "
+                              "stays on)");
+            tcp = 0;
+            port = -1;
+        }
     }
     if (tcp && port <= 0) {
         say_off("ranks span hosts but no coordinator address (set CCSHIM_COORD=host:port, or MASTER_ADDR and "
@@ -620,7 +755,8 @@ int ccs_desync_start(void)
     }
     if (tcp && R == 0) {
         char why[256];
-        if (start_coordinator(NULL, port, why, sizeof why) < 0) {
+        /* Listen on the announced address only (MASTER_ADDR or CCSHIM_COORD). */
+        if (start_coordinator(host, port, why, sizeof why) < 0) {
             CCS_LOG(WARN, "desync: cannot start the coordinator on port %d: %s; detection across hosts is off",
                     port, why);
         }
@@ -668,6 +804,7 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
     }
     free(all);
     int tcp = enabled && (ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && hosts > 1));
+    spans_hosts = hosts > 1;
     struct bcast_item bc;
     memset(&bc, 0, sizeof bc);
     if (r == 0 && enabled) {
@@ -676,20 +813,22 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
             snprintf(bc.secret, sizeof bc.secret, "%s", ccs_cfg.secret);
         else
             random_secret(bc.secret, sizeof bc.secret);
+        char chk[64];
+        int chkport;
+        if (ccs_cfg.coord && *ccs_cfg.coord) /* a malformed value is said once, used or not */
+            (void)parse_coord(ccs_cfg.coord, 1, chk, sizeof chk, &chkport);
         if (tcp) {
             W = w;
             snprintf(secret, sizeof secret, "%s", bc.secret);
-            char bind[256] = "", why[256];
+            char why[256];
             int port = 0;
             const char *c = ccs_cfg.coord;
-            if (c && *c && strrchr(c, ':')) {
-                snprintf(bind, sizeof bind, "%.*s", (int)(strrchr(c, ':') - c), c);
-                port = atoi(strrchr(c, ':') + 1);
-                snprintf(bc.host, sizeof bc.host, "%s", bind);
-            } else {
-                my_address(bc.host, sizeof bc.host, hosts <= 1);
+            if (!(c && *c && parse_coord(c, 1, bc.host, sizeof bc.host, &port) == 0)) {
+                port = 0;
+                my_address(bc.host, sizeof bc.host, hosts <= 1); /* loopback when one host */
             }
-            bc.port = start_coordinator(NULL, port, why, sizeof why);
+            /* Listen on the announced address only. */
+            bc.port = start_coordinator(bc.host, port, why, sizeof why);
             if (bc.port < 0)
                 CCS_LOG(WARN, "desync: cannot start the coordinator: %s; detection across hosts is off", why);
         }

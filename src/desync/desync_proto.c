@@ -57,8 +57,11 @@ size_t ccs_dsx_encode_status(const struct ccs_dsx_status *st, int (*keep_hist)(u
     for (uint32_t i = 0; i < nc; i++) {
         const struct ccs_dsx_comm *c = &st->comm[i];
         uint16_t nh = c->nhist <= CCS_DSX_HIST ? c->nhist : CCS_DSX_HIST;
-        if (keep_hist && !keep_hist(c->id, arg))
-            nh = 0;
+        if (keep_hist) {
+            int k = keep_hist(c->id, arg);
+            if (k < (int)nh)
+                nh = (uint16_t)(k > 0 ? k : 0);
+        }
         uint64_t wf = sites_wanted(c, nh) ? WIRE_SITES : 0;
         size_t need = COMM_A + 8 + (wf ? SITES : 0) + (size_t)nh * sizeof(struct ccs_dsx_op);
         if (o + need > cap)
@@ -236,19 +239,9 @@ int ccs_dsx_check_frame(const struct ccs_dsx_frame *f, char *why, size_t n)
         return fail(why, n, "bad frame magic %#llx (expected %#llx)", f->magic, CCS_DSX_MAGIC);
     if (f->version != CCS_DSX_VERSION)
         return fail(why, n, "frame version %lld, expected %lld", f->version, CCS_DSX_VERSION);
-    if (f->type < CCS_DSX_M_HELLO || f->type > CCS_DSX_M_AGREE)
-        return fail(why, n, "unknown frame type %lld (1..%lld)", f->type, CCS_DSX_M_AGREE);
+    if (f->type < CCS_DSX_M_HELLO || f->type > CCS_DSX_M_BYE)
+        return fail(why, n, "unknown frame type %lld (1..%lld)", f->type, CCS_DSX_M_BYE);
     if (f->length > CCS_DSX_MAX_FRAME)
         return fail(why, n, "frame of %lld bytes exceeds %lld", f->length, CCS_DSX_MAX_FRAME);
     return 0;
-}
-
-uint64_t ccs_dsx_proof(const char *secret, uint64_t nonce)
-{
-    /* Not a MAC of cryptographic strength: it keeps out peers that do not
-     * know the job's secret (a stray or stale process, a port scanner), the
-     * threat the side channel faces inside a cluster. */
-    uint64_t h = ccs_hash_bytes(secret, strlen(secret), 0x636373646b6579ULL);
-    h = ccs_hash_mix(h, nonce);
-    return ccs_hash_bytes(secret, strlen(secret), h);
 }

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
-#define CCS_DSX_VERSION 1u
+#define CCS_DSX_VERSION 2u        /* 2: HELLO carries 32-byte nonces and a MAC */
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
@@ -30,6 +30,9 @@
 #define CCS_DSX_LINE 640      /* the greppable line of a verdict */
 #define CCS_DSX_MAX_RANKS (1 << 20)
 #define CCS_DSX_MAX_FRAME (4u << 20)
+#define CCS_DSX_NONCE 32    /* handshake nonce bytes */
+#define CCS_DSX_MACBYTES 32 /* crypto_auth_BYTES (HMAC-SHA-512-256) */
+#define CCS_DSX_KEYBYTES 32 /* crypto_auth_KEYBYTES */
 
 /* One operation as every member must agree on it. */
 struct ccs_dsx_op {
@@ -50,7 +53,14 @@ enum ccs_dsx_state { CCS_DSX_IDLE = 0, CCS_DSX_BLOCKED = 1, CCS_DSX_FREED = 2 };
  * and BLOCKED means a rank that stopped enqueueing with work that does not
  * complete, at its last enqueued seq (the first uncompleted one lies in
  * (issued - dev_pending, issued]: events are rate limited). */
-enum ccs_dsx_cflags { CCS_DSX_HASH_LOST = 1, CCS_DSX_DEVICE = 2 };
+enum ccs_dsx_cflags {
+    CCS_DSX_HASH_LOST = 1,
+    CCS_DSX_PINNED = 2, /* hist: the kept operations around a seq the coordinator asked for */
+    CCS_DSX_PROBED = 4, /* cp_seq[1]/cp_hash[1]: the hash at a seq the coordinator asked for */
+    CCS_DSX_DEVICE = 8,
+};
+/* A wanted seq with this bit asks only for the hash there (a probe). */
+#define CCS_DSX_PROBE_BIT (1ull << 63)
 
 struct ccs_dsx_comm {
     uint64_t id;
@@ -133,12 +143,15 @@ struct ccs_dsx_verdict {
 
 /* ------------------------------------------------------------- wire format
  * Every frame: struct ccs_dsx_frame, then LENGTH payload bytes.
- *   HELLO   client -> coordinator: struct ccs_dsx_hello
- *   WELCOME coordinator -> client: struct ccs_dsx_hello (its own nonce and proof)
+ *   HELLO   client -> coordinator: struct ccs_dsx_hello (twice: nonce, then MAC)
+ *   WELCOME coordinator -> client: struct ccs_dsx_hello (its own nonce and MAC)
+ * (desync_auth.h has the handshake; before it completes only HELLO frames
+ * of exactly sizeof(struct ccs_dsx_hello) bytes are accepted.)
  *   STATUS  client -> coordinator: uint32 count, then COUNT encoded statuses
  *   VERDICT coordinator -> client: one struct ccs_dsx_verdict (fixed size)
  *   DETAIL  coordinator -> client: uint64 comm id (send history for it)
  *   AGREE   both ways: struct ccs_dsx_agree
+ *   BYE     coordinator -> client: no payload; every rank has finished
  * Integers are little-endian (x86-64 and aarch64 both); HELLO carries the
  * byte-order word so a mismatched peer is refused, not misread. */
 enum ccs_dsx_msg {
@@ -148,6 +161,7 @@ enum ccs_dsx_msg {
     CCS_DSX_M_VERDICT = 4,
     CCS_DSX_M_DETAIL = 5,
     CCS_DSX_M_AGREE = 6,
+    CCS_DSX_M_BYE = 7, /* coordinator -> client: every rank finished; the job's detection is over */
 };
 
 struct ccs_dsx_frame {
@@ -161,10 +175,10 @@ struct ccs_dsx_hello {
     uint32_t byteorder; /* 0x01020304 */
     int32_t wsize;      /* world size the sender believes in */
     char host[CCS_DSX_HOST];
-    uint64_t nonce; /* random, fresh per connection */
-    uint64_t proof; /* keyed hash of the secret and the peer's nonce */
-    int32_t rank;   /* client: the world rank of its own process */
-    uint32_t pid;   /* client: its pid */
+    unsigned char nonce[CCS_DSX_NONCE];  /* random, fresh per connection */
+    unsigned char mac[CCS_DSX_MACBYTES]; /* desync_auth.h; zero in the first HELLO */
+    int32_t rank;                        /* client: the world rank of its own process */
+    uint32_t pid;                        /* client: its pid */
 };
 
 /* One agreement value (see ccs_desync_agree_u64). */
@@ -180,8 +194,8 @@ struct ccs_dsx_agree {
  * its history, then its NHIST operations. */
 size_t ccs_dsx_encoded_size(const struct ccs_dsx_status *st);
 
-/* Encodes ST into BUF (CAP bytes), keeping the history only for comms where
- * KEEP_HIST(comm id, ARG) is nonzero (NULL: keep all).  Returns the bytes
+/* Encodes ST into BUF (CAP bytes), keeping of each comm's history the
+ * newest KEEP_HIST(comm id, ARG) operations (0: none; NULL: keep all).  Returns the bytes
  * written, or 0 when CAP is too small. */
 size_t ccs_dsx_encode_status(const struct ccs_dsx_status *st, int (*keep_hist)(uint64_t, void *), void *arg,
                              unsigned char *buf, size_t cap);
@@ -203,8 +217,5 @@ int ccs_dsx_check_frame(const struct ccs_dsx_frame *f, char *why, size_t whylen)
 /* Checks a status that came from shared memory (written by a local peer),
  * the same way as a decoded one.  0 or -1. */
 int ccs_dsx_check_status(struct ccs_dsx_status *st, int32_t wsize, char *why, size_t whylen);
-
-/* Keyed proof for the handshake: hash of SECRET and NONCE. */
-uint64_t ccs_dsx_proof(const char *secret, uint64_t nonce);
 
 #endif

@@ -407,11 +407,19 @@ static int step_skew(struct ctx *c, struct grp *g, const struct opref *ops, size
     if (lo == hi)
         return 0;
     uint64_t comm = c->ents[g->lo].comm, seq = ops[0].seq;
+    /* As for a MISMATCH: every member's record of the seq, asked for where
+     * it is not in view; one host's view leaves the verdict to the coordinator. */
+    if (n < (size_t)g->size && c->sink && c->sink->want)
+        c->sink->want(comm, seq, c->sink->arg);
+    if (c->t->partial && !g->complete)
+        return 1;
     int all = g->complete;
     for (size_t m = g->lo; m < g->hi && all; m++)
         all = c->ents[m].e->issued >= seq || c->term[c->ents[m].wrank];
     uint64_t since = seen_since(c->seen, CANDIDATE_MISMATCH, comm, seq, c->v->now_ms);
     if (!all && c->v->now_ms - since < c->t->mismatch_wait_ms)
+        return 1;
+    if (n < (size_t)g->size && c->v->now_ms - since < c->t->record_wait_ms && c->sink && c->sink->want)
         return 1;
     if (!ccs_dsx_seen_add(c->seen, SKEW, comm, 0))
         return 1;
@@ -553,6 +561,16 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
             all = c->ents[m].e->issued >= ops[i].seq || c->term[c->ents[m].wrank];
         uint64_t since = seen_since(c->seen, CANDIDATE_MISMATCH, comm, ops[i].seq, c->v->now_ms);
         if (!all && c->v->now_ms - since < c->t->mismatch_wait_ms)
+            return;
+        /* Every member's own record of the seq: the majority is counted, not
+         * guessed.  Members whose record is not in view (their history moved
+         * on, or lives on another host) are asked for the records they keep
+         * around the seq, for up to record_wait_ms. */
+        size_t have = j - i, members = (size_t)g->size;
+        if (have < members && c->sink && c->sink->want)
+            c->sink->want(comm, ops[i].seq, c->sink->arg);
+        if ((c->t->partial && !g->complete) ||
+            (have < members && c->v->now_ms - since < c->t->record_wait_ms && c->sink && c->sink->want))
             return;
         if (!ccs_dsx_seen_add(c->seen, CCS_DSX_MISMATCH, comm, 0))
             return;
@@ -713,10 +731,13 @@ static void rule_mismatch(struct ctx *c)
                 ops[n++] = (struct opref){e->blocked.seq, op_key(&e->blocked), i, &e->blocked};
         }
         int before = c->emitted;
-        if (c->t->partial && !g->complete)
-            continue;
+        /* One host's view of a communicator with members elsewhere: the
+         * coordinator judges; records that differ here are only asked to be
+         * kept (mismatch_records returns before a verdict). */
         if (g->hi - g->lo >= 2)
             mismatch_records(c, g, ops, n);
+        if (c->t->partial && !g->complete)
+            continue;
         /* (Once a MISMATCH is reported, the hashes differ for good.) */
         if (c->emitted == before && g->hi - g->lo >= 2 &&
             !ccs_dsx_seen_has(c->seen, CCS_DSX_MISMATCH, c->ents[g->lo].comm, 0))

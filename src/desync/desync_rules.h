@@ -23,6 +23,7 @@ struct ccs_dsx_thresholds {
     uint32_t suspect_ms;       /* hashes differ without records this long: MISMATCH without detail */
     uint32_t heartbeat_ms;     /* (coordinator) no status from a live rank this long: dead */
     uint32_t mismatch_wait_ms; /* a MISMATCH waits this long for every member to reach its seq */
+    uint32_t record_wait_ms;   /* ... and this long (if longer) for every member's record of it */
     int partial;               /* the view is one host's and a coordinator sees all: leave
                                   communicators with members elsewhere to it */
 };
@@ -41,6 +42,10 @@ struct ccs_dsx_sink {
     void (*verdict)(const struct ccs_dsx_verdict *v, void *arg);
     void (*detail)(uint64_t comm, void *arg); /* hashes differ: send me the records of COMM (may be NULL) */
     void *arg;
+    /* Records differ at (COMM, SEQ) but some members' records of SEQ are
+     * not in view: every member should publish its kept records around SEQ
+     * (may be NULL). */
+    void (*want)(uint64_t comm, uint64_t seq, void *arg);
 };
 
 /* Applies every rule to VIEW; emits each new verdict to SINK.  Returns the

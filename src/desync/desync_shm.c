@@ -26,6 +26,9 @@
 #define NVERDICT 16
 #define NAGREED 32
 #define NAGREE 4
+#define NWANT 4
+#define WANT_MS 2000
+#define PROBE_MS 1000
 #define READY 0x52454459u /* "READY" */
 
 struct vslot {
@@ -51,6 +54,10 @@ struct header {
     struct vslot verdict[NVERDICT];
     _Atomic uint64_t nagreed;
     struct aslot agreed[NAGREED];
+    /* Records asked for by the coordinator (ccs_dsx_shm_want). */
+    _Atomic uint64_t want_comm[NWANT], want_seq[NWANT], want_until[NWANT];
+    _Atomic uint32_t nwant;
+    _Atomic uint32_t bye;
 };
 
 struct slot {
@@ -418,4 +425,52 @@ void ccs_dsx_shm_close(struct ccs_dsx_shm *s)
     ccs_dsx_shm_release(s);
     munmap(s->h, s->bytes);
     free(s);
+}
+
+void ccs_dsx_shm_want(struct ccs_dsx_shm *s, uint64_t comm, uint64_t seq, uint64_t now_ms)
+{
+    struct header *h = s->h;
+    for (int i = 0; i < NWANT; i++)
+        if (atomic_load(&h->want_comm[i]) == comm && atomic_load(&h->want_seq[i]) == seq) {
+            atomic_store(&h->want_until[i], now_ms + WANT_MS);
+            return;
+        }
+    /* A probe replaces the last probe of COMM; a record want the oldest slot. */
+    uint32_t i = NWANT;
+    for (uint32_t k = 0; k < NWANT && (seq & CCS_DSX_PROBE_BIT); k++)
+        if (atomic_load(&h->want_comm[k]) == comm && (atomic_load(&h->want_seq[k]) & CCS_DSX_PROBE_BIT))
+            i = k;
+    if (i == NWANT)
+        i = atomic_fetch_add(&h->nwant, 1) % NWANT;
+    atomic_store(&h->want_comm[i], 0); /* readers skip the slot while it changes */
+    atomic_store(&h->want_seq[i], seq);
+    atomic_store(&h->want_until[i], now_ms + ((seq & CCS_DSX_PROBE_BIT) ? PROBE_MS : WANT_MS));
+    atomic_store(&h->want_comm[i], comm);
+}
+
+uint64_t ccs_dsx_shm_wanted(struct ccs_dsx_shm *s, uint64_t comm, int probe, uint64_t now_ms)
+{
+    struct header *h = s->h;
+    uint64_t best = 0, newest = 0;
+    for (int i = 0; i < NWANT; i++) {
+        if (atomic_load(&h->want_comm[i]) != comm || atomic_load(&h->want_until[i]) < now_ms)
+            continue;
+        uint64_t q = atomic_load(&h->want_seq[i]), until = atomic_load(&h->want_until[i]);
+        if (atomic_load(&h->want_comm[i]) != comm || !(q & CCS_DSX_PROBE_BIT) != !probe)
+            continue;
+        q &= ~CCS_DSX_PROBE_BIT;
+        if (probe ? until > newest : (!best || q < best)) /* probes: the latest; records: the earliest */
+            best = q, newest = until;
+    }
+    return best;
+}
+
+void ccs_dsx_shm_set_bye(struct ccs_dsx_shm *s)
+{
+    atomic_store(&s->h->bye, 1);
+}
+
+int ccs_dsx_shm_bye(struct ccs_dsx_shm *s)
+{
+    return atomic_load(&s->h->bye) != 0;
 }

@@ -34,6 +34,12 @@ struct ccs_dsx_coord_stats {
     uint64_t bytes_held; /* memory the coordinator holds (tables, buffers) */
 };
 void ccs_dsx_coord_stats(struct ccs_dsx_coord *c, struct ccs_dsx_coord_stats *out);
+/* The final exchange, when the coordinator's own process exits: waits up
+ * to TIMEOUT_MS until every rank has said it finalizes or exits (or is
+ * dead), evaluates the rules a last time (a fault in a short job is still
+ * reported), and says BYE to every host, which then closes its connection
+ * without a warning.  Returns 1 when every rank had finished, 0 on timeout. */
+int ccs_dsx_coord_finish(struct ccs_dsx_coord *c, int timeout_ms);
 void ccs_dsx_coord_stop(struct ccs_dsx_coord *c);
 
 struct ccs_dsx_client;
@@ -42,6 +48,10 @@ struct ccs_dsx_client_cb {
     void (*verdict)(const struct ccs_dsx_verdict *v, void *arg);
     void (*agreed)(const struct ccs_dsx_agree *a, void *arg);
     void *arg;
+    /* The coordinator asks for the records of (COMM, SEQ) (may be NULL). */
+    void (*want)(uint64_t comm, uint64_t seq, void *arg);
+    /* The coordinator said BYE: every rank finished (may be NULL). */
+    void (*bye)(void *arg);
 };
 
 /* A client of the coordinator at HOST:PORT for this host (HOSTNAME), run
@@ -57,6 +67,10 @@ struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t ws
  * (WHY; the caller says so once and keeps trying). */
 int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n,
                         const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t whylen);
+/* Sends the records of COMM with the statuses for the next 2 s (records
+ * that differ on this host: the coordinator must see them). */
+void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm);
+
 /* 1 once the handshake succeeded. */
 int ccs_dsx_client_connected(struct ccs_dsx_client *cl);
 uint64_t ccs_dsx_client_bytes_out(struct ccs_dsx_client *cl);

@@ -58,7 +58,11 @@ static void after_init(void)
     ccs_desync_mpi_init();
     ccs_coalesce_mpi_init();
     ccs_features_first_call(); /* the trace writer names its file by rank */
+    ccs_runtime_signals_after_mpi_init(); /* after MPI's own handlers */
 }
+
+/* Tells runtime.c that this is libccshim-mpi.so (signals after MPI_Init). */
+CCS_HIDDEN const int ccs_mpi_library = 1;
 
 static int w_Init(int *argc, char ***argv, void *ra)
 {

@@ -17,6 +17,8 @@ struct ccs_trace_reader {
     size_t cap;
     uint32_t type, len, pos; /* current chunk and position in it */
     int seen_end, truncated;
+    uint64_t lost;     /* records of a cut chunk that could not be read */
+    char pending[320]; /* said after the salvaged records: why the file ends */
     char meta[META_MAX];
     size_t meta_len;
 };
@@ -82,11 +84,21 @@ const struct ccs_trace_header *ccs_trace_hdr(const struct ccs_trace_reader *r) {
 
 int ccs_trace_truncated(const struct ccs_trace_reader *r) { return r->truncated || !r->seen_end; }
 
+uint64_t ccs_trace_lost(const struct ccs_trace_reader *r)
+{
+    return r->lost;
+}
+
 /* Loads the next chunk's payload; 1 loaded, 0 clean EOF, -1 damaged. */
 static int load_chunk(struct ccs_trace_reader *r, char *err, size_t errlen)
 {
     struct ccs_chunk c;
     char msg[256];
+    if (r->pending[0]) { /* the salvaged part of a cut chunk was read */
+        seterr(err, errlen, r->path, r->pending);
+        r->pending[0] = 0;
+        return -1;
+    }
     size_t got = fread(&c, 1, sizeof c, r->f);
     if (got == 0)
         return 0;
@@ -112,8 +124,23 @@ static int load_chunk(struct ccs_trace_reader *r, char *err, size_t errlen)
         r->cap = ncap;
     }
     got = fread(r->buf, 1, c.length, r->f);
+    if (got < c.length && c.type == CCS_CHUNK_RECORDS && got >= sizeof(struct ccs_record)) {
+        /* Cut by a crash or a full disk: keep the whole records of it. */
+        size_t whole = got / sizeof(struct ccs_record), total = c.length / sizeof(struct ccs_record);
+        r->truncated = 1;
+        r->lost += total - whole;
+        snprintf(r->pending, sizeof r->pending,
+                 "truncated: the file ends inside a chunk of %zu records; %zu read, %zu lost", total, whole,
+                 total - whole);
+        r->type = c.type;
+        r->len = (uint32_t)(whole * sizeof(struct ccs_record));
+        r->pos = 0;
+        return 1;
+    }
     if (got < c.length) {
         r->truncated = 1;
+        if (c.type == CCS_CHUNK_RECORDS)
+            r->lost += c.length / sizeof(struct ccs_record);
         snprintf(msg, sizeof msg, "truncated: the file ends inside a chunk (%zu of %u bytes)", got,
                  (unsigned)c.length);
         seterr(err, errlen, r->path, msg);

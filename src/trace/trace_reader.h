@@ -64,6 +64,11 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *item, char *err,
  * chunk or inside a chunk (the process died), else 0. */
 int ccs_trace_truncated(const struct ccs_trace_reader *r);
 
+/* Records known to be lost: those of a records chunk the file ends inside
+ * (its whole records before the cut are read, then ccs_trace_next returns
+ * -1 saying how many were read and lost). */
+uint64_t ccs_trace_lost(const struct ccs_trace_reader *r);
+
 /* Value of KEY in the META chunks read so far, or NULL. */
 const char *ccs_trace_meta(const struct ccs_trace_reader *r, const char *key);
 

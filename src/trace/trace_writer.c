@@ -31,6 +31,12 @@ static atomic_long owner; /* tid writing the file, 0 when none */
 static int fd = -1;
 static int failed; /* tracing gave up (logged) */
 static char path[4096];
+/* Prepared outside signal handlers (ccs_writer_prepare): the file's name and
+ * its META chunk, so that a fatal-signal flush only calls open and write. */
+static char prep_path[4096], prep_meta[6000];
+static size_t prep_meta_len;
+static atomic_int prepared;
+static int in_signal; /* flush from a signal handler: async-signal-safe calls only */
 static size_t comm_cursor;
 static uint32_t site_cursor;
 static uint64_t records_written;
@@ -79,9 +85,15 @@ static void sanitize(char *s)
             *s = '_';
 }
 
-/* Opens the file and writes the header and META.  0 or -1 (logged). */
-static int open_trace(void)
+static int take(int wait_ms);
+static void give(void);
+
+/* Computes the file's name and META for the current identity (not in a
+ * signal handler: snprintf, readlink); the caller owns the file. */
+static void prepare_owned(void)
 {
+    if (!ccs_cfg.trace_dir || !*ccs_cfg.trace_dir)
+        return;
     char host[256], job[256];
     snprintf(host, sizeof host, "%s", ccs_hostname());
     snprintf(job, sizeof job, "%s", ccs_job_id());
@@ -93,12 +105,38 @@ static int open_trace(void)
         snprintf(rbuf, sizeof rbuf, "%d", rank);
     else
         snprintf(rbuf, sizeof rbuf, "x");
-    snprintf(path, sizeof path, "%s/ccshim-%s-%s-r%s-p%d%s", ccs_cfg.trace_dir, job, host, rbuf, (int)getpid(),
-             CCS_TRACE_SUFFIX);
+    atomic_store(&prepared, 0);
+    int pl = snprintf(prep_path, sizeof prep_path, "%s/ccshim-%s-%s-r%s-p%d%s", ccs_cfg.trace_dir, job, host, rbuf,
+                      (int)getpid(), CCS_TRACE_SUFFIX);
+    char exe[4096] = "";
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[el > 0 ? el : 0] = 0;
+    int ml = snprintf(prep_meta, sizeof prep_meta, "host=%s\njob=%s\nexe=%s\nversion=%s\nrank=%d\nsize=%d\n",
+                      ccs_hostname(), ccs_job_id(), exe, ccshim_version(), rank, ccs_world_size());
+    if (pl < 0 || (size_t)pl >= sizeof prep_path || ml < 0 || (size_t)ml >= sizeof prep_meta)
+        return; /* too long: open_trace says so */
+    prep_meta_len = (size_t)ml;
+    atomic_store(&prepared, 1);
+}
+
+/* Opens the file and writes the header and META.  0 or -1 (logged, except
+ * in a signal handler). */
+static int open_trace(void)
+{
+    int rank = ccs_world_rank();
+    if (!in_signal)
+        prepare_owned(); /* the identity now */
+    if (!atomic_load(&prepared)) {
+        if (!in_signal)
+            CCS_LOG(WARN, "CCSHIM_TRACE_DIR: the trace file's name or its metadata is too long; tracing is off");
+        return -1;
+    }
+    memcpy(path, prep_path, sizeof path);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        CCS_LOG(WARN, "CCSHIM_TRACE_DIR: cannot create trace file '%s': %s; tracing is off", path,
-                strerror(errno));
+        if (!in_signal)
+            CCS_LOG(WARN, "CCSHIM_TRACE_DIR: cannot create trace file '%.300s': %s; tracing is off", path,
+                    strerror(errno));
         return -1;
     }
     struct ccs_trace_header h = {.version = CCS_TRACE_VERSION,
@@ -111,14 +149,10 @@ static int open_trace(void)
                                  .start_realtime_ns = ccs_clock_start_realtime_ns(),
                                  .start_mono_ns = ccs_clock_start_mono_ns()};
     memcpy(h.magic, CCS_TRACE_MAGIC, 8);
-    char meta[6000], exe[4096] = "";
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[el > 0 ? el : 0] = 0;
-    int ml = snprintf(meta, sizeof meta, "host=%s\njob=%s\nexe=%s\nversion=%s\nrank=%d\nsize=%d\n", ccs_hostname(),
-                      ccs_job_id(), exe, ccshim_version(), rank, ccs_world_size());
-    if (write_all(&h, sizeof h) || write_chunk(CCS_CHUNK_META, meta, (size_t)ml, NULL, 0)) {
-        CCS_LOG(WARN, "CCSHIM_TRACE_DIR: cannot write trace file '%s': %s; tracing is off", path,
-                strerror(errno));
+    if (write_all(&h, sizeof h) || write_chunk(CCS_CHUNK_META, prep_meta, prep_meta_len, NULL, 0)) {
+        if (!in_signal)
+            CCS_LOG(WARN, "CCSHIM_TRACE_DIR: cannot write trace file '%.300s': %s; tracing is off", path,
+                    strerror(errno));
         close(fd);
         fd = -1;
         return -1;
@@ -172,8 +206,10 @@ static void write_sites(void)
         for (uint32_t i = 0; i < depth; i++) {
             Dl_info di;
             memset(&out.f[i], 0, sizeof out.f[i]);
-            /* pc - 1: a return address may already belong to the next function. */
-            if (dladdr((char *)pcs[i] - 1, &di) && di.dli_fname) {
+            /* pc - 1: a return address may already belong to the next function.
+             * (Not in a signal handler: dladdr is not async-signal-safe; the
+             * address stays raw there.) */
+            if (!in_signal && dladdr((char *)pcs[i] - 1, &di) && di.dli_fname) {
                 out.f[i].module = module_id(di.dli_fbase, di.dli_fname);
                 out.f[i].offset = (uint64_t)((char *)pcs[i] - (char *)di.dli_fbase);
                 if (di.dli_sname) {
@@ -206,8 +242,16 @@ static int flush_owned(int reason, int signo)
     if (failed)
         return -1;
     if (fd < 0) {
-        /* Wait for the rank before naming the file, unless this is the end. */
+        /* Wait for the rank before naming the file, unless this is the end;
+         * and for something to write: a process that records nothing (a
+         * shell or helper that inherited the preload) leaves no trace. */
         if (ccs_world_rank() < 0 && reason < 0)
+            return 0;
+        struct ccs_trace_comm one;
+        int any = ccs_comm_defs(0, &one, 1) > 0 || ccs_site_count() > 0;
+        for (struct ccs_ring *r = ccs_ring_first(); r && !any; r = r->next)
+            any = atomic_load(&r->head) > 0 || atomic_load(&r->dropped) > 0;
+        if (!any)
             return 0;
         if (open_trace() != 0) {
             failed = 1;
@@ -232,7 +276,9 @@ static int flush_owned(int reason, int signo)
                 batch[i].t_dur = ccs_ticks_delta_ns(batch[i].t_dur);
             }
             if (write_chunk(CCS_CHUNK_RECORDS, batch, n * sizeof batch[0], NULL, 0) != 0) {
-                CCS_LOG(WARN, "CCSHIM_TRACE_DIR: write to '%s' failed: %s; tracing is off", path, strerror(errno));
+                if (!in_signal)
+                    CCS_LOG(WARN, "CCSHIM_TRACE_DIR: write to '%.300s' failed: %s; tracing is off", path,
+                            strerror(errno));
                 failed = 1;
                 return -1;
             }
@@ -270,13 +316,23 @@ static int take(int wait_ms)
 
 static void give(void) { atomic_store(&owner, 0); }
 
+void ccs_writer_prepare(void)
+{
+    if (take(-1) != 0)
+        return;
+    prepare_owned();
+    give();
+}
+
 int ccs_writer_flush(int reason, int signo)
 {
     if (!ccs_cfg.trace_dir || !*ccs_cfg.trace_dir)
         return -1;
     if (take(reason == CCS_END_SIGNAL ? 200 : -1) != 0)
         return -1;
+    in_signal = reason == CCS_END_SIGNAL;
     int rc = flush_owned(reason, signo);
+    in_signal = 0;
     give();
     return rc;
 }
@@ -316,7 +372,12 @@ void ccs_writer_start(void)
     }
 }
 
-const char *ccs_writer_path(void) { return fd >= 0 ? path : NULL; }
+/* The trace file's name, or NULL when there is none or tracing gave up (a
+ * full disk): the summary never names a trace that was switched off. */
+const char *ccs_writer_path(void)
+{
+    return fd >= 0 && !failed ? path : NULL;
+}
 
 static void writer_atfork_child(void)
 {
@@ -326,6 +387,7 @@ static void writer_atfork_child(void)
     fd = -1;
     failed = 0;
     path[0] = 0;
+    atomic_store(&prepared, 0);
     comm_cursor = 0;
     site_cursor = 0;
     nmodules = 0;
@@ -339,6 +401,7 @@ static const struct ccs_feature writer = {
     .first_call = ccs_writer_start,
     .flush = ccs_writer_flush,
     .fork_child = writer_atfork_child,
+    .prepare_signal = ccs_writer_prepare,
     .trace_path = ccs_writer_path,
 };
 

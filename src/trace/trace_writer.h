@@ -15,5 +15,8 @@ CCS_HIDDEN void ccs_writer_start(void);
 CCS_HIDDEN int ccs_writer_flush(int reason, int signo);
 /* Path of this process's trace file, or NULL when tracing is off. */
 CCS_HIDDEN const char *ccs_writer_path(void);
+/* Prepares the trace file's name and metadata for the current identity, so
+ * that a fatal-signal flush needs only open(2) and write(2). */
+CCS_HIDDEN void ccs_writer_prepare(void);
 
 #endif

@@ -77,8 +77,10 @@ tap_eq "unreadable files do not fail the run" 0 "$rc"
 tap_check "not a trace: named and said" grep -q "r7-p1.cctrace: not a ccshim trace" "$D/j4.err"
 tap_check "newer version: named and said" grep -q "r8-p1.cctrace: trace format version 2 is newer than this tool understands (1)" "$D/j4.err"
 tap_check "other byte order: named and said" grep -q "r9-p1.cctrace: written with the other byte order" "$D/j4.err"
-tap_check "truncated: named and said" grep -q "r2-p1002.cctrace: truncated" "$D/j4.err"
-tap_eq "good ranks still counted" "0 1" "$(awk -F'\t' '$1==1 && $4=="allreduce" {printf "%s%s", sep, $2; sep=" "}' "$D/j4.tsv")"
+tap_check "truncated: named and said, with the records lost" \
+    grep -q "r2-p1002.cctrace: truncated: the file ends inside a chunk of [0-9]* records; [0-9]* read, 1 lost" "$D/j4.err"
+# The cut rank's whole records before the cut are read too.
+tap_eq "good ranks and the cut one's readable records counted" "0 1 2" "$(awk -F'\t' '$1==1 && $4=="allreduce" {printf "%s%s", sep, $2; sep=" "}' "$D/j4.tsv")"
 mkdir "$D/bad"
 "$MKTRACE" --broken not-a-trace "$D/bad/a.cctrace"
 "$CCSHIM_AUDIT" "$D/bad" > /dev/null 2>&1; rc=$?

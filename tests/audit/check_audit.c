@@ -32,6 +32,7 @@ static void rm_tmp(void)
 struct counts {
     int meta, comm, module, site, record, end, marks;
     int rc;
+    uint64_t lost;
     char err[512];
 };
 
@@ -69,6 +70,7 @@ static struct counts read_counts(const char *path, int *truncated)
         }
     }
     *truncated = ccs_trace_truncated(r);
+    c.lost = ccs_trace_lost(r);
     ck_assert_str_eq(ccs_trace_meta(r, "job"), "4242");
     ck_assert_str_eq(ccs_trace_meta(r, "host"), "node1");
     ccs_trace_close(r);
@@ -117,7 +119,11 @@ START_TEST(reader_truncated_and_no_end)
     ck_assert_ptr_nonnull(strstr(c.err, "truncated"));
     ck_assert_ptr_nonnull(strstr(c.err, path));
     ck_assert_int_eq(c.end, 0);
-    ck_assert_int_eq(c.record, 0); /* the one records chunk is cut */
+    /* The one records chunk (17 records of 88 bytes) is cut 60 bytes short:
+     * its 16 whole records are read, the 17th is lost and said so. */
+    ck_assert_int_eq(c.record, 16);
+    ck_assert_uint_eq(c.lost, 1);
+    ck_assert_msg(strstr(c.err, "ends inside a chunk of 17 records; 16 read, 1 lost") != NULL, "%s", c.err);
     ck_assert_int_eq(trunc, 1);
 
     o.cut_rank = -1;

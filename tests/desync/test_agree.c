@@ -3,10 +3,15 @@
  * calls makes the others time out with -1. */
 #include "ccs_config.h"
 #include "desync.h"
+#include "log.h"
 #include "shim.h"
 #include "unit_main.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -110,6 +115,58 @@ START_TEST(agree_across_hosts_over_tcp)
 }
 END_TEST
 
+/* The same start-up without CCSHIM_SECRET: the job id, which anyone can
+ * guess, must not authenticate peers across hosts.  Rank 0 says so in one
+ * line, starts no coordinator (its port stays closed), and detection within
+ * the host still starts. */
+START_TEST(no_secret_no_tcp_across_hosts)
+{
+    char log[256], ps[16];
+    snprintf(log, sizeof log, "/tmp/ccshim-test-nosecret-%d.log", (int)getpid());
+    int port = 20001 + (int)(getpid() % 20000) * 2;
+    pid_t pid = fork();
+    if (pid == 0) {
+        ccs_cfg.secret = "";
+        ccs_cfg.summary = 0;
+        ccs_cfg.log = log;
+        ccs_log_open();
+        snprintf(ps, sizeof ps, "%d", port);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", ps, 1);
+        setenv("LOCAL_WORLD_SIZE", "2", 1);
+        ccs_cfg.desync_host = "h0";
+        ccs_runtime_set_world(0, 4);
+        struct ccs_comm *c = ccs_comm_register(CCS_BE_NCCL, 0x2000, 0xdeeull, 0, 0, 4, CCS_KIND_COMM_INIT, -1);
+        if (!c || ccs_desync_start() != 0)
+            _exit(30);
+        usleep(200 * 1000);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(port + 1))};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int listening = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+        close(fd);
+        ccs_desync_note_exit(CCS_DESYNC_EXITED);
+        _exit(listening ? 31 : 0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", WEXITSTATUS(st));
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024];
+    int said = 0, lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        lines++;
+        said += strstr(line, "neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; unauthenticated TCP "
+                             "refused, detection across hosts is off (within each host it stays on)") != NULL;
+    }
+    fclose(f);
+    unlink(log);
+    ck_assert_int_eq(said, 1);
+    ck_assert_int_eq(lines, 1);
+}
+END_TEST
+
 START_TEST(three_ranks_agree)
 {
     run(-1);
@@ -130,6 +187,7 @@ static Suite *suite(void)
     tcase_add_test(t, three_ranks_agree);
     tcase_add_test(t, absent_member_times_out);
     tcase_add_test(t, agree_across_hosts_over_tcp);
+    tcase_add_test(t, no_secret_no_tcp_across_hosts);
     suite_add_tcase(s, t);
     return s;
 }

@@ -413,6 +413,87 @@ START_TEST(ranks_text)
 }
 END_TEST
 
+static uint64_t want_comm, want_seq;
+static int nwant;
+static void on_want(uint64_t c, uint64_t seq, void *a)
+{
+    (void)a;
+    want_comm = c, want_seq = seq;
+    nwant++;
+}
+
+/* Records that differ where some members' records of the seq are not in
+ * view: the rules ask for them (want) and wait record_wait_ms before naming
+ * a majority; one host's view (partial) only asks. */
+START_TEST(mismatch_waits_for_every_record)
+{
+    static const struct ccs_dsx_thresholds t = {
+        .block_ms = 1000, .straggler_ms = 5000, .suspect_ms = 2000, .mismatch_wait_ms = 40, .record_wait_ms = 700};
+    struct ccs_dsx_sink s = {.verdict = on_v, .detail = on_d, .want = on_want};
+    reset();
+    nwant = 0;
+    for (int r = 0; r < NR; r++)
+        add(r, X, NR, -1, 40);
+    /* Rank 1 differs at seq 13; ranks 2 and 3 (elsewhere) moved on: their
+     * newest records start at seq 9 for rank 2 and 20 for rank 3. */
+    st[1].comm[0].hist[12 - 8] = op(13, CCS_KIND_ALLREDUCE, 3, CCS_DT_FLOAT32, CCS_OP_SUM);
+    struct ccs_dsx_comm *c3 = &st[3].comm[0];
+    memmove(c3->hist, c3->hist + 11, (CCS_DSX_HIST - 11) * sizeof c3->hist[0]);
+    c3->nhist = CCS_DSX_HIST - 11;
+    struct ccs_dsx_seen *seen = ccs_dsx_seen_new();
+    struct ccs_dsx_view v = {.wsize = NR, .st = ptr, .dead = dead, .now_ms = 1000};
+    ck_assert_int_eq(ccs_dsx_rules_run(&v, &t, seen, &s), 0);
+    ck_assert_int_eq(nwant, 1);
+    ck_assert_uint_eq(want_comm, X);
+    ck_assert_uint_eq(want_seq, 13);
+    /* Rank 3's record arrives: the verdict at once, with the whole majority. */
+    memcpy(c3->hist, st[0].comm[0].hist, sizeof c3->hist);
+    c3->nhist = st[0].comm[0].nhist;
+    v.now_ms = 1100;
+    ck_assert_int_eq(ccs_dsx_rules_run(&v, &t, seen, &s), 1);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "seq=13: rank 1 issued allreduce(count=3, float32, sum) where ranks "
+                                              "0,2-3 issued allreduce(count=4, float32, sum)"));
+    ccs_dsx_seen_free(seen);
+
+    /* Never arrives: after record_wait_ms, the majority of what is in view. */
+    reset();
+    for (int r = 0; r < NR; r++)
+        add(r, X, NR, -1, 40);
+    st[1].comm[0].hist[12 - 8] = op(13, CCS_KIND_ALLREDUCE, 3, CCS_DT_FLOAT32, CCS_OP_SUM);
+    c3 = &st[3].comm[0];
+    memmove(c3->hist, c3->hist + 11, (CCS_DSX_HIST - 11) * sizeof c3->hist[0]);
+    c3->nhist = CCS_DSX_HIST - 11;
+    seen = ccs_dsx_seen_new();
+    v.now_ms = 1000;
+    ck_assert_int_eq(ccs_dsx_rules_run(&v, &t, seen, &s), 0);
+    v.now_ms = 1600;
+    ck_assert_int_eq(ccs_dsx_rules_run(&v, &t, seen, &s), 0);
+    v.now_ms = 1701;
+    ck_assert_int_eq(ccs_dsx_rules_run(&v, &t, seen, &s), 1);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "seq=13: rank 1 issued allreduce(count=3, float32, sum) where ranks "
+                                              "0,2 issued allreduce(count=4, float32, sum)"));
+    ccs_dsx_seen_free(seen);
+
+    /* One host's view (ranks 0 and 1 only, partial): asks, never judges. */
+    reset();
+    nwant = 0;
+    for (int r = 0; r < 2; r++)
+        add(r, X, NR, -1, 40);
+    st[1].comm[0].hist[12 - 8] = op(13, CCS_KIND_ALLREDUCE, 3, CCS_DT_FLOAT32, CCS_OP_SUM);
+    ptr[2] = ptr[3] = NULL;
+    struct ccs_dsx_thresholds tp = t;
+    tp.partial = 1;
+    seen = ccs_dsx_seen_new();
+    for (uint64_t now = 1000; now < 5000; now += 500) {
+        v.now_ms = now;
+        ck_assert_int_eq(ccs_dsx_rules_run(&v, &tp, seen, &s), 0);
+    }
+    ck_assert_int_ge(nwant, 1);
+    ck_assert_uint_eq(want_seq, 13);
+    ccs_dsx_seen_free(seen);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_rules");
@@ -433,6 +514,7 @@ static Suite *suite(void)
     tcase_add_test(t, mismatch_basic_types_beside_size);
     tcase_add_test(t, unknown_and_empty_types_are_left_out);
     tcase_add_test(t, two_ranks_no_majority);
+    tcase_add_test(t, mismatch_waits_for_every_record);
     suite_add_tcase(s, t);
     return s;
 }

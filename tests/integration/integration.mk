@@ -1,5 +1,6 @@
 # tests/integration/integration.mk - real MPI programs under the preload.
-INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.sh tests/integration/lifecycle.sh tests/integration/ccshim-run.sh
+INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.sh tests/integration/lifecycle.sh tests/integration/ccshim-run.sh \
+	tests/integration/hygiene.sh
 TESTS += $(INTEGRATION_TESTS)
 dist_check_SCRIPTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += tests/integration/symbols-api.txt tests/integration/symbols-mpi.txt tests/integration/symbols-nccl.txt
@@ -10,4 +11,8 @@ check_PROGRAMS += tests/integration/mpi_pattern
 tests_integration_mpi_pattern_SOURCES = tests/integration/mpi_pattern.c
 tests_integration_mpi_pattern_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
 tests_integration_mpi_pattern_LDADD = $(MPI_LIBS)
+check_PROGRAMS += tests/integration/mpi_crash
+tests_integration_mpi_crash_SOURCES = tests/integration/mpi_crash.c
+tests_integration_mpi_crash_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
+tests_integration_mpi_crash_LDADD = $(MPI_LIBS)
 endif

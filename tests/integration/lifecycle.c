@@ -4,6 +4,7 @@
  *                    the parent waits and marks 1 more.
  *   lifecycle crash  marks 4 steps, then dies of SIGSEGV.
  *   lifecycle term   marks 2 steps, then is killed by SIGTERM (as mpirun does).
+ *   lifecycle many   marks 10000 steps (a trace bigger than a small disk).
  * Each step mark is a record in the trace, so the traces show who wrote what.
  */
 #include <ccshim.h>
@@ -46,6 +47,10 @@ int main(int argc, char **argv)
         kill(getpid(), SIGTERM);
         return 3;
     }
-    fprintf(stderr, "usage: lifecycle fork|crash|term\n");
+    if (strcmp(mode, "many") == 0) {
+        marks(10000);
+        return 0;
+    }
+    fprintf(stderr, "usage: lifecycle fork|crash|term|many\n");
     return 2;
 }

@@ -6,7 +6,7 @@ d="$top_srcdir/tests/integration"
 core="$top_builddir/.libs/libccshim.so"
 mpi="$top_builddir/.libs/libccshim-mpi.so"
 command -v nm >/dev/null || tap_skip_all "nm not installed"
-tap_plan 4
+tap_plan 5
 exports() { nm -D --defined-only "$1" | awk '$2 ~ /^[TWDBVRi]$/ {print $3}' | sort -u; }
 nccl_built() { exports "$core" | grep -q '^ncclAllReduce$'; }
 
@@ -36,4 +36,8 @@ else
     tap_skip "libccshim-mpi.so exports" "built without MPI"
     tap_skip "libccshim-mpi.so links" "built without MPI"
 fi
+# libsodium (the side channel's MAC) is inside, private: not a dependency a
+# job's own libsodium could clash with, and none of its symbols exported.
+tap_check "libsodium linked in with hidden symbols (no NEEDED, no export, crypto_auth inside)" \
+    sh -c "for l in '$core' '$mpi'; do [ -f \"\$l\" ] || continue; ! readelf -d \"\$l\" | grep -q 'NEEDED.*libsodium' || exit 1; ! nm -D --defined-only \"\$l\" | grep -Eq ' (crypto_|sodium_|randombytes)' || exit 1; nm \"\$l\" | grep -q ' t crypto_auth_hmacsha512256\$' || exit 1; done"
 tap_done

@@ -1,0 +1,157 @@
+/*
+ * desync_auth.c - the side channel's handshake MAC (desync_auth.h) on
+ * libsodium: crypto_auth (HMAC-SHA-512-256) keyed by a BLAKE2b hash of the
+ * job's secret, verified by crypto_auth_verify (constant time).
+ */
+#include "desync_auth.h"
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+_Static_assert(CCS_DSX_MACBYTES == crypto_auth_BYTES, "MAC size");
+_Static_assert(CCS_DSX_KEYBYTES == crypto_auth_KEYBYTES, "key size");
+_Static_assert(CCS_DSX_TAGBYTES == crypto_aead_chacha20poly1305_ietf_ABYTES, "tag size");
+_Static_assert(32 == crypto_aead_chacha20poly1305_ietf_KEYBYTES, "session key size");
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int sodium_ok;
+
+static void init(void)
+{
+    sodium_ok = sodium_init() >= 0;
+}
+
+/* Domain separation: keys derived for this protocol are for nothing else. */
+static const char KDF_CONTEXT[] = "ccshim-desync-side-channel-key-2";
+
+int ccs_dsx_auth_key(const char *secret, struct ccs_dsx_key *key, char *why, size_t whylen)
+{
+    pthread_once(&once, init);
+    if (!sodium_ok) {
+        snprintf(why, whylen, "libsodium cannot be initialised");
+        return -1;
+    }
+    if (!secret || !*secret) {
+        snprintf(why, whylen, "empty secret");
+        return -1;
+    }
+    crypto_generichash(key->k, sizeof key->k, (const unsigned char *)secret, strlen(secret),
+                       (const unsigned char *)KDF_CONTEXT, sizeof KDF_CONTEXT - 1);
+    return 0;
+}
+
+void ccs_dsx_auth_nonce(unsigned char nonce[CCS_DSX_NONCE])
+{
+    pthread_once(&once, init);
+    randombytes_buf(nonce, CCS_DSX_NONCE);
+}
+
+/* What is authenticated: a fixed tag, the role, both nonces (client's
+ * first), then the sender's fields in a fixed little-endian layout. */
+#define MSG_TAG "ccshim-dsx-hs-v2"
+#define MSG_LEN (16 + 1 + 2 * CCS_DSX_NONCE + 4 + 4 + CCS_DSX_HOST + 4 + 4)
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void message(unsigned role, const unsigned char *nc, const unsigned char *ns, const struct ccs_dsx_hello *h,
+                    unsigned char m[MSG_LEN])
+{
+    size_t o = 0;
+    memcpy(m, MSG_TAG, 16);
+    o += 16;
+    m[o++] = (unsigned char)role;
+    memcpy(m + o, nc, CCS_DSX_NONCE);
+    o += CCS_DSX_NONCE;
+    memcpy(m + o, ns, CCS_DSX_NONCE);
+    o += CCS_DSX_NONCE;
+    put32(m + o, h->byteorder);
+    o += 4;
+    put32(m + o, (uint32_t)h->wsize);
+    o += 4;
+    memcpy(m + o, h->host, CCS_DSX_HOST);
+    o += CCS_DSX_HOST;
+    put32(m + o, (uint32_t)h->rank);
+    o += 4;
+    put32(m + o, h->pid);
+}
+
+void ccs_dsx_auth_mac(const struct ccs_dsx_key *key, unsigned role, const unsigned char nonce_c[CCS_DSX_NONCE],
+                      const unsigned char nonce_s[CCS_DSX_NONCE], const struct ccs_dsx_hello *h,
+                      unsigned char out[CCS_DSX_MACBYTES])
+{
+    unsigned char m[MSG_LEN];
+    message(role, nonce_c, nonce_s, h, m);
+    crypto_auth(out, m, sizeof m, key->k);
+}
+
+int ccs_dsx_auth_verify(const struct ccs_dsx_key *key, unsigned role, const unsigned char nonce_c[CCS_DSX_NONCE],
+                        const unsigned char nonce_s[CCS_DSX_NONCE], const struct ccs_dsx_hello *h)
+{
+    unsigned char m[MSG_LEN];
+    message(role, nonce_c, nonce_s, h, m);
+    return crypto_auth_verify(h->mac, m, sizeof m, key->k) == 0 ? 0 : -1;
+}
+
+void ccs_dsx_auth_wipe(struct ccs_dsx_key *key)
+{
+    sodium_memzero(key->k, sizeof key->k);
+}
+
+/* One direction's key: BLAKE2b keyed by the job's key over a label naming
+ * the direction and both nonces. */
+static void direction_key(const struct ccs_dsx_key *key, const char *label, const unsigned char *nc,
+                          const unsigned char *ns, unsigned char out[32])
+{
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, key->k, sizeof key->k, 32);
+    crypto_generichash_update(&st, (const unsigned char *)label, strlen(label));
+    crypto_generichash_update(&st, nc, CCS_DSX_NONCE);
+    crypto_generichash_update(&st, ns, CCS_DSX_NONCE);
+    crypto_generichash_final(&st, out, 32);
+    sodium_memzero(&st, sizeof st);
+}
+
+void ccs_dsx_auth_session(const struct ccs_dsx_key *key, unsigned role, const unsigned char nonce_c[CCS_DSX_NONCE],
+                          const unsigned char nonce_s[CCS_DSX_NONCE], struct ccs_dsx_session *s)
+{
+    int client = role == CCS_DSX_AUTH_CLIENT;
+    direction_key(key, "ccshim-dsx client->coordinator", nonce_c, nonce_s, client ? s->tx : s->rx);
+    direction_key(key, "ccshim-dsx coordinator->client", nonce_c, nonce_s, client ? s->rx : s->tx);
+    s->ntx = s->nrx = 0;
+}
+
+static void npub_of(uint64_t n, unsigned char npub[crypto_aead_chacha20poly1305_ietf_NPUBBYTES])
+{
+    memset(npub, 0, crypto_aead_chacha20poly1305_ietf_NPUBBYTES);
+    for (int i = 0; i < 8; i++)
+        npub[i] = (unsigned char)(n >> (8 * i));
+}
+
+void ccs_dsx_auth_seal(struct ccs_dsx_session *s, const unsigned char *ad, size_t adlen, unsigned char *buf,
+                       size_t len, unsigned char tag[CCS_DSX_TAGBYTES])
+{
+    unsigned char npub[crypto_aead_chacha20poly1305_ietf_NPUBBYTES];
+    npub_of(s->ntx++, npub);
+    crypto_aead_chacha20poly1305_ietf_encrypt_detached(buf, tag, NULL, buf, len, ad, adlen, NULL, npub, s->tx);
+}
+
+int ccs_dsx_auth_open(struct ccs_dsx_session *s, const unsigned char *ad, size_t adlen, unsigned char *buf,
+                      size_t len, const unsigned char tag[CCS_DSX_TAGBYTES])
+{
+    unsigned char npub[crypto_aead_chacha20poly1305_ietf_NPUBBYTES];
+    npub_of(s->nrx, npub);
+    if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(buf, NULL, buf, len, tag, ad, adlen, npub, s->rx) != 0)
+        return -1;
+    s->nrx++;
+    return 0;
+}
+
+void ccs_dsx_auth_session_wipe(struct ccs_dsx_session *s)
+{
+    sodium_memzero(s, sizeof *s);
+}

@@ -1,0 +1,80 @@
+/*
+ * desync_auth.h - mutual authentication of the TCP side channel
+ * (docs/desync.md, "Security"): a keyed MAC from libsodium (crypto_auth,
+ * HMAC-SHA-512-256) over the sender's role, both nonces and the sender's
+ * handshake fields, compared in constant time.  Nothing hand-written.
+ *
+ * Handshake (the secret never travels):
+ *   client -> HELLO(nonce_c)
+ *   coord  -> WELCOME(nonce_s, MAC(key, COORD,  nonce_c, nonce_s, its fields))
+ *   client -> HELLO(nonce_c, MAC(key, CLIENT, nonce_c, nonce_s, its fields))
+ * The role tag and the fixed order of the nonces defeat reflection (a
+ * coordinator's proof is never a client's), the coordinator's fresh nonce
+ * defeats replay, and binding the fields makes rank, pid and host
+ * authenticated.
+ */
+#ifndef CCS_DESYNC_AUTH_H
+#define CCS_DESYNC_AUTH_H
+
+#include "desync_proto.h"
+#include <stddef.h>
+#include <stdint.h>
+
+enum ccs_dsx_role_tag { CCS_DSX_AUTH_COORD = 1, CCS_DSX_AUTH_CLIENT = 2 };
+
+struct ccs_dsx_key {
+    unsigned char k[CCS_DSX_KEYBYTES];
+};
+
+/* Initialises libsodium (once, thread-safe) and derives the MAC key from
+ * SECRET.  Returns 0, or -1 when libsodium cannot be used or SECRET is
+ * empty (WHY). */
+int ccs_dsx_auth_key(const char *secret, struct ccs_dsx_key *key, char *why, size_t whylen);
+
+/* A fresh random nonce (libsodium's randombytes: getrandom(2)). */
+void ccs_dsx_auth_nonce(unsigned char nonce[CCS_DSX_NONCE]);
+
+/* The MAC of hello H sent by ROLE, bound to the client's and the
+ * coordinator's nonces (H->mac itself is not covered). */
+void ccs_dsx_auth_mac(const struct ccs_dsx_key *key, unsigned role, const unsigned char nonce_c[CCS_DSX_NONCE],
+                      const unsigned char nonce_s[CCS_DSX_NONCE], const struct ccs_dsx_hello *h,
+                      unsigned char out[CCS_DSX_MACBYTES]);
+
+/* 0 when H->mac is the MAC of H by ROLE for these nonces (constant-time
+ * comparison), -1 otherwise. */
+int ccs_dsx_auth_verify(const struct ccs_dsx_key *key, unsigned role, const unsigned char nonce_c[CCS_DSX_NONCE],
+                        const unsigned char nonce_s[CCS_DSX_NONCE], const struct ccs_dsx_hello *h);
+
+/* Wipes KEY (sodium_memzero). */
+void ccs_dsx_auth_wipe(struct ccs_dsx_key *key);
+
+/* After the handshake every frame is sealed: its payload encrypted and its
+ * header and payload authenticated with ChaCha20-Poly1305 (libsodium's IETF
+ * AEAD), one key per direction derived from the job's key and both nonces,
+ * the nonce a per-direction frame counter (never reused, and a replayed,
+ * dropped or reordered frame fails). */
+#define CCS_DSX_TAGBYTES 16 /* crypto_aead_chacha20poly1305_ietf_ABYTES */
+
+struct ccs_dsx_session {
+    unsigned char tx[32], rx[32];
+    uint64_t ntx, nrx;
+};
+
+/* Derives the session keys of one side (ROLE: CCS_DSX_AUTH_COORD or
+ * CCS_DSX_AUTH_CLIENT). */
+void ccs_dsx_auth_session(const struct ccs_dsx_key *key, unsigned role, const unsigned char nonce_c[CCS_DSX_NONCE],
+                          const unsigned char nonce_s[CCS_DSX_NONCE], struct ccs_dsx_session *s);
+
+/* Encrypts BUF (LEN bytes) in place and writes the tag over AD (the frame
+ * header) to TAG. */
+void ccs_dsx_auth_seal(struct ccs_dsx_session *s, const unsigned char *ad, size_t adlen, unsigned char *buf,
+                       size_t len, unsigned char tag[CCS_DSX_TAGBYTES]);
+
+/* Checks TAG over AD and BUF and decrypts BUF in place: 0, or -1 when the
+ * frame is not the next one the peer sealed (altered, injected, replayed). */
+int ccs_dsx_auth_open(struct ccs_dsx_session *s, const unsigned char *ad, size_t adlen, unsigned char *buf,
+                      size_t len, const unsigned char tag[CCS_DSX_TAGBYTES]);
+
+void ccs_dsx_auth_session_wipe(struct ccs_dsx_session *s);
+
+#endif
