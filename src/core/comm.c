@@ -79,6 +79,7 @@ struct ccs_comm *ccs_comm_register(int backend, uintptr_t handle, uint64_t id, u
     c->color = color;
     c->t_created = ccs_ticks();
     c->agreed = 1;
+    c->nonblocking = 0;
     c->feature[0] = c->feature[1] = NULL;
     atomic_store_explicit(&c->seq, 0, memory_order_relaxed);
     atomic_store_explicit(&c->p2p, 0, memory_order_relaxed);

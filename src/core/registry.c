@@ -14,6 +14,7 @@
 
 static const struct ccs_feature *features[MAX_FEATURES];
 static atomic_int nfeatures;
+static atomic_int signal_prepared; /* ccs_features_prepare_signal ran */
 atomic_int ccs_features_started;
 
 int ccs_feature_register(const struct ccs_feature *f)
@@ -29,6 +30,10 @@ int ccs_feature_register(const struct ccs_feature *f)
     int expect = i;
     while (!atomic_compare_exchange_weak(&nfeatures, &expect, i + 1))
         expect = i;
+    /* Constructors run in no set order: a feature that registers after the
+     * signal handlers went in prepares now. */
+    if (atomic_load(&signal_prepared) && f->prepare_signal)
+        f->prepare_signal();
     return 0;
 }
 
@@ -78,6 +83,7 @@ void ccs_features_fork_child(void)
 
 void ccs_features_prepare_signal(void)
 {
+    atomic_store(&signal_prepared, 1);
     FOR_EACH_FEATURE(f)
     if (f->prepare_signal)
         f->prepare_signal();

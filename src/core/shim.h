@@ -101,6 +101,7 @@ struct ccs_comm {
     _Atomic uint64_t p2p;     /* point-to-point calls so far */
     _Atomic uint64_t children;/* communicators created from this one so far */
     int agreed;               /* 1 when every member derives the same id */
+    uint8_t nonblocking;      /* NCCL: made with config.blocking = 0 (or split from one) */
     void *feature[2];         /* per-communicator state of later features */
 };
 

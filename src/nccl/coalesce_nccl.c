@@ -12,10 +12,11 @@
  * call simply joins the caller's group.
  *
  * The private communicator of a device is made at the first eligible call
- * there.  Made inside a group, NCCL completes its initialisation only at the
- * caller's ncclGroupEnd; until ncclCommGetAsyncError says it is ready, calls
- * that should be deferred are performed for real instead, which is always
- * correct, and the same on every rank (the group structure is).  The private
+ * there (inside a group: set up at the caller's ncclGroupEnd), but never in
+ * the group of a nonblocking communicator, where NCCL refuses a blocking
+ * one beside it; until it is ready, and inside such a group,
+ * calls that should be deferred are performed for real instead, which is
+ * always correct, and the same on every rank (the group structure is).  The private
  * communicators and operators are called through the real NCCL directly, so
  * they are never counted or traced, and live until the process ends.
  */
@@ -245,7 +246,11 @@ int ccs_coalesce_nccl_allreduce(const void *send, void *recv, size_t count, nccl
     if (!id)
         return 0;
     int dev = device_of(id, comm);
-    if (CCS_UNLIKELY(!atomic_load_explicit(&self_comm[dev], memory_order_relaxed))) {
+    /* The private communicator is never made inside the group of a
+     * nonblocking communicator (NCCL refuses a blocking one beside it): such
+     * a caller gets it at its first call outside a group.  Until it is
+     * ready, calls to defer are made for real, the same on every rank. */
+    if (CCS_UNLIKELY(!atomic_load_explicit(&self_comm[dev], memory_order_relaxed)) && (!in_group || !c->nonblocking)) {
         make_self_comm(dev, in_group);
         ccs_coalesce_completer[CCS_BE_NCCL] = nccl_complete;
     }
@@ -253,7 +258,9 @@ int ccs_coalesce_nccl_allreduce(const void *send, void *recv, size_t count, nccl
     enum ccs_coalesce_action act = ccs_coalesce_decide(id);
     if (act == CCS_COALESCE_PASS)
         return 0;
-    ncclComm_t self = act == CCS_COALESCE_DEFER ? ready_self_comm(dev) : NULL;
+    /* The private communicator is blocking: never in a nonblocking
+     * communicator's group (NCCL refuses mixed modes there). */
+    ncclComm_t self = act == CCS_COALESCE_DEFER && !(in_group && c->nonblocking) ? ready_self_comm(dev) : NULL;
     double factor = 1;
     ncclRedOp_t fop = ncclSum;
     int local = act == CCS_COALESCE_DEFER && self && ccs_coalesce_factor(o, dtype, scalar, c->size, &factor) == 0 &&

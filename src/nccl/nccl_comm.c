@@ -83,6 +83,19 @@ static void query(ncclComm_t comm, ncclResult_t rc, int *rank, int *size)
         *size = -1;
 }
 
+/* Remembers that COMM runs nonblocking (CONFIG->blocking = 0; a split
+ * without a config inherits its parent's mode): coalescing never puts a
+ * call on its blocking private communicator into such a communicator's
+ * group, which NCCL refuses. */
+static void note_mode(ncclComm_t *comm, ncclResult_t rc, const ncclConfig_t *config, const struct ccs_comm *parent)
+{
+    if (!accepted(rc) || !comm || !*comm)
+        return;
+    struct ccs_comm *c = ccs_comm_lookup(CCS_BE_NCCL, (uintptr_t)*comm);
+    if (c)
+        c->nonblocking = config ? config->blocking == 0 : parent ? parent->nonblocking : 0;
+}
+
 CCS_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
     __typeof__(&pncclCommInitRank) real = CCS_NCCL_REAL(CommInitRank);
@@ -107,6 +120,7 @@ CCS_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncc
     struct ccs_record *r = begin_create(CCS_KIND_COMM_INIT, nranks, __builtin_return_address(0));
     ncclResult_t rc = real(comm, nranks, commId, rank, config);
     created(r, rc, comm ? *comm : NULL, unique_id_hash(&commId), 0, rank, nranks, CCS_KIND_COMM_INIT, -1, 1);
+    note_mode(comm, rc, config, NULL);
     return rc;
 }
 
@@ -123,6 +137,7 @@ CCS_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks
     struct ccs_record *r = begin_create(CCS_KIND_COMM_INIT, nranks, __builtin_return_address(0));
     ncclResult_t rc = real(newcomm, nranks, myrank, nId, commIds, config);
     created(r, rc, newcomm && id ? *newcomm : NULL, id, 0, myrank, nranks, CCS_KIND_COMM_INIT, -1, 1);
+    note_mode(newcomm, rc, config, NULL);
     return rc;
 }
 
@@ -192,6 +207,7 @@ CCS_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
     struct ccs_record *r = ccs_call_begin(parent, &call, __builtin_return_address(0));
     ncclResult_t rc = real(comm, color, key, newcomm, config);
     derived(r, rc, parent, newcomm, CCS_KIND_COMM_SPLIT, color, color);
+    note_mode(newcomm, rc, config, parent);
     return rc;
 }
 
@@ -213,6 +229,7 @@ CCS_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, i
     struct ccs_record *r = ccs_call_begin(parent, &call, __builtin_return_address(0));
     ncclResult_t rc = real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
     derived(r, rc, parent, newcomm, CCS_KIND_COMM_SHRINK, excluded, -1);
+    note_mode(newcomm, rc, config, parent);
     return rc;
 }
 

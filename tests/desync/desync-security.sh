@@ -20,10 +20,13 @@ TWO_HOSTS='CCSHIM_DESYNC_HOST=h$((OMPI_COMM_WORLD_RANK)) exec "$@"'
 PORT=$((21000 + $$ % 20000))
 D="$CCS_TMP/flood"
 
-# The job, in the background, with few descriptors.
+# The job, in the background, with few descriptors.  A small ring: the
+# recording thread's ring is committed at its first collective (5.6 MB at
+# the default size), which may fall in the measured window and is not what
+# a peer makes rank 0 spend.
 (
     ulimit -n 256
-    dsx_run flood 60 2 CCSHIM_DESYNC_TRANSPORT=tcp CCSHIM_COORD=127.0.0.1:$PORT CCSHIM_LOG_LEVEL=info -- \
+    dsx_run flood 60 2 CCSHIM_RING_SIZE=1024 CCSHIM_DESYNC_TRANSPORT=tcp CCSHIM_COORD=127.0.0.1:$PORT CCSHIM_LOG_LEVEL=info -- \
         sh -c "$TWO_HOSTS" _ "$SCENARIO" healthy 6
     echo "$DSX_RC" >"$CCS_TMP/flood.rc"
 ) &
