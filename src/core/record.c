@@ -73,7 +73,7 @@ struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *cal
     rec->backend = call->backend;
     rec->group_depth = call->group_depth;
     rec->thread = (uint8_t)r->index;
-    rec->reserved = 0;
+    rec->pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed);
     rec->t_dur = 0;
     r->counts[kind]++;
     r->bytes[kind] += call->bytes;

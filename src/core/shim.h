@@ -265,6 +265,26 @@ CCS_HIDDEN uint32_t ccs_site_count(void);
 /* Writes "func+0xoff (module+0xoff)" for PC into BUF (dladdr; diagnostic path). */
 CCS_HIDDEN void ccs_site_symbolize(void *pc, char *buf, size_t n);
 
+/* ----------------------------------------------------------- pysite.c */
+
+/* Annotated call sites (ccshim_annotate): the current one, process-wide;
+ * the hot path copies it into rec->pysite with one relaxed load. */
+#define CCS_PYSITE_TEXT 200 /* bytes of one site's text, NUL included */
+extern CCS_HIDDEN _Atomic uint32_t ccs_pysite_current;
+
+/* Id (>= 1) of TEXT, interned on first sight (slow path); 0 for NULL or
+ * empty text or when the table is full (logged once). */
+CCS_HIDDEN uint32_t ccs_pysite_intern(const char *text);
+
+/* Text of ID (stable storage), or NULL for 0 or an unknown id.  Lock-free. */
+CCS_HIDDEN const char *ccs_pysite_text(uint32_t id);
+
+/* Number of sites so far (ids are 1..n). */
+CCS_HIDDEN uint32_t ccs_pysite_count(void);
+
+/* In the child after fork. */
+CCS_HIDDEN void ccs_pysite_forked(void);
+
 /* ------------------------------------------------------------- real.c */
 
 /* The next definition of NAME after this library (dlsym RTLD_NEXT); failing

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define CCS_TRACE_MAGIC "CCSHIMTR" /* 8 bytes, no NUL */
-#define CCS_TRACE_VERSION 1u
+#define CCS_TRACE_VERSION 2u /* 2: records' pysite, PYSITE chunks; readers take 1 too */
 #define CCS_TRACE_BYTEORDER 0x01020304u
 #define CCS_TRACE_SUFFIX ".cctrace"
 
@@ -39,6 +39,7 @@ enum ccs_chunk_type {
     CCS_CHUNK_RECORDS = 5, /* n x struct ccs_record */
     CCS_CHUNK_END = 6,     /* struct ccs_trace_end; the last one wins */
     CCS_CHUNK_EXT = 7,     /* reserved for later features; readers skip it */
+    CCS_CHUNK_PYSITE = 8,  /* struct ccs_trace_pysite + text (version 2) */
 };
 
 struct ccs_chunk {
@@ -67,7 +68,8 @@ struct ccs_record {
     uint8_t backend;      /* enum ccs_backend */
     uint8_t group_depth;  /* ncclGroupStart nesting at the call */
     uint8_t thread;       /* small per-process thread index */
-    uint32_t reserved;
+    uint32_t pysite;      /* annotated (Python) call-site id (PYSITE chunk), 0 none;
+                             always 0 in version-1 traces (was `reserved`) */
 };
 
 struct ccs_trace_comm {
@@ -96,6 +98,12 @@ struct ccs_trace_frame {
 struct ccs_trace_site {
     uint32_t id;
     uint32_t depth; /* frames that follow, then the symbol names in order */
+};
+
+/* An annotated call site (ccshim_annotate): "file.py:318 in train_step". */
+struct ccs_trace_pysite {
+    uint32_t id;       /* referred to by records' pysite (from 1) */
+    uint32_t text_len; /* bytes of text that follow (no NUL) */
 };
 
 struct ccs_trace_end {

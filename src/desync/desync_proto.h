@@ -41,6 +41,8 @@ struct ccs_dsx_op {
     uint32_t step;
     uint16_t kind;
     uint8_t dtype, op, flags, pad[3];
+    uint32_t pysite; /* annotated (Python) site id, local to the publishing process, 0 none
+                        (in what was tail padding: the size and the wire format are unchanged) */
 };
 
 enum ccs_dsx_state { CCS_DSX_IDLE = 0, CCS_DSX_BLOCKED = 1, CCS_DSX_FREED = 2 };

@@ -188,6 +188,8 @@ static void own_stack(const struct ccs_dsx_verdict *v, struct out *o)
             return;
         put(o, "ccshim desync| stack of rank %d at seq %llu (%s):\n", me, (unsigned long long)op->seq,
             c->state == CCS_DSX_BLOCKED ? "blocked here" : "last completed here");
+        if (ccs_pysite_text(op->pysite)) /* the Python line (ccshim-run --torch) */
+            put(o, "ccshim desync|   python: %s\n", ccs_pysite_text(op->pysite));
         for (uint32_t d = 0; d < depth; d++) {
             char s[256];
             ccs_site_symbolize(pcs[d], s, sizeof s);

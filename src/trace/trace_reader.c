@@ -151,6 +151,8 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, s
                 return bad(r, err, errlen, "records");
             it->type = CCS_ITEM_RECORD;
             memcpy(&it->u.record, p, sizeof it->u.record);
+            if (r->hdr.version < 2)
+                it->u.record.pysite = 0; /* was `reserved` */
             r->pos += sizeof(struct ccs_record);
             return 1;
         case CCS_CHUNK_COMM:
@@ -218,6 +220,24 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, s
                 if (p[off - 1] != 0)
                     it->u.site.symbols[i] = NULL;
             }
+            r->pos = r->len;
+            return 1;
+        }
+        case CCS_CHUNK_PYSITE: {
+            struct ccs_trace_pysite s;
+            if (left < sizeof s)
+                return bad(r, err, errlen, "pysite");
+            memcpy(&s, p, sizeof s);
+            if (s.id == 0 || s.text_len == 0 || s.text_len > left - sizeof s)
+                return bad(r, err, errlen, "pysite");
+            unsigned char *t = p + sizeof s;
+            t[s.text_len] = 0; /* within buf: buf has len+1 bytes */
+            for (uint32_t i = 0; i < s.text_len; i++)
+                if (t[i] < 0x20 || t[i] > 0x7e)
+                    t[i] = '?'; /* the tools print it in tables, HTML, JSON */
+            it->type = CCS_ITEM_PYSITE;
+            it->u.pysite.id = s.id;
+            it->u.pysite.text = (const char *)t;
             r->pos = r->len;
             return 1;
         }

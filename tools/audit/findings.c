@@ -340,11 +340,18 @@ static void redundancy_findings(struct audit *a)
                  "per step; %u rank%s; %u step%s (%u to %u)",
                  first, (int)rank, fmt_bytes(bytes, kb, sizeof kb), kmax, sn, bufs, bufs == 1 ? "" : "s", ranks,
                  ranks == 1 ? "" : "s", nsteps, nsteps == 1 ? "" : "s", first, last);
+        const char *py = site && site <= a->nsites ? a->site_list[site - 1]->pysite : NULL;
+        char where[300] = "all but the last backward of the step";
+        if (py) /* the Python line that issued them (ccshim-run --torch) */
+            snprintf(where, sizeof where, "the backward at %.200s in DDP's no_sync() for all but the last "
+                     "mini-batch of the step", py);
+        else
+            snprintf(where + strlen(where), sizeof where - strlen(where), " in DDP's no_sync()");
         snprintf(f->action, sizeof f->action,
                  "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
                  "Run with CCSHIM_COALESCE=auto (or CCSHIM_COALESCE=every:%u) to defer all but the last; in the "
-                 "code, wrap all but the last backward of the step in DDP's no_sync().",
-                 kmax);
+                 "code, wrap %s.",
+                 kmax, where);
     }
     free(v);
 }
