@@ -149,7 +149,7 @@ START_TEST(reader_refuses_broken_files)
 {
     mk_tmp();
     expect_refused("not-a-trace", "not a ccshim trace");
-    expect_refused("newer-version", "version 2 is newer");
+    expect_refused("newer-version", "version 3 is newer");
     expect_refused("other-byteorder", "other byte order");
     expect_refused("truncated-header", "truncated header");
     char path[4096], err[512];
