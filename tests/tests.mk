@@ -12,3 +12,4 @@ include tests/audit/audit-tests.mk
 include tests/desync/desync-tests.mk
 include tests/coalesce/coalesce-tests.mk
 include tests/gpu/gpu.mk
+include tests/pysites/pysites.mk

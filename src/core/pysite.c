@@ -105,4 +105,9 @@ void ccshim_annotate_id(uint32_t id)
     atomic_store_explicit(&ccs_pysite_current, id, memory_order_relaxed);
 }
 
+_Static_assert(sizeof(_Atomic uint32_t) == sizeof(uint32_t) && _Alignof(_Atomic uint32_t) == _Alignof(uint32_t),
+              "ccshim_annotate_word hands out the current site as a plain 32-bit word");
+
+uint32_t *ccshim_annotate_word(void) { return (uint32_t *)&ccs_pysite_current; }
+
 uint32_t ccshim_annotate_current(void) { return atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed); }

@@ -15,8 +15,8 @@ imported, install() wraps
 The line is the caller's first frame outside torch and ccshim, written
 "file.py:318 in train_step" (the file's base name).  Each distinct line is
 handed to libccshim once (ccshim_annotate, which interns it); afterwards a
-call costs a frame walk, a dictionary look-up and two ccshim_annotate_id
-calls (set, then restore what was current).  ccshim records the line's id in
+call costs a frame walk, a dictionary look-up and two stores into ccshim's
+current-site word (ccshim_annotate_word: set, then restore what was current).  ccshim records the line's id in
 every collective issued meanwhile, on any thread; ccshim-audit and desync
 verdicts show the text (docs/python-sites.md).
 
@@ -49,7 +49,6 @@ _installed = False
 _lib = None  # (annotate, annotate_id) of the preloaded libccshim
 _ids = {}  # (code object, line) -> interned id
 _skip_dirs = ()  # frames in these directories are not the caller's
-_current = [0]  # the id this module made current last (process-wide, like ccshim's)
 
 
 def _warn(msg):
@@ -57,19 +56,20 @@ def _warn(msg):
 
 
 def _library():
-    """(ccshim_annotate, ccshim_annotate_id) of the preloaded libccshim, or None."""
+    """(ccshim_annotate, the current-site word) of the preloaded libccshim, or None."""
     global _lib
     if _lib is None:
         try:
             so = ctypes.CDLL(None)
-            annotate, annotate_id = so.ccshim_annotate, so.ccshim_annotate_id
+            annotate, word = so.ccshim_annotate, so.ccshim_annotate_word
         except (AttributeError, OSError):
             return None
         annotate.restype = ctypes.c_uint32
         annotate.argtypes = [ctypes.c_char_p]
-        annotate_id.restype = None
-        annotate_id.argtypes = [ctypes.c_uint32]
-        _lib = (annotate, annotate_id)
+        word.restype = ctypes.c_void_p
+        word.argtypes = []
+        # Setting the site is then one store, not a foreign call (ccshim.h).
+        _lib = (annotate, ctypes.c_uint32.from_address(word()))
     return _lib
 
 
@@ -97,21 +97,19 @@ def annotated(fn):
     """FN wrapped so that what it issues carries its caller's Python line."""
     if getattr(fn, "_ccshim_annotated", False):
         return fn
-    set_id = _lib[1]
+    word = _lib[1]
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        prev = word.value  # before _site_id, which makes a new line current when it interns it
         i = _site_id(1)
         if not i:  # no frame of the job's own (a hook on an autograd thread): keep the current line
             return fn(*args, **kwargs)
-        prev = _current[0]
-        set_id(i)
-        _current[0] = i
+        word.value = i
         try:
             return fn(*args, **kwargs)
         finally:
-            set_id(prev)
-            _current[0] = prev
+            word.value = prev
 
     wrapper._ccshim_annotated = True
     return wrapper
