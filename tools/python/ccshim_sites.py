@@ -1,8 +1,8 @@
 """ccshim_sites - names the Python line behind every collective for ccshim.
 
 `ccshim-run --torch -- python train.py` puts this directory first on
-PYTHONPATH; its sitecustomize.py calls install().  Once torch.distributed is
-imported, install() wraps
+PYTHONPATH; its sitecustomize.py calls install().  As torch imports them,
+install() wraps
 
   * torch.autograd.backward (which Tensor.backward calls) and
     torch.autograd.grad: the gradient reductions DDP issues during the
@@ -30,8 +30,6 @@ import os
 import sys
 
 __all__ = ["install", "annotated"]
-
-_HOOKED_MODULE = "torch.distributed.distributed_c10d"
 
 # torch.distributed functions that issue communication, where they exist
 # (names differ between torch versions; missing ones are skipped).
@@ -132,23 +130,43 @@ def _wrap_all(module, names, also=()):
     return n
 
 
-def _hook(c10d):
-    """Wraps the collectives of C10D (torch.distributed.distributed_c10d) and
-    torch.autograd's entry points."""
-    global _skip_dirs
-    import torch
-    import torch.autograd
+def _torch_dir(module, depth):
+    """The torch package's directory, DEPTH levels above MODULE's file."""
+    d = os.path.abspath(module.__file__)
+    for _ in range(depth):
+        d = os.path.dirname(d)
+    return d + os.sep
 
-    _skip_dirs = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, os.path.abspath(__file__))
+
+def _skip(torch_dir):
+    global _skip_dirs
+    _skip_dirs = (torch_dir, os.path.abspath(__file__))
+
+
+def _hook_c10d(c10d):
+    """Wraps the collectives of torch.distributed.distributed_c10d (and where
+    torch.distributed re-exports them, if it already did)."""
+    _skip(_torch_dir(c10d, 3))
     _wrap_all(c10d, _DIST_FUNCTIONS, (sys.modules.get("torch.distributed"),))
-    _wrap_all(torch.autograd, _AUTOGRAD_FUNCTIONS)
+
+
+def _hook_autograd(autograd):
+    """Wraps torch.autograd.backward (Tensor.backward calls it) and grad."""
+    _skip(_torch_dir(autograd, 2))
+    _wrap_all(autograd, _AUTOGRAD_FUNCTIONS)
+
+
+# Each module is wrapped when it has been executed, so nothing here imports
+# torch itself (torch imports these two in the middle of its own import).
+_HOOKS = {"torch.autograd": _hook_autograd, "torch.distributed.distributed_c10d": _hook_c10d}
 
 
 class _Loader(importlib.abc.Loader):
     """Runs the real loader, then wraps the module's collectives."""
 
-    def __init__(self, real):
+    def __init__(self, real, hook):
         self._real = real
+        self._hook = hook
 
     def create_module(self, spec):
         return self._real.create_module(spec)
@@ -156,16 +174,17 @@ class _Loader(importlib.abc.Loader):
     def exec_module(self, module):
         self._real.exec_module(module)
         try:
-            _hook(module)
+            self._hook(module)
         except Exception as e:  # never break the job's import
-            _warn("could not name Python call sites: %r" % (e,))
+            _warn("could not name Python call sites in %s: %r" % (module.__name__, e))
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Finds torch.distributed.distributed_c10d with the other finders, wraps its loader."""
+    """Finds the modules of _HOOKS with the other finders, wraps their loaders."""
 
     def find_spec(self, name, path, target=None):
-        if name != _HOOKED_MODULE:
+        hook = _HOOKS.get(name)
+        if hook is None:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -173,22 +192,26 @@ class _Finder(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(name, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader)
+                    spec.loader = _Loader(spec.loader, hook)
                 return spec
         return None
 
 
 def install():
-    """Wraps now if torch.distributed is imported, else when it is.  Does
-    nothing when libccshim is not preloaded."""
+    """Wraps torch.autograd and torch.distributed now if they are imported,
+    else when they are.  Does nothing when libccshim is not preloaded."""
     global _installed
     if _installed:
         return
     _installed = True
     if _library() is None:
         return
-    mod = sys.modules.get(_HOOKED_MODULE)
-    if mod is not None:
-        _hook(mod)
-    else:
+    pending = False
+    for name, hook in _HOOKS.items():
+        mod = sys.modules.get(name)
+        if mod is not None:
+            hook(mod)
+        else:
+            pending = True
+    if pending:
         sys.meta_path.insert(0, _Finder())
