@@ -182,6 +182,13 @@ static void own_stack(const struct ccs_dsx_verdict *v, struct out *o)
         const struct ccs_dsx_op *op = c->state == CCS_DSX_BLOCKED ? &c->blocked
                                       : c->nhist                  ? &c->hist[c->nhist - 1]
                                                                   : NULL;
+        /* The Python line of this rank's own operation at the verdict's seq
+         * (ids are this process's; the history carries them). */
+        for (uint32_t h = 0; h < c->nhist && h < CCS_DSX_HIST; h++)
+            if (c->hist[h].seq == v->seq && c->hist[h].seq != (op ? op->seq : 0) &&
+                ccs_pysite_text(c->hist[h].pysite))
+                put(o, "ccshim desync| python line of rank %d at seq %llu (the verdict's): %s\n", me,
+                    (unsigned long long)v->seq, ccs_pysite_text(c->hist[h].pysite));
         void *pcs[CCS_MAX_STACK];
         uint32_t depth = 0;
         if (!op || ccs_site_get(op->site, pcs, &depth) != 0)

@@ -16,7 +16,7 @@ PY=/usr/bin/python3
 "$PY" -c 'import torch, torch.distributed, mpi4py' 2>/dev/null ||
     tap_skip_all "torch or mpi4py not installed for /usr/bin/python3 (apt-get install python3-torch python3-mpi4py)"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
-tap_plan 17
+tap_plan 18
 
 job="$top_srcdir/tests/pysites/pysites_job.py"
 line_of() { grep -n "# LINE:$1\$" "$job" | cut -d: -f1; }
@@ -110,5 +110,10 @@ for r in 0 1; do
 done
 tap_check "the reporting rank's own block names its Python line" \
     grep -q "^ccshim desync|   python: pysites_job.py:$LB in <module>\$" "$L"
+# ... and the line of its own operation at the verdict's sequence number.
+vseq=$(sed -n 's/^ccshim DESYNC comm=0x[0-9a-f]* size=2 seq=\([0-9]*\):.*/\1/p' "$L" | head -1)
+tap_check "rank 0 names its Python line at the verdict's seq ($vseq)" sh -c \
+    'grep -q "^ccshim desync| python line of rank 0 at seq $2 (the verdict'"'"'s): pysites_job.py:$3 in <module>\$" "$1" ||
+     grep -A1 "^ccshim desync| stack of rank 0 at seq $2 " "$1" | grep -q "python: pysites_job.py:$3 in "' _ "$L" "$vseq" "$LB"
 [ "$TAP_FAILED" -eq 0 ] || { diag skip; tap_diag <"$A"; }
 tap_done
