@@ -59,6 +59,8 @@ struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *cal
     rec->count = call->count;
     rec->buf = (uint64_t)(uintptr_t)call->buf;
     rec->step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed);
+    rec->pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed); /* ccshim_annotate */
+    rec->reserved2 = 0;
     /* Most calls come from the site the thread called from last time. */
     if ((uintptr_t)ret_addr != last_pc) {
         last_pc = (uintptr_t)ret_addr;
@@ -73,7 +75,7 @@ struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *cal
     rec->backend = call->backend;
     rec->group_depth = call->group_depth;
     rec->thread = (uint8_t)r->index;
-    rec->pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed);
+    rec->reserved = 0;
     rec->t_dur = 0;
     r->counts[kind]++;
     r->bytes[kind] += call->bytes;

@@ -10,10 +10,11 @@
 #ifndef CCS_TRACE_FORMAT_H
 #define CCS_TRACE_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define CCS_TRACE_MAGIC "CCSHIMTR" /* 8 bytes, no NUL */
-#define CCS_TRACE_VERSION 2u /* 2: records' pysite, PYSITE chunks; readers take 1 too */
+#define CCS_TRACE_VERSION 2u /* 2: records of 96 bytes (pysite), PYSITE chunks; readers take 1 too */
 #define CCS_TRACE_BYTEORDER 0x01020304u
 #define CCS_TRACE_SUFFIX ".cctrace"
 
@@ -68,9 +69,15 @@ struct ccs_record {
     uint8_t backend;      /* enum ccs_backend */
     uint8_t group_depth;  /* ncclGroupStart nesting at the call */
     uint8_t thread;       /* small per-process thread index */
-    uint32_t pysite;      /* annotated (Python) call-site id (PYSITE chunk), 0 none;
-                             always 0 in version-1 traces (was `reserved`) */
+    uint32_t reserved;
+    /* version 2 (records of 96 bytes; version 1 ended here, at 88) */
+    uint32_t pysite;      /* annotated (Python) call-site id (PYSITE chunk), 0 none */
+    uint32_t reserved2;
 };
+
+#define CCS_TRACE_RECORD_V1_SIZE 88u /* records of version-1 traces */
+_Static_assert(sizeof(struct ccs_record) == 96 && offsetof(struct ccs_record, pysite) == CCS_TRACE_RECORD_V1_SIZE,
+               "a version-1 record is the first 88 bytes of a version-2 one (docs/trace-format.md)");
 
 struct ccs_trace_comm {
     uint64_t id;        /* identity, the same on every member */

@@ -42,7 +42,7 @@ struct ccs_item {
             struct ccs_trace_frame frames[CCS_MAX_FRAMES];
             const char *symbols[CCS_MAX_FRAMES]; /* NULL when none */
         } site;
-        struct ccs_record record; /* version 1: pysite read as 0 */
+        struct ccs_record record; /* version 1: pysite and reserved2 read as 0 */
         struct ccs_trace_end end;
         struct {
             uint32_t id;

@@ -265,47 +265,58 @@ START_TEST(reads_version_1)
     char p[300], err[512];
     make_dir();
     snprintf(p, sizeof p, "%s/v1.cctrace", dir);
-    struct {
-        struct ccs_trace_header h;
-        struct ccs_chunk c;
-        struct ccs_record rec;
-        struct ccs_chunk e;
-        struct ccs_trace_end end;
-    } f = {.h = {.version = 1, .byteorder = CCS_TRACE_BYTEORDER, .header_size = sizeof f.h,
-                 .record_size = sizeof(struct ccs_record), .rank = 0, .size = 1},
-           .c = {.type = CCS_CHUNK_RECORDS, .length = sizeof f.rec},
-           .rec = {.seq = 1, .comm = 9, .kind = CCS_KIND_ALLREDUCE, .root = -1, .pysite = 7},
-           .e = {.type = CCS_CHUNK_END, .length = sizeof f.end},
-           .end = {.records = 1}};
-    memcpy(f.h.magic, CCS_TRACE_MAGIC, 8);
-    write_bytes(p, &f, sizeof f);
+    /* A version-1 record: the first 88 bytes of today's, then the next chunk. */
+    struct ccs_record rec = {.seq = 1, .comm = 9, .kind = CCS_KIND_ALLREDUCE, .root = -1, .reserved = 5};
+    struct ccs_trace_header h = {.version = 1, .byteorder = CCS_TRACE_BYTEORDER, .header_size = sizeof h,
+                                 .record_size = CCS_TRACE_RECORD_V1_SIZE, .rank = 0, .size = 1};
+    memcpy(h.magic, CCS_TRACE_MAGIC, 8);
+    struct ccs_chunk c = {.type = CCS_CHUNK_RECORDS, .length = CCS_TRACE_RECORD_V1_SIZE},
+                     e = {.type = CCS_CHUNK_END, .length = sizeof(struct ccs_trace_end)};
+    struct ccs_trace_end end = {.records = 1};
+    unsigned char v1[sizeof h + 2 * sizeof c + CCS_TRACE_RECORD_V1_SIZE + sizeof end];
+    size_t o = 0;
+    memcpy(v1 + o, &h, sizeof h), o += sizeof h;
+    memcpy(v1 + o, &c, sizeof c), o += sizeof c;
+    memcpy(v1 + o, &rec, CCS_TRACE_RECORD_V1_SIZE), o += CCS_TRACE_RECORD_V1_SIZE;
+    memcpy(v1 + o, &e, sizeof e), o += sizeof e;
+    memcpy(v1 + o, &end, sizeof end), o += sizeof end;
+    ck_assert_uint_eq(o, sizeof v1);
+    write_bytes(p, v1, sizeof v1);
     struct ccs_trace_reader *r = ccs_trace_open(p, err, sizeof err);
     ck_assert_msg(r != NULL, "%s", err);
     struct ccs_item it;
     ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 1);
     ck_assert_int_eq(it.type, CCS_ITEM_RECORD);
     ck_assert_uint_eq(it.u.record.seq, 1);
+    ck_assert_uint_eq(it.u.record.kind, CCS_KIND_ALLREDUCE);
+    ck_assert_uint_eq(it.u.record.reserved, 5);
     ck_assert_uint_eq(it.u.record.pysite, 0);
     ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 1);
     ck_assert_int_eq(it.type, CCS_ITEM_END);
+    ck_assert_uint_eq(it.u.end.records, 1);
     ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 0);
     ck_assert_int_eq(ccs_trace_truncated(r), 0);
     ccs_trace_close(r);
 
-    /* Version 2: the same record keeps its site; a PYSITE whose text runs
-     * past its chunk is damage. */
-    f.h.version = 2;
-    write_bytes(p, &f, sizeof f);
-    r = ccs_trace_open(p, err, sizeof err);
-    ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 1);
-    ck_assert_uint_eq(it.u.record.pysite, 7);
-    ccs_trace_close(r);
+    /* A version-1 header with version-2 records, or the reverse, is refused. */
+    h.record_size = sizeof(struct ccs_record);
+    write_bytes(p, &h, sizeof h);
+    ck_assert_ptr_null(ccs_trace_open(p, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "expected record 88"));
+    h.version = 2;
+    h.record_size = CCS_TRACE_RECORD_V1_SIZE;
+    write_bytes(p, &h, sizeof h);
+    ck_assert_ptr_null(ccs_trace_open(p, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "expected record 96"));
+
+    /* A PYSITE whose text runs past its chunk is damage. */
+    h.record_size = sizeof(struct ccs_record);
     struct {
         struct ccs_trace_header h;
         struct ccs_chunk c;
         struct ccs_trace_pysite ps;
         char text[4];
-    } g = {.h = f.h, .c = {.type = CCS_CHUNK_PYSITE, .length = sizeof g.ps + 4}, .ps = {.id = 1, .text_len = 40},
+    } g = {.h = h, .c = {.type = CCS_CHUNK_PYSITE, .length = sizeof g.ps + 4}, .ps = {.id = 1, .text_len = 40},
            .text = "a.py"};
     write_bytes(p, &g, sizeof g);
     r = ccs_trace_open(p, err, sizeof err);
