@@ -47,7 +47,9 @@ The record copies the current site with one relaxed load whether or not one is s
 "annotation off" and "on" cost the same in C.  What a wrapped Python call pays is
 Python's: the frame walk to the caller's line, a dictionary look-up and two ctypes
 calls (ccshim_annotate_id to set and restore), paid once per torch.distributed call
-or backward(), not per bucket reduction.  Without \`--torch\` nothing is wrapped and
+or backward(), not per bucket reduction.  The MPI row is two ranks spinning on a shared
+2-core machine: its difference is noisier than the empty-function row, which is the
+wrapper's own cost.  Without \`--torch\` nothing is wrapped and
 nothing of this runs.
 MD
 } | bench_write_section "$doc" pysites
