@@ -13,3 +13,4 @@ include tests/desync/desync-tests.mk
 include tests/coalesce/coalesce-tests.mk
 include tests/gpu/gpu.mk
 include tests/mpi-legal/mpi-legal.mk
+include tests/pysites/pysites.mk

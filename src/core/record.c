@@ -60,6 +60,8 @@ void ccs_record_snapshot(const struct ccs_record *p, struct ccs_record *out)
     out->group_depth = p->group_depth;
     out->thread = p->thread;
     out->sig = p->sig;
+    out->pysite = p->pysite;
+    out->reserved2 = 0;
     /* Still written by the calling thread. */
     out->t_start = __atomic_load_n(&p->t_start, __ATOMIC_RELAXED);
     out->t_dur = __atomic_load_n(&p->t_dur, __ATOMIC_RELAXED);

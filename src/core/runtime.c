@@ -148,6 +148,7 @@ static void atfork_child(void)
 {
     ccs_process_forked(); /* a different process: its identity from env again */
     ccs_ring_reset_all(); /* the parent's records are the parent's */
+    ccs_pysite_forked();
     ccs_features_fork_child();
 }
 

@@ -312,6 +312,26 @@ CCS_HIDDEN void ccs_site_symbolize_full(void *pc, char *buf, size_t n);
  * 0, or -1 when TEXT is not of that form or MODULE is not loaded here. */
 CCS_HIDDEN int ccs_site_resymbolize(const char *text, char *out, size_t n);
 
+/* ----------------------------------------------------------- pysite.c */
+
+/* Annotated call sites (ccshim_annotate): the current one, process-wide;
+ * the hot path copies it into rec->pysite with one relaxed load. */
+#define CCS_PYSITE_TEXT 200 /* bytes of one site's text, NUL included */
+extern CCS_HIDDEN _Atomic uint32_t ccs_pysite_current;
+
+/* Id (>= 1) of TEXT, interned on first sight (slow path); 0 for NULL or
+ * empty text or when the table is full (logged once). */
+CCS_HIDDEN uint32_t ccs_pysite_intern(const char *text);
+
+/* Text of ID (stable storage), or NULL for 0 or an unknown id.  Lock-free. */
+CCS_HIDDEN const char *ccs_pysite_text(uint32_t id);
+
+/* Number of sites so far (ids are 1..n). */
+CCS_HIDDEN uint32_t ccs_pysite_count(void);
+
+/* In the child after fork. */
+CCS_HIDDEN void ccs_pysite_forked(void);
+
 /* ------------------------------------------------------------- real.c */
 
 /* The next definition of NAME after this library (dlsym RTLD_NEXT); failing
@@ -407,6 +427,8 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
     rec->group_depth = call->group_depth;
     rec->thread = (uint8_t)r->index;
     rec->sig = call->sig;
+    rec->pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed); /* ccshim_annotate */
+    rec->reserved2 = 0;
     r->counts[kind]++;
     /* Published: from here on the desync thread may copy it
      * (ccs_record_snapshot), so the fields still written (t_start, t_dur,

@@ -10,10 +10,11 @@
 #ifndef CCS_TRACE_FORMAT_H
 #define CCS_TRACE_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define CCS_TRACE_MAGIC "CCSHIMTR" /* 8 bytes, no NUL */
-#define CCS_TRACE_VERSION 1u
+#define CCS_TRACE_VERSION 2u /* 2: records of 96 bytes (pysite), PYSITE chunks; readers take 1 too */
 #define CCS_TRACE_BYTEORDER 0x01020304u
 #define CCS_TRACE_SUFFIX ".cctrace"
 
@@ -39,6 +40,7 @@ enum ccs_chunk_type {
     CCS_CHUNK_RECORDS = 5, /* n x struct ccs_record */
     CCS_CHUNK_END = 6,     /* struct ccs_trace_end; the last one wins */
     CCS_CHUNK_EXT = 7,     /* reserved for later features; readers skip it */
+    CCS_CHUNK_PYSITE = 8,  /* struct ccs_trace_pysite + text (version 2) */
 };
 
 struct ccs_chunk {
@@ -70,7 +72,14 @@ struct ccs_record {
     uint32_t sig;         /* MPI, dtype "derived": hash of the type signature's
                              repeating unit (count is then in bytes); 0 otherwise
                              or when not known */
+    /* version 2 (records of 96 bytes; version 1 ended here, at 88) */
+    uint32_t pysite;      /* annotated (Python) call-site id (PYSITE chunk), 0 none */
+    uint32_t reserved2;
 };
+
+#define CCS_TRACE_RECORD_V1_SIZE 88u /* records of version-1 traces */
+_Static_assert(sizeof(struct ccs_record) == 96 && offsetof(struct ccs_record, pysite) == CCS_TRACE_RECORD_V1_SIZE,
+               "a version-1 record is the first 88 bytes of a version-2 one (docs/trace-format.md)");
 
 struct ccs_trace_comm {
     uint64_t id;        /* identity, the same on every member */
@@ -98,6 +107,12 @@ struct ccs_trace_frame {
 struct ccs_trace_site {
     uint32_t id;
     uint32_t depth; /* frames that follow, then the symbol names in order */
+};
+
+/* An annotated call site (ccshim_annotate): "file.py:318 in train_step". */
+struct ccs_trace_pysite {
+    uint32_t id;       /* referred to by records' pysite (from 1) */
+    uint32_t text_len; /* bytes of text that follow (no NUL) */
 };
 
 struct ccs_trace_end {

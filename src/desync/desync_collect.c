@@ -7,6 +7,7 @@
  * touched.
  */
 #include "desync_collect.h"
+#include <stdio.h>
 #include "ccs_kinds.h"
 #include "shim.h"
 #include <stdlib.h>
@@ -58,7 +59,7 @@ static struct ccs_record *batch;
 static size_t batch_cap;
 
 static struct {
-    uint32_t id;
+    uint32_t id, pysite;
     char txt[CCS_DSX_SITE];
 } site_cache[NSITE_CACHE];
 
@@ -105,6 +106,7 @@ static struct ccs_dsx_op op_of(const struct ccs_record *r, struct tracked *t)
     o.count = r->count;
     o.sig = r->sig;
     o.site = r->site;
+    o.pysite = r->pysite;
     o.root = r->root;
     o.step = r->step;
     o.kind = r->kind < CCS_KIND_MAX ? r->kind : 0;
@@ -265,7 +267,8 @@ static void take(const struct ccs_record *r, uint64_t pass, uint64_t now, struct
         t = *tp = find(r->comm, 1);
     if (!t || r->seq <= t->done)
         return;
-    /* (A ring's records have fingerprint 0; 1 marks one held back once.) */
+    /* A held record is marked in its fingerprint, which the hot path leaves
+     * 0 and nothing here reads (op_of computes it). */
     if ((t->held == pass || (r->seq != t->done + 1 && r->fingerprint == 0)) && npend < MAX_PENDING) {
         pend[npend] = *r;
         pend[npend++].fingerprint = 1;
@@ -324,23 +327,30 @@ static void fold_all(uint64_t now)
         take(&batch[i], pass, now, &t);
 }
 
-static void site_text(uint32_t id, char *out)
+/* The text every rank shows for OP: its annotated (Python) site, when it
+ * has one, then its native site: "train.py:57 in step | PMPI_Allreduce+0x..". */
+static void site_text(const struct ccs_dsx_op *op, char *out)
 {
+    uint32_t id = op->site, py = op->pysite;
     out[0] = 0;
-    if (!id)
+    if (!id && !py)
         return;
-    unsigned slot = id % NSITE_CACHE;
-    if (site_cache[slot].id == id) {
+    unsigned slot = (id ^ (py * 0x9e3779b1u)) % NSITE_CACHE;
+    if (site_cache[slot].id == id && site_cache[slot].pysite == py && site_cache[slot].txt[0]) {
         memcpy(out, site_cache[slot].txt, CCS_DSX_SITE);
         return;
     }
+    size_t o = 0;
+    const char *t = ccs_pysite_text(py);
+    if (t)
+        o = (size_t)snprintf(out, CCS_DSX_SITE, "%s%s", t, id ? " | " : "");
     void *pcs[CCS_MAX_STACK];
     uint32_t depth = 0;
-    if (ccs_site_get(id, pcs, &depth) != 0 || depth == 0)
-        return;
-    ccs_site_symbolize(pcs[0], out, CCS_DSX_SITE);
+    if (o < CCS_DSX_SITE - 1 && ccs_site_get(id, pcs, &depth) == 0 && depth > 0)
+        ccs_site_symbolize(pcs[0], out + o, CCS_DSX_SITE - o);
     out[CCS_DSX_SITE - 1] = 0;
     site_cache[slot].id = id;
+    site_cache[slot].pysite = py;
     memcpy(site_cache[slot].txt, out, CCS_DSX_SITE);
 }
 
@@ -513,10 +523,10 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
             e->blocked = t->bop;
             uint64_t ms = now - t->bsince_ms;
             e->blocked_ms = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
-            site_text(t->bop.site, e->site_blocked);
+            site_text(&t->bop, e->site_blocked);
         }
         if (t->nhist)
-            site_text(hist_at(t, t->nhist - 1)->site, e->site_last);
+            site_text(hist_at(t, t->nhist - 1), e->site_last);
         e->nhist = (uint16_t)t->nhist;
         for (unsigned h = 0; h < t->nhist; h++)
             e->hist[h] = *hist_at(t, h);

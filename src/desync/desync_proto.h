@@ -45,6 +45,7 @@ struct ccs_dsx_op {
     uint16_t kind;
     uint8_t dtype, op, flags, pad[3];
     uint32_t sig; /* ccs_record's sig (what ccs_sig_key compares) */
+    uint32_t pysite; /* annotated (Python) site id, local to the publishing process, 0 none */
 };
 
 enum ccs_dsx_state { CCS_DSX_IDLE = 0, CCS_DSX_BLOCKED = 1, CCS_DSX_FREED = 2 };

@@ -191,12 +191,21 @@ static void own_stack(const struct ccs_dsx_verdict *v, struct out *o)
         for (unsigned h = 0; h < c->nhist && h < CCS_DSX_HIST && op != &c->blocked; h++)
             if (c->hist[h].seq == v->seq)
                 op = &c->hist[h];
+        /* The Python line of this rank's own operation at the verdict's seq
+         * (ids are this process's; the history carries them). */
+        for (uint32_t h = 0; h < c->nhist && h < CCS_DSX_HIST; h++)
+            if (c->hist[h].seq == v->seq && c->hist[h].seq != (op ? op->seq : 0) &&
+                ccs_pysite_text(c->hist[h].pysite))
+                put(o, "ccshim desync| python line of rank %d at seq %llu (the verdict's): %s\n", me,
+                    (unsigned long long)v->seq, ccs_pysite_text(c->hist[h].pysite));
         void *pcs[CCS_MAX_STACK];
         uint32_t depth = 0;
         if (!op || ccs_site_get(op->site, pcs, &depth) != 0)
             return;
         put(o, "ccshim desync| stack of rank %d at seq %llu (%s):\n", me, (unsigned long long)op->seq,
             op == &c->blocked ? "blocked here" : op->seq == v->seq ? "issued here" : "last completed here");
+        if (ccs_pysite_text(op->pysite)) /* the Python line (ccshim-run --torch) */
+            put(o, "ccshim desync|   python: %s\n", ccs_pysite_text(op->pysite));
         for (uint32_t d = 0; d < depth; d++) {
             char s[256];
             ccs_site_symbolize_full(pcs[d], s, sizeof s);

@@ -62,11 +62,11 @@ struct ccs_trace_reader *ccs_trace_open(const char *path, char *err, size_t errl
                  (unsigned)r->hdr.version, CCS_TRACE_VERSION);
         goto fail;
     }
-    if (r->hdr.version == 0 || r->hdr.header_size < sizeof r->hdr ||
-        r->hdr.record_size != sizeof(struct ccs_record)) {
+    /* Version 1's records are a prefix of version 2's (88 of 96 bytes). */
+    size_t want = r->hdr.version == 1 ? CCS_TRACE_RECORD_V1_SIZE : sizeof(struct ccs_record);
+    if (r->hdr.version == 0 || r->hdr.header_size < sizeof r->hdr || r->hdr.record_size != want) {
         snprintf(msg, sizeof msg, "bad header (version %u, header %u bytes, record %u bytes; expected record %zu)",
-                 (unsigned)r->hdr.version, (unsigned)r->hdr.header_size, (unsigned)r->hdr.record_size,
-                 sizeof(struct ccs_record));
+                 (unsigned)r->hdr.version, (unsigned)r->hdr.header_size, (unsigned)r->hdr.record_size, want);
         goto fail;
     }
     if (r->hdr.header_size > sizeof r->hdr && fseek(r->f, r->hdr.header_size, SEEK_SET) != 0) {
@@ -174,11 +174,12 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, s
         uint32_t left = r->len - r->pos;
         switch (r->type) {
         case CCS_CHUNK_RECORDS:
-            if (left < sizeof(struct ccs_record))
+            if (left < r->hdr.record_size)
                 return bad(r, err, errlen, "records");
             it->type = CCS_ITEM_RECORD;
-            memcpy(&it->u.record, p, sizeof it->u.record);
-            r->pos += sizeof(struct ccs_record);
+            memset(&it->u.record, 0, sizeof it->u.record); /* version 1: no pysite */
+            memcpy(&it->u.record, p, r->hdr.record_size);
+            r->pos += r->hdr.record_size;
             return 1;
         case CCS_CHUNK_COMM:
             if (left < sizeof(struct ccs_trace_comm))
@@ -245,6 +246,24 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, s
                 if (p[off - 1] != 0)
                     it->u.site.symbols[i] = NULL;
             }
+            r->pos = r->len;
+            return 1;
+        }
+        case CCS_CHUNK_PYSITE: {
+            struct ccs_trace_pysite s;
+            if (left < sizeof s)
+                return bad(r, err, errlen, "pysite");
+            memcpy(&s, p, sizeof s);
+            if (s.id == 0 || s.text_len == 0 || s.text_len > left - sizeof s)
+                return bad(r, err, errlen, "pysite");
+            unsigned char *t = p + sizeof s;
+            t[s.text_len] = 0; /* within buf: buf has len+1 bytes */
+            for (uint32_t i = 0; i < s.text_len; i++)
+                if (t[i] < 0x20 || t[i] > 0x7e)
+                    t[i] = '?'; /* the tools print it in tables, HTML, JSON */
+            it->type = CCS_ITEM_PYSITE;
+            it->u.pysite.id = s.id;
+            it->u.pysite.text = (const char *)t;
             r->pos = r->len;
             return 1;
         }

@@ -20,6 +20,7 @@ enum ccs_item_type {
     CCS_ITEM_SITE,
     CCS_ITEM_RECORD,
     CCS_ITEM_END,
+    CCS_ITEM_PYSITE, /* version 2 */
 };
 
 #define CCS_MAX_FRAMES 32
@@ -41,8 +42,12 @@ struct ccs_item {
             struct ccs_trace_frame frames[CCS_MAX_FRAMES];
             const char *symbols[CCS_MAX_FRAMES]; /* NULL when none */
         } site;
-        struct ccs_record record;
+        struct ccs_record record; /* version 1: pysite and reserved2 read as 0 */
         struct ccs_trace_end end;
+        struct {
+            uint32_t id;
+            const char *text; /* NUL-terminated, printable ASCII (others shown as '?') */
+        } pysite;
     } u;
 };
 

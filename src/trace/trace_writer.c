@@ -39,6 +39,7 @@ static atomic_int prepared;
 static int in_signal; /* flush from a signal handler: async-signal-safe calls only */
 static size_t comm_cursor;
 static uint32_t site_cursor;
+static uint32_t pysite_cursor;
 static uint64_t records_written;
 static pthread_t thread;
 
@@ -228,6 +229,20 @@ static void write_sites(void)
     }
 }
 
+/* Writes the annotated (Python) sites interned since the last pass. */
+static void write_pysites(void)
+{
+    uint32_t n = ccs_pysite_count();
+    for (; pysite_cursor < n; pysite_cursor++) {
+        const char *t = ccs_pysite_text(pysite_cursor + 1);
+        if (!t)
+            return;
+        struct ccs_trace_pysite p = {.id = pysite_cursor + 1, .text_len = (uint32_t)strlen(t)};
+        if (write_chunk(CCS_CHUNK_PYSITE, &p, sizeof p, t, p.text_len) != 0)
+            return;
+    }
+}
+
 static uint64_t total_dropped(void)
 {
     uint64_t d = 0;
@@ -267,6 +282,7 @@ static int flush_owned(int reason, int signo)
         comm_cursor += k;
     }
     write_sites();
+    write_pysites();
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
         size_t n;
         while ((n = ccs_ring_drain(r, batch, BATCH)) > 0) {
@@ -286,6 +302,7 @@ static int flush_owned(int reason, int signo)
         }
     }
     write_sites(); /* sites first seen by the records just written */
+    write_pysites();
     if (reason >= 0) {
         struct ccs_trace_end e = {.records = records_written,
                                   .dropped = total_dropped(),
@@ -390,6 +407,7 @@ static void writer_atfork_child(void)
     atomic_store(&prepared, 0);
     comm_cursor = 0;
     site_cursor = 0;
+    pysite_cursor = 0;
     nmodules = 0;
     records_written = 0;
     atomic_store(&owner, 0);

@@ -75,7 +75,7 @@ tap_eq "table fits 100 columns" 0 "$(awk 'length > 100' "$D/j3.txt" "$D/j2.txt" 
 "$CCSHIM_AUDIT" --tsv "$D/j4" > "$D/j4.tsv" 2> "$D/j4.err"; rc=$?
 tap_eq "unreadable files do not fail the run" 0 "$rc"
 tap_check "not a trace: named and said" grep -q "r7-p1.cctrace: not a ccshim trace" "$D/j4.err"
-tap_check "newer version: named and said" grep -q "r8-p1.cctrace: trace format version 2 is newer than this tool understands (1)" "$D/j4.err"
+tap_check "newer version: named and said" grep -q "r8-p1.cctrace: trace format version 3 is newer than this tool understands (2)" "$D/j4.err"
 tap_check "other byte order: named and said" grep -q "r9-p1.cctrace: written with the other byte order" "$D/j4.err"
 tap_check "truncated: named and said, with the records lost" \
     grep -q "r2-p1002.cctrace: truncated: the file ends inside a chunk of [0-9]* records; [0-9]* read, 1 lost" "$D/j4.err"

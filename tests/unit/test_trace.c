@@ -1,6 +1,7 @@
 /* test_trace.c - the trace writer and reader round trip, and the reader's
  * answers to damaged files. */
 #include "ccs_config.h"
+#include "ccshim.h"
 #include "shim.h"
 #include "trace_reader.h"
 #include "trace_writer.h"
@@ -200,6 +201,131 @@ START_TEST(damaged_chunk_length)
 }
 END_TEST
 
+/* Annotated (Python) sites: interned once, current process-wide until the
+ * next call, written as PYSITE chunks, read back with each record's id. */
+START_TEST(pysite_round_trip)
+{
+    make_dir();
+    struct ccs_comm *c = ccs_comm_register(CCS_BE_MPI, 0xabd, 0x4321, 0, 3, 4, CCS_KIND_COMM_INIT, -1);
+    one(c, CCS_KIND_ALLREDUCE, 1); /* before any: 0 */
+    uint32_t a = ccshim_annotate("train.py:10 in step");
+    ck_assert_uint_eq(a, 1);
+    one(c, CCS_KIND_ALLREDUCE, 2);
+    uint32_t b = ccshim_annotate("train.py:20 in step");
+    ck_assert_uint_eq(b, 2);
+    ck_assert_uint_eq(ccshim_annotate_current(), b);
+    one(c, CCS_KIND_ALLREDUCE, 3);
+    ck_assert_uint_eq(ccshim_annotate("train.py:10 in step"), a); /* interned once */
+    ccshim_annotate_id(b);
+    one(c, CCS_KIND_ALLREDUCE, 4);
+    ccshim_annotate_id(999); /* never returned: clears */
+    ck_assert_uint_eq(ccshim_annotate_current(), 0);
+    one(c, CCS_KIND_ALLREDUCE, 5);
+    ck_assert_uint_eq(ccshim_annotate(""), 0);
+    ck_assert_uint_eq(ccshim_annotate(NULL), 0);
+    ccshim_annotate_id(a);
+    one(c, CCS_KIND_ALLREDUCE, 6);
+    ccshim_annotate_id(0);
+    one(c, CCS_KIND_ALLREDUCE, 7);
+    ck_assert_int_eq(ccs_writer_flush(CCS_END_EXIT, 0), 0);
+    char err[512];
+    struct ccs_trace_reader *r = ccs_trace_open(ccs_writer_path(), err, sizeof err);
+    ck_assert_msg(r != NULL, "%s", err);
+    ck_assert_uint_eq(ccs_trace_hdr(r)->version, 2);
+    struct ccs_item it;
+    char texts[3][64] = {"", "", ""};
+    uint32_t got[8];
+    int n = 0, npy = 0, rc;
+    while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1) {
+        if (it.type == CCS_ITEM_PYSITE) {
+            ck_assert_uint_le(it.u.pysite.id, 2);
+            ck_assert_int_eq(n, it.u.pysite.id == 1 ? 0 : n); /* written before the records */
+            snprintf(texts[it.u.pysite.id], sizeof texts[0], "%s", it.u.pysite.text);
+            npy++;
+        } else if (it.type == CCS_ITEM_RECORD && n < 8) {
+            got[n++] = it.u.record.pysite;
+        }
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(npy, 2);
+    ck_assert_str_eq(texts[1], "train.py:10 in step");
+    ck_assert_str_eq(texts[2], "train.py:20 in step");
+    ck_assert_int_eq(n, 7);
+    uint32_t want[7] = {0, 1, 2, 2, 0, 1, 0};
+    for (int i = 0; i < 7; i++)
+        ck_assert_msg(got[i] == want[i], "record %d: pysite %u, expected %u", i, got[i], want[i]);
+    ccs_trace_close(r);
+}
+END_TEST
+
+/* A version-1 trace (before annotated sites) still reads: its records'
+ * former `reserved` word is not taken for a site; a bad PYSITE is damage. */
+START_TEST(reads_version_1)
+{
+    char p[300], err[512];
+    make_dir();
+    snprintf(p, sizeof p, "%s/v1.cctrace", dir);
+    /* A version-1 record: the first 88 bytes of today's, then the next chunk. */
+    struct ccs_record rec = {.seq = 1, .comm = 9, .kind = CCS_KIND_ALLREDUCE, .root = -1, .reserved = 5};
+    struct ccs_trace_header h = {.version = 1, .byteorder = CCS_TRACE_BYTEORDER, .header_size = sizeof h,
+                                 .record_size = CCS_TRACE_RECORD_V1_SIZE, .rank = 0, .size = 1};
+    memcpy(h.magic, CCS_TRACE_MAGIC, 8);
+    struct ccs_chunk c = {.type = CCS_CHUNK_RECORDS, .length = CCS_TRACE_RECORD_V1_SIZE},
+                     e = {.type = CCS_CHUNK_END, .length = sizeof(struct ccs_trace_end)};
+    struct ccs_trace_end end = {.records = 1};
+    unsigned char v1[sizeof h + 2 * sizeof c + CCS_TRACE_RECORD_V1_SIZE + sizeof end];
+    size_t o = 0;
+    memcpy(v1 + o, &h, sizeof h), o += sizeof h;
+    memcpy(v1 + o, &c, sizeof c), o += sizeof c;
+    memcpy(v1 + o, &rec, CCS_TRACE_RECORD_V1_SIZE), o += CCS_TRACE_RECORD_V1_SIZE;
+    memcpy(v1 + o, &e, sizeof e), o += sizeof e;
+    memcpy(v1 + o, &end, sizeof end), o += sizeof end;
+    ck_assert_uint_eq(o, sizeof v1);
+    write_bytes(p, v1, sizeof v1);
+    struct ccs_trace_reader *r = ccs_trace_open(p, err, sizeof err);
+    ck_assert_msg(r != NULL, "%s", err);
+    struct ccs_item it;
+    ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 1);
+    ck_assert_int_eq(it.type, CCS_ITEM_RECORD);
+    ck_assert_uint_eq(it.u.record.seq, 1);
+    ck_assert_uint_eq(it.u.record.kind, CCS_KIND_ALLREDUCE);
+    ck_assert_uint_eq(it.u.record.reserved, 5);
+    ck_assert_uint_eq(it.u.record.pysite, 0);
+    ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 1);
+    ck_assert_int_eq(it.type, CCS_ITEM_END);
+    ck_assert_uint_eq(it.u.end.records, 1);
+    ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 0);
+    ck_assert_int_eq(ccs_trace_truncated(r), 0);
+    ccs_trace_close(r);
+
+    /* A version-1 header with version-2 records, or the reverse, is refused. */
+    h.record_size = sizeof(struct ccs_record);
+    write_bytes(p, &h, sizeof h);
+    ck_assert_ptr_null(ccs_trace_open(p, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "expected record 88"));
+    h.version = 2;
+    h.record_size = CCS_TRACE_RECORD_V1_SIZE;
+    write_bytes(p, &h, sizeof h);
+    ck_assert_ptr_null(ccs_trace_open(p, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "expected record 96"));
+
+    /* A PYSITE whose text runs past its chunk is damage. */
+    h.record_size = sizeof(struct ccs_record);
+    struct {
+        struct ccs_trace_header h;
+        struct ccs_chunk c;
+        struct ccs_trace_pysite ps;
+        char text[4];
+    } g = {.h = h, .c = {.type = CCS_CHUNK_PYSITE, .length = sizeof g.ps + 4}, .ps = {.id = 1, .text_len = 40},
+           .text = "a.py"};
+    write_bytes(p, &g, sizeof g);
+    r = ccs_trace_open(p, err, sizeof err);
+    ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "damaged pysite chunk"));
+    ccs_trace_close(r);
+}
+END_TEST
+
 START_TEST(unwritable_dir_turns_tracing_off)
 {
     /* The runtime checks the directory at start; the writer itself also
@@ -222,6 +348,8 @@ static Suite *suite(void)
     tcase_add_test(t, refuses_what_it_cannot_read);
     tcase_add_test(t, damaged_chunk_length);
     tcase_add_test(t, unwritable_dir_turns_tracing_off);
+    tcase_add_test(t, pysite_round_trip);
+    tcase_add_test(t, reads_version_1);
     suite_add_tcase(s, t);
     return s;
 }

@@ -30,6 +30,8 @@ struct label {
     struct label_key {
         uint64_t bytes, buf;
         uint32_t kind, deferred;
+        uint32_t pysite_site; /* site index when the call had a Python site, else 0 */
+        uint32_t pad;
     } k;
     uint32_t id;
 };
@@ -38,6 +40,14 @@ struct label {
 struct site_ref {
     struct audit_site_key k;
     struct audit_site *p;
+};
+
+/* (global site, file's pysite id) -> global site as reached from that line. */
+struct pair {
+    struct pair_key {
+        uint32_t site, pysite;
+    } k;
+    uint32_t index;
 };
 
 struct token {
@@ -52,6 +62,9 @@ struct file_ctx {
     size_t site_map_n;
     char **modules; /* module id -> path */
     size_t nmodules;
+    char **pytexts; /* pysite id -> text */
+    size_t npytexts;
+    struct hmap pairs;
     uint64_t idx; /* calls so far (for inferred steps) */
     struct hmap bufs;
     /* one-entry caches: consecutive records mostly hit the same cell */
@@ -103,6 +116,7 @@ void audit_free(struct audit *a)
         free(s->symbol);
         free(s->resolved);
         free(s->frames);
+        free(s->pysite);
         free(s);
     }
     free(a->site_list);
@@ -176,6 +190,82 @@ static const char *module_path(struct file_ctx *x, uint32_t id)
     return id < x->nmodules ? x->modules[id] : NULL;
 }
 
+/* The site of KEY, created (*CREATED = 1) when new; NULL when out of memory. */
+static struct audit_site *site_get(struct audit *a, struct audit_site_key key, int *created)
+{
+    struct site_ref *slot = hmap_get(&a->sites, &key, 0);
+    if (slot)
+        return slot->p;
+    struct audit_site *s = calloc(1, sizeof *s);
+    struct audit_site **nl = realloc(a->site_list, (a->nsites + 1) * sizeof *nl);
+    if (nl)
+        a->site_list = nl;
+    if (!s || !nl) {
+        free(s);
+        return NULL;
+    }
+    s->k = key;
+    s->index = (uint32_t)a->nsites + 1;
+    a->site_list[a->nsites++] = s;
+    slot = hmap_get(&a->sites, &key, 1);
+    if (slot)
+        slot->p = s;
+    *created = 1;
+    return s;
+}
+
+static void on_pysite(struct file_ctx *x, uint32_t id, const char *text)
+{
+    if (id > 1u << 20)
+        return;
+    if (id >= x->npytexts) {
+        size_t nn = id + 1 > x->npytexts * 2 ? id + 1 : x->npytexts * 2;
+        char **n = realloc(x->pytexts, nn * sizeof *n);
+        if (!n)
+            return;
+        memset(n + x->npytexts, 0, (nn - x->npytexts) * sizeof *n);
+        x->pytexts = n;
+        x->npytexts = nn;
+    }
+    free(x->pytexts[id]);
+    x->pytexts[id] = strdup(text);
+}
+
+/* Global index of native site SITE (0: unknown) as reached from the file's
+ * annotated site PYSITE: a site of its own, merged across ranks by the
+ * native stack and the text.  SITE itself when the text is unknown. */
+static uint32_t site_with_pysite(struct file_ctx *x, uint32_t site, uint32_t pysite)
+{
+    struct audit *a = x->a;
+    struct pair_key pk = {site, pysite};
+    struct pair *p = hmap_get(&x->pairs, &pk, 0);
+    if (p)
+        return p->index;
+    const char *text = pysite < x->npytexts ? x->pytexts[pysite] : NULL;
+    if (!text)
+        return site; /* not (yet) defined in this file: not cached */
+    struct audit_site *base = site && site <= a->nsites ? a->site_list[site - 1] : NULL;
+    uint64_t h = base ? base->k.hash : 0x5117e5u;
+    h ^= hmap_hash(text, strlen(text)) + 0x7f4a7c159e3779b9ull + (h << 6) + (h >> 2);
+    struct audit_site_key key = {h};
+    int created = 0;
+    struct audit_site *s = site_get(a, key, &created);
+    if (s && created) {
+        s->pysite = strdup(text);
+        if (base) {
+            s->module = base->module ? strdup(base->module) : NULL;
+            s->offset = base->offset;
+            s->symbol = base->symbol ? strdup(base->symbol) : NULL;
+            s->frames = base->frames ? strdup(base->frames) : NULL;
+        }
+    }
+    uint32_t idx = s ? s->index : site;
+    p = hmap_get(&x->pairs, &pk, 1);
+    if (p)
+        p->index = idx;
+    return idx;
+}
+
 static void on_site(struct file_ctx *x, const struct ccs_item *it)
 {
     struct audit *a = x->a;
@@ -190,26 +280,11 @@ static void on_site(struct file_ctx *x, const struct ccs_item *it)
         h ^= hmap_hash(&it->u.site.frames[i].offset, 8) + (h << 6) + (h >> 2);
     }
     struct audit_site_key key = {h};
-    struct site_ref *slot = hmap_get(&a->sites, &key, 0);
-    struct audit_site *s;
-    if (slot) {
-        s = slot->p;
-    } else {
-        s = calloc(1, sizeof *s);
-        struct audit_site **nl = realloc(a->site_list, (a->nsites + 1) * sizeof *nl);
-        if (!s || !nl) {
-            free(s);
-            if (nl)
-                a->site_list = nl;
-            return;
-        }
-        a->site_list = nl;
-        s->k = key;
-        s->index = (uint32_t)a->nsites + 1;
-        a->site_list[a->nsites++] = s;
-        slot = hmap_get(&a->sites, &key, 1);
-        if (slot)
-            slot->p = s;
+    int created = 0;
+    struct audit_site *s = site_get(a, key, &created);
+    if (!s)
+        return;
+    if (created) {
         if (depth > 0) {
             const char *m = module_path(x, it->u.site.frames[0].module);
             s->module = m ? strdup(m) : NULL;
@@ -256,7 +331,7 @@ static void on_comm(struct file_ctx *x, const struct ccs_trace_comm *tc)
     c->members_seen++;
 }
 
-static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r)
+static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r, uint32_t site)
 {
     struct label_key k;
     memset(&k, 0, sizeof k);
@@ -264,6 +339,7 @@ static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r)
     k.deferred = (r->flags & CCS_F_DEFERRED) != 0;
     k.bytes = r->bytes;
     k.buf = is_reduction(r->kind) ? r->buf : 0;
+    k.pysite_site = site && site <= x->a->nsites && x->a->site_list[site - 1]->pysite ? site : 0;
     struct label *l = hmap_get(&x->labels, &k, 0);
     if (l)
         return l->id;
@@ -290,7 +366,7 @@ static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r)
 struct label_arg {
     struct file_ctx *x;
     struct label **by_id;
-    char buf[160];
+    char buf[256];
 };
 
 static const char *label_text(uint32_t id, void *arg)
@@ -308,7 +384,13 @@ static const char *label_text(uint32_t id, void *arg)
                 uint64_t idx;
             } bk = {l->k.buf, 0}, *bi = hmap_get(&x->bufidx, &bk, 0);
             if (bi && o > 0 && (size_t)o < sizeof la->buf)
-                snprintf(la->buf + o, sizeof la->buf - (size_t)o, " @buf%" PRIu64, bi->idx);
+                o += snprintf(la->buf + o, sizeof la->buf - (size_t)o, " @buf%" PRIu64, bi->idx);
+        }
+        if (l->k.pysite_site && o > 0 && (size_t)o < sizeof la->buf) {
+            /* "from train.py:57": the line, without the function */
+            const char *t = x->a->site_list[l->k.pysite_site - 1]->pysite, *in = strstr(t, " in ");
+            int tl = in ? (int)(in - t) : (int)strlen(t);
+            snprintf(la->buf + o, sizeof la->buf - (size_t)o, " from %.*s", tl > 80 ? 80 : tl, t);
         }
         return la->buf;
     }
@@ -504,6 +586,8 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
         a->captured++;
     }
     uint32_t site = r->site < x->site_map_n ? x->site_map[r->site] : 0;
+    if (r->pysite)
+        site = site_with_pysite(x, site, r->pysite);
     f->records++;
     if (step > f->last_step)
         f->last_step = step;
@@ -670,7 +754,7 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
             t->seq = r->seq;
             t->order = x->ntoks;
             t->step = step;
-            t->label = intern_label(x, r);
+            t->label = intern_label(x, r, site);
             x->ntoks++;
         }
     }
@@ -695,6 +779,7 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
     hmap_init(&x.bufs, sizeof(struct buf_use), sizeof(struct buf_key));
     hmap_init(&x.labels, sizeof(struct label), sizeof(struct label_key));
     hmap_init(&x.bufidx, 16, 8);
+    hmap_init(&x.pairs, sizeof(struct pair), sizeof(struct pair_key));
     if (a->chrome)
         chrome_rank_begin(a->chrome, f);
     struct ccs_item it;
@@ -716,6 +801,9 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
         case CCS_ITEM_END:
             f->has_end = 1;
             f->end = it.u.end;
+            break;
+        case CCS_ITEM_PYSITE:
+            on_pysite(&x, it.u.pysite.id, it.u.pysite.text);
             break;
         case CCS_ITEM_META:
             break;
@@ -761,6 +849,10 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
     for (size_t i = 0; i < x.nmodules; i++)
         free(x.modules[i]);
     free(x.modules);
+    for (size_t i = 0; i < x.npytexts; i++)
+        free(x.pytexts[i]);
+    free(x.pytexts);
+    hmap_free(&x.pairs);
 }
 
 static int i32_cmp(const void *x, const void *y)

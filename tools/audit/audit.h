@@ -128,6 +128,8 @@ struct audit_site {
     char *symbol;    /* runtime's dladdr name of frame 0, or NULL */
     char *resolved;  /* "func at file:line" from addr2line, or NULL */
     char *frames;    /* all frames, "sym+off;..." for the report */
+    char *pysite;    /* annotated (Python) site, "file.py:318 in fn", or NULL: a site
+                        with one is the native site as reached from that line */
     uint64_t count, bytes, deferred;
     uint32_t kinds_mask; /* bit per kind (kinds < 32) seen here */
 };

@@ -359,6 +359,13 @@ static void redundancy_findings(struct audit *a)
                  first, (int)rank, fmt_bytes(bytes, kb, sizeof kb), count, ccs_dtype_name(dtype), ccs_op_name(op),
                  kfirst, sn, bufs, bufs == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s", nsteps, nsteps == 1 ? "" : "s",
                  first, last);
+        const char *py = site && site <= a->nsites ? a->site_list[site - 1]->pysite : NULL;
+        char where[300] = "all but the last backward of the step";
+        if (py) /* the Python line that issued them (ccshim-run --torch) */
+            snprintf(where, sizeof where, "the backward at %.200s in DDP's no_sync() for all but the last "
+                     "mini-batch of the step", py);
+        else
+            snprintf(where + strlen(where), sizeof where - strlen(where), " in DDP's no_sync()");
         if (!marked)
             snprintf(f->action, sizeof f->action,
                      "Without step markers ccshim-audit cannot tell per-mini-batch gradient reductions from an "
@@ -369,15 +376,14 @@ static void redundancy_findings(struct audit *a)
             snprintf(f->action, sizeof f->action,
                      "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
                      "Run with CCSHIM_COALESCE=auto (or CCSHIM_COALESCE=every:%u, as every step and rank makes %u) "
-                     "to defer all but the last; in the code, wrap all but the last backward of the step in "
-                     "DDP's no_sync().",
-                     kmax, kmax);
+                     "to defer all but the last; in the code, wrap %s.",
+                     kmax, kmax, where);
         else
             snprintf(f->action, sizeof f->action,
                      "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
                      "Run with CCSHIM_COALESCE=auto, which learns the count per buffer (it is not the same in "
-                     "every step and on every rank here, so no every:N fits); in the code, wrap all but the last "
-                     "backward of the step in DDP's no_sync().");
+                     "every step and on every rank here, so no every:N fits); in the code, wrap %s.",
+                     where);
     }
     free(v);
 }

@@ -195,6 +195,11 @@ static void sites(struct audit *a, FILE *f)
             fprintf(f, "%s\n{\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"deferred\":%" PRIu64 ",\"name\":",
                     i ? "," : "", s->count, s->bytes, s->deferred);
             json_str(f, audit_site_name(s, nm, sizeof nm));
+            fputs(",\"python\":", f);
+            if (s->pysite)
+                json_str(f, s->pysite);
+            else
+                fputs("null", f);
             fputs(",\"kinds\":[", f);
             int first = 1;
             for (unsigned k = 0; k < 32; k++)

@@ -13,6 +13,15 @@
 
 const char *audit_site_name(const struct audit_site *s, char *buf, size_t n)
 {
+    if (s->pysite && n > 0) { /* "train.py:57 in step | native name" */
+        int o = snprintf(buf, n, "%s | ", s->pysite);
+        if (o > 0 && (size_t)o < n) {
+            struct audit_site native = *s;
+            native.pysite = NULL;
+            audit_site_name(&native, buf + o, n - (size_t)o);
+        }
+        return buf;
+    }
     if (s->resolved)
         snprintf(buf, n, "%s", s->resolved);
     else if (s->symbol)

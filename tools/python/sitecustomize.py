@@ -1,6 +1,7 @@
 """Loaded by Python at start-up when `ccshim-run --torch` put this directory
 on PYTHONPATH: makes every torch.optim optimizer step call ccshim_step_mark
-(see ccshim_torch.py), then runs the sitecustomize this one shadows, if any."""
+(see ccshim_torch.py) and names the Python line behind each collective
+(ccshim_sites.py), then runs the sitecustomize this one shadows, if any."""
 import os
 import sys
 
@@ -11,6 +12,11 @@ def _ccshim_start():
         ccshim_torch.install()
     except Exception as e:  # never break the job's start-up
         sys.stderr.write("ccshim_torch: not installed: %r\n" % (e,))
+    try:  # the Python line behind each collective (docs/python-sites.md)
+        import ccshim_sites
+        ccshim_sites.install()
+    except Exception as e:
+        sys.stderr.write("ccshim_sites: not installed: %r\n" % (e,))
     here = os.path.dirname(os.path.abspath(__file__))
     for d in sys.path:
         if not d or os.path.abspath(d) == here:

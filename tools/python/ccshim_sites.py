@@ -1,0 +1,217 @@
+"""ccshim_sites - names the Python line behind every collective for ccshim.
+
+`ccshim-run --torch -- python train.py` puts this directory first on
+PYTHONPATH; its sitecustomize.py calls install().  As torch imports them,
+install() wraps
+
+  * torch.autograd.backward (which Tensor.backward calls) and
+    torch.autograd.grad: the gradient reductions DDP issues during the
+    backward pass, from the autograd engine's threads or from a comm hook,
+    carry the line of the backward() call;
+  * the collectives and point-to-point calls of torch.distributed
+    (all_reduce, all_gather, broadcast, reduce_scatter, barrier, ...): they
+    carry the line that called them.
+
+The line is the caller's first frame outside torch and ccshim, written
+"file.py:318 in train_step" (the file's base name).  Each distinct line is
+handed to libccshim once (ccshim_annotate, which interns it); afterwards a
+call costs a frame walk, a dictionary look-up and two stores into ccshim's
+current-site word (ccshim_annotate_word: set, then restore what was current).  ccshim records the line's id in
+every collective issued meanwhile, on any thread; ccshim-audit and desync
+verdicts show the text (docs/python-sites.md).
+
+Nothing is wrapped when libccshim is not preloaded, and nothing of this
+module is loaded without `--torch`.  Works with torch 1.13 and 2.x.
+"""
+import ctypes
+import functools
+import importlib.abc
+import os
+import sys
+
+__all__ = ["install", "annotated"]
+
+# torch.distributed functions that issue communication, where they exist
+# (names differ between torch versions; missing ones are skipped).
+_DIST_FUNCTIONS = (
+    "all_reduce", "all_reduce_coalesced", "all_reduce_multigpu", "all_gather", "all_gather_coalesced",
+    "all_gather_into_tensor", "_all_gather_base", "all_gather_object", "all_gather_multigpu", "broadcast",
+    "broadcast_multigpu", "broadcast_object_list", "reduce", "reduce_multigpu", "reduce_scatter",
+    "reduce_scatter_tensor", "_reduce_scatter_base", "reduce_scatter_multigpu", "all_to_all",
+    "all_to_all_single", "gather", "gather_object", "scatter", "scatter_object_list", "barrier",
+    "monitored_barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv",
+)
+_AUTOGRAD_FUNCTIONS = ("backward", "grad")
+
+_installed = False
+_lib = None  # (annotate, annotate_id) of the preloaded libccshim
+_ids = {}  # (code object, line) -> interned id
+_skip_dirs = ()  # frames in these directories are not the caller's
+
+
+def _warn(msg):
+    sys.stderr.write("ccshim_sites: %s\n" % msg)
+
+
+def _library():
+    """(ccshim_annotate, the current-site word) of the preloaded libccshim, or None."""
+    global _lib
+    if _lib is None:
+        try:
+            so = ctypes.CDLL(None)
+            annotate, word = so.ccshim_annotate, so.ccshim_annotate_word
+        except (AttributeError, OSError):
+            return None
+        annotate.restype = ctypes.c_uint32
+        annotate.argtypes = [ctypes.c_char_p]
+        word.restype = ctypes.c_void_p
+        word.argtypes = []
+        # Setting the site is then one store, not a foreign call (ccshim.h).
+        _lib = (annotate, ctypes.c_uint32.from_address(word()))
+    return _lib
+
+
+def _site_id(depth):
+    """The interned id of the line that called the function DEPTH frames up,
+    first outside torch and ccshim (interned and made current on first
+    sight), or 0 when there is none."""
+    f = sys._getframe(depth + 1)
+    while f is not None and f.f_code.co_filename.startswith(_skip_dirs):
+        f = f.f_back
+    if f is None:
+        return 0
+    key = (f.f_code, f.f_lineno)
+    i = _ids.get(key)
+    if i is None:
+        text = "%s:%d in %s" % (os.path.basename(f.f_code.co_filename), f.f_lineno, f.f_code.co_name)
+        # printable ASCII only: the tools print it in tables, HTML and JSON
+        data = text.encode("ascii", "replace")[:199]
+        i = _lib[0](data)  # interns and makes it current
+        _ids[key] = i
+    return i
+
+
+def annotated(fn):
+    """FN wrapped so that what it issues carries its caller's Python line."""
+    if getattr(fn, "_ccshim_annotated", False):
+        return fn
+    word = _lib[1]
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        prev = word.value  # before _site_id, which makes a new line current when it interns it
+        i = _site_id(1)
+        if not i:  # no frame of the job's own (a hook on an autograd thread): keep the current line
+            return fn(*args, **kwargs)
+        word.value = i
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            word.value = prev
+
+    wrapper._ccshim_annotated = True
+    return wrapper
+
+
+def _wrap_all(module, names, also=()):
+    """Wraps MODULE's functions NAMES (those it has), and the same objects
+    where the modules in ALSO re-export them."""
+    n = 0
+    for name in names:
+        fn = getattr(module, name, None)
+        if fn is None or not callable(fn) or getattr(fn, "_ccshim_annotated", False):
+            continue
+        w = annotated(fn)
+        setattr(module, name, w)
+        for other in also:
+            if other is not None and getattr(other, name, None) is fn:
+                setattr(other, name, w)
+        n += 1
+    return n
+
+
+def _torch_dir(module, depth):
+    """The torch package's directory, DEPTH levels above MODULE's file."""
+    d = os.path.abspath(module.__file__)
+    for _ in range(depth):
+        d = os.path.dirname(d)
+    return d + os.sep
+
+
+def _skip(torch_dir):
+    global _skip_dirs
+    _skip_dirs = (torch_dir, os.path.abspath(__file__))
+
+
+def _hook_c10d(c10d):
+    """Wraps the collectives of torch.distributed.distributed_c10d (and where
+    torch.distributed re-exports them, if it already did)."""
+    _skip(_torch_dir(c10d, 3))
+    _wrap_all(c10d, _DIST_FUNCTIONS, (sys.modules.get("torch.distributed"),))
+
+
+def _hook_autograd(autograd):
+    """Wraps torch.autograd.backward (Tensor.backward calls it) and grad."""
+    _skip(_torch_dir(autograd, 2))
+    _wrap_all(autograd, _AUTOGRAD_FUNCTIONS)
+
+
+# Each module is wrapped when it has been executed, so nothing here imports
+# torch itself (torch imports these two in the middle of its own import).
+_HOOKS = {"torch.autograd": _hook_autograd, "torch.distributed.distributed_c10d": _hook_c10d}
+
+
+class _Loader(importlib.abc.Loader):
+    """Runs the real loader, then wraps the module's collectives."""
+
+    def __init__(self, real, hook):
+        self._real = real
+        self._hook = hook
+
+    def create_module(self, spec):
+        return self._real.create_module(spec)
+
+    def exec_module(self, module):
+        self._real.exec_module(module)
+        try:
+            self._hook(module)
+        except Exception as e:  # never break the job's import
+            _warn("could not name Python call sites in %s: %r" % (module.__name__, e))
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds the modules of _HOOKS with the other finders, wraps their loaders."""
+
+    def find_spec(self, name, path, target=None):
+        hook = _HOOKS.get(name)
+        if hook is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader, hook)
+                return spec
+        return None
+
+
+def install():
+    """Wraps torch.autograd and torch.distributed now if they are imported,
+    else when they are.  Does nothing when libccshim is not preloaded."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    if _library() is None:
+        return
+    pending = False
+    for name, hook in _HOOKS.items():
+        mod = sys.modules.get(name)
+        if mod is not None:
+            hook(mod)
+        else:
+            pending = True
+    if pending:
+        sys.meta_path.insert(0, _Finder())
