@@ -266,7 +266,7 @@ START_TEST(reads_version_1)
     make_dir();
     snprintf(p, sizeof p, "%s/v1.cctrace", dir);
     /* A version-1 record: the first 88 bytes of today's, then the next chunk. */
-    struct ccs_record rec = {.seq = 1, .comm = 9, .kind = CCS_KIND_ALLREDUCE, .root = -1, .reserved = 5};
+    struct ccs_record rec = {.seq = 1, .comm = 9, .kind = CCS_KIND_ALLREDUCE, .root = -1, .sig = 5};
     struct ccs_trace_header h = {.version = 1, .byteorder = CCS_TRACE_BYTEORDER, .header_size = sizeof h,
                                  .record_size = CCS_TRACE_RECORD_V1_SIZE, .rank = 0, .size = 1};
     memcpy(h.magic, CCS_TRACE_MAGIC, 8);
@@ -289,7 +289,7 @@ START_TEST(reads_version_1)
     ck_assert_int_eq(it.type, CCS_ITEM_RECORD);
     ck_assert_uint_eq(it.u.record.seq, 1);
     ck_assert_uint_eq(it.u.record.kind, CCS_KIND_ALLREDUCE);
-    ck_assert_uint_eq(it.u.record.reserved, 5);
+    ck_assert_uint_eq(it.u.record.sig, 5);
     ck_assert_uint_eq(it.u.record.pysite, 0);
     ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 1);
     ck_assert_int_eq(it.type, CCS_ITEM_END);
