@@ -62,12 +62,12 @@ tap_eq "top call sites: the backward line, 24 reductions" 24 "$(count_of "$LB")"
 tap_eq "top call sites: explicit all_reduce at line $LA, 6 calls" 6 "$(count_of "$LA")"
 tap_eq "top call sites: explicit all_reduce at line $LBB, 6 calls" 6 "$(count_of "$LBB")"
 tap_check "the redundancy finding's evidence names the backward line" sh -c \
-    'tr -s " \n" " " < "$1" | grep -Eq "reduced one [0-9.]+ [KMG]?i?B buffer 4 times \(from pysites_job\.py:$2 in <module> \|"' \
+    'tr -s " \n" " " < "$1" | grep -Eq "reduced one [0-9.]+ [KMG]?i?B buffer \([^)]*\) [0-9]+ times \(from pysites_job\.py:$2 in <module> \|"' \
     _ "$A" "$LB"
 tap_check "... and its action says to wrap that backward in no_sync()" sh -c \
     'tr -s " \n" " " < "$1" | grep -q "wrap the backward at pysites_job.py:$2 in <module> in DDP'"'"'s no_sync()"' _ "$A" "$LB"
 tap_check "the per-step pattern of step 2 names the backward line, 4 times" sh -c \
-    'awk "/^step 2\$/,/^step 3\$/" "$1" | tr -s " \n" " " | grep -q "allreduce 688 B @buf[0-9]* from pysites_job.py:$2 x4"' _ "$A" "$LB"
+    'awk "/^step 2\$/,/^step 3\$/" "$1" | tr -s " \n" " " | grep -q "allreduce 1[.,]3 KiB @buf[0-9]* from pysites_job.py:$2 x4"' _ "$A" "$LB"
 tap_check "the patterns tell the two explicit lines apart" sh -c \
     'awk "/^step 2\$/,/^step 3\$/" "$1" | tr -s " \n" " " | grep -q "allreduce 12 B @buf[0-9]* from pysites_job.py:$2, allreduce 20 B @buf[0-9]* from pysites_job.py:$3,"' \
     _ "$A" "$LA" "$LBB"
@@ -102,8 +102,8 @@ run skip 90 --torch CCSHIM_ON_DESYNC=abort -- --steps 4 --mini 4 --skip 1:1
 if [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ]; then tap_ok "skip: the job ends with an error (exit $RC)"
 else tap_not_ok "skip: the job ends with an error (exit $RC)"; diag skip; fi
 L="$CCS_TMP/skip/log-0.txt"
-tap_check "a DESYNC names step 1 (rank 1 issued fewer, or rank 0 more, collectives in it)" \
-    grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=2 seq=[0-9]+: rank [01] issued seq [0-9]+ \(allreduce\(count=[0-9]+, float32, sum\)\) in step [12] where rank [01] issued it in step [12]: .* in step 1 " "$L"
+tap_check "a DESYNC names step 1 and both counts (rank 1 issued fewer collectives in it)" \
+    grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=2 seq=[0-9]+: .*in step 1 rank 0 issued 4, rank 1 issued 3" "$L"
 for r in 0 1; do
     tap_check "the report names the backward line for rank $r" grep -Eq \
         "^ccshim desync\|   rank $r \(comm rank $r, .*(blocked .* in|last completed seq [0-9]+ step [0-9]+ at) pysites_job\.py:$LB in <module> \|" "$L"

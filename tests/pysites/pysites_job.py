@@ -61,7 +61,7 @@ class MPIGroup:
 
 
 torch.manual_seed(0)
-model = DDP(nn.Sequential(nn.Linear(16, 8), nn.Tanh(), nn.Linear(8, 4)))
+model = DDP(nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4)))
 model.register_comm_hook(None, mpi_hook)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 group = MPIGroup()
