@@ -64,8 +64,23 @@ def _warn(msg, once=None):
         if once in _warned:
             return
         _warned.add(once)
-    sys.stderr.write("ccshim_torch: %s\n" % msg)
+    sys.stderr.write("ccshim_torch[%s]: %s\n" % (_rank(), msg))
     sys.stderr.flush()
+
+
+def _rank():
+    """This process's rank for log lines ('?' when unknown)."""
+    import os
+    try:
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return str(dist.get_rank())
+    except Exception:
+        pass
+    for v in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        if os.environ.get(v):
+            return os.environ[v]
+    return "?"
 
 
 def _functions():
@@ -98,11 +113,15 @@ def step_mark_function():
     return _functions().get("ccshim_step_mark")
 
 
-def _ddp_params():
-    """(process group, [parameters]) of every DDP model seen, in a fixed order."""
+def _ddp_params(only_unreached=False):
+    """(process group, [parameters]) of every DDP model seen, in a fixed
+    order; with ONLY_UNREACHED, only the models whose .grad coalescing can
+    leave local without anything pending (_unreached)."""
     out = []
     for ddp in list(_ddps):
         try:
+            if only_unreached and not _unreached(ddp):
+                continue
             ignore = set(getattr(ddp, "parameters_to_ignore", ()) or ())
             params = []
             for name, p in ddp.module.named_parameters():
@@ -112,6 +131,23 @@ def _ddp_params():
         except Exception as e:  # a model being torn down
             _warn("cannot list the parameters of a DDP model: %r" % (e,), once="ddp-params")
     return out
+
+
+def _coalescing():
+    """CCSHIM_COALESCE of this process is on (every:N or auto)."""
+    import os
+    return os.environ.get("CCSHIM_COALESCE", "off").strip() not in ("", "off")
+
+
+def _unreached(ddp):
+    """DDP with find_unused_parameters=True and gradients copied out of the
+    buckets: a parameter that is unused in a backward pass (globally) does
+    not get the bucket's reduced value copied into its .grad.  When an
+    earlier pass that used it was answered locally, its .grad keeps that
+    rank's local sum although the bucket's last reduction was real and
+    nothing is pending.  Its gradients are averaged before every step."""
+    return bool(getattr(ddp, "find_unused_parameters", False)) and \
+        not bool(getattr(ddp, "gradient_as_bucket_view", False))
 
 
 def _average_grads(group, params):
@@ -153,9 +189,25 @@ def repair(where="the optimizer step"):
     if pending is None or complete is None:
         return 0
     n = pending()
-    if n == 0:
-        return 0
     step = lib["ccshim_step_current"]() if "ccshim_step_current" in lib else 0
+    if n == 0:
+        unreached = _ddp_params(only_unreached=True) if _coalescing() else []
+        if unreached:
+            try:
+                count = 0
+                for group, ps in unreached:
+                    count += _average_grads(group, ps)[0]
+            except Exception as e:
+                _warn("step %d: could not average the gradients of a DDP model with "
+                      "find_unused_parameters=True: %r" % (step, e))
+                return -1
+            _warn("DistributedDataParallel with find_unused_parameters=True and "
+                  "gradient_as_bucket_view=False under coalescing: DDP does not copy a reduced "
+                  "bucket into the .grad of a parameter unused in that backward pass, so the "
+                  "gradients of such a model (%d parameter(s)) are averaged before every "
+                  "optimizer step (one extra all-reduce per step; gradient_as_bucket_view=True "
+                  "avoids it)" % count, once="unreached")
+        return 0
     ddps = _ddp_params()
     if not ddps:
         done = complete(CCSHIM_COMPLETE_REDUCE)
