@@ -58,6 +58,7 @@ def parse():
     ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ before the step")
     ap.add_argument("--skip-rank", type=int, default=-1)
     ap.add_argument("--skip-step", type=int, default=-1)
+    ap.add_argument("--pg-timeout", type=float, default=0, help="process group timeout in s (0: torch's)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--save", default="")
     ap.add_argument("--ref", default="")
@@ -89,7 +90,12 @@ def main():
             port = s.getsockname()[1]
             s.close()
         os.environ["MASTER_PORT"] = str(comm.bcast(port, root=0))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if a.pg_timeout:
+        import datetime
+        dist.init_process_group("gloo", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=a.pg_timeout))
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
 
     torch.manual_seed(a.seed)
 

@@ -150,6 +150,10 @@ def _unreached(ddp):
         not bool(getattr(ddp, "gradient_as_bucket_view", False))
 
 
+class _CollectiveFailed(Exception):
+    """The repair's all-reduce failed (the job's process group timed out)."""
+
+
 def _average_grads(group, params):
     """Averages the floating-point .grad of PARAMS over GROUP; returns how many."""
     import torch
@@ -169,7 +173,10 @@ def _average_grads(group, params):
     for key in sorted(by_kind, key=str):  # the same order on every rank
         grads = by_kind[key]
         flat = _flatten_dense_tensors(grads)
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
+        try:
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
+        except RuntimeError as e:  # a timeout: another rank is not repairing
+            raise _CollectiveFailed(e)
         flat.div_(world)
         with torch.no_grad():
             for g, v in zip(grads, _unflatten_dense_tensors(flat, grads)):
@@ -221,6 +228,16 @@ def repair(where="the optimizer step"):
         for group, ps in ddps:
             k, world = _average_grads(group, ps)
             params += k
+    except _CollectiveFailed as e:
+        # Every rank with pending reductions repairs; a rank that is
+        # somewhere else (it issued a different number of backward passes:
+        # desynchronised) leaves this all-reduce waiting until the process
+        # group's timeout.  The job cannot go on: raise torch's error.
+        _warn("error: step %d: %d deferred all-reduce(s) pending before %s and the all-reduce "
+              "averaging the gradients failed (%s): the ranks are not at the same point; ranks "
+              "that issued a different number of backward passes in this step are desynchronised"
+              % (step, n, where, e.args[0]))
+        raise e.args[0]
     except Exception as e:
         # ccshim's step marker then reports the pending calls (and ends the
         # job or switches coalescing off, as CCSHIM_ON_DESYNC says).
