@@ -11,4 +11,5 @@ include tests/trainer/trainer-tests.mk
 include tests/audit/audit-tests.mk
 include tests/desync/desync-tests.mk
 include tests/coalesce/coalesce-tests.mk
+include tests/torch/torch-tests.mk
 include tests/gpu/gpu.mk
