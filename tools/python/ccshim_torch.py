@@ -204,6 +204,11 @@ def repair(where="the optimizer step"):
                 count = 0
                 for group, ps in unreached:
                     count += _average_grads(group, ps)[0]
+            except _CollectiveFailed as e:
+                _warn("error: step %d: the all-reduce averaging the gradients of a DDP model with "
+                      "find_unused_parameters=True failed (%s): the ranks are not at the same point"
+                      % (step, e.args[0]))
+                raise e.args[0]
             except Exception as e:
                 _warn("step %d: could not average the gradients of a DDP model with "
                       "find_unused_parameters=True: %r" % (step, e))
