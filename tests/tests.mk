@@ -11,6 +11,7 @@ include tests/trainer/trainer-tests.mk
 include tests/audit/audit-tests.mk
 include tests/desync/desync-tests.mk
 include tests/coalesce/coalesce-tests.mk
+include tests/torch/torch-tests.mk
 include tests/gpu/gpu.mk
 include tests/mpi-legal/mpi-legal.mk
 include tests/pysites/pysites.mk

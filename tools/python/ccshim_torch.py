@@ -1,100 +1,478 @@
-"""ccshim_torch - marks every PyTorch optimizer step for ccshim.
+"""ccshim_torch - marks every PyTorch optimizer step for ccshim and makes sure
+no optimizer step reads gradients that coalescing left unreduced.
 
 `ccshim-run --torch -- python train.py` puts this directory first on
-PYTHONPATH; its sitecustomize.py calls install(), which waits for
-torch.optim.optimizer to be imported by the job and then registers one
-global optimizer-step pre-hook that calls ccshim_step_mark() in the
-preloaded libccshim.  No change to the job.  A step marker makes ccshim's
-counts per step, desync checks per step and CCSHIM_COALESCE=auto work.
+PYTHONPATH; its sitecustomize.py calls install(), which waits for torch to be
+imported by the job and then hooks it.  No change to the job.  Works with
+torch 1.13 to current.
 
-The pre-hook runs after the backward passes (every gradient reduction of
-the step is complete) and before the optimizer reads the gradients, which is
-where coalescing verifies that no deferred reduction is left.
+Before every optimizer step (torch's global step pre-hook on torch >= 2.0; a
+per-instance wrapper of Optimizer.step, kept a bound method, before 2.0):
 
-torch without register_optimizer_step_pre_hook (before 2.0): every
-Optimizer's step is wrapped when the optimizer is constructed instead.
+1. Several optimizers stepping in one iteration mark one step: a step is
+   marked when collectives were issued since the last mark
+   (ccshim_step_collectives() > 0) or when this optimizer already stepped
+   since the last mark; otherwise this optimizer steps in the iteration
+   that is already marked and nothing else is done.
+2. Repair: if ccshim_coalesce_pending() > 0 (a deferred all-reduce is still
+   waiting for its real reduction: a short last batch, a bucket rebuilt
+   mid-step, an every:N that does not match), the .grad of every parameter
+   of every DistributedDataParallel model is averaged over the model's
+   process group (all_reduce SUM, then divided by its size) and ccshim is
+   told so (ccshim_coalesce_complete(CCSHIM_COMPLETE_BY_CALLER)); one log
+   line says so.  DDP copied its buckets into .grad, where ccshim cannot
+   reach; averaging gradients that were already reduced leaves them as
+   they are (up to the last bit with more than two ranks).  Without a DDP
+   model, ccshim completes its own buffers (CCSHIM_COMPLETE_REDUCE).
+   Every rank has the same deferred reductions pending, so every rank takes
+   the same branch and the repair's all-reduce matches.
+3. ccshim_step_mark().
+
+The repair also runs where gradients are read before the step:
+GradScaler.unscale_ (scaler.step calls it before optimizer.step),
+torch.nn.utils.clip_grad_norm_ / clip_grad_value_, and after a closure
+passed to step() returns (the closure runs the backward inside step).
+GradScaler.step marks the step also when it skips optimizer.step (inf/NaN).
+
+Never breaks the job: without the library or its symbols, one warning line
+and the job runs unchanged.
 """
 import ctypes
 import importlib.abc
 import sys
+import types
+import weakref
 
-__all__ = ["install", "step_mark_function"]
+__all__ = ["install", "step_mark_function", "before_step", "repair"]
+
+CCSHIM_COMPLETE_REDUCE = 0
+CCSHIM_COMPLETE_BY_CALLER = 1
 
 _installed = False
-_mark = None
-_HOOKED_MODULE = "torch.optim.optimizer"
+_lib = None  # dict of the library's functions, {} when absent
+_warned = set()
+_optimizers = weakref.WeakSet()  # every optimizer seen
+_ddps = weakref.WeakSet()  # every DistributedDataParallel model seen
+_stepped = weakref.WeakSet()  # optimizers that stepped since the last mark
+_marked = False  # a step was marked by this helper
+_pre_hooks = 0  # before_step calls
+_repairs = 0
 
 
-def _warn(msg):
-    sys.stderr.write("ccshim_torch: %s\n" % msg)
+def _warn(msg, once=None):
+    if once is not None:
+        if once in _warned:
+            return
+        _warned.add(once)
+    sys.stderr.write("ccshim_torch[%s]: %s\n" % (_rank(), msg))
+    sys.stderr.flush()
+
+
+def _rank():
+    """This process's rank for log lines ('?' when unknown)."""
+    import os
+    try:
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return str(dist.get_rank())
+    except Exception:
+        pass
+    for v in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        if os.environ.get(v):
+            return os.environ[v]
+    return "?"
+
+
+def _functions():
+    """The preloaded libccshim's functions by name ({} when not preloaded)."""
+    global _lib
+    if _lib is None:
+        lib = {}
+        try:
+            handle = ctypes.CDLL(None)
+        except OSError:
+            handle = None
+        for name, res, args in (("ccshim_step_mark", ctypes.c_uint64, []),
+                                ("ccshim_step_current", ctypes.c_uint64, []),
+                                ("ccshim_step_collectives", ctypes.c_uint64, []),
+                                ("ccshim_coalesce_pending", ctypes.c_uint64, []),
+                                ("ccshim_coalesce_complete", ctypes.c_int64, [ctypes.c_int])):
+            try:
+                fn = getattr(handle, name)
+            except (AttributeError, TypeError):
+                continue
+            fn.restype = res
+            fn.argtypes = args
+            lib[name] = fn
+        _lib = lib
+    return _lib
 
 
 def step_mark_function():
     """ccshim_step_mark of the preloaded libccshim, or None when absent."""
-    global _mark
-    if _mark is None:
+    return _functions().get("ccshim_step_mark")
+
+
+def _ddp_params(only_unreached=False):
+    """(process group, [parameters]) of every DDP model seen, in a fixed
+    order; with ONLY_UNREACHED, only the models whose .grad coalescing can
+    leave local without anything pending (_unreached)."""
+    out = []
+    for ddp in list(_ddps):
         try:
-            fn = ctypes.CDLL(None).ccshim_step_mark
-        except (AttributeError, OSError):
-            return None
-        fn.restype = ctypes.c_uint64
-        fn.argtypes = []
-        _mark = fn
-    return _mark
+            if only_unreached and not _unreached(ddp):
+                continue
+            ignore = set(getattr(ddp, "parameters_to_ignore", ()) or ())
+            params = []
+            for name, p in ddp.module.named_parameters():
+                if p.requires_grad and name not in ignore:
+                    params.append(p)
+            out.append((getattr(ddp, "process_group", None), params))
+        except Exception as e:  # a model being torn down
+            _warn("cannot list the parameters of a DDP model: %r" % (e,), once="ddp-params")
+    return out
+
+
+def _coalescing():
+    """CCSHIM_COALESCE of this process is on (every:N or auto)."""
+    import os
+    return os.environ.get("CCSHIM_COALESCE", "off").strip() not in ("", "off")
+
+
+def _unreached(ddp):
+    """DDP with find_unused_parameters=True and gradients copied out of the
+    buckets: a parameter that is unused in a backward pass (globally) does
+    not get the bucket's reduced value copied into its .grad.  When an
+    earlier pass that used it was answered locally, its .grad keeps that
+    rank's local sum although the bucket's last reduction was real and
+    nothing is pending.  Its gradients are averaged before every step."""
+    return bool(getattr(ddp, "find_unused_parameters", False)) and \
+        not bool(getattr(ddp, "gradient_as_bucket_view", False))
+
+
+class _CollectiveFailed(Exception):
+    """The repair's all-reduce failed (the job's process group timed out)."""
+
+
+def _average_grads(group, params):
+    """Averages the floating-point .grad of PARAMS over GROUP; returns how many."""
+    import torch
+    import torch.distributed as dist
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    world = dist.get_world_size(group)
+    by_kind = {}
+    seen = set()
+    for p in params:
+        g = p.grad
+        if g is None or id(p) in seen or not g.is_floating_point() or g.is_sparse:
+            continue
+        seen.add(id(p))
+        by_kind.setdefault((g.dtype, g.device), []).append(g)
+    n = 0
+    for key in sorted(by_kind, key=str):  # the same order on every rank
+        grads = by_kind[key]
+        flat = _flatten_dense_tensors(grads)
+        try:
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
+        except RuntimeError as e:  # a timeout: another rank is not repairing
+            raise _CollectiveFailed(e)
+        flat.div_(world)
+        with torch.no_grad():
+            for g, v in zip(grads, _unflatten_dense_tensors(flat, grads)):
+                g.copy_(v)
+        n += len(grads)
+    return n, world
+
+
+def repair(where="the optimizer step"):
+    """Completes deferred all-reduces still pending on this rank (a no-op
+    when none).  Collective when something is pending: every rank calls it
+    at the same point, which holds since every rank has the same pending."""
+    global _repairs
+    lib = _functions()
+    pending = lib.get("ccshim_coalesce_pending")
+    complete = lib.get("ccshim_coalesce_complete")
+    if pending is None or complete is None:
+        return 0
+    n = pending()
+    step = lib["ccshim_step_current"]() if "ccshim_step_current" in lib else 0
+    if n == 0:
+        unreached = _ddp_params(only_unreached=True) if _coalescing() else []
+        if unreached:
+            try:
+                count = 0
+                for group, ps in unreached:
+                    count += _average_grads(group, ps)[0]
+            except _CollectiveFailed as e:
+                _warn("error: step %d: the all-reduce averaging the gradients of a DDP model with "
+                      "find_unused_parameters=True failed (%s): the ranks are not at the same point"
+                      % (step, e.args[0]))
+                raise e.args[0]
+            except Exception as e:
+                _warn("step %d: could not average the gradients of a DDP model with "
+                      "find_unused_parameters=True: %r" % (step, e))
+                return -1
+            _warn("DistributedDataParallel with find_unused_parameters=True and "
+                  "gradient_as_bucket_view=False under coalescing: DDP does not copy a reduced "
+                  "bucket into the .grad of a parameter unused in that backward pass, so the "
+                  "gradients of such a model (%d parameter(s)) are averaged before every "
+                  "optimizer step (one extra all-reduce per step; gradient_as_bucket_view=True "
+                  "avoids it)" % count, once="unreached")
+        return 0
+    ddps = _ddp_params()
+    if not ddps:
+        done = complete(CCSHIM_COMPLETE_REDUCE)
+        _warn("step %d: %d deferred all-reduce(s) pending before %s; ccshim reduced its buffers "
+              "(no DistributedDataParallel model seen)%s"
+              % (step, n, where, "" if done >= 0 else ": FAILED, see ccshim's log"))
+        return done
+    try:
+        params = 0
+        world = 1
+        for group, ps in ddps:
+            k, world = _average_grads(group, ps)
+            params += k
+    except _CollectiveFailed as e:
+        # Every rank with pending reductions repairs; a rank that is
+        # somewhere else (it issued a different number of backward passes:
+        # desynchronised) leaves this all-reduce waiting until the process
+        # group's timeout.  The job cannot go on: raise torch's error.
+        _warn("error: step %d: %d deferred all-reduce(s) pending before %s and the all-reduce "
+              "averaging the gradients failed (%s): the ranks are not at the same point; ranks "
+              "that issued a different number of backward passes in this step are desynchronised"
+              % (step, n, where, e.args[0]))
+        raise e.args[0]
+    except Exception as e:
+        # ccshim's step marker then reports the pending calls (and ends the
+        # job or switches coalescing off, as CCSHIM_ON_DESYNC says).
+        _warn("step %d: %d deferred all-reduce(s) pending before %s and the gradients could not be "
+              "averaged: %r" % (step, n, where, e))
+        return -1
+    done = complete(CCSHIM_COMPLETE_BY_CALLER)
+    _repairs += 1
+    _warn("step %d: %d deferred all-reduce(s) pending before %s: averaged the gradients of %d "
+          "parameter(s) over %d rank(s)" % (step, n, where, params, world))
+    return done
+
+
+def before_step(optimizer):
+    """Runs before OPTIMIZER's step: marks one step per iteration, repairs first."""
+    global _marked, _stepped, _pre_hooks
+    _pre_hooks += 1
+    lib = _functions()
+    mark = lib.get("ccshim_step_mark")
+    if mark is None:
+        return
+    _optimizers.add(optimizer)
+    collectives = lib.get("ccshim_step_collectives")
+    issued = collectives() if collectives is not None else 1
+    if _marked and issued == 0 and optimizer not in _stepped:
+        _stepped.add(optimizer)  # another optimizer of the iteration already marked
+        return
+    repair()
+    mark()
+    _marked = True
+    _stepped = weakref.WeakSet([optimizer])
+
+
+def _repairing_closure(closure):
+    """CLOSURE (which runs the backward inside step) followed by a repair."""
+    if closure is None or getattr(closure, "_ccshim_repairs", False):
+        return closure
+
+    def run(*a, **kw):
+        r = closure(*a, **kw)
+        repair("the optimizer step (after its closure)")
+        return r
+
+    run._ccshim_repairs = True
+    return run
+
+
+def _with_closure(args, kwargs):
+    """ARGS, KWARGS of step() with the closure, if any, made to repair."""
+    if "closure" in kwargs and kwargs["closure"] is not None:
+        kwargs = dict(kwargs)
+        kwargs["closure"] = _repairing_closure(kwargs["closure"])
+    elif args and callable(args[0]):
+        args = (_repairing_closure(args[0]),) + tuple(args[1:])
+    return args, kwargs
+
+
+def _global_pre_hook(optimizer, args, kwargs):
+    before_step(optimizer)
+    new_args, new_kwargs = _with_closure(args, kwargs)
+    if new_args is not args or new_kwargs is not kwargs:
+        return new_args, new_kwargs
+    return None
+
+
+def _wrap_instance(opt):
+    """torch < 2.0: OPT.step becomes a bound method that runs before_step
+    first (torch 1.13's lr schedulers read optimizer.step.__self__ and
+    __func__, and wrap it themselves)."""
+    if "_ccshim_step" in opt.__dict__:
+        return
+    own = opt.__dict__.get("step")  # rare: an instance's own step
+
+    def step(self, *args, **kwargs):
+        before_step(self)
+        args, kwargs = _with_closure(args, kwargs)
+        if own is not None:
+            return own(*args, **kwargs)
+        return type(self).step(self, *args, **kwargs)  # the class's (profiler-wrapped) step
+
+    opt.__dict__["_ccshim_step"] = True
+    opt.step = types.MethodType(step, opt)
 
 
 def _hook_optimizers(optmod):
     """Makes every optimizer step of torch.optim.optimizer OPTMOD mark a step."""
-    mark = step_mark_function()
-    if mark is None:
-        _warn("libccshim is not preloaded (run under ccshim-run); optimizer steps are not marked")
+    if step_mark_function() is None:
+        _warn("libccshim is not preloaded (run under ccshim-run); optimizer steps are not marked",
+              once="no-lib")
         return
+    if "ccshim_coalesce_pending" not in _functions():
+        _warn("this libccshim has no ccshim_coalesce_pending; optimizer steps are marked but "
+              "deferred all-reduces are not repaired", once="no-repair")
     register = getattr(optmod, "register_optimizer_step_pre_hook", None)
     if register is not None:
-        register(lambda optimizer, args, kwargs: mark())
+        register(_global_pre_hook)
         return
-    # Older torch: wrap each optimizer's step method as it is constructed.
     base = optmod.Optimizer
     if getattr(base, "_ccshim_wrapped", False):
         return
     orig_init = base.__init__
+    orig_setstate = getattr(base, "__setstate__", None)
 
     def __init__(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
-        step = self.step
-
-        def marked_step(*a, **kw):
-            mark()
-            return step(*a, **kw)
-
-        self.step = marked_step
+        try:
+            _wrap_instance(self)
+        except Exception as e:
+            _warn("could not wrap an optimizer's step: %r" % (e,), once="wrap")
 
     base.__init__ = __init__
+    if orig_setstate is not None:
+        # copy.deepcopy and unpickling build an optimizer through __setstate__,
+        # not __init__ (and __getstate__ leaves the wrapper out).
+        def __setstate__(self, state):
+            orig_setstate(self, state)
+            try:
+                self.__dict__.pop("_ccshim_step", None)
+                self.__dict__.pop("step", None)
+                _wrap_instance(self)
+            except Exception as e:
+                _warn("could not wrap an optimizer's step: %r" % (e,), once="wrap")
+
+        base.__setstate__ = __setstate__
     base._ccshim_wrapped = True
 
 
-class _Loader(importlib.abc.Loader):
-    """Runs the real loader, then hooks the optimizers."""
+def _hook_ddp(mod):
+    """Remembers every DistributedDataParallel model (its gradients are repaired)."""
+    cls = getattr(mod, "DistributedDataParallel", None)
+    if cls is None or getattr(cls, "_ccshim_wrapped", False):
+        return
+    orig_init = cls.__init__
 
-    def __init__(self, real):
+    def __init__(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        _ddps.add(self)
+
+    cls.__init__ = __init__
+    cls._ccshim_wrapped = True
+
+
+def _hook_scaler(mod):
+    """GradScaler.unscale_ reads the gradients (scaler.step calls it before
+    optimizer.step): repair first.  GradScaler.step marks the step even when
+    it skips optimizer.step."""
+    cls = getattr(mod, "GradScaler", None)
+    if cls is None or "_ccshim_wrapped" in cls.__dict__:
+        return
+    if "unscale_" in cls.__dict__:
+        orig_unscale = cls.__dict__["unscale_"]
+
+        def unscale_(self, optimizer, *a, **kw):
+            repair("GradScaler.unscale_")
+            return orig_unscale(self, optimizer, *a, **kw)
+
+        cls.unscale_ = unscale_
+    if "step" in cls.__dict__:
+        orig_step = cls.__dict__["step"]
+
+        def step(self, optimizer, *a, **kw):
+            if not self.is_enabled():
+                return orig_step(self, optimizer, *a, **kw)
+            repair("GradScaler.step")
+            before = _pre_hooks
+            r = orig_step(self, optimizer, *a, **kw)
+            if _pre_hooks == before:  # optimizer.step skipped
+                before_step(optimizer)
+            return r
+
+        cls.step = step
+    cls._ccshim_wrapped = True
+
+
+def _hook_clip(mod):
+    """clip_grad_norm_ and clip_grad_value_ read the gradients: repair first."""
+    for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"):
+        fn = getattr(mod, name, None)
+        if fn is None or getattr(fn, "_ccshim_wrapped", False):
+            continue
+
+        def make(fn, name):
+            def clip(*a, **kw):
+                repair(name)
+                return fn(*a, **kw)
+
+            clip._ccshim_wrapped = True
+            clip.__name__ = fn.__name__
+            clip.__doc__ = fn.__doc__
+            return clip
+
+        setattr(mod, name, make(fn, name))
+
+
+_HOOKS = {
+    "torch.optim.optimizer": _hook_optimizers,
+    "torch.nn.parallel.distributed": _hook_ddp,
+    "torch.cuda.amp.grad_scaler": _hook_scaler,
+    "torch.amp.grad_scaler": _hook_scaler,
+    "torch.nn.utils.clip_grad": _hook_clip,
+}
+
+
+def _run_hook(name, module):
+    try:
+        _HOOKS[name](module)
+    except Exception as e:  # never break the job's import
+        _warn("could not hook %s: %r" % (name, e))
+
+
+class _Loader(importlib.abc.Loader):
+    """Runs the real loader, then the hook of the module."""
+
+    def __init__(self, real, name):
         self._real = real
+        self._name = name
 
     def create_module(self, spec):
         return self._real.create_module(spec)
 
     def exec_module(self, module):
         self._real.exec_module(module)
-        try:
-            _hook_optimizers(module)
-        except Exception as e:  # never break the job's import
-            _warn("could not hook optimizer steps: %r" % (e,))
+        _run_hook(self._name, module)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Finds torch.optim.optimizer with the other finders, wraps its loader."""
+    """Finds the hooked modules with the other finders, wraps their loaders."""
 
     def find_spec(self, name, path, target=None):
-        if name != _HOOKED_MODULE:
+        if name not in _HOOKS:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -102,19 +480,19 @@ class _Finder(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(name, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader)
+                    spec.loader = _Loader(spec.loader, name)
                 return spec
         return None
 
 
 def install():
-    """Hooks optimizer steps now if torch.optim is imported, else on import."""
+    """Hooks torch now where it is imported, the rest when imported."""
     global _installed
     if _installed:
         return
     _installed = True
-    mod = sys.modules.get(_HOOKED_MODULE)
-    if mod is not None:
-        _hook_optimizers(mod)
-    else:
-        sys.meta_path.insert(0, _Finder())
+    for name in _HOOKS:
+        mod = sys.modules.get(name)
+        if mod is not None:
+            _run_hook(name, mod)
+    sys.meta_path.insert(0, _Finder())
