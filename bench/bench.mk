@@ -22,3 +22,5 @@ bench_ncclhot_CFLAGS = $(AM_CFLAGS) -O2
 bench_ncclhot_LDADD = libccsparts.la -ldl -lpthread
 endif
 EXTRA_DIST += bench/nccl-track-bench.sh
+bench_list += bench/torch-bench.sh
+EXTRA_DIST += bench/torch-bench.sh
