@@ -154,6 +154,9 @@ class _CollectiveFailed(Exception):
     """The repair's all-reduce failed (the job's process group timed out)."""
 
 
+_recent_buffers = []
+
+
 def _average_grads(group, params):
     """Averages the floating-point .grad of PARAMS over GROUP; returns how many."""
     import torch
@@ -178,6 +181,13 @@ def _average_grads(group, params):
         except RuntimeError as e:  # a timeout: another rank is not repairing
             raise _CollectiveFailed(e)
         flat.div_(world)
+        # Keep the flat buffer referenced from Python until a later repair:
+        # gloo's worker may drop its own reference after all_reduce returned,
+        # and a tensor freed last on that thread takes the GIL in its
+        # destructor, which deadlocks against the interpreter's shutdown
+        # (torch 1.13: the main thread joins gloo's threads holding the GIL).
+        _recent_buffers.append(flat)
+        del _recent_buffers[:-4]
         with torch.no_grad():
             for g, v in zip(grads, _unflatten_dense_tensors(flat, grads)):
                 g.copy_(v)
