@@ -25,7 +25,7 @@ module is loaded without `--torch`.  Works with torch 1.13 and 2.x.
 """
 import ctypes
 import functools
-import importlib.abc
+import ccshim_imports
 import os
 import sys
 
@@ -161,42 +161,6 @@ def _hook_autograd(autograd):
 _HOOKS = {"torch.autograd": _hook_autograd, "torch.distributed.distributed_c10d": _hook_c10d}
 
 
-class _Loader(importlib.abc.Loader):
-    """Runs the real loader, then wraps the module's collectives."""
-
-    def __init__(self, real, hook):
-        self._real = real
-        self._hook = hook
-
-    def create_module(self, spec):
-        return self._real.create_module(spec)
-
-    def exec_module(self, module):
-        self._real.exec_module(module)
-        try:
-            self._hook(module)
-        except Exception as e:  # never break the job's import
-            _warn("could not name Python call sites in %s: %r" % (module.__name__, e))
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    """Finds the modules of _HOOKS with the other finders, wraps their loaders."""
-
-    def find_spec(self, name, path, target=None):
-        hook = _HOOKS.get(name)
-        if hook is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, hook)
-                return spec
-        return None
-
-
 def install():
     """Wraps torch.autograd and torch.distributed now if they are imported,
     else when they are.  Does nothing when libccshim is not preloaded."""
@@ -206,12 +170,6 @@ def install():
     _installed = True
     if _library() is None:
         return
-    pending = False
     for name, hook in _HOOKS.items():
-        mod = sys.modules.get(name)
-        if mod is not None:
-            hook(mod)
-        else:
-            pending = True
-    if pending:
-        sys.meta_path.insert(0, _Finder())
+        ccshim_imports.when_imported(
+            name, hook, lambda n, e: _warn("could not name Python call sites in %s: %r" % (n, e)))

@@ -38,7 +38,7 @@ Never breaks the job: without the library or its symbols, one warning line
 and the job runs unchanged.
 """
 import ctypes
-import importlib.abc
+import ccshim_imports
 import sys
 import types
 import weakref
@@ -456,53 +456,11 @@ _HOOKS = {
 }
 
 
-def _run_hook(name, module):
-    try:
-        _HOOKS[name](module)
-    except Exception as e:  # never break the job's import
-        _warn("could not hook %s: %r" % (name, e))
-
-
-class _Loader(importlib.abc.Loader):
-    """Runs the real loader, then the hook of the module."""
-
-    def __init__(self, real, name):
-        self._real = real
-        self._name = name
-
-    def create_module(self, spec):
-        return self._real.create_module(spec)
-
-    def exec_module(self, module):
-        self._real.exec_module(module)
-        _run_hook(self._name, module)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    """Finds the hooked modules with the other finders, wraps their loaders."""
-
-    def find_spec(self, name, path, target=None):
-        if name not in _HOOKS:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, name)
-                return spec
-        return None
-
-
 def install():
     """Hooks torch now where it is imported, the rest when imported."""
     global _installed
     if _installed:
         return
     _installed = True
-    for name in _HOOKS:
-        mod = sys.modules.get(name)
-        if mod is not None:
-            _run_hook(name, mod)
-    sys.meta_path.insert(0, _Finder())
+    for name, hook in _HOOKS.items():
+        ccshim_imports.when_imported(name, hook, lambda n, e: _warn("could not hook %s: %r" % (n, e)))
