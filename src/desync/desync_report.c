@@ -90,6 +90,18 @@ static void cell_op(const struct ccs_dsx_op *op, int blocked, char *buf, size_t 
         snprintf(buf + o, n - (size_t)o, " [blocked]");
 }
 
+
+/* A party's call site as its process published it (module+offset, at most
+ * CCS_DSX_SITE bytes), named here with function and file:line where this
+ * process has the same module, into BUF: a path can be longer than the
+ * published text, so the name is made where it is printed. */
+static const char *site_named(const char *published, char *buf, size_t n)
+{
+    if (!published[0])
+        return "?";
+    return ccs_site_resymbolize(published, buf, n) == 0 ? buf : published;
+}
+
 static void cell(const struct ccs_dsx_party *p, uint64_t seq, char *buf, size_t n)
 {
     const struct ccs_dsx_comm *c = &p->c;
@@ -157,13 +169,14 @@ size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at
         put(&o, "ccshim desync|   rank %d (comm rank %d, pid %u on %s, %s, %s): %s %llu, completed %llu%s", p->wrank,
             c->rank, p->pid, p->host, role_name(p->role), life_name(p->life), dev ? "enqueued" : "issued",
             (unsigned long long)c->issued, (unsigned long long)done, dev ? " on the device" : "");
+        char named[512];
         if (c->state == CCS_DSX_BLOCKED)
             put(&o, "; blocked %.1f s at seq %llu step %u in %s", c->blocked_ms / 1000.0,
-                (unsigned long long)c->blocked.seq, c->blocked.step, c->site_blocked[0] ? c->site_blocked : "?");
+                (unsigned long long)c->blocked.seq, c->blocked.step, site_named(c->site_blocked, named, sizeof named));
         if (c->nhist)
             put(&o, "; last %s seq %llu step %u at %s", dev ? "enqueued" : "completed",
                 (unsigned long long)c->hist[c->nhist - 1].seq,
-                c->hist[c->nhist - 1].step, c->site_last[0] ? c->site_last : "?");
+                c->hist[c->nhist - 1].step, site_named(c->site_last, named, sizeof named));
         if (p->other_comm) {
             char os[128];
             ccs_dsx_op_str(&p->other_op, os, sizeof os);
@@ -245,20 +258,6 @@ static void write_file(const char *path, const char *text, size_t len, int appen
     close(fd);
 }
 
-/* The parties' call sites, as their processes wrote them, named here with
- * function and file:line where this process has the same module (in the
- * block; the line keeps them as published, the same text on every rank). */
-static void resymbolize_sites(struct ccs_dsx_verdict *v)
-{
-    for (uint32_t i = 0; i < v->nparty && i < CCS_DSX_PARTIES; i++) {
-        struct ccs_dsx_comm *c = &v->party[i].c;
-        char t[CCS_DSX_SITE];
-        if (c->site_blocked[0] && ccs_site_resymbolize(c->site_blocked, t, sizeof t) == 0)
-            memcpy(c->site_blocked, t, sizeof t);
-        if (c->site_last[0] && ccs_site_resymbolize(c->site_last, t, sizeof t) == 0)
-            memcpy(c->site_last, t, sizeof t);
-    }
-}
 
 /* Wall-clock time now, "2026-12-03T10:38:08.127Z". */
 static void wall_now(char *wall, size_t n)
@@ -312,7 +311,6 @@ void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
         ccs_log_raw(buf, nl ? (size_t)(nl - buf) + 1 : n);
     }
     memcpy(v, verdict, sizeof *v);
-    resymbolize_sites(v);
     n = add_wall(buf, ccs_dsx_format(v, ccs_world_rank(), t_seen, buf, cap), cap, wall);
     struct out o = {buf, cap, n};
     own_stack(v, &o);
