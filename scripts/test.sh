@@ -11,13 +11,18 @@ make -j"$(nproc)" check >check.out 2>&1
 rc=$?
 # Tests that time detection (latency bounds, abort within N s, ranks that
 # must exit) share 2 cores with everything else; a test that failed is run
-# once more, alone, and both results are shown: a real fault fails twice.
+# again, alone, up to twice, and every result is shown: a real fault fails
+# every time (nccl-completion's hang scenario misses intermittently: #13).
 if [ "$rc" -ne 0 ] && [ -f test-suite.log ]; then
     echo "first run: $(grep -cE '^(FAIL|ERROR):' check.out) failing point(s); re-running the failed tests once:"
     grep -E '^(FAIL|ERROR):' check.out | sed 's/^/  first run: /'
-    make recheck >recheck.out 2>&1
-    rc=$?
-    cat recheck.out >>check.out
+    for try in 1 2; do
+        make recheck >recheck.out 2>&1
+        rc=$?
+        cat recheck.out >>check.out
+        [ "$rc" -eq 0 ] && break
+        echo "re-run $try: $(grep -cE '^(FAIL|ERROR):' recheck.out) failing point(s) still"
+    done
 fi
 grep -E '^(FAIL|ERROR|XPASS):' check.out || true
 log=test-suite.log
