@@ -12,10 +12,13 @@
  * call simply joins the caller's group.
  *
  * The private communicator of a device is made at the first eligible call
- * there (inside a group: set up at the caller's ncclGroupEnd), but never in
- * the group of a nonblocking communicator, where NCCL refuses a blocking
- * one beside it; until it is ready, and inside such a group,
- * calls that should be deferred are performed for real instead, which is
+ * there outside a group, or, for a call inside one, just after the
+ * caller's outermost ncclGroupEnd has returned: never inside the caller's
+ * group, where NCCL would defer its set-up into the caller's group (and
+ * refuse it beside a nonblocking communicator).  It is blocking; it is never
+ * used inside the group of a nonblocking communicator either, where NCCL
+ * refuses mixed modes.  Until it exists, and inside such a group, calls
+ * that should be deferred are performed for real instead, which is
  * always correct, and the same on every rank (the group structure is).  The private
  * communicators and operators are called through the real NCCL directly, so
  * they are never counted or traced, and live until the process ends.
@@ -33,7 +36,8 @@
 static const char *const sonames[] = {"libnccl.so.2", "libnccl.so", NULL};
 static _Atomic(ncclComm_t) self_comm[MAX_DEVS];
 static atomic_int self_failed[MAX_DEVS];
-static atomic_int self_unready[MAX_DEVS]; /* made inside a group, not seen ready yet */
+static atomic_int self_wanted[MAX_DEVS]; /* asked for inside a group: made at its end */
+static atomic_int any_wanted;
 static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* PreMulSum operators on the private communicators, by (device, datatype,
@@ -48,12 +52,9 @@ static atomic_int nops;
 static int ops_full_logged;
 
 /* The CUDA device of COMM (0 when this NCCL cannot say, like the host
- * test library); cached on the identity. */
-static int device_of(struct ccs_coal_id *id, ncclComm_t comm)
+ * test library). */
+static int comm_device(ncclComm_t comm)
 {
-    int dev = atomic_load_explicit(&id->aux, memory_order_relaxed);
-    if (dev >= 0)
-        return dev;
     static _Atomic(void *) fn;
     void *f = atomic_load(&fn);
     if (!f) {
@@ -62,47 +63,27 @@ static int device_of(struct ccs_coal_id *id, ncclComm_t comm)
             f = ccs_real_symbol("ncclCommCuDevice", sonames);
         atomic_store(&fn, f);
     }
-    dev = 0;
+    int dev = 0;
     if (f && ((ncclResult_t(*)(const ncclComm_t, int *))f)(comm, &dev) != ncclSuccess)
         dev = 0;
-    if (dev < 0 || dev >= MAX_DEVS)
-        dev = 0;
+    return dev < 0 || dev >= MAX_DEVS ? 0 : dev;
+}
+
+/* The device of COMM, cached on the identity ID. */
+static int device_of(struct ccs_coal_id *id, ncclComm_t comm)
+{
+    int dev = atomic_load_explicit(&id->aux, memory_order_relaxed);
+    if (dev >= 0)
+        return dev;
+    dev = comm_device(comm);
     atomic_store_explicit(&id->aux, dev, memory_order_relaxed);
     return dev;
 }
 
-/* ncclCommGetAsyncError, or NULL when this NCCL has none (then a new
- * communicator is taken as ready at once, as the host test library's are). */
-static void *async_error_fn(void)
-{
-    static _Atomic(void *) fn;
-    static atomic_int looked;
-    if (!atomic_load(&looked)) {
-        void *f = ccs_real_symbol("pncclCommGetAsyncError", sonames);
-        atomic_store(&fn, f ? f : ccs_real_symbol("ncclCommGetAsyncError", sonames));
-        atomic_store(&looked, 1);
-    }
-    return atomic_load(&fn);
-}
-
-/* The private communicator of DEV when it is ready for use, else NULL. */
-static ncclComm_t ready_self_comm(int dev)
-{
-    ncclComm_t c = atomic_load_explicit(&self_comm[dev], memory_order_acquire);
-    if (!c || !atomic_load_explicit(&self_unready[dev], memory_order_relaxed))
-        return c;
-    void *f = async_error_fn();
-    ncclResult_t state = ncclSuccess;
-    if (f && ((ncclResult_t(*)(ncclComm_t, ncclResult_t *))f)(c, &state) != ncclSuccess)
-        return NULL;
-    if (state != ncclSuccess)
-        return NULL;
-    atomic_store_explicit(&self_unready[dev], 0, memory_order_relaxed);
-    return c;
-}
+static int nccl_complete(struct ccs_coal_id *id);
 
 /* Slow path, once per device: the private one-rank communicator of DEV. */
-static void make_self_comm(int dev, int in_group)
+static void make_self_comm(int dev)
 {
     if (atomic_load(&self_comm[dev]) || atomic_load(&self_failed[dev]))
         return;
@@ -112,8 +93,8 @@ static void make_self_comm(int dev, int in_group)
         ncclComm_t c = NULL;
         int devs[1] = {dev};
         if (init_all && init_all(&c, 1, devs) == ncclSuccess && c) {
-            atomic_store(&self_unready[dev], in_group);
             atomic_store(&self_comm[dev], c);
+            ccs_coalesce_completer[CCS_BE_NCCL] = nccl_complete;
         } else {
             atomic_store(&self_failed[dev], 1);
             CCS_LOG(WARN, "coalescing: no private NCCL communicator for device %d; its all-reduces stay real",
@@ -209,7 +190,7 @@ static int nccl_complete(struct ccs_coal_id *id)
     }
     int dev = atomic_load_explicit(&id->aux, memory_order_relaxed);
     __typeof__(&pncclAllReduce) real = CCS_NCCL_REAL(AllReduce);
-    ncclComm_t self = dev >= 0 && dev < MAX_DEVS ? ready_self_comm(dev) : NULL;
+    ncclComm_t self = dev >= 0 && dev < MAX_DEVS ? atomic_load_explicit(&self_comm[dev], memory_order_acquire) : NULL;
     ncclRedOp_t mean;
     if (!real || !self || id->size < 1 || factor_op(dev, dt, 1.0 / id->size, &mean) != 0)
         return -1;
@@ -246,13 +227,16 @@ int ccs_coalesce_nccl_allreduce(const void *send, void *recv, size_t count, nccl
     if (!id)
         return 0;
     int dev = device_of(id, comm);
-    /* The private communicator is never made inside the group of a
-     * nonblocking communicator (NCCL refuses a blocking one beside it): such
-     * a caller gets it at its first call outside a group.  Until it is
-     * ready, calls to defer are made for real, the same on every rank. */
-    if (CCS_UNLIKELY(!atomic_load_explicit(&self_comm[dev], memory_order_relaxed)) && (!in_group || !c->nonblocking)) {
-        make_self_comm(dev, in_group);
-        ccs_coalesce_completer[CCS_BE_NCCL] = nccl_complete;
+    /* The private communicator: made now outside a group, at the caller's
+     * outermost ncclGroupEnd inside one (ccs_coalesce_nccl_group_done).
+     * Until it exists, calls to defer are made for real, the same on every
+     * rank. */
+    if (CCS_UNLIKELY(!atomic_load_explicit(&self_comm[dev], memory_order_relaxed))) {
+        if (in_group) {
+            atomic_store(&self_wanted[dev], 1);
+            atomic_store(&any_wanted, 1);
+        } else
+            make_self_comm(dev);
     }
     ccs_coalesce_note_stream(id, stream);
     enum ccs_coalesce_action act = ccs_coalesce_decide(id);
@@ -260,7 +244,7 @@ int ccs_coalesce_nccl_allreduce(const void *send, void *recv, size_t count, nccl
         return 0;
     /* The private communicator is blocking: never in a nonblocking
      * communicator's group (NCCL refuses mixed modes there). */
-    ncclComm_t self = act == CCS_COALESCE_DEFER && !(in_group && c->nonblocking) ? ready_self_comm(dev) : NULL;
+    ncclComm_t self = act == CCS_COALESCE_DEFER && !(in_group && c->nonblocking) ? atomic_load_explicit(&self_comm[dev], memory_order_acquire) : NULL;
     double factor = 1;
     ncclRedOp_t fop = ncclSum;
     int local = act == CCS_COALESCE_DEFER && self && ccs_coalesce_factor(o, dtype, scalar, c->size, &factor) == 0 &&
@@ -286,4 +270,21 @@ int ccs_coalesce_nccl_allreduce(const void *send, void *recv, size_t count, nccl
         *rc = real(send, recv, count, dt, op, comm, stream);
     ccs_call_end(r, *rc != ncclSuccess && *rc != ncclInProgress);
     return 1;
+}
+
+void ccs_coalesce_nccl_group_done(void)
+{
+    if (CCS_LIKELY(!atomic_load_explicit(&any_wanted, memory_order_relaxed)) || !atomic_exchange(&any_wanted, 0))
+        return;
+    for (int dev = 0; dev < MAX_DEVS; dev++)
+        if (atomic_exchange(&self_wanted[dev], 0))
+            make_self_comm(dev);
+}
+
+void ccs_coalesce_nccl_comm_ready(ncclComm_t comm)
+{
+    const struct ccs_coalesce_policy *p = ccs_coalesce_policy();
+    if (!atomic_load(&ccs_coalesce_on) || p->mode != CCS_COALESCE_EVERY || ccs_nccl_group_depth() > 0)
+        return;
+    make_self_comm(comm_device(comm));
 }

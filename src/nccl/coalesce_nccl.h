@@ -17,4 +17,16 @@ CCS_HIDDEN int ccs_coalesce_nccl_allreduce(const void *send, void *recv, size_t 
                                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, int in_group,
                                            void *ra, ncclResult_t *rc);
 
+/* Called after the caller's outermost ncclGroupEnd returned: makes the
+ * private communicators asked for inside the group (one relaxed load when
+ * none was). */
+CCS_HIDDEN void ccs_coalesce_nccl_group_done(void);
+
+/* COMM was created, blocking, outside a group, and is ready.  Under
+ * every:N, which defers from its first call, the private communicator of
+ * its device is made now, so that the first calls, made inside a group,
+ * are deferred as on every later step (an all-reduce made for real in
+ * their place gives the same sum, but not bitwise). */
+CCS_HIDDEN void ccs_coalesce_nccl_comm_ready(ncclComm_t comm);
+
 #endif

@@ -17,6 +17,7 @@
 #include "desync_nccl.h"
 #include "log.h"
 #include "nccl_internal.h"
+#include "coalesce_nccl.h"
 #include "nccl_redop.h"
 #include "nccl_track.h"
 #include <string.h>
@@ -58,6 +59,8 @@ static void created(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, uint
             ccs_runtime_set_world(rank, nranks);
         if (c)
             ccs_desync_nccl_init(); /* desync detection, once the rank is known (docs/desync.md) */
+        if (c && rc == ncclSuccess && rank >= 0)
+            ccs_coalesce_nccl_comm_ready(comm);
     }
     if (r) {
         if (c)

@@ -4,8 +4,9 @@
  *
  * Streams: a fixed table of NSTREAMS slots, claimed lock-free at a stream's
  * first NCCL call (that first call also asks the driver for the current
- * context, once).  Each slot owns NEV events, created by the background
- * thread (off the hot path) in the slot's context.
+ * context, once, and creates the slot's NEV events in that context: a
+ * first sighting, so not per call).  The first call on a stream records an
+ * event at once; later ones at most one per period.
  *
  * Hot path, per NCCL call outside a group (or per stream at the outermost
  * ncclGroupEnd): the slot lookup (one multiplication, one probe mostly), two
@@ -203,6 +204,25 @@ int ccs_ntrack_capturing_slow(cudaStream_t stream)
 
 /* ----------------------------------------------------------- hot path */
 
+/* The events of S, made once, at its first call (in the caller's context). */
+static void make_events(struct strm *s)
+{
+    int n = 0;
+    for (; n < NEV; n++)
+        if (cu.event_create(&s->ev[n], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+            break;
+    if (n < NEV) {
+        static int logged;
+        ccs_log_once(&logged, CCS_LOG_WARN,
+                     "NCCL completion tracking: cannot create CUDA events for stream %#lx; its completion is "
+                     "only asked with cuStreamQuery",
+                     (unsigned long)s->handle);
+        atomic_store(&s->ev_ready, -1);
+        return;
+    }
+    atomic_store_explicit(&s->ev_ready, 1, memory_order_release);
+}
+
 /* The slot of STREAM, claimed at its first call; NULL when the table is full. */
 static struct strm *stream_slot(cudaStream_t stream)
 {
@@ -224,6 +244,12 @@ static struct strm *stream_slot(cudaStream_t stream)
                 ctx = NULL;
             s->handle = h;
             s->ctx = ctx;
+            /* Its events too, here rather than in the poller: a rank that
+             * enqueues all its work before the poller's next period (a
+             * short job, a starved background thread) must still have the
+             * event of its first call, else nothing ever reports
+             * completion on it and its hang is never seen (#13). */
+            make_events(s);
             atomic_store_explicit(&s->state, SLOT_READY, memory_order_release);
             return s;
         }
@@ -478,24 +504,6 @@ static void check_comm(struct ccs_comm *c, void *arg)
 
 /* --------------------------------------------------------------- poller */
 
-static void make_events(struct strm *s)
-{
-    int n = 0;
-    for (; n < NEV; n++)
-        if (cu.event_create(&s->ev[n], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-            break;
-    if (n < NEV) {
-        static int logged;
-        ccs_log_once(&logged, CCS_LOG_WARN,
-                     "NCCL completion tracking: cannot create CUDA events for stream %#lx; its completion is "
-                     "only asked with cuStreamQuery",
-                     (unsigned long)s->handle);
-        atomic_store(&s->ev_ready, -1);
-        return;
-    }
-    atomic_store_explicit(&s->ev_ready, 1, memory_order_release);
-}
-
 /* Asks STREAM whether everything it holds is done: the seq to report for
  * COMM then (SEQ, or the communicator's later sequenced calls that need no
  * device, ncclCommSplit), else 0. */
@@ -562,8 +570,6 @@ static void poll_locked(uint64_t now)
         if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY)
             continue;
         int pushed = s->ctx && cu.ctx_push(s->ctx) == CUDA_SUCCESS;
-        if (!atomic_load(&s->ev_ready))
-            make_events(s);
         for (int i = 0; i < NEV; i++) {
             if (atomic_load_explicit(&s->ev_state[i], memory_order_acquire) != EV_RECORDED)
                 continue;

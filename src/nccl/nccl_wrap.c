@@ -342,8 +342,10 @@ CCS_EXPORT ncclResult_t ncclGroupEnd(void)
     if (CCS_UNLIKELY(!real))
         return ncclInternalError;
     ncclResult_t rc = real();
-    if (group_depth > 0 && --group_depth == 0)
+    if (group_depth > 0 && --group_depth == 0) {
         ccs_ntrack_group_end(rc == ncclSuccess || rc == ncclInProgress); /* the group's work is enqueued now */
+        ccs_coalesce_nccl_group_done(); /* outside the group now */
+    }
     return rc;
 }
 

@@ -15,7 +15,7 @@ fake="$top_builddir/tests/nccl/libnccl.so.2"
 trainer="$top_builddir/ccshim-trainer-nccl"
 [ -x "$prog" ] && [ -f "$fake" ] || tap_skip_all "built without NCCL headers (no host NCCL)"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
-tap_plan 16
+tap_plan 17
 W=2 K=6 STEPS=3
 # Let the programs find the host NCCL before any real one.
 LD_LIBRARY_PATH="$top_builddir/tests/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -62,6 +62,14 @@ tap_eq "  ... one real reduction per step per rank, the others deferred" "$R $D"
 job evog --set CCSHIM_COALESCE=every:$K -- --out-of-place --group
 tap_eq "out of place, inside ncclGroupStart/End: bitwise equal" "$(digest ref)" "$(digest evog)"
 tap_eq "  ... counts" "$R $D" "$(counts evog)"
+# auto inside groups: the private communicator is made just after the
+# caller's ncclGroupEnd, never inside the group (the host NCCL refuses a
+# creation inside one: nothing would be deferred); 4 steps: 2 learnt, then
+# one real per step.  (Learning steps are per-minibatch: not bitwise per-step.)
+STEPS=4 job evag --set CCSHIM_COALESCE=auto -- --out-of-place --group
+tap_eq "auto inside ncclGroupStart/End: the job succeeds, no private communicator refused, coalesced after learning" \
+    "0 0 $((W * (2 * K + 2))) $((W * 2 * (K - 1)))" \
+    "$? $(grep -c 'no private NCCL communicator' "$CCS_TMP/evag.err") $(counts evag)"
 job refa -- --per-step --op avg
 job eva --set CCSHIM_COALESCE=every:$K -- --op avg
 tap_eq "ncclAvg: bitwise equal, coalesced" "$(digest refa) $R $D" "$(digest eva) $(counts eva)"

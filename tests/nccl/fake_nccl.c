@@ -707,6 +707,13 @@ ncclResult_t pncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
     char name[FN_NAME_MAX];
     if (!comm || ndev < 1 || ndev > FN_MAX_RANKS)
         return ncclInvalidArgument;
+    /* A real NCCL defers a creation inside a group into the caller's group
+     * (and refuses a blocking one beside a nonblocking communicator):
+     * refused here, so that a test sees ccshim ever doing it. */
+    if (group_depth > 0) {
+        fn_set_error("fake NCCL: ncclCommInitAll inside ncclGroupStart/End");
+        return ncclInvalidUsage;
+    }
     ncclResult_t rc = pncclGetUniqueId(&id);
     if (rc != ncclSuccess)
         return rc;

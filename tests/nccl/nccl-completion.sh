@@ -29,7 +29,7 @@ SHIM="$top_builddir/.libs/libccshim.so"
 [ -f "$top_builddir/tests/cuda/libcuda.so.1" ] || tap_skip_all "the test CUDA driver is not built"
 LD_LIBRARY_PATH="$top_builddir/tests/nccl:$top_builddir/tests/cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
-tap_plan 26
+tap_plan 28
 
 # --- one rank: nothing loaded, capture, nonblocking split -------------------
 one() { # NAME MODE ENV...: nccl_track MODE as rank 0 of 1 under the shim
@@ -133,11 +133,13 @@ tap_check "hang: DESYNC naming rank 1, behind at the seq ranks 0,2-3 enqueued la
     'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=20: ranks 0,2-3 blocked in $2 at seq 20 for N s; rank 1 at seq 19 \(1 behind, exited\)$"' \
     _ "$l" "$AR" || diag hang
 tap_eq "hang: one verdict only" 1 "$(echo "$l" | grep -c .)"
-# Completed: what the rate-limited events have shown so far (at most 19).
+# Completed: what the rate-limited events have shown so far: at least the
+# first call's event (1), at most 19; near 19 when the poller ran every
+# period, as low as 1 when it was starved while a rank enqueued everything.
 # Rank 1, gone, is described by the host side or the device side,
 # whichever its last publication had.
 per=$(grep -h '^ccshim desync|   rank [0-9]' "$CCS_TMP"/hang/log-*.txt | sed 's/(comm rank.*): //; s/;.*//' |
-    sed -E 's/completed 1[0-9] on the device/completed M/; s/rank 1 (issued|enqueued) 19, completed (19|M)$/rank 1 enqueued 19, completed M/' |
+    sed -E 's/completed (1[0-9]|[1-9]) on the device/completed M/; s/rank 1 (issued|enqueued) 19, completed (19|M)$/rank 1 enqueued 19, completed M/' |
     sort -u)
 tap_eq "hang: what each rank enqueued and completed on the device" "ccshim desync|   rank 0 enqueued 20, completed M
 ccshim desync|   rank 1 enqueued 19, completed M
@@ -156,6 +158,20 @@ tap_check "abort: the job ended within 5 s (took $JOB_WALL s; the test NCCL wait
 tap_check "abort: through ncclCommAbort (the waiting work failed)" sh -c \
     'grep -q "CCSHIM_ON_DESYNC=abort: aborting the job" "$1/log-0.txt" &&
      grep -q "cuStreamSynchronize failed (the asynchronous NCCL reported an error)" "$1/out-0"' _ "$CCS_TMP/abort"
+
+# All of a rank's work enqueued before the poller's next period (a 250 ms
+# period here; under load a starved background thread does the same): the
+# first call's event still shows completion, so the hang is still seen
+# (before the events were made at a stream's first call, 4 of 4 such runs
+# ended at the test NCCL's timeout with "no progress" warnings only).
+job quick 40 FAKENCCL_TIMEOUT=20 CCSHIM_ON_DESYNC=abort CCSHIM_DESYNC_PERIOD_MS=250 -- \
+    --inject=skip-minibatch:1:3 --steps 5
+l=$(lines quick DESYNC)
+tap_check "quick: DESYNC naming rank 1 though every call came within one period" sh -c \
+    'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=20: ranks 0,2-3 blocked in $2 at seq 20 for N s; rank 1 at seq 19 \(1 behind, exited\)$"' \
+    _ "$l" "$AR" || diag quick
+tap_check "quick: the job ended through the abort within 5 s (took $JOB_WALL s)" \
+    awk -v s="$JOB_WALL" -v t="$JOB_TIMEOUTS" 'BEGIN { exit !(s <= 5.0 && t == 0) }'
 
 JOB_KILL_AFTER=1.5 job killed 40 FAKENCCL_TIMEOUT=30 CCSHIM_ON_DESYNC=abort -- --steps 100000
 l=$(lines killed DEAD)
