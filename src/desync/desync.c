@@ -112,10 +112,32 @@ static long abort_grace_ms = 60; /* before ending the job (see on_verdict) */
 static char local_marker;
 #define FROM_LOCAL_RULES ((void *)&local_marker)
 
+/* The communicator of the first verdict this process reported under abort
+ * (0: none yet). */
+static _Atomic uint64_t ending_comm;
+
 static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     if (!ccs_dsx_seen_add(reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
         return;
+    /* Under abort the first verdict on a communicator ends the job; what
+     * the ranks see on it while the job ends (the others now blocked behind
+     * the departed rank, a rank in MPI_Finalize) follows from it.  Reporting
+     * that would also race: the rank that writes the full report may be
+     * gone before it sees it, leaving a verdict without its diagnosis.
+     * Said once, at info level.  (Verdicts on other communicators, as the
+     * two sides of a cross-communicator deadlock, are reported.) */
+    if (ccs_cfg.on_desync == 1 && v->cls != CCS_DSX_STRAGGLER) {
+        uint64_t none = 0;
+        if (!atomic_compare_exchange_strong(&ending_comm, &none, v->comm) && none == v->comm) {
+            static int said;
+            ccs_log_once(&said, CCS_LOG_INFO,
+                         "desync: a later verdict (%s at seq %llu on comm %#llx) not reported: the job is "
+                         "ending on the first",
+                         ccs_dsx_class_name(v->cls), (unsigned long long)v->seq, (unsigned long long)v->comm);
+            return;
+        }
+    }
     int full = arg == FROM_LOCAL_RULES ? (local_reporter < 0 || local_reporter == R) : R == 0;
     /* A rank in MPI_Finalize or exiting leaves the abort to the ranks still
      * running (they see the same verdict): MPI is being torn down under it.
