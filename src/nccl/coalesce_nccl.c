@@ -284,7 +284,7 @@ void ccs_coalesce_nccl_group_done(void)
 void ccs_coalesce_nccl_comm_ready(ncclComm_t comm)
 {
     const struct ccs_coalesce_policy *p = ccs_coalesce_policy();
-    if (!atomic_load(&ccs_coalesce_on) || p->mode != CCS_COALESCE_EVERY || ccs_nccl_group_depth() > 0)
+    if (!atomic_load(&ccs_coalesce_on) || p->mode != CCS_COALESCE_EVERY)
         return;
     make_self_comm(comm_device(comm));
 }

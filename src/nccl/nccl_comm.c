@@ -59,7 +59,7 @@ static void created(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, uint
             ccs_runtime_set_world(rank, nranks);
         if (c)
             ccs_desync_nccl_init(); /* desync detection, once the rank is known (docs/desync.md) */
-        if (c && rc == ncclSuccess && rank >= 0)
+        if (c && rc == ncclSuccess && rank >= 0 && ccs_nccl_group_depth() == 0)
             ccs_coalesce_nccl_comm_ready(comm);
     }
     if (r) {
