@@ -54,6 +54,10 @@ CCS_HIDDEN void ccs_coalesce_init(void);
  * and unit tests). */
 CCS_HIDDEN void ccs_coalesce_configure(const struct ccs_coalesce_policy *p);
 
+/* How many policies were put in force so far: the step module restarts
+ * what it counts since the policy when this changes. */
+CCS_HIDDEN uint32_t ccs_coalesce_policy_generation(void);
+
 /* 1 when a reduction of OP over DTYPE with BYTES per rank may be coalesced
  * (SUM, AVG, host-scalar PreMulSum; floating point; >= MIN_BYTES). */
 CCS_HIDDEN int ccs_coalesce_eligible(unsigned op, unsigned dtype, uint64_t bytes);
@@ -153,8 +157,6 @@ CCS_HIDDEN uint16_t ccs_float_to_bf16(float f);
  * begins (the first mark passes 1). */
 CCS_HIDDEN void ccs_coalesce_step_end(uint64_t step);
 
-/* Forgets what auto learned and agreed (a new policy put in force). */
-CCS_HIDDEN void ccs_coalesce_learning_reset(void);
 
 /* Deferred calls on this rank still waiting for their real reduction. */
 CCS_HIDDEN uint64_t ccs_coalesce_pending_calls(void);

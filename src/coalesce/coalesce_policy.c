@@ -5,7 +5,6 @@
  */
 #include "ccs_config.h"
 #include "coalesce.h"
-#include "registry.h"
 #include "log.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 atomic_int ccs_coalesce_on;
 
 static struct ccs_coalesce_policy policy;
+static _Atomic uint32_t generation; /* policies put in force so far */
 static atomic_int inited;
 static int abort_on_error;
 
@@ -73,7 +73,7 @@ void ccs_coalesce_configure(const struct ccs_coalesce_policy *p)
 {
     policy = *p;
     atomic_store(&ccs_coalesce_on, 0);
-    ccs_coalesce_learning_reset();
+    atomic_fetch_add(&generation, 1); /* the step module starts learning anew */
     if (policy.mode == CCS_COALESCE_OFF)
         return;
     abort_on_error = read_abort_policy();
@@ -87,27 +87,7 @@ void ccs_coalesce_configure(const struct ccs_coalesce_policy *p)
     atomic_store(&ccs_coalesce_on, 1);
 }
 
-static void finish_hook(int reason)
-{
-    (void)reason;
-    ccs_coalesce_finish();
-}
-
-static const struct ccs_feature coalescing = {
-    .name = "coalescing",
-    .step = ccs_coalesce_step_end,
-    .finish = finish_hook,
-};
-
-/* The library's constructor order is not defined: make sure the runtime
- * (and with it the configuration) is up before reading it. */
-__attribute__((constructor)) static void coalesce_ctor(void)
-{
-    if (ccs_runtime_init() == 0) {
-        ccs_coalesce_init();
-        ccs_feature_register(&coalescing);
-    }
-}
+uint32_t ccs_coalesce_policy_generation(void) { return atomic_load(&generation); }
 
 void ccs_coalesce_disable(const char *why)
 {

@@ -234,7 +234,8 @@ static void desync_agree(struct digest *d)
  * markers on every rank, as their steps are). */
 #define MPI_ROUNDS_EARLY 16
 #define MPI_ROUNDS_EVERY 16
-static uint64_t markers; /* since the policy was put in force */
+static uint64_t markers;         /* since the policy was put in force */
+static uint32_t markers_policy;  /* the policy generation they count under */
 
 static int mpi_round_due(void)
 {
@@ -287,8 +288,6 @@ static void agree_and_enable(uint64_t step)
     ccs_coalesce_foreach(enable_one, &d);
 }
 
-void ccs_coalesce_learning_reset(void) { markers = 0; }
-
 static void reset_step(struct ccs_coal_id *id, void *arg)
 {
     (void)arg;
@@ -306,6 +305,11 @@ void ccs_coalesce_step_end(uint64_t step)
     char when[64];
     snprintf(when, sizeof when, "step %llu", (unsigned long long)(step ? step - 1 : 0));
     verify(step, when);
+    uint32_t gen = ccs_coalesce_policy_generation();
+    if (gen != markers_policy) { /* a new policy: its rounds count from here */
+        markers_policy = gen;
+        markers = 0;
+    }
     markers++;
     if (p->mode == CCS_COALESCE_AUTO && atomic_load(&ccs_coalesce_on)) {
         struct learn l = {.step = (uint32_t)(step ? step - 1 : 0)};
@@ -345,4 +349,29 @@ void ccs_coalesce_finish(void)
         CCS_LOG(NOTE, "coalescing: %llu all-reduces answered locally, %llu real ones carrying them, %d of %d "
                       "identities coalesced",
                 (unsigned long long)t.deferred, (unsigned long long)t.real, t.active, t.ids);
+}
+
+/* ---------------------------------------------------------- registration */
+
+static void finish_hook(int reason)
+{
+    (void)reason;
+    ccs_coalesce_finish();
+}
+
+static const struct ccs_feature coalescing = {
+    .name = "coalescing",
+    .step = ccs_coalesce_step_end,
+    .finish = finish_hook,
+};
+
+/* Coalescing joins the core as a feature with step and finish hooks.  The
+ * library's constructor order is not defined: make sure the runtime (and
+ * with it the configuration) is up before reading the policy. */
+__attribute__((constructor)) static void coalesce_ctor(void)
+{
+    if (ccs_runtime_init() == 0) {
+        ccs_coalesce_init();
+        ccs_feature_register(&coalescing);
+    }
 }
