@@ -216,10 +216,19 @@ CCS_HIDDEN void ccs_record_snapshot(const struct ccs_record *p, struct ccs_recor
 
 /* --------------------------------------------------------------- ring.c */
 
-/* Per-thread single-producer ring of records.  The writer thread (consumer)
- * drains [tail, head); the producer never waits: when it laps the consumer
- * the oldest records are lost and counted.  The last records stay readable
- * as the flight recorder. */
+/* A reader's place in one ring: a cursor of its own and the records it
+ * lost (overwritten by the producer before or while it read them).  Atomic
+ * only so that others may look at it (the summary reads a ring's lost
+ * count); one thread reads through a cursor at a time. */
+struct ccs_ring_cursor {
+    _Atomic uint64_t next; /* index of the next record to read */
+    _Atomic uint64_t lost; /* records lost to overflow so far */
+};
+
+/* Per-thread single-producer ring of records.  Readers copy [cursor, head)
+ * through ccs_ring_read; the producer never waits: when it laps a reader
+ * the oldest records are lost and counted in that reader's cursor.  The
+ * last records stay readable as the flight recorder. */
 struct ccs_ring {
     /* The producer's line, written by every call. */
     _Atomic uint64_t head;          /* records published (producer) */
@@ -230,10 +239,10 @@ struct ccs_ring {
     struct ccs_ring *next;          /* list of all rings */
     uint32_t index;                 /* small thread index */
     uint32_t pid;                   /* process that owns it (fork check) */
-    /* The consumer's line (trace writer), kept off the producer's so that a
-     * drain does not take the line every call writes away from its core. */
-    _Alignas(64) _Atomic uint64_t tail; /* records consumed (writer) */
-    _Atomic uint64_t dropped;       /* records lost to overflow (writer) */
+    /* The draining reader's cursor (the trace writer's; its lost count is
+     * the summary's), kept off the producer's line so that a drain does
+     * not take the line every call writes away from its core. */
+    _Alignas(64) struct ccs_ring_cursor drain;
     _Alignas(64) uint64_t counts[CCS_KIND_MAX]; /* calls by kind (producer only) */
     _Alignas(64) struct ccs_record rec[]; /* capacity records */
 };
@@ -252,12 +261,22 @@ static inline struct ccs_ring *ccs_ring_self(void)
 /* First ring in the list of all rings (walk with ->next). */
 CCS_HIDDEN struct ccs_ring *ccs_ring_first(void);
 
-/* Copies up to MAX records from [tail, head) of R into OUT and advances its
- * tail; counts records lost to overflow.  Consumer side only. */
+/* Copies up to MAX records of R from C's cursor on into OUT, oldest first,
+ * and moves the cursor past them.  Records the producer overwrote before
+ * or while they were copied are left out and counted in C->lost.  Returns
+ * how many records OUT holds: 0 only when R has nothing new for C.  Any
+ * thread but R's producer; one thread at a time per cursor.  No lock, no
+ * allocation, no system call (a signal handler may read). */
+CCS_HIDDEN size_t ccs_ring_read(struct ccs_ring *r, struct ccs_ring_cursor *c, struct ccs_record *out, size_t max);
+
+/* ccs_ring_read through the ring's own draining cursor (R->drain). */
 CCS_HIDDEN size_t ccs_ring_drain(struct ccs_ring *r, struct ccs_record *out, size_t max);
 
-/* Copies the last N published records of R, oldest first (flight recorder).
- * Returns how many. */
+/* Sets C at R's current head (what R holds now is not new to C), no loss. */
+CCS_HIDDEN void ccs_ring_cursor_at_end(struct ccs_ring *r, struct ccs_ring_cursor *c);
+
+/* Copies the last N published records of R, oldest first (flight recorder);
+ * any of them overwritten while copied are left out.  Returns how many. */
 CCS_HIDDEN size_t ccs_ring_last(struct ccs_ring *r, struct ccs_record *out, size_t n);
 
 /* After fork: forget the parent's unconsumed records. */

@@ -247,7 +247,7 @@ static uint64_t total_dropped(void)
 {
     uint64_t d = 0;
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next)
-        d += atomic_load(&r->dropped);
+        d += atomic_load(&r->drain.lost);
     return d;
 }
 
@@ -265,7 +265,7 @@ static int flush_owned(int reason, int signo)
         struct ccs_trace_comm one;
         int any = ccs_comm_defs(0, &one, 1) > 0 || ccs_site_count() > 0;
         for (struct ccs_ring *r = ccs_ring_first(); r && !any; r = r->next)
-            any = atomic_load(&r->head) > 0 || atomic_load(&r->dropped) > 0;
+            any = atomic_load(&r->head) > 0 || atomic_load(&r->drain.lost) > 0;
         if (!any)
             return 0;
         if (open_trace() != 0) {

@@ -142,8 +142,61 @@ START_TEST(ring_overflow_counts_drops)
     }
     /* cap - 1 usable slots (one guard): the oldest 101 records were lost */
     ck_assert_uint_eq(got, cap - 1);
-    ck_assert_uint_eq(atomic_load(&r->dropped), 101);
+    ck_assert_uint_eq(atomic_load(&r->drain.lost), 101);
     ck_assert_uint_eq(first_seq, atomic_load(&a->seq) - (cap - 1) + 1);
+}
+END_TEST
+
+/* Reads R through C until nothing is new; the first and last seq read. */
+static uint64_t read_all(struct ccs_ring *r, struct ccs_ring_cursor *c, uint64_t *first, uint64_t *last)
+{
+    static struct ccs_record buf[4096];
+    uint64_t got = 0;
+    size_t n;
+    while ((n = ccs_ring_read(r, c, buf, 4096)) > 0) {
+        if (!got)
+            *first = buf[0].seq;
+        *last = buf[n - 1].seq;
+        got += n;
+    }
+    return got;
+}
+
+START_TEST(readers_keep_their_own_cursors)
+{
+    struct ccs_comm *a = ccs_comm_register(CCS_BE_MPI, 0x2f0, 9, 0, 0, 2, 0, -1);
+    one(a, coll(CCS_KIND_BARRIER, 0));
+    struct ccs_ring *r = ccs_ring_self();
+    uint64_t cap = r->mask + 1;
+    static struct ccs_record buf[4096];
+    struct ccs_ring_cursor early, late;
+    ccs_ring_cursor_at_end(r, &early);
+    for (int i = 0; i < 10; i++)
+        one(a, coll(CCS_KIND_ALLREDUCE, 1));
+    ccs_ring_cursor_at_end(r, &late);
+    ck_assert_uint_eq(ccs_ring_read(r, &late, buf, 4096), 0); /* nothing new for it */
+    /* Read in pieces: 4 then 6, in order, then nothing. */
+    ck_assert_uint_eq(ccs_ring_read(r, &early, buf, 4), 4);
+    ck_assert_uint_eq(buf[0].seq, 2);
+    ck_assert_uint_eq(buf[3].seq, 5);
+    ck_assert_uint_eq(ccs_ring_read(r, &early, buf, 4096), 6);
+    ck_assert_uint_eq(buf[5].seq, 11);
+    ck_assert_uint_eq(ccs_ring_read(r, &early, buf, 4096), 0);
+    /* The producer laps LATE only: it loses the oldest, EARLY loses nothing
+     * more, and the ring's own draining cursor is not moved by either. */
+    uint64_t drained = atomic_load(&r->drain.next);
+    for (uint64_t i = 0; i < cap + 7; i++)
+        one(a, coll(CCS_KIND_ALLREDUCE, 1));
+    uint64_t first = 0, last = 0, got = read_all(r, &early, &first, &last);
+    ck_assert_uint_eq(got, cap - 1);
+    ck_assert_uint_eq(atomic_load(&early.lost), 8); /* cap + 7 new, cap - 1 intact */
+    ck_assert_uint_eq(first, 11 + 8 + 1);
+    ck_assert_uint_eq(last, atomic_load(&a->seq));
+    ck_assert_uint_eq(atomic_load(&late.lost), 0);
+    ck_assert_uint_eq(read_all(r, &late, &first, &last), cap - 1);
+    ck_assert_uint_eq(atomic_load(&late.lost), 8);
+    ck_assert_uint_eq(first, 11 + 8 + 1);
+    ck_assert_uint_eq(atomic_load(&r->drain.next), drained);
 }
 END_TEST
 
@@ -157,6 +210,7 @@ static Suite *suite(void)
     tcase_add_test(t, disabled_records_nothing);
     tcase_add_test(t, threads_get_own_rings);
     tcase_add_test(t, ring_overflow_counts_drops);
+    tcase_add_test(t, readers_keep_their_own_cursors);
     suite_add_tcase(s, t);
     return s;
 }
