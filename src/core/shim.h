@@ -377,30 +377,6 @@ CCS_HIDDEN struct ccs_ring *ccs_call_first(void);
  * (updates the thread's last site). */
 CCS_HIDDEN uint32_t ccs_call_new_site(void *ret_addr);
 
-/* Which counter of C numbers KIND: 1 the collective sequence (collectives,
- * and the communicator-management calls that are collective over the
- * communicator they are called on), 2 the point-to-point counter, 0 none.
- * A switch over constants: it folds where KIND does. */
-static inline int ccs_kind_counter(unsigned kind)
-{
-    switch (kind) {
-#define CCS_X(e, n, s, c)                                                                                  \
-    case n:                                                                                                \
-        return c == CCS_CLASS_COLL ? 1 : c == CCS_CLASS_P2P ? 2 : 0;
-        CCS_KIND_LIST(CCS_X)
-#undef CCS_X
-    }
-    return 0;
-}
-
-static inline int ccs_kind_counter_of_call(unsigned kind)
-{
-    if (kind == CCS_KIND_COMM_DUP || kind == CCS_KIND_COMM_SPLIT || kind == CCS_KIND_COMM_CREATE ||
-        kind == CCS_KIND_COMM_SHRINK)
-        return 1;
-    return ccs_kind_counter(kind);
-}
-
 /* The body of ccs_call_begin once the ring R exists (always inline: with a
  * wrapper's constant kind the counter choice folds away). */
 CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_comm *c,
@@ -417,11 +393,11 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
     uint64_t seq = 0;
     if (c) {
         /* Load + store, not an atomic RMW: see struct ccs_comm. */
-        int which = ccs_kind_counter_of_call(kind);
-        if (which == 1) {
+        enum ccs_counter which = ccs_kind_counter(kind);
+        if (which == CCS_COUNTER_SEQ) {
             seq = atomic_load_explicit(&c->seq, memory_order_relaxed) + 1;
             atomic_store_explicit(&c->seq, seq, memory_order_relaxed);
-        } else if (which == 2) {
+        } else if (which == CCS_COUNTER_P2P) {
             seq = atomic_load_explicit(&c->p2p, memory_order_relaxed) + 1;
             atomic_store_explicit(&c->p2p, seq, memory_order_relaxed);
         }

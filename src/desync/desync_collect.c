@@ -78,13 +78,6 @@ void ccs_dsx_collect_want(uint64_t (*fn)(uint64_t comm, int probe, void *arg), v
     want_arg = arg;
 }
 
-static int sequenced(unsigned kind)
-{
-    int cls = ccs_kind_class(kind);
-    return cls == CCS_CLASS_COLL || kind == CCS_KIND_COMM_DUP || kind == CCS_KIND_COMM_SPLIT ||
-           kind == CCS_KIND_COMM_CREATE || kind == CCS_KIND_COMM_SHRINK;
-}
-
 static struct ccs_dsx_op op_of(const struct ccs_record *r, struct tracked *t)
 {
     struct ccs_dsx_op o;
@@ -256,7 +249,7 @@ static size_t read_rings(enum read_mode mode, uint64_t pass, uint64_t now, size_
         while ((k = ccs_ring_read(r, c, chunk, CHUNK)) > 0)
             for (size_t i = 0; i < k; i++) {
                 const struct ccs_record *rec = &chunk[i];
-                if (!rec->comm || !rec->seq || !sequenced(rec->kind))
+                if (!rec->comm || !rec->seq || !ccs_kind_sequenced(rec->kind))
                     continue;
                 if (mode == FOLD)
                     take(rec, pass, now, &t);
@@ -342,7 +335,7 @@ static void scan_inflight(uint64_t now)
         ccs_record_snapshot(p, &rec); /* its thread may still be writing times and flags */
         if (atomic_load_explicit(&r->inflight, memory_order_acquire) != p)
             continue; /* it returned while we looked */
-        if (!rec.comm || !rec.seq || !sequenced(rec.kind) || (rec.flags & CCS_F_NONBLOCKING))
+        if (!rec.comm || !rec.seq || !ccs_kind_sequenced(rec.kind) || (rec.flags & CCS_F_NONBLOCKING))
             continue;
         struct tracked *t = find(rec.comm, 1);
         if (!t)
