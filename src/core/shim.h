@@ -210,9 +210,39 @@ static inline uint64_t ccs_record_fingerprint(const struct ccs_record *r)
 /* Records a marker (step) in the calling thread's ring. */
 CCS_HIDDEN void ccs_record_mark(unsigned kind, uint32_t step);
 /* Copies an in-flight record P (loaded with acquire from ring->inflight)
- * without racing its thread, which may still write t_start, t_dur, flags
- * and step (relaxed atomics).  Recheck ring->inflight afterwards. */
+ * without racing its thread, which may still write t_dur, flags and step
+ * (relaxed atomics).  Recheck ring->inflight afterwards. */
 CCS_HIDDEN void ccs_record_snapshot(const struct ccs_record *p, struct ccs_record *out);
+
+/* Every field of struct ccs_record, in order, by how the calling thread
+ * writes it: ONCE(f) before the record is published, LIVE(f) also after,
+ * until the call returns (t_dur and flags in ccs_call_end, flags in a
+ * wrapper, step in a mark), so that a copy of a published record reads it
+ * with a relaxed atomic load.  The hot path (ccs_call_record) and the
+ * snapshot both copy a record with ccs_record_copy, generated from this
+ * list: they cannot drift apart, and the size check below fails when a
+ * field is added to the record and not here. */
+#define CCS_RECORD_FIELDS(ONCE, LIVE)                                                                      \
+    ONCE(seq) ONCE(comm) ONCE(fingerprint) ONCE(bytes) ONCE(count) ONCE(buf) ONCE(t_start) LIVE(t_dur)    \
+    LIVE(step) ONCE(site) ONCE(root) ONCE(kind) ONCE(dtype) ONCE(op) LIVE(flags) ONCE(backend)           \
+    ONCE(group_depth) ONCE(thread) ONCE(sig) ONCE(pysite) ONCE(reserved2)
+
+#define CCS_X_SIZE(f) +sizeof(((struct ccs_record *)0)->f)
+_Static_assert(0 CCS_RECORD_FIELDS(CCS_X_SIZE, CCS_X_SIZE) == sizeof(struct ccs_record),
+               "CCS_RECORD_FIELDS must list every field of struct ccs_record");
+#undef CCS_X_SIZE
+
+/* Copies every field of SRC into DST.  SRC_PUBLISHED (a constant, so that
+ * the choice folds): SRC is a published record whose LIVE fields its
+ * thread may still write; else SRC is private (plain loads throughout). */
+CCS_INLINE void ccs_record_copy(struct ccs_record *dst, const struct ccs_record *src, int src_published)
+{
+#define CCS_X_ONCE(f) dst->f = src->f;
+#define CCS_X_LIVE(f) dst->f = src_published ? __atomic_load_n(&src->f, __ATOMIC_RELAXED) : src->f;
+    CCS_RECORD_FIELDS(CCS_X_ONCE, CCS_X_LIVE)
+#undef CCS_X_ONCE
+#undef CCS_X_LIVE
+}
 
 /* --------------------------------------------------------------- ring.c */
 
@@ -387,6 +417,8 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
      * the line this call writes anyway. */
     if (atomic_load_explicit(&r->inflight, memory_order_relaxed))
         return NULL;
+    uint32_t site = CCS_LIKELY((uintptr_t)ret_addr == ccs_tls_last_pc) ? ccs_tls_last_site
+                                                                       : ccs_call_new_site(ret_addr);
     unsigned kind = call->kind < CCS_KIND_MAX ? call->kind : 0;
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     struct ccs_record *rec = &r->rec[h & r->mask];
@@ -402,35 +434,36 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
             atomic_store_explicit(&c->p2p, seq, memory_order_relaxed);
         }
     }
-    uint32_t site = CCS_LIKELY((uintptr_t)ret_addr == ccs_tls_last_pc) ? ccs_tls_last_site
-                                                                       : ccs_call_new_site(ret_addr);
-    rec->seq = seq;
-    rec->comm = c ? c->id : 0;
-    rec->fingerprint = 0; /* see ccs_record_fingerprint */
-    rec->bytes = call->bytes;
-    rec->count = call->count;
-    rec->buf = (uint64_t)(uintptr_t)call->buf;
-    rec->t_dur = 0;
-    rec->step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed);
-    rec->site = site;
-    rec->root = call->root;
-    rec->kind = (uint16_t)kind;
-    rec->dtype = call->dtype;
-    rec->op = call->op;
-    rec->flags = call->flags;
-    rec->backend = call->backend;
-    rec->group_depth = call->group_depth;
-    rec->thread = (uint8_t)r->index;
-    rec->sig = call->sig;
-    rec->pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed); /* ccshim_annotate */
-    rec->reserved2 = 0;
+    /* Fields not named are 0: fingerprint (see ccs_record_fingerprint),
+     * t_dur, reserved2.  The stores fold into the slot's (ccs_record_copy
+     * is inline, LOCAL never reaches memory). */
+    const struct ccs_record local = {
+        .seq = seq,
+        .comm = c ? c->id : 0,
+        .bytes = call->bytes,
+        .count = call->count,
+        .buf = (uint64_t)(uintptr_t)call->buf,
+        .t_start = ccs_timing ? ccs_ticks() : 0,
+        .step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed),
+        .site = site,
+        .root = call->root,
+        .kind = (uint16_t)kind,
+        .dtype = call->dtype,
+        .op = call->op,
+        .flags = call->flags,
+        .backend = call->backend,
+        .group_depth = call->group_depth,
+        .thread = (uint8_t)r->index,
+        .sig = call->sig,
+        .pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed), /* ccshim_annotate */
+    };
+    ccs_record_copy(rec, &local, 0);
     r->counts[kind]++;
     /* Published: from here on the desync thread may copy it
-     * (ccs_record_snapshot), so the fields still written (t_start, t_dur,
-     * flags, and step for marks) are relaxed atomics: plain moves on x86-64
-     * and aarch64, and no data race. */
+     * (ccs_record_snapshot), so the fields still written (t_dur, flags,
+     * and step for marks) are relaxed atomics: plain moves on x86-64 and
+     * aarch64, and no data race. */
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
-    __atomic_store_n(&rec->t_start, ccs_timing ? ccs_ticks() : 0, __ATOMIC_RELAXED);
     return rec;
 }
 
