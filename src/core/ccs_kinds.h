@@ -2,7 +2,8 @@
  * ccs_kinds.h - the one list of everything ccshim names: kinds of calls,
  * datatypes, reduction ops, flags.  The runtime, the trace format and the
  * tools all expand these X-macros, so names and numbers never drift.
- * Numbers are part of the trace format: append, never renumber.
+ * Numbers are part of the trace format: append, never renumber.  The lists
+ * and their enums look alike by design: data, one row per name.
  */
 #ifndef CCS_KINDS_H
 #define CCS_KINDS_H
