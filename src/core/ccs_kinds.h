@@ -2,7 +2,8 @@
  * ccs_kinds.h - the one list of everything ccshim names: kinds of calls,
  * datatypes, reduction ops, flags.  The runtime, the trace format and the
  * tools all expand these X-macros, so names and numbers never drift.
- * Numbers are part of the trace format: append, never renumber.
+ * Numbers are part of the trace format: append, never renumber.  The lists
+ * and their enums look alike by design: data, one row per name.
  */
 #ifndef CCS_KINDS_H
 #define CCS_KINDS_H
@@ -51,6 +52,33 @@ enum ccs_kind {
 #undef CCS_X
     CCS_KIND_MAX = 65
 };
+
+/* Which counter of a communicator numbers a call of KIND (the record's seq):
+ * the collective sequence for collectives and for the calls that make a
+ * communicator from the one they are called on (dup, split, create, shrink:
+ * collective over it), the point-to-point counter for point-to-point
+ * calls, none for the rest.  The one definition: the hot path numbers
+ * calls with it and desync compares exactly the calls it sequences.  A
+ * switch over constants: it folds where KIND does. */
+enum ccs_counter { CCS_COUNTER_NONE = 0, CCS_COUNTER_SEQ = 1, CCS_COUNTER_P2P = 2 };
+
+static inline enum ccs_counter ccs_kind_counter(unsigned kind)
+{
+    if (kind == CCS_KIND_COMM_DUP || kind == CCS_KIND_COMM_SPLIT || kind == CCS_KIND_COMM_CREATE ||
+        kind == CCS_KIND_COMM_SHRINK)
+        return CCS_COUNTER_SEQ;
+    switch (kind) {
+#define CCS_X(e, n, s, c)                                                                                  \
+    case n:                                                                                                \
+        return c == CCS_CLASS_COLL ? CCS_COUNTER_SEQ : c == CCS_CLASS_P2P ? CCS_COUNTER_P2P : CCS_COUNTER_NONE;
+        CCS_KIND_LIST(CCS_X)
+#undef CCS_X
+    }
+    return CCS_COUNTER_NONE;
+}
+
+/* Nonzero when KIND takes the collective sequence number. */
+static inline int ccs_kind_sequenced(unsigned kind) { return ccs_kind_counter(kind) == CCS_COUNTER_SEQ; }
 
 /* X(ENUM, number, "name", size in bytes or 0 when not fixed) */
 #define CCS_DTYPE_LIST(X)                                                     \

@@ -1,4 +1,7 @@
-/* names.c - number-to-name tables expanded from ccs_kinds.h. */
+/* names.c - number-to-name tables expanded from ccs_kinds.h.  One function
+ * per list and column, alike in shape on purpose: each is the list's own
+ * expansion (a switch the compiler makes a table of), and the lists differ
+ * in their columns. */
 #include "ccs_kinds.h"
 #include <string.h>
 

@@ -43,28 +43,7 @@ void ccs_record_mark(unsigned kind, uint32_t step)
 
 void ccs_record_snapshot(const struct ccs_record *p, struct ccs_record *out)
 {
-    /* Written before publication (ordered by the acquire load of the
-     * in-flight pointer): plain reads. */
-    out->seq = p->seq;
-    out->comm = p->comm;
-    out->fingerprint = p->fingerprint;
-    out->bytes = p->bytes;
-    out->count = p->count;
-    out->buf = p->buf;
-    out->site = p->site;
-    out->root = p->root;
-    out->kind = p->kind;
-    out->dtype = p->dtype;
-    out->op = p->op;
-    out->backend = p->backend;
-    out->group_depth = p->group_depth;
-    out->thread = p->thread;
-    out->sig = p->sig;
-    out->pysite = p->pysite;
-    out->reserved2 = 0;
-    /* Still written by the calling thread. */
-    out->t_start = __atomic_load_n(&p->t_start, __ATOMIC_RELAXED);
-    out->t_dur = __atomic_load_n(&p->t_dur, __ATOMIC_RELAXED);
-    out->flags = __atomic_load_n(&p->flags, __ATOMIC_RELAXED);
-    out->step = __atomic_load_n(&p->step, __ATOMIC_RELAXED);
+    /* ONCE fields were written before publication (ordered by the acquire
+     * load of the in-flight pointer): plain reads; LIVE ones atomic. */
+    ccs_record_copy(out, p, 1);
 }

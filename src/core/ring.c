@@ -1,7 +1,9 @@
 /*
  * ring.c - one ring of records per thread, mapped on the thread's first
- * recorded call.  Single producer (the thread), single consumer (the trace
- * writer); the producer never waits and never takes a lock.  The pages are
+ * recorded call.  Single producer (the thread); readers (the trace writer,
+ * the desync collector, the flight recorder) each with a cursor of their
+ * own, through ccs_ring_read; the producer never waits and never takes a
+ * lock.  The pages are
  * touched when the ring is mapped, not one by one on the hot path.
  */
 #include "ccs_config.h"
@@ -83,34 +85,61 @@ struct ccs_ring *ccs_ring_self_slow(void)
 
 struct ccs_ring *ccs_ring_first(void) { return atomic_load(&all_rings); }
 
+/* One reader for every consumer of a ring (the trace writer through
+ * ccs_ring_drain, the desync collector with cursors of its own, the flight
+ * recorder through ccs_ring_last): the only place that knows which records
+ * a lapping producer may have overwritten. */
+size_t ccs_ring_read(struct ccs_ring *r, struct ccs_ring_cursor *c, struct ccs_record *out, size_t max)
+{
+    uint64_t cap = r->mask + 1;
+    uint64_t from = atomic_load_explicit(&c->next, memory_order_relaxed);
+    for (;;) {
+        /* One slot is the guard the producer may be writing at any moment
+         * (index head overwrites index head - cap), so at most cap - 1
+         * published records are intact. */
+        uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+        if (head - from > cap - 1) {
+            atomic_fetch_add_explicit(&c->lost, head - from - (cap - 1), memory_order_relaxed);
+            from = head - (cap - 1);
+        }
+        size_t n = head - from < max ? (size_t)(head - from) : max;
+        for (size_t i = 0; i < n; i++) {
+            /* The lines were just written by another core: keep several
+             * transfers in flight rather than one at a time. */
+            __builtin_prefetch(&r->rec[(from + i + 8) & r->mask]);
+            out[i] = r->rec[(from + i) & r->mask];
+        }
+        /* The producer may have lapped us while we copied: the record it is
+         * writing now (index head2) overwrites index head2 - cap, so only
+         * indices above head2 - cap are intact.  The fence keeps the copy's
+         * loads before the second look at the head (a seqlock's reader). */
+        atomic_thread_fence(memory_order_acquire);
+        uint64_t head2 = atomic_load_explicit(&r->head, memory_order_relaxed);
+        uint64_t valid_from = head2 + 1 > cap ? head2 + 1 - cap : 0;
+        size_t torn = 0;
+        if (valid_from > from) {
+            torn = valid_from - from < n ? (size_t)(valid_from - from) : n;
+            atomic_fetch_add_explicit(&c->lost, torn, memory_order_relaxed);
+            memmove(out, out + torn, (n - torn) * sizeof *out);
+        }
+        from += n;
+        atomic_store_explicit(&c->next, from, memory_order_release);
+        /* 0 only when nothing is new: a copy overwritten whole is read again
+         * from where the producer is now. */
+        if (n == 0 || torn < n)
+            return n - torn;
+    }
+}
+
 size_t ccs_ring_drain(struct ccs_ring *r, struct ccs_record *out, size_t max)
 {
-    /* One slot is the guard the producer may be writing at any moment
-     * (index head overwrites index head - cap), so at most cap - 1
-     * published records are intact. */
-    uint64_t cap = r->mask + 1;
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    if (head - tail > cap - 1) {
-        atomic_fetch_add_explicit(&r->dropped, head - tail - (cap - 1), memory_order_relaxed);
-        tail = head - (cap - 1);
-    }
-    size_t n = head - tail < max ? (size_t)(head - tail) : max;
-    for (size_t i = 0; i < n; i++)
-        out[i] = r->rec[(tail + i) & r->mask];
-    /* The producer may have lapped us while we copied: the record it is
-     * writing now (index head2) overwrites index head2 - cap, so only indices
-     * above head2 - cap are intact. */
-    uint64_t head2 = atomic_load_explicit(&r->head, memory_order_acquire);
-    uint64_t valid_from = head2 + 1 > cap ? head2 + 1 - cap : 0;
-    size_t skip = 0;
-    if (valid_from > tail) {
-        skip = valid_from - tail < n ? (size_t)(valid_from - tail) : n;
-        atomic_fetch_add_explicit(&r->dropped, skip, memory_order_relaxed);
-        memmove(out, out + skip, (n - skip) * sizeof *out);
-    }
-    atomic_store_explicit(&r->tail, tail + n, memory_order_release);
-    return n - skip;
+    return ccs_ring_read(r, &r->drain, out, max);
+}
+
+void ccs_ring_cursor_at_end(struct ccs_ring *r, struct ccs_ring_cursor *c)
+{
+    atomic_store_explicit(&c->next, atomic_load_explicit(&r->head, memory_order_acquire), memory_order_relaxed);
+    atomic_store_explicit(&c->lost, 0, memory_order_relaxed);
 }
 
 size_t ccs_ring_last(struct ccs_ring *r, struct ccs_record *out, size_t n)
@@ -120,17 +149,15 @@ size_t ccs_ring_last(struct ccs_ring *r, struct ccs_record *out, size_t n)
     uint64_t avail = head < cap - 1 ? head : cap - 1; /* keep clear of the slot being written */
     if (n > avail)
         n = (size_t)avail;
-    for (size_t i = 0; i < n; i++)
-        out[i] = r->rec[(head - n + i) & r->mask];
-    return n;
+    struct ccs_ring_cursor c = {.next = head - n};
+    return ccs_ring_read(r, &c, out, n);
 }
 
 void ccs_ring_reset_all(void)
 {
     uint32_t pid = (uint32_t)getpid();
     for (struct ccs_ring *r = atomic_load(&all_rings); r; r = r->next) {
-        atomic_store(&r->tail, atomic_load(&r->head));
-        atomic_store(&r->dropped, 0);
+        ccs_ring_cursor_at_end(r, &r->drain);
         atomic_store(&r->inflight, NULL);
         memset(r->counts, 0, sizeof r->counts);
         r->pid = pid;

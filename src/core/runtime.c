@@ -257,7 +257,7 @@ static void summarise(int reason, int signo)
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
         for (int k = 0; k < CCS_KIND_MAX; k++)
             counts[k] += r->counts[k];
-        dropped += atomic_load(&r->dropped);
+        dropped += atomic_load(&r->drain.lost);
     }
     for (int k = 0; k < CCS_KIND_MAX; k++)
         any += counts[k];

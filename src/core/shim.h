@@ -210,16 +210,55 @@ static inline uint64_t ccs_record_fingerprint(const struct ccs_record *r)
 /* Records a marker (step) in the calling thread's ring. */
 CCS_HIDDEN void ccs_record_mark(unsigned kind, uint32_t step);
 /* Copies an in-flight record P (loaded with acquire from ring->inflight)
- * without racing its thread, which may still write t_start, t_dur, flags
- * and step (relaxed atomics).  Recheck ring->inflight afterwards. */
+ * without racing its thread, which may still write t_dur, flags and step
+ * (relaxed atomics).  Recheck ring->inflight afterwards. */
 CCS_HIDDEN void ccs_record_snapshot(const struct ccs_record *p, struct ccs_record *out);
+
+/* Every field of struct ccs_record, in order, by how the calling thread
+ * writes it: ONCE(f) before the record is published, LIVE(f) also after,
+ * until the call returns (t_dur and flags in ccs_call_end, flags in a
+ * wrapper, step in a mark), so that a copy of a published record reads it
+ * with a relaxed atomic load.  The hot path (ccs_call_record) and the
+ * snapshot both copy a record with ccs_record_copy, generated from this
+ * list: they cannot drift apart, and the size check below fails when a
+ * field is added to the record and not here. */
+#define CCS_RECORD_FIELDS(ONCE, LIVE)                                                                      \
+    ONCE(seq) ONCE(comm) ONCE(fingerprint) ONCE(bytes) ONCE(count) ONCE(buf) ONCE(t_start) LIVE(t_dur)    \
+    LIVE(step) ONCE(site) ONCE(root) ONCE(kind) ONCE(dtype) ONCE(op) LIVE(flags) ONCE(backend)           \
+    ONCE(group_depth) ONCE(thread) ONCE(sig) ONCE(pysite) ONCE(reserved2)
+
+#define CCS_X_SIZE(f) +sizeof(((struct ccs_record *)0)->f)
+_Static_assert(0 CCS_RECORD_FIELDS(CCS_X_SIZE, CCS_X_SIZE) == sizeof(struct ccs_record),
+               "CCS_RECORD_FIELDS must list every field of struct ccs_record");
+#undef CCS_X_SIZE
+
+/* Copies every field of SRC into DST.  SRC_PUBLISHED (a constant, so that
+ * the choice folds): SRC is a published record whose LIVE fields its
+ * thread may still write; else SRC is private (plain loads throughout). */
+CCS_INLINE void ccs_record_copy(struct ccs_record *dst, const struct ccs_record *src, int src_published)
+{
+#define CCS_X_ONCE(f) dst->f = src->f;
+#define CCS_X_LIVE(f) dst->f = src_published ? __atomic_load_n(&src->f, __ATOMIC_RELAXED) : src->f;
+    CCS_RECORD_FIELDS(CCS_X_ONCE, CCS_X_LIVE)
+#undef CCS_X_ONCE
+#undef CCS_X_LIVE
+}
 
 /* --------------------------------------------------------------- ring.c */
 
-/* Per-thread single-producer ring of records.  The writer thread (consumer)
- * drains [tail, head); the producer never waits: when it laps the consumer
- * the oldest records are lost and counted.  The last records stay readable
- * as the flight recorder. */
+/* A reader's place in one ring: a cursor of its own and the records it
+ * lost (overwritten by the producer before or while it read them).  Atomic
+ * only so that others may look at it (the summary reads a ring's lost
+ * count); one thread reads through a cursor at a time. */
+struct ccs_ring_cursor {
+    _Atomic uint64_t next; /* index of the next record to read */
+    _Atomic uint64_t lost; /* records lost to overflow so far */
+};
+
+/* Per-thread single-producer ring of records.  Readers copy [cursor, head)
+ * through ccs_ring_read; the producer never waits: when it laps a reader
+ * the oldest records are lost and counted in that reader's cursor.  The
+ * last records stay readable as the flight recorder. */
 struct ccs_ring {
     /* The producer's line, written by every call. */
     _Atomic uint64_t head;          /* records published (producer) */
@@ -230,10 +269,10 @@ struct ccs_ring {
     struct ccs_ring *next;          /* list of all rings */
     uint32_t index;                 /* small thread index */
     uint32_t pid;                   /* process that owns it (fork check) */
-    /* The consumer's line (trace writer), kept off the producer's so that a
-     * drain does not take the line every call writes away from its core. */
-    _Alignas(64) _Atomic uint64_t tail; /* records consumed (writer) */
-    _Atomic uint64_t dropped;       /* records lost to overflow (writer) */
+    /* The draining reader's cursor (the trace writer's; its lost count is
+     * the summary's), kept off the producer's line so that a drain does
+     * not take the line every call writes away from its core. */
+    _Alignas(64) struct ccs_ring_cursor drain;
     _Alignas(64) uint64_t counts[CCS_KIND_MAX]; /* calls by kind (producer only) */
     _Alignas(64) struct ccs_record rec[]; /* capacity records */
 };
@@ -252,12 +291,22 @@ static inline struct ccs_ring *ccs_ring_self(void)
 /* First ring in the list of all rings (walk with ->next). */
 CCS_HIDDEN struct ccs_ring *ccs_ring_first(void);
 
-/* Copies up to MAX records from [tail, head) of R into OUT and advances its
- * tail; counts records lost to overflow.  Consumer side only. */
+/* Copies up to MAX records of R from C's cursor on into OUT, oldest first,
+ * and moves the cursor past them.  Records the producer overwrote before
+ * or while they were copied are left out and counted in C->lost.  Returns
+ * how many records OUT holds: 0 only when R has nothing new for C.  Any
+ * thread but R's producer; one thread at a time per cursor.  No lock, no
+ * allocation, no system call (a signal handler may read). */
+CCS_HIDDEN size_t ccs_ring_read(struct ccs_ring *r, struct ccs_ring_cursor *c, struct ccs_record *out, size_t max);
+
+/* ccs_ring_read through the ring's own draining cursor (R->drain). */
 CCS_HIDDEN size_t ccs_ring_drain(struct ccs_ring *r, struct ccs_record *out, size_t max);
 
-/* Copies the last N published records of R, oldest first (flight recorder).
- * Returns how many. */
+/* Sets C at R's current head (what R holds now is not new to C), no loss. */
+CCS_HIDDEN void ccs_ring_cursor_at_end(struct ccs_ring *r, struct ccs_ring_cursor *c);
+
+/* Copies the last N published records of R, oldest first (flight recorder);
+ * any of them overwritten while copied are left out.  Returns how many. */
 CCS_HIDDEN size_t ccs_ring_last(struct ccs_ring *r, struct ccs_record *out, size_t n);
 
 /* After fork: forget the parent's unconsumed records. */
@@ -358,30 +407,6 @@ CCS_HIDDEN struct ccs_ring *ccs_call_first(void);
  * (updates the thread's last site). */
 CCS_HIDDEN uint32_t ccs_call_new_site(void *ret_addr);
 
-/* Which counter of C numbers KIND: 1 the collective sequence (collectives,
- * and the communicator-management calls that are collective over the
- * communicator they are called on), 2 the point-to-point counter, 0 none.
- * A switch over constants: it folds where KIND does. */
-static inline int ccs_kind_counter(unsigned kind)
-{
-    switch (kind) {
-#define CCS_X(e, n, s, c)                                                                                  \
-    case n:                                                                                                \
-        return c == CCS_CLASS_COLL ? 1 : c == CCS_CLASS_P2P ? 2 : 0;
-        CCS_KIND_LIST(CCS_X)
-#undef CCS_X
-    }
-    return 0;
-}
-
-static inline int ccs_kind_counter_of_call(unsigned kind)
-{
-    if (kind == CCS_KIND_COMM_DUP || kind == CCS_KIND_COMM_SPLIT || kind == CCS_KIND_COMM_CREATE ||
-        kind == CCS_KIND_COMM_SHRINK)
-        return 1;
-    return ccs_kind_counter(kind);
-}
-
 /* The body of ccs_call_begin once the ring R exists (always inline: with a
  * wrapper's constant kind the counter choice folds away). */
 CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_comm *c,
@@ -392,50 +417,53 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
      * the line this call writes anyway. */
     if (atomic_load_explicit(&r->inflight, memory_order_relaxed))
         return NULL;
+    uint32_t site = CCS_LIKELY((uintptr_t)ret_addr == ccs_tls_last_pc) ? ccs_tls_last_site
+                                                                       : ccs_call_new_site(ret_addr);
     unsigned kind = call->kind < CCS_KIND_MAX ? call->kind : 0;
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     struct ccs_record *rec = &r->rec[h & r->mask];
     uint64_t seq = 0;
     if (c) {
         /* Load + store, not an atomic RMW: see struct ccs_comm. */
-        int which = ccs_kind_counter_of_call(kind);
-        if (which == 1) {
+        enum ccs_counter which = ccs_kind_counter(kind);
+        if (which == CCS_COUNTER_SEQ) {
             seq = atomic_load_explicit(&c->seq, memory_order_relaxed) + 1;
             atomic_store_explicit(&c->seq, seq, memory_order_relaxed);
-        } else if (which == 2) {
+        } else if (which == CCS_COUNTER_P2P) {
             seq = atomic_load_explicit(&c->p2p, memory_order_relaxed) + 1;
             atomic_store_explicit(&c->p2p, seq, memory_order_relaxed);
         }
     }
-    uint32_t site = CCS_LIKELY((uintptr_t)ret_addr == ccs_tls_last_pc) ? ccs_tls_last_site
-                                                                       : ccs_call_new_site(ret_addr);
-    rec->seq = seq;
-    rec->comm = c ? c->id : 0;
-    rec->fingerprint = 0; /* see ccs_record_fingerprint */
-    rec->bytes = call->bytes;
-    rec->count = call->count;
-    rec->buf = (uint64_t)(uintptr_t)call->buf;
-    rec->t_dur = 0;
-    rec->step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed);
-    rec->site = site;
-    rec->root = call->root;
-    rec->kind = (uint16_t)kind;
-    rec->dtype = call->dtype;
-    rec->op = call->op;
-    rec->flags = call->flags;
-    rec->backend = call->backend;
-    rec->group_depth = call->group_depth;
-    rec->thread = (uint8_t)r->index;
-    rec->sig = call->sig;
-    rec->pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed); /* ccshim_annotate */
-    rec->reserved2 = 0;
+    /* Fields not named are 0: fingerprint (see ccs_record_fingerprint),
+     * t_dur, reserved2.  The stores fold into the slot's (ccs_record_copy
+     * is inline, LOCAL never reaches memory). */
+    const struct ccs_record local = {
+        .seq = seq,
+        .comm = c ? c->id : 0,
+        .bytes = call->bytes,
+        .count = call->count,
+        .buf = (uint64_t)(uintptr_t)call->buf,
+        .t_start = ccs_timing ? ccs_ticks() : 0,
+        .step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed),
+        .site = site,
+        .root = call->root,
+        .kind = (uint16_t)kind,
+        .dtype = call->dtype,
+        .op = call->op,
+        .flags = call->flags,
+        .backend = call->backend,
+        .group_depth = call->group_depth,
+        .thread = (uint8_t)r->index,
+        .sig = call->sig,
+        .pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed), /* ccshim_annotate */
+    };
+    ccs_record_copy(rec, &local, 0);
     r->counts[kind]++;
     /* Published: from here on the desync thread may copy it
-     * (ccs_record_snapshot), so the fields still written (t_start, t_dur,
-     * flags, and step for marks) are relaxed atomics: plain moves on x86-64
-     * and aarch64, and no data race. */
+     * (ccs_record_snapshot), so the fields still written (t_dur, flags,
+     * and step for marks) are relaxed atomics: plain moves on x86-64 and
+     * aarch64, and no data race. */
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
-    __atomic_store_n(&rec->t_start, ccs_timing ? ccs_ticks() : 0, __ATOMIC_RELAXED);
     return rec;
 }
 

@@ -52,7 +52,7 @@ struct tracked {
 };
 
 static struct tracked tc[MAX_TRACKED];
-static uint64_t cursor[MAX_RINGS];
+static struct ccs_ring_cursor cursor[MAX_RINGS]; /* ours, apart from the trace writer's */
 static struct ccs_record pend[MAX_PENDING];
 static size_t npend;
 static struct ccs_record *batch;
@@ -76,13 +76,6 @@ void ccs_dsx_collect_want(uint64_t (*fn)(uint64_t comm, int probe, void *arg), v
 {
     want_fn = fn;
     want_arg = arg;
-}
-
-static int sequenced(unsigned kind)
-{
-    int cls = ccs_kind_class(kind);
-    return cls == CCS_CLASS_COLL || kind == CCS_KIND_COMM_DUP || kind == CCS_KIND_COMM_SPLIT ||
-           kind == CCS_KIND_COMM_CREATE || kind == CCS_KIND_COMM_SHRINK;
 }
 
 static struct ccs_dsx_op op_of(const struct ccs_record *r, struct tracked *t)
@@ -211,52 +204,6 @@ static int grow_batch(size_t need)
     return 0;
 }
 
-/* New records of every ring, sequenced ones only, with last pass's pending. */
-static size_t gather(void)
-{
-    size_t n = 0;
-    if (grow_batch(npend + 4096) != 0)
-        return 0;
-    memcpy(batch, pend, npend * sizeof *pend);
-    n = npend;
-    npend = 0;
-    uint32_t pid = (uint32_t)getpid();
-    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
-        if (r->index >= MAX_RINGS || r->pid != pid)
-            continue;
-        uint64_t cap = r->mask + 1;
-        uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-        uint64_t cur = cursor[r->index];
-        if (head - cur >= cap) {
-            cur = head - cap + 1;
-            for (int i = 0; i < MAX_TRACKED; i++)
-                tc[i].lost |= tc[i].used; /* which comms lost records is unknown */
-        }
-        if (grow_batch(n + (size_t)(head - cur)) != 0)
-            return n;
-        size_t first = n;
-        for (uint64_t i = cur; i < head; i++) {
-            const struct ccs_record *rec = &r->rec[i & r->mask];
-            /* The lines were just written by another core: keep several
-             * transfers in flight rather than one at a time. */
-            __builtin_prefetch(&r->rec[(i + 8) & r->mask]);
-            if (rec->comm && rec->seq && sequenced(rec->kind)) /* only these are compared */
-                batch[n++] = *rec;
-        }
-        /* Lapped while copying (the producer overwrote what we read): drop
-         * this ring's records of this pass; the hashes say "lost". */
-        uint64_t head2 = atomic_load_explicit(&r->head, memory_order_acquire);
-        uint64_t valid_from = head2 + 1 > cap ? head2 + 1 - cap : 0;
-        if (valid_from > cur) {
-            n = first;
-            for (int i = 0; i < MAX_TRACKED; i++)
-                tc[i].lost |= tc[i].used;
-        }
-        cursor[r->index] = head;
-    }
-    return n;
-}
-
 /* Folds one record (the common path) or holds it back: a gap may close
  * next pass (a record of another thread not yet published), so the record
  * and what follows it on that communicator wait once. */
@@ -278,37 +225,52 @@ static void take(const struct ccs_record *r, uint64_t pass, uint64_t now, struct
     fold(t, r, now);
 }
 
-/* Every ring, read in place: one pass over memory another core just wrote. */
-static void fold_rings(uint64_t pass, uint64_t now)
+/* How read_rings passes records on: folded one by one (the common path),
+ * or gathered into BATCH to be merged in seq order with the records held
+ * back last pass. */
+enum read_mode { FOLD, GATHER };
+
+/* Reads every ring's new records through the collector's own cursors and
+ * passes the sequenced ones (the only ones compared) on as MODE says.
+ * N: records BATCH holds already; returns how many it holds (GATHER). */
+static size_t read_rings(enum read_mode mode, uint64_t pass, uint64_t now, size_t n)
 {
+    enum { CHUNK = 256 }; /* 24 KiB: copied and folded while still in cache */
+    static struct ccs_record chunk[CHUNK];
     uint32_t pid = (uint32_t)getpid();
     struct tracked *t = NULL;
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
         if (r->index >= MAX_RINGS || r->pid != pid)
             continue;
-        uint64_t cap = r->mask + 1;
-        uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-        uint64_t cur = cursor[r->index];
-        int lapped = head - cur >= cap;
-        if (lapped)
-            cur = head - cap + 1;
-        for (uint64_t i = cur; i < head; i++) {
-            struct ccs_record rec = r->rec[i & r->mask];
-            if (rec.comm && rec.seq && sequenced(rec.kind))
-                take(&rec, pass, now, &t);
-        }
-        uint64_t head2 = atomic_load_explicit(&r->head, memory_order_acquire);
-        if (lapped || (head2 + 1 > cap && head2 + 1 - cap > cur)) {
-            /* Overwritten before or while we read: which communicators lost
-             * records is unknown, and what was read may be torn. */
-            for (int k = 0; k < MAX_TRACKED; k++)
-                if (tc[k].used) {
-                    tc[k].lost = 1;
-                    tc[k].nhist = 0;
+        struct ccs_ring_cursor *c = &cursor[r->index];
+        uint64_t lost = atomic_load_explicit(&c->lost, memory_order_relaxed);
+        int dropped = 0; /* records we had no room for (GATHER) */
+        size_t k;
+        while ((k = ccs_ring_read(r, c, chunk, CHUNK)) > 0)
+            for (size_t i = 0; i < k; i++) {
+                const struct ccs_record *rec = &chunk[i];
+                if (!rec->comm || !rec->seq || !ccs_kind_sequenced(rec->kind))
+                    continue;
+                if (mode == FOLD)
+                    take(rec, pass, now, &t);
+                else if (grow_batch(n + 1) == 0)
+                    batch[n++] = *rec;
+                else
+                    dropped = 1;
+            }
+        if (dropped || atomic_load_explicit(&c->lost, memory_order_relaxed) != lost) {
+            /* Records of this ring were lost: which communicators lost them
+             * is unknown.  (Folding, the histories restart too, as they
+             * always did after a loss.) */
+            for (int i = 0; i < MAX_TRACKED; i++)
+                if (tc[i].used) {
+                    tc[i].lost = 1;
+                    if (mode == FOLD)
+                        tc[i].nhist = 0;
                 }
         }
-        cursor[r->index] = head;
     }
+    return n;
 }
 
 static void fold_all(uint64_t now)
@@ -316,11 +278,15 @@ static void fold_all(uint64_t now)
     static uint64_t pass;
     pass++;
     if (npend == 0) {
-        fold_rings(pass, now);
+        read_rings(FOLD, pass, now, 0);
         return;
     }
     /* Records held back last pass: merge them in seq order with the new. */
-    size_t n = gather();
+    if (grow_batch(npend) != 0)
+        return; /* they wait for the next pass */
+    memcpy(batch, pend, npend * sizeof *pend);
+    size_t n = read_rings(GATHER, pass, now, npend);
+    npend = 0;
     qsort(batch, n, sizeof *batch, cmp_rec);
     struct tracked *t = NULL;
     for (size_t i = 0; i < n; i++)
@@ -369,7 +335,7 @@ static void scan_inflight(uint64_t now)
         ccs_record_snapshot(p, &rec); /* its thread may still be writing times and flags */
         if (atomic_load_explicit(&r->inflight, memory_order_acquire) != p)
             continue; /* it returned while we looked */
-        if (!rec.comm || !rec.seq || !sequenced(rec.kind) || (rec.flags & CCS_F_NONBLOCKING))
+        if (!rec.comm || !rec.seq || !ccs_kind_sequenced(rec.kind) || (rec.flags & CCS_F_NONBLOCKING))
             continue;
         struct tracked *t = find(rec.comm, 1);
         if (!t)
@@ -636,5 +602,5 @@ void ccs_dsx_collect_reset(void)
     npend = 0;
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next)
         if (r->index < MAX_RINGS)
-            cursor[r->index] = atomic_load(&r->head);
+            ccs_ring_cursor_at_end(r, &cursor[r->index]);
 }

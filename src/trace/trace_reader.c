@@ -172,6 +172,10 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, s
         }
         unsigned char *p = r->buf + r->pos;
         uint32_t left = r->len - r->pos;
+        /* One case per chunk type of trace_format.h, each the same steps
+         * (the fixed part's size, a copy of it, the variable part's bounds)
+         * with checks of its own: alike in shape, kept apart so that each
+         * type's checks read in one place. */
         switch (r->type) {
         case CCS_CHUNK_RECORDS:
             if (left < r->hdr.record_size)

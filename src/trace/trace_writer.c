@@ -89,6 +89,19 @@ static void sanitize(char *s)
 static int take(int wait_ms);
 static void give(void);
 
+/* This program's path (/proc/self/exe), read once; "" when unknown.  For
+ * the META chunk and the main program's MODULE chunk; the caller owns the
+ * file, outside signal handlers. */
+static const char *self_exe(void)
+{
+    static char exe[4096];
+    if (!exe[0]) {
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = 0;
+    }
+    return exe;
+}
+
 /* Computes the file's name and META for the current identity (not in a
  * signal handler: snprintf, readlink); the caller owns the file. */
 static void prepare_owned(void)
@@ -109,11 +122,8 @@ static void prepare_owned(void)
     atomic_store(&prepared, 0);
     int pl = snprintf(prep_path, sizeof prep_path, "%s/ccshim-%s-%s-r%s-p%d%s", ccs_cfg.trace_dir, job, host, rbuf,
                       (int)getpid(), CCS_TRACE_SUFFIX);
-    char exe[4096] = "";
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[el > 0 ? el : 0] = 0;
     int ml = snprintf(prep_meta, sizeof prep_meta, "host=%s\njob=%s\nexe=%s\nversion=%s\nrank=%d\nsize=%d\n",
-                      ccs_hostname(), ccs_job_id(), exe, ccshim_version(), rank, ccs_world_size());
+                      ccs_hostname(), ccs_job_id(), self_exe(), ccshim_version(), rank, ccs_world_size());
     if (pl < 0 || (size_t)pl >= sizeof prep_path || ml < 0 || (size_t)ml >= sizeof prep_meta)
         return; /* too long: open_trace says so */
     prep_meta_len = (size_t)ml;
@@ -166,15 +176,8 @@ static uint32_t module_id(const void *base, const char *fname)
     /* dladdr names the main program as it was started (argv[0], maybe a
      * relative path or a bare name found through PATH): the tools need a
      * path they can open, so use the executable's own. */
-    static char exe[4096];
-    if (fname[0] != '/') {
-        if (!exe[0]) {
-            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-            exe[n > 0 ? n : 0] = 0;
-        }
-        if (exe[0])
-            fname = exe;
-    }
+    if (fname[0] != '/' && self_exe()[0])
+        fname = self_exe();
     for (uint32_t i = 0; i < nmodules; i++)
         if (modules[i].base == base)
             return modules[i].id;
@@ -247,7 +250,7 @@ static uint64_t total_dropped(void)
 {
     uint64_t d = 0;
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next)
-        d += atomic_load(&r->dropped);
+        d += atomic_load(&r->drain.lost);
     return d;
 }
 
@@ -265,7 +268,7 @@ static int flush_owned(int reason, int signo)
         struct ccs_trace_comm one;
         int any = ccs_comm_defs(0, &one, 1) > 0 || ccs_site_count() > 0;
         for (struct ccs_ring *r = ccs_ring_first(); r && !any; r = r->next)
-            any = atomic_load(&r->head) > 0 || atomic_load(&r->dropped) > 0;
+            any = atomic_load(&r->head) > 0 || atomic_load(&r->drain.lost) > 0;
         if (!any)
             return 0;
         if (open_trace() != 0) {
