@@ -15,7 +15,7 @@
 _Atomic(void *) ccs_nccl_fns[CCS_NCCL_FN_COUNT];
 
 static const char *const fn_names[CCS_NCCL_FN_COUNT] = {
-#define CCS_X(name) [CCS_NCCL_FN_##name] = #name,
+#define CCS_X(name, ...) [CCS_NCCL_FN_##name] = #name,
     CCS_NCCL_FN_LIST(CCS_X)
 #undef CCS_X
 };
