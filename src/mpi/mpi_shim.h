@@ -21,55 +21,39 @@
  *   shape  the parameter list (MPI_SHAPE_<shape>_PARAMS in mpi_wrap.c) and
  *          so the function that describes the call (describe_<shape>: what
  *          every member must agree on, the bytes, the buffer);
- *   kind   the record's enum ccs_kind;
+ *   kind   the record's enum ccs_kind, without its CCS_KIND_ prefix;
  *   tail   what follows the shape's parameters: none, status (MPI_Status *)
  *          or req (MPI_Request *: the nonblocking twin, flagged
  *          CCS_F_NONBLOCKING).
- * Each generated wrapper is the one frame: forward when inactive, describe,
+ * Twins stand on one line, the blocking call first.  Each generated wrapper
+ * is the one frame: forward when inactive, describe,
  * the real call, end, the real result returned unchanged.
  *
  * CCS_MPI_APART: the unusual ones, hand-written where named, X(name, where):
  * MPI_Init/Finalize start and end the features; communicator creation
  * registers the new communicator after the real call; MPI_Type_free drops a
  * cached signature; MPI_(I)allreduce lets coalescing take the call over. */
-#define CCS_MPI_GENERATED(X)                                                                               \
-    X(Reduce, red_root, CCS_KIND_REDUCE, none)                                                             \
-    X(Ireduce, red_root, CCS_KIND_REDUCE, req)                                                             \
-    X(Reduce_scatter, red_v, CCS_KIND_REDUCE_SCATTER, none)                                                \
-    X(Ireduce_scatter, red_v, CCS_KIND_REDUCE_SCATTER, req)                                                \
-    X(Reduce_scatter_block, red, CCS_KIND_REDUCE_SCATTER_BLOCK, none)                                      \
-    X(Ireduce_scatter_block, red, CCS_KIND_REDUCE_SCATTER_BLOCK, req)                                      \
-    X(Scan, red, CCS_KIND_SCAN, none)                                                                      \
-    X(Iscan, red, CCS_KIND_SCAN, req)                                                                      \
-    X(Exscan, red, CCS_KIND_EXSCAN, none)                                                                  \
-    X(Iexscan, red, CCS_KIND_EXSCAN, req)                                                                  \
-    X(Bcast, bcast, CCS_KIND_BCAST, none)                                                                  \
-    X(Ibcast, bcast, CCS_KIND_BCAST, req)                                                                  \
-    X(Allgather, coll, CCS_KIND_ALLGATHER, none)                                                           \
-    X(Iallgather, coll, CCS_KIND_ALLGATHER, req)                                                           \
-    X(Alltoall, coll, CCS_KIND_ALLTOALL, none)                                                             \
-    X(Ialltoall, coll, CCS_KIND_ALLTOALL, req)                                                             \
-    X(Gather, coll_root, CCS_KIND_GATHER, none)                                                            \
-    X(Igather, coll_root, CCS_KIND_GATHER, req)                                                            \
-    X(Scatter, coll_root, CCS_KIND_SCATTER, none)                                                          \
-    X(Iscatter, coll_root, CCS_KIND_SCATTER, req)                                                          \
-    X(Allgatherv, allgatherv, CCS_KIND_ALLGATHERV, none)                                                   \
-    X(Iallgatherv, allgatherv, CCS_KIND_ALLGATHERV, req)                                                   \
-    X(Gatherv, gatherv, CCS_KIND_GATHERV, none)                                                            \
-    X(Igatherv, gatherv, CCS_KIND_GATHERV, req)                                                            \
-    X(Scatterv, scatterv, CCS_KIND_SCATTERV, none)                                                         \
-    X(Iscatterv, scatterv, CCS_KIND_SCATTERV, req)                                                         \
-    X(Alltoallv, alltoallv, CCS_KIND_ALLTOALLV, none)                                                      \
-    X(Ialltoallv, alltoallv, CCS_KIND_ALLTOALLV, req)                                                      \
-    X(Alltoallw, alltoallw, CCS_KIND_ALLTOALLW, none)                                                      \
-    X(Ialltoallw, alltoallw, CCS_KIND_ALLTOALLW, req)                                                      \
-    X(Barrier, barrier, CCS_KIND_BARRIER, none)                                                            \
-    X(Ibarrier, barrier, CCS_KIND_BARRIER, req)                                                            \
-    X(Send, send, CCS_KIND_SEND, none)                                                                     \
-    X(Isend, send, CCS_KIND_SEND, req)                                                                     \
-    X(Recv, recv, CCS_KIND_RECV, status)                                                                   \
-    X(Irecv, recv, CCS_KIND_RECV, req)                                                                     \
-    X(Sendrecv, sendrecv, CCS_KIND_SENDRECV, status)
+#define CCS_MPI_GENERATED(X)                                                                                   \
+    X(Reduce, red_root, REDUCE, none) X(Ireduce, red_root, REDUCE, req)                                        \
+    X(Reduce_scatter, red_v, REDUCE_SCATTER, none) X(Ireduce_scatter, red_v, REDUCE_SCATTER, req)              \
+    X(Reduce_scatter_block, red, REDUCE_SCATTER_BLOCK, none)                                                   \
+    X(Ireduce_scatter_block, red, REDUCE_SCATTER_BLOCK, req)                                                   \
+    X(Scan, red, SCAN, none) X(Iscan, red, SCAN, req)                                                          \
+    X(Exscan, red, EXSCAN, none) X(Iexscan, red, EXSCAN, req)                                                  \
+    X(Bcast, bcast, BCAST, none) X(Ibcast, bcast, BCAST, req)                                                  \
+    X(Allgather, coll, ALLGATHER, none) X(Iallgather, coll, ALLGATHER, req)                                    \
+    X(Alltoall, coll, ALLTOALL, none) X(Ialltoall, coll, ALLTOALL, req)                                        \
+    X(Gather, coll_root, GATHER, none) X(Igather, coll_root, GATHER, req)                                      \
+    X(Scatter, coll_root, SCATTER, none) X(Iscatter, coll_root, SCATTER, req)                                  \
+    X(Allgatherv, allgatherv, ALLGATHERV, none) X(Iallgatherv, allgatherv, ALLGATHERV, req)                    \
+    X(Gatherv, gatherv, GATHERV, none) X(Igatherv, gatherv, GATHERV, req)                                      \
+    X(Scatterv, scatterv, SCATTERV, none) X(Iscatterv, scatterv, SCATTERV, req)                                \
+    X(Alltoallv, alltoallv, ALLTOALLV, none) X(Ialltoallv, alltoallv, ALLTOALLV, req)                          \
+    X(Alltoallw, alltoallw, ALLTOALLW, none) X(Ialltoallw, alltoallw, ALLTOALLW, req)                          \
+    X(Barrier, barrier, BARRIER, none) X(Ibarrier, barrier, BARRIER, req)                                      \
+    X(Send, send, SEND, none) X(Isend, send, SEND, req)                                                        \
+    X(Recv, recv, RECV, status) X(Irecv, recv, RECV, req)                                                      \
+    X(Sendrecv, sendrecv, SENDRECV, status)
 
 #define CCS_MPI_APART(X)                                                                                   \
     X(Init, mpi_setup.c) X(Init_thread, mpi_setup.c) X(Finalize, mpi_setup.c)                             \

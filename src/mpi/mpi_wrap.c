@@ -125,7 +125,8 @@ CCS_INLINE struct ccs_record *describe_red(unsigned kind, unsigned flags, const 
     return begin_n(comm, kind, INPLACE(sb) | flags, n, dt, op, -1, rb, ra);
 }
 
-#define MPI_SHAPE_red_root_PARAMS const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm
+#define MPI_SHAPE_red_root_PARAMS                                                                          \
+    const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm
 #define MPI_SHAPE_red_root_ARGS sb, rb, n, dt, op, root, comm
 CCS_INLINE struct ccs_record *describe_red_root(unsigned kind, unsigned flags, const void *sb, void *rb, int n,
                                                 MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, void *ra)
@@ -355,7 +356,8 @@ CCS_INLINE struct ccs_record *describe_sendrecv(unsigned kind, unsigned flags, c
     {                                                                                                      \
         if (!ccs_mpi_active())                                                                             \
             return CALL_REAL(name, MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS);                       \
-        struct ccs_record *r = describe_##shape(kind, MPI_TAIL_##tail##_FLAGS, MPI_SHAPE_##shape##_ARGS, ra); \
+        struct ccs_record *r =                                                                            \
+            describe_##shape(CCS_KIND_##kind, MPI_TAIL_##tail##_FLAGS, MPI_SHAPE_##shape##_ARGS, ra);     \
         return end(r, CALL_REAL(name, MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS));                   \
     }                                                                                                      \
     CCS_MPI_ENTRY(name, (MPI_SHAPE_##shape##_PARAMS MPI_TAIL_##tail##_PARAMS),                             \
@@ -372,14 +374,17 @@ CCS_MPI_GENERATED(GENERATE)
 CCS_INLINE int allreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
                          MPI_Request *q, void *ra)
 {
+#define REAL_ALLREDUCE                                                                                     \
+    (q ? CALL_REAL(Iallreduce, sb, rb, n, dt, op, comm, q) : CALL_REAL(Allreduce, sb, rb, n, dt, op, comm))
     if (!ccs_mpi_active())
-        return q ? CALL_REAL(Iallreduce, sb, rb, n, dt, op, comm, q) : CALL_REAL(Allreduce, sb, rb, n, dt, op, comm);
+        return REAL_ALLREDUCE;
     int crc;
     if (CCS_UNLIKELY(atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) &&
         ccs_coalesce_mpi_allreduce(sb, rb, n, dt, op, comm, q, ra, &crc))
         return crc;
     struct ccs_record *r = describe_red(CCS_KIND_ALLREDUCE, q ? CCS_F_NONBLOCKING : 0, sb, rb, n, dt, op, comm, ra);
-    return end(r, q ? CALL_REAL(Iallreduce, sb, rb, n, dt, op, comm, q) : CALL_REAL(Allreduce, sb, rb, n, dt, op, comm));
+    return end(r, REAL_ALLREDUCE);
+#undef REAL_ALLREDUCE
 }
 
 static int w_Allreduce(MPI_SHAPE_red_PARAMS, void *ra) { return allreduce(MPI_SHAPE_red_ARGS, NULL, ra); }

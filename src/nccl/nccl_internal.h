@@ -18,7 +18,7 @@
  * their row, X(Name, shape, kind, blocks):
  *   shape   the parameter list (NCCL_SHAPE_<shape>_PARAMS in nccl_wrap.c)
  *           and so the function that describes the call;
- *   kind    the record's enum ccs_kind;
+ *   kind    the record's enum ccs_kind, without its CCS_KIND_ prefix;
  *   blocks  how much of its send buffer a rank hands over, in blocks of
  *           COUNT elements (the record's bytes): ONE, PER_RANK (one per
  *           member), AT_ROOT (one per member at the root, none elsewhere).
@@ -32,35 +32,19 @@
  * creation and destruction (register or retire the communicator), and the
  * functions the interposer only calls (where: "called"). */
 #define CCS_NCCL_GENERATED(X)                                                                                      \
-    X(Broadcast, coll_root, CCS_KIND_BCAST, ONE)                                                                   \
-    X(Bcast, bcast, CCS_KIND_BCAST, ONE)                                                                           \
-    X(Reduce, coll_op_root, CCS_KIND_REDUCE, ONE)                                                                  \
-    X(AllGather, coll, CCS_KIND_ALLGATHER, ONE)                                                                    \
-    X(ReduceScatter, coll_op, CCS_KIND_REDUCE_SCATTER, PER_RANK)                                                   \
-    X(AlltoAll, coll, CCS_KIND_ALLTOALL, PER_RANK)                                                                 \
-    X(Gather, coll_root, CCS_KIND_GATHER, ONE)                                                                     \
-    X(Scatter, coll_root, CCS_KIND_SCATTER, AT_ROOT)                                                               \
-    X(Send, send, CCS_KIND_SEND, ONE)                                                                              \
-    X(Recv, recv, CCS_KIND_RECV, ONE)
+    X(Broadcast, coll_root, BCAST, ONE) X(Bcast, bcast, BCAST, ONE)                                                \
+    X(Reduce, coll_op_root, REDUCE, ONE) X(ReduceScatter, coll_op, REDUCE_SCATTER, PER_RANK)                       \
+    X(AllGather, coll, ALLGATHER, ONE) X(AlltoAll, coll, ALLTOALL, PER_RANK)                                       \
+    X(Gather, coll_root, GATHER, ONE) X(Scatter, coll_root, SCATTER, AT_ROOT)                                      \
+    X(Send, send, SEND, ONE) X(Recv, recv, RECV, ONE)
 
 #define CCS_NCCL_APART(X)                                                                                          \
-    X(AllReduce, nccl_wrap.c)                                                                                      \
-    X(GroupStart, nccl_wrap.c)                                                                                     \
-    X(GroupEnd, nccl_wrap.c)                                                                                       \
-    X(RedOpCreatePreMulSum, nccl_wrap.c)                                                                           \
-    X(RedOpDestroy, nccl_wrap.c)                                                                                   \
-    X(CommInitRank, nccl_comm.c)                                                                                   \
-    X(CommInitRankConfig, nccl_comm.c)                                                                             \
-    X(CommInitAll, nccl_comm.c)                                                                                    \
-    X(CommInitRankScalable, nccl_comm.c)                                                                           \
-    X(CommSplit, nccl_comm.c)                                                                                      \
-    X(CommShrink, nccl_comm.c)                                                                                     \
-    X(CommFinalize, nccl_comm.c)                                                                                   \
-    X(CommDestroy, nccl_comm.c)                                                                                    \
-    X(CommAbort, nccl_comm.c)                                                                                      \
-    X(CommGetAsyncError, called)                                                                                   \
-    X(CommUserRank, called)                                                                                        \
-    X(CommCount, called)
+    X(AllReduce, nccl_wrap.c) X(GroupStart, nccl_wrap.c) X(GroupEnd, nccl_wrap.c)                                  \
+    X(RedOpCreatePreMulSum, nccl_wrap.c) X(RedOpDestroy, nccl_wrap.c)                                              \
+    X(CommInitRank, nccl_comm.c) X(CommInitRankConfig, nccl_comm.c) X(CommInitAll, nccl_comm.c)                    \
+    X(CommInitRankScalable, nccl_comm.c) X(CommSplit, nccl_comm.c) X(CommShrink, nccl_comm.c)                      \
+    X(CommFinalize, nccl_comm.c) X(CommDestroy, nccl_comm.c) X(CommAbort, nccl_comm.c)                             \
+    X(CommGetAsyncError, called) X(CommUserRank, called) X(CommCount, called)
 
 /* X(Name, ...): every function of both lists. */
 #define CCS_NCCL_FN_LIST(X) CCS_NCCL_APART(X) CCS_NCCL_GENERATED(X)

@@ -160,8 +160,8 @@ CCS_INLINE struct ccs_record *describe_coll(unsigned kind, enum send_blocks bloc
         ncclComm_t comm, cudaStream_t stream
 #define NCCL_SHAPE_coll_op_ARGS sendbuff, recvbuff, count, datatype, op, comm, stream
 CCS_INLINE struct ccs_record *describe_coll_op(unsigned kind, enum send_blocks blocks, const void *sendbuff,
-                                               void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                                               ncclComm_t comm, cudaStream_t stream, void *ra)
+                                               void *recvbuff, size_t count, ncclDataType_t datatype,
+                                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, void *ra)
 {
     (void)stream;
     return begin(kind, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1, blocks, ra, 0);
@@ -197,8 +197,8 @@ CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, enum send_blocks
     void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream
 #define NCCL_SHAPE_bcast_ARGS buff, count, datatype, root, comm, stream
 CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, enum send_blocks blocks, void *buff, size_t count,
-                                             ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
-                                             void *ra)
+                                             ncclDataType_t datatype, int root, ncclComm_t comm,
+                                             cudaStream_t stream, void *ra)
 {
     (void)stream;
     return begin(kind, comm, buff, buff, count, datatype, CCS_OP_NONE, root, blocks, ra, 0);
@@ -232,7 +232,8 @@ CCS_INLINE struct ccs_record *describe_send(unsigned kind, enum send_blocks bloc
             return ncclInternalError;                                                                      \
         struct ccs_record *r = NULL;                                                                       \
         if (ccs_nccl_on())                                                                                 \
-            r = describe_##shape(kind, SEND_##blocks, NCCL_SHAPE_##shape##_ARGS, __builtin_return_address(0)); \
+            r = describe_##shape(CCS_KIND_##kind, SEND_##blocks, NCCL_SHAPE_##shape##_ARGS,                  \
+                                 __builtin_return_address(0));                                     \
         ncclResult_t rc = real(NCCL_SHAPE_##shape##_ARGS);                                                 \
         end(r, rc, comm, stream);                                                                          \
         return rc;                                                                                         \
