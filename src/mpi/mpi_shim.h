@@ -77,11 +77,13 @@ CCS_HIDDEN int ccs_mpi_resolve(void);
 /* The real function NAME, resolved on first need. */
 #define CCS_REAL(name) (ccs_real_##name ? ccs_real_##name : (ccs_mpi_resolve(), ccs_real_##name))
 
-/* Defines MPI_name and PMPI_name with PARAMS, both forwarding ARGS and the
- * caller's return address to w_name. */
+/* Defines MPI_name with PARAMS, forwarding ARGS and the caller's return
+ * address to w_name (inlined: its only caller), and PMPI_name as another
+ * name of the same function: one entry, no call between it and the
+ * wrapper's body. */
 #define CCS_MPI_ENTRY(name, params, ...)                                                                   \
     CCS_EXPORT int MPI_##name params { return w_##name(__VA_ARGS__, __builtin_return_address(0)); }       \
-    CCS_EXPORT int PMPI_##name params { return w_##name(__VA_ARGS__, __builtin_return_address(0)); }
+    CCS_EXPORT __typeof__(MPI_##name) PMPI_##name __attribute__((alias("MPI_" #name)));
 
 /* Normalised datatype and op, and the byte size of COUNT elements of DT.
  * Hot path: a datatype is one probe of a table of the predefined types
@@ -159,8 +161,12 @@ struct ccs_mpi_sig {
 CCS_HIDDEN void ccs_mpi_sig_slow(int64_t count, MPI_Datatype dt, struct ccs_mpi_sig *o);
 static inline void ccs_mpi_sig(int64_t count, MPI_Datatype dt, struct ccs_mpi_sig *o)
 {
-    uint8_t d = ccs_mpi_dtype(dt);
-    unsigned sz = ccs_dtype_size(d);
+    /* A predefined type's table slot has its normalised type and size (no
+     * call); one missing from the table is classified.  The slow path
+     * writes a copy, so that O can stay in registers in the caller. */
+    const struct ccs_mpi_dt_slot *s = ccs_mpi_dt_probe(dt);
+    uint8_t d = s ? s->norm : ccs_mpi_dtype_slow(dt);
+    unsigned sz = s ? s->size : ccs_dtype_size(d);
     if (CCS_LIKELY(sz != 0 && d != CCS_DT_DERIVED && d != CCS_DT_PAIR)) {
         uint64_t n = count > 0 ? (uint64_t)count : 0;
         o->dtype = n ? d : (uint8_t)CCS_DT_NONE;
@@ -169,7 +175,9 @@ static inline void ccs_mpi_sig(int64_t count, MPI_Datatype dt, struct ccs_mpi_si
         o->bytes = n * sz;
         return;
     }
-    ccs_mpi_sig_slow(count, dt, o);
+    struct ccs_mpi_sig slow;
+    ccs_mpi_sig_slow(count, dt, &slow);
+    *o = slow;
 }
 
 /* Drops DT's cached signature (MPI_Type_free). */

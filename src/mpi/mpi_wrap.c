@@ -23,14 +23,16 @@
 #define NB CCS_F_NONBLOCKING
 
 /* BEGIN on a communicator entry the wrapper already looked up (the kinds
- * that also need its rank or size), BEGIN on a handle otherwise. */
+ * that also need its rank or size), BEGIN on a handle otherwise.  OP is
+ * ccshim's: ccs_mpi_op for the reductions (MPI_OP_NULL gives CCS_OP_NONE),
+ * CCS_OP_NONE for the kinds without one. */
 CCS_INLINE struct ccs_record *begin_on(struct ccs_comm *cm, unsigned kind, unsigned flags, int64_t count,
-                                          MPI_Datatype dt, MPI_Op op, int root, const void *buf, uint64_t bytes,
-                                          void *ra)
+                                       MPI_Datatype dt, unsigned op, int root, const void *buf, uint64_t bytes,
+                                       void *ra)
 {
     struct ccs_call c = {.kind = (uint16_t)kind,
                          .dtype = ccs_mpi_dtype(dt),
-                         .op = op == MPI_OP_NULL ? CCS_OP_NONE : ccs_mpi_op(op),
+                         .op = (uint8_t)op,
                          .flags = (uint8_t)flags,
                          .backend = CCS_BE_MPI,
                          .root = root,
@@ -42,12 +44,12 @@ CCS_INLINE struct ccs_record *begin_on(struct ccs_comm *cm, unsigned kind, unsig
 
 /* BEGIN with a type signature (ccs_mpi_sig) as what must agree. */
 CCS_INLINE struct ccs_record *begin_sig(struct ccs_comm *cm, unsigned kind, unsigned flags,
-                                           const struct ccs_mpi_sig *s, MPI_Op op, int root, const void *buf,
-                                           uint64_t bytes, void *ra)
+                                        const struct ccs_mpi_sig *s, unsigned op, int root, const void *buf,
+                                        uint64_t bytes, void *ra)
 {
     struct ccs_call c = {.kind = (uint16_t)kind,
                          .dtype = s->dtype,
-                         .op = op == MPI_OP_NULL ? CCS_OP_NONE : ccs_mpi_op(op),
+                         .op = (uint8_t)op,
                          .flags = (uint8_t)flags,
                          .backend = CCS_BE_MPI,
                          .root = root,
@@ -58,20 +60,20 @@ CCS_INLINE struct ccs_record *begin_sig(struct ccs_comm *cm, unsigned kind, unsi
     return ccs_call_begin(cm, &c, ra);
 }
 
-/* The common case: what must agree is (N, DT) on every member. */
+/* The common case of the reductions: what must agree is (N, DT) and the op
+ * on every member. */
 CCS_INLINE struct ccs_record *begin_n(MPI_Comm comm, unsigned kind, unsigned flags, int64_t n, MPI_Datatype dt,
-                                         MPI_Op op, int root, const void *buf, void *ra)
+                                      unsigned op, int root, const void *buf, void *ra)
 {
     struct ccs_mpi_sig s;
     ccs_mpi_sig(n, dt, &s);
     return begin_sig(ccs_mpi_comm(comm), kind, flags, &s, op, root, buf, s.bytes, ra);
 }
 
-CCS_INLINE struct ccs_record *begin(MPI_Comm comm, unsigned kind, unsigned flags, int64_t count,
-                                       MPI_Datatype dt, MPI_Op op, int root, const void *buf, uint64_t bytes,
-                                       void *ra)
+CCS_INLINE struct ccs_record *begin(MPI_Comm comm, unsigned kind, unsigned flags, int64_t count, MPI_Datatype dt,
+                                    int root, const void *buf, uint64_t bytes, void *ra)
 {
-    return begin_on(ccs_mpi_comm(comm), kind, flags, count, dt, op, root, buf, bytes, ra);
+    return begin_on(ccs_mpi_comm(comm), kind, flags, count, dt, CCS_OP_NONE, root, buf, bytes, ra);
 }
 
 static inline int end(struct ccs_record *r, int rc)
@@ -122,7 +124,7 @@ static inline int comm_size(const struct ccs_comm *c) { return c ? c->size : 1; 
 CCS_INLINE struct ccs_record *describe_red(unsigned kind, unsigned flags, const void *sb, void *rb, int n,
                                            MPI_Datatype dt, MPI_Op op, MPI_Comm comm, void *ra)
 {
-    return begin_n(comm, kind, INPLACE(sb) | flags, n, dt, op, -1, rb, ra);
+    return begin_n(comm, kind, INPLACE(sb) | flags, n, dt, ccs_mpi_op(op), -1, rb, ra);
 }
 
 #define MPI_SHAPE_red_root_PARAMS                                                                          \
@@ -131,7 +133,7 @@ CCS_INLINE struct ccs_record *describe_red(unsigned kind, unsigned flags, const 
 CCS_INLINE struct ccs_record *describe_red_root(unsigned kind, unsigned flags, const void *sb, void *rb, int n,
                                                 MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, void *ra)
 {
-    return begin_n(comm, kind, INPLACE(sb) | flags, n, dt, op, root, rb, ra);
+    return begin_n(comm, kind, INPLACE(sb) | flags, n, dt, ccs_mpi_op(op), root, rb, ra);
 }
 
 #define MPI_SHAPE_red_v_PARAMS const void *sb, void *rb, const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm
@@ -144,7 +146,7 @@ CCS_INLINE struct ccs_record *describe_red_v(unsigned kind, unsigned flags, cons
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     struct ccs_mpi_sig s;
     ccs_mpi_sig((int64_t)sum_counts(cm, rc), dt, &s);
-    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, op, -1, rb, s.bytes, ra);
+    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, ccs_mpi_op(op), -1, rb, s.bytes, ra);
 }
 
 #define MPI_SHAPE_bcast_PARAMS void *buf, int n, MPI_Datatype dt, int root, MPI_Comm comm
@@ -152,7 +154,7 @@ CCS_INLINE struct ccs_record *describe_red_v(unsigned kind, unsigned flags, cons
 CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, unsigned flags, void *buf, int n, MPI_Datatype dt,
                                              int root, MPI_Comm comm, void *ra)
 {
-    return begin_n(comm, kind, flags, n, dt, MPI_OP_NULL, root, buf, ra);
+    return begin_n(comm, kind, flags, n, dt, CCS_OP_NONE, root, buf, ra);
 }
 
 /* What this rank contributes to a gathering kind: with MPI_IN_PLACE the
@@ -179,7 +181,7 @@ CCS_INLINE struct ccs_record *describe_coll(unsigned kind, unsigned flags, const
     struct ccs_mpi_sig s;
     contribution(sb, sc, sdt, rc, rdt, &s);
     uint64_t bytes = kind == CCS_KIND_ALLTOALL ? s.bytes * (uint64_t)comm_size(cm) : s.bytes;
-    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, MPI_OP_NULL, -1, rb, bytes, ra);
+    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, bytes, ra);
 }
 
 #define MPI_SHAPE_coll_root_PARAMS                                                                         \
@@ -203,7 +205,7 @@ CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, unsigned flags, 
     } else {
         contribution(sb, sc, sdt, rc, rdt, &s);
     }
-    return begin_sig(ccs_mpi_comm(comm), kind, INPLACE(in_place_side) | flags, &s, MPI_OP_NULL, root, rb, s.bytes,
+    return begin_sig(ccs_mpi_comm(comm), kind, INPLACE(in_place_side) | flags, &s, CCS_OP_NONE, root, rb, s.bytes,
                      ra);
 }
 
@@ -223,7 +225,7 @@ CCS_INLINE struct ccs_record *describe_allgatherv(unsigned kind, unsigned flags,
     MPI_Datatype t = sb == MPI_IN_PLACE ? rdt : sdt;
     struct ccs_mpi_sig s;
     ccs_mpi_sig((int64_t)sum_counts(cm, rc), rdt, &s);
-    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, MPI_OP_NULL, -1, rb, nbytes(n, t), ra);
+    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, nbytes(n, t), ra);
 }
 
 #define MPI_SHAPE_gatherv_PARAMS                                                                           \
@@ -244,7 +246,7 @@ CCS_INLINE struct ccs_record *describe_gatherv(unsigned kind, unsigned flags, co
         ccs_mpi_sig((int64_t)sum_counts(cm, rc), rdt, &s);
     else
         ccs_mpi_sig(sc, sdt, &s);
-    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, MPI_OP_NULL, root, rb, sb == MPI_IN_PLACE ? 0 : s.bytes,
+    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, root, rb, sb == MPI_IN_PLACE ? 0 : s.bytes,
                      ra);
 }
 
@@ -265,7 +267,7 @@ CCS_INLINE struct ccs_record *describe_scatterv(unsigned kind, unsigned flags, c
         ccs_mpi_sig((int64_t)sum_counts(cm, sc), sdt, &s);
     else
         ccs_mpi_sig(rc, rdt, &s);
-    return begin_sig(cm, kind, INPLACE(rb) | flags, &s, MPI_OP_NULL, root, rb, rb == MPI_IN_PLACE ? 0 : s.bytes,
+    return begin_sig(cm, kind, INPLACE(rb) | flags, &s, CCS_OP_NONE, root, rb, rb == MPI_IN_PLACE ? 0 : s.bytes,
                      ra);
 }
 
@@ -282,7 +284,7 @@ CCS_INLINE struct ccs_record *describe_alltoallv(unsigned kind, unsigned flags, 
     (void)sc, (void)sd, (void)sdt, (void)rd;
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     uint64_t total = sum_counts(cm, rc);
-    return begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)total, rdt, MPI_OP_NULL, -1, rb,
+    return begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)total, rdt, CCS_OP_NONE, -1, rb,
                     nbytes((int64_t)total, rdt), ra);
 }
 
@@ -301,14 +303,14 @@ CCS_INLINE struct ccs_record *describe_alltoallw(unsigned kind, unsigned flags, 
     (void)sc, (void)sd, (void)st, (void)rd;
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     uint64_t b = recv_bytes_w(cm, rc, rt);
-    return begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)b, MPI_BYTE, MPI_OP_NULL, -1, rb, b, ra);
+    return begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)b, MPI_BYTE, CCS_OP_NONE, -1, rb, b, ra);
 }
 
 #define MPI_SHAPE_barrier_PARAMS MPI_Comm comm
 #define MPI_SHAPE_barrier_ARGS comm
 CCS_INLINE struct ccs_record *describe_barrier(unsigned kind, unsigned flags, MPI_Comm comm, void *ra)
 {
-    return begin(comm, kind, flags, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, -1, NULL, 0, ra);
+    return begin(comm, kind, flags, 0, MPI_DATATYPE_NULL, -1, NULL, 0, ra);
 }
 
 /* Point-to-point: the peer in the root field, the bytes of this side. */
@@ -318,7 +320,7 @@ CCS_INLINE struct ccs_record *describe_send(unsigned kind, unsigned flags, const
                                             int peer, int tag, MPI_Comm comm, void *ra)
 {
     (void)tag;
-    return begin(comm, kind, flags, n, dt, MPI_OP_NULL, peer, buf, nbytes(n, dt), ra);
+    return begin(comm, kind, flags, n, dt, peer, buf, nbytes(n, dt), ra);
 }
 
 #define MPI_SHAPE_recv_PARAMS void *buf, int n, MPI_Datatype dt, int peer, int tag, MPI_Comm comm
@@ -335,7 +337,7 @@ CCS_INLINE struct ccs_record *describe_sendrecv(unsigned kind, unsigned flags, c
                                                 MPI_Datatype rdt, int src, int rtag, MPI_Comm comm, void *ra)
 {
     (void)sb, (void)stag, (void)rc, (void)rdt, (void)src, (void)rtag;
-    return begin(comm, kind, flags, sc, sdt, MPI_OP_NULL, dest, rb, nbytes(sc, sdt), ra);
+    return begin(comm, kind, flags, sc, sdt, dest, rb, nbytes(sc, sdt), ra);
 }
 
 /* What follows a shape's parameters, and the flag it gives the record. */
@@ -352,7 +354,7 @@ CCS_INLINE struct ccs_record *describe_sendrecv(unsigned kind, unsigned flags, c
 /* ------------------------------------------------- the generated wrappers */
 
 #define GENERATE(name, shape, kind, tail)                                                                  \
-    static int w_##name(MPI_SHAPE_##shape##_PARAMS MPI_TAIL_##tail##_PARAMS, void *ra)                      \
+    CCS_INLINE int w_##name(MPI_SHAPE_##shape##_PARAMS MPI_TAIL_##tail##_PARAMS, void *ra)                  \
     {                                                                                                      \
         if (!ccs_mpi_active())                                                                             \
             return CALL_REAL(name, MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS);                       \
@@ -387,10 +389,10 @@ CCS_INLINE int allreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_O
 #undef REAL_ALLREDUCE
 }
 
-static int w_Allreduce(MPI_SHAPE_red_PARAMS, void *ra) { return allreduce(MPI_SHAPE_red_ARGS, NULL, ra); }
+CCS_INLINE int w_Allreduce(MPI_SHAPE_red_PARAMS, void *ra) { return allreduce(MPI_SHAPE_red_ARGS, NULL, ra); }
 CCS_MPI_ENTRY(Allreduce, (MPI_SHAPE_red_PARAMS), MPI_SHAPE_red_ARGS)
 
-static int w_Iallreduce(MPI_SHAPE_red_PARAMS, MPI_Request *q, void *ra)
+CCS_INLINE int w_Iallreduce(MPI_SHAPE_red_PARAMS, MPI_Request *q, void *ra)
 {
     return allreduce(MPI_SHAPE_red_ARGS, q, ra);
 }
