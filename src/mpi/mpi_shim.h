@@ -159,20 +159,30 @@ struct ccs_mpi_sig {
     uint64_t bytes;
 };
 CCS_HIDDEN void ccs_mpi_sig_slow(int64_t count, MPI_Datatype dt, struct ccs_mpi_sig *o);
+/* COUNT elements of the basic type D of SIZE bytes. */
+static inline void ccs_mpi_sig_basic(int64_t count, uint8_t d, unsigned size, struct ccs_mpi_sig *o)
+{
+    uint64_t n = count > 0 ? (uint64_t)count : 0;
+    o->dtype = n ? d : (uint8_t)CCS_DT_NONE;
+    o->sig = 0;
+    o->count = n;
+    o->bytes = n * size;
+}
 static inline void ccs_mpi_sig(int64_t count, MPI_Datatype dt, struct ccs_mpi_sig *o)
 {
-    /* A predefined type's table slot has its normalised type and size (no
-     * call); one missing from the table is classified.  The slow path
-     * writes a copy, so that O can stay in registers in the caller. */
+    /* A predefined type's table slot has its normalised type and size: a
+     * nonzero size is a basic type (pairs and derived types have none).  A
+     * type missing from the table is classified.  The slow path writes a
+     * copy, so that O can stay in registers in the caller. */
     const struct ccs_mpi_dt_slot *s = ccs_mpi_dt_probe(dt);
+    if (CCS_LIKELY(s != NULL && s->size != 0)) {
+        ccs_mpi_sig_basic(count, s->norm, s->size, o);
+        return;
+    }
     uint8_t d = s ? s->norm : ccs_mpi_dtype_slow(dt);
-    unsigned sz = s ? s->size : ccs_dtype_size(d);
-    if (CCS_LIKELY(sz != 0 && d != CCS_DT_DERIVED && d != CCS_DT_PAIR)) {
-        uint64_t n = count > 0 ? (uint64_t)count : 0;
-        o->dtype = n ? d : (uint8_t)CCS_DT_NONE;
-        o->sig = 0;
-        o->count = n;
-        o->bytes = n * sz;
+    unsigned sz = ccs_dtype_size(d);
+    if (sz != 0 && d != CCS_DT_DERIVED && d != CCS_DT_PAIR) {
+        ccs_mpi_sig_basic(count, d, sz, o);
         return;
     }
     struct ccs_mpi_sig slow;

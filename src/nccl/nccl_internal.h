@@ -97,25 +97,44 @@ CCS_HIDDEN struct ccs_comm *ccs_nccl_adopt(ncclComm_t comm);
 CCS_HIDDEN int ccs_ntrack_requery(struct ccs_comm *c);
 
 /* The table entry of COMM, adopting a handle never seen created.  NULL for a
- * NULL handle or a full table. */
+ * NULL handle or a full table.  Hot path: the thread's last entry when it
+ * still holds COMM and knows its size (the test the table's own probe
+ * makes: a retired entry no longer holds the handle, a re-registered one
+ * is the live entry for it), else the table (nccl_real.c). */
+CCS_HIDDEN struct ccs_comm *ccs_nccl_comm_slow(ncclComm_t comm);
+extern CCS_HIDDEN __thread struct ccs_comm *ccs_nccl_last_comm __attribute__((tls_model("initial-exec")));
 static inline struct ccs_comm *ccs_nccl_comm(ncclComm_t comm)
 {
-    struct ccs_comm *c = ccs_comm_lookup(CCS_BE_NCCL, (uintptr_t)comm);
-    if (CCS_LIKELY(c != NULL)) {
-        if (CCS_UNLIKELY(c->size <= 0))
-            ccs_ntrack_requery(c);
+    struct ccs_comm *c = ccs_nccl_last_comm;
+    if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == (uintptr_t)comm &&
+        CCS_LIKELY((uintptr_t)comm > 1 && c->backend == CCS_BE_NCCL && c->size > 0))
         return c;
-    }
-    if (comm == NULL)
-        return c;
-    return ccs_nccl_adopt(comm);
+    return ccs_nccl_comm_slow(comm);
 }
 
 /* This thread's ncclGroupStart nesting (nccl_wrap.c). */
 CCS_HIDDEN int ccs_nccl_group_depth(void);
 
-/* ncclDataType_t -> enum ccs_dtype (CCS_DT_UNKNOWN outside nccl.h's list). */
-CCS_HIDDEN unsigned ccs_nccl_dtype(ncclDataType_t dt);
+/* ncclDataType_t -> enum ccs_dtype and its size (nccl_real.c); inline, a
+ * table read. */
+struct ccs_nccl_dt {
+    uint8_t norm; /* enum ccs_dtype */
+    uint8_t size; /* bytes per element */
+};
+extern CCS_HIDDEN const struct ccs_nccl_dt ccs_nccl_dt_table[ncclNumTypes];
+
+/* CCS_DT_UNKNOWN outside nccl.h's list. */
+static inline unsigned ccs_nccl_dtype(ncclDataType_t dt)
+{
+    return (unsigned)dt < ncclNumTypes ? ccs_nccl_dt_table[dt].norm : CCS_DT_UNKNOWN;
+}
+
+/* Bytes per element of DT, 0 outside nccl.h's list (as
+ * ccs_dtype_size(ccs_nccl_dtype(DT))). */
+static inline unsigned ccs_nccl_dtype_size(ncclDataType_t dt)
+{
+    return (unsigned)dt < ncclNumTypes ? ccs_nccl_dt_table[dt].size : 0;
+}
 
 /* Seed of the identity hashes of NCCL communicators ("nccl"). */
 #define CCS_NCCL_ID_SEED 0x6e63636cULL

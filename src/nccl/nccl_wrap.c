@@ -78,13 +78,13 @@ enum send_blocks { SEND_NONE, SEND_ONE, SEND_PER_RANK, SEND_AT_ROOT };
 
 /* Starts recording collective or point-to-point KIND on COMM.  COUNT is the
  * count every member passes (see ccs_fingerprint); RA the caller's address. */
-static struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send, const void *recv, size_t count,
-                                ncclDataType_t dt, unsigned op, int root, enum send_blocks blocks, void *ra,
-                                int captured)
+CCS_INLINE struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send, const void *recv, size_t count,
+                                    ncclDataType_t dt, unsigned op, int root, enum send_blocks blocks, void *ra,
+                                    int captured)
 {
     struct ccs_comm *c = ccs_nccl_comm(comm);
     unsigned dtype = ccs_nccl_dtype(dt);
-    uint64_t esize = ccs_dtype_size(dtype);
+    uint64_t esize = ccs_nccl_dtype_size(dt);
     int size = c && c->size > 0 ? c->size : 1;
     if (blocks == SEND_AT_ROOT)
         blocks = c && c->rank == root ? SEND_PER_RANK : SEND_NONE;
