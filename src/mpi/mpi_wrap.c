@@ -228,47 +228,48 @@ CCS_INLINE struct ccs_record *describe_allgatherv(unsigned kind, unsigned flags,
     return begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, nbytes(n, t), ra);
 }
 
+/* Gatherv and Scatterv, mirror images of each other: only the root agrees.
+ * This rank's part is N elements of DT, except at the root with
+ * MPI_IN_PLACE in IN_PLACE_SIDE (a gather's send buffer, a scatter's
+ * receive buffer), where the vector side (COUNTS of VDT) names the basic
+ * types, since the other side's arguments are ignored, and no bytes move. */
+CCS_INLINE struct ccs_record *describe_rooted_v(unsigned kind, unsigned flags, const void *in_place_side,
+                                                const int counts[], MPI_Datatype vdt, int n, MPI_Datatype dt,
+                                                int root, void *rb, MPI_Comm comm, void *ra)
+{
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    int in_place = in_place_side == MPI_IN_PLACE;
+    struct ccs_mpi_sig s;
+    if (in_place)
+        ccs_mpi_sig((int64_t)sum_counts(cm, counts), vdt, &s);
+    else
+        ccs_mpi_sig(n, dt, &s);
+    return begin_sig(cm, kind, INPLACE(in_place_side) | flags, &s, CCS_OP_NONE, root, rb, in_place ? 0 : s.bytes,
+                     ra);
+}
+
 #define MPI_SHAPE_gatherv_PARAMS                                                                           \
     const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[], MPI_Datatype rdt, \
         int root, MPI_Comm comm
 #define MPI_SHAPE_gatherv_ARGS sb, sc, sdt, rb, rc, dis, rdt, root, comm
-/* Only the root agrees; the basic types of each contribution are compared
- * where both sides name them: at the root with MPI_IN_PLACE the receive
- * side (the send arguments are ignored). */
 CCS_INLINE struct ccs_record *describe_gatherv(unsigned kind, unsigned flags, const void *sb, int sc,
                                                MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
                                                MPI_Datatype rdt, int root, MPI_Comm comm, void *ra)
 {
     (void)dis;
-    struct ccs_comm *cm = ccs_mpi_comm(comm);
-    struct ccs_mpi_sig s;
-    if (sb == MPI_IN_PLACE)
-        ccs_mpi_sig((int64_t)sum_counts(cm, rc), rdt, &s);
-    else
-        ccs_mpi_sig(sc, sdt, &s);
-    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, root, rb, sb == MPI_IN_PLACE ? 0 : s.bytes,
-                     ra);
+    return describe_rooted_v(kind, flags, sb, rc, rdt, sc, sdt, root, rb, comm, ra);
 }
 
 #define MPI_SHAPE_scatterv_PARAMS                                                                          \
     const void *sb, const int sc[], const int dis[], MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, \
         int root, MPI_Comm comm
 #define MPI_SHAPE_scatterv_ARGS sb, sc, dis, sdt, rb, rc, rdt, root, comm
-/* Only the root agrees; at the root with MPI_IN_PLACE the send side names
- * the basic types (the receive arguments are ignored). */
 CCS_INLINE struct ccs_record *describe_scatterv(unsigned kind, unsigned flags, const void *sb, const int sc[],
                                                 const int dis[], MPI_Datatype sdt, void *rb, int rc,
                                                 MPI_Datatype rdt, int root, MPI_Comm comm, void *ra)
 {
     (void)sb, (void)dis;
-    struct ccs_comm *cm = ccs_mpi_comm(comm);
-    struct ccs_mpi_sig s;
-    if (rb == MPI_IN_PLACE)
-        ccs_mpi_sig((int64_t)sum_counts(cm, sc), sdt, &s);
-    else
-        ccs_mpi_sig(rc, rdt, &s);
-    return begin_sig(cm, kind, INPLACE(rb) | flags, &s, CCS_OP_NONE, root, rb, rb == MPI_IN_PLACE ? 0 : s.bytes,
-                     ra);
+    return describe_rooted_v(kind, flags, rb, sc, sdt, rc, rdt, root, rb, comm, ra);
 }
 
 #define MPI_SHAPE_alltoallv_PARAMS                                                                         \
