@@ -33,6 +33,7 @@
  * MPI_Init/Finalize start and end the features; communicator creation
  * registers the new communicator after the real call; MPI_Type_free drops a
  * cached signature; MPI_(I)allreduce lets coalescing take the call over. */
+/* clang-format off */
 #define CCS_MPI_GENERATED(X)                                                                                   \
     X(Reduce, red_root, REDUCE, none) X(Ireduce, red_root, REDUCE, req)                                        \
     X(Reduce_scatter, red_v, REDUCE_SCATTER, none) X(Ireduce_scatter, red_v, REDUCE_SCATTER, req)              \
@@ -61,6 +62,7 @@
     X(Comm_split_type, mpi_setup.c) X(Comm_create, mpi_setup.c) X(Comm_free, mpi_setup.c)                 \
     X(Type_free, mpi_sig.c)                                                                                \
     X(Allreduce, mpi_wrap.c) X(Iallreduce, mpi_wrap.c)
+/* clang-format on */
 
 /* X(name, ...): every function of both lists. */
 #define CCS_MPI_FUNCS(X) CCS_MPI_APART(X) CCS_MPI_GENERATED(X)
@@ -81,8 +83,11 @@ CCS_HIDDEN int ccs_mpi_resolve(void);
  * address to w_name (inlined: its only caller), and PMPI_name as another
  * name of the same function: one entry, no call between it and the
  * wrapper's body. */
-#define CCS_MPI_ENTRY(name, params, ...)                                                                   \
-    CCS_EXPORT int MPI_##name params { return w_##name(__VA_ARGS__, __builtin_return_address(0)); }       \
+#define CCS_MPI_ENTRY(name, params, ...)                                                                           \
+    CCS_EXPORT int MPI_##name params                                                                               \
+    {                                                                                                              \
+        return w_##name(__VA_ARGS__, __builtin_return_address(0));                                                 \
+    }                                                                                                              \
     CCS_EXPORT __typeof__(MPI_##name) PMPI_##name __attribute__((alias("MPI_" #name)));
 
 /* Normalised datatype and op, and the byte size of COUNT elements of DT.
@@ -193,7 +198,9 @@ static inline void ccs_mpi_sig(int64_t count, MPI_Datatype dt, struct ccs_mpi_si
 /* Drops DT's cached signature (MPI_Type_free). */
 CCS_HIDDEN void ccs_mpi_sig_forget(MPI_Datatype dt);
 
-
-static inline int ccs_mpi_active(void) { return atomic_load_explicit(&ccs_active, memory_order_relaxed); }
+static inline int ccs_mpi_active(void)
+{
+    return atomic_load_explicit(&ccs_active, memory_order_relaxed);
+}
 
 #endif

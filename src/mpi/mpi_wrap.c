@@ -15,8 +15,8 @@
  * same, and nothing from an argument the standard says is ignored
  * (MPI_IN_PLACE at the root, receive arguments on non-roots).
  */
-#include "mpi_shim.h"
 #include "coalesce_mpi.h"
+#include "mpi_shim.h"
 
 #define CALL_REAL(name, ...) (CCS_REAL(name) ? ccs_real_##name(__VA_ARGS__) : MPI_ERR_INTERN)
 #define INPLACE(sb) ((sb) == MPI_IN_PLACE ? CCS_F_IN_PLACE : 0)
@@ -82,7 +82,10 @@ static inline int end(struct ccs_record *r, int rc)
     return rc;
 }
 
-static inline uint64_t nbytes(int64_t count, MPI_Datatype dt) { return ccs_mpi_bytes(count, dt, ccs_mpi_dtype(dt)); }
+static inline uint64_t nbytes(int64_t count, MPI_Datatype dt)
+{
+    return ccs_mpi_bytes(count, dt, ccs_mpi_dtype(dt));
+}
 
 /* Sum of COUNTS over the members of C (v-variants). */
 static uint64_t sum_counts(const struct ccs_comm *c, const int *counts)
@@ -106,8 +109,14 @@ static uint64_t recv_bytes_w(const struct ccs_comm *c, const int *counts, const 
     return b;
 }
 
-static inline int my_rank(const struct ccs_comm *c) { return c ? c->rank : 0; }
-static inline int comm_size(const struct ccs_comm *c) { return c ? c->size : 1; }
+static inline int my_rank(const struct ccs_comm *c)
+{
+    return c ? c->rank : 0;
+}
+static inline int comm_size(const struct ccs_comm *c)
+{
+    return c ? c->size : 1;
+}
 
 /* ------------------------------------------------------ shapes: describe */
 
@@ -127,7 +136,7 @@ CCS_INLINE struct ccs_record *describe_red(unsigned kind, unsigned flags, const 
     return begin_n(comm, kind, INPLACE(sb) | flags, n, dt, ccs_mpi_op(op), -1, rb, ra);
 }
 
-#define MPI_SHAPE_red_root_PARAMS                                                                          \
+#define MPI_SHAPE_red_root_PARAMS                                                                                  \
     const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm
 #define MPI_SHAPE_red_root_ARGS sb, rb, n, dt, op, root, comm
 CCS_INLINE struct ccs_record *describe_red_root(unsigned kind, unsigned flags, const void *sb, void *rb, int n,
@@ -169,7 +178,7 @@ CCS_INLINE void contribution(const void *sb, int sc, MPI_Datatype sdt, int rc, M
         ccs_mpi_sig(sc, sdt, s);
 }
 
-#define MPI_SHAPE_coll_PARAMS                                                                              \
+#define MPI_SHAPE_coll_PARAMS                                                                                      \
     const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm
 #define MPI_SHAPE_coll_ARGS sb, sc, sdt, rb, rc, rdt, comm
 /* Allgather: this rank's contribution; Alltoall: what goes to each peer,
@@ -184,7 +193,7 @@ CCS_INLINE struct ccs_record *describe_coll(unsigned kind, unsigned flags, const
     return begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, bytes, ra);
 }
 
-#define MPI_SHAPE_coll_root_PARAMS                                                                         \
+#define MPI_SHAPE_coll_root_PARAMS                                                                                 \
     const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root, MPI_Comm comm
 #define MPI_SHAPE_coll_root_ARGS sb, sc, sdt, rb, rc, rdt, root, comm
 /* Gather: this rank's contribution.  Scatter: what this rank receives; at
@@ -209,8 +218,8 @@ CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, unsigned flags, 
                      ra);
 }
 
-#define MPI_SHAPE_allgatherv_PARAMS                                                                        \
-    const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[], MPI_Datatype rdt, \
+#define MPI_SHAPE_allgatherv_PARAMS                                                                                \
+    const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[], MPI_Datatype rdt,         \
         MPI_Comm comm
 #define MPI_SHAPE_allgatherv_ARGS sb, sc, sdt, rb, rc, dis, rdt, comm
 /* Every member receives the same whole (its own part included, in place or
@@ -248,8 +257,8 @@ CCS_INLINE struct ccs_record *describe_rooted_v(unsigned kind, unsigned flags, c
                      ra);
 }
 
-#define MPI_SHAPE_gatherv_PARAMS                                                                           \
-    const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[], MPI_Datatype rdt, \
+#define MPI_SHAPE_gatherv_PARAMS                                                                                   \
+    const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[], MPI_Datatype rdt,         \
         int root, MPI_Comm comm
 #define MPI_SHAPE_gatherv_ARGS sb, sc, sdt, rb, rc, dis, rdt, root, comm
 CCS_INLINE struct ccs_record *describe_gatherv(unsigned kind, unsigned flags, const void *sb, int sc,
@@ -260,8 +269,8 @@ CCS_INLINE struct ccs_record *describe_gatherv(unsigned kind, unsigned flags, co
     return describe_rooted_v(kind, flags, sb, rc, rdt, sc, sdt, root, rb, comm, ra);
 }
 
-#define MPI_SHAPE_scatterv_PARAMS                                                                          \
-    const void *sb, const int sc[], const int dis[], MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, \
+#define MPI_SHAPE_scatterv_PARAMS                                                                                  \
+    const void *sb, const int sc[], const int dis[], MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt,         \
         int root, MPI_Comm comm
 #define MPI_SHAPE_scatterv_ARGS sb, sc, dis, sdt, rb, rc, rdt, root, comm
 CCS_INLINE struct ccs_record *describe_scatterv(unsigned kind, unsigned flags, const void *sb, const int sc[],
@@ -272,9 +281,9 @@ CCS_INLINE struct ccs_record *describe_scatterv(unsigned kind, unsigned flags, c
     return describe_rooted_v(kind, flags, rb, sc, sdt, rc, rdt, root, rb, comm, ra);
 }
 
-#define MPI_SHAPE_alltoallv_PARAMS                                                                         \
-    const void *sb, const int sc[], const int sd[], MPI_Datatype sdt, void *rb, const int rc[],           \
-        const int rd[], MPI_Datatype rdt, MPI_Comm comm
+#define MPI_SHAPE_alltoallv_PARAMS                                                                                 \
+    const void *sb, const int sc[], const int sd[], MPI_Datatype sdt, void *rb, const int rc[], const int rd[],    \
+        MPI_Datatype rdt, MPI_Comm comm
 #define MPI_SHAPE_alltoallv_ARGS sb, sc, sd, sdt, rb, rc, rd, rdt, comm
 /* Per-peer counts and types may differ on every pair: only the kind
  * agrees; the record shows what this rank receives. */
@@ -289,17 +298,16 @@ CCS_INLINE struct ccs_record *describe_alltoallv(unsigned kind, unsigned flags, 
                     nbytes((int64_t)total, rdt), ra);
 }
 
-#define MPI_SHAPE_alltoallw_PARAMS                                                                         \
-    const void *sb, const int sc[], const int sd[], const MPI_Datatype st[], void *rb, const int rc[],    \
+#define MPI_SHAPE_alltoallw_PARAMS                                                                                 \
+    const void *sb, const int sc[], const int sd[], const MPI_Datatype st[], void *rb, const int rc[],             \
         const int rd[], const MPI_Datatype rt[], MPI_Comm comm
 #define MPI_SHAPE_alltoallw_ARGS sb, sc, sd, st, rb, rc, rd, rt, comm
 /* Alltoallw: per-peer counts and datatypes may differ on every pair, so
  * only the kind agrees; the record shows the bytes this rank receives, as
  * a count of MPI_BYTE. */
 CCS_INLINE struct ccs_record *describe_alltoallw(unsigned kind, unsigned flags, const void *sb, const int sc[],
-                                                 const int sd[], const MPI_Datatype st[], void *rb,
-                                                 const int rc[], const int rd[], const MPI_Datatype rt[],
-                                                 MPI_Comm comm, void *ra)
+                                                 const int sd[], const MPI_Datatype st[], void *rb, const int rc[],
+                                                 const int rd[], const MPI_Datatype rt[], MPI_Comm comm, void *ra)
 {
     (void)sc, (void)sd, (void)st, (void)rd;
     struct ccs_comm *cm = ccs_mpi_comm(comm);
@@ -328,9 +336,9 @@ CCS_INLINE struct ccs_record *describe_send(unsigned kind, unsigned flags, const
 #define MPI_SHAPE_recv_ARGS buf, n, dt, peer, tag, comm
 #define describe_recv describe_send
 
-#define MPI_SHAPE_sendrecv_PARAMS                                                                          \
-    const void *sb, int sc, MPI_Datatype sdt, int dest, int stag, void *rb, int rc, MPI_Datatype rdt,     \
-        int src, int rtag, MPI_Comm comm
+#define MPI_SHAPE_sendrecv_PARAMS                                                                                  \
+    const void *sb, int sc, MPI_Datatype sdt, int dest, int stag, void *rb, int rc, MPI_Datatype rdt, int src,     \
+        int rtag, MPI_Comm comm
 #define MPI_SHAPE_sendrecv_ARGS sb, sc, sdt, dest, stag, rb, rc, rdt, src, rtag, comm
 /* Sendrecv: the send side (peer, bytes), the receive buffer. */
 CCS_INLINE struct ccs_record *describe_sendrecv(unsigned kind, unsigned flags, const void *sb, int sc,
@@ -354,16 +362,16 @@ CCS_INLINE struct ccs_record *describe_sendrecv(unsigned kind, unsigned flags, c
 
 /* ------------------------------------------------- the generated wrappers */
 
-#define GENERATE(name, shape, kind, tail)                                                                  \
-    CCS_INLINE int w_##name(MPI_SHAPE_##shape##_PARAMS MPI_TAIL_##tail##_PARAMS, void *ra)                  \
-    {                                                                                                      \
-        if (!ccs_mpi_active())                                                                             \
-            return CALL_REAL(name, MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS);                       \
-        struct ccs_record *r =                                                                            \
-            describe_##shape(CCS_KIND_##kind, MPI_TAIL_##tail##_FLAGS, MPI_SHAPE_##shape##_ARGS, ra);     \
-        return end(r, CALL_REAL(name, MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS));                   \
-    }                                                                                                      \
-    CCS_MPI_ENTRY(name, (MPI_SHAPE_##shape##_PARAMS MPI_TAIL_##tail##_PARAMS),                             \
+#define GENERATE(name, shape, kind, tail)                                                                          \
+    CCS_INLINE int w_##name(MPI_SHAPE_##shape##_PARAMS MPI_TAIL_##tail##_PARAMS, void *ra)                         \
+    {                                                                                                              \
+        if (!ccs_mpi_active())                                                                                     \
+            return CALL_REAL(name, MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS);                               \
+        struct ccs_record *r =                                                                                     \
+            describe_##shape(CCS_KIND_##kind, MPI_TAIL_##tail##_FLAGS, MPI_SHAPE_##shape##_ARGS, ra);              \
+        return end(r, CALL_REAL(name, MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS));                           \
+    }                                                                                                              \
+    CCS_MPI_ENTRY(name, (MPI_SHAPE_##shape##_PARAMS MPI_TAIL_##tail##_PARAMS),                                     \
                   MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS)
 CCS_MPI_GENERATED(GENERATE)
 #undef GENERATE
@@ -374,23 +382,29 @@ CCS_MPI_GENERATED(GENERATE)
  * (defer it, or fold it into a step's single all-reduce), before it is
  * described; Q is NULL for MPI_Allreduce.  One predictable branch while
  * coalescing is off. */
-CCS_INLINE int allreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                         MPI_Request *q, void *ra)
+CCS_INLINE int real_allreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                              MPI_Request *q)
 {
-#define REAL_ALLREDUCE                                                                                     \
-    (q ? CALL_REAL(Iallreduce, sb, rb, n, dt, op, comm, q) : CALL_REAL(Allreduce, sb, rb, n, dt, op, comm))
+    return q ? CALL_REAL(Iallreduce, sb, rb, n, dt, op, comm, q) : CALL_REAL(Allreduce, sb, rb, n, dt, op, comm);
+}
+
+CCS_INLINE int allreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *q,
+                         void *ra)
+{
     if (!ccs_mpi_active())
-        return REAL_ALLREDUCE;
+        return real_allreduce(sb, rb, n, dt, op, comm, q);
     int crc;
     if (CCS_UNLIKELY(atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) &&
         ccs_coalesce_mpi_allreduce(sb, rb, n, dt, op, comm, q, ra, &crc))
         return crc;
     struct ccs_record *r = describe_red(CCS_KIND_ALLREDUCE, q ? CCS_F_NONBLOCKING : 0, sb, rb, n, dt, op, comm, ra);
-    return end(r, REAL_ALLREDUCE);
-#undef REAL_ALLREDUCE
+    return end(r, real_allreduce(sb, rb, n, dt, op, comm, q));
 }
 
-CCS_INLINE int w_Allreduce(MPI_SHAPE_red_PARAMS, void *ra) { return allreduce(MPI_SHAPE_red_ARGS, NULL, ra); }
+CCS_INLINE int w_Allreduce(MPI_SHAPE_red_PARAMS, void *ra)
+{
+    return allreduce(MPI_SHAPE_red_ARGS, NULL, ra);
+}
 CCS_MPI_ENTRY(Allreduce, (MPI_SHAPE_red_PARAMS), MPI_SHAPE_red_ARGS)
 
 CCS_INLINE int w_Iallreduce(MPI_SHAPE_red_PARAMS, MPI_Request *q, void *ra)

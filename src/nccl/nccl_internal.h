@@ -31,6 +31,7 @@
  * PreMulSum operators (a table of operators, no record), communicator
  * creation and destruction (register or retire the communicator), and the
  * functions the interposer only calls (where: "called"). */
+/* clang-format off */
 #define CCS_NCCL_GENERATED(X)                                                                                      \
     X(Broadcast, coll_root, BCAST, ONE) X(Bcast, bcast, BCAST, ONE)                                                \
     X(Reduce, coll_op_root, REDUCE, ONE) X(ReduceScatter, coll_op, REDUCE_SCATTER, PER_RANK)                       \
@@ -45,6 +46,7 @@
     X(CommInitRankScalable, nccl_comm.c) X(CommSplit, nccl_comm.c) X(CommShrink, nccl_comm.c)                      \
     X(CommFinalize, nccl_comm.c) X(CommDestroy, nccl_comm.c) X(CommAbort, nccl_comm.c)                             \
     X(CommGetAsyncError, called) X(CommUserRank, called) X(CommCount, called)
+/* clang-format on */
 
 /* X(Name, ...): every function of both lists. */
 #define CCS_NCCL_FN_LIST(X) CCS_NCCL_APART(X) CCS_NCCL_GENERATED(X)

@@ -88,7 +88,9 @@ enum {
     CCS_DTYPE_LIST(CCS_X)
 #undef CCS_X
 };
+/* clang-format off */
 #define DT(e) {CCS_DT_##e, DT_SIZE_##e}
+/* clang-format on */
 
 /* Every type of nccl.h's list (a newer nccl.h's type missing here reads as
  * norm 0, size 0, as before). */

@@ -13,9 +13,9 @@
  * operators are written by hand below; communicator creation and
  * destruction: nccl_comm.c.
  */
+#include "coalesce_nccl.h"
 #include "log.h"
 #include "nccl_internal.h"
-#include "coalesce_nccl.h"
 #include "nccl_redop.h"
 #include "nccl_track.h"
 #include <string.h>
@@ -78,9 +78,9 @@ enum send_blocks { SEND_NONE, SEND_ONE, SEND_PER_RANK, SEND_AT_ROOT };
 
 /* Starts recording collective or point-to-point KIND on COMM.  COUNT is the
  * count every member passes (see ccs_fingerprint); RA the caller's address. */
-CCS_INLINE struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send, const void *recv, size_t count,
-                                    ncclDataType_t dt, unsigned op, int root, enum send_blocks blocks, void *ra,
-                                    int captured)
+CCS_INLINE struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send, const void *recv,
+                                    size_t count, ncclDataType_t dt, unsigned op, int root, enum send_blocks blocks,
+                                    void *ra, int captured)
 {
     struct ccs_comm *c = ccs_nccl_comm(comm);
     unsigned dtype = ccs_nccl_dtype(dt);
@@ -143,8 +143,8 @@ static inline void end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, c
  * that name them, and the function that describes a call of that shape.
  * Every shape ends in (comm, stream), which the frame's end() reads. */
 
-#define NCCL_SHAPE_coll_PARAMS                                                                             \
-    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,          \
+#define NCCL_SHAPE_coll_PARAMS                                                                                     \
+    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,                  \
         cudaStream_t stream
 #define NCCL_SHAPE_coll_ARGS sendbuff, recvbuff, count, datatype, comm, stream
 CCS_INLINE struct ccs_record *describe_coll(unsigned kind, enum send_blocks blocks, const void *sendbuff,
@@ -155,9 +155,9 @@ CCS_INLINE struct ccs_record *describe_coll(unsigned kind, enum send_blocks bloc
     return begin(kind, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, -1, blocks, ra, 0);
 }
 
-#define NCCL_SHAPE_coll_op_PARAMS                                                                          \
-    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,           \
-        ncclComm_t comm, cudaStream_t stream
+#define NCCL_SHAPE_coll_op_PARAMS                                                                                  \
+    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,  \
+        cudaStream_t stream
 #define NCCL_SHAPE_coll_op_ARGS sendbuff, recvbuff, count, datatype, op, comm, stream
 CCS_INLINE struct ccs_record *describe_coll_op(unsigned kind, enum send_blocks blocks, const void *sendbuff,
                                                void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -167,8 +167,8 @@ CCS_INLINE struct ccs_record *describe_coll_op(unsigned kind, enum send_blocks b
     return begin(kind, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1, blocks, ra, 0);
 }
 
-#define NCCL_SHAPE_coll_op_root_PARAMS                                                                     \
-    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, \
+#define NCCL_SHAPE_coll_op_root_PARAMS                                                                             \
+    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,         \
         ncclComm_t comm, cudaStream_t stream
 #define NCCL_SHAPE_coll_op_root_ARGS sendbuff, recvbuff, count, datatype, op, root, comm, stream
 CCS_INLINE struct ccs_record *describe_coll_op_root(unsigned kind, enum send_blocks blocks, const void *sendbuff,
@@ -180,8 +180,8 @@ CCS_INLINE struct ccs_record *describe_coll_op_root(unsigned kind, enum send_blo
     return begin(kind, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), root, blocks, ra, 0);
 }
 
-#define NCCL_SHAPE_coll_root_PARAMS                                                                        \
-    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, \
+#define NCCL_SHAPE_coll_root_PARAMS                                                                                \
+    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,        \
         cudaStream_t stream
 #define NCCL_SHAPE_coll_root_ARGS sendbuff, recvbuff, count, datatype, root, comm, stream
 CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, enum send_blocks blocks, const void *sendbuff,
@@ -193,7 +193,7 @@ CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, enum send_blocks
 }
 
 /* ncclBcast: in place by definition, one buffer. */
-#define NCCL_SHAPE_bcast_PARAMS                                                                            \
+#define NCCL_SHAPE_bcast_PARAMS                                                                                    \
     void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream
 #define NCCL_SHAPE_bcast_ARGS buff, count, datatype, root, comm, stream
 CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, enum send_blocks blocks, void *buff, size_t count,
@@ -206,7 +206,7 @@ CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, enum send_blocks blo
 
 /* Point-to-point: the peer in the root field, the one buffer as the
  * record's (never in place). */
-#define NCCL_SHAPE_send_PARAMS                                                                             \
+#define NCCL_SHAPE_send_PARAMS                                                                                     \
     const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream
 #define NCCL_SHAPE_send_ARGS sendbuff, count, datatype, peer, comm, stream
 CCS_INLINE struct ccs_record *describe_send(unsigned kind, enum send_blocks blocks, const void *buf, size_t count,
@@ -217,26 +217,26 @@ CCS_INLINE struct ccs_record *describe_send(unsigned kind, enum send_blocks bloc
     return begin(kind, comm, NULL, buf, count, datatype, CCS_OP_NONE, peer, blocks, ra, 0);
 }
 
-#define NCCL_SHAPE_recv_PARAMS                                                                             \
+#define NCCL_SHAPE_recv_PARAMS                                                                                     \
     void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream
 #define NCCL_SHAPE_recv_ARGS recvbuff, count, datatype, peer, comm, stream
 #define describe_recv describe_send
 
 /* ------------------------------------------------ the generated wrappers */
 
-#define GENERATE(name, shape, kind, blocks)                                                                \
-    CCS_EXPORT ncclResult_t nccl##name(NCCL_SHAPE_##shape##_PARAMS)                                        \
-    {                                                                                                      \
-        __typeof__(&pnccl##name) real = CCS_NCCL_REAL(name);                                               \
-        if (CCS_UNLIKELY(!real))                                                                           \
-            return ncclInternalError;                                                                      \
-        struct ccs_record *r = NULL;                                                                       \
-        if (ccs_nccl_on())                                                                                 \
-            r = describe_##shape(CCS_KIND_##kind, SEND_##blocks, NCCL_SHAPE_##shape##_ARGS,                  \
-                                 __builtin_return_address(0));                                     \
-        ncclResult_t rc = real(NCCL_SHAPE_##shape##_ARGS);                                                 \
-        end(r, rc, comm, stream);                                                                          \
-        return rc;                                                                                         \
+#define GENERATE(name, shape, kind, blocks)                                                                        \
+    CCS_EXPORT ncclResult_t nccl##name(NCCL_SHAPE_##shape##_PARAMS)                                                \
+    {                                                                                                              \
+        __typeof__(&pnccl##name) real = CCS_NCCL_REAL(name);                                                       \
+        if (CCS_UNLIKELY(!real))                                                                                   \
+            return ncclInternalError;                                                                              \
+        struct ccs_record *r = NULL;                                                                               \
+        if (ccs_nccl_on())                                                                                         \
+            r = describe_##shape(CCS_KIND_##kind, SEND_##blocks, NCCL_SHAPE_##shape##_ARGS,                        \
+                                 __builtin_return_address(0));                                                     \
+        ncclResult_t rc = real(NCCL_SHAPE_##shape##_ARGS);                                                         \
+        end(r, rc, comm, stream);                                                                                  \
+        return rc;                                                                                                 \
     }
 CCS_NCCL_GENERATED(GENERATE)
 #undef GENERATE

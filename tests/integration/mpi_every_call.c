@@ -28,7 +28,10 @@ static void expect(const char *kind, const char *flags, int root, long count, co
     fprintf(out, "%s %s %d %ld %s %s %ld\n", kind, flags, root, count, dtype, op, bytes);
 }
 
-static void wait(MPI_Request *q) { MPI_Wait(q, MPI_STATUS_IGNORE); }
+static void wait(MPI_Request *q)
+{
+    MPI_Wait(q, MPI_STATUS_IGNORE);
+}
 
 int main(int argc, char **argv)
 {
