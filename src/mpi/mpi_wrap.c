@@ -20,15 +20,15 @@
 
 #define CALL_REAL(name, ...) (CCS_REAL(name) ? ccs_real_##name(__VA_ARGS__) : MPI_ERR_INTERN)
 #define INPLACE(sb) ((sb) == MPI_IN_PLACE ? CCS_F_IN_PLACE : 0)
-#define NB CCS_F_NONBLOCKING
 
-/* BEGIN on a communicator entry the wrapper already looked up (the kinds
- * that also need its rank or size), BEGIN on a handle otherwise.  OP is
+/* Starts the record of a call (ccs_call_begin): on a communicator entry the
+ * wrapper already looked up (the kinds that also need its rank or size), or
+ * on a handle (record_begin).  OP is
  * ccshim's: ccs_mpi_op for the reductions (MPI_OP_NULL gives CCS_OP_NONE),
  * CCS_OP_NONE for the kinds without one. */
-CCS_INLINE struct ccs_record *begin_on(struct ccs_comm *cm, unsigned kind, unsigned flags, int64_t count,
-                                       MPI_Datatype dt, unsigned op, int root, const void *buf, uint64_t bytes,
-                                       void *ra)
+CCS_INLINE struct ccs_record *record_begin_on(struct ccs_comm *cm, unsigned kind, unsigned flags, int64_t count,
+                                              MPI_Datatype dt, unsigned op, int root, const void *buf,
+                                              uint64_t bytes, void *ra)
 {
     struct ccs_call c = {.kind = (uint16_t)kind,
                          .dtype = ccs_mpi_dtype(dt),
@@ -42,10 +42,10 @@ CCS_INLINE struct ccs_record *begin_on(struct ccs_comm *cm, unsigned kind, unsig
     return ccs_call_begin(cm, &c, ra);
 }
 
-/* BEGIN with a type signature (ccs_mpi_sig) as what must agree. */
-CCS_INLINE struct ccs_record *begin_sig(struct ccs_comm *cm, unsigned kind, unsigned flags,
-                                        const struct ccs_mpi_sig *s, unsigned op, int root, const void *buf,
-                                        uint64_t bytes, void *ra)
+/* The same with a type signature (ccs_mpi_sig) as what must agree. */
+CCS_INLINE struct ccs_record *record_begin_sig(struct ccs_comm *cm, unsigned kind, unsigned flags,
+                                               const struct ccs_mpi_sig *s, unsigned op, int root, const void *buf,
+                                               uint64_t bytes, void *ra)
 {
     struct ccs_call c = {.kind = (uint16_t)kind,
                          .dtype = s->dtype,
@@ -62,21 +62,21 @@ CCS_INLINE struct ccs_record *begin_sig(struct ccs_comm *cm, unsigned kind, unsi
 
 /* The common case of the reductions: what must agree is (N, DT) and the op
  * on every member. */
-CCS_INLINE struct ccs_record *begin_n(MPI_Comm comm, unsigned kind, unsigned flags, int64_t n, MPI_Datatype dt,
-                                      unsigned op, int root, const void *buf, void *ra)
+CCS_INLINE struct ccs_record *record_begin_n(MPI_Comm comm, unsigned kind, unsigned flags, int64_t n,
+                                             MPI_Datatype dt, unsigned op, int root, const void *buf, void *ra)
 {
     struct ccs_mpi_sig s;
     ccs_mpi_sig(n, dt, &s);
-    return begin_sig(ccs_mpi_comm(comm), kind, flags, &s, op, root, buf, s.bytes, ra);
+    return record_begin_sig(ccs_mpi_comm(comm), kind, flags, &s, op, root, buf, s.bytes, ra);
 }
 
-CCS_INLINE struct ccs_record *begin(MPI_Comm comm, unsigned kind, unsigned flags, int64_t count, MPI_Datatype dt,
-                                    int root, const void *buf, uint64_t bytes, void *ra)
+CCS_INLINE struct ccs_record *record_begin(MPI_Comm comm, unsigned kind, unsigned flags, int64_t count,
+                                           MPI_Datatype dt, int root, const void *buf, uint64_t bytes, void *ra)
 {
-    return begin_on(ccs_mpi_comm(comm), kind, flags, count, dt, CCS_OP_NONE, root, buf, bytes, ra);
+    return record_begin_on(ccs_mpi_comm(comm), kind, flags, count, dt, CCS_OP_NONE, root, buf, bytes, ra);
 }
 
-static inline int end(struct ccs_record *r, int rc)
+static inline int record_end(struct ccs_record *r, int rc)
 {
     ccs_call_end(r, rc != MPI_SUCCESS);
     return rc;
@@ -133,7 +133,7 @@ static inline int comm_size(const struct ccs_comm *c)
 CCS_INLINE struct ccs_record *describe_red(unsigned kind, unsigned flags, const void *sb, void *rb, int n,
                                            MPI_Datatype dt, MPI_Op op, MPI_Comm comm, void *ra)
 {
-    return begin_n(comm, kind, INPLACE(sb) | flags, n, dt, ccs_mpi_op(op), -1, rb, ra);
+    return record_begin_n(comm, kind, INPLACE(sb) | flags, n, dt, ccs_mpi_op(op), -1, rb, ra);
 }
 
 #define MPI_SHAPE_red_root_PARAMS                                                                                  \
@@ -142,7 +142,7 @@ CCS_INLINE struct ccs_record *describe_red(unsigned kind, unsigned flags, const 
 CCS_INLINE struct ccs_record *describe_red_root(unsigned kind, unsigned flags, const void *sb, void *rb, int n,
                                                 MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, void *ra)
 {
-    return begin_n(comm, kind, INPLACE(sb) | flags, n, dt, ccs_mpi_op(op), root, rb, ra);
+    return record_begin_n(comm, kind, INPLACE(sb) | flags, n, dt, ccs_mpi_op(op), root, rb, ra);
 }
 
 #define MPI_SHAPE_red_v_PARAMS const void *sb, void *rb, const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm
@@ -155,7 +155,7 @@ CCS_INLINE struct ccs_record *describe_red_v(unsigned kind, unsigned flags, cons
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     struct ccs_mpi_sig s;
     ccs_mpi_sig((int64_t)sum_counts(cm, rc), dt, &s);
-    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, ccs_mpi_op(op), -1, rb, s.bytes, ra);
+    return record_begin_sig(cm, kind, INPLACE(sb) | flags, &s, ccs_mpi_op(op), -1, rb, s.bytes, ra);
 }
 
 #define MPI_SHAPE_bcast_PARAMS void *buf, int n, MPI_Datatype dt, int root, MPI_Comm comm
@@ -163,7 +163,7 @@ CCS_INLINE struct ccs_record *describe_red_v(unsigned kind, unsigned flags, cons
 CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, unsigned flags, void *buf, int n, MPI_Datatype dt,
                                              int root, MPI_Comm comm, void *ra)
 {
-    return begin_n(comm, kind, flags, n, dt, CCS_OP_NONE, root, buf, ra);
+    return record_begin_n(comm, kind, flags, n, dt, CCS_OP_NONE, root, buf, ra);
 }
 
 /* What this rank contributes to a gathering kind: with MPI_IN_PLACE the
@@ -190,7 +190,7 @@ CCS_INLINE struct ccs_record *describe_coll(unsigned kind, unsigned flags, const
     struct ccs_mpi_sig s;
     contribution(sb, sc, sdt, rc, rdt, &s);
     uint64_t bytes = kind == CCS_KIND_ALLTOALL ? s.bytes * (uint64_t)comm_size(cm) : s.bytes;
-    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, bytes, ra);
+    return record_begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, bytes, ra);
 }
 
 #define MPI_SHAPE_coll_root_PARAMS                                                                                 \
@@ -214,8 +214,8 @@ CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, unsigned flags, 
     } else {
         contribution(sb, sc, sdt, rc, rdt, &s);
     }
-    return begin_sig(ccs_mpi_comm(comm), kind, INPLACE(in_place_side) | flags, &s, CCS_OP_NONE, root, rb, s.bytes,
-                     ra);
+    return record_begin_sig(ccs_mpi_comm(comm), kind, INPLACE(in_place_side) | flags, &s, CCS_OP_NONE, root, rb,
+                            s.bytes, ra);
 }
 
 #define MPI_SHAPE_allgatherv_PARAMS                                                                                \
@@ -234,7 +234,7 @@ CCS_INLINE struct ccs_record *describe_allgatherv(unsigned kind, unsigned flags,
     MPI_Datatype t = sb == MPI_IN_PLACE ? rdt : sdt;
     struct ccs_mpi_sig s;
     ccs_mpi_sig((int64_t)sum_counts(cm, rc), rdt, &s);
-    return begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, nbytes(n, t), ra);
+    return record_begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, nbytes(n, t), ra);
 }
 
 /* Gatherv and Scatterv, mirror images of each other: only the root agrees.
@@ -253,8 +253,8 @@ CCS_INLINE struct ccs_record *describe_rooted_v(unsigned kind, unsigned flags, c
         ccs_mpi_sig((int64_t)sum_counts(cm, counts), vdt, &s);
     else
         ccs_mpi_sig(n, dt, &s);
-    return begin_sig(cm, kind, INPLACE(in_place_side) | flags, &s, CCS_OP_NONE, root, rb, in_place ? 0 : s.bytes,
-                     ra);
+    return record_begin_sig(cm, kind, INPLACE(in_place_side) | flags, &s, CCS_OP_NONE, root, rb,
+                            in_place ? 0 : s.bytes, ra);
 }
 
 #define MPI_SHAPE_gatherv_PARAMS                                                                                   \
@@ -294,8 +294,8 @@ CCS_INLINE struct ccs_record *describe_alltoallv(unsigned kind, unsigned flags, 
     (void)sc, (void)sd, (void)sdt, (void)rd;
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     uint64_t total = sum_counts(cm, rc);
-    return begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)total, rdt, CCS_OP_NONE, -1, rb,
-                    nbytes((int64_t)total, rdt), ra);
+    return record_begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)total, rdt, CCS_OP_NONE, -1, rb,
+                           nbytes((int64_t)total, rdt), ra);
 }
 
 #define MPI_SHAPE_alltoallw_PARAMS                                                                                 \
@@ -312,14 +312,14 @@ CCS_INLINE struct ccs_record *describe_alltoallw(unsigned kind, unsigned flags, 
     (void)sc, (void)sd, (void)st, (void)rd;
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     uint64_t b = recv_bytes_w(cm, rc, rt);
-    return begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)b, MPI_BYTE, CCS_OP_NONE, -1, rb, b, ra);
+    return record_begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)b, MPI_BYTE, CCS_OP_NONE, -1, rb, b, ra);
 }
 
 #define MPI_SHAPE_barrier_PARAMS MPI_Comm comm
 #define MPI_SHAPE_barrier_ARGS comm
 CCS_INLINE struct ccs_record *describe_barrier(unsigned kind, unsigned flags, MPI_Comm comm, void *ra)
 {
-    return begin(comm, kind, flags, 0, MPI_DATATYPE_NULL, -1, NULL, 0, ra);
+    return record_begin(comm, kind, flags, 0, MPI_DATATYPE_NULL, -1, NULL, 0, ra);
 }
 
 /* Point-to-point: the peer in the root field, the bytes of this side. */
@@ -329,7 +329,7 @@ CCS_INLINE struct ccs_record *describe_send(unsigned kind, unsigned flags, const
                                             int peer, int tag, MPI_Comm comm, void *ra)
 {
     (void)tag;
-    return begin(comm, kind, flags, n, dt, peer, buf, nbytes(n, dt), ra);
+    return record_begin(comm, kind, flags, n, dt, peer, buf, nbytes(n, dt), ra);
 }
 
 #define MPI_SHAPE_recv_PARAMS void *buf, int n, MPI_Datatype dt, int peer, int tag, MPI_Comm comm
@@ -346,7 +346,7 @@ CCS_INLINE struct ccs_record *describe_sendrecv(unsigned kind, unsigned flags, c
                                                 MPI_Datatype rdt, int src, int rtag, MPI_Comm comm, void *ra)
 {
     (void)sb, (void)stag, (void)rc, (void)rdt, (void)src, (void)rtag;
-    return begin(comm, kind, flags, sc, sdt, dest, rb, nbytes(sc, sdt), ra);
+    return record_begin(comm, kind, flags, sc, sdt, dest, rb, nbytes(sc, sdt), ra);
 }
 
 /* What follows a shape's parameters, and the flag it gives the record. */
@@ -369,7 +369,7 @@ CCS_INLINE struct ccs_record *describe_sendrecv(unsigned kind, unsigned flags, c
             return CALL_REAL(name, MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS);                               \
         struct ccs_record *r =                                                                                     \
             describe_##shape(CCS_KIND_##kind, MPI_TAIL_##tail##_FLAGS, MPI_SHAPE_##shape##_ARGS, ra);              \
-        return end(r, CALL_REAL(name, MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS));                           \
+        return record_end(r, CALL_REAL(name, MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS));                    \
     }                                                                                                              \
     CCS_MPI_ENTRY(name, (MPI_SHAPE_##shape##_PARAMS MPI_TAIL_##tail##_PARAMS),                                     \
                   MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS)
@@ -398,7 +398,7 @@ CCS_INLINE int allreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_O
         ccs_coalesce_mpi_allreduce(sb, rb, n, dt, op, comm, q, ra, &crc))
         return crc;
     struct ccs_record *r = describe_red(CCS_KIND_ALLREDUCE, q ? CCS_F_NONBLOCKING : 0, sb, rb, n, dt, op, comm, ra);
-    return end(r, real_allreduce(sb, rb, n, dt, op, comm, q));
+    return record_end(r, real_allreduce(sb, rb, n, dt, op, comm, q));
 }
 
 CCS_INLINE int w_Allreduce(MPI_SHAPE_red_PARAMS, void *ra)

@@ -78,9 +78,9 @@ enum send_blocks { SEND_NONE, SEND_ONE, SEND_PER_RANK, SEND_AT_ROOT };
 
 /* Starts recording collective or point-to-point KIND on COMM.  COUNT is the
  * count every member passes (see ccs_fingerprint); RA the caller's address. */
-CCS_INLINE struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send, const void *recv,
-                                    size_t count, ncclDataType_t dt, unsigned op, int root, enum send_blocks blocks,
-                                    void *ra, int captured)
+CCS_INLINE struct ccs_record *record_begin(unsigned kind, ncclComm_t comm, const void *send, const void *recv,
+                                           size_t count, ncclDataType_t dt, unsigned op, int root,
+                                           enum send_blocks blocks, void *ra, int captured)
 {
     struct ccs_comm *c = ccs_nccl_comm(comm);
     unsigned dtype = ccs_nccl_dtype(dt);
@@ -127,7 +127,7 @@ static void track(struct ccs_record *r, ncclComm_t comm, cudaStream_t stream)
 /* ncclInProgress is NCCL's "accepted, completing asynchronously": not an
  * error.  Tracking also says whether the stream is being captured into a
  * CUDA graph (the record is flagged: the call enqueued nothing now). */
-static inline void end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, cudaStream_t stream)
+static inline void record_end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, cudaStream_t stream)
 {
     if (!r)
         return;
@@ -141,7 +141,7 @@ static inline void end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, c
 
 /* One parameter list per shape of CCS_NCCL_GENERATED, with the arguments
  * that name them, and the function that describes a call of that shape.
- * Every shape ends in (comm, stream), which the frame's end() reads. */
+ * Every shape ends in (comm, stream), which the frame's record_end() reads. */
 
 #define NCCL_SHAPE_coll_PARAMS                                                                                     \
     const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,                  \
@@ -152,7 +152,7 @@ CCS_INLINE struct ccs_record *describe_coll(unsigned kind, enum send_blocks bloc
                                             cudaStream_t stream, void *ra)
 {
     (void)stream;
-    return begin(kind, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, -1, blocks, ra, 0);
+    return record_begin(kind, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, -1, blocks, ra, 0);
 }
 
 #define NCCL_SHAPE_coll_op_PARAMS                                                                                  \
@@ -164,7 +164,7 @@ CCS_INLINE struct ccs_record *describe_coll_op(unsigned kind, enum send_blocks b
                                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, void *ra)
 {
     (void)stream;
-    return begin(kind, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1, blocks, ra, 0);
+    return record_begin(kind, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1, blocks, ra, 0);
 }
 
 #define NCCL_SHAPE_coll_op_root_PARAMS                                                                             \
@@ -177,7 +177,7 @@ CCS_INLINE struct ccs_record *describe_coll_op_root(unsigned kind, enum send_blo
                                                     void *ra)
 {
     (void)stream;
-    return begin(kind, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), root, blocks, ra, 0);
+    return record_begin(kind, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), root, blocks, ra, 0);
 }
 
 #define NCCL_SHAPE_coll_root_PARAMS                                                                                \
@@ -189,7 +189,7 @@ CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, enum send_blocks
                                                  ncclComm_t comm, cudaStream_t stream, void *ra)
 {
     (void)stream;
-    return begin(kind, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, blocks, ra, 0);
+    return record_begin(kind, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, blocks, ra, 0);
 }
 
 /* ncclBcast: in place by definition, one buffer. */
@@ -201,7 +201,7 @@ CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, enum send_blocks blo
                                              cudaStream_t stream, void *ra)
 {
     (void)stream;
-    return begin(kind, comm, buff, buff, count, datatype, CCS_OP_NONE, root, blocks, ra, 0);
+    return record_begin(kind, comm, buff, buff, count, datatype, CCS_OP_NONE, root, blocks, ra, 0);
 }
 
 /* Point-to-point: the peer in the root field, the one buffer as the
@@ -214,7 +214,7 @@ CCS_INLINE struct ccs_record *describe_send(unsigned kind, enum send_blocks bloc
                                             void *ra)
 {
     (void)stream;
-    return begin(kind, comm, NULL, buf, count, datatype, CCS_OP_NONE, peer, blocks, ra, 0);
+    return record_begin(kind, comm, NULL, buf, count, datatype, CCS_OP_NONE, peer, blocks, ra, 0);
 }
 
 #define NCCL_SHAPE_recv_PARAMS                                                                                     \
@@ -235,7 +235,7 @@ CCS_INLINE struct ccs_record *describe_send(unsigned kind, enum send_blocks bloc
             r = describe_##shape(CCS_KIND_##kind, SEND_##blocks, NCCL_SHAPE_##shape##_ARGS,                        \
                                  __builtin_return_address(0));                                                     \
         ncclResult_t rc = real(NCCL_SHAPE_##shape##_ARGS);                                                         \
-        end(r, rc, comm, stream);                                                                                  \
+        record_end(r, rc, comm, stream);                                                                           \
         return rc;                                                                                                 \
     }
 CCS_NCCL_GENERATED(GENERATE)
@@ -271,11 +271,11 @@ CCS_EXPORT ncclResult_t ncclAllReduce(NCCL_SHAPE_coll_op_PARAMS)
             }
             return crc;
         }
-        r = begin(CCS_KIND_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1, SEND_ONE,
-                  __builtin_return_address(0), captured);
+        r = record_begin(CCS_KIND_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1,
+                         SEND_ONE, __builtin_return_address(0), captured);
     }
     ncclResult_t rc = real(NCCL_SHAPE_coll_op_ARGS);
-    end(r, rc, comm, stream);
+    record_end(r, rc, comm, stream);
     return rc;
 }
 
