@@ -20,6 +20,13 @@ bench_ncclhot_SOURCES = bench/ncclhot.c
 bench_ncclhot_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
 bench_ncclhot_CFLAGS = $(AM_CFLAGS) -O2
 bench_ncclhot_LDADD = libccsparts.la -ldl -lpthread
+# Instructions per intercepted ncclAllReduce (callgrind), on the test NCCL.
+check_PROGRAMS += bench/nccl_loop
+bench_nccl_loop_SOURCES = bench/nccl_loop.c
+bench_nccl_loop_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CFLAGS)
+bench_nccl_loop_LDADD = -L$(top_builddir)/tests/nccl -l:libnccl.so.2
+bench_nccl_loop_LDFLAGS = -Wl,-rpath,$(abs_top_builddir)/tests/nccl
+bench_nccl_loop_DEPENDENCIES = tests/nccl/libnccl.so.2
 endif
 EXTRA_DIST += bench/nccl-track-bench.sh
 bench_list += bench/torch-bench.sh

@@ -25,19 +25,24 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 hp=$(CCSHIM_SUMMARY=0 "$top_builddir/bench/hotpath")
 echo "$hp"
 
-# Instructions per call: callgrind's inclusive count of MPI_Allreduce (the
-# wrapper) less that of PMPI_Allreduce (the MPI inside it), for two loop
+# Instructions per call: callgrind's self counts of everything compiled from
+# ccshim's src/ in the calling thread (the wrapper, which MPI_Allreduce and
+# PMPI_Allreduce both name, and the core's inline code, listed under its own
+# file), and the desync thread's ccs_dsx_collect (inclusive), for two loop
 # lengths; their difference over the difference in calls leaves out the
-# one-time work (first call, new call site, ring mapping).  Rank 0's file.
+# one-time work (first call, new call site, ring mapping; the clock's
+# calibration, which runs for a time, is left out).  Rank 0's files.
 ir_per_call() { # $1: extra ccshim-run options; prints wrapper and thread Ir per call
     for n in 4000 12000; do
-        mpirun_ "$run" --mpi --summary 0 $1 -- valgrind --tool=callgrind \
+        mpirun_ "$run" --mpi --summary 0 $1 -- valgrind --tool=callgrind --separate-threads=yes \
             --callgrind-out-file="$tmp/cg.$n.%q{OMPI_COMM_WORLD_RANK}" "$loop" "$n" >/dev/null 2>&1
-        callgrind_annotate --inclusive=yes --threshold=100 "$tmp/cg.$n.0" 2>/dev/null |
-            awk -v n="$n" '/:MPI_Allreduce \[/ && m == "" {gsub(",", "", $1); m = $1}
-                           /:PMPI_Allreduce \[/ && p == "" {gsub(",", "", $1); p = $1}
-                           /desync_collect.c:ccs_dsx_collect \[/ && d == "" {gsub(",", "", $1); d = $1}
-                           END {print n, m - p, d + 0}'
+        w=$(callgrind_annotate --inclusive=no --auto=no --threshold=100 "$tmp/cg.$n.0-01" 2>/dev/null |
+            awk '/^ *[0-9,]+ \([ 0-9.]+%\)  / && /\/src\/(core|mpi|nccl|desync|coalesce|trace)\// && !/ccs_clock_/ {
+                     gsub(",", "", $1); s += $1} END {print s + 0}')
+        d=$(for f in "$tmp/cg.$n.0"-*; do callgrind_annotate --inclusive=yes --auto=no --threshold=100 "$f" 2>/dev/null; done |
+            awk '/desync_collect.c:ccs_dsx_collect \[/ {gsub(",", "", $1); d += $1} END {print d + 0}')
+        echo "$n $w $d"
+        rm -f "$tmp/cg.$n".*
     done | awk '{n[NR] = $1; w[NR] = $2; d[NR] = $3}
                 END {c = (n[2] - n[1]) * 1.1; printf "%.0f %.0f\n", (w[2] - w[1]) / c, (d[2] - d[1]) / c}'
 }

@@ -10,14 +10,14 @@
 
 static int missing_logged;
 
-#define CCS_X(name) __typeof__(PMPI_##name) *ccs_real_##name;
+#define CCS_X(name, ...) __typeof__(PMPI_##name) *ccs_real_##name;
 CCS_MPI_FUNCS(CCS_X)
 #undef CCS_X
 
 int ccs_mpi_resolve(void)
 {
     int missing = 0;
-#define CCS_X(name)                                                                                        \
+#define CCS_X(name, ...)                                                                                   \
     if (!ccs_real_##name) {                                                                                \
         ccs_real_##name = (__typeof__(PMPI_##name) *)ccs_real_symbol("PMPI_" #name, NULL);                 \
         if (!ccs_real_##name) {                                                                            \

@@ -15,7 +15,7 @@
 _Atomic(void *) ccs_nccl_fns[CCS_NCCL_FN_COUNT];
 
 static const char *const fn_names[CCS_NCCL_FN_COUNT] = {
-#define CCS_X(name) [CCS_NCCL_FN_##name] = #name,
+#define CCS_X(name, ...) [CCS_NCCL_FN_##name] = #name,
     CCS_NCCL_FN_LIST(CCS_X)
 #undef CCS_X
 };
@@ -54,6 +54,22 @@ int ccs_nccl_first_call(void)
     return atomic_load_explicit(&ccs_active, memory_order_relaxed);
 }
 
+__thread struct ccs_comm *ccs_nccl_last_comm __attribute__((tls_model("initial-exec")));
+
+struct ccs_comm *ccs_nccl_comm_slow(ncclComm_t comm)
+{
+    struct ccs_comm *c = ccs_comm_lookup(CCS_BE_NCCL, (uintptr_t)comm);
+    if (CCS_LIKELY(c != NULL)) {
+        if (CCS_UNLIKELY(c->size <= 0))
+            ccs_ntrack_requery(c);
+        ccs_nccl_last_comm = c;
+        return c;
+    }
+    if (comm == NULL)
+        return c;
+    return ccs_nccl_adopt(comm);
+}
+
 struct ccs_comm *ccs_nccl_adopt(ncclComm_t comm)
 {
     int rank = -1, size = -1;
@@ -66,13 +82,22 @@ struct ccs_comm *ccs_nccl_adopt(ncclComm_t comm)
     return ccs_comm_adopt(CCS_BE_NCCL, (uintptr_t)comm, rank, size);
 }
 
-unsigned ccs_nccl_dtype(ncclDataType_t dt)
-{
-    static const unsigned char map[ncclNumTypes] = {
-        [ncclInt8] = CCS_DT_INT8,         [ncclUint8] = CCS_DT_UINT8,        [ncclInt32] = CCS_DT_INT32,
-        [ncclUint32] = CCS_DT_UINT32,     [ncclInt64] = CCS_DT_INT64,        [ncclUint64] = CCS_DT_UINT64,
-        [ncclFloat16] = CCS_DT_FLOAT16,   [ncclFloat32] = CCS_DT_FLOAT32,    [ncclFloat64] = CCS_DT_FLOAT64,
-        [ncclBfloat16] = CCS_DT_BFLOAT16, [ncclFloat8e4m3] = CCS_DT_FP8E4M3, [ncclFloat8e5m2] = CCS_DT_FP8E5M2,
-    };
-    return (unsigned)dt < ncclNumTypes ? map[dt] : CCS_DT_UNKNOWN;
-}
+/* Sizes by enum ccs_dtype, as constants (ccs_kinds.h), for the table below. */
+enum {
+#define CCS_X(e, n, s, z) DT_SIZE_##e = z,
+    CCS_DTYPE_LIST(CCS_X)
+#undef CCS_X
+};
+/* clang-format off */
+#define DT(e) {CCS_DT_##e, DT_SIZE_##e}
+/* clang-format on */
+
+/* Every type of nccl.h's list (a newer nccl.h's type missing here reads as
+ * norm 0, size 0, as before). */
+const struct ccs_nccl_dt ccs_nccl_dt_table[ncclNumTypes] = {
+    [ncclInt8] = DT(INT8),         [ncclUint8] = DT(UINT8),        [ncclInt32] = DT(INT32),
+    [ncclUint32] = DT(UINT32),     [ncclInt64] = DT(INT64),        [ncclUint64] = DT(UINT64),
+    [ncclFloat16] = DT(FLOAT16),   [ncclFloat32] = DT(FLOAT32),    [ncclFloat64] = DT(FLOAT64),
+    [ncclBfloat16] = DT(BFLOAT16), [ncclFloat8e4m3] = DT(FP8E4M3), [ncclFloat8e5m2] = DT(FP8E5M2),
+};
+#undef DT

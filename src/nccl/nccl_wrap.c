@@ -8,11 +8,14 @@
  * ccs_record (so the duration is the enqueue time, not the time on the GPU).
  * When the real function cannot be found the wrapper returns
  * ncclInternalError (logged once).  Hot path: no lock, no allocation, no
- * system call.  Communicator creation and destruction: nccl_comm.c.
+ * system call.  The regular wrappers are generated from their rows in
+ * CCS_NCCL_GENERATED (nccl_internal.h); ncclAllReduce, the groups and the
+ * operators are written by hand below; communicator creation and
+ * destruction: nccl_comm.c.
  */
+#include "coalesce_nccl.h"
 #include "log.h"
 #include "nccl_internal.h"
-#include "coalesce_nccl.h"
 #include "nccl_redop.h"
 #include "nccl_track.h"
 #include <string.h>
@@ -68,19 +71,23 @@ static int in_place(unsigned kind, const void *send, const void *recv, uint64_t 
 }
 
 /* How much of its send buffer a rank hands over, in blocks of COUNT
- * elements: the "bytes" of a record. */
-enum send_blocks { SEND_NONE, SEND_ONE, SEND_PER_RANK };
+ * elements: the "bytes" of a record (the blocks column of
+ * CCS_NCCL_GENERATED): none, one, one per member, or one per member at ROOT
+ * and none elsewhere (only the root's send buffer is read). */
+enum send_blocks { SEND_NONE, SEND_ONE, SEND_PER_RANK, SEND_AT_ROOT };
 
 /* Starts recording collective or point-to-point KIND on COMM.  COUNT is the
  * count every member passes (see ccs_fingerprint); RA the caller's address. */
-static struct ccs_record *begin(unsigned kind, ncclComm_t comm, const void *send, const void *recv, size_t count,
-                                ncclDataType_t dt, unsigned op, int root, enum send_blocks blocks, void *ra,
-                                int captured)
+CCS_INLINE struct ccs_record *record_begin(unsigned kind, ncclComm_t comm, const void *send, const void *recv,
+                                           size_t count, ncclDataType_t dt, unsigned op, int root,
+                                           enum send_blocks blocks, void *ra, int captured)
 {
     struct ccs_comm *c = ccs_nccl_comm(comm);
     unsigned dtype = ccs_nccl_dtype(dt);
-    uint64_t esize = ccs_dtype_size(dtype);
+    uint64_t esize = ccs_nccl_dtype_size(dt);
     int size = c && c->size > 0 ? c->size : 1;
+    if (blocks == SEND_AT_ROOT)
+        blocks = c && c->rank == root ? SEND_PER_RANK : SEND_NONE;
     struct ccs_call call = {
         .kind = (uint16_t)kind,
         .dtype = (uint8_t)dtype,
@@ -120,7 +127,7 @@ static void track(struct ccs_record *r, ncclComm_t comm, cudaStream_t stream)
 /* ncclInProgress is NCCL's "accepted, completing asynchronously": not an
  * error.  Tracking also says whether the stream is being captured into a
  * CUDA graph (the record is flagged: the call enqueued nothing now). */
-static inline void end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, cudaStream_t stream)
+static inline void record_end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, cudaStream_t stream)
 {
     if (!r)
         return;
@@ -130,18 +137,126 @@ static inline void end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, c
     ccs_call_end(r, !ok);
 }
 
-CCS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+/* ------------------------------------------------------ shapes: describe */
+
+/* One parameter list per shape of CCS_NCCL_GENERATED, with the arguments
+ * that name them, and the function that describes a call of that shape.
+ * Every shape ends in (comm, stream), which the frame's record_end() reads. */
+
+#define NCCL_SHAPE_coll_PARAMS                                                                                     \
+    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,                  \
+        cudaStream_t stream
+#define NCCL_SHAPE_coll_ARGS sendbuff, recvbuff, count, datatype, comm, stream
+CCS_INLINE struct ccs_record *describe_coll(unsigned kind, enum send_blocks blocks, const void *sendbuff,
+                                            void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                                            cudaStream_t stream, void *ra)
+{
+    (void)stream;
+    return record_begin(kind, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, -1, blocks, ra, 0);
+}
+
+#define NCCL_SHAPE_coll_op_PARAMS                                                                                  \
+    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,  \
+        cudaStream_t stream
+#define NCCL_SHAPE_coll_op_ARGS sendbuff, recvbuff, count, datatype, op, comm, stream
+CCS_INLINE struct ccs_record *describe_coll_op(unsigned kind, enum send_blocks blocks, const void *sendbuff,
+                                               void *recvbuff, size_t count, ncclDataType_t datatype,
+                                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, void *ra)
+{
+    (void)stream;
+    return record_begin(kind, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1, blocks, ra, 0);
+}
+
+#define NCCL_SHAPE_coll_op_root_PARAMS                                                                             \
+    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,         \
+        ncclComm_t comm, cudaStream_t stream
+#define NCCL_SHAPE_coll_op_root_ARGS sendbuff, recvbuff, count, datatype, op, root, comm, stream
+CCS_INLINE struct ccs_record *describe_coll_op_root(unsigned kind, enum send_blocks blocks, const void *sendbuff,
+                                                    void *recvbuff, size_t count, ncclDataType_t datatype,
+                                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                                                    void *ra)
+{
+    (void)stream;
+    return record_begin(kind, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), root, blocks, ra, 0);
+}
+
+#define NCCL_SHAPE_coll_root_PARAMS                                                                                \
+    const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,        \
+        cudaStream_t stream
+#define NCCL_SHAPE_coll_root_ARGS sendbuff, recvbuff, count, datatype, root, comm, stream
+CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, enum send_blocks blocks, const void *sendbuff,
+                                                 void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                                 ncclComm_t comm, cudaStream_t stream, void *ra)
+{
+    (void)stream;
+    return record_begin(kind, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, blocks, ra, 0);
+}
+
+/* ncclBcast: in place by definition, one buffer. */
+#define NCCL_SHAPE_bcast_PARAMS                                                                                    \
+    void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream
+#define NCCL_SHAPE_bcast_ARGS buff, count, datatype, root, comm, stream
+CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, enum send_blocks blocks, void *buff, size_t count,
+                                             ncclDataType_t datatype, int root, ncclComm_t comm,
+                                             cudaStream_t stream, void *ra)
+{
+    (void)stream;
+    return record_begin(kind, comm, buff, buff, count, datatype, CCS_OP_NONE, root, blocks, ra, 0);
+}
+
+/* Point-to-point: the peer in the root field, the one buffer as the
+ * record's (never in place). */
+#define NCCL_SHAPE_send_PARAMS                                                                                     \
+    const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream
+#define NCCL_SHAPE_send_ARGS sendbuff, count, datatype, peer, comm, stream
+CCS_INLINE struct ccs_record *describe_send(unsigned kind, enum send_blocks blocks, const void *buf, size_t count,
+                                            ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream,
+                                            void *ra)
+{
+    (void)stream;
+    return record_begin(kind, comm, NULL, buf, count, datatype, CCS_OP_NONE, peer, blocks, ra, 0);
+}
+
+#define NCCL_SHAPE_recv_PARAMS                                                                                     \
+    void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream
+#define NCCL_SHAPE_recv_ARGS recvbuff, count, datatype, peer, comm, stream
+#define describe_recv describe_send
+
+/* ------------------------------------------------ the generated wrappers */
+
+#define GENERATE(name, shape, kind, blocks)                                                                        \
+    CCS_EXPORT ncclResult_t nccl##name(NCCL_SHAPE_##shape##_PARAMS)                                                \
+    {                                                                                                              \
+        __typeof__(&pnccl##name) real = CCS_NCCL_REAL(name);                                                       \
+        if (CCS_UNLIKELY(!real))                                                                                   \
+            return ncclInternalError;                                                                              \
+        struct ccs_record *r = NULL;                                                                               \
+        if (ccs_nccl_on())                                                                                         \
+            r = describe_##shape(CCS_KIND_##kind, SEND_##blocks, NCCL_SHAPE_##shape##_ARGS,                        \
+                                 __builtin_return_address(0));                                                     \
+        ncclResult_t rc = real(NCCL_SHAPE_##shape##_ARGS);                                                         \
+        record_end(r, rc, comm, stream);                                                                           \
+        return rc;                                                                                                 \
+    }
+CCS_NCCL_GENERATED(GENERATE)
+#undef GENERATE
+
+/* ------------------------------------------------- apart: ncclAllReduce */
+
+/* Written by hand: coalescing (coalesce_nccl.c) may take the call over
+ * (defer it, or fold it into a step's single all-reduce); the record and
+ * completion tracking of a call it took are its own.  While the stream is
+ * captured into a CUDA graph: no coalescing (no deferral, no private
+ * communicator made inside the capture), and the record is flagged. */
+CCS_EXPORT ncclResult_t ncclAllReduce(NCCL_SHAPE_coll_op_PARAMS)
 {
     __typeof__(&pncclAllReduce) real = CCS_NCCL_REAL(AllReduce);
     if (CCS_UNLIKELY(!real))
         return ncclInternalError;
     struct ccs_record *r = NULL;
     if (ccs_nccl_on()) {
-        /* While the stream is captured into a CUDA graph: no coalescing
-         * (no deferral, no private communicator made inside the capture). */
         int captured = 0;
-        ncclResult_t crc; /* coalescing (coalesce_nccl.c): one predictable branch while off */
+        ncclResult_t crc; /* coalescing: one predictable branch while off */
         if (CCS_UNLIKELY(atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) &&
             !(captured = ccs_ntrack_capturing(stream)) &&
             ccs_coalesce_nccl_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, group_depth,
@@ -156,166 +271,11 @@ CCS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size
             }
             return crc;
         }
-        r = begin(CCS_KIND_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1, SEND_ONE,
-                  __builtin_return_address(0), captured);
+        r = record_begin(CCS_KIND_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1,
+                         SEND_ONE, __builtin_return_address(0), captured);
     }
-    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, op, comm, stream);
-    end(r, rc, comm, stream);
-    return rc;
-}
-
-CCS_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                      int root, ncclComm_t comm, cudaStream_t stream)
-{
-    __typeof__(&pncclBroadcast) real = CCS_NCCL_REAL(Broadcast);
-    if (CCS_UNLIKELY(!real))
-        return ncclInternalError;
-    struct ccs_record *r = NULL;
-    if (ccs_nccl_on())
-        r = begin(CCS_KIND_BCAST, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
-                  __builtin_return_address(0), 0);
-    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
-    end(r, rc, comm, stream);
-    return rc;
-}
-
-CCS_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                  cudaStream_t stream)
-{
-    __typeof__(&pncclBcast) real = CCS_NCCL_REAL(Bcast);
-    if (CCS_UNLIKELY(!real))
-        return ncclInternalError;
-    struct ccs_record *r = NULL;
-    if (ccs_nccl_on())
-        r = begin(CCS_KIND_BCAST, comm, buff, buff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
-                  __builtin_return_address(0), 0);
-    ncclResult_t rc = real(buff, count, datatype, root, comm, stream);
-    end(r, rc, comm, stream);
-    return rc;
-}
-
-CCS_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
-{
-    __typeof__(&pncclReduce) real = CCS_NCCL_REAL(Reduce);
-    if (CCS_UNLIKELY(!real))
-        return ncclInternalError;
-    struct ccs_record *r = NULL;
-    if (ccs_nccl_on())
-        r = begin(CCS_KIND_REDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), root, SEND_ONE,
-                  __builtin_return_address(0), 0);
-    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-    end(r, rc, comm, stream);
-    return rc;
-}
-
-CCS_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
-                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
-{
-    __typeof__(&pncclAllGather) real = CCS_NCCL_REAL(AllGather);
-    if (CCS_UNLIKELY(!real))
-        return ncclInternalError;
-    struct ccs_record *r = NULL;
-    if (ccs_nccl_on())
-        r = begin(CCS_KIND_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, CCS_OP_NONE, -1, SEND_ONE,
-                  __builtin_return_address(0), 0);
-    ncclResult_t rc = real(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-    end(r, rc, comm, stream);
-    return rc;
-}
-
-CCS_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                          cudaStream_t stream)
-{
-    __typeof__(&pncclReduceScatter) real = CCS_NCCL_REAL(ReduceScatter);
-    if (CCS_UNLIKELY(!real))
-        return ncclInternalError;
-    struct ccs_record *r = NULL;
-    if (ccs_nccl_on())
-        r = begin(CCS_KIND_REDUCE_SCATTER, comm, sendbuff, recvbuff, recvcount, datatype, map_op(op, comm), -1,
-                  SEND_PER_RANK, __builtin_return_address(0), 0);
-    ncclResult_t rc = real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-    end(r, rc, comm, stream);
-    return rc;
-}
-
-CCS_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                     ncclComm_t comm, cudaStream_t stream)
-{
-    __typeof__(&pncclAlltoAll) real = CCS_NCCL_REAL(AlltoAll);
-    if (CCS_UNLIKELY(!real))
-        return ncclInternalError;
-    struct ccs_record *r = NULL;
-    if (ccs_nccl_on())
-        r = begin(CCS_KIND_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, -1, SEND_PER_RANK,
-                  __builtin_return_address(0), 0);
-    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, comm, stream);
-    end(r, rc, comm, stream);
-    return rc;
-}
-
-CCS_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                   int root, ncclComm_t comm, cudaStream_t stream)
-{
-    __typeof__(&pncclGather) real = CCS_NCCL_REAL(Gather);
-    if (CCS_UNLIKELY(!real))
-        return ncclInternalError;
-    struct ccs_record *r = NULL;
-    if (ccs_nccl_on())
-        r = begin(CCS_KIND_GATHER, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, SEND_ONE,
-                  __builtin_return_address(0), 0);
-    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
-    end(r, rc, comm, stream);
-    return rc;
-}
-
-CCS_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                    int root, ncclComm_t comm, cudaStream_t stream)
-{
-    __typeof__(&pncclScatter) real = CCS_NCCL_REAL(Scatter);
-    if (CCS_UNLIKELY(!real))
-        return ncclInternalError;
-    struct ccs_record *r = NULL;
-    if (ccs_nccl_on()) {
-        /* Only the root's send buffer is read: one block per member there. */
-        struct ccs_comm *c = ccs_nccl_comm(comm);
-        enum send_blocks blocks = c && c->rank == root ? SEND_PER_RANK : SEND_NONE;
-        r = begin(CCS_KIND_SCATTER, comm, sendbuff, recvbuff, count, datatype, CCS_OP_NONE, root, blocks,
-                  __builtin_return_address(0), 0);
-    }
-    ncclResult_t rc = real(sendbuff, recvbuff, count, datatype, root, comm, stream);
-    end(r, rc, comm, stream);
-    return rc;
-}
-
-CCS_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                                 ncclComm_t comm, cudaStream_t stream)
-{
-    __typeof__(&pncclSend) real = CCS_NCCL_REAL(Send);
-    if (CCS_UNLIKELY(!real))
-        return ncclInternalError;
-    struct ccs_record *r = NULL;
-    if (ccs_nccl_on())
-        r = begin(CCS_KIND_SEND, comm, NULL, sendbuff, count, datatype, CCS_OP_NONE, peer, SEND_ONE,
-                  __builtin_return_address(0), 0);
-    ncclResult_t rc = real(sendbuff, count, datatype, peer, comm, stream);
-    end(r, rc, comm, stream);
-    return rc;
-}
-
-CCS_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                                 cudaStream_t stream)
-{
-    __typeof__(&pncclRecv) real = CCS_NCCL_REAL(Recv);
-    if (CCS_UNLIKELY(!real))
-        return ncclInternalError;
-    struct ccs_record *r = NULL;
-    if (ccs_nccl_on())
-        r = begin(CCS_KIND_RECV, comm, NULL, recvbuff, count, datatype, CCS_OP_NONE, peer, SEND_ONE,
-                  __builtin_return_address(0), 0);
-    ncclResult_t rc = real(recvbuff, count, datatype, peer, comm, stream);
-    end(r, rc, comm, stream);
+    ncclResult_t rc = real(NCCL_SHAPE_coll_op_ARGS);
+    record_end(r, rc, comm, stream);
     return rc;
 }
 

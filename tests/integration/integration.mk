@@ -1,6 +1,7 @@
 # tests/integration/integration.mk - real MPI programs under the preload.
 INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.sh tests/integration/lifecycle.sh tests/integration/ccshim-run.sh \
 	tests/integration/hygiene.sh
+INTEGRATION_TESTS += tests/integration/mpi-every-call.sh
 TESTS += $(INTEGRATION_TESTS)
 dist_check_SCRIPTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += tests/integration/symbols-api.txt tests/integration/symbols-mpi.txt tests/integration/symbols-nccl.txt
@@ -11,6 +12,10 @@ check_PROGRAMS += tests/integration/mpi_pattern
 tests_integration_mpi_pattern_SOURCES = tests/integration/mpi_pattern.c
 tests_integration_mpi_pattern_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
 tests_integration_mpi_pattern_LDADD = $(MPI_LIBS)
+check_PROGRAMS += tests/integration/mpi_every_call
+tests_integration_mpi_every_call_SOURCES = tests/integration/mpi_every_call.c
+tests_integration_mpi_every_call_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
+tests_integration_mpi_every_call_LDADD = $(MPI_LIBS)
 check_PROGRAMS += tests/integration/mpi_crash
 tests_integration_mpi_crash_SOURCES = tests/integration/mpi_crash.c
 tests_integration_mpi_crash_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
