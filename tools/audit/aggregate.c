@@ -626,7 +626,8 @@ static void write_tsv_record(FILE *out, const struct audit_file *f, const struct
     CCS_FLAG_LIST(CCS_X)
 #undef CCS_X
     fprintf(out,
-            "%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\t%" PRIx64 "\n",
+            "%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\t%" PRIx64
+            "\n",
             (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
             ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site, r->buf);
 }
@@ -639,8 +640,8 @@ static void write_chrome_mark(struct audit *a, const struct audit_file *f, const
 }
 
 /* --chrome-trace: a call of a step in the range shown, named by its site. */
-static void write_chrome_call(struct audit *a, const struct audit_file *f, const struct ccs_record *r, uint32_t step,
-                              uint32_t site)
+static void write_chrome_call(struct audit *a, const struct audit_file *f, const struct ccs_record *r,
+                              uint32_t step, uint32_t site)
 {
     if (!a->chrome || step < a->chrome_first || step > a->chrome_last)
         return;

@@ -207,8 +207,8 @@ static void print_expect_failures(const struct audit *a, int failed)
         const struct audit_expect *e = &a->expects[i];
         if (e->violations)
             fprintf(stderr, "ccshim-audit:   %s: %llu time%s, worst %llu in step %u on rank %d\n", e->text,
-                    (unsigned long long)e->violations, e->violations == 1 ? "" : "s",
-                    (unsigned long long)e->worst, e->worst_step, (int)e->worst_rank);
+                    (unsigned long long)e->violations, e->violations == 1 ? "" : "s", (unsigned long long)e->worst,
+                    e->worst_step, (int)e->worst_rank);
     }
 }
 

@@ -144,7 +144,8 @@ static void chart_open(const struct audit *a, const struct chart_layout *l, FILE
             l->width, l->height + 40);
     fprintf(f, "<line class=\"axis\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/>\n", l->left, l->height,
             l->width - 10, l->height);
-    fprintf(f, "<line class=\"axis\" x1=\"%.0f\" y1=\"10\" x2=\"%.0f\" y2=\"%.0f\"/>\n", l->left, l->left, l->height);
+    fprintf(f, "<line class=\"axis\" x1=\"%.0f\" y1=\"10\" x2=\"%.0f\" y2=\"%.0f\"/>\n", l->left, l->left,
+            l->height);
     fprintf(f, "<text x=\"2\" y=\"14\">%" PRIu64 "</text><text x=\"2\" y=\"%.0f\">0</text>\n", l->ymax, l->height);
 }
 
@@ -160,7 +161,8 @@ static void chart_bar(struct hmap *m, const struct chart_layout *l, uint32_t ste
             "<rect class=\"bar%s\" data-step=\"%u\" data-rank=\"%d\" data-count=\"%" PRIu64
             "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>step %u rank %d: %" PRIu64
             " reductions</title></rect>\n",
-            odd ? " odd" : "", step, (int)rank, real, x, H - real_height, bw - 1, real_height, step, (int)rank, real);
+            odd ? " odd" : "", step, (int)rank, real, x, H - real_height, bw - 1, real_height, step, (int)rank,
+            real);
     if (deferred)
         fprintf(f,
                 "<rect class=\"bar deferred\" data-step=\"%u\" data-rank=\"%d\" data-count=\"%" PRIu64
