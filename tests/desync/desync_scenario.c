@@ -33,6 +33,7 @@
  * Prints "culprit_call_ms=<CLOCK_MONOTONIC ms>" on the culprit just before
  * the odd call, for the latency checks.
  */
+#include "../test_clock.h"
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,19 +41,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static void mark(void)
 {

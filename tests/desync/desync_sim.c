@@ -22,6 +22,7 @@
  * latency: from the moment the last rank is blocked (deadlock) or the odd
  * call is issued (mismatch) to the verdict reaching the first client.
  */
+#include "../test_clock.h"
 #include "desync_proto.h"
 #include "desync_report.h"
 #include "desync_tcp.h"
@@ -51,19 +52,12 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile int stop;
 static uint64_t fp_ar, fp_odd;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&lock);
     if (t_verdict < 0) {
-        t_verdict = now_ms();
+        t_verdict = mono_ms();
         verdict_cls = v->cls;
         /* The reporting rank's text in full, the line from each other rank. */
         static char buf[65536];
@@ -128,7 +122,7 @@ static void *work(void *arg)
     struct worker *w = arg;
     char why[256];
     while (!stop) {
-        double t = now_ms() - t0;
+        double t = mono_ms() - t0;
         uint64_t target = (uint64_t)(t * RATE / 1000.0) + 1;
         for (int h = w->first_host; h < w->first_host + w->nhosts; h++) {
             for (int r = h * H; r < (h + 1) * H && r < N; r++) {
@@ -160,8 +154,7 @@ static void *work(void *arg)
             ccs_dsx_client_tick(cl[h], ptr + h * H, (size_t)((h + 1) * H < N ? H : N - h * H), NULL, 0, 0, why,
                                 sizeof why);
         }
-        struct timespec ts = {0, PERIOD * 1000000L};
-        nanosleep(&ts, NULL);
+        sleep_ms(PERIOD);
     }
     return NULL;
 }
@@ -223,7 +216,7 @@ int main(int argc, char **argv)
     int nt = NH < 4 ? NH : 4;
     pthread_t th[4];
     struct worker w[4];
-    t0 = now_ms();
+    t0 = mono_ms();
     for (int i = 0; i < nt; i++) {
         w[i].first_host = i * NH / nt;
         w[i].nhosts = (i + 1) * NH / nt - w[i].first_host;
@@ -233,7 +226,7 @@ int main(int argc, char **argv)
     struct timespec half = {(time_t)(secs / 2), (long)((secs / 2 - (time_t)(secs / 2)) * 1e9)};
     nanosleep(&half, NULL);
     ccs_dsx_coord_stats(k, &s0);
-    double ta = now_ms();
+    double ta = mono_ms();
     uint64_t cur = (uint64_t)((ta - t0) * RATE / 1000.0) + 1;
     if (strcmp(scenario, "deadlock") == 0) {
         stop_seq = cur + 2;
@@ -244,7 +237,7 @@ int main(int argc, char **argv)
     }
     nanosleep(&half, NULL);
     ccs_dsx_coord_stats(k, &s1);
-    double tb = now_ms();
+    double tb = mono_ms();
     stop = 1;
     for (int i = 0; i < nt; i++)
         pthread_join(th[i], NULL);
