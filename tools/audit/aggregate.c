@@ -459,16 +459,18 @@ static void make_patterns(struct file_ctx *x)
     free(la.by_id);
 }
 
-/* One rank's repeats in one (step, comm): its largest k and its repeated
- * buffers, over all reductions and over those coalescing could defer. */
+/* One rank's most repeated buffer in one (step, comm), among one set of reductions. */
+struct buffer_repeats {
+    uint32_t max_k, repeated;
+    uint64_t bytes, count;
+    uint32_t kind, dtype, op, site;
+};
+
+/* One rank's repeats in one (step, comm): over all reductions and over
+ * those coalescing could defer. */
 struct rank_repeats {
     struct audit_stepcomm_key k;
-    uint32_t max_k, repeated;
-    uint64_t bytes;
-    uint32_t kind, site;
-    /* the same over the reductions coalescing could defer */
-    uint32_t co_max_k, co_repeated, co_site, co_dtype, co_op;
-    uint64_t co_bytes, co_count;
+    struct buffer_repeats all, coalescible;
 };
 
 /* Counts one buffer's real reductions against every --expect /buffer rule of its kind. */
@@ -490,65 +492,51 @@ static void check_buffer_expects(struct audit *a, int32_t rank, const struct buf
     }
 }
 
+/* Counts buffer B, reduced REAL times, in R. */
+static void note_repeats(struct buffer_repeats *r, const struct buf_use *b, uint64_t real)
+{
+    if (real > 1)
+        r->repeated++;
+    if (real > r->max_k || (real == r->max_k && b->bytes > r->bytes)) { /* ties: the largest buffer */
+        r->max_k = (uint32_t)real;
+        r->bytes = b->bytes;
+        r->count = b->k.count;
+        r->kind = b->k.kind;
+        r->dtype = b->k.dtype;
+        r->op = b->k.op;
+        r->site = b->site;
+    }
+}
+
 /* Adds one reduced buffer to its (step, comm)'s repeats on this rank. */
 static void note_buffer_repeats(struct rank_repeats *l, const struct buf_use *b)
 {
     uint64_t real = b->count - b->deferred; /* deferred ones never reached the network */
-    if (real > 1)
-        l->repeated++;
-    if (real > l->max_k || (real == l->max_k && b->bytes > l->bytes)) { /* ties: the largest buffer */
-        l->max_k = (uint32_t)real;
-        l->bytes = b->bytes;
-        l->kind = b->k.kind;
-        l->site = b->site;
-    }
-    if (!audit_coalescible(b->k.kind, b->k.dtype, b->k.op, b->bytes))
-        return;
-    if (real > 1)
-        l->co_repeated++;
-    if (real > l->co_max_k || (real == l->co_max_k && b->bytes > l->co_bytes)) {
-        l->co_max_k = (uint32_t)real;
-        l->co_bytes = b->bytes;
-        l->co_count = b->k.count;
-        l->co_dtype = b->k.dtype;
-        l->co_op = b->k.op;
-        l->co_site = b->site;
-    }
+    note_repeats(&l->all, b, real);
+    if (audit_coalescible(b->k.kind, b->k.dtype, b->k.op, b->bytes))
+        note_repeats(&l->coalescible, b, real);
 }
 
-/* Merges RANK's repeats into the facts of the (step, comm) over all ranks. */
-static void merge_rank_repeats(struct audit_stepcomm *sc, const struct rank_repeats *l, int32_t rank)
+/* Merges RANK's repeats R into the (step, comm)'s over all ranks. */
+static void merge_repeats(struct audit_repeats *all, const struct buffer_repeats *r, int32_t rank)
 {
-    if (l->max_k > sc->max_k || (l->max_k == sc->max_k && l->bytes > sc->max_k_bytes)) {
-        sc->max_k = l->max_k;
-        sc->max_k_rank = rank;
-        sc->max_k_bytes = l->bytes;
-        sc->max_k_kind = l->kind;
-        sc->max_k_site = l->site;
+    if (r->max_k > all->max_k || (r->max_k == all->max_k && r->bytes > all->bytes)) {
+        all->max_k = r->max_k;
+        all->rank = rank;
+        all->bytes = r->bytes;
+        all->count = r->count;
+        all->kind = r->kind;
+        all->dtype = r->dtype;
+        all->op = r->op;
+        all->site = r->site;
     }
-    if (l->max_k > 1) {
-        sc->ranks_repeating++;
-        if (sc->min_k == 0 || l->max_k < sc->min_k)
-            sc->min_k = l->max_k;
+    if (r->max_k > 1) {
+        all->ranks_repeating++;
+        if (all->min_k == 0 || r->max_k < all->min_k)
+            all->min_k = r->max_k;
     }
-    if (l->repeated > sc->repeated_bufs)
-        sc->repeated_bufs = l->repeated;
-    if (l->co_max_k > sc->co_max_k || (l->co_max_k == sc->co_max_k && l->co_bytes > sc->co_bytes)) {
-        sc->co_max_k = l->co_max_k;
-        sc->co_rank = rank;
-        sc->co_bytes = l->co_bytes;
-        sc->co_count = l->co_count;
-        sc->co_dtype = l->co_dtype;
-        sc->co_op = l->co_op;
-        sc->co_site = l->co_site;
-    }
-    if (l->co_max_k > 1) {
-        sc->co_ranks_repeating++;
-        if (sc->co_min_k == 0 || l->co_max_k < sc->co_min_k)
-            sc->co_min_k = l->co_max_k;
-    }
-    if (l->co_repeated > sc->co_repeated_bufs)
-        sc->co_repeated_bufs = l->co_repeated;
+    if (r->repeated > all->repeated_bufs)
+        all->repeated_bufs = r->repeated;
 }
 
 /* Folds the file's per-buffer counts into the per-(step, comm) facts. */
@@ -576,8 +564,10 @@ static void fold_buffers(struct file_ctx *x)
     for (size_t i = 0; i < repeats.cap; i++) {
         struct rank_repeats *l = hmap_slot(&repeats, i);
         struct audit_stepcomm *sc = l ? hmap_get(&a->stepcomms, &l->k, 1) : NULL;
-        if (sc)
-            merge_rank_repeats(sc, l, rank);
+        if (sc) {
+            merge_repeats(&sc->all, &l->all, rank);
+            merge_repeats(&sc->coalescible, &l->coalescible, rank);
+        }
     }
     hmap_free(&repeats);
 }

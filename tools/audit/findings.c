@@ -300,30 +300,30 @@ static struct repeats_seen gather_repeats(struct audit *a, struct audit_stepcomm
     const struct audit_comm *cm = audit_comm_get(a, comm, 0);
     for (size_t i = 0; i < n; i++) {
         const struct audit_stepcomm *s = v[i];
-        if (s->k.comm != comm || s->co_max_k < 2)
+        if (s->k.comm != comm || s->coalescible.max_k < 2)
             continue;
         if (!r.nsteps) {
             r.first = s->k.step;
-            r.kfirst = s->co_max_k;
-            r.kmin = s->co_min_k;
-            r.rank = s->co_rank;
-            r.bytes = s->co_bytes;
-            r.count = s->co_count;
-            r.dtype = s->co_dtype;
-            r.op = s->co_op;
-            r.site = s->co_site;
+            r.kfirst = s->coalescible.max_k;
+            r.kmin = s->coalescible.min_k;
+            r.rank = s->coalescible.rank;
+            r.bytes = s->coalescible.bytes;
+            r.count = s->coalescible.count;
+            r.dtype = s->coalescible.dtype;
+            r.op = s->coalescible.op;
+            r.site = s->coalescible.site;
         }
         r.nsteps++;
         r.last = s->k.step;
-        if (s->co_min_k < r.kmin)
-            r.kmin = s->co_min_k;
-        if (s->co_max_k > r.kmax)
-            r.kmax = s->co_max_k;
-        if (s->co_repeated_bufs > r.bufs)
-            r.bufs = s->co_repeated_bufs;
-        if (s->co_ranks_repeating > r.ranks)
-            r.ranks = s->co_ranks_repeating;
-        if (!cm || s->co_ranks_repeating != cm->nmembers)
+        if (s->coalescible.min_k < r.kmin)
+            r.kmin = s->coalescible.min_k;
+        if (s->coalescible.max_k > r.kmax)
+            r.kmax = s->coalescible.max_k;
+        if (s->coalescible.repeated_bufs > r.bufs)
+            r.bufs = s->coalescible.repeated_bufs;
+        if (s->coalescible.ranks_repeating > r.ranks)
+            r.ranks = s->coalescible.ranks_repeating;
+        if (!cm || s->coalescible.ranks_repeating != cm->nmembers)
             r.all_ranks = 0;
     }
     return r;
