@@ -336,32 +336,32 @@ static int parse_options(struct run_request *req, int argc, char **argv, int *pr
 {
     int i;
     for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--") == 0) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--") == 0) {
             i++;
             break;
         }
-        if (a[0] != '-')
+        if (arg[0] != '-')
             break;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             usage(stdout);
             return 0;
-        } else if (strcmp(a, "--version") == 0) {
+        } else if (strcmp(arg, "--version") == 0) {
             printf("ccshim-run %s\n", PACKAGE_VERSION);
             return 0;
-        } else if (strcmp(a, "--mpi") == 0) {
+        } else if (strcmp(arg, "--mpi") == 0) {
             req->mpi = 1;
-        } else if (strcmp(a, "--no-mpi") == 0) {
+        } else if (strcmp(arg, "--no-mpi") == 0) {
             req->mpi = 0;
-        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+        } else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
             req->verbose = 1;
-        } else if (strcmp(a, "--torch") == 0) {
+        } else if (strcmp(arg, "--torch") == 0) {
             req->torch = 1;
-        } else if (strcmp(a, "--print-env") == 0) {
+        } else if (strcmp(arg, "--print-env") == 0) {
             req->print_env = 1;
-        } else if (strcmp(a, "--libdir") == 0 && i + 1 < argc) {
+        } else if (strcmp(arg, "--libdir") == 0 && i + 1 < argc) {
             req->libdir = argv[++i];
-        } else if (strcmp(a, "--set") == 0 && i + 1 < argc) {
+        } else if (strcmp(arg, "--set") == 0 && i + 1 < argc) {
             if (set_var(argv[++i]) != 0)
                 return 2;
         } else if (set_table_option(argc, argv, &i) != 0) {

@@ -55,7 +55,8 @@ struct token {
     uint32_t step, label;
 };
 
-struct file_ctx {
+/* What reading one file keeps until its end. */
+struct file_reading {
     struct audit *a;
     struct audit_file *f;
     uint32_t *site_map; /* file site id -> global site index */
@@ -65,7 +66,7 @@ struct file_ctx {
     char **pytexts; /* pysite id -> text */
     size_t npytexts;
     struct hmap pairs;
-    uint64_t idx; /* calls so far (for inferred steps) */
+    uint64_t ncalls; /* calls so far (for inferred steps) */
     struct hmap bufs;
     /* one-entry caches: consecutive records mostly hit the same cell */
     struct audit_cell *last_cell;
@@ -169,25 +170,25 @@ uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64
     return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
 }
 
-static void on_module(struct file_ctx *x, uint32_t id, const char *path)
+static void on_module(struct file_reading *rd, uint32_t id, const char *path)
 {
     if (id > 1u << 16)
         return;
-    if (id >= x->nmodules) {
-        char **n = realloc(x->modules, (id + 1) * sizeof *n);
+    if (id >= rd->nmodules) {
+        char **n = realloc(rd->modules, (id + 1) * sizeof *n);
         if (!n)
             return;
-        memset(n + x->nmodules, 0, (id + 1 - x->nmodules) * sizeof *n);
-        x->modules = n;
-        x->nmodules = id + 1;
+        memset(n + rd->nmodules, 0, (id + 1 - rd->nmodules) * sizeof *n);
+        rd->modules = n;
+        rd->nmodules = id + 1;
     }
-    free(x->modules[id]);
-    x->modules[id] = strdup(path);
+    free(rd->modules[id]);
+    rd->modules[id] = strdup(path);
 }
 
-static const char *module_path(struct file_ctx *x, uint32_t id)
+static const char *module_path(struct file_reading *rd, uint32_t id)
 {
-    return id < x->nmodules ? x->modules[id] : NULL;
+    return id < rd->nmodules ? rd->modules[id] : NULL;
 }
 
 /* The site of KEY, created (*CREATED = 1) when new; NULL when out of memory. */
@@ -214,34 +215,34 @@ static struct audit_site *site_get(struct audit *a, struct audit_site_key key, i
     return s;
 }
 
-static void on_pysite(struct file_ctx *x, uint32_t id, const char *text)
+static void on_pysite(struct file_reading *rd, uint32_t id, const char *text)
 {
     if (id > 1u << 20)
         return;
-    if (id >= x->npytexts) {
-        size_t nn = id + 1 > x->npytexts * 2 ? id + 1 : x->npytexts * 2;
-        char **n = realloc(x->pytexts, nn * sizeof *n);
+    if (id >= rd->npytexts) {
+        size_t nn = id + 1 > rd->npytexts * 2 ? id + 1 : rd->npytexts * 2;
+        char **n = realloc(rd->pytexts, nn * sizeof *n);
         if (!n)
             return;
-        memset(n + x->npytexts, 0, (nn - x->npytexts) * sizeof *n);
-        x->pytexts = n;
-        x->npytexts = nn;
+        memset(n + rd->npytexts, 0, (nn - rd->npytexts) * sizeof *n);
+        rd->pytexts = n;
+        rd->npytexts = nn;
     }
-    free(x->pytexts[id]);
-    x->pytexts[id] = strdup(text);
+    free(rd->pytexts[id]);
+    rd->pytexts[id] = strdup(text);
 }
 
 /* Global index of native site SITE (0: unknown) as reached from the file's
  * annotated site PYSITE: a site of its own, merged across ranks by the
  * native stack and the text.  SITE itself when the text is unknown. */
-static uint32_t site_with_pysite(struct file_ctx *x, uint32_t site, uint32_t pysite)
+static uint32_t site_with_pysite(struct file_reading *rd, uint32_t site, uint32_t pysite)
 {
-    struct audit *a = x->a;
+    struct audit *a = rd->a;
     struct pair_key pk = {site, pysite};
-    struct pair *p = hmap_get(&x->pairs, &pk, 0);
+    struct pair *p = hmap_get(&rd->pairs, &pk, 0);
     if (p)
         return p->index;
-    const char *text = pysite < x->npytexts ? x->pytexts[pysite] : NULL;
+    const char *text = pysite < rd->npytexts ? rd->pytexts[pysite] : NULL;
     if (!text)
         return site; /* not (yet) defined in this file: not cached */
     struct audit_site *base = site && site <= a->nsites ? a->site_list[site - 1] : NULL;
@@ -260,22 +261,22 @@ static uint32_t site_with_pysite(struct file_ctx *x, uint32_t site, uint32_t pys
         }
     }
     uint32_t idx = s ? s->index : site;
-    p = hmap_get(&x->pairs, &pk, 1);
+    p = hmap_get(&rd->pairs, &pk, 1);
     if (p)
         p->index = idx;
     return idx;
 }
 
-static void on_site(struct file_ctx *x, const struct ccs_item *it)
+static void on_site(struct file_reading *rd, const struct ccs_item *it)
 {
-    struct audit *a = x->a;
+    struct audit *a = rd->a;
     uint32_t id = it->u.site.id, depth = it->u.site.depth;
     if (id > 1u << 20)
         return;
     /* Identity across ranks: the modules' paths and the frames' offsets. */
     uint64_t h = 0x5117e5u;
     for (uint32_t i = 0; i < depth; i++) {
-        const char *m = module_path(x, it->u.site.frames[i].module);
+        const char *m = module_path(rd, it->u.site.frames[i].module);
         h ^= hmap_hash(m ? m : "", m ? strlen(m) : 0) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
         h ^= hmap_hash(&it->u.site.frames[i].offset, 8) + (h << 6) + (h >> 2);
     }
@@ -286,7 +287,7 @@ static void on_site(struct file_ctx *x, const struct ccs_item *it)
         return;
     if (created) {
         if (depth > 0) {
-            const char *m = module_path(x, it->u.site.frames[0].module);
+            const char *m = module_path(rd, it->u.site.frames[0].module);
             s->module = m ? strdup(m) : NULL;
             s->offset = it->u.site.frames[0].offset;
             s->symbol = it->u.site.symbols[0] ? strdup(it->u.site.symbols[0]) : NULL;
@@ -296,7 +297,7 @@ static void on_site(struct file_ctx *x, const struct ccs_item *it)
         fr[0] = 0;
         for (uint32_t i = 0; i < depth && o < sizeof fr - 1; i++) {
             const char *sym = it->u.site.symbols[i];
-            const char *m = module_path(x, it->u.site.frames[i].module);
+            const char *m = module_path(rd, it->u.site.frames[i].module);
             const char *base = m ? strrchr(m, '/') : NULL;
             if (sym)
                 o += snprintf(fr + o, sizeof fr - o, "%s%s", i ? ";" : "", sym);
@@ -306,32 +307,32 @@ static void on_site(struct file_ctx *x, const struct ccs_item *it)
         }
         s->frames = strdup(fr);
     }
-    if (id >= x->site_map_n) {
-        size_t nn = id + 1 > x->site_map_n * 2 ? id + 1 : x->site_map_n * 2;
-        uint32_t *n = realloc(x->site_map, nn * sizeof *n);
+    if (id >= rd->site_map_n) {
+        size_t nn = id + 1 > rd->site_map_n * 2 ? id + 1 : rd->site_map_n * 2;
+        uint32_t *n = realloc(rd->site_map, nn * sizeof *n);
         if (!n)
             return;
-        memset(n + x->site_map_n, 0, (nn - x->site_map_n) * sizeof *n);
-        x->site_map = n;
-        x->site_map_n = nn;
+        memset(n + rd->site_map_n, 0, (nn - rd->site_map_n) * sizeof *n);
+        rd->site_map = n;
+        rd->site_map_n = nn;
     }
-    x->site_map[id] = s->index;
+    rd->site_map[id] = s->index;
 }
 
-static void on_comm(struct file_ctx *x, const struct ccs_trace_comm *tc)
+static void on_comm(struct file_reading *rd, const struct ccs_trace_comm *comm)
 {
-    struct audit_comm *c = audit_comm_get(x->a, tc->id, 1);
+    struct audit_comm *c = audit_comm_get(rd->a, comm->id, 1);
     if (!c)
         return;
-    c->parent = tc->parent;
-    c->size = tc->size;
-    c->backend = tc->backend;
-    c->how = tc->how;
-    c->color = tc->color;
+    c->parent = comm->parent;
+    c->size = comm->size;
+    c->backend = comm->backend;
+    c->how = comm->how;
+    c->color = comm->color;
     c->members_seen++;
 }
 
-static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r, uint32_t site)
+static uint32_t intern_label(struct file_reading *rd, const struct ccs_record *r, uint32_t site)
 {
     struct label_key k;
     memset(&k, 0, sizeof k);
@@ -339,23 +340,23 @@ static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r, uin
     k.deferred = (r->flags & CCS_F_DEFERRED) != 0;
     k.bytes = r->bytes;
     k.buf = is_reduction(r->kind) ? r->buf : 0;
-    k.pysite_site = site && site <= x->a->nsites && x->a->site_list[site - 1]->pysite ? site : 0;
-    struct label *l = hmap_get(&x->labels, &k, 0);
+    k.pysite_site = site && site <= rd->a->nsites && rd->a->site_list[site - 1]->pysite ? site : 0;
+    struct label *l = hmap_get(&rd->labels, &k, 0);
     if (l)
         return l->id;
-    l = hmap_get(&x->labels, &k, 1);
+    l = hmap_get(&rd->labels, &k, 1);
     if (!l)
         return 0;
-    l->id = (uint32_t)x->nlabels;
-    x->nlabels++;
+    l->id = (uint32_t)rd->nlabels;
+    rd->nlabels++;
     if (k.buf) { /* number buffers in order of first use */
         struct {
             uint64_t buf;
             uint64_t idx;
-        } bk = {k.buf, 0}, *b = hmap_get(&x->bufidx, &bk, 0);
+        } bk = {k.buf, 0}, *b = hmap_get(&rd->bufidx, &bk, 0);
         if (!b) {
-            size_t n = x->bufidx.n;
-            b = hmap_get(&x->bufidx, &bk, 1);
+            size_t n = rd->bufidx.n;
+            b = hmap_get(&rd->bufidx, &bk, 1);
             if (b)
                 b->idx = n;
         }
@@ -364,7 +365,7 @@ static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r, uin
 }
 
 struct label_arg {
-    struct file_ctx *x;
+    struct file_reading *rd;
     struct label **by_id;
     char buf[256];
 };
@@ -372,8 +373,8 @@ struct label_arg {
 static const char *label_text(uint32_t id, void *arg)
 {
     struct label_arg *la = arg;
-    struct file_ctx *x = la->x;
-    if (id < x->nlabels && la->by_id[id]) {
+    struct file_reading *rd = la->rd;
+    if (id < rd->nlabels && la->by_id[id]) {
         struct label *l = la->by_id[id];
         char b[32], kb[48];
         int o = snprintf(la->buf, sizeof la->buf, "%s %s", kind_label(l->k.kind, (int)l->k.deferred, kb, sizeof kb),
@@ -382,13 +383,13 @@ static const char *label_text(uint32_t id, void *arg)
             struct {
                 uint64_t buf;
                 uint64_t idx;
-            } bk = {l->k.buf, 0}, *bi = hmap_get(&x->bufidx, &bk, 0);
+            } bk = {l->k.buf, 0}, *bi = hmap_get(&rd->bufidx, &bk, 0);
             if (bi && o > 0 && (size_t)o < sizeof la->buf)
                 o += snprintf(la->buf + o, sizeof la->buf - (size_t)o, " @buf%" PRIu64, bi->idx);
         }
         if (l->k.pysite_site && o > 0 && (size_t)o < sizeof la->buf) {
             /* "from train.py:57": the line, without the function */
-            const char *t = x->a->site_list[l->k.pysite_site - 1]->pysite, *in = strstr(t, " in ");
+            const char *t = rd->a->site_list[l->k.pysite_site - 1]->pysite, *in = strstr(t, " in ");
             int tl = in ? (int)(in - t) : (int)strlen(t);
             snprintf(la->buf + o, sizeof la->buf - (size_t)o, " from %.*s", tl > 80 ? 80 : tl, t);
         }
@@ -410,40 +411,40 @@ static int tok_cmp(const void *p, const void *q)
 }
 
 /* Compresses the reference rank's calls of each (step, comm) into a pattern. */
-static void make_patterns(struct file_ctx *x)
+static void make_patterns(struct file_reading *rd)
 {
-    struct audit *a = x->a;
-    struct label_arg la = {.x = x};
-    if (!x->ntoks)
+    struct audit *a = rd->a;
+    struct label_arg la = {.rd = rd};
+    if (!rd->ntoks)
         return;
-    la.by_id = calloc(x->nlabels + 1, sizeof *la.by_id);
+    la.by_id = calloc(rd->nlabels + 1, sizeof *la.by_id);
     if (!la.by_id)
         return;
-    for (size_t i = 0; i < x->labels.cap; i++) {
-        struct label *l = hmap_slot(&x->labels, i);
-        if (l && l->id < x->nlabels)
+    for (size_t i = 0; i < rd->labels.cap; i++) {
+        struct label *l = hmap_slot(&rd->labels, i);
+        if (l && l->id < rd->nlabels)
             la.by_id[l->id] = l;
     }
-    qsort(x->toks, x->ntoks, sizeof *x->toks, tok_cmp);
-    uint32_t *ids = malloc(x->ntoks * sizeof *ids);
+    qsort(rd->toks, rd->ntoks, sizeof *rd->toks, tok_cmp);
+    uint32_t *ids = malloc(rd->ntoks * sizeof *ids);
     if (!ids) {
         free(la.by_id);
         return;
     }
-    for (size_t i = 0; i < x->ntoks;) {
+    for (size_t i = 0; i < rd->ntoks;) {
         size_t j = i;
-        while (j < x->ntoks && x->toks[j].step == x->toks[i].step && x->toks[j].comm == x->toks[i].comm) {
-            ids[j - i] = x->toks[j].label;
+        while (j < rd->ntoks && rd->toks[j].step == rd->toks[i].step && rd->toks[j].comm == rd->toks[i].comm) {
+            ids[j - i] = rd->toks[j].label;
             j++;
         }
         struct audit_stepcomm_key k;
         memset(&k, 0, sizeof k);
-        k.comm = x->toks[i].comm;
-        k.step = x->toks[i].step;
+        k.comm = rd->toks[i].comm;
+        k.step = rd->toks[i].step;
         struct audit_stepcomm *sc = hmap_get(&a->stepcomms, &k, 1);
         if (sc && !sc->pattern) {
             char *p = audit_compress(ids, j - i, label_text, &la);
-            if (p && x->toks_capped && j == x->ntoks) {
+            if (p && rd->toks_capped && j == rd->ntoks) {
                 size_t l = strlen(p);
                 char *q = realloc(p, l + 32);
                 if (q) {
@@ -540,14 +541,14 @@ static void merge_repeats(struct audit_repeats *all, const struct buffer_repeats
 }
 
 /* Folds the file's per-buffer counts into the per-(step, comm) facts. */
-static void fold_buffers(struct file_ctx *x)
+static void fold_buffers(struct file_reading *rd)
 {
-    struct audit *a = x->a;
-    int32_t rank = x->f->rank;
+    struct audit *a = rd->a;
+    int32_t rank = rd->f->rank;
     struct hmap repeats; /* struct rank_repeats by (step, comm) */
     hmap_init(&repeats, sizeof(struct rank_repeats), sizeof(struct audit_stepcomm_key));
-    for (size_t i = 0; i < x->bufs.cap; i++) {
-        struct buf_use *b = hmap_slot(&x->bufs, i);
+    for (size_t i = 0; i < rd->bufs.cap; i++) {
+        struct buf_use *b = hmap_slot(&rd->bufs, i);
         if (!b)
             continue;
         check_buffer_expects(a, rank, b);
@@ -575,11 +576,11 @@ static void fold_buffers(struct file_ctx *x)
 /* ---- what one call record feeds: two streaming outputs, then the aggregates */
 
 /* The global site index of R (0: none), as reached from its Python site if any. */
-static uint32_t record_site(struct file_ctx *x, const struct ccs_record *r)
+static uint32_t record_site(struct file_reading *rd, const struct ccs_record *r)
 {
-    uint32_t site = r->site < x->site_map_n ? x->site_map[r->site] : 0;
+    uint32_t site = r->site < rd->site_map_n ? rd->site_map[r->site] : 0;
     if (r->pysite)
-        site = site_with_pysite(x, site, r->pysite);
+        site = site_with_pysite(rd, site, r->pysite);
     return site;
 }
 
@@ -642,23 +643,23 @@ static void write_chrome_call(struct audit *a, const struct audit_file *f, const
 }
 
 /* The (step, rank, comm, kind, deferred) cell: count, bytes, time. */
-static void count_in_cell(struct file_ctx *x, const struct ccs_record *r, uint32_t step, int deferred)
+static void count_in_cell(struct file_reading *rd, const struct ccs_record *r, uint32_t step, int deferred)
 {
-    struct audit *a = x->a;
+    struct audit *a = rd->a;
     struct audit_cell_key ck;
     memset(&ck, 0, sizeof ck);
     ck.comm = r->comm;
     ck.step = step;
-    ck.rank = x->f->rank;
+    ck.rank = rd->f->rank;
     ck.kind = r->kind;
     ck.deferred = (uint32_t)deferred;
-    struct audit_cell *c = x->last_cell;
+    struct audit_cell *c = rd->last_cell;
     if (!c || memcmp(&c->k, &ck, sizeof ck) != 0) {
         size_t before = a->cells.n;
         c = hmap_get(&a->cells, &ck, 1);
         if (a->cells.n != before)
-            x->last_sum = NULL; /* unrelated map, but keep the rule simple */
-        x->last_cell = c;
+            rd->last_sum = NULL; /* unrelated map, but keep the rule simple */
+        rd->last_cell = c;
     }
     if (c) {
         c->count++;
@@ -681,10 +682,10 @@ static void count_at_site(struct audit *a, const struct ccs_record *r, uint32_t 
 }
 
 /* Per-buffer reuse within the step (reductions, and any --expect /buffer kind). */
-static void count_buffer_use(struct file_ctx *x, const struct ccs_record *r, uint32_t step, uint32_t site,
+static void count_buffer_use(struct file_reading *rd, const struct ccs_record *r, uint32_t step, uint32_t site,
                              int deferred)
 {
-    if (!r->buf || !(is_reduction(r->kind) || x->a->nexpects))
+    if (!r->buf || !(is_reduction(r->kind) || rd->a->nexpects))
         return;
     struct buf_key bk;
     memset(&bk, 0, sizeof bk);
@@ -695,7 +696,7 @@ static void count_buffer_use(struct file_ctx *x, const struct ccs_record *r, uin
     bk.count = r->count;
     bk.dtype = r->dtype;
     bk.op = r->op;
-    struct buf_use *b = hmap_get(&x->bufs, &bk, 1);
+    struct buf_use *b = hmap_get(&rd->bufs, &bk, 1);
     if (b) {
         b->count++;
         b->deferred += (uint64_t)deferred;
@@ -706,17 +707,17 @@ static void count_buffer_use(struct file_ctx *x, const struct ccs_record *r, uin
 
 /* The (step, rank, comm) sum the members must agree on: sequenced
  * collectives, an order-free sum of their fingerprints, the first number. */
-static void sum_sequenced(struct file_ctx *x, const struct ccs_record *r, uint32_t step)
+static void sum_sequenced(struct file_reading *rd, const struct ccs_record *r, uint32_t step)
 {
     struct audit_seqsum_key sk;
     memset(&sk, 0, sizeof sk);
     sk.comm = r->comm;
     sk.step = step;
-    sk.rank = x->f->rank;
-    struct audit_seqsum *s = x->last_sum;
+    sk.rank = rd->f->rank;
+    struct audit_seqsum *s = rd->last_sum;
     if (!s || memcmp(&s->k, &sk, sizeof sk) != 0) {
-        s = hmap_get(&x->a->seqsums, &sk, 1);
-        x->last_sum = s;
+        s = hmap_get(&rd->a->seqsums, &sk, 1);
+        rd->last_sum = s;
     }
     if (s) {
         uint64_t seq_and_fingerprint[2] = {r->seq, r->fingerprint};
@@ -751,10 +752,10 @@ static void grow_reference(struct audit_comm *cm, uint64_t i, uint64_t max_ref)
 /* The first rank seen on a communicator writes its reference fingerprints
  * and steps; every other rank is compared with them and its first
  * departure kept. */
-static void compare_with_reference(struct file_ctx *x, const struct ccs_record *r, uint32_t step)
+static void compare_with_reference(struct file_reading *rd, const struct ccs_record *r, uint32_t step)
 {
-    struct audit *a = x->a;
-    int32_t rank = x->f->rank;
+    struct audit *a = rd->a;
+    int32_t rank = rd->f->rank;
     struct audit_comm *cm = audit_comm_get(a, r->comm, 1);
     struct audit_rankcomm_key rk;
     memset(&rk, 0, sizeof rk);
@@ -788,113 +789,113 @@ static void compare_with_reference(struct file_ctx *x, const struct ccs_record *
 }
 
 /* The reference rank's call stream, for the patterns (capped at max_tokens). */
-static void keep_token(struct file_ctx *x, const struct ccs_record *r, uint32_t step, uint32_t site)
+static void keep_token(struct file_reading *rd, const struct ccs_record *r, uint32_t step, uint32_t site)
 {
-    if (x->ntoks == x->captoks && !x->toks_capped) {
-        size_t cap = x->captoks ? x->captoks * 2 : 4096;
-        if (cap > x->a->max_tokens)
-            cap = x->a->max_tokens;
-        struct token *grown = cap > x->captoks ? realloc(x->toks, cap * sizeof *grown) : NULL;
+    if (rd->ntoks == rd->captoks && !rd->toks_capped) {
+        size_t cap = rd->captoks ? rd->captoks * 2 : 4096;
+        if (cap > rd->a->max_tokens)
+            cap = rd->a->max_tokens;
+        struct token *grown = cap > rd->captoks ? realloc(rd->toks, cap * sizeof *grown) : NULL;
         if (grown) {
-            x->toks = grown;
-            x->captoks = cap;
+            rd->toks = grown;
+            rd->captoks = cap;
         } else {
-            x->toks_capped = 1;
+            rd->toks_capped = 1;
         }
     }
-    if (x->ntoks < x->captoks) {
-        struct token *t = &x->toks[x->ntoks];
+    if (rd->ntoks < rd->captoks) {
+        struct token *t = &rd->toks[rd->ntoks];
         t->comm = r->comm;
         t->seq = r->seq;
-        t->order = x->ntoks;
+        t->order = rd->ntoks;
         t->step = step;
-        t->label = intern_label(x, r, site);
-        x->ntoks++;
+        t->label = intern_label(rd, r, site);
+        rd->ntoks++;
     }
 }
 
-static void on_record(struct file_ctx *x, const struct ccs_record *r)
+static void on_record(struct file_reading *rd, const struct ccs_record *r)
 {
-    struct audit *a = x->a;
-    struct audit_file *f = x->f;
+    struct audit *a = rd->a;
+    struct audit_file *f = rd->f;
     int cls = ccs_kind_class(r->kind);
     if (cls == CCS_CLASS_MARK) {
         write_chrome_mark(a, f, r);
         return;
     }
-    uint32_t step = audit_step_of(a, r, x->idx++);
+    uint32_t step = audit_step_of(a, r, rd->ncalls++);
     int deferred = (r->flags & CCS_F_DEFERRED) != 0;
     if (r->flags & CCS_F_CAPTURED)
         note_captured(a, f);
-    uint32_t site = record_site(x, r);
+    uint32_t site = record_site(rd, r);
     note_progress(a, f, r, step);
 
     if (a->tsv_records)
         write_tsv_record(a->tsv_records_out, f, r, step);
     write_chrome_call(a, f, r, step, site);
 
-    count_in_cell(x, r, step, deferred);
+    count_in_cell(rd, r, step, deferred);
     count_at_site(a, r, site, deferred);
-    count_buffer_use(x, r, step, site, deferred);
+    count_buffer_use(rd, r, step, site, deferred);
     if (cls == CCS_CLASS_COLL && r->comm && r->seq) {
-        sum_sequenced(x, r, step);
-        compare_with_reference(x, r, step);
+        sum_sequenced(rd, r, step);
+        compare_with_reference(rd, r, step);
     }
-    if (x->is_ref && a->want_patterns)
-        keep_token(x, r, step, site);
+    if (rd->is_ref && a->want_patterns)
+        keep_token(rd, r, step, site);
 }
 
 /* ---- one file */
 
-static void file_ctx_init(struct file_ctx *x, struct audit *a, struct audit_file *f, int is_ref)
+static void file_ctx_init(struct file_reading *rd, struct audit *a, struct audit_file *f, int is_ref)
 {
-    memset(x, 0, sizeof *x);
-    x->a = a;
-    x->f = f;
-    x->is_ref = is_ref;
-    hmap_init(&x->bufs, sizeof(struct buf_use), sizeof(struct buf_key));
-    hmap_init(&x->labels, sizeof(struct label), sizeof(struct label_key));
-    hmap_init(&x->bufidx, 16, 8);
-    hmap_init(&x->pairs, sizeof(struct pair), sizeof(struct pair_key));
+    memset(rd, 0, sizeof *rd);
+    rd->a = a;
+    rd->f = f;
+    rd->is_ref = is_ref;
+    hmap_init(&rd->bufs, sizeof(struct buf_use), sizeof(struct buf_key));
+    hmap_init(&rd->labels, sizeof(struct label), sizeof(struct label_key));
+    hmap_init(&rd->bufidx, 16, 8);
+    hmap_init(&rd->pairs, sizeof(struct pair), sizeof(struct pair_key));
 }
 
-static void file_ctx_free(struct file_ctx *x)
+static void file_ctx_free(struct file_reading *rd)
 {
-    hmap_free(&x->bufs);
-    hmap_free(&x->labels);
-    hmap_free(&x->bufidx);
-    free(x->toks);
-    free(x->site_map);
-    for (size_t i = 0; i < x->nmodules; i++)
-        free(x->modules[i]);
-    free(x->modules);
-    for (size_t i = 0; i < x->npytexts; i++)
-        free(x->pytexts[i]);
-    free(x->pytexts);
-    hmap_free(&x->pairs);
+    hmap_free(&rd->bufs);
+    hmap_free(&rd->labels);
+    hmap_free(&rd->bufidx);
+    free(rd->toks);
+    free(rd->site_map);
+    for (size_t i = 0; i < rd->nmodules; i++)
+        free(rd->modules[i]);
+    free(rd->modules);
+    for (size_t i = 0; i < rd->npytexts; i++)
+        free(rd->pytexts[i]);
+    free(rd->pytexts);
+    hmap_free(&rd->pairs);
 }
 
-static void on_item(struct file_ctx *x, const struct ccs_item *it)
+static void on_item(struct file_reading *rd, const struct ccs_item *it)
 {
     switch (it->type) {
     case CCS_ITEM_RECORD:
-        on_record(x, &it->u.record);
+        on_record(rd, &it->u.record);
         break;
     case CCS_ITEM_COMM:
-        on_comm(x, &it->u.comm);
+        on_comm(rd, &it->u.comm);
         break;
     case CCS_ITEM_MODULE:
-        on_module(x, it->u.module.id, it->u.module.path);
+        on_module(rd, it->u.module.id, it->u.module.path);
         break;
     case CCS_ITEM_SITE:
-        on_site(x, it);
+        on_site(rd, it);
         break;
     case CCS_ITEM_END:
-        x->f->has_end = 1;
-        x->f->end = it->u.end;
+        rd->f->has_end = 1;
+        rd->f->end = it->u.end;
         break;
     case CCS_ITEM_PYSITE:
-        on_pysite(x, it->u.pysite.id, it->u.pysite.text);
+        on_pysite(rd, it->u.pysite.id, it->u.pysite.text);
         break;
     case CCS_ITEM_META:
         break;
@@ -947,23 +948,23 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
         fprintf(stderr, "ccshim-audit: skipped %s\n", err);
         return;
     }
-    struct file_ctx x;
-    file_ctx_init(&x, a, f, is_ref);
+    struct file_reading rd;
+    file_ctx_init(&rd, a, f, is_ref);
     if (a->chrome)
         chrome_rank_begin(a->chrome, f);
     struct ccs_item it;
     int rc;
     while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1)
-        on_item(&x, &it);
+        on_item(&rd, &it);
     copy_meta(f, r);
     note_read_status(f, r, rc, err);
     if (a->chrome)
         chrome_rank_end(a->chrome, f);
-    fold_buffers(&x);
+    fold_buffers(&rd);
     if (is_ref)
-        make_patterns(&x);
+        make_patterns(&rd);
     ccs_trace_close(r);
-    file_ctx_free(&x);
+    file_ctx_free(&rd);
 }
 
 static int i32_cmp(const void *x, const void *y)
