@@ -60,6 +60,17 @@ static int rank_cmp(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* What RANK's sequenced collectives on COMM in STEP add up to, or NULL when it made none. */
+static const struct audit_seqsum *seqsum_of(const struct audit *a, uint32_t step, uint64_t comm, int32_t rank)
+{
+    struct audit_seqsum_key key;
+    memset(&key, 0, sizeof key);
+    key.comm = comm;
+    key.step = step;
+    key.rank = rank;
+    return hmap_get((struct hmap *)&a->seqsums, &key, 0);
+}
+
 /* Members of COMM present in STEP, with what they did in it; caller frees. */
 static struct member *step_members(const struct audit *a, uint32_t step, uint64_t comm, size_t *n)
 {
@@ -82,12 +93,7 @@ static struct member *step_members(const struct audit *a, uint32_t step, uint64_
         }
         m[*n].rank = rank;
         m[*n].ncoll = m[*n].fpsum = 0;
-        struct audit_seqsum_key key;
-        memset(&key, 0, sizeof key);
-        key.comm = comm;
-        key.step = step;
-        key.rank = rank;
-        const struct audit_seqsum *s = hmap_get((struct hmap *)&a->seqsums, &key, 0);
+        const struct audit_seqsum *s = seqsum_of(a, step, comm, rank);
         if (s) {
             m[*n].ncoll = s->ncoll;
             m[*n].fpsum = s->fpsum;
@@ -140,12 +146,7 @@ size_t audit_step_outliers(const struct audit *a, uint32_t step, uint64_t comm, 
 /* What the norm and an outlier did in a step, for the evidence. */
 static void counts_of(const struct audit *a, uint32_t step, uint64_t comm, int32_t rank, uint64_t *ncoll)
 {
-    struct audit_seqsum_key key;
-    memset(&key, 0, sizeof key);
-    key.comm = comm;
-    key.step = step;
-    key.rank = rank;
-    const struct audit_seqsum *s = hmap_get((struct hmap *)&a->seqsums, &key, 0);
+    const struct audit_seqsum *s = seqsum_of(a, step, comm, rank);
     *ncoll = s ? s->ncoll : 0;
 }
 
