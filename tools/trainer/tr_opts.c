@@ -150,7 +150,7 @@ static int parse_inject(struct tr_opts *o, const char *s)
 enum opt_kind {
     OPT_INT,    /* an integer in [min, max] (max 0: no upper bound) into an int */
     OPT_LONG,   /* an integer >= min into a long */
-    OPT_SEED,   /* an integer >= 0 into the uint64_t seed */
+    OPT_SEED,   /* an integer >= min into the uint64_t seed */
     OPT_NUMBER, /* a number >= min, and above (> 0) or below (< 1) as the row says, into a double */
     OPT_CHOICE, /* one of the row's names; its index into an int or an enum */
     OPT_FLAG,   /* no value: stores the row's flag value into an int */
@@ -171,18 +171,17 @@ struct opt_row {
     int has_arg;      /* no_argument, required_argument or optional_argument */
     enum opt_kind kind;
     size_t offset;          /* of the field in struct tr_opts */
-    long min, max;          /* OPT_INT, OPT_LONG */
+    long min, max;          /* OPT_INT, OPT_LONG, OPT_SEED (min) */
     const char *range_name; /* OPT_INT: the name in the out-of-range message, when not the option's */
     double number_min;      /* OPT_NUMBER */
     enum number_bound bound;
-    const char *const *names; /* OPT_CHOICE */
+    const char *bound_expected; /* OPT_NUMBER: what the message says is expected beyond the bound */
+    const char *const *names;   /* OPT_CHOICE */
     int nnames;
     int flag_value;     /* OPT_FLAG */
     const char *no_mpi; /* NCCL binary only: what the MPI binary says instead */
     opt_parser own;     /* OPT_OWN */
 };
-
-#define FIELD(f) offsetof(struct tr_opts, f)
 
 /* Where ROW's value goes in O. */
 static void *field_of(struct tr_opts *o, const struct opt_row *row)
@@ -201,7 +200,7 @@ static const char *const p2p_names[] = {"send-recv", "sendrecv"};
 static const char *const optimizer_names[] = {"sgd", "adam"};
 static const char *const device_names[] = {"cuda", "host"};
 
-static int parse_int_option(const struct opt_row *row, struct tr_opts *o, const char *arg, char *opt)
+static int parse_int_option(const struct opt_row *row, struct tr_opts *o, const char *arg, const char *opt)
 {
     long v;
     if (parse_long(opt, arg, row->min, &v))
@@ -215,15 +214,13 @@ static int parse_int_option(const struct opt_row *row, struct tr_opts *o, const 
     return 0;
 }
 
-static int parse_number_option(const struct opt_row *row, struct tr_opts *o, const char *arg, char *opt)
+static int parse_number_option(const struct opt_row *row, struct tr_opts *o, const char *arg, const char *opt)
 {
     double v;
     if (parse_double(opt, arg, row->number_min, &v))
         return -1;
-    if (row->bound == NUMBER_ABOVE_ZERO && v <= 0)
-        return bad(opt, arg, "a size in MiB > 0");
-    if (row->bound == NUMBER_BELOW_ONE && v >= 1)
-        return bad(opt, arg, "a number in [0, 1)");
+    if ((row->bound == NUMBER_ABOVE_ZERO && v <= 0) || (row->bound == NUMBER_BELOW_ONE && v >= 1))
+        return bad(opt, arg, row->bound_expected);
     *(double *)field_of(o, row) = v;
     return 0;
 }
@@ -243,7 +240,7 @@ static int parse_row(const struct opt_row *row, struct tr_opts *o, const char *a
     case OPT_LONG:
         return parse_long(opt, arg, row->min, field_of(o, row));
     case OPT_SEED:
-        if (parse_long(opt, arg, 0, &v))
+        if (parse_long(opt, arg, row->min, &v))
             return -1;
         *(uint64_t *)field_of(o, row) = (uint64_t)v;
         return 0;
@@ -321,68 +318,46 @@ static int print_version(const struct opt_row *row, struct tr_opts *o, const cha
     return 1;
 }
 
-#define ROW(n, has, k, f) .name = n, .has_arg = has, .kind = k, .offset = FIELD(f)
-#define INT_ROW(n, f, lo, hi, range)                                                                               \
-    {                                                                                                              \
-        ROW(n, required_argument, OPT_INT, f), .min = lo, .max = hi, .range_name = range                           \
-    }
-#define LONG_ROW(n, f, lo)                                                                                         \
-    {                                                                                                              \
-        ROW(n, required_argument, OPT_LONG, f), .min = lo                                                          \
-    }
-#define NUMBER_ROW(n, f, lo, b)                                                                                    \
-    {                                                                                                              \
-        ROW(n, required_argument, OPT_NUMBER, f), .number_min = lo, .bound = b                                     \
-    }
-#define CHOICE_ROW(n, f, list)                                                                                     \
-    {                                                                                                              \
-        ROW(n, required_argument, OPT_CHOICE, f), .names = list, .nnames = sizeof list / sizeof list[0]            \
-    }
-#define FLAG_ROW(n, f, v)                                                                                          \
-    {                                                                                                              \
-        ROW(n, no_argument, OPT_FLAG, f), .flag_value = v                                                          \
-    }
-#define OWN_ROW(n, has, fn)                                                                                        \
-    {                                                                                                              \
-        .name = n, .has_arg = has, .kind = OPT_OWN, .own = fn                                                      \
-    }
-
+#define REQ required_argument
 static const struct opt_row opt_rows[] = {
-    LONG_ROW("batch", batch, 1),
-    LONG_ROW("local-batch", local_batch, 1),
-    LONG_ROW("mini-batch", mini_batch, 1),
-    INT_ROW("columns", columns, 2, 64, NULL),
-    INT_ROW("dim-in", din, 1, 65536, "dimension"),
-    INT_ROW("dim-hidden", dhid, 1, 65536, "dimension"),
-    INT_ROW("dim-out", dout, 1, 65536, "dimension"),
-    {ROW("seed", required_argument, OPT_SEED, seed)},
-    LONG_ROW("steps", steps, 1),
-    CHOICE_ROW("precision", single, precision_names),
-    OWN_ROW("loss", required_argument, parse_loss),
-    FLAG_ROW("no-compensation", compensation, 0),
-    NUMBER_ROW("scale", scale, 0, NUMBER_ANY),
-    CHOICE_ROW("sync", sync, sync_names),
-    NUMBER_ROW("bucket-cap-mb", bucket_cap_mb, 0, NUMBER_ABOVE_ZERO),
-    INT_ROW("buckets", buckets, 1, 4096, NULL),
-    FLAG_ROW("out-of-place", out_of_place, 1),
-    OWN_ROW("rebuild-buckets", optional_argument, parse_rebuild),
-    CHOICE_ROW("p2p", p2p_sendrecv, p2p_names),
-    CHOICE_ROW("optimizer", optimizer, optimizer_names),
-    NUMBER_ROW("lr", lr, 0, NUMBER_ANY),
-    NUMBER_ROW("momentum", momentum, 0, NUMBER_BELOW_ONE),
-    FLAG_ROW("check", check, 1),
-    {ROW("dump-grad", required_argument, OPT_TEXT, dump_grad)},
-    FLAG_ROW("print-all-ranks", print_all, 1),
-    FLAG_ROW("no-step-marks", no_step_marks, 1),
-    OWN_ROW("inject", required_argument, parse_inject_option),
-    {ROW("device", required_argument, OPT_CHOICE, device_host), .names = device_names, .nnames = 2,
+    {"batch", REQ, OPT_LONG, offsetof(struct tr_opts, batch), .min = 1},
+    {"local-batch", REQ, OPT_LONG, offsetof(struct tr_opts, local_batch), .min = 1},
+    {"mini-batch", REQ, OPT_LONG, offsetof(struct tr_opts, mini_batch), .min = 1},
+    {"columns", REQ, OPT_INT, offsetof(struct tr_opts, columns), .min = 2, .max = 64},
+    {"dim-in", REQ, OPT_INT, offsetof(struct tr_opts, din), .min = 1, .max = 65536, .range_name = "dimension"},
+    {"dim-hidden", REQ, OPT_INT, offsetof(struct tr_opts, dhid), .min = 1, .max = 65536, .range_name = "dimension"},
+    {"dim-out", REQ, OPT_INT, offsetof(struct tr_opts, dout), .min = 1, .max = 65536, .range_name = "dimension"},
+    {"seed", REQ, OPT_SEED, offsetof(struct tr_opts, seed), .min = 0},
+    {"steps", REQ, OPT_LONG, offsetof(struct tr_opts, steps), .min = 1},
+    {"precision", REQ, OPT_CHOICE, offsetof(struct tr_opts, single), .names = precision_names, .nnames = 2},
+    {"loss", REQ, OPT_OWN, .own = parse_loss},
+    {"no-compensation", no_argument, OPT_FLAG, offsetof(struct tr_opts, compensation), .flag_value = 0},
+    {"scale", REQ, OPT_NUMBER, offsetof(struct tr_opts, scale), .number_min = 0},
+    {"sync", REQ, OPT_CHOICE, offsetof(struct tr_opts, sync), .names = sync_names, .nnames = 2},
+    {"bucket-cap-mb", REQ, OPT_NUMBER, offsetof(struct tr_opts, bucket_cap_mb), .number_min = 0,
+     .bound = NUMBER_ABOVE_ZERO, .bound_expected = "a size in MiB > 0"},
+    {"buckets", REQ, OPT_INT, offsetof(struct tr_opts, buckets), .min = 1, .max = 4096},
+    {"out-of-place", no_argument, OPT_FLAG, offsetof(struct tr_opts, out_of_place), .flag_value = 1},
+    {"rebuild-buckets", optional_argument, OPT_OWN, .own = parse_rebuild},
+    {"p2p", REQ, OPT_CHOICE, offsetof(struct tr_opts, p2p_sendrecv), .names = p2p_names, .nnames = 2},
+    {"optimizer", REQ, OPT_CHOICE, offsetof(struct tr_opts, optimizer), .names = optimizer_names, .nnames = 2},
+    {"lr", REQ, OPT_NUMBER, offsetof(struct tr_opts, lr), .number_min = 0},
+    {"momentum", REQ, OPT_NUMBER, offsetof(struct tr_opts, momentum), .number_min = 0, .bound = NUMBER_BELOW_ONE,
+     .bound_expected = "a number in [0, 1)"},
+    {"check", no_argument, OPT_FLAG, offsetof(struct tr_opts, check), .flag_value = 1},
+    {"dump-grad", REQ, OPT_TEXT, offsetof(struct tr_opts, dump_grad), .no_mpi = NULL},
+    {"print-all-ranks", no_argument, OPT_FLAG, offsetof(struct tr_opts, print_all), .flag_value = 1},
+    {"no-step-marks", no_argument, OPT_FLAG, offsetof(struct tr_opts, no_step_marks), .flag_value = 1},
+    {"inject", REQ, OPT_OWN, .own = parse_inject_option},
+    {"device", REQ, OPT_CHOICE, offsetof(struct tr_opts, device_host), .names = device_names, .nnames = 2,
      .no_mpi = "no --device: only ccshim-trainer-nccl has devices"},
-    {ROW("nccl-id-file", required_argument, OPT_TEXT, nccl_id_file),
+    {"nccl-id-file", REQ, OPT_TEXT, offsetof(struct tr_opts, nccl_id_file),
      .no_mpi = "no --nccl-id-file: only ccshim-trainer-nccl uses NCCL"},
-    OWN_ROW("backend", required_argument, check_backend),
-    OWN_ROW("help", no_argument, print_help),
-    OWN_ROW("version", no_argument, print_version),
+    {"backend", REQ, OPT_OWN, .own = check_backend},
+    {"help", no_argument, OPT_OWN, .own = print_help},
+    {"version", no_argument, OPT_OWN, .own = print_version},
 };
+#undef REQ
 #define N_OPT_ROWS (sizeof opt_rows / sizeof opt_rows[0])
 
 static const struct tr_opts defaults = {.loss = TR_LOSS_MNRL,
