@@ -206,6 +206,25 @@ static uint32_t *comm_steps(const struct audit *a, uint64_t comm, size_t *n)
     return v;
 }
 
+/* A rank of the norm in STEP on COMM: the lowest member not among the
+ * OUTLIERS (N), its sequenced collectives into *NCOLL; -1 when none. */
+static int32_t majority_rank(const struct audit *a, uint32_t step, uint64_t comm, const int32_t *outliers, size_t n,
+                             uint64_t *ncoll)
+{
+    size_t nm;
+    struct member *m = step_members(a, step, comm, &nm);
+    int32_t norm_rank = -1;
+    for (size_t i = 0; m && i < nm; i++) {
+        int outlier = 0;
+        for (size_t j = 0; j < n; j++)
+            outlier |= m[i].rank == outliers[j];
+        if (!outlier && (norm_rank < 0 || m[i].rank < norm_rank))
+            norm_rank = m[i].rank, *ncoll = m[i].ncoll;
+    }
+    free(m);
+    return norm_rank;
+}
+
 static void mismatch_findings(struct audit *a)
 {
     for (size_t ci = 0; ci < a->ncomms; ci++) {
@@ -235,8 +254,8 @@ static void mismatch_findings(struct audit *a)
         struct audit_finding *f = add(a, FIND_MISMATCH, 2);
         if (!f)
             return;
-        char rl[128], norm_rl[64];
-        rank_list(ranks, nr, rl, sizeof rl);
+        char ranks_text[128], norm_text[64];
+        rank_list(ranks, nr, ranks_text, sizeof ranks_text);
         f->step_first = first;
         f->step_last = last;
         f->steps = nsteps;
@@ -246,26 +265,15 @@ static void mismatch_findings(struct audit *a)
         f->first_seq = first_diff(a, comm, ranks, nr);
         uint64_t mine = 0, norm = 0;
         counts_of(a, first, comm, ranks[0], &mine);
-        /* a rank of the norm: the lowest member not among the outliers */
-        size_t nm;
-        struct member *m = step_members(a, first, comm, &nm);
-        int32_t norm_rank = -1;
-        for (size_t i = 0; m && i < nm; i++) {
-            int out = 0;
-            for (size_t j = 0; j < nr; j++)
-                out |= m[i].rank == ranks[j];
-            if (!out && (norm_rank < 0 || m[i].rank < norm_rank))
-                norm_rank = m[i].rank, norm = m[i].ncoll;
-        }
-        free(m);
-        snprintf(norm_rl, sizeof norm_rl, "%d", (int)norm_rank);
+        int32_t norm_rank = majority_rank(a, first, comm, ranks, nr, &norm);
+        snprintf(norm_text, sizeof norm_text, "%d", (int)norm_rank);
         snprintf(f->title, sizeof f->title,
                  "rank%s %s disagree%s with the others on comm %016" PRIx64 " from step %u",
-                 total_out > 1 ? "s" : "", rl, total_out > 1 ? "" : "s", comm, first);
+                 total_out > 1 ? "s" : "", ranks_text, total_out > 1 ? "" : "s", comm, first);
         int o = snprintf(
             f->evidence, sizeof f->evidence,
             "step %u: rank %d made %" PRIu64 " sequenced collectives, rank %s (the majority) %" PRIu64 "%s; ",
-            first, (int)ranks[0], mine, norm_rl, norm, mine == norm ? " (same count, different calls)" : "");
+            first, (int)ranks[0], mine, norm_text, norm, mine == norm ? " (same count, different calls)" : "");
         if (f->first_seq && o > 0 && (size_t)o < sizeof f->evidence)
             o += snprintf(f->evidence + o, sizeof f->evidence - (size_t)o,
                           "first differing sequence number %" PRIu64 "; ", f->first_seq);
@@ -338,8 +346,10 @@ static void redundancy_action(const struct audit *a, const struct repeats_seen *
     const char *py = r->site && r->site <= a->nsites ? a->site_list[r->site - 1]->pysite : NULL;
     char where[300] = "all but the last backward of the step";
     if (py) /* the Python line that issued them (ccshim-run --torch) */
-        snprintf(where, sizeof where, "the backward at %.200s in DDP's no_sync() for all but the last "
-                 "mini-batch of the step", py);
+        snprintf(where, sizeof where,
+                 "the backward at %.200s in DDP's no_sync() for all but the last "
+                 "mini-batch of the step",
+                 py);
     else
         snprintf(where + strlen(where), sizeof where - strlen(where), " in DDP's no_sync()");
     if (!marked)
