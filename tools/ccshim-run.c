@@ -265,20 +265,20 @@ static int find_pythondir(const char *libdir, char *out, size_t n, char *tried, 
     return -1;
 }
 
-/* --torch: puts DIR first on PYTHONPATH.  0, or -1. */
-static int prepend_pythonpath(const char *dir)
+/* Puts VALUE first on the colon-separated list in variable NAME
+ * (LD_PRELOAD, PYTHONPATH).  0, or -1. */
+static int prepend_to_list(const char *name, const char *value)
 {
-    const char *old = getenv("PYTHONPATH");
-    size_t n = strlen(dir) + (old ? strlen(old) : 0) + 2;
-    char *pp = malloc(n);
-    if (!pp)
+    const char *old = getenv(name);
+    size_t n = strlen(value) + (old ? strlen(old) : 0) + 2;
+    char *list = malloc(n);
+    if (!list)
         return -1;
-    snprintf(pp, n, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
-    setenv("PYTHONPATH", pp, 1);
-    free(pp);
+    snprintf(list, n, "%s%s%s", value, old && *old ? ":" : "", old && *old ? old : "");
+    setenv(name, list, 1);
+    free(list);
     return 0;
 }
-
 
 static int set_var(const char *assign)
 {
@@ -299,61 +299,73 @@ static int set_var(const char *assign)
     return setenv(name, eq + 1, 1);
 }
 
-int main(int argc, char **argv)
+/* What the options ask for. */
+struct run_request {
+    int mpi; /* 1 --mpi, 0 --no-mpi, -1 chosen from the program */
+    int print_env, torch, verbose;
+    const char *libdir; /* --libdir, or NULL */
+};
+
+/* ARGV[*I] as one of the table's options (--trace-dir DIR or
+ * --trace-dir=DIR): sets its variable, moving *I past a separate value.
+ * 0, or -1 after the message. */
+static int set_table_option(int argc, char **argv, int *i)
 {
-    int mpi = -1, print_env = 0, torch = 0, verbose = 0, i;
-    const char *libdir_opt = NULL;
-    locate_self();
+    const char *arg = argv[*i];
+    for (size_t k = 0; k < ccs_config_nrows; k++) {
+        char opt[64];
+        option_of(ccs_config_rows[k].name, opt, sizeof opt);
+        size_t len = strlen(opt);
+        if (strncmp(arg, opt, len) != 0 || (arg[len] != 0 && arg[len] != '='))
+            continue;
+        const char *value = arg[len] == '=' ? arg + len + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+        if (!value) {
+            fprintf(stderr, "%s: %s needs a value\n", prog, opt);
+            return -1;
+        }
+        setenv(ccs_config_rows[k].name, value, 1);
+        return 0;
+    }
+    fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, arg);
+    return -1;
+}
+
+/* Reads the options into REQ; *PROGRAM is the index of the program in
+ * ARGV.  Returns -1 to go on, else the exit status. */
+static int parse_options(struct run_request *req, int argc, char **argv, int *program)
+{
+    int i;
     for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--") == 0) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--") == 0) {
             i++;
             break;
         }
-        if (a[0] != '-')
+        if (arg[0] != '-')
             break;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             usage(stdout);
             return 0;
-        } else if (strcmp(a, "--version") == 0) {
+        } else if (strcmp(arg, "--version") == 0) {
             printf("ccshim-run %s\n", PACKAGE_VERSION);
             return 0;
-        } else if (strcmp(a, "--mpi") == 0) {
-            mpi = 1;
-        } else if (strcmp(a, "--no-mpi") == 0) {
-            mpi = 0;
-        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
-            verbose = 1;
-        } else if (strcmp(a, "--torch") == 0) {
-            torch = 1;
-        } else if (strcmp(a, "--print-env") == 0) {
-            print_env = 1;
-        } else if (strcmp(a, "--libdir") == 0 && i + 1 < argc) {
-            libdir_opt = argv[++i];
-        } else if (strcmp(a, "--set") == 0 && i + 1 < argc) {
+        } else if (strcmp(arg, "--mpi") == 0) {
+            req->mpi = 1;
+        } else if (strcmp(arg, "--no-mpi") == 0) {
+            req->mpi = 0;
+        } else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
+            req->verbose = 1;
+        } else if (strcmp(arg, "--torch") == 0) {
+            req->torch = 1;
+        } else if (strcmp(arg, "--print-env") == 0) {
+            req->print_env = 1;
+        } else if (strcmp(arg, "--libdir") == 0 && i + 1 < argc) {
+            req->libdir = argv[++i];
+        } else if (strcmp(arg, "--set") == 0 && i + 1 < argc) {
             if (set_var(argv[++i]) != 0)
                 return 2;
-        } else {
-            /* --trace-dir DIR or --trace-dir=DIR for every table row. */
-            size_t k;
-            for (k = 0; k < ccs_config_nrows; k++) {
-                char opt[64];
-                option_of(ccs_config_rows[k].name, opt, sizeof opt);
-                size_t ol = strlen(opt);
-                if (strncmp(a, opt, ol) == 0 && (a[ol] == 0 || a[ol] == '=')) {
-                    const char *v = a[ol] == '=' ? a + ol + 1 : (i + 1 < argc ? argv[++i] : NULL);
-                    if (!v) {
-                        fprintf(stderr, "%s: %s needs a value\n", prog, opt);
-                        return 2;
-                    }
-                    setenv(ccs_config_rows[k].name, v, 1);
-                    break;
-                }
-            }
-            if (k == ccs_config_nrows) {
-                fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, a);
-                return 2;
-            }
+        } else if (set_table_option(argc, argv, &i) != 0) {
+            return 2;
         }
     }
     if (i >= argc) {
@@ -361,77 +373,100 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    const char *lvl = getenv("CCSHIM_LOG_LEVEL");
-    if (lvl && (strcmp(lvl, "info") == 0 || strcmp(lvl, "debug") == 0))
-        verbose = 1;
+    *program = i;
+    return -1;
+}
+
+/* Says that LIBNAME was not found in any of TRIED, what was expected, and
+ * that PROGRAM was not run (WHY the library was chosen). */
+static void report_missing_library(const struct run_request *req, const char *libdir, const char *libname,
+                                   const char *tried, const char *program, const char *why)
+{
+    char other[PATH_MAX * 2 + 48];
+    snprintf(other, sizeof other, "%s/%s", libdir, req->mpi ? "libccshim.so" : "libccshim-mpi.so");
+    const char *env = getenv("CCSHIM_LIBDIR");
+    char expect[3 * PATH_MAX];
+    if (req->libdir || (env && *env))
+        snprintf(expect, sizeof expect, "expected %s to hold it", req->libdir ? "--libdir" : "CCSHIM_LIBDIR");
+    else
+        snprintf(expect, sizeof expect,
+                 "expected the libraries in %s relative to %s, as `make install` puts them, or give --libdir DIR",
+                 rel_libdir, exe_dir[0] ? exe_dir : "ccshim-run");
+    fprintf(stderr, "%s: error: %s not found: looked for %s (%s)%s; %s not run (%s chosen: %s)\n", prog, libname,
+            tried, expect,
+            access(other, R_OK) == 0 ? (req->mpi ? "; libccshim.so is there: built without MPI? give --no-mpi" : "")
+                                     : "",
+            program, libname, why);
+}
+
+/* --torch: puts the PyTorch helper's directory first on PYTHONPATH.  0, or
+ * -1 after the message (PROGRAM not run). */
+static int use_torch_helper(const struct run_request *req, const char *libdir, const char *program)
+{
+    char pydir[PATH_MAX * 2 + 8], tried[4 * PATH_MAX] = "";
+    if (find_pythondir(libdir, pydir, sizeof pydir, tried, sizeof tried) != 0) {
+        fprintf(stderr,
+                "%s: error: --torch: the PyTorch helper (sitecustomize.py and ccshim_torch.py) not found: looked "
+                "for %s (expected in %s relative to %s, as `make install` puts it, or give --python-dir DIR); "
+                "%s not run\n",
+                prog, tried, rel_pythondir, exe_dir[0] ? exe_dir : "ccshim-run", program);
+        return -1;
+    }
+    if (req->verbose)
+        fprintf(stderr, "%s: --torch: Python helper from %s\n", prog, pydir);
+    return prepend_to_list("PYTHONPATH", pydir);
+}
+
+/* --print-env: the variables the program would get from ccshim-run. */
+static void print_env(const struct run_request *req)
+{
+    extern char **environ;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "CCSHIM_", 7) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0 ||
+            (req->torch && strncmp(*e, "PYTHONPATH=", 11) == 0))
+            printf("%s\n", *e);
+}
+
+int main(int argc, char **argv)
+{
+    struct run_request req = {.mpi = -1};
+    int program;
+    locate_self();
+    int status = parse_options(&req, argc, argv, &program);
+    if (status >= 0)
+        return status;
+    const char *level = getenv("CCSHIM_LOG_LEVEL");
+    if (level && (strcmp(level, "info") == 0 || strcmp(level, "debug") == 0))
+        req.verbose = 1;
     char path[PATH_MAX], libdir[PATH_MAX * 2 + 16], lib[PATH_MAX * 2 + 64];
-    if (find_program(argv[i], path, sizeof path) != 0) {
-        fprintf(stderr, "%s: %s: program not found or not executable\n", prog, argv[i]);
+    if (find_program(argv[program], path, sizeof path) != 0) {
+        fprintf(stderr, "%s: %s: program not found or not executable\n", prog, argv[program]);
         return 127;
     }
     char why[PATH_MAX + 512] = "", tried[4 * PATH_MAX] = "";
     int guess = 0;
-    if (mpi < 0)
-        mpi = run_choose_mpi(path, argv + i, why, sizeof why, &guess);
+    if (req.mpi < 0)
+        req.mpi = run_choose_mpi(path, argv + program, why, sizeof why, &guess);
     else
-        snprintf(why, sizeof why, "%s given", mpi ? "--mpi" : "--no-mpi");
-    const char *libname = mpi ? "libccshim-mpi.so" : "libccshim.so";
-    if (find_libdir(libdir_opt, libname, libdir, sizeof libdir, tried, sizeof tried) != 0) {
+        snprintf(why, sizeof why, "%s given", req.mpi ? "--mpi" : "--no-mpi");
+    const char *libname = req.mpi ? "libccshim-mpi.so" : "libccshim.so";
+    if (find_libdir(req.libdir, libname, libdir, sizeof libdir, tried, sizeof tried) != 0) {
         /* Never run the job without ccshim when it was asked for. */
-        char other[sizeof libdir + 32];
-        snprintf(other, sizeof other, "%s/%s", libdir, mpi ? "libccshim.so" : "libccshim-mpi.so");
-        const char *env = getenv("CCSHIM_LIBDIR");
-        char expect[3 * PATH_MAX];
-        if (libdir_opt || (env && *env))
-            snprintf(expect, sizeof expect, "expected %s to hold it", libdir_opt ? "--libdir" : "CCSHIM_LIBDIR");
-        else
-            snprintf(
-                expect, sizeof expect,
-                "expected the libraries in %s relative to %s, as `make install` puts them, or give --libdir DIR",
-                rel_libdir, exe_dir[0] ? exe_dir : "ccshim-run");
-        fprintf(stderr, "%s: error: %s not found: looked for %s (%s)%s; %s not run (%s chosen: %s)\n", prog,
-                libname, tried, expect,
-                access(other, R_OK) == 0 ? (mpi ? "; libccshim.so is there: built without MPI? give --no-mpi" : "")
-                                         : "",
-                argv[i], libname, why);
+        report_missing_library(&req, libdir, libname, tried, argv[program], why);
         return 1;
     }
     snprintf(lib, sizeof lib, "%s/%s", libdir, libname);
-    if (verbose || guess)
+    if (req.verbose || guess)
         fprintf(stderr, "%s: %s %s (%s): %s\n", prog, guess ? "guessing" : "preloading", libname, lib, why);
-    const char *old = getenv("LD_PRELOAD");
-    size_t n = strlen(lib) + (old ? strlen(old) : 0) + 2;
-    char *pre = malloc(n);
-    if (!pre)
+    if (prepend_to_list("LD_PRELOAD", lib) != 0)
         return 1;
-    snprintf(pre, n, "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "");
-    setenv("LD_PRELOAD", pre, 1);
-    free(pre);
-    if (torch) {
-        char pydir[PATH_MAX * 2 + 8];
-        if (find_pythondir(libdir, pydir, sizeof pydir, tried, sizeof tried) != 0) {
-            fprintf(
-                stderr,
-                "%s: error: --torch: the PyTorch helper (sitecustomize.py and ccshim_torch.py) not found: looked "
-                "for %s (expected in %s relative to %s, as `make install` puts it, or give --python-dir DIR); "
-                "%s not run\n",
-                prog, tried, rel_pythondir, exe_dir[0] ? exe_dir : "ccshim-run", argv[i]);
-            return 1;
-        }
-        if (verbose)
-            fprintf(stderr, "%s: --torch: Python helper from %s\n", prog, pydir);
-        if (prepend_pythonpath(pydir) != 0)
-            return 1;
-    }
-    if (print_env) {
-        extern char **environ;
-        for (char **e = environ; *e; e++)
-            if (strncmp(*e, "CCSHIM_", 7) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0 ||
-                (torch && strncmp(*e, "PYTHONPATH=", 11) == 0))
-                printf("%s\n", *e);
+    if (req.torch && use_torch_helper(&req, libdir, argv[program]) != 0)
+        return 1;
+    if (req.print_env) {
+        print_env(&req);
         return 0;
     }
-    execv(path, argv + i);
+    execv(path, argv + program);
     fprintf(stderr, "%s: cannot execute %s: %s\n", prog, path, strerror(errno));
     return 126;
 }

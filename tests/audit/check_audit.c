@@ -10,17 +10,20 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+/* Every test runs in a fresh temporary directory of its own (a checked
+ * fixture: made before the test, removed after it, in the test's process). */
 static char tmpdir[256];
 
-static void mk_tmp(void)
+static void make_tmpdir(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "%s/check_audit.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
 
-static void rm_tmp(void)
+static void remove_tmpdir(void)
 {
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -87,7 +90,6 @@ START_TEST(reader_whole_trace)
     tg_defaults(&o);
     o.steps = 5;
     o.micro = 3;
-    mk_tmp();
     ck_assert_int_eq(tg_write_rank(tmpdir, &o, 1, path, sizeof path), 0);
     ck_assert_ptr_nonnull(strstr(path, "/ccshim-4242-node1-r1-p1001.cctrace"));
     struct counts c = read_counts(path, &trunc);
@@ -101,7 +103,6 @@ START_TEST(reader_whole_trace)
     ck_assert_int_eq(c.record, 1 + 5 * (3 * 2 + 1 + 1));
     ck_assert_int_eq(c.marks, 5);
     ck_assert_int_eq(trunc, 0);
-    rm_tmp();
 }
 END_TEST
 
@@ -112,7 +113,6 @@ START_TEST(reader_truncated_and_no_end)
     int trunc;
     tg_defaults(&o);
     o.steps = 4;
-    mk_tmp();
     o.cut_rank = 0;
     o.cut_bytes = 100; /* the END chunk (40 bytes) and the end of the one records chunk */
     ck_assert_int_eq(tg_write_rank(tmpdir, &o, 0, path, sizeof path), 0);
@@ -136,7 +136,6 @@ START_TEST(reader_truncated_and_no_end)
     ck_assert_int_eq(c.end, 0);
     ck_assert_int_eq(c.record, 1 + 4 * 4);
     ck_assert_int_eq(trunc, 1);
-    rm_tmp();
 }
 END_TEST
 
@@ -153,7 +152,6 @@ static void expect_refused(const char *kind, const char *what)
 
 START_TEST(reader_refuses_broken_files)
 {
-    mk_tmp();
     expect_refused("not-a-trace", "not a ccshim trace");
     expect_refused("newer-version", "version 3 is newer");
     expect_refused("other-byteorder", "other byte order");
@@ -167,7 +165,6 @@ START_TEST(reader_refuses_broken_files)
     ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "claims 4294967280 bytes"));
     ccs_trace_close(r);
-    rm_tmp();
 }
 END_TEST
 
@@ -305,12 +302,17 @@ END_TEST
 
 /* ------------------------------------------------------------- findings */
 
+/* Writes the job O describes into a new directory and audits it, findings included. */
 static void run_audit(struct audit *a, const struct tg_opts *o)
 {
-    ck_assert_int_eq(tg_write_job(tmpdir, o), 0);
+    static int jobs;
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/job%d", tmpdir, jobs++);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    ck_assert_int_eq(tg_write_job(dir, o), 0);
     audit_init(a);
     a->symbolize = 0;
-    char *args[] = {tmpdir};
+    char *args[] = {dir};
     ck_assert_int_eq(audit_collect(a, args, 1), 0);
     audit_sort_files(a);
     audit_find_steps(a);
@@ -334,7 +336,6 @@ START_TEST(findings_redundant_per_minibatch)
     tg_defaults(&o);
     o.micro = 32;
     o.steps = 3;
-    mk_tmp();
     run_audit(&a, &o);
     ck_assert_int_eq(a.steps.source, STEPS_MARKERS);
     ck_assert_uint_eq(a.max_step, 2);
@@ -346,7 +347,6 @@ START_TEST(findings_redundant_per_minibatch)
     ck_assert_ptr_nonnull(strstr(f->action, "no_sync()"));
     ck_assert_ptr_null(find(&a, FIND_MISMATCH));
     audit_free(&a);
-    rm_tmp();
 }
 END_TEST
 
@@ -356,11 +356,9 @@ START_TEST(findings_none_per_step)
     struct audit a;
     tg_defaults(&o);
     o.micro = 1;
-    mk_tmp();
     run_audit(&a, &o);
     ck_assert_uint_eq(a.nfindings, 0);
     audit_free(&a);
-    rm_tmp();
 }
 END_TEST
 
@@ -373,7 +371,6 @@ START_TEST(findings_desync)
     o.steps = 4;
     o.desync_rank = 2;
     o.desync_step = 1;
-    mk_tmp();
     run_audit(&a, &o);
     const struct audit_finding *f = find(&a, FIND_MISMATCH);
     ck_assert_ptr_nonnull(f);
@@ -387,7 +384,6 @@ START_TEST(findings_desync)
     ck_assert_uint_eq(audit_step_outliers(&a, 1, 0x9e3779b97f4a7c15ull, out, 8), 1);
     ck_assert_int_eq(out[0], 2);
     audit_free(&a);
-    rm_tmp();
 }
 END_TEST
 
@@ -401,7 +397,6 @@ START_TEST(findings_inferred_steps_and_deferred)
     o.markers = 0;
     o.head = 3;
     o.deferred = 1;
-    mk_tmp();
     run_audit(&a, &o);
     ck_assert_int_eq(a.steps.source, STEPS_INFERRED);
     ck_assert_uint_eq(a.steps.period, 4 * 2 + 1);
@@ -412,7 +407,6 @@ START_TEST(findings_inferred_steps_and_deferred)
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(f->k, 4 * 6 * 3 * 2); /* ranks x steps x (micro-1) x buckets */
     audit_free(&a);
-    rm_tmp();
 }
 END_TEST
 
@@ -424,7 +418,6 @@ START_TEST(findings_unmarked_no_coalescing_advice)
     o.micro = 4;
     o.steps = 6;
     o.markers = 0;
-    mk_tmp();
     run_audit(&a, &o);
     ck_assert_int_eq(a.steps.source, STEPS_INFERRED);
     const struct audit_finding *f = find(&a, FIND_REDUNDANT);
@@ -436,7 +429,6 @@ START_TEST(findings_unmarked_no_coalescing_advice)
     ck_assert_ptr_nonnull(strstr(f->action, "ccshim_step_mark()"));
     ck_assert_ptr_nonnull(strstr(f->action, "ccshim-run --torch"));
     audit_free(&a);
-    rm_tmp();
 }
 END_TEST
 
@@ -450,14 +442,12 @@ START_TEST(findings_group_by_address_and_size)
     o.nbuckets = 1;
     o.bucket_bytes[0] = 3u << 19; /* 1.5 MiB */
     o.alias_bytes = 2u << 20;     /* 2 MiB at the same address, once per step */
-    mk_tmp();
     run_audit(&a, &o);
     const struct audit_finding *f = find(&a, FIND_REDUNDANT);
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(f->k, 8);
     ck_assert_ptr_nonnull(strstr(f->action, "CCSHIM_COALESCE=every:8,"));
     audit_free(&a);
-    rm_tmp();
 }
 END_TEST
 
@@ -473,11 +463,9 @@ START_TEST(findings_none_for_integer_or_max)
         o.micro = 8;
         o.dtype = dt[i];
         o.op = op[i];
-        mk_tmp();
         run_audit(&a, &o);
         ck_assert_ptr_null(find(&a, FIND_REDUNDANT));
         audit_free(&a);
-        rm_tmp();
     }
 }
 END_TEST
@@ -487,6 +475,7 @@ int main(void)
     Suite *s = suite_create("audit");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, make_tmpdir, remove_tmpdir);
     tcase_add_test(tc, reader_whole_trace);
     tcase_add_test(tc, reader_truncated_and_no_end);
     tcase_add_test(tc, reader_refuses_broken_files);

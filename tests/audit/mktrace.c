@@ -12,22 +12,27 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const struct {
+struct named_value {
     const char *name;
-    unsigned v;
-} dtypes[] = {{"int32", CCS_DT_INT32},     {"int64", CCS_DT_INT64},       {"uint8", CCS_DT_UINT8},
-              {"float16", CCS_DT_FLOAT16}, {"bfloat16", CCS_DT_BFLOAT16}, {"float32", CCS_DT_FLOAT32},
-              {"float64", CCS_DT_FLOAT64}},
-  ops[] = {
-      {"sum", CCS_OP_SUM}, {"avg", CCS_OP_AVG}, {"max", CCS_OP_MAX}, {"min", CCS_OP_MIN}, {"prod", CCS_OP_PROD}};
+    unsigned value;
+};
 
-static int lookup(const char *what, const char *s, unsigned *out)
+static const struct named_value dtypes[] = {{"int32", CCS_DT_INT32},       {"int64", CCS_DT_INT64},
+                                            {"uint8", CCS_DT_UINT8},       {"float16", CCS_DT_FLOAT16},
+                                            {"bfloat16", CCS_DT_BFLOAT16}, {"float32", CCS_DT_FLOAT32},
+                                            {"float64", CCS_DT_FLOAT64}},
+                                ops[] = {{"sum", CCS_OP_SUM},
+                                         {"avg", CCS_OP_AVG},
+                                         {"max", CCS_OP_MAX},
+                                         {"min", CCS_OP_MIN},
+                                         {"prod", CCS_OP_PROD}};
+
+/* The value of S in TABLE (N rows) into *OUT.  0, or -1 after naming the bad --WHAT. */
+static int lookup(const char *what, const struct named_value *table, size_t n, const char *s, unsigned *out)
 {
-    int isd = strcmp(what, "dtype") == 0;
-    size_t n = isd ? sizeof dtypes / sizeof dtypes[0] : sizeof ops / sizeof ops[0];
     for (size_t i = 0; i < n; i++)
-        if (strcmp(s, isd ? dtypes[i].name : ops[i].name) == 0) {
-            *out = isd ? dtypes[i].v : ops[i].v;
+        if (strcmp(s, table[i].name) == 0) {
+            *out = table[i].value;
             return 0;
         }
     fprintf(stderr, "mktrace: unknown --%s '%s'\n", what, s);
@@ -46,6 +51,93 @@ static int usage(void)
     return 2;
 }
 
+/* --buckets SIZE,SIZE...  0, or 2 after the message. */
+static int parse_buckets(struct tg_opts *o, const char *arg)
+{
+    char *save, *tok, *list = strdup(arg);
+    o->nbuckets = 0;
+    for (tok = strtok_r(list, ",", &save); tok && o->nbuckets < TG_MAX_BUCKETS; tok = strtok_r(NULL, ",", &save))
+        if (tg_parse_size(tok, &o->bucket_bytes[o->nbuckets++]) != 0) {
+            fprintf(stderr, "mktrace: bad size '%s'\n", tok);
+            free(list);
+            return 2;
+        }
+    free(list);
+    return 0;
+}
+
+/* Option C with argument ARG into O (--broken into *BROKEN).  0, or the exit status. */
+static int apply_option(struct tg_opts *o, int c, char *arg, const char **broken)
+{
+    switch (c) {
+    case 'r':
+        o->ranks = atoi(arg);
+        break;
+    case 's':
+        o->steps = atoi(arg);
+        break;
+    case 'm':
+        o->micro = atoi(arg);
+        break;
+    case 'A':
+        o->allgather = 0;
+        break;
+    case 'd':
+        o->deferred = 1;
+        break;
+    case 'M':
+        o->markers = 0;
+        break;
+    case 'H':
+        o->head = atoi(arg);
+        break;
+    case 'R':
+        o->reports = 1;
+        break;
+    case 'j':
+        o->job = arg;
+        break;
+    case 'h':
+        o->host = arg;
+        break;
+    case 'B':
+        *broken = arg;
+        break;
+    case 'T':
+        return lookup("dtype", dtypes, sizeof dtypes / sizeof dtypes[0], arg, &o->dtype) != 0 ? 2 : 0;
+    case 'O':
+        return lookup("op", ops, sizeof ops / sizeof ops[0], arg, &o->op) != 0 ? 2 : 0;
+    case 'a':
+        if (tg_parse_size(arg, &o->alias_bytes) != 0) {
+            fprintf(stderr, "mktrace: bad --alias size '%s'\n", arg);
+            return 2;
+        }
+        break;
+    case 'W':
+        o->rebuild = 1;
+        break;
+    case 'x':
+        o->dropped = strtoull(arg, NULL, 10);
+        break;
+    case 'E':
+        o->no_end_rank = atoi(arg);
+        break;
+    case 'D':
+        if (sscanf(arg, "%d:%d", &o->desync_rank, &o->desync_step) != 2)
+            return usage();
+        break;
+    case 'c':
+        if (sscanf(arg, "%d:%ld", &o->cut_rank, &o->cut_bytes) != 2)
+            return usage();
+        break;
+    case 'b':
+        return parse_buckets(o, arg);
+    default:
+        return usage();
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -59,91 +151,11 @@ int main(int argc, char **argv)
     };
     struct tg_opts o;
     const char *broken = NULL;
-    int c;
+    int c, status;
     tg_defaults(&o);
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r':
-            o.ranks = atoi(optarg);
-            break;
-        case 's':
-            o.steps = atoi(optarg);
-            break;
-        case 'm':
-            o.micro = atoi(optarg);
-            break;
-        case 'A':
-            o.allgather = 0;
-            break;
-        case 'd':
-            o.deferred = 1;
-            break;
-        case 'M':
-            o.markers = 0;
-            break;
-        case 'H':
-            o.head = atoi(optarg);
-            break;
-        case 'R':
-            o.reports = 1;
-            break;
-        case 'j':
-            o.job = optarg;
-            break;
-        case 'h':
-            o.host = optarg;
-            break;
-        case 'B':
-            broken = optarg;
-            break;
-        case 'T':
-            if (lookup("dtype", optarg, &o.dtype) != 0)
-                return 2;
-            break;
-        case 'O':
-            if (lookup("op", optarg, &o.op) != 0)
-                return 2;
-            break;
-        case 'a':
-            if (tg_parse_size(optarg, &o.alias_bytes) != 0) {
-                fprintf(stderr, "mktrace: bad --alias size '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 'W':
-            o.rebuild = 1;
-            break;
-        case 'x':
-            o.dropped = strtoull(optarg, NULL, 10);
-            break;
-        case 'E':
-            o.no_end_rank = atoi(optarg);
-            break;
-        case 'D':
-            if (sscanf(optarg, "%d:%d", &o.desync_rank, &o.desync_step) != 2)
-                return usage();
-            break;
-        case 'c':
-            if (sscanf(optarg, "%d:%ld", &o.cut_rank, &o.cut_bytes) != 2)
-                return usage();
-            break;
-        case 'b': {
-            char *save, *tok, *s = strdup(optarg);
-            o.nbuckets = 0;
-            for (tok = strtok_r(s, ",", &save); tok && o.nbuckets < TG_MAX_BUCKETS;
-                 tok = strtok_r(NULL, ",", &save))
-                if (tg_parse_size(tok, &o.bucket_bytes[o.nbuckets++]) != 0) {
-                    fprintf(stderr, "mktrace: bad size '%s'\n", tok);
-                    free(s);
-                    return 2;
-                }
-            free(s);
-            break;
-        }
-        default:
-            return usage();
-        }
-    }
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
+        if ((status = apply_option(&o, c, optarg, &broken)) != 0)
+            return status;
     if (optind != argc - 1 || o.ranks < 1 || o.steps < 0 || o.micro < 1)
         return usage();
     if (broken) {

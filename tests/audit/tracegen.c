@@ -226,17 +226,29 @@ static void header(struct ccs_trace_header *h, int rank, int size)
     h->start_mono_ns = 5000000000ull;
 }
 
-int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path, size_t n)
+/* Where a rank's calls stand: the last sequence number and the clock. */
+struct rank_clock {
+    uint64_t seq, t;
+};
+
+/* Writes call R of the world communicator, numbered and timed: it starts
+ * now, lasts DUR and the next starts GAP after its start. */
+static void world_call(struct writer *w, struct rank_clock *clock, struct ccs_record *r, uint64_t dur, uint64_t gap)
 {
-    snprintf(path, n, "%s/ccshim-%s-%s-r%d-p%d.cctrace", dir, o->job, o->host, rank, 1000 + rank);
-    struct writer *w = calloc(1, sizeof *w);
-    if (!w)
-        return -1;
-    w->f = fopen(path, "wb");
-    if (!w->f) {
-        free(w);
-        return -1;
-    }
+    r->seq = ++clock->seq;
+    r->comm = WORLD_COMM;
+    r->fingerprint = fingerprint(r->kind, r->count, r->dtype, r->op, r->root);
+    r->backend = CCS_BE_MPI;
+    r->t_start = clock->t;
+    r->t_dur = dur;
+    put(w, r);
+    clock->t += gap;
+}
+
+/* The chunks before the calls: header, metadata, the world communicator,
+ * this program as the one module, and the three call sites. */
+static void write_preamble(struct writer *w, const struct tg_opts *o, int rank)
+{
     struct ccs_trace_header h;
     header(&h, rank, o->ranks);
     if (fwrite(&h, sizeof h, 1, w->f) != 1)
@@ -257,89 +269,122 @@ int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path
     site_chunk(w, 1, tg_site_reducer_allreduce_bucket, "tg_site_reducer_allreduce_bucket");
     site_chunk(w, 2, tg_site_gather_loss, "tg_site_gather_loss");
     site_chunk(w, 3, tg_site_broadcast_params, "tg_site_broadcast_params");
+}
 
-    uint64_t t = 1000, seq = 0;
-    struct ccs_record r;
-    uint32_t step = 0;
+/* The set-up before the first step: O->head broadcasts of the parameters. */
+static void write_head(struct writer *w, const struct tg_opts *o, struct rank_clock *clock)
+{
     for (int i = 0; i < o->head; i++) {
+        struct ccs_record r;
         memset(&r, 0, sizeof r);
-        r.seq = ++seq;
-        r.comm = WORLD_COMM;
         r.count = 1u << 20;
         r.bytes = 4u << 20;
         r.buf = 0x7f2000000000ull + (uint64_t)i * (8u << 20);
         r.kind = CCS_KIND_BCAST;
         r.dtype = CCS_DT_FLOAT32;
         r.root = 0;
-        r.fingerprint = fingerprint(r.kind, r.count, r.dtype, r.op, r.root);
-        r.t_start = t;
-        r.t_dur = 3000;
         r.site = 3;
-        r.backend = CCS_BE_MPI;
-        put(w, &r);
-        t += 4000;
+        world_call(w, clock, &r, 3000, 4000);
     }
-    for (int s = 0; s < o->steps; s++) {
-        step = o->markers ? (uint32_t)s : 0;
-        for (int mb2 = 0; mb2 < o->micro; mb2++) {
-            t += 50000; /* the mini-batch's compute */
-            for (int b = 0; b < o->nbuckets; b++)
-                bucket_call(w, o, &seq, &t, step, o->bucket_bytes[b],
-                            (o->rebuild && s == 0 && mb2 == 0 ? OLD_BUCKET_BASE : BUCKET_BASE) +
-                                (uint64_t)b * (64u << 20),
-                            o->deferred && mb2 < o->micro - 1, o->deferred);
-        }
-        if (o->alias_bytes) /* another size at bucket 0's address */
-            bucket_call(w, o, &seq, &t, step, o->alias_bytes, BUCKET_BASE, 0, 0);
-        if (rank == o->desync_rank && s == o->desync_step) {
-            memset(&r, 0, sizeof r);
-            r.seq = ++seq;
-            r.comm = WORLD_COMM;
-            r.bytes = 4;
-            r.count = 1;
-            r.buf = 0x7f1000000000ull;
-            r.kind = CCS_KIND_ALLREDUCE;
-            r.dtype = CCS_DT_INT32;
-            r.op = CCS_OP_MAX;
-            r.root = -1;
-            r.fingerprint = fingerprint(r.kind, r.count, r.dtype, r.op, r.root);
-            r.step = step;
-            r.site = 2;
-            r.backend = CCS_BE_MPI;
-            r.t_start = t;
-            r.t_dur = 1500;
-            put(w, &r);
-            t += 2000;
-        }
-        if (o->allgather) {
-            memset(&r, 0, sizeof r);
-            r.seq = ++seq;
-            r.comm = WORLD_COMM;
-            r.bytes = 8;
-            r.count = 2;
-            r.buf = 0x7f1100000000ull;
-            r.kind = CCS_KIND_ALLGATHER;
-            r.dtype = CCS_DT_FLOAT32;
-            r.root = -1;
-            r.fingerprint = fingerprint(r.kind, r.count, r.dtype, r.op, r.root);
-            r.step = step;
-            r.site = 2;
-            r.backend = CCS_BE_MPI;
-            r.t_start = t;
-            r.t_dur = 1200;
-            put(w, &r);
-            t += 1700;
-        }
-        if (o->markers) {
-            memset(&r, 0, sizeof r);
-            r.kind = CCS_KIND_STEP;
-            r.step = (uint32_t)s + 1;
-            r.root = -1;
-            r.t_start = t;
-            put(w, &r);
-            t += 100;
-        }
+}
+
+/* --desync: the one rank's extra all-reduce (a MAX of one int32). */
+static void write_odd_call(struct writer *w, struct rank_clock *clock, uint32_t step)
+{
+    struct ccs_record r;
+    memset(&r, 0, sizeof r);
+    r.bytes = 4;
+    r.count = 1;
+    r.buf = 0x7f1000000000ull;
+    r.kind = CCS_KIND_ALLREDUCE;
+    r.dtype = CCS_DT_INT32;
+    r.op = CCS_OP_MAX;
+    r.root = -1;
+    r.step = step;
+    r.site = 2;
+    world_call(w, clock, &r, 1500, 2000);
+}
+
+/* The loss's all-gather of two floats. */
+static void write_gather(struct writer *w, struct rank_clock *clock, uint32_t step)
+{
+    struct ccs_record r;
+    memset(&r, 0, sizeof r);
+    r.bytes = 8;
+    r.count = 2;
+    r.buf = 0x7f1100000000ull;
+    r.kind = CCS_KIND_ALLGATHER;
+    r.dtype = CCS_DT_FLOAT32;
+    r.root = -1;
+    r.step = step;
+    r.site = 2;
+    world_call(w, clock, &r, 1200, 1700);
+}
+
+/* The marker that ends step S (a marker is no call: no sequence number). */
+static void write_step_mark(struct writer *w, struct rank_clock *clock, int s)
+{
+    struct ccs_record r;
+    memset(&r, 0, sizeof r);
+    r.kind = CCS_KIND_STEP;
+    r.step = (uint32_t)s + 1;
+    r.root = -1;
+    r.t_start = clock->t;
+    put(w, &r);
+    clock->t += 100;
+}
+
+/* Step S of RANK: each mini-batch reduces every bucket, then the optional
+ * alias, extra call, all-gather and marker. */
+static void write_step(struct writer *w, const struct tg_opts *o, int rank, int s, struct rank_clock *clock)
+{
+    uint32_t step = o->markers ? (uint32_t)s : 0;
+    for (int mb = 0; mb < o->micro; mb++) {
+        clock->t += 50000; /* the mini-batch's compute */
+        for (int b = 0; b < o->nbuckets; b++)
+            bucket_call(w, o, &clock->seq, &clock->t, step, o->bucket_bytes[b],
+                        (o->rebuild && s == 0 && mb == 0 ? OLD_BUCKET_BASE : BUCKET_BASE) +
+                            (uint64_t)b * (64u << 20),
+                        o->deferred && mb < o->micro - 1, o->deferred);
     }
+    if (o->alias_bytes) /* another size at bucket 0's address */
+        bucket_call(w, o, &clock->seq, &clock->t, step, o->alias_bytes, BUCKET_BASE, 0, 0);
+    if (rank == o->desync_rank && s == o->desync_step)
+        write_odd_call(w, clock, step);
+    if (o->allgather)
+        write_gather(w, clock, step);
+    if (o->markers)
+        write_step_mark(w, clock, s);
+}
+
+/* --cut: drops the last BYTES of PATH.  0, or -1. */
+static int cut_file(const char *path, long bytes)
+{
+    FILE *f = fopen(path, "rb");
+    long sz = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0)
+        sz = ftell(f);
+    if (f)
+        fclose(f);
+    return sz < bytes || truncate(path, sz - bytes) != 0 ? -1 : 0;
+}
+
+int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path, size_t n)
+{
+    snprintf(path, n, "%s/ccshim-%s-%s-r%d-p%d.cctrace", dir, o->job, o->host, rank, 1000 + rank);
+    struct writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return -1;
+    w->f = fopen(path, "wb");
+    if (!w->f) {
+        free(w);
+        return -1;
+    }
+    write_preamble(w, o, rank);
+    struct rank_clock clock = {.seq = 0, .t = 1000};
+    write_head(w, o, &clock);
+    for (int s = 0; s < o->steps; s++)
+        write_step(w, o, rank, s, &clock);
     flush_records(w);
     if (rank != o->no_end_rank) {
         struct ccs_trace_end e = {w->written, o->dropped, (uint64_t)o->steps, CCS_END_FINALIZE, 0};
@@ -347,16 +392,8 @@ int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path
     }
     int err = w->err | (fclose(w->f) != 0);
     free(w);
-    if (!err && rank == o->cut_rank) {
-        FILE *f = fopen(path, "rb");
-        long sz = -1;
-        if (f && fseek(f, 0, SEEK_END) == 0)
-            sz = ftell(f);
-        if (f)
-            fclose(f);
-        if (sz < o->cut_bytes || truncate(path, sz - o->cut_bytes) != 0)
-            err = 1;
-    }
+    if (!err && rank == o->cut_rank)
+        err = cut_file(path, o->cut_bytes) != 0;
     return err ? -1 : 0;
 }
 

@@ -33,6 +33,7 @@
  * Prints "culprit_call_ms=<CLOCK_MONOTONIC ms>" on the culprit just before
  * the odd call, for the latency checks.
  */
+#include "../test_clock.h"
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,30 +42,98 @@
 #include <time.h>
 #include <unistd.h>
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void mark(void)
 {
     printf("culprit_call_ms=%.3f\n", mono_ms());
     fflush(stdout);
 }
 
+/* healthy: the same pseudo-random choice on every rank of one rank that
+ * computes 1.2 to 2.5 s this iteration. */
+static void healthy_compute(unsigned *seed, int rank, int size)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    int who = (int)((*seed >> 16) % (unsigned)size);
+    long ms = 1200 + (long)((*seed >> 8) % 1300u);
+    if (rank == who)
+        sleep_ms(ms);
+}
+
+/* What the culprit does before the iteration's call (or instead: kill,
+ * exit, a barrier that never completes).  Returns 1 when it skips the call. */
+static int culprit_departs(const char *scenario, MPI_Comm comm, MPI_Comm dup, float *in, float *out)
+{
+    if (strcmp(scenario, "skip") == 0 || strcmp(scenario, "split") == 0) {
+        mark();
+        return 1;
+    }
+    if (strcmp(scenario, "kill") == 0) {
+        sleep_ms(300);
+        mark();
+        raise(SIGKILL);
+    }
+    if (strcmp(scenario, "exit") == 0) {
+        sleep_ms(300); /* the others are blocked by now */
+        mark();
+        exit(0);
+    }
+    if (strcmp(scenario, "deadlock") == 0) {
+        mark();
+        MPI_Barrier(dup); /* never completes */
+    }
+    if (strcmp(scenario, "extra") == 0) {
+        mark();
+        MPI_Allreduce(in, out, 4, MPI_FLOAT, MPI_SUM, comm);
+    }
+    return 0;
+}
+
+/* The iteration's call: the all-reduce, or the scenario's odd call (by the
+ * CULPRIT, or by everyone where the scenario differs in its arguments) in the
+ * iteration it is injected in (INJECT). */
+static void iteration_call(const char *scenario, int culprit, int inject, MPI_Comm comm, float *in, float *out)
+{
+    if (culprit && strcmp(scenario, "count") == 0) {
+        mark();
+        MPI_Allreduce(in, out, 8, MPI_FLOAT, MPI_SUM, comm);
+    } else if (culprit && strcmp(scenario, "dtype") == 0) {
+        mark();
+        MPI_Allreduce(in, out, 4, MPI_INT, MPI_SUM, comm);
+    } else if (culprit && strcmp(scenario, "op") == 0) {
+        mark();
+        MPI_Allreduce(in, out, 4, MPI_FLOAT, MPI_MAX, comm);
+    } else if (inject && strcmp(scenario, "root") == 0) {
+        if (culprit)
+            mark();
+        MPI_Bcast(in, 4, MPI_FLOAT, culprit ? 1 : 0, comm);
+    } else if (inject && strcmp(scenario, "sigtype") == 0) {
+        if (culprit)
+            mark();
+        MPI_Bcast(in, 4, culprit ? MPI_INT : MPI_FLOAT, 0, comm);
+    } else if (inject && strcmp(scenario, "derived") == 0) {
+        MPI_Datatype c8;
+        MPI_Type_contiguous(8, MPI_FLOAT, &c8);
+        MPI_Type_commit(&c8);
+        if (culprit)
+            mark();
+        if (culprit)
+            MPI_Bcast(in, 1, c8, 0, comm);
+        else
+            MPI_Bcast(in, 4, MPI_FLOAT, 0, comm);
+        MPI_Type_free(&c8);
+    } else if (culprit && strcmp(scenario, "kind") == 0) {
+        mark();
+        MPI_Bcast(in, 4, MPI_FLOAT, 0, comm);
+    } else {
+        MPI_Allreduce(in, out, 4, MPI_FLOAT, MPI_SUM, comm);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    const char *sc = argc > 1 ? argv[1] : "ok";
+    const char *scenario = argc > 1 ? argv[1] : "ok";
     int iters = argc > 2 ? atoi(argv[2]) : 5;
-    int at = argc > 3 ? atoi(argv[3]) : 2;
+    int inject_at = argc > 3 ? atoi(argv[3]) : 2;
     int culprit = argc > 4 ? atoi(argv[4]) : 1;
     long settle = getenv("SETTLE_MS") ? atol(getenv("SETTLE_MS")) : 600;
     int rank, size;
@@ -73,87 +142,24 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm comm = MPI_COMM_WORLD;
-    if (strcmp(sc, "split") == 0) {
+    if (strcmp(scenario, "split") == 0) {
         MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : 1, rank, &comm);
         MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     }
     MPI_Comm dup = MPI_COMM_NULL;
-    if (strcmp(sc, "deadlock") == 0)
+    if (strcmp(scenario, "deadlock") == 0)
         MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
     unsigned seed = 12345;
     for (int it = 0; it < iters; it++) {
-        if (strcmp(sc, "healthy") == 0) {
-            /* The same pseudo-random choice on every rank. */
-            seed = seed * 1103515245u + 12345u;
-            int who = (int)((seed >> 16) % (unsigned)size);
-            long ms = 1200 + (long)((seed >> 8) % 1300u);
-            if (rank == who)
-                sleep_ms(ms);
-        }
-        int me = rank == culprit && it == at;
-        if (me && strcmp(sc, "skip") == 0) {
-            mark();
+        if (strcmp(scenario, "healthy") == 0)
+            healthy_compute(&seed, rank, size);
+        int culprit_now = rank == culprit && it == inject_at;
+        if (culprit_now && culprit_departs(scenario, comm, dup, in, out))
             continue;
-        }
-        if (me && strcmp(sc, "split") == 0) {
-            mark();
-            continue;
-        }
-        if (me && strcmp(sc, "kill") == 0) {
-            sleep_ms(300);
-            mark();
-            raise(SIGKILL);
-        }
-        if (me && strcmp(sc, "exit") == 0) {
-            sleep_ms(300); /* the others are blocked by now */
-            mark();
-            exit(0);
-        }
-        if (me && strcmp(sc, "deadlock") == 0) {
-            mark();
-            MPI_Barrier(dup); /* never completes */
-        }
-        if (me && strcmp(sc, "extra") == 0) {
-            mark();
-            MPI_Allreduce(in, out, 4, MPI_FLOAT, MPI_SUM, comm);
-        }
-        if (me && strcmp(sc, "count") == 0) {
-            mark();
-            MPI_Allreduce(in, out, 8, MPI_FLOAT, MPI_SUM, comm);
-        } else if (me && strcmp(sc, "dtype") == 0) {
-            mark();
-            MPI_Allreduce(in, out, 4, MPI_INT, MPI_SUM, comm);
-        } else if (me && strcmp(sc, "op") == 0) {
-            mark();
-            MPI_Allreduce(in, out, 4, MPI_FLOAT, MPI_MAX, comm);
-        } else if (it == at && strcmp(sc, "root") == 0) {
-            if (me)
-                mark();
-            MPI_Bcast(in, 4, MPI_FLOAT, me ? 1 : 0, comm);
-        } else if (it == at && strcmp(sc, "sigtype") == 0) {
-            if (me)
-                mark();
-            MPI_Bcast(in, 4, me ? MPI_INT : MPI_FLOAT, 0, comm);
-        } else if (it == at && strcmp(sc, "derived") == 0) {
-            MPI_Datatype c8;
-            MPI_Type_contiguous(8, MPI_FLOAT, &c8);
-            MPI_Type_commit(&c8);
-            if (me)
-                mark();
-            if (me)
-                MPI_Bcast(in, 1, c8, 0, comm);
-            else
-                MPI_Bcast(in, 4, MPI_FLOAT, 0, comm);
-            MPI_Type_free(&c8);
-        } else if (me && strcmp(sc, "kind") == 0) {
-            mark();
-            MPI_Bcast(in, 4, MPI_FLOAT, 0, comm);
-        } else {
-            MPI_Allreduce(in, out, 4, MPI_FLOAT, MPI_SUM, comm);
-        }
+        iteration_call(scenario, culprit_now, it == inject_at, comm, in, out);
     }
-    if (strcmp(sc, "ok") != 0 && strcmp(sc, "healthy") != 0)
+    if (strcmp(scenario, "ok") != 0 && strcmp(scenario, "healthy") != 0)
         sleep_ms(settle);
     if (comm != MPI_COMM_WORLD)
         MPI_Comm_free(&comm);

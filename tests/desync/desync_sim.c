@@ -22,6 +22,7 @@
  * latency: from the moment the last rank is blocked (deadlock) or the odd
  * call is issued (mismatch) to the verdict reaching the first client.
  */
+#include "../test_clock.h"
 #include "desync_proto.h"
 #include "desync_report.h"
 #include "desync_tcp.h"
@@ -38,32 +39,25 @@
 #define WORLD 0xf00du
 #define PAIR 0xbeefu
 
-static int N, H, NH;
+static int nranks, per_host, nhosts;
 static double secs;
 static const char *scenario;
-static struct ccs_dsx_status *st;
-static const struct ccs_dsx_status **ptr;
-static struct ccs_dsx_client **cl;
-static double t0, t_event = -1, t_verdict = -1;
+static struct ccs_dsx_status *statuses;
+static const struct ccs_dsx_status **status_ptrs;
+static struct ccs_dsx_client **clients;
+static double t_start, t_event = -1, t_verdict = -1;
 static unsigned verdict_cls;
 static double log_lines, log_bytes;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile int stop;
-static uint64_t fp_ar, fp_odd;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+static uint64_t fp_allreduce, fp_odd_count;
 
 static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&lock);
     if (t_verdict < 0) {
-        t_verdict = now_ms();
+        t_verdict = mono_ms();
         verdict_cls = v->cls;
         /* The reporting rank's text in full, the line from each other rank. */
         static char buf[65536];
@@ -74,8 +68,8 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
                 if (!line)
                     line = i + 1;
             }
-        log_lines = (double)lines + (N - 1);
-        log_bytes = (double)n + (double)line * (N - 1);
+        log_lines = (double)lines + (nranks - 1);
+        log_bytes = (double)n + (double)line * (nranks - 1);
     }
     pthread_mutex_unlock(&lock);
 }
@@ -97,11 +91,11 @@ static struct ccs_dsx_op op_at(uint64_t seq, uint64_t fp, uint64_t count)
 /* Advances rank R's world entry to TARGET completed collectives. */
 static void advance(int r, uint64_t target, int odd_at)
 {
-    struct ccs_dsx_comm *c = &st[r].comm[0];
+    struct ccs_dsx_comm *c = &statuses[r].comm[0];
     while (c->done < target) {
         uint64_t s = c->done + 1;
         int odd = odd_at > 0 && (uint64_t)odd_at == s;
-        struct ccs_dsx_op o = op_at(s, odd ? fp_odd : fp_ar, odd ? 8 : 4);
+        struct ccs_dsx_op o = op_at(s, odd ? fp_odd_count : fp_allreduce, odd ? 8 : 4);
         c->hash = ccs_hash_mix(c->hash, o.fp);
         c->done = c->issued = s;
         if (s % CCS_DSX_CHECKPOINT == 0) {
@@ -116,8 +110,9 @@ static void advance(int r, uint64_t target, int odd_at)
     }
 }
 
+/* One thread's share of the hosts. */
 struct worker {
-    int first_host, nhosts;
+    int first_host, hosts;
 };
 
 static uint64_t stop_seq = 0; /* deadlock: world seq everyone blocks at */
@@ -128,79 +123,71 @@ static void *work(void *arg)
     struct worker *w = arg;
     char why[256];
     while (!stop) {
-        double t = now_ms() - t0;
+        double t = mono_ms() - t_start;
         uint64_t target = (uint64_t)(t * RATE / 1000.0) + 1;
-        for (int h = w->first_host; h < w->first_host + w->nhosts; h++) {
-            for (int r = h * H; r < (h + 1) * H && r < N; r++) {
-                struct ccs_dsx_comm *c = &st[r].comm[0];
+        for (int h = w->first_host; h < w->first_host + w->hosts; h++) {
+            for (int r = h * per_host; r < (h + 1) * per_host && r < nranks; r++) {
+                struct ccs_dsx_comm *c = &statuses[r].comm[0];
                 uint64_t tg = target;
                 if (stop_seq && tg >= stop_seq - 1)
                     tg = stop_seq - 1;
                 advance(r, tg, r == 1 ? odd_seq : 0);
                 if (stop_seq && c->done == stop_seq - 1) {
                     if (r == 1) { /* blocked on the pair comm instead */
-                        struct ccs_dsx_comm *p = &st[r].comm[1];
+                        struct ccs_dsx_comm *p = &statuses[r].comm[1];
                         if (p->state != CCS_DSX_BLOCKED) {
                             p->state = CCS_DSX_BLOCKED;
                             p->issued = 1;
-                            p->blocked = op_at(1, fp_ar, 4);
+                            p->blocked = op_at(1, fp_allreduce, 4);
                             p->blocked_ms = 0;
                         } else
                             p->blocked_ms += PERIOD;
                     } else if (c->state != CCS_DSX_BLOCKED) {
                         c->state = CCS_DSX_BLOCKED;
                         c->issued = stop_seq;
-                        c->blocked = op_at(stop_seq, fp_ar, 4);
+                        c->blocked = op_at(stop_seq, fp_allreduce, 4);
                         c->blocked_ms = 0;
                     } else
                         c->blocked_ms += PERIOD;
                 }
-                st[r].beat++;
+                statuses[r].beat++;
             }
-            ccs_dsx_client_tick(cl[h], ptr + h * H, (size_t)((h + 1) * H < N ? H : N - h * H), NULL, 0, 0, why,
-                                sizeof why);
+            ccs_dsx_client_tick(clients[h], status_ptrs + h * per_host,
+                                (size_t)((h + 1) * per_host < nranks ? per_host : nranks - h * per_host), NULL, 0,
+                                0, why, sizeof why);
         }
-        struct timespec ts = {0, PERIOD * 1000000L};
-        nanosleep(&ts, NULL);
+        sleep_ms(PERIOD);
     }
     return NULL;
 }
 
-int main(int argc, char **argv)
+/* Every simulated rank's status: the world communicator, and {0, 1} for ranks 0 and 1. */
+static void init_statuses(void)
 {
-    N = argc > 1 ? atoi(argv[1]) : 64;
-    H = argc > 2 ? atoi(argv[2]) : 8;
-    secs = argc > 3 ? atof(argv[3]) : 4;
-    scenario = argc > 4 ? argv[4] : "deadlock";
-    if (N < 2 || H < 1) {
-        fprintf(stderr, "usage: desync_sim RANKS [PER_HOST [SECONDS [deadlock|mismatch|healthy]]]\n");
-        return 2;
-    }
-    NH = (N + H - 1) / H;
-    fp_ar = ccs_fingerprint(CCS_KIND_ALLREDUCE, 0, 4, CCS_DT_FLOAT32, CCS_OP_SUM, -1);
-    fp_odd = ccs_fingerprint(CCS_KIND_ALLREDUCE, 0, 8, CCS_DT_FLOAT32, CCS_OP_SUM, -1);
-    st = calloc((size_t)N, sizeof *st);
-    ptr = calloc((size_t)N, sizeof *ptr);
-    cl = calloc((size_t)NH, sizeof *cl);
-    for (int r = 0; r < N; r++) {
-        struct ccs_dsx_status *s = &st[r];
+    for (int r = 0; r < nranks; r++) {
+        struct ccs_dsx_status *s = &statuses[r];
         s->magic = CCS_DSX_MAGIC;
         s->version = CCS_DSX_VERSION;
         s->wrank = r;
-        s->wsize = N;
+        s->wsize = nranks;
         s->pid = 100000u + (uint32_t)r;
-        snprintf(s->host, sizeof s->host, "sim%d", r / H);
+        snprintf(s->host, sizeof s->host, "sim%d", r / per_host);
         s->ncomm = r < 2 ? 2 : 1;
         s->comm[0].id = WORLD;
         s->comm[0].rank = r;
-        s->comm[0].size = N;
+        s->comm[0].size = nranks;
         if (r < 2) {
             s->comm[1].id = PAIR;
             s->comm[1].rank = r;
             s->comm[1].size = 2;
         }
-        ptr[r] = s;
+        status_ptrs[r] = s;
     }
+}
+
+/* The coordinator and one client per host.  Returns the coordinator, or NULL after the message. */
+static struct ccs_dsx_coord *start_coordinator_and_clients(void)
+{
     struct ccs_dsx_thresholds t = {.block_ms = 1000,
                                    .straggler_ms = 600000,
                                    .suspect_ms = 2000,
@@ -208,59 +195,98 @@ int main(int argc, char **argv)
                                    .mismatch_wait_ms = 2 * PERIOD};
     int port = 0;
     char why[256];
-    struct ccs_dsx_coord *k =
-        ccs_dsx_coord_start("127.0.0.1", 0, N, "simsecret", &t, 5 * PERIOD, &port, why, sizeof why);
-    if (!k) {
+    struct ccs_dsx_coord *coord =
+        ccs_dsx_coord_start("127.0.0.1", 0, nranks, "simsecret", &t, 5 * PERIOD, &port, why, sizeof why);
+    if (!coord) {
         fprintf(stderr, "desync_sim: %s\n", why);
-        return 1;
+        return NULL;
     }
     struct ccs_dsx_client_cb cb = {.verdict = on_verdict};
-    for (int h = 0; h < NH; h++) {
+    for (int h = 0; h < nhosts; h++) {
         char name[32];
         snprintf(name, sizeof name, "sim%d", h);
-        cl[h] = ccs_dsx_client_new("127.0.0.1", port, N, h * H, "simsecret", name, &cb);
+        clients[h] = ccs_dsx_client_new("127.0.0.1", port, nranks, h * per_host, "simsecret", name, &cb);
     }
-    int nt = NH < 4 ? NH : 4;
+    return coord;
+}
+
+/* Halfway: the scenario's event a few collectives ahead of NOW_MS. */
+static void schedule_event(double now_ms)
+{
+    uint64_t cur = (uint64_t)((now_ms - t_start) * RATE / 1000.0) + 1;
+    if (strcmp(scenario, "deadlock") == 0) {
+        stop_seq = cur + 2;
+        t_event = t_start + (double)(stop_seq - 1) * 1000.0 / RATE; /* the last rank blocks by then */
+    } else if (strcmp(scenario, "mismatch") == 0) {
+        odd_seq = (int)cur + 2;
+        t_event = t_start + (double)(odd_seq - 1) * 1000.0 / RATE;
+    }
+}
+
+/* The result line (see the header), the coordinator's costs measured
+ * between S0 and S1 over SPAN seconds. */
+static void print_result(const struct ccs_dsx_coord_stats *s0, const struct ccs_dsx_coord_stats *s1, double span)
+{
+    double lat = t_verdict >= 0 && t_event >= 0 ? t_verdict - t_event : -1;
+    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\t%.0f\t%.1f\n", nranks, nhosts, scenario,
+           t_verdict >= 0 ? ccs_dsx_class_name(verdict_cls) : "none", lat, (s1->cpu_s - s0->cpu_s) * 100 / span,
+           s1->bytes_held / 1048576.0, (double)(s1->bytes_in - s0->bytes_in) / 1024 / span,
+           (unsigned long long)s1->evals, s1->eval_ms_max, log_lines, log_bytes / 1024);
+}
+
+/* 1 when the verdict is the scenario's: none when healthy, else its class. */
+static int verdict_expected(void)
+{
+    if (strcmp(scenario, "healthy") == 0)
+        return t_verdict < 0;
+    return t_verdict >= 0 && verdict_cls == (strcmp(scenario, "mismatch") == 0 ? CCS_DSX_MISMATCH : CCS_DSX_DESYNC);
+}
+
+int main(int argc, char **argv)
+{
+    nranks = argc > 1 ? atoi(argv[1]) : 64;
+    per_host = argc > 2 ? atoi(argv[2]) : 8;
+    secs = argc > 3 ? atof(argv[3]) : 4;
+    scenario = argc > 4 ? argv[4] : "deadlock";
+    if (nranks < 2 || per_host < 1) {
+        fprintf(stderr, "usage: desync_sim RANKS [PER_HOST [SECONDS [deadlock|mismatch|healthy]]]\n");
+        return 2;
+    }
+    nhosts = (nranks + per_host - 1) / per_host;
+    fp_allreduce = ccs_fingerprint(CCS_KIND_ALLREDUCE, 0, 4, CCS_DT_FLOAT32, CCS_OP_SUM, -1);
+    fp_odd_count = ccs_fingerprint(CCS_KIND_ALLREDUCE, 0, 8, CCS_DT_FLOAT32, CCS_OP_SUM, -1);
+    statuses = calloc((size_t)nranks, sizeof *statuses);
+    status_ptrs = calloc((size_t)nranks, sizeof *status_ptrs);
+    clients = calloc((size_t)nhosts, sizeof *clients);
+    init_statuses();
+    struct ccs_dsx_coord *coord = start_coordinator_and_clients();
+    if (!coord)
+        return 1;
+    int nthreads = nhosts < 4 ? nhosts : 4;
     pthread_t th[4];
     struct worker w[4];
-    t0 = now_ms();
-    for (int i = 0; i < nt; i++) {
-        w[i].first_host = i * NH / nt;
-        w[i].nhosts = (i + 1) * NH / nt - w[i].first_host;
+    t_start = mono_ms();
+    for (int i = 0; i < nthreads; i++) {
+        w[i].first_host = i * nhosts / nthreads;
+        w[i].hosts = (i + 1) * nhosts / nthreads - w[i].first_host;
         pthread_create(&th[i], NULL, work, &w[i]);
     }
     struct ccs_dsx_coord_stats s0, s1;
     struct timespec half = {(time_t)(secs / 2), (long)((secs / 2 - (time_t)(secs / 2)) * 1e9)};
     nanosleep(&half, NULL);
-    ccs_dsx_coord_stats(k, &s0);
-    double ta = now_ms();
-    uint64_t cur = (uint64_t)((ta - t0) * RATE / 1000.0) + 1;
-    if (strcmp(scenario, "deadlock") == 0) {
-        stop_seq = cur + 2;
-        t_event = t0 + (double)(stop_seq - 1) * 1000.0 / RATE; /* the last rank blocks by then */
-    } else if (strcmp(scenario, "mismatch") == 0) {
-        odd_seq = (int)cur + 2;
-        t_event = t0 + (double)(odd_seq - 1) * 1000.0 / RATE;
-    }
+    ccs_dsx_coord_stats(coord, &s0);
+    double ta = mono_ms();
+    schedule_event(ta);
     nanosleep(&half, NULL);
-    ccs_dsx_coord_stats(k, &s1);
-    double tb = now_ms();
+    ccs_dsx_coord_stats(coord, &s1);
+    double tb = mono_ms();
     stop = 1;
-    for (int i = 0; i < nt; i++)
+    for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
-    double lat = t_verdict >= 0 && t_event >= 0 ? t_verdict - t_event : -1;
-    double span = (tb - ta) / 1000.0;
-    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\t%.0f\t%.1f\n", N, NH, scenario,
-           t_verdict >= 0 ? ccs_dsx_class_name(verdict_cls) : "none", lat, (s1.cpu_s - s0.cpu_s) * 100 / span,
-           s1.bytes_held / 1048576.0, (double)(s1.bytes_in - s0.bytes_in) / 1024 / span,
-           (unsigned long long)s1.evals, s1.eval_ms_max, log_lines, log_bytes / 1024);
-    for (int h = 0; h < NH; h++)
-        ccs_dsx_client_free(cl[h]);
-    ccs_dsx_coord_stop(k);
-    free(st), free(ptr), free(cl);
-    int ok = strcmp(scenario, "healthy") == 0
-                 ? t_verdict < 0
-                 : t_verdict >= 0 &&
-                       verdict_cls == (strcmp(scenario, "mismatch") == 0 ? CCS_DSX_MISMATCH : CCS_DSX_DESYNC);
-    return ok ? 0 : 1;
+    print_result(&s0, &s1, (tb - ta) / 1000.0);
+    for (int h = 0; h < nhosts; h++)
+        ccs_dsx_client_free(clients[h]);
+    ccs_dsx_coord_stop(coord);
+    free(statuses), free(status_ptrs), free(clients);
+    return verdict_expected() ? 0 : 1;
 }

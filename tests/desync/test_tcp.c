@@ -3,6 +3,7 @@
  * ways), the reflection attack and a replayed handshake refused without a
  * status or verdict, garbage dropped without harm, agreement folded across
  * hosts, unauthenticated connections bounded. */
+#include "../test_clock.h"
 #include "desync_auth.h"
 #include "desync_proto.h"
 #include "desync_tcp.h"
@@ -23,24 +24,25 @@
 #include <time.h>
 #include <unistd.h>
 
-static const struct ccs_dsx_thresholds T = {
+static const struct ccs_dsx_thresholds thresholds = {
     .block_ms = 1000, .straggler_ms = 60000, .suspect_ms = 2000, .heartbeat_ms = 10000};
 
-struct got {
+/* What a client was told: verdicts and agreements, the last of each. */
+struct client_events {
     int verdicts, agreed;
     struct ccs_dsx_verdict v;
     struct ccs_dsx_agree a;
 };
 
-static void on_v(const struct ccs_dsx_verdict *v, void *arg)
+static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
-    struct got *g = arg;
+    struct client_events *g = arg;
     g->v = *v;
     g->verdicts++;
 }
-static void on_a(const struct ccs_dsx_agree *a, void *arg)
+static void on_agreed(const struct ccs_dsx_agree *a, void *arg)
 {
-    struct got *g = arg;
+    struct client_events *g = arg;
     g->a = *a;
     g->agreed++;
 }
@@ -76,23 +78,83 @@ static void status(struct ccs_dsx_status *st, int r, int n, uint32_t life, int b
     }
 }
 
+/* One period of the tests' loops: 20 ms. */
 static void nap(void)
 {
-    struct timespec ts = {0, 20 * 1000000L};
-    nanosleep(&ts, NULL);
+    sleep_ms(20);
+}
+
+/* Several of the coordinator's evaluation periods. */
+static void settle(void)
+{
+    for (int i = 0; i < 10; i++)
+        nap();
+}
+
+/* A coordinator for WSIZE ranks with SECRET on a free loopback port (into
+ * *PORT); the test fails when it cannot start. */
+static struct ccs_dsx_coord *start_coord(int wsize, const char *secret, const struct ccs_dsx_thresholds *t,
+                                         int *port)
+{
+    char why[256] = "";
+    *port = 0;
+    struct ccs_dsx_coord *coord = ccs_dsx_coord_start("127.0.0.1", 0, wsize, secret, t, 20, port, why, sizeof why);
+    ck_assert_msg(coord != NULL, "%s", why);
+    return coord;
+}
+
+/* The client of RANK (of 2) on HOST, its verdicts and agreements counted in EVENTS. */
+static struct ccs_dsx_client *new_client(int port, int rank, const char *secret, const char *host,
+                                         struct client_events *events)
+{
+    struct ccs_dsx_client_cb cb = {.verdict = on_verdict, .agreed = on_agreed, .arg = events};
+    return ccs_dsx_client_new("127.0.0.1", port, 2, rank, secret, host, &cb);
+}
+
+/* Ticks C with a blocked rank 0 until a tick fails, for at most 20 periods.
+ * Returns the last tick's result (WHY says why it failed). */
+static int tick_until_refused(struct ccs_dsx_client *c, char *why, size_t n)
+{
+    struct ccs_dsx_status s0;
+    status(&s0, 0, 2, CCS_DSX_ALIVE, 1);
+    const struct ccs_dsx_status *p0 = &s0;
+    int rc = 0;
+    for (int i = 0; i < 20 && rc == 0; i++) {
+        rc = ccs_dsx_client_tick(c, &p0, 1, NULL, 0, 5, why, n);
+        nap();
+    }
+    return rc;
+}
+
+/* A plain TCP connection to the coordinator's PORT, reads timing out after 3 s. */
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* Ticks C without statuses until it is connected, for at most 50 periods. */
+static void wait_connected(struct ccs_dsx_client *c, char *why, size_t n)
+{
+    for (int i = 0; i < 50 && !ccs_dsx_client_connected(c); i++) {
+        ccs_dsx_client_tick(c, NULL, 0, NULL, 0, 5, why, n);
+        nap();
+    }
 }
 
 START_TEST(verdict_reaches_the_clients)
 {
-    int port = 0;
-    char why[256];
-    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "s3cret", &T, 20, &port, why, sizeof why);
-    ck_assert_msg(k != NULL, "%s", why);
-    struct got g0 = {0}, g1 = {0};
-    struct ccs_dsx_client_cb cb0 = {.verdict = on_v, .agreed = on_a, .arg = &g0},
-                             cb1 = {.verdict = on_v, .agreed = on_a, .arg = &g1};
-    struct ccs_dsx_client *a = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "s3cret", "host0", &cb0);
-    struct ccs_dsx_client *b = ccs_dsx_client_new("127.0.0.1", port, 2, 1, "s3cret", "host1", &cb1);
+    int port;
+    char why[256] = "";
+    struct ccs_dsx_coord *coord = start_coord(2, "s3cret", &thresholds, &port);
+    struct client_events g0 = {0}, g1 = {0};
+    struct ccs_dsx_client *a = new_client(port, 0, "s3cret", "host0", &g0);
+    struct ccs_dsx_client *b = new_client(port, 1, "s3cret", "host1", &g1);
     struct ccs_dsx_status s0, s1;
     status(&s0, 0, 2, CCS_DSX_ALIVE, 1);  /* blocked at seq 5 */
     status(&s1, 1, 2, CCS_DSX_EXITED, 0); /* exited at seq 4 */
@@ -115,38 +177,28 @@ START_TEST(verdict_reaches_the_clients)
     ck_assert_uint_eq(g0.a.min, 3);
     ck_assert_uint_eq(g0.a.n, 2);
     struct ccs_dsx_coord_stats st;
-    ccs_dsx_coord_stats(k, &st);
+    ccs_dsx_coord_stats(coord, &st);
     ck_assert_int_eq(st.clients, 2);
     ck_assert_int_eq(st.refused, 0);
     ccs_dsx_client_free(a);
     ccs_dsx_client_free(b);
-    ccs_dsx_coord_stop(k);
+    ccs_dsx_coord_stop(coord);
 }
 END_TEST
 
 START_TEST(wrong_secret_is_refused)
 {
-    int port = 0;
+    int port;
     char why[256] = "";
-    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
-    ck_assert_ptr_nonnull(k);
-    struct got g = {0};
-    struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
-    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "wrong", "host0", &cb);
-    struct ccs_dsx_status s0;
-    status(&s0, 0, 2, CCS_DSX_ALIVE, 1);
-    const struct ccs_dsx_status *p0 = &s0;
-    int rc = 0;
-    for (int i = 0; i < 20 && rc == 0; i++) {
-        rc = ccs_dsx_client_tick(c, &p0, 1, NULL, 0, 5, why, sizeof why);
-        nap();
-    }
-    ck_assert_int_eq(rc, -1);
+    struct ccs_dsx_coord *coord = start_coord(2, "right", &thresholds, &port);
+    struct client_events g = {0};
+    struct ccs_dsx_client *c = new_client(port, 0, "wrong", "host0", &g);
+    ck_assert_int_eq(tick_until_refused(c, why, sizeof why), -1);
     ck_assert_msg(strstr(why, "CCSHIM_SECRET") != NULL, "%s", why);
     ck_assert_int_eq(ccs_dsx_client_connected(c), 0);
     struct ccs_dsx_coord_stats st;
     for (int i = 0; i < 50; i++) {
-        ccs_dsx_coord_stats(k, &st);
+        ccs_dsx_coord_stats(coord, &st);
         if (st.refused)
             break;
         nap();
@@ -155,23 +207,19 @@ START_TEST(wrong_secret_is_refused)
     ck_assert_int_eq(st.clients, 0);
     ck_assert_uint_eq(st.statuses, 0);
     ccs_dsx_client_free(c);
-    ccs_dsx_coord_stop(k);
+    ccs_dsx_coord_stop(coord);
 }
 END_TEST
 
 START_TEST(garbage_is_dropped)
 {
-    int port = 0;
+    int port;
     char why[256] = "";
-    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
-    ck_assert_ptr_nonnull(k);
+    struct ccs_dsx_coord *coord = start_coord(2, "right", &thresholds, &port);
     /* A peer that sends a frame header announcing 4 GB, then one that sends
      * a STATUS before the handshake. */
     for (int t = 0; t < 2; t++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        int fd = raw_connect(port);
         struct ccs_dsx_frame f = {.magic = CCS_DSX_MAGIC,
                                   .version = CCS_DSX_VERSION,
                                   .type = t ? CCS_DSX_M_STATUS : CCS_DSX_M_HELLO,
@@ -180,41 +228,24 @@ START_TEST(garbage_is_dropped)
         memcpy(buf, &f, sizeof f);
         ck_assert_int_eq(write(fd, buf, sizeof buf), (ssize_t)sizeof buf);
         char c;
-        struct timeval tv = {2, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         ck_assert_int_eq(read(fd, &c, 1), 0); /* closed on us */
         close(fd);
     }
     struct ccs_dsx_coord_stats st;
-    ccs_dsx_coord_stats(k, &st);
+    ccs_dsx_coord_stats(coord, &st);
     ck_assert_int_eq(st.refused, 2);
     ck_assert_uint_eq(st.statuses, 0);
     /* Still serving. */
-    struct got g = {0};
-    struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
-    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "right", "host0", &cb);
-    for (int i = 0; i < 50 && !ccs_dsx_client_connected(c); i++) {
-        ccs_dsx_client_tick(c, NULL, 0, NULL, 0, 5, why, sizeof why);
-        nap();
-    }
+    struct client_events g = {0};
+    struct ccs_dsx_client *c = new_client(port, 0, "right", "host0", &g);
+    wait_connected(c, why, sizeof why);
     ck_assert_int_eq(ccs_dsx_client_connected(c), 1);
     ccs_dsx_client_free(c);
-    ccs_dsx_coord_stop(k);
+    ccs_dsx_coord_stop(coord);
 }
 END_TEST
 
 /* ------------------------------------------------ attacks on the handshake */
-
-static int raw_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    struct timeval tv = {3, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
-}
 
 static void send_frame(int fd, uint16_t type, const void *p, size_t n)
 {
@@ -286,12 +317,11 @@ static void send_forged_status(int fd)
     send_frame(fd, CCS_DSX_M_STATUS, buf, len + 4);
 }
 
-static void no_status_no_verdict(struct ccs_dsx_coord *k, int refused)
+static void no_status_no_verdict(struct ccs_dsx_coord *coord, int refused)
 {
     struct ccs_dsx_coord_stats st;
-    for (int i = 0; i < 10; i++) /* several evaluation periods */
-        nap();
-    ccs_dsx_coord_stats(k, &st);
+    settle();
+    ccs_dsx_coord_stats(coord, &st);
     ck_assert_int_eq(st.refused, refused);
     ck_assert_int_eq(st.clients, 0);
     ck_assert_uint_eq(st.statuses, 0);
@@ -302,10 +332,8 @@ static void no_status_no_verdict(struct ccs_dsx_coord *k, int refused)
  * connection A is not the client's proof on A: role and nonce order differ. */
 START_TEST(reflection_is_refused)
 {
-    int port = 0;
-    char why[256] = "";
-    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
-    ck_assert_ptr_nonnull(k);
+    int port;
+    struct ccs_dsx_coord *coord = start_coord(2, "right", &thresholds, &port);
     unsigned char na[CCS_DSX_NONCE];
     ccs_dsx_auth_nonce(na);
     struct ccs_dsx_hello h, wa, wb;
@@ -328,8 +356,8 @@ START_TEST(reflection_is_refused)
     ck_assert_int_eq(closed_on_us(b), 1);
     close(a);
     close(b);
-    no_status_no_verdict(k, 2);
-    ccs_dsx_coord_stop(k);
+    no_status_no_verdict(coord, 2);
+    ccs_dsx_coord_stop(coord);
 }
 END_TEST
 
@@ -337,10 +365,9 @@ END_TEST
  * nonce is new, the recorded MAC does not verify. */
 START_TEST(replay_is_refused)
 {
-    int port = 0;
+    int port;
     char why[256] = "";
-    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
-    ck_assert_ptr_nonnull(k);
+    struct ccs_dsx_coord *coord = start_coord(2, "right", &thresholds, &port);
     struct ccs_dsx_key key;
     ck_assert_int_eq(ccs_dsx_auth_key("right", &key, why, sizeof why), 0);
     unsigned char nc[CCS_DSX_NONCE];
@@ -358,7 +385,7 @@ START_TEST(replay_is_refused)
     send_frame(a, CCS_DSX_M_HELLO, &h2, sizeof h2);
     struct ccs_dsx_coord_stats st;
     for (int i = 0; i < 50; i++) {
-        ccs_dsx_coord_stats(k, &st);
+        ccs_dsx_coord_stats(coord, &st);
         if (st.clients)
             break;
         nap();
@@ -374,15 +401,14 @@ START_TEST(replay_is_refused)
     send_forged_status(b);
     ck_assert_int_eq(closed_on_us(b), 1);
     close(b);
-    for (int i = 0; i < 10; i++)
-        nap();
-    ccs_dsx_coord_stats(k, &st);
+    settle();
+    ccs_dsx_coord_stats(coord, &st);
     ck_assert_int_eq(st.clients, 1);
     ck_assert_int_eq(st.refused, 1);
     ck_assert_uint_eq(st.statuses, 0);
     ck_assert_uint_eq(st.verdicts, 0);
     ccs_dsx_auth_wipe(&key);
-    ccs_dsx_coord_stop(k);
+    ccs_dsx_coord_stop(coord);
 }
 END_TEST
 
@@ -390,27 +416,17 @@ END_TEST
  * post a verdict to a member: its MAC does not verify. */
 START_TEST(impostor_coordinator_is_refused)
 {
-    int port = 0;
+    int port;
     char why[256] = "";
-    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "impostor", &T, 20, &port, why, sizeof why);
-    ck_assert_ptr_nonnull(k);
-    struct got g = {0};
-    struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
-    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "right", "host0", &cb);
-    struct ccs_dsx_status s0;
-    status(&s0, 0, 2, CCS_DSX_ALIVE, 1);
-    const struct ccs_dsx_status *p0 = &s0;
-    int rc = 0;
-    for (int i = 0; i < 20 && rc == 0; i++) {
-        rc = ccs_dsx_client_tick(c, &p0, 1, NULL, 0, 5, why, sizeof why);
-        nap();
-    }
-    ck_assert_int_eq(rc, -1);
+    struct ccs_dsx_coord *coord = start_coord(2, "impostor", &thresholds, &port);
+    struct client_events g = {0};
+    struct ccs_dsx_client *c = new_client(port, 0, "right", "host0", &g);
+    ck_assert_int_eq(tick_until_refused(c, why, sizeof why), -1);
     ck_assert_msg(strstr(why, "does not know our CCSHIM_SECRET") != NULL, "%s", why);
     ck_assert_int_eq(ccs_dsx_client_connected(c), 0);
     ck_assert_int_eq(g.verdicts, 0);
     ccs_dsx_client_free(c);
-    ccs_dsx_coord_stop(k);
+    ccs_dsx_coord_stop(coord);
 }
 END_TEST
 
@@ -420,10 +436,9 @@ END_TEST
  * them all still gets in, and the coordinator's memory stays small. */
 START_TEST(unauthenticated_peers_are_bounded)
 {
-    int port = 0;
+    int port;
     char why[256] = "";
-    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
-    ck_assert_ptr_nonnull(k);
+    struct ccs_dsx_coord *coord = start_coord(2, "right", &thresholds, &port);
     enum { IDLE = 100, BIG = 10 };
     int fds[IDLE + BIG];
     for (int i = 0; i < IDLE; i++)
@@ -434,19 +449,18 @@ START_TEST(unauthenticated_peers_are_bounded)
             .magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = CCS_DSX_M_HELLO, .length = 4u << 20};
         ck_assert_int_eq(send(fds[IDLE + i], &f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
     }
-    struct got g = {0};
-    struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
-    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "right", "host0", &cb);
+    struct client_events g = {0};
+    struct ccs_dsx_client *c = new_client(port, 0, "right", "host0", &g);
     struct ccs_dsx_coord_stats st;
     uint64_t held_max = 0;
     for (int i = 0; i < 500 && !ccs_dsx_client_connected(c); i++) {
         ccs_dsx_client_tick(c, NULL, 0, NULL, 0, 5, why, sizeof why);
-        ccs_dsx_coord_stats(k, &st);
+        ccs_dsx_coord_stats(coord, &st);
         held_max = st.bytes_held > held_max ? st.bytes_held : held_max;
         nap();
     }
     ck_assert_int_eq(ccs_dsx_client_connected(c), 1);
-    ccs_dsx_coord_stats(k, &st);
+    ccs_dsx_coord_stats(coord, &st);
     /* Of the 110 ahead of it, at most 32 can still be waiting. */
     ck_assert_int_ge(st.refused, IDLE + BIG - 32);
     ck_assert_int_eq(st.clients, 1);
@@ -456,7 +470,7 @@ START_TEST(unauthenticated_peers_are_bounded)
     ccs_dsx_client_free(c);
     for (int i = 0; i < IDLE + BIG; i++)
         close(fds[i]);
-    ccs_dsx_coord_stop(k);
+    ccs_dsx_coord_stop(coord);
 }
 END_TEST
 
@@ -520,10 +534,9 @@ static int has(const unsigned char *b, size_t n, const char *s)
  * is refused: no status of it accepted, the connection dropped. */
 static void through_mitm(int flip)
 {
-    int port = 0;
+    int port;
     char why[256] = "";
-    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
-    ck_assert_ptr_nonnull(k);
+    struct ccs_dsx_coord *coord = start_coord(2, "right", &thresholds, &port);
     struct mitm m = {.to_port = port, .flip = flip};
     m.lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -534,9 +547,8 @@ static void through_mitm(int flip)
     getsockname(m.lfd, (struct sockaddr *)&sa, &sl);
     pthread_t th;
     pthread_create(&th, NULL, mitm_main, &m);
-    struct got g = {0};
-    struct ccs_dsx_client_cb cb = {.verdict = on_v, .agreed = on_a, .arg = &g};
-    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", ntohs(sa.sin_port), 2, 0, "right", "host0", &cb);
+    struct client_events g = {0};
+    struct ccs_dsx_client *c = new_client(ntohs(sa.sin_port), 0, "right", "host0", &g);
     struct ccs_dsx_status s0;
     status(&s0, 0, 2, CCS_DSX_ALIVE, 0);
     const struct ccs_dsx_status *p0 = &s0;
@@ -546,7 +558,7 @@ static void through_mitm(int flip)
         nap();
     }
     struct ccs_dsx_coord_stats st;
-    ccs_dsx_coord_stats(k, &st);
+    ccs_dsx_coord_stats(coord, &st);
     ck_assert_int_eq(st.clients, 1); /* the handshake itself went through */
     if (flip) {
         ck_assert_uint_eq(st.statuses, 0);
@@ -559,7 +571,7 @@ static void through_mitm(int flip)
     ccs_dsx_client_free(c);
     pthread_join(th, NULL);
     close(m.lfd);
-    ccs_dsx_coord_stop(k);
+    ccs_dsx_coord_stop(coord);
 }
 
 START_TEST(mitm_reads_nothing)
@@ -586,8 +598,9 @@ START_TEST(emfile_does_not_spin)
         close(pfd[0]);
         int port = 0;
         char why[256];
-        struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &T, 20, &port, why, sizeof why);
-        if (!k)
+        struct ccs_dsx_coord *coord =
+            ccs_dsx_coord_start("127.0.0.1", 0, 2, "right", &thresholds, 20, &port, why, sizeof why);
+        if (!coord)
             _exit(20);
         int top = 0;
         for (int fd = 0; fd < 1024; fd++)
@@ -609,9 +622,9 @@ START_TEST(emfile_does_not_spin)
             _exit(22);
         struct ccs_dsx_coord_stats a, b;
         usleep(500 * 1000); /* the flood arrives */
-        ccs_dsx_coord_stats(k, &a);
+        ccs_dsx_coord_stats(coord, &a);
         usleep(2000 * 1000);
-        ccs_dsx_coord_stats(k, &b);
+        ccs_dsx_coord_stats(coord, &b);
         double cpu = b.cpu_s - a.cpu_s;
         fprintf(stderr, "emfile: coordinator CPU %.3f s in 2 s, %d refused (limit %d)\n", cpu, b.refused, top + 11);
         _exit(cpu < 0.2 && b.refused > 0 ? 0 : 23);
@@ -639,7 +652,7 @@ END_TEST
 /* One simulated host: two ranks with their whole logs, answering the
  * coordinator's probes and record requests as desync_collect.c does. */
 struct host {
-    struct got g; /* first: the verdict callbacks take the host as their got */
+    struct client_events g; /* first: the verdict callbacks take the host as their got */
     struct ccs_dsx_status st[2];
     const struct ccs_dsx_status *p[2];
     struct ccs_dsx_op ops[2][LOG + 1];
@@ -719,16 +732,15 @@ START_TEST(search_finds_the_first_difference)
                                                 .heartbeat_ms = 10000,
                                                 .mismatch_wait_ms = 40,
                                                 .record_wait_ms = 700};
-    int port = 0;
-    char why[256];
-    struct ccs_dsx_coord *k = ccs_dsx_coord_start("127.0.0.1", 0, 4, "s3cret", &t, 20, &port, why, sizeof why);
-    ck_assert_msg(k != NULL, "%s", why);
+    int port;
+    char why[256] = "";
+    struct ccs_dsx_coord *coord = start_coord(4, "s3cret", &t, &port);
     static struct host h[2];
     struct ccs_dsx_client *cl[2];
     for (int i = 0; i < 2; i++) {
         host_init(&h[i], 2 * i);
         struct ccs_dsx_client_cb cb = {
-            .verdict = on_v, .agreed = on_a, .arg = &h[i], .want = host_want, .bye = host_bye};
+            .verdict = on_verdict, .agreed = on_agreed, .arg = &h[i], .want = host_want, .bye = host_bye};
         cl[i] = ccs_dsx_client_new("127.0.0.1", port, 4, 2 * i, "s3cret", i ? "host1" : "host0", &cb);
     }
     double t0 = (double)ccs_clock_mono_ns() / 1e6;
@@ -760,7 +772,7 @@ START_TEST(search_finds_the_first_difference)
             ck_assert_int_eq(ccs_dsx_client_tick(cl[i], h[i].p, 2, NULL, 0, 5, why, sizeof why), 0);
         done = h[0].g.agreed == -1 && h[1].g.agreed == -1;
         if (it == 5)
-            ck_assert_int_eq(ccs_dsx_coord_finish(k, 2000), 1);
+            ck_assert_int_eq(ccs_dsx_coord_finish(coord, 2000), 1);
         nap();
     }
     ck_assert_int_eq(done, 1);
@@ -769,7 +781,7 @@ START_TEST(search_finds_the_first_difference)
         ck_assert_int_eq(ccs_dsx_client_tick(cl[i], h[i].p, 2, NULL, 0, 5, why, sizeof why), 0);
     for (int i = 0; i < 2; i++)
         ccs_dsx_client_free(cl[i]);
-    ccs_dsx_coord_stop(k);
+    ccs_dsx_coord_stop(coord);
 }
 END_TEST
 

@@ -18,6 +18,7 @@
  *   gpu_stuck --release|--abort MARKER HOLD_MS
  * Exit status: 0 as described, 1 when an expectation failed, 3 no GPU/NCCL.
  */
+#include "../test_clock.h"
 #include "gpu_cuda.h"
 
 #include <nccl.h>
@@ -45,13 +46,6 @@ static void *watchdog(void *arg)
         __sync_synchronize();
     }
     return NULL;
-}
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
 int main(int argc, char **argv)
@@ -83,10 +77,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu_stuck: cuStreamWaitValue32 not supported here (CUresult %d)\n", cr);
         return 3;
     }
-    double t0 = now_ms();
+    double t0 = mono_ms();
     rc = ncclAllReduce((void *)(uintptr_t)send, (void *)(uintptr_t)recv, N, ncclFloat32, ncclSum, comm,
                        (cudaStream_t)stream);
-    double t_enq = now_ms() - t0;
+    double t_enq = mono_ms() - t0;
     float host[N];
     int fail = 0;
     gc_result q = cu.StreamQuery(stream);
@@ -108,10 +102,10 @@ int main(int argc, char **argv)
     if (do_abort) {
         pthread_t w;
         pthread_create(&w, NULL, watchdog, NULL);
-        t0 = now_ms();
+        t0 = mono_ms();
         rc = ncclCommAbort(comm);
         atomic_store(&abort_done, 1);
-        printf("abort: ncclCommAbort returned %s after %.1f ms %s\n", ncclGetErrorString(rc), now_ms() - t0,
+        printf("abort: ncclCommAbort returned %s after %.1f ms %s\n", ncclGetErrorString(rc), mono_ms() - t0,
                atomic_load(&released_by_watchdog) ? "(stream released by the watchdog after 5 s)"
                                                   : "with the all-reduce still pending");
         fflush(stdout);

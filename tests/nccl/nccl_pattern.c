@@ -97,14 +97,10 @@ static void share_id(const char *path, ncclUniqueId *id)
     exit(2);
 }
 
-static void step_world(ncclComm_t w, int s)
+/* Allreduce sum, float, separate buffers. */
+static void allreduce_sum_f32(ncclComm_t w, int s)
 {
     float f_send[C1], f_recv[C1], f_want[C1];
-    double d_buf[C1], d_want[C1];
-    int32_t i_send[C1], i_recv[C1], i_want[C1];
-    int64_t l_send[C1], l_recv[C1], l_want[C1];
-
-    /* allreduce sum, float, separate buffers */
     for (int i = 0; i < C1; i++) {
         f_send[i] = (float)val(me, s, i, 1);
         f_want[i] = 0;
@@ -113,8 +109,12 @@ static void step_world(ncclComm_t w, int s)
     }
     ok(ncclAllReduce(f_send, f_recv, C1, ncclFloat32, ncclSum, w, NULL), "allreduce sum");
     report(s, "allreduce_sum_f32", f_recv, f_want, sizeof f_want);
+}
 
-    /* allreduce sum, double, in place */
+/* Allreduce sum, double, in place. */
+static void allreduce_inplace_f64(ncclComm_t w, int s)
+{
+    double d_buf[C1], d_want[C1];
     for (int i = 0; i < C1; i++) {
         d_buf[i] = val(me, s, i, 2);
         d_want[i] = val(0, s, i, 2);
@@ -123,8 +123,13 @@ static void step_world(ncclComm_t w, int s)
     }
     ok(ncclAllReduce(d_buf, d_buf, C1, ncclFloat64, ncclSum, w, NULL), "allreduce in place");
     report(s, "allreduce_inplace_f64", d_buf, d_want, sizeof d_want);
+}
 
-    /* max (int32), min (int64) */
+/* Allreduce max (int32), then min (int64). */
+static void allreduce_max_min(ncclComm_t w, int s)
+{
+    int32_t i_send[C1], i_recv[C1], i_want[C1];
+    int64_t l_send[C1], l_recv[C1], l_want[C1];
     for (int i = 0; i < C1; i++) {
         i_send[i] = (int32_t)val(me, s, i, 3);
         l_send[i] = (int64_t)val(me, s, i, 4) * 1000000000LL;
@@ -141,8 +146,13 @@ static void step_world(ncclComm_t w, int s)
     report(s, "allreduce_max_i32", i_recv, i_want, sizeof i_want);
     ok(ncclAllReduce(l_send, l_recv, C1, ncclInt64, ncclMin, w, NULL), "allreduce min");
     report(s, "allreduce_min_i64", l_recv, l_want, sizeof l_want);
+}
 
-    /* prod (float), avg (double) */
+/* Allreduce prod (float), then avg (double). */
+static void allreduce_prod_avg(ncclComm_t w, int s)
+{
+    float f_send[C1], f_recv[C1], f_want[C1];
+    double d_buf[C1], d_want[C1], d_out[C1];
     for (int i = 0; i < C1; i++) {
         f_send[i] = (float)pos(me, s, i, 5);
         f_want[i] = (float)pos(0, s, i, 5);
@@ -156,12 +166,15 @@ static void step_world(ncclComm_t w, int s)
     }
     ok(ncclAllReduce(f_send, f_recv, C1, ncclFloat32, ncclProd, w, NULL), "allreduce prod");
     report(s, "allreduce_prod_f32", f_recv, f_want, sizeof f_want);
-    double d_out[C1];
     ok(ncclAllReduce(d_buf, d_out, C1, ncclFloat64, ncclAvg, w, NULL), "allreduce avg");
     report(s, "allreduce_avg_f64", d_out, d_want, sizeof d_want);
+}
 
-    /* ncclBroadcast from s % n; in-place ncclBcast from (s + 1) % n */
-    int root = s % n, root2 = (s + 1) % n;
+/* ncclBroadcast from ROOT; in-place ncclBcast from ROOT2. */
+static void broadcasts(ncclComm_t w, int s, int root, int root2)
+{
+    int32_t i_send[C1], i_recv[C1], i_want[C1];
+    int64_t l_send[C1], l_want[C1];
     for (int i = 0; i < C1; i++) {
         i_send[i] = (int32_t)val(me, s, i, 7);
         i_want[i] = (int32_t)val(root, s, i, 7);
@@ -172,8 +185,12 @@ static void step_world(ncclComm_t w, int s)
     report(s, "broadcast_i32", i_recv, i_want, sizeof i_want);
     ok(ncclBcast(l_send, C1, ncclInt64, root2, w, NULL), "bcast");
     report(s, "bcast_inplace_i64", l_send, l_want, sizeof l_want);
+}
 
-    /* reduce sum (int64) to the last rank */
+/* Reduce sum (int64) to the last rank. */
+static void reduce_to_last(ncclComm_t w, int s)
+{
+    int64_t l_send[C1], l_recv[C1], l_want[C1];
     for (int i = 0; i < C1; i++) {
         l_send[i] = (int64_t)val(me, s, i, 9);
         l_want[i] = 0;
@@ -183,8 +200,11 @@ static void step_world(ncclComm_t w, int s)
     ok(ncclReduce(l_send, l_recv, C1, ncclInt64, ncclSum, n - 1, w, NULL), "reduce");
     if (me == n - 1)
         report(s, "reduce_sum_i64", l_recv, l_want, sizeof l_want);
+}
 
-    /* allgather (float): plain, then in place */
+/* Allgather (float): plain, then in place. */
+static void allgathers(ncclComm_t w, int s)
+{
     float g_send[C2], g_recv[MAXR * C2], g_want[MAXR * C2];
     for (int i = 0; i < C2; i++)
         g_send[i] = (float)val(me, s, i, 10);
@@ -198,8 +218,11 @@ static void step_world(ncclComm_t w, int s)
     memcpy(g_recv + me * C2, g_send, sizeof g_send);
     ok(ncclAllGather(g_recv + me * C2, g_recv, C2, ncclFloat32, w, NULL), "allgather in place");
     report(s, "allgather_inplace_f32", g_recv, g_want, (size_t)n * C2 * sizeof(float));
+}
 
-    /* reduce-scatter sum (double) */
+/* Reduce-scatter sum (double). */
+static void reduce_scatter(ncclComm_t w, int s)
+{
     double rs_send[MAXR * C2], rs_recv[C2], rs_want[C2];
     for (int i = 0; i < n * C2; i++)
         rs_send[i] = val(me, s, i, 11);
@@ -210,8 +233,11 @@ static void step_world(ncclComm_t w, int s)
     }
     ok(ncclReduceScatter(rs_send, rs_recv, C2, ncclFloat64, ncclSum, w, NULL), "reducescatter");
     report(s, "reducescatter_f64", rs_recv, rs_want, sizeof rs_want);
+}
 
-    /* all-to-all (int32) */
+/* All-to-all (int32). */
+static void all_to_all(ncclComm_t w, int s)
+{
     int32_t a_send[MAXR * C2], a_recv[MAXR * C2], a_want[MAXR * C2];
     for (int i = 0; i < n * C2; i++)
         a_send[i] = (int32_t)val(me, s, i, 12);
@@ -220,8 +246,11 @@ static void step_world(ncclComm_t w, int s)
             a_want[r * C2 + i] = (int32_t)val(r, s, me * C2 + i, 12);
     ok(ncclAlltoAll(a_send, a_recv, C2, ncclInt32, w, NULL), "alltoall");
     report(s, "alltoall_i32", a_recv, a_want, (size_t)n * C2 * sizeof(int32_t));
+}
 
-    /* gather (uint8) to s % n, scatter (int64) from (s + 1) % n */
+/* Gather (uint8) to ROOT, scatter (int64) from ROOT2. */
+static void gather_scatter(ncclComm_t w, int s, int root, int root2)
+{
     uint8_t u_send[C2], u_recv[MAXR * C2], u_want[MAXR * C2];
     for (int i = 0; i < C2; i++)
         u_send[i] = (uint8_t)(me * 40 + i);
@@ -238,8 +267,12 @@ static void step_world(ncclComm_t w, int s)
         sc_want[i] = (int64_t)val(root2, s, me * C2 + i, 13);
     ok(ncclScatter(sc_send, sc_recv, C2, ncclInt64, root2, w, NULL), "scatter");
     report(s, "scatter_i64", sc_recv, sc_want, sizeof sc_want);
+}
 
-    /* PreMulSum with a host scalar: sum over r of (r + 1) * x_r */
+/* PreMulSum with a host scalar: sum over r of (r + 1) * x_r. */
+static void allreduce_premulsum(ncclComm_t w, int s)
+{
+    double d_buf[C1], d_want[C1], d_out[C1];
     double scalar = me + 1.0;
     ncclRedOp_t pms;
     ok(ncclRedOpCreatePreMulSum(&pms, &scalar, ncclFloat64, ncclScalarHostImmediate, w), "premulsum create");
@@ -252,8 +285,12 @@ static void step_world(ncclComm_t w, int s)
     ok(ncclAllReduce(d_buf, d_out, C1, ncclFloat64, pms, w, NULL), "allreduce premulsum");
     report(s, "allreduce_premulsum_f64", d_out, d_want, sizeof d_want);
     ok(ncclRedOpDestroy(pms, w), "premulsum destroy");
+}
 
-    /* A group: ring send/recv and a nested group with an allreduce. */
+/* A group: ring send/recv and a nested group with an allreduce. */
+static void group_ring(ncclComm_t w, int s)
+{
+    int32_t i_send[C1], i_recv[C1], i_want[C1];
     int right = (me + 1) % n, left = (me + n - 1) % n;
     float p_send[C2], p_recv[C2], p_want[C2];
     for (int i = 0; i < C2; i++) {
@@ -273,6 +310,24 @@ static void step_world(ncclComm_t w, int s)
     ok(ncclGroupEnd(), "group end");
     report(s, "group_recv_f32", p_recv, p_want, sizeof p_want);
     report(s, "group_allreduce_i32", i_recv, i_want, C2 * sizeof(int32_t));
+}
+
+/* Step S on the world communicator: every collective, in the order the header lists. */
+static void step_world(ncclComm_t w, int s)
+{
+    int root = s % n, root2 = (s + 1) % n;
+    allreduce_sum_f32(w, s);
+    allreduce_inplace_f64(w, s);
+    allreduce_max_min(w, s);
+    allreduce_prod_avg(w, s);
+    broadcasts(w, s, root, root2);
+    reduce_to_last(w, s);
+    allgathers(w, s);
+    reduce_scatter(w, s);
+    all_to_all(w, s);
+    gather_scatter(w, s, root, root2);
+    allreduce_premulsum(w, s);
+    group_ring(w, s);
 }
 
 /* Allreduce sum (float) over the members of a split, in their rank order. */

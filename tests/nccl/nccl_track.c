@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../cuda/fake_cuda.h"
+#include "../test_clock.h"
 
 #define N 512 /* doubles: 4 KiB, above the coalescing floor */
 
@@ -41,11 +42,6 @@ static int mapped(const char *name)
     if (f)
         fclose(f);
     return found;
-}
-
-static void sleep_ms(long ms)
-{
-    nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
 }
 
 static int check(const char *what, ncclResult_t rc)

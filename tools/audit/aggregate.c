@@ -55,7 +55,8 @@ struct token {
     uint32_t step, label;
 };
 
-struct file_ctx {
+/* What reading one file keeps until its end. */
+struct file_reading {
     struct audit *a;
     struct audit_file *f;
     uint32_t *site_map; /* file site id -> global site index */
@@ -65,7 +66,7 @@ struct file_ctx {
     char **pytexts; /* pysite id -> text */
     size_t npytexts;
     struct hmap pairs;
-    uint64_t idx; /* calls so far (for inferred steps) */
+    uint64_t ncalls; /* calls so far (for inferred steps) */
     struct hmap bufs;
     /* one-entry caches: consecutive records mostly hit the same cell */
     struct audit_cell *last_cell;
@@ -169,25 +170,25 @@ uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64
     return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
 }
 
-static void on_module(struct file_ctx *x, uint32_t id, const char *path)
+static void on_module(struct file_reading *rd, uint32_t id, const char *path)
 {
     if (id > 1u << 16)
         return;
-    if (id >= x->nmodules) {
-        char **n = realloc(x->modules, (id + 1) * sizeof *n);
+    if (id >= rd->nmodules) {
+        char **n = realloc(rd->modules, (id + 1) * sizeof *n);
         if (!n)
             return;
-        memset(n + x->nmodules, 0, (id + 1 - x->nmodules) * sizeof *n);
-        x->modules = n;
-        x->nmodules = id + 1;
+        memset(n + rd->nmodules, 0, (id + 1 - rd->nmodules) * sizeof *n);
+        rd->modules = n;
+        rd->nmodules = id + 1;
     }
-    free(x->modules[id]);
-    x->modules[id] = strdup(path);
+    free(rd->modules[id]);
+    rd->modules[id] = strdup(path);
 }
 
-static const char *module_path(struct file_ctx *x, uint32_t id)
+static const char *module_path(struct file_reading *rd, uint32_t id)
 {
-    return id < x->nmodules ? x->modules[id] : NULL;
+    return id < rd->nmodules ? rd->modules[id] : NULL;
 }
 
 /* The site of KEY, created (*CREATED = 1) when new; NULL when out of memory. */
@@ -214,34 +215,34 @@ static struct audit_site *site_get(struct audit *a, struct audit_site_key key, i
     return s;
 }
 
-static void on_pysite(struct file_ctx *x, uint32_t id, const char *text)
+static void on_pysite(struct file_reading *rd, uint32_t id, const char *text)
 {
     if (id > 1u << 20)
         return;
-    if (id >= x->npytexts) {
-        size_t nn = id + 1 > x->npytexts * 2 ? id + 1 : x->npytexts * 2;
-        char **n = realloc(x->pytexts, nn * sizeof *n);
+    if (id >= rd->npytexts) {
+        size_t nn = id + 1 > rd->npytexts * 2 ? id + 1 : rd->npytexts * 2;
+        char **n = realloc(rd->pytexts, nn * sizeof *n);
         if (!n)
             return;
-        memset(n + x->npytexts, 0, (nn - x->npytexts) * sizeof *n);
-        x->pytexts = n;
-        x->npytexts = nn;
+        memset(n + rd->npytexts, 0, (nn - rd->npytexts) * sizeof *n);
+        rd->pytexts = n;
+        rd->npytexts = nn;
     }
-    free(x->pytexts[id]);
-    x->pytexts[id] = strdup(text);
+    free(rd->pytexts[id]);
+    rd->pytexts[id] = strdup(text);
 }
 
 /* Global index of native site SITE (0: unknown) as reached from the file's
  * annotated site PYSITE: a site of its own, merged across ranks by the
  * native stack and the text.  SITE itself when the text is unknown. */
-static uint32_t site_with_pysite(struct file_ctx *x, uint32_t site, uint32_t pysite)
+static uint32_t site_with_pysite(struct file_reading *rd, uint32_t site, uint32_t pysite)
 {
-    struct audit *a = x->a;
+    struct audit *a = rd->a;
     struct pair_key pk = {site, pysite};
-    struct pair *p = hmap_get(&x->pairs, &pk, 0);
+    struct pair *p = hmap_get(&rd->pairs, &pk, 0);
     if (p)
         return p->index;
-    const char *text = pysite < x->npytexts ? x->pytexts[pysite] : NULL;
+    const char *text = pysite < rd->npytexts ? rd->pytexts[pysite] : NULL;
     if (!text)
         return site; /* not (yet) defined in this file: not cached */
     struct audit_site *base = site && site <= a->nsites ? a->site_list[site - 1] : NULL;
@@ -260,22 +261,22 @@ static uint32_t site_with_pysite(struct file_ctx *x, uint32_t site, uint32_t pys
         }
     }
     uint32_t idx = s ? s->index : site;
-    p = hmap_get(&x->pairs, &pk, 1);
+    p = hmap_get(&rd->pairs, &pk, 1);
     if (p)
         p->index = idx;
     return idx;
 }
 
-static void on_site(struct file_ctx *x, const struct ccs_item *it)
+static void on_site(struct file_reading *rd, const struct ccs_item *it)
 {
-    struct audit *a = x->a;
+    struct audit *a = rd->a;
     uint32_t id = it->u.site.id, depth = it->u.site.depth;
     if (id > 1u << 20)
         return;
     /* Identity across ranks: the modules' paths and the frames' offsets. */
     uint64_t h = 0x5117e5u;
     for (uint32_t i = 0; i < depth; i++) {
-        const char *m = module_path(x, it->u.site.frames[i].module);
+        const char *m = module_path(rd, it->u.site.frames[i].module);
         h ^= hmap_hash(m ? m : "", m ? strlen(m) : 0) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
         h ^= hmap_hash(&it->u.site.frames[i].offset, 8) + (h << 6) + (h >> 2);
     }
@@ -286,7 +287,7 @@ static void on_site(struct file_ctx *x, const struct ccs_item *it)
         return;
     if (created) {
         if (depth > 0) {
-            const char *m = module_path(x, it->u.site.frames[0].module);
+            const char *m = module_path(rd, it->u.site.frames[0].module);
             s->module = m ? strdup(m) : NULL;
             s->offset = it->u.site.frames[0].offset;
             s->symbol = it->u.site.symbols[0] ? strdup(it->u.site.symbols[0]) : NULL;
@@ -296,7 +297,7 @@ static void on_site(struct file_ctx *x, const struct ccs_item *it)
         fr[0] = 0;
         for (uint32_t i = 0; i < depth && o < sizeof fr - 1; i++) {
             const char *sym = it->u.site.symbols[i];
-            const char *m = module_path(x, it->u.site.frames[i].module);
+            const char *m = module_path(rd, it->u.site.frames[i].module);
             const char *base = m ? strrchr(m, '/') : NULL;
             if (sym)
                 o += snprintf(fr + o, sizeof fr - o, "%s%s", i ? ";" : "", sym);
@@ -306,32 +307,32 @@ static void on_site(struct file_ctx *x, const struct ccs_item *it)
         }
         s->frames = strdup(fr);
     }
-    if (id >= x->site_map_n) {
-        size_t nn = id + 1 > x->site_map_n * 2 ? id + 1 : x->site_map_n * 2;
-        uint32_t *n = realloc(x->site_map, nn * sizeof *n);
+    if (id >= rd->site_map_n) {
+        size_t nn = id + 1 > rd->site_map_n * 2 ? id + 1 : rd->site_map_n * 2;
+        uint32_t *n = realloc(rd->site_map, nn * sizeof *n);
         if (!n)
             return;
-        memset(n + x->site_map_n, 0, (nn - x->site_map_n) * sizeof *n);
-        x->site_map = n;
-        x->site_map_n = nn;
+        memset(n + rd->site_map_n, 0, (nn - rd->site_map_n) * sizeof *n);
+        rd->site_map = n;
+        rd->site_map_n = nn;
     }
-    x->site_map[id] = s->index;
+    rd->site_map[id] = s->index;
 }
 
-static void on_comm(struct file_ctx *x, const struct ccs_trace_comm *tc)
+static void on_comm(struct file_reading *rd, const struct ccs_trace_comm *comm)
 {
-    struct audit_comm *c = audit_comm_get(x->a, tc->id, 1);
+    struct audit_comm *c = audit_comm_get(rd->a, comm->id, 1);
     if (!c)
         return;
-    c->parent = tc->parent;
-    c->size = tc->size;
-    c->backend = tc->backend;
-    c->how = tc->how;
-    c->color = tc->color;
+    c->parent = comm->parent;
+    c->size = comm->size;
+    c->backend = comm->backend;
+    c->how = comm->how;
+    c->color = comm->color;
     c->members_seen++;
 }
 
-static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r, uint32_t site)
+static uint32_t intern_label(struct file_reading *rd, const struct ccs_record *r, uint32_t site)
 {
     struct label_key k;
     memset(&k, 0, sizeof k);
@@ -339,23 +340,23 @@ static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r, uin
     k.deferred = (r->flags & CCS_F_DEFERRED) != 0;
     k.bytes = r->bytes;
     k.buf = is_reduction(r->kind) ? r->buf : 0;
-    k.pysite_site = site && site <= x->a->nsites && x->a->site_list[site - 1]->pysite ? site : 0;
-    struct label *l = hmap_get(&x->labels, &k, 0);
+    k.pysite_site = site && site <= rd->a->nsites && rd->a->site_list[site - 1]->pysite ? site : 0;
+    struct label *l = hmap_get(&rd->labels, &k, 0);
     if (l)
         return l->id;
-    l = hmap_get(&x->labels, &k, 1);
+    l = hmap_get(&rd->labels, &k, 1);
     if (!l)
         return 0;
-    l->id = (uint32_t)x->nlabels;
-    x->nlabels++;
+    l->id = (uint32_t)rd->nlabels;
+    rd->nlabels++;
     if (k.buf) { /* number buffers in order of first use */
         struct {
             uint64_t buf;
             uint64_t idx;
-        } bk = {k.buf, 0}, *b = hmap_get(&x->bufidx, &bk, 0);
+        } bk = {k.buf, 0}, *b = hmap_get(&rd->bufidx, &bk, 0);
         if (!b) {
-            size_t n = x->bufidx.n;
-            b = hmap_get(&x->bufidx, &bk, 1);
+            size_t n = rd->bufidx.n;
+            b = hmap_get(&rd->bufidx, &bk, 1);
             if (b)
                 b->idx = n;
         }
@@ -364,7 +365,7 @@ static uint32_t intern_label(struct file_ctx *x, const struct ccs_record *r, uin
 }
 
 struct label_arg {
-    struct file_ctx *x;
+    struct file_reading *rd;
     struct label **by_id;
     char buf[256];
 };
@@ -372,8 +373,8 @@ struct label_arg {
 static const char *label_text(uint32_t id, void *arg)
 {
     struct label_arg *la = arg;
-    struct file_ctx *x = la->x;
-    if (id < x->nlabels && la->by_id[id]) {
+    struct file_reading *rd = la->rd;
+    if (id < rd->nlabels && la->by_id[id]) {
         struct label *l = la->by_id[id];
         char b[32], kb[48];
         int o = snprintf(la->buf, sizeof la->buf, "%s %s", kind_label(l->k.kind, (int)l->k.deferred, kb, sizeof kb),
@@ -382,13 +383,13 @@ static const char *label_text(uint32_t id, void *arg)
             struct {
                 uint64_t buf;
                 uint64_t idx;
-            } bk = {l->k.buf, 0}, *bi = hmap_get(&x->bufidx, &bk, 0);
+            } bk = {l->k.buf, 0}, *bi = hmap_get(&rd->bufidx, &bk, 0);
             if (bi && o > 0 && (size_t)o < sizeof la->buf)
                 o += snprintf(la->buf + o, sizeof la->buf - (size_t)o, " @buf%" PRIu64, bi->idx);
         }
         if (l->k.pysite_site && o > 0 && (size_t)o < sizeof la->buf) {
             /* "from train.py:57": the line, without the function */
-            const char *t = x->a->site_list[l->k.pysite_site - 1]->pysite, *in = strstr(t, " in ");
+            const char *t = rd->a->site_list[l->k.pysite_site - 1]->pysite, *in = strstr(t, " in ");
             int tl = in ? (int)(in - t) : (int)strlen(t);
             snprintf(la->buf + o, sizeof la->buf - (size_t)o, " from %.*s", tl > 80 ? 80 : tl, t);
         }
@@ -410,40 +411,40 @@ static int tok_cmp(const void *p, const void *q)
 }
 
 /* Compresses the reference rank's calls of each (step, comm) into a pattern. */
-static void make_patterns(struct file_ctx *x)
+static void make_patterns(struct file_reading *rd)
 {
-    struct audit *a = x->a;
-    struct label_arg la = {.x = x};
-    if (!x->ntoks)
+    struct audit *a = rd->a;
+    struct label_arg la = {.rd = rd};
+    if (!rd->ntoks)
         return;
-    la.by_id = calloc(x->nlabels + 1, sizeof *la.by_id);
+    la.by_id = calloc(rd->nlabels + 1, sizeof *la.by_id);
     if (!la.by_id)
         return;
-    for (size_t i = 0; i < x->labels.cap; i++) {
-        struct label *l = hmap_slot(&x->labels, i);
-        if (l && l->id < x->nlabels)
+    for (size_t i = 0; i < rd->labels.cap; i++) {
+        struct label *l = hmap_slot(&rd->labels, i);
+        if (l && l->id < rd->nlabels)
             la.by_id[l->id] = l;
     }
-    qsort(x->toks, x->ntoks, sizeof *x->toks, tok_cmp);
-    uint32_t *ids = malloc(x->ntoks * sizeof *ids);
+    qsort(rd->toks, rd->ntoks, sizeof *rd->toks, tok_cmp);
+    uint32_t *ids = malloc(rd->ntoks * sizeof *ids);
     if (!ids) {
         free(la.by_id);
         return;
     }
-    for (size_t i = 0; i < x->ntoks;) {
+    for (size_t i = 0; i < rd->ntoks;) {
         size_t j = i;
-        while (j < x->ntoks && x->toks[j].step == x->toks[i].step && x->toks[j].comm == x->toks[i].comm) {
-            ids[j - i] = x->toks[j].label;
+        while (j < rd->ntoks && rd->toks[j].step == rd->toks[i].step && rd->toks[j].comm == rd->toks[i].comm) {
+            ids[j - i] = rd->toks[j].label;
             j++;
         }
         struct audit_stepcomm_key k;
         memset(&k, 0, sizeof k);
-        k.comm = x->toks[i].comm;
-        k.step = x->toks[i].step;
+        k.comm = rd->toks[i].comm;
+        k.step = rd->toks[i].step;
         struct audit_stepcomm *sc = hmap_get(&a->stepcomms, &k, 1);
         if (sc && !sc->pattern) {
             char *p = audit_compress(ids, j - i, label_text, &la);
-            if (p && x->toks_capped && j == x->ntoks) {
+            if (p && rd->toks_capped && j == rd->ntoks) {
                 size_t l = strlen(p);
                 char *q = realloc(p, l + 32);
                 if (q) {
@@ -459,135 +460,143 @@ static void make_patterns(struct file_ctx *x)
     free(la.by_id);
 }
 
-/* Folds the file's per-buffer counts into the per-(step, comm) facts. */
-static void fold_buffers(struct file_ctx *x)
+/* One rank's most repeated buffer in one (step, comm), among one set of reductions. */
+struct buffer_repeats {
+    uint32_t max_k, repeated;
+    uint64_t bytes, count;
+    uint32_t kind, dtype, op, site;
+};
+
+/* One rank's repeats in one (step, comm): over all reductions and over
+ * those coalescing could defer. */
+struct rank_repeats {
+    struct audit_stepcomm_key k;
+    struct buffer_repeats all, coalescible;
+};
+
+/* Counts one buffer's real reductions against every --expect /buffer rule of its kind. */
+static void check_buffer_expects(struct audit *a, int32_t rank, const struct buf_use *b)
 {
-    struct audit *a = x->a;
-    int32_t rank = x->f->rank;
-    /* Per (step, comm): this rank's largest k and repeated buffers. */
-    struct hmap local;
-    struct loc {
-        struct audit_stepcomm_key k;
-        uint32_t max_k, repeated;
-        uint64_t bytes;
-        uint32_t kind, site;
-        /* the same over the reductions coalescing could defer */
-        uint32_t co_max_k, co_repeated, co_site, co_dtype, co_op;
-        uint64_t co_bytes, co_count;
-    };
-    hmap_init(&local, sizeof(struct loc), sizeof(struct audit_stepcomm_key));
-    for (size_t i = 0; i < x->bufs.cap; i++) {
-        struct buf_use *b = hmap_slot(&x->bufs, i);
+    uint64_t real = b->count - b->deferred;
+    for (size_t e = 0; e < a->nexpects; e++) {
+        struct audit_expect *ex = &a->expects[e];
+        if (ex->scope != EXPECT_BUFFER || (uint32_t)ex->kind != b->k.kind)
+            continue;
+        if (real > ex->limit)
+            ex->violations++;
+        if (real > ex->worst) {
+            ex->worst = real;
+            ex->worst_step = b->k.step;
+            ex->worst_rank = rank;
+            ex->worst_comm = b->k.comm;
+        }
+    }
+}
+
+/* Counts buffer B, reduced REAL times, in R. */
+static void note_repeats(struct buffer_repeats *r, const struct buf_use *b, uint64_t real)
+{
+    if (real > 1)
+        r->repeated++;
+    if (real > r->max_k || (real == r->max_k && b->bytes > r->bytes)) { /* ties: the largest buffer */
+        r->max_k = (uint32_t)real;
+        r->bytes = b->bytes;
+        r->count = b->k.count;
+        r->kind = b->k.kind;
+        r->dtype = b->k.dtype;
+        r->op = b->k.op;
+        r->site = b->site;
+    }
+}
+
+/* Adds one reduced buffer to its (step, comm)'s repeats on this rank. */
+static void note_buffer_repeats(struct rank_repeats *l, const struct buf_use *b)
+{
+    uint64_t real = b->count - b->deferred; /* deferred ones never reached the network */
+    note_repeats(&l->all, b, real);
+    if (audit_coalescible(b->k.kind, b->k.dtype, b->k.op, b->bytes))
+        note_repeats(&l->coalescible, b, real);
+}
+
+/* Merges RANK's repeats R into the (step, comm)'s over all ranks. */
+static void merge_repeats(struct audit_repeats *all, const struct buffer_repeats *r, int32_t rank)
+{
+    if (r->max_k > all->max_k || (r->max_k == all->max_k && r->bytes > all->bytes)) {
+        all->max_k = r->max_k;
+        all->rank = rank;
+        all->bytes = r->bytes;
+        all->count = r->count;
+        all->kind = r->kind;
+        all->dtype = r->dtype;
+        all->op = r->op;
+        all->site = r->site;
+    }
+    if (r->max_k > 1) {
+        all->ranks_repeating++;
+        if (all->min_k == 0 || r->max_k < all->min_k)
+            all->min_k = r->max_k;
+    }
+    if (r->repeated > all->repeated_bufs)
+        all->repeated_bufs = r->repeated;
+}
+
+/* Folds the file's per-buffer counts into the per-(step, comm) facts. */
+static void fold_buffers(struct file_reading *rd)
+{
+    struct audit *a = rd->a;
+    int32_t rank = rd->f->rank;
+    struct hmap repeats; /* struct rank_repeats by (step, comm) */
+    hmap_init(&repeats, sizeof(struct rank_repeats), sizeof(struct audit_stepcomm_key));
+    for (size_t i = 0; i < rd->bufs.cap; i++) {
+        struct buf_use *b = hmap_slot(&rd->bufs, i);
         if (!b)
             continue;
-        for (size_t e = 0; e < a->nexpects; e++) {
-            struct audit_expect *ex = &a->expects[e];
-            uint64_t real = b->count - b->deferred;
-            if (ex->scope != EXPECT_BUFFER || (uint32_t)ex->kind != b->k.kind)
-                continue;
-            if (real > ex->limit)
-                ex->violations++;
-            if (real > ex->worst) {
-                ex->worst = real;
-                ex->worst_step = b->k.step;
-                ex->worst_rank = rank;
-                ex->worst_comm = b->k.comm;
-            }
-        }
+        check_buffer_expects(a, rank, b);
         if (!is_reduction(b->k.kind))
             continue;
         struct audit_stepcomm_key k;
         memset(&k, 0, sizeof k);
         k.comm = b->k.comm;
         k.step = b->k.step;
-        struct loc *l = hmap_get(&local, &k, 1);
-        if (!l)
-            continue;
-        uint64_t real = b->count - b->deferred; /* deferred ones never reached the network */
-        if (real > 1)
-            l->repeated++;
-        if (real > l->max_k || (real == l->max_k && b->bytes > l->bytes)) { /* ties: the largest buffer */
-            l->max_k = (uint32_t)real;
-            l->bytes = b->bytes;
-            l->kind = b->k.kind;
-            l->site = b->site;
-        }
-        if (!audit_coalescible(b->k.kind, b->k.dtype, b->k.op, b->bytes))
-            continue;
-        if (real > 1)
-            l->co_repeated++;
-        if (real > l->co_max_k || (real == l->co_max_k && b->bytes > l->co_bytes)) {
-            l->co_max_k = (uint32_t)real;
-            l->co_bytes = b->bytes;
-            l->co_count = b->k.count;
-            l->co_dtype = b->k.dtype;
-            l->co_op = b->k.op;
-            l->co_site = b->site;
+        struct rank_repeats *l = hmap_get(&repeats, &k, 1);
+        if (l)
+            note_buffer_repeats(l, b);
+    }
+    for (size_t i = 0; i < repeats.cap; i++) {
+        struct rank_repeats *l = hmap_slot(&repeats, i);
+        struct audit_stepcomm *sc = l ? hmap_get(&a->stepcomms, &l->k, 1) : NULL;
+        if (sc) {
+            merge_repeats(&sc->all, &l->all, rank);
+            merge_repeats(&sc->coalescible, &l->coalescible, rank);
         }
     }
-    for (size_t i = 0; i < local.cap; i++) {
-        struct loc *l = hmap_slot(&local, i);
-        if (!l)
-            continue;
-        struct audit_stepcomm *sc = hmap_get(&a->stepcomms, &l->k, 1);
-        if (!sc)
-            continue;
-        if (l->max_k > sc->max_k || (l->max_k == sc->max_k && l->bytes > sc->max_k_bytes)) {
-            sc->max_k = l->max_k;
-            sc->max_k_rank = rank;
-            sc->max_k_bytes = l->bytes;
-            sc->max_k_kind = l->kind;
-            sc->max_k_site = l->site;
-        }
-        if (l->max_k > 1) {
-            sc->ranks_repeating++;
-            if (sc->min_k == 0 || l->max_k < sc->min_k)
-                sc->min_k = l->max_k;
-        }
-        if (l->repeated > sc->repeated_bufs)
-            sc->repeated_bufs = l->repeated;
-        if (l->co_max_k > sc->co_max_k || (l->co_max_k == sc->co_max_k && l->co_bytes > sc->co_bytes)) {
-            sc->co_max_k = l->co_max_k;
-            sc->co_rank = rank;
-            sc->co_bytes = l->co_bytes;
-            sc->co_count = l->co_count;
-            sc->co_dtype = l->co_dtype;
-            sc->co_op = l->co_op;
-            sc->co_site = l->co_site;
-        }
-        if (l->co_max_k > 1) {
-            sc->co_ranks_repeating++;
-            if (sc->co_min_k == 0 || l->co_max_k < sc->co_min_k)
-                sc->co_min_k = l->co_max_k;
-        }
-        if (l->co_repeated > sc->co_repeated_bufs)
-            sc->co_repeated_bufs = l->co_repeated;
-    }
-    hmap_free(&local);
+    hmap_free(&repeats);
 }
 
-static void on_record(struct file_ctx *x, const struct ccs_record *r)
+/* ---- what one call record feeds: two streaming outputs, then the aggregates */
+
+/* The global site index of R (0: none), as reached from its Python site if any. */
+static uint32_t record_site(struct file_reading *rd, const struct ccs_record *r)
 {
-    struct audit *a = x->a;
-    struct audit_file *f = x->f;
-    int cls = ccs_kind_class(r->kind);
-    if (cls == CCS_CLASS_MARK) {
-        if (a->chrome && r->step >= a->chrome_first && r->step - 1 <= a->chrome_last)
-            chrome_record(a->chrome, f, r, r->step, NULL);
-        return;
-    }
-    uint32_t step = audit_step_of(a, r, x->idx++);
-    int deferred = (r->flags & CCS_F_DEFERRED) != 0;
-    if (r->flags & CCS_F_CAPTURED) {
-        if (!a->captured || f->rank < a->captured_rank_first)
-            a->captured_rank_first = f->rank;
-        if (!a->captured || f->rank > a->captured_rank_last)
-            a->captured_rank_last = f->rank;
-        a->captured++;
-    }
-    uint32_t site = r->site < x->site_map_n ? x->site_map[r->site] : 0;
+    uint32_t site = r->site < rd->site_map_n ? rd->site_map[r->site] : 0;
     if (r->pysite)
-        site = site_with_pysite(x, site, r->pysite);
+        site = site_with_pysite(rd, site, r->pysite);
+    return site;
+}
+
+/* Calls captured into CUDA graphs: how many, and the first and last rank. */
+static void note_captured(struct audit *a, const struct audit_file *f)
+{
+    if (!a->captured || f->rank < a->captured_rank_first)
+        a->captured_rank_first = f->rank;
+    if (!a->captured || f->rank > a->captured_rank_last)
+        a->captured_rank_last = f->rank;
+    a->captured++;
+}
+
+/* How far the file got: calls, last step, end of its last call. */
+static void note_progress(struct audit *a, struct audit_file *f, const struct ccs_record *r, uint32_t step)
+{
     f->records++;
     if (step > f->last_step)
         f->last_step = step;
@@ -595,168 +604,338 @@ static void on_record(struct file_ctx *x, const struct ccs_record *r)
         a->max_step = step;
     if (r->t_start + r->t_dur > f->t_last_ns)
         f->t_last_ns = r->t_start + r->t_dur;
+}
 
-    if (a->tsv_records) {
-        char flags[128] = "";
-        size_t o = 0;
+/* --tsv-records: one line per call. */
+static void write_tsv_record(FILE *out, const struct audit_file *f, const struct ccs_record *r, uint32_t step)
+{
+    char flags[128] = "";
+    size_t o = 0;
 #define CCS_X(e, b, s)                                                                                             \
     if (r->flags & (b))                                                                                            \
         o += snprintf(flags + o, sizeof flags - o, "%s%s", o ? "," : "", s);
-        CCS_FLAG_LIST(CCS_X)
+    CCS_FLAG_LIST(CCS_X)
 #undef CCS_X
-        fprintf(a->tsv_records_out,
-                "%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\t%" PRIx64
-                "\n",
-                (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
-                ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site, r->buf);
-    }
-    if (a->chrome && step >= a->chrome_first && step <= a->chrome_last) {
-        char nb[256] = "";
-        if (site && site <= a->nsites)
-            audit_site_name(a->site_list[site - 1], nb, sizeof nb);
-        chrome_record(a->chrome, f, r, step, nb[0] ? nb : NULL);
-    }
+    fprintf(out,
+            "%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\t%" PRIx64
+            "\n",
+            (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
+            ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site, r->buf);
+}
 
-    /* The cell. */
+/* --chrome-trace: a step mark, shown with the steps it opens or closes. */
+static void write_chrome_mark(struct audit *a, const struct audit_file *f, const struct ccs_record *r)
+{
+    if (a->chrome && r->step >= a->chrome_first && r->step - 1 <= a->chrome_last)
+        chrome_record(a->chrome, f, r, r->step, NULL);
+}
+
+/* --chrome-trace: a call of a step in the range shown, named by its site. */
+static void write_chrome_call(struct audit *a, const struct audit_file *f, const struct ccs_record *r,
+                              uint32_t step, uint32_t site)
+{
+    if (!a->chrome || step < a->chrome_first || step > a->chrome_last)
+        return;
+    char name[256] = "";
+    if (site && site <= a->nsites)
+        audit_site_name(a->site_list[site - 1], name, sizeof name);
+    chrome_record(a->chrome, f, r, step, name[0] ? name : NULL);
+}
+
+/* The (step, rank, comm, kind, deferred) cell: count, bytes, time. */
+static void count_in_cell(struct file_reading *rd, const struct ccs_record *r, uint32_t step, int deferred)
+{
+    struct audit *a = rd->a;
     struct audit_cell_key ck;
     memset(&ck, 0, sizeof ck);
     ck.comm = r->comm;
     ck.step = step;
-    ck.rank = f->rank;
+    ck.rank = rd->f->rank;
     ck.kind = r->kind;
     ck.deferred = (uint32_t)deferred;
-    struct audit_cell *c = x->last_cell;
+    struct audit_cell *c = rd->last_cell;
     if (!c || memcmp(&c->k, &ck, sizeof ck) != 0) {
         size_t before = a->cells.n;
         c = hmap_get(&a->cells, &ck, 1);
         if (a->cells.n != before)
-            x->last_sum = NULL; /* unrelated map, but keep the rule simple */
-        x->last_cell = c;
+            rd->last_sum = NULL; /* unrelated map, but keep the rule simple */
+        rd->last_cell = c;
     }
     if (c) {
         c->count++;
         c->bytes += r->bytes;
         c->time_ns += r->t_dur;
     }
+}
 
-    /* Sites. */
-    if (site && site <= a->nsites) {
-        struct audit_site *s = a->site_list[site - 1];
-        s->count++;
-        s->bytes += r->bytes;
-        s->deferred += (uint64_t)deferred;
-        if (r->kind < 32)
-            s->kinds_mask |= 1u << r->kind;
+/* The call site's totals and the kinds called there. */
+static void count_at_site(struct audit *a, const struct ccs_record *r, uint32_t site, int deferred)
+{
+    if (!site || site > a->nsites)
+        return;
+    struct audit_site *s = a->site_list[site - 1];
+    s->count++;
+    s->bytes += r->bytes;
+    s->deferred += (uint64_t)deferred;
+    if (r->kind < 32)
+        s->kinds_mask |= 1u << r->kind;
+}
+
+/* Per-buffer reuse within the step (reductions, and any --expect /buffer kind). */
+static void count_buffer_use(struct file_reading *rd, const struct ccs_record *r, uint32_t step, uint32_t site,
+                             int deferred)
+{
+    if (!r->buf || !(is_reduction(r->kind) || rd->a->nexpects))
+        return;
+    struct buf_key bk;
+    memset(&bk, 0, sizeof bk);
+    bk.comm = r->comm;
+    bk.buf = r->buf;
+    bk.step = step;
+    bk.kind = r->kind;
+    bk.count = r->count;
+    bk.dtype = r->dtype;
+    bk.op = r->op;
+    struct buf_use *b = hmap_get(&rd->bufs, &bk, 1);
+    if (b) {
+        b->count++;
+        b->deferred += (uint64_t)deferred;
+        b->bytes = r->bytes;
+        b->site = site;
     }
+}
 
-    /* Per-buffer reuse within the step (reductions, and any --expect /buffer kind). */
-    if (r->buf && (is_reduction(r->kind) || a->nexpects)) {
-        struct buf_key bk;
-        memset(&bk, 0, sizeof bk);
-        bk.comm = r->comm;
-        bk.buf = r->buf;
-        bk.step = step;
-        bk.kind = r->kind;
-        bk.count = r->count;
-        bk.dtype = r->dtype;
-        bk.op = r->op;
-        struct buf_use *b = hmap_get(&x->bufs, &bk, 1);
-        if (b) {
-            b->count++;
-            b->deferred += (uint64_t)deferred;
-            b->bytes = r->bytes;
-            b->site = site;
+/* The (step, rank, comm) sum the members must agree on: sequenced
+ * collectives, an order-free sum of their fingerprints, the first number. */
+static void sum_sequenced(struct file_reading *rd, const struct ccs_record *r, uint32_t step)
+{
+    struct audit_seqsum_key sk;
+    memset(&sk, 0, sizeof sk);
+    sk.comm = r->comm;
+    sk.step = step;
+    sk.rank = rd->f->rank;
+    struct audit_seqsum *s = rd->last_sum;
+    if (!s || memcmp(&s->k, &sk, sizeof sk) != 0) {
+        s = hmap_get(&rd->a->seqsums, &sk, 1);
+        rd->last_sum = s;
+    }
+    if (s) {
+        uint64_t seq_and_fingerprint[2] = {r->seq, r->fingerprint};
+        s->ncoll++;
+        s->fpsum += hmap_hash(seq_and_fingerprint, sizeof seq_and_fingerprint);
+        if (s->first_seq == 0 || r->seq < s->first_seq)
+            s->first_seq = r->seq;
+    }
+}
+
+/* Grows the reference arrays of CM to hold sequence index I, unless that
+ * passes MAX_REF (then the reference stays shorter). */
+static void grow_reference(struct audit_comm *cm, uint64_t i, uint64_t max_ref)
+{
+    if (i < cm->ref_cap || i >= max_ref)
+        return;
+    uint64_t cap = cm->ref_cap ? cm->ref_cap : 1024;
+    while (cap <= i)
+        cap *= 2;
+    uint64_t *fingerprints = realloc(cm->ref_fp, cap * sizeof *fingerprints);
+    if (fingerprints)
+        cm->ref_fp = fingerprints;
+    uint32_t *steps = fingerprints ? realloc(cm->ref_step, cap * sizeof *steps) : NULL;
+    if (steps) {
+        cm->ref_step = steps;
+        memset(fingerprints + cm->ref_cap, 0, (cap - cm->ref_cap) * sizeof *fingerprints);
+        memset(steps + cm->ref_cap, 0, (cap - cm->ref_cap) * sizeof *steps);
+        cm->ref_cap = cap;
+    }
+}
+
+/* The first rank seen on a communicator writes its reference fingerprints
+ * and steps; every other rank is compared with them and its first
+ * departure kept. */
+static void compare_with_reference(struct file_reading *rd, const struct ccs_record *r, uint32_t step)
+{
+    struct audit *a = rd->a;
+    int32_t rank = rd->f->rank;
+    struct audit_comm *cm = audit_comm_get(a, r->comm, 1);
+    struct audit_rankcomm_key rk;
+    memset(&rk, 0, sizeof rk);
+    rk.comm = r->comm;
+    rk.rank = rank;
+    struct audit_rankcomm *rc = hmap_get(&a->rankcomms, &rk, 1);
+    if (!cm || !rc)
+        return;
+    if (cm->ref_rank < 0)
+        cm->ref_rank = rank;
+    if (r->seq > rc->max_seq) {
+        rc->max_seq = r->seq;
+        rc->max_seq_step = step;
+    }
+    uint64_t i = r->seq - 1;
+    if (cm->ref_rank == rank) {
+        grow_reference(cm, i, a->max_ref_fp);
+        if (i < cm->ref_cap) {
+            cm->ref_fp[i] = r->fingerprint;
+            cm->ref_step[i] = step;
+            if (i + 1 > cm->ref_len)
+                cm->ref_len = i + 1;
+        } else {
+            cm->ref_capped = 1;
+        }
+    } else if (i < cm->ref_len && (cm->ref_fp[i] != r->fingerprint || cm->ref_step[i] != step) &&
+               (rc->first_diff == 0 || r->seq < rc->first_diff)) {
+        rc->first_diff = r->seq;
+        rc->first_diff_step = step;
+    }
+}
+
+/* The reference rank's call stream, for the patterns (capped at max_tokens). */
+static void keep_token(struct file_reading *rd, const struct ccs_record *r, uint32_t step, uint32_t site)
+{
+    if (rd->ntoks == rd->captoks && !rd->toks_capped) {
+        size_t cap = rd->captoks ? rd->captoks * 2 : 4096;
+        if (cap > rd->a->max_tokens)
+            cap = rd->a->max_tokens;
+        struct token *grown = cap > rd->captoks ? realloc(rd->toks, cap * sizeof *grown) : NULL;
+        if (grown) {
+            rd->toks = grown;
+            rd->captoks = cap;
+        } else {
+            rd->toks_capped = 1;
         }
     }
+    if (rd->ntoks < rd->captoks) {
+        struct token *t = &rd->toks[rd->ntoks];
+        t->comm = r->comm;
+        t->seq = r->seq;
+        t->order = rd->ntoks;
+        t->step = step;
+        t->label = intern_label(rd, r, site);
+        rd->ntoks++;
+    }
+}
 
-    /* What the members must agree on. */
+static void on_record(struct file_reading *rd, const struct ccs_record *r)
+{
+    struct audit *a = rd->a;
+    struct audit_file *f = rd->f;
+    int cls = ccs_kind_class(r->kind);
+    if (cls == CCS_CLASS_MARK) {
+        write_chrome_mark(a, f, r);
+        return;
+    }
+    uint32_t step = audit_step_of(a, r, rd->ncalls++);
+    int deferred = (r->flags & CCS_F_DEFERRED) != 0;
+    if (r->flags & CCS_F_CAPTURED)
+        note_captured(a, f);
+    uint32_t site = record_site(rd, r);
+    note_progress(a, f, r, step);
+
+    if (a->tsv_records)
+        write_tsv_record(a->tsv_records_out, f, r, step);
+    write_chrome_call(a, f, r, step, site);
+
+    count_in_cell(rd, r, step, deferred);
+    count_at_site(a, r, site, deferred);
+    count_buffer_use(rd, r, step, site, deferred);
     if (cls == CCS_CLASS_COLL && r->comm && r->seq) {
-        struct audit_seqsum_key sk;
-        memset(&sk, 0, sizeof sk);
-        sk.comm = r->comm;
-        sk.step = step;
-        sk.rank = f->rank;
-        struct audit_seqsum *s = x->last_sum;
-        if (!s || memcmp(&s->k, &sk, sizeof sk) != 0) {
-            s = hmap_get(&a->seqsums, &sk, 1);
-            x->last_sum = s;
-        }
-        if (s) {
-            uint64_t pair[2] = {r->seq, r->fingerprint};
-            s->ncoll++;
-            s->fpsum += hmap_hash(pair, sizeof pair);
-            if (s->first_seq == 0 || r->seq < s->first_seq)
-                s->first_seq = r->seq;
-        }
-        struct audit_comm *cm = audit_comm_get(a, r->comm, 1);
-        struct audit_rankcomm_key rk;
-        memset(&rk, 0, sizeof rk);
-        rk.comm = r->comm;
-        rk.rank = f->rank;
-        struct audit_rankcomm *rc = hmap_get(&a->rankcomms, &rk, 1);
-        if (cm && rc) {
-            if (cm->ref_rank < 0)
-                cm->ref_rank = f->rank;
-            if (r->seq > rc->max_seq) {
-                rc->max_seq = r->seq;
-                rc->max_seq_step = step;
-            }
-            uint64_t i = r->seq - 1;
-            if (cm->ref_rank == f->rank) {
-                if (i >= cm->ref_cap && i < a->max_ref_fp) {
-                    uint64_t nc = cm->ref_cap ? cm->ref_cap : 1024;
-                    while (nc <= i)
-                        nc *= 2;
-                    uint64_t *n = realloc(cm->ref_fp, nc * sizeof *n);
-                    if (n)
-                        cm->ref_fp = n;
-                    uint32_t *st = n ? realloc(cm->ref_step, nc * sizeof *st) : NULL;
-                    if (st) {
-                        cm->ref_step = st;
-                        memset(n + cm->ref_cap, 0, (nc - cm->ref_cap) * sizeof *n);
-                        memset(st + cm->ref_cap, 0, (nc - cm->ref_cap) * sizeof *st);
-                        cm->ref_cap = nc;
-                    }
-                }
-                if (i < cm->ref_cap) {
-                    cm->ref_fp[i] = r->fingerprint;
-                    cm->ref_step[i] = step;
-                    if (i + 1 > cm->ref_len)
-                        cm->ref_len = i + 1;
-                } else {
-                    cm->ref_capped = 1;
-                }
-            } else if (i < cm->ref_len && (cm->ref_fp[i] != r->fingerprint || cm->ref_step[i] != step) &&
-                       (rc->first_diff == 0 || r->seq < rc->first_diff)) {
-                rc->first_diff = r->seq;
-                rc->first_diff_step = step;
-            }
-        }
+        sum_sequenced(rd, r, step);
+        compare_with_reference(rd, r, step);
     }
+    if (rd->is_ref && a->want_patterns)
+        keep_token(rd, r, step, site);
+}
 
-    /* The reference rank's call stream, for the patterns. */
-    if (x->is_ref && a->want_patterns) {
-        if (x->ntoks == x->captoks && !x->toks_capped) {
-            size_t nc = x->captoks ? x->captoks * 2 : 4096;
-            if (nc > a->max_tokens)
-                nc = a->max_tokens;
-            struct token *n = nc > x->captoks ? realloc(x->toks, nc * sizeof *n) : NULL;
-            if (n) {
-                x->toks = n;
-                x->captoks = nc;
-            } else {
-                x->toks_capped = 1;
-            }
+/* ---- one file */
+
+static void file_ctx_init(struct file_reading *rd, struct audit *a, struct audit_file *f, int is_ref)
+{
+    memset(rd, 0, sizeof *rd);
+    rd->a = a;
+    rd->f = f;
+    rd->is_ref = is_ref;
+    hmap_init(&rd->bufs, sizeof(struct buf_use), sizeof(struct buf_key));
+    hmap_init(&rd->labels, sizeof(struct label), sizeof(struct label_key));
+    hmap_init(&rd->bufidx, 16, 8);
+    hmap_init(&rd->pairs, sizeof(struct pair), sizeof(struct pair_key));
+}
+
+static void file_ctx_free(struct file_reading *rd)
+{
+    hmap_free(&rd->bufs);
+    hmap_free(&rd->labels);
+    hmap_free(&rd->bufidx);
+    free(rd->toks);
+    free(rd->site_map);
+    for (size_t i = 0; i < rd->nmodules; i++)
+        free(rd->modules[i]);
+    free(rd->modules);
+    for (size_t i = 0; i < rd->npytexts; i++)
+        free(rd->pytexts[i]);
+    free(rd->pytexts);
+    hmap_free(&rd->pairs);
+}
+
+static void on_item(struct file_reading *rd, const struct ccs_item *it)
+{
+    switch (it->type) {
+    case CCS_ITEM_RECORD:
+        on_record(rd, &it->u.record);
+        break;
+    case CCS_ITEM_COMM:
+        on_comm(rd, &it->u.comm);
+        break;
+    case CCS_ITEM_MODULE:
+        on_module(rd, it->u.module.id, it->u.module.path);
+        break;
+    case CCS_ITEM_SITE:
+        on_site(rd, it);
+        break;
+    case CCS_ITEM_END:
+        rd->f->has_end = 1;
+        rd->f->end = it->u.end;
+        break;
+    case CCS_ITEM_PYSITE:
+        on_pysite(rd, it->u.pysite.id, it->u.pysite.text);
+        break;
+    case CCS_ITEM_META:
+        break;
+    }
+}
+
+static void copy_meta(struct audit_file *f, struct ccs_trace_reader *r)
+{
+    const char *v;
+    if ((v = ccs_trace_meta(r, "host")))
+        snprintf(f->host, sizeof f->host, "%s", v);
+    if ((v = ccs_trace_meta(r, "job")))
+        snprintf(f->job, sizeof f->job, "%s", v);
+    if ((v = ccs_trace_meta(r, "exe")))
+        snprintf(f->exe, sizeof f->exe, "%s", v);
+}
+
+static void set_error(struct audit_file *f, int status, const char *message)
+{
+    f->status = status;
+    free(f->error);
+    f->error = strdup(message);
+}
+
+/* Marks a file cut short (RC 0: no END chunk) or damaged (RC < 0, ERR) and says so. */
+static void note_read_status(struct audit_file *f, struct ccs_trace_reader *r, int rc, const char *err)
+{
+    if (ccs_trace_truncated(r)) {
+        if (rc < 0) {
+            set_error(f, FILE_TRUNCATED, err);
+        } else {
+            char m[600];
+            snprintf(m, sizeof m, "%s: truncated: no END chunk (the process did not finish writing)", f->path);
+            set_error(f, FILE_TRUNCATED, m);
         }
-        if (x->ntoks < x->captoks) {
-            struct token *t = &x->toks[x->ntoks];
-            t->comm = r->comm;
-            t->seq = r->seq;
-            t->order = x->ntoks;
-            t->step = step;
-            t->label = intern_label(x, r, site);
-            x->ntoks++;
-        }
+        fprintf(stderr, "ccshim-audit: %s; read %" PRIu64 " calls up to step %u\n", f->error, f->records,
+                f->last_step);
+    } else if (rc < 0) {
+        set_error(f, FILE_DAMAGED, err);
+        fprintf(stderr, "ccshim-audit: %s; read %" PRIu64 " calls before it\n", err, f->records);
     }
 }
 
@@ -765,94 +944,27 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
     char err[512];
     struct ccs_trace_reader *r = ccs_trace_open(f->path, err, sizeof err);
     if (!r) {
-        f->status = FILE_REFUSED;
-        free(f->error);
-        f->error = strdup(err);
+        set_error(f, FILE_REFUSED, err);
         fprintf(stderr, "ccshim-audit: skipped %s\n", err);
         return;
     }
-    struct file_ctx x;
-    memset(&x, 0, sizeof x);
-    x.a = a;
-    x.f = f;
-    x.is_ref = is_ref;
-    hmap_init(&x.bufs, sizeof(struct buf_use), sizeof(struct buf_key));
-    hmap_init(&x.labels, sizeof(struct label), sizeof(struct label_key));
-    hmap_init(&x.bufidx, 16, 8);
-    hmap_init(&x.pairs, sizeof(struct pair), sizeof(struct pair_key));
+    struct file_reading rd;
+    file_ctx_init(&rd, a, f, is_ref);
     if (a->chrome)
         chrome_rank_begin(a->chrome, f);
     struct ccs_item it;
     int rc;
-    while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1) {
-        switch (it.type) {
-        case CCS_ITEM_RECORD:
-            on_record(&x, &it.u.record);
-            break;
-        case CCS_ITEM_COMM:
-            on_comm(&x, &it.u.comm);
-            break;
-        case CCS_ITEM_MODULE:
-            on_module(&x, it.u.module.id, it.u.module.path);
-            break;
-        case CCS_ITEM_SITE:
-            on_site(&x, &it);
-            break;
-        case CCS_ITEM_END:
-            f->has_end = 1;
-            f->end = it.u.end;
-            break;
-        case CCS_ITEM_PYSITE:
-            on_pysite(&x, it.u.pysite.id, it.u.pysite.text);
-            break;
-        case CCS_ITEM_META:
-            break;
-        }
-    }
-    const char *v;
-    if ((v = ccs_trace_meta(r, "host")))
-        snprintf(f->host, sizeof f->host, "%s", v);
-    if ((v = ccs_trace_meta(r, "job")))
-        snprintf(f->job, sizeof f->job, "%s", v);
-    if ((v = ccs_trace_meta(r, "exe")))
-        snprintf(f->exe, sizeof f->exe, "%s", v);
-    if (ccs_trace_truncated(r)) {
-        f->status = FILE_TRUNCATED;
-        if (rc < 0) {
-            free(f->error);
-            f->error = strdup(err);
-        } else {
-            char m[600];
-            snprintf(m, sizeof m, "%s: truncated: no END chunk (the process did not finish writing)", f->path);
-            free(f->error);
-            f->error = strdup(m);
-        }
-        fprintf(stderr, "ccshim-audit: %s; read %" PRIu64 " calls up to step %u\n", f->error, f->records,
-                f->last_step);
-    } else if (rc < 0) {
-        f->status = FILE_DAMAGED;
-        free(f->error);
-        f->error = strdup(err);
-        fprintf(stderr, "ccshim-audit: %s; read %" PRIu64 " calls before it\n", err, f->records);
-    }
+    while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1)
+        on_item(&rd, &it);
+    copy_meta(f, r);
+    note_read_status(f, r, rc, err);
     if (a->chrome)
         chrome_rank_end(a->chrome, f);
-    fold_buffers(&x);
+    fold_buffers(&rd);
     if (is_ref)
-        make_patterns(&x);
+        make_patterns(&rd);
     ccs_trace_close(r);
-    hmap_free(&x.bufs);
-    hmap_free(&x.labels);
-    hmap_free(&x.bufidx);
-    free(x.toks);
-    free(x.site_map);
-    for (size_t i = 0; i < x.nmodules; i++)
-        free(x.modules[i]);
-    free(x.modules);
-    for (size_t i = 0; i < x.npytexts; i++)
-        free(x.pytexts[i]);
-    free(x.pytexts);
-    hmap_free(&x.pairs);
+    file_ctx_free(&rd);
 }
 
 static int i32_cmp(const void *x, const void *y)

@@ -62,6 +62,20 @@ struct audit_seqsum {
     uint64_t first_seq; /* lowest sequence number in the step */
 };
 
+/* The most repeated buffer of a (step, comm) over all ranks, among one
+ * set of reductions.  A buffer is an address with a count, a datatype and
+ * an operation. */
+struct audit_repeats {
+    uint32_t max_k;           /* most real reductions of one buffer on one rank */
+    uint32_t min_k;           /* fewest (over ranks with a repeated buffer) */
+    uint32_t repeated_bufs;   /* buffers reduced more than once (max over ranks) */
+    uint32_t ranks_repeating; /* ranks with a buffer reduced more than once */
+    int32_t rank;             /* the rank of max_k */
+    uint64_t bytes, count;    /* that buffer: bytes per reduction, elements */
+    uint32_t kind, dtype, op;
+    uint32_t site; /* global site index, 0 none */
+};
+
 /* (step, comm) -> per-step facts gathered across ranks. */
 struct audit_stepcomm {
     struct audit_stepcomm_key {
@@ -69,22 +83,9 @@ struct audit_stepcomm {
         uint32_t step;
         uint32_t pad;
     } k;
-    /* A buffer is an address with a count, a datatype and an operation. */
-    uint32_t max_k;         /* most real reductions of one buffer on one rank */
-    uint32_t min_k;         /* fewest (over ranks with a repeated buffer) */
-    uint32_t repeated_bufs; /* buffers reduced more than once (max over ranks) */
-    int32_t max_k_rank;
-    uint64_t max_k_bytes; /* bytes of that buffer per reduction */
-    uint32_t max_k_kind;
-    uint32_t max_k_site; /* global site index, 0 none */
-    uint32_t ranks_repeating;
-    uint32_t buf_over_expect; /* most reductions of one buffer of the kind in --expect /buffer */
-    /* The same over the reductions coalescing could defer (audit_coalescible). */
-    uint32_t co_max_k, co_min_k, co_repeated_bufs, co_ranks_repeating;
-    int32_t co_rank;
-    uint64_t co_bytes, co_count;
-    uint32_t co_dtype, co_op, co_site;
-    char *pattern; /* compressed call pattern of the reference rank */
+    struct audit_repeats all;         /* over every reduction */
+    struct audit_repeats coalescible; /* over those coalescing could defer (audit_coalescible) */
+    char *pattern;                    /* compressed call pattern of the reference rank */
 };
 
 struct audit_comm {
@@ -217,7 +218,7 @@ struct audit {
     struct audit_comm *comms;
     size_t ncomms, comms_cap;
     uint32_t max_step;
-    uint64_t captured;  /* records flagged captured (CUDA graph capture) */
+    uint64_t captured; /* records flagged captured (CUDA graph capture) */
     int32_t captured_rank_first, captured_rank_last;
     int ref_rank; /* rank whose patterns are shown */
     struct audit_steps steps;

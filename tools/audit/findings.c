@@ -60,6 +60,17 @@ static int rank_cmp(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* What RANK's sequenced collectives on COMM in STEP add up to, or NULL when it made none. */
+static const struct audit_seqsum *seqsum_of(const struct audit *a, uint32_t step, uint64_t comm, int32_t rank)
+{
+    struct audit_seqsum_key key;
+    memset(&key, 0, sizeof key);
+    key.comm = comm;
+    key.step = step;
+    key.rank = rank;
+    return hmap_get((struct hmap *)&a->seqsums, &key, 0);
+}
+
 /* Members of COMM present in STEP, with what they did in it; caller frees. */
 static struct member *step_members(const struct audit *a, uint32_t step, uint64_t comm, size_t *n)
 {
@@ -82,12 +93,7 @@ static struct member *step_members(const struct audit *a, uint32_t step, uint64_
         }
         m[*n].rank = rank;
         m[*n].ncoll = m[*n].fpsum = 0;
-        struct audit_seqsum_key key;
-        memset(&key, 0, sizeof key);
-        key.comm = comm;
-        key.step = step;
-        key.rank = rank;
-        const struct audit_seqsum *s = hmap_get((struct hmap *)&a->seqsums, &key, 0);
+        const struct audit_seqsum *s = seqsum_of(a, step, comm, rank);
         if (s) {
             m[*n].ncoll = s->ncoll;
             m[*n].fpsum = s->fpsum;
@@ -140,12 +146,7 @@ size_t audit_step_outliers(const struct audit *a, uint32_t step, uint64_t comm, 
 /* What the norm and an outlier did in a step, for the evidence. */
 static void counts_of(const struct audit *a, uint32_t step, uint64_t comm, int32_t rank, uint64_t *ncoll)
 {
-    struct audit_seqsum_key key;
-    memset(&key, 0, sizeof key);
-    key.comm = comm;
-    key.step = step;
-    key.rank = rank;
-    const struct audit_seqsum *s = hmap_get((struct hmap *)&a->seqsums, &key, 0);
+    const struct audit_seqsum *s = seqsum_of(a, step, comm, rank);
     *ncoll = s ? s->ncoll : 0;
 }
 
@@ -205,6 +206,25 @@ static uint32_t *comm_steps(const struct audit *a, uint64_t comm, size_t *n)
     return v;
 }
 
+/* A rank of the norm in STEP on COMM: the lowest member not among the
+ * OUTLIERS (N), its sequenced collectives into *NCOLL; -1 when none. */
+static int32_t majority_rank(const struct audit *a, uint32_t step, uint64_t comm, const int32_t *outliers, size_t n,
+                             uint64_t *ncoll)
+{
+    size_t nm;
+    struct member *m = step_members(a, step, comm, &nm);
+    int32_t norm_rank = -1;
+    for (size_t i = 0; m && i < nm; i++) {
+        int outlier = 0;
+        for (size_t j = 0; j < n; j++)
+            outlier |= m[i].rank == outliers[j];
+        if (!outlier && (norm_rank < 0 || m[i].rank < norm_rank))
+            norm_rank = m[i].rank, *ncoll = m[i].ncoll;
+    }
+    free(m);
+    return norm_rank;
+}
+
 static void mismatch_findings(struct audit *a)
 {
     for (size_t ci = 0; ci < a->ncomms; ci++) {
@@ -234,8 +254,8 @@ static void mismatch_findings(struct audit *a)
         struct audit_finding *f = add(a, FIND_MISMATCH, 2);
         if (!f)
             return;
-        char rl[128], norm_rl[64];
-        rank_list(ranks, nr, rl, sizeof rl);
+        char ranks_text[128], norm_text[64];
+        rank_list(ranks, nr, ranks_text, sizeof ranks_text);
         f->step_first = first;
         f->step_last = last;
         f->steps = nsteps;
@@ -245,26 +265,15 @@ static void mismatch_findings(struct audit *a)
         f->first_seq = first_diff(a, comm, ranks, nr);
         uint64_t mine = 0, norm = 0;
         counts_of(a, first, comm, ranks[0], &mine);
-        /* a rank of the norm: the lowest member not among the outliers */
-        size_t nm;
-        struct member *m = step_members(a, first, comm, &nm);
-        int32_t norm_rank = -1;
-        for (size_t i = 0; m && i < nm; i++) {
-            int out = 0;
-            for (size_t j = 0; j < nr; j++)
-                out |= m[i].rank == ranks[j];
-            if (!out && (norm_rank < 0 || m[i].rank < norm_rank))
-                norm_rank = m[i].rank, norm = m[i].ncoll;
-        }
-        free(m);
-        snprintf(norm_rl, sizeof norm_rl, "%d", (int)norm_rank);
+        int32_t norm_rank = majority_rank(a, first, comm, ranks, nr, &norm);
+        snprintf(norm_text, sizeof norm_text, "%d", (int)norm_rank);
         snprintf(f->title, sizeof f->title,
                  "rank%s %s disagree%s with the others on comm %016" PRIx64 " from step %u",
-                 total_out > 1 ? "s" : "", rl, total_out > 1 ? "" : "s", comm, first);
+                 total_out > 1 ? "s" : "", ranks_text, total_out > 1 ? "" : "s", comm, first);
         int o = snprintf(
             f->evidence, sizeof f->evidence,
             "step %u: rank %d made %" PRIu64 " sequenced collectives, rank %s (the majority) %" PRIu64 "%s; ",
-            first, (int)ranks[0], mine, norm_rl, norm, mine == norm ? " (same count, different calls)" : "");
+            first, (int)ranks[0], mine, norm_text, norm, mine == norm ? " (same count, different calls)" : "");
         if (f->first_seq && o > 0 && (size_t)o < sizeof f->evidence)
             o += snprintf(f->evidence + o, sizeof f->evidence - (size_t)o,
                           "first differing sequence number %" PRIu64 "; ", f->first_seq);
@@ -278,6 +287,120 @@ static void mismatch_findings(struct audit *a)
                  "on rank %d only; CCSHIM_DESYNC detects this at run time.",
                  f->first_seq, (int)ranks[0]);
     }
+}
+
+/* What one communicator's steps with repeated coalescible reductions show. */
+struct repeats_seen {
+    uint32_t nsteps, first, last;
+    uint32_t kmin, kmax, kfirst; /* reductions of one buffer per step: fewest, most, in the first step */
+    uint32_t bufs;               /* most buffers reduced more than once in a step */
+    uint32_t ranks;              /* most ranks repeating in a step */
+    uint32_t all_ranks;          /* every member repeats in every such step */
+    /* the first step's example buffer */
+    int32_t rank;
+    uint64_t bytes, count;
+    uint32_t dtype, op, site;
+};
+
+/* Gathers COMM's steps (V, sorted) in which a coalescible buffer was reduced twice or more. */
+static struct repeats_seen gather_repeats(struct audit *a, struct audit_stepcomm *const *v, size_t n, uint64_t comm)
+{
+    struct repeats_seen r = {.all_ranks = 1};
+    const struct audit_comm *cm = audit_comm_get(a, comm, 0);
+    for (size_t i = 0; i < n; i++) {
+        const struct audit_stepcomm *s = v[i];
+        if (s->k.comm != comm || s->coalescible.max_k < 2)
+            continue;
+        if (!r.nsteps) {
+            r.first = s->k.step;
+            r.kfirst = s->coalescible.max_k;
+            r.kmin = s->coalescible.min_k;
+            r.rank = s->coalescible.rank;
+            r.bytes = s->coalescible.bytes;
+            r.count = s->coalescible.count;
+            r.dtype = s->coalescible.dtype;
+            r.op = s->coalescible.op;
+            r.site = s->coalescible.site;
+        }
+        r.nsteps++;
+        r.last = s->k.step;
+        if (s->coalescible.min_k < r.kmin)
+            r.kmin = s->coalescible.min_k;
+        if (s->coalescible.max_k > r.kmax)
+            r.kmax = s->coalescible.max_k;
+        if (s->coalescible.repeated_bufs > r.bufs)
+            r.bufs = s->coalescible.repeated_bufs;
+        if (s->coalescible.ranks_repeating > r.ranks)
+            r.ranks = s->coalescible.ranks_repeating;
+        if (!cm || s->coalescible.ranks_repeating != cm->nmembers)
+            r.all_ranks = 0;
+    }
+    return r;
+}
+
+/* The advice: coalesce (naming every:k when one k fits every step and rank),
+ * or, without step markers, how to get them. */
+static void redundancy_action(const struct audit *a, const struct repeats_seen *r, int marked, char *action,
+                              size_t len)
+{
+    const char *py = r->site && r->site <= a->nsites ? a->site_list[r->site - 1]->pysite : NULL;
+    char where[300] = "all but the last backward of the step";
+    if (py) /* the Python line that issued them (ccshim-run --torch) */
+        snprintf(where, sizeof where,
+                 "the backward at %.200s in DDP's no_sync() for all but the last "
+                 "mini-batch of the step",
+                 py);
+    else
+        snprintf(where + strlen(where), sizeof where - strlen(where), " in DDP's no_sync()");
+    if (!marked)
+        snprintf(action, len,
+                 "Without step markers ccshim-audit cannot tell per-mini-batch gradient reductions from an "
+                 "algorithm that reduces a buffer repeatedly by design, so do not coalesce on this evidence. "
+                 "If this is a training loop, mark each optimizer step (ccshim_step_mark() from ccshim.h, or "
+                 "run a PyTorch job under ccshim-run --torch) and audit again: coalescing needs the markers.");
+    else if (r->kmin == r->kmax && r->all_ranks && r->nsteps == r->last - r->first + 1)
+        snprintf(action, len,
+                 "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
+                 "Run with CCSHIM_COALESCE=auto (or CCSHIM_COALESCE=every:%u, as every step and rank makes %u) "
+                 "to defer all but the last; in the code, wrap %s.",
+                 r->kmax, r->kmax, where);
+    else
+        snprintf(action, len,
+                 "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
+                 "Run with CCSHIM_COALESCE=auto, which learns the count per buffer (it is not the same in "
+                 "every step and on every rank here, so no every:N fits); in the code, wrap %s.",
+                 where);
+}
+
+static void fill_redundancy(const struct audit *a, struct audit_finding *f, const struct repeats_seen *r,
+                            uint64_t comm, int marked)
+{
+    char bytes_text[32], k_text[32], site_name[256] = "an unknown site";
+    if (r->site && r->site <= a->nsites)
+        audit_site_name(a->site_list[r->site - 1], site_name, sizeof site_name);
+    if (r->kmin == r->kmax)
+        snprintf(k_text, sizeof k_text, "%u", r->kmax);
+    else
+        snprintf(k_text, sizeof k_text, "%u to %u", r->kmin, r->kmax);
+    f->k = r->kmax;
+    f->comm = comm;
+    f->step_first = r->first;
+    f->step_last = r->last;
+    f->steps = r->nsteps;
+    f->ranks[0] = r->rank;
+    f->nranks = 1;
+    const char *per = marked                              ? "per step"
+                      : a->steps.source == STEPS_INFERRED ? "per inferred step (no step markers)"
+                                                          : "in the run (no step markers)";
+    snprintf(f->title, sizeof f->title, "allreduce reduces the same buffer %s times %s (comm %016" PRIx64 ")",
+             k_text, per, comm);
+    snprintf(f->evidence, sizeof f->evidence,
+             "step %u: rank %d reduced one %s buffer (%" PRIu64 " %s, %s) %u times (from %s); %u buffer%s "
+             "reduced more than once per step; %u rank%s; %u step%s (%u to %u)",
+             r->first, (int)r->rank, fmt_bytes(r->bytes, bytes_text, sizeof bytes_text), r->count,
+             ccs_dtype_name(r->dtype), ccs_op_name(r->op), r->kfirst, site_name, r->bufs, r->bufs == 1 ? "" : "s",
+             r->ranks, r->ranks == 1 ? "" : "s", r->nsteps, r->nsteps == 1 ? "" : "s", r->first, r->last);
+    redundancy_action(a, r, marked, f->action, sizeof f->action);
 }
 
 /* Repeated reductions of one buffer (address, count, datatype, operation)
@@ -296,94 +419,13 @@ static void redundancy_findings(struct audit *a)
     int marked = a->steps.source == STEPS_MARKERS;
     for (size_t ci = 0; ci < a->ncomms; ci++) {
         uint64_t comm = a->comms[ci].id;
-        uint32_t nsteps = 0, first = 0, last = 0, kmin = 0, kmax = 0, bufs = 0, ranks = 0, site = 0;
-        uint32_t dtype = 0, op = 0, all_ranks = 1, kfirst = 0;
-        uint64_t bytes = 0, count = 0;
-        int32_t rank = 0;
-        const struct audit_comm *cm = audit_comm_get(a, comm, 0);
-        for (size_t i = 0; i < n; i++) {
-            const struct audit_stepcomm *s = v[i];
-            if (s->k.comm != comm || s->co_max_k < 2)
-                continue;
-            if (!nsteps) {
-                first = s->k.step;
-                kfirst = s->co_max_k;
-                kmin = s->co_min_k;
-                rank = s->co_rank;
-                bytes = s->co_bytes;
-                count = s->co_count;
-                dtype = s->co_dtype;
-                op = s->co_op;
-                site = s->co_site;
-            }
-            nsteps++;
-            last = s->k.step;
-            if (s->co_min_k < kmin)
-                kmin = s->co_min_k;
-            if (s->co_max_k > kmax)
-                kmax = s->co_max_k;
-            if (s->co_repeated_bufs > bufs)
-                bufs = s->co_repeated_bufs;
-            if (s->co_ranks_repeating > ranks)
-                ranks = s->co_ranks_repeating;
-            if (!cm || s->co_ranks_repeating != cm->nmembers)
-                all_ranks = 0;
-        }
-        if (!nsteps)
+        struct repeats_seen r = gather_repeats(a, v, n, comm);
+        if (!r.nsteps)
             continue;
         struct audit_finding *f = add(a, FIND_REDUNDANT, marked ? 1 : 0);
         if (!f)
             break;
-        char kb[32], kr[32], sn[256] = "an unknown site";
-        if (site && site <= a->nsites)
-            audit_site_name(a->site_list[site - 1], sn, sizeof sn);
-        if (kmin == kmax)
-            snprintf(kr, sizeof kr, "%u", kmax);
-        else
-            snprintf(kr, sizeof kr, "%u to %u", kmin, kmax);
-        f->k = kmax;
-        f->comm = comm;
-        f->step_first = first;
-        f->step_last = last;
-        f->steps = nsteps;
-        f->ranks[0] = rank;
-        f->nranks = 1;
-        const char *per = marked                              ? "per step"
-                          : a->steps.source == STEPS_INFERRED ? "per inferred step (no step markers)"
-                                                              : "in the run (no step markers)";
-        snprintf(f->title, sizeof f->title, "allreduce reduces the same buffer %s times %s (comm %016" PRIx64 ")",
-                 kr, per, comm);
-        snprintf(f->evidence, sizeof f->evidence,
-                 "step %u: rank %d reduced one %s buffer (%" PRIu64 " %s, %s) %u times (from %s); %u buffer%s "
-                 "reduced more than once per step; %u rank%s; %u step%s (%u to %u)",
-                 first, (int)rank, fmt_bytes(bytes, kb, sizeof kb), count, ccs_dtype_name(dtype), ccs_op_name(op),
-                 kfirst, sn, bufs, bufs == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s", nsteps, nsteps == 1 ? "" : "s",
-                 first, last);
-        const char *py = site && site <= a->nsites ? a->site_list[site - 1]->pysite : NULL;
-        char where[300] = "all but the last backward of the step";
-        if (py) /* the Python line that issued them (ccshim-run --torch) */
-            snprintf(where, sizeof where, "the backward at %.200s in DDP's no_sync() for all but the last "
-                     "mini-batch of the step", py);
-        else
-            snprintf(where + strlen(where), sizeof where - strlen(where), " in DDP's no_sync()");
-        if (!marked)
-            snprintf(f->action, sizeof f->action,
-                     "Without step markers ccshim-audit cannot tell per-mini-batch gradient reductions from an "
-                     "algorithm that reduces a buffer repeatedly by design, so do not coalesce on this evidence. "
-                     "If this is a training loop, mark each optimizer step (ccshim_step_mark() from ccshim.h, or "
-                     "run a PyTorch job under ccshim-run --torch) and audit again: coalescing needs the markers.");
-        else if (kmin == kmax && all_ranks && nsteps == last - first + 1)
-            snprintf(f->action, sizeof f->action,
-                     "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
-                     "Run with CCSHIM_COALESCE=auto (or CCSHIM_COALESCE=every:%u, as every step and rank makes %u) "
-                     "to defer all but the last; in the code, wrap %s.",
-                     kmax, kmax, where);
-        else
-            snprintf(f->action, sizeof f->action,
-                     "These look like per-mini-batch gradient reductions: only the last one of each step matters. "
-                     "Run with CCSHIM_COALESCE=auto, which learns the count per buffer (it is not the same in "
-                     "every step and on every rank here, so no every:N fits); in the code, wrap %s.",
-                     where);
+        fill_redundancy(a, f, &r, comm, marked);
     }
     free(v);
 }

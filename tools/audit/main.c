@@ -32,84 +32,104 @@ static void usage(FILE *f)
           f);
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for beyond struct audit's own options. */
+struct audit_request {
+    int json, tsv, symbols;
+    const char *chrome; /* --chrome-trace FILE, or NULL */
+    const char *html;   /* --html FILE, or NULL */
+};
+
+/* --chrome-steps A[-B].  Returns 0, -1 after the message. */
+static int parse_chrome_steps(struct audit *a, const char *arg)
+{
+    unsigned lo, hi;
+    int n = 0;
+    if (sscanf(arg, "%u-%u%n", &lo, &hi, &n) == 2 && arg[n] == 0 && lo <= hi) {
+        a->chrome_first = lo;
+        a->chrome_last = hi;
+    } else if (sscanf(arg, "%u%n", &lo, &n) == 1 && arg[n] == 0) {
+        a->chrome_first = a->chrome_last = lo;
+    } else {
+        fprintf(stderr, "ccshim-audit: --chrome-steps '%s': expected a step or a range A-B\n", arg);
+        return -1;
+    }
+    return 0;
+}
+
+/* --expect RULE, added to A's rules.  Returns 0, -1 (message printed when the rule is bad). */
+static int add_expect(struct audit *a, const char *arg)
+{
+    char err[256];
+    struct audit_expect *grown = realloc(a->expects, (a->nexpects + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    a->expects = grown;
+    if (audit_expect_parse(arg, &a->expects[a->nexpects], err, sizeof err) != 0) {
+        fprintf(stderr, "ccshim-audit: %s\n", err);
+        return -1;
+    }
+    a->nexpects++;
+    return 0;
+}
+
+/* Reads the options into A and REQ.  Returns -1 to go on with the
+ * arguments from optind, else the exit status (help, version, usage error). */
+static int parse_options(struct audit *a, struct audit_request *req, int argc, char **argv)
 {
     enum {
         OPT_JSON = 256,
         OPT_TSV,
-        OPT_TSVREC,
+        OPT_TSV_RECORDS,
         OPT_CHROME,
         OPT_CHROME_STEPS,
         OPT_HTML,
         OPT_EXPECT,
-        OPT_NOSYM,
+        OPT_NO_SYMBOLS,
         OPT_HELP,
         OPT_VERSION
     };
     static const struct option opts[] = {
         {"json", no_argument, 0, OPT_JSON},
         {"tsv", no_argument, 0, OPT_TSV},
-        {"tsv-records", no_argument, 0, OPT_TSVREC},
+        {"tsv-records", no_argument, 0, OPT_TSV_RECORDS},
         {"chrome-trace", required_argument, 0, OPT_CHROME},
         {"chrome-steps", required_argument, 0, OPT_CHROME_STEPS},
         {"html", required_argument, 0, OPT_HTML},
         {"expect", required_argument, 0, OPT_EXPECT},
-        {"no-symbols", no_argument, 0, OPT_NOSYM},
+        {"no-symbols", no_argument, 0, OPT_NO_SYMBOLS},
         {"help", no_argument, 0, OPT_HELP},
         {"version", no_argument, 0, OPT_VERSION},
         {0, 0, 0, 0},
     };
-    struct audit a;
-    int json = 0, tsv = 0, symbols = 1, c;
-    const char *chrome = NULL, *html = NULL;
-    audit_init(&a);
+    int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case OPT_JSON:
-            json = 1;
+            req->json = 1;
             break;
         case OPT_TSV:
-            tsv = 1;
+            req->tsv = 1;
             break;
-        case OPT_TSVREC:
-            a.tsv_records = 1;
+        case OPT_TSV_RECORDS:
+            a->tsv_records = 1;
             break;
         case OPT_CHROME:
-            chrome = optarg;
+            req->chrome = optarg;
             break;
         case OPT_HTML:
-            html = optarg;
+            req->html = optarg;
             break;
-        case OPT_CHROME_STEPS: {
-            unsigned lo, hi;
-            int n = 0;
-            if (sscanf(optarg, "%u-%u%n", &lo, &hi, &n) == 2 && optarg[n] == 0 && lo <= hi) {
-                a.chrome_first = lo;
-                a.chrome_last = hi;
-            } else if (sscanf(optarg, "%u%n", &lo, &n) == 1 && optarg[n] == 0) {
-                a.chrome_first = a.chrome_last = lo;
-            } else {
-                fprintf(stderr, "ccshim-audit: --chrome-steps '%s': expected a step or a range A-B\n", optarg);
+        case OPT_CHROME_STEPS:
+            if (parse_chrome_steps(a, optarg) != 0)
                 return 2;
-            }
             break;
-        }
-        case OPT_NOSYM:
-            symbols = 0;
+        case OPT_NO_SYMBOLS:
+            req->symbols = 0;
             break;
-        case OPT_EXPECT: {
-            char err[256];
-            struct audit_expect *n = realloc(a.expects, (a.nexpects + 1) * sizeof *n);
-            if (!n)
+        case OPT_EXPECT:
+            if (add_expect(a, optarg) != 0)
                 return 2;
-            a.expects = n;
-            if (audit_expect_parse(optarg, &a.expects[a.nexpects], err, sizeof err) != 0) {
-                fprintf(stderr, "ccshim-audit: %s\n", err);
-                return 2;
-            }
-            a.nexpects++;
             break;
-        }
         case 'h':
         case OPT_HELP:
             usage(stdout);
@@ -123,7 +143,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (json + tsv + a.tsv_records > 1) {
+    if (req->json + req->tsv + a->tsv_records > 1) {
         fputs("ccshim-audit: --json, --tsv and --tsv-records exclude each other\n", stderr);
         return 2;
     }
@@ -131,71 +151,106 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (audit_collect(&a, argv + optind, argc - optind) != 0 && a.nfiles == 0) {
-        audit_free(&a);
+    return -1;
+}
+
+/* Finds the traces and reports named by ARGS and opens the Chrome trace.
+ * Returns 0, or 2 after the message. */
+static int open_inputs(struct audit *a, const struct audit_request *req, char **args, int nargs)
+{
+    if (audit_collect(a, args, nargs) != 0 && a->nfiles == 0)
+        return 2;
+    if (a->nfiles == 0 && a->nreports == 0) {
+        fprintf(stderr, "ccshim-audit: no *.cctrace files in %s%s\n", args[0], nargs > 1 ? " ..." : "");
         return 2;
     }
-    if (a.nfiles == 0 && a.nreports == 0) {
-        fprintf(stderr, "ccshim-audit: no *.cctrace files in %s%s\n", argv[optind],
-                argc - optind > 1 ? " ..." : "");
-        audit_free(&a);
-        return 2;
-    }
-    audit_sort_files(&a);
-    if (chrome) {
-        a.chrome = chrome_open(chrome);
-        if (!a.chrome) {
-            fprintf(stderr, "ccshim-audit: %s: cannot write the Chrome trace\n", chrome);
-            audit_free(&a);
+    audit_sort_files(a);
+    if (req->chrome) {
+        a->chrome = chrome_open(req->chrome);
+        if (!a->chrome) {
+            fprintf(stderr, "ccshim-audit: %s: cannot write the Chrome trace\n", req->chrome);
             return 2;
         }
-        chrome_set_t0(a.chrome, a.t0_realtime_ns);
+        chrome_set_t0(a->chrome, a->t0_realtime_ns);
     }
-    a.want_patterns = !a.tsv_records && !tsv;
-    a.tsv_records_out = stdout;
-    if (a.tsv_records)
+    return 0;
+}
+
+/* Reads every trace (--tsv-records and the Chrome trace stream out as it
+ * goes).  Returns 0, or 2 when the Chrome trace failed or nothing was readable. */
+static int read_traces(struct audit *a, const struct audit_request *req)
+{
+    a->want_patterns = !a->tsv_records && !req->tsv;
+    a->tsv_records_out = stdout;
+    if (a->tsv_records)
         printf("#rank\tseq\tcomm\tkind\tcount\tdtype\top\troot\tfingerprint\tstep\tflags\tsite\tbuf\n");
-    audit_find_steps(&a);
-    size_t nread = audit_read_all(&a);
+    audit_find_steps(a);
+    size_t nread = audit_read_all(a);
     int rc = 0;
-    if (a.chrome && chrome_close(a.chrome) != 0) {
-        fprintf(stderr, "ccshim-audit: %s: write failed\n", chrome);
+    if (a->chrome && chrome_close(a->chrome) != 0) {
+        fprintf(stderr, "ccshim-audit: %s: write failed\n", req->chrome);
         rc = 2;
     }
-    a.chrome = NULL;
-    if (nread == 0 && a.nfiles > 0) {
-        fprintf(stderr, "ccshim-audit: none of the %zu trace file%s could be read\n", a.nfiles,
-                a.nfiles == 1 ? "" : "s");
+    a->chrome = NULL;
+    if (nread == 0 && a->nfiles > 0) {
+        fprintf(stderr, "ccshim-audit: none of the %zu trace file%s could be read\n", a->nfiles,
+                a->nfiles == 1 ? "" : "s");
         rc = 2;
     }
-    if (!a.tsv_records) {
-        int failed = audit_expect_check(&a);
-        if (symbols)
-            audit_symbolize(&a, 20);
-        audit_findings(&a);
-        if (json)
-            out_json(&a, stdout);
-        else if (tsv)
-            out_tsv(&a, stdout);
-        else
-            out_table(&a, stdout);
-        if (html && out_html(&a, html) != 0) {
-            fprintf(stderr, "ccshim-audit: %s: cannot write the HTML report\n", html);
+    return rc;
+}
+
+static void print_expect_failures(const struct audit *a, int failed)
+{
+    fprintf(stderr, "ccshim-audit: %d --expect rule%s exceeded\n", failed, failed == 1 ? "" : "s");
+    for (size_t i = 0; i < a->nexpects; i++) {
+        const struct audit_expect *e = &a->expects[i];
+        if (e->violations)
+            fprintf(stderr, "ccshim-audit:   %s: %llu time%s, worst %llu in step %u on rank %d\n", e->text,
+                    (unsigned long long)e->violations, e->violations == 1 ? "" : "s", (unsigned long long)e->worst,
+                    e->worst_step, (int)e->worst_rank);
+    }
+}
+
+/* Checks the rules, finds what to say and writes the table, JSON or TSV,
+ * and the HTML report.  Returns RC, 2 when the report failed, or 1 when a
+ * rule was exceeded and nothing else failed. */
+static int report(struct audit *a, const struct audit_request *req, int rc)
+{
+    int failed = audit_expect_check(a);
+    if (req->symbols)
+        audit_symbolize(a, 20);
+    audit_findings(a);
+    if (req->json)
+        out_json(a, stdout);
+    else if (req->tsv)
+        out_tsv(a, stdout);
+    else
+        out_table(a, stdout);
+    if (req->html && out_html(a, req->html) != 0) {
+        fprintf(stderr, "ccshim-audit: %s: cannot write the HTML report\n", req->html);
+        rc = 2;
+    }
+    if (failed && rc == 0) {
+        print_expect_failures(a, failed);
+        rc = 1;
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct audit a;
+    struct audit_request req = {.symbols = 1};
+    audit_init(&a);
+    int rc = parse_options(&a, &req, argc, argv);
+    if (rc < 0 && (rc = open_inputs(&a, &req, argv + optind, argc - optind)) == 0) {
+        rc = read_traces(&a, &req);
+        if (!a.tsv_records)
+            rc = report(&a, &req, rc);
+        if (fflush(stdout) != 0)
             rc = 2;
-        }
-        if (failed && rc == 0) {
-            fprintf(stderr, "ccshim-audit: %d --expect rule%s exceeded\n", failed, failed == 1 ? "" : "s");
-            for (size_t i = 0; i < a.nexpects; i++)
-                if (a.expects[i].violations)
-                    fprintf(stderr, "ccshim-audit:   %s: %llu time%s, worst %llu in step %u on rank %d\n",
-                            a.expects[i].text, (unsigned long long)a.expects[i].violations,
-                            a.expects[i].violations == 1 ? "" : "s", (unsigned long long)a.expects[i].worst,
-                            a.expects[i].worst_step, (int)a.expects[i].worst_rank);
-            rc = 1;
-        }
     }
-    if (fflush(stdout) != 0)
-        rc = 2;
     audit_free(&a);
     return rc;
 }

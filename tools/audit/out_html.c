@@ -13,7 +13,8 @@
 #define MAX_STEPS_SHOWN 120
 #define MAX_RANKS_BARS 32
 
-struct sr {
+/* Reductions of one rank in one step. */
+struct step_rank_count {
     struct {
         uint32_t step;
         int32_t rank;
@@ -31,13 +32,18 @@ static const char *css =
     ".bar{fill:#3b78c4}.bar.deferred{fill:#bbb}.bar.odd{fill:#d33}.axis{stroke:#888}"
     "svg text{font-size:10px;fill:#444}.legend span{display:inline-block;width:12px;height:12px;margin:0 4px}";
 
-static uint64_t real_of(struct hmap *m, uint32_t step, int32_t rank)
+static struct step_rank_count *count_of(struct hmap *m, uint32_t step, int32_t rank, int create)
 {
-    struct sr key;
+    struct step_rank_count key;
     memset(&key, 0, sizeof key);
     key.k.step = step;
     key.k.rank = rank;
-    struct sr *s = hmap_get(m, &key, 0);
+    return hmap_get(m, &key, create);
+}
+
+static uint64_t real_of(struct hmap *m, uint32_t step, int32_t rank)
+{
+    struct step_rank_count *s = count_of(m, step, rank, 0);
     return s ? s->real : 0;
 }
 
@@ -64,19 +70,15 @@ static int32_t extreme(struct hmap *m, uint32_t step, const int32_t *ranks, size
     return best;
 }
 
-static void chart(struct audit *a, FILE *f)
+/* Real and deferred reductions per (step, rank), for the steps shown. */
+static void count_reductions(const struct audit *a, struct hmap *m)
 {
-    struct hmap m;
-    hmap_init(&m, sizeof(struct sr), 8);
+    hmap_init(m, sizeof(struct step_rank_count), 8);
     for (size_t i = 0; i < a->cells.cap; i++) {
         struct audit_cell *c = hmap_slot(&a->cells, i);
         if (!c || !is_reduction(c->k.kind) || c->k.step >= MAX_STEPS_SHOWN)
             continue;
-        struct sr key;
-        memset(&key, 0, sizeof key);
-        key.k.step = c->k.step;
-        key.k.rank = c->k.rank;
-        struct sr *s = hmap_get(&m, &key, 1);
+        struct step_rank_count *s = count_of(m, c->k.step, c->k.rank, 1);
         if (!s)
             continue;
         if (c->k.deferred)
@@ -84,77 +86,126 @@ static void chart(struct audit *a, FILE *f)
         else
             s->real += c->count;
     }
-    /* ranks in the chart: those with a readable trace */
+}
+
+/* The ranks in the chart: those with a readable trace (malloc'd, *NR of them). */
+static int32_t *readable_ranks(const struct audit *a, size_t *nr)
+{
     int32_t *ranks = malloc((a->nfiles + 1) * sizeof *ranks);
-    size_t nr = 0;
+    *nr = 0;
     for (size_t i = 0; ranks && i < a->nfiles; i++)
-        if (a->files[i].status != FILE_REFUSED && (nr == 0 || ranks[nr - 1] != a->files[i].rank))
-            ranks[nr++] = a->files[i].rank;
-    uint32_t nsteps = a->max_step + 1 < MAX_STEPS_SHOWN ? a->max_step + 1 : MAX_STEPS_SHOWN;
-    int per_rank = nr <= MAX_RANKS_BARS;
-    size_t bars_per_step = per_rank ? (nr ? nr : 1) : 2;
-    uint64_t ymax = 1;
-    for (size_t i = 0; i < m.cap; i++) {
-        struct sr *s = hmap_slot(&m, i);
-        if (s && s->real + s->deferred > ymax)
-            ymax = s->real + s->deferred;
+        if (a->files[i].status != FILE_REFUSED && (*nr == 0 || ranks[*nr - 1] != a->files[i].rank))
+            ranks[(*nr)++] = a->files[i].rank;
+    return ranks;
+}
+
+/* The chart's sizes, in pixels but for the counts. */
+struct chart_layout {
+    uint32_t nsteps;
+    int per_rank; /* a bar per rank, else the two extreme ranks */
+    size_t bars_per_step;
+    uint64_t ymax; /* the tallest bar's reductions */
+    double bar_width, gap, height, left, width;
+};
+
+static struct chart_layout chart_layout(const struct audit *a, const struct hmap *m, size_t nr)
+{
+    struct chart_layout l = {.height = 220.0, .left = 40.0, .ymax = 1};
+    l.nsteps = a->max_step + 1 < MAX_STEPS_SHOWN ? a->max_step + 1 : MAX_STEPS_SHOWN;
+    l.per_rank = nr <= MAX_RANKS_BARS;
+    l.bars_per_step = l.per_rank ? (nr ? nr : 1) : 2;
+    for (size_t i = 0; i < m->cap; i++) {
+        struct step_rank_count *s = hmap_slot(m, i);
+        if (s && s->real + s->deferred > l.ymax)
+            l.ymax = s->real + s->deferred;
     }
     /* Bars as wide as fits about 800 pixels, within 3 and 24. */
-    double bw = 800.0 / ((double)nsteps * (double)bars_per_step), gap, H = 220.0, left = 40.0;
-    bw = bw < 3 ? 3 : bw > 24 ? 24 : bw;
-    gap = bw * 1.5;
-    double W = left + nsteps * (bars_per_step * bw + gap) + 20;
-    if (W < 400)
-        W = 400;
+    double bw = 800.0 / ((double)l.nsteps * (double)l.bars_per_step);
+    l.bar_width = bw < 3 ? 3 : bw > 24 ? 24 : bw;
+    l.gap = l.bar_width * 1.5;
+    l.width = l.left + l.nsteps * (l.bars_per_step * l.bar_width + l.gap) + 20;
+    if (l.width < 400)
+        l.width = 400;
+    return l;
+}
+
+/* The heading, the legend, the svg element and its axes. */
+static void chart_open(const struct audit *a, const struct chart_layout *l, FILE *f)
+{
     fprintf(f,
             "<h2>Reductions per step%s</h2>\n<p class=\"legend\"><span style=\"background:#3b78c4\"></span>real "
             "<span style=\"background:#bbb\"></span>deferred (coalesced) <span style=\"background:#d33\"></span>"
             "rank that differs from the others%s</p>\n",
-            per_rank ? " and rank" : " (the ranks with the fewest and the most)",
+            l->per_rank ? " and rank" : " (the ranks with the fewest and the most)",
             a->max_step + 1 > MAX_STEPS_SHOWN ? "; first steps only" : "");
     fprintf(f,
             "<svg id=\"chart-reductions\" width=\"%.0f\" height=\"%.0f\" "
             "role=\"img\" aria-label=\"reductions per step and rank\">\n",
-            W, H + 40);
-    fprintf(f, "<line class=\"axis\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/>\n", left, H, W - 10, H);
-    fprintf(f, "<line class=\"axis\" x1=\"%.0f\" y1=\"10\" x2=\"%.0f\" y2=\"%.0f\"/>\n", left, left, H);
-    fprintf(f, "<text x=\"2\" y=\"14\">%" PRIu64 "</text><text x=\"2\" y=\"%.0f\">0</text>\n", ymax, H);
-    for (uint32_t st = 0; st < nsteps; st++) {
-        double x0 = left + 4 + st * (bars_per_step * bw + gap);
+            l->width, l->height + 40);
+    fprintf(f, "<line class=\"axis\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/>\n", l->left, l->height,
+            l->width - 10, l->height);
+    fprintf(f, "<line class=\"axis\" x1=\"%.0f\" y1=\"10\" x2=\"%.0f\" y2=\"%.0f\"/>\n", l->left, l->left,
+            l->height);
+    fprintf(f, "<text x=\"2\" y=\"14\">%" PRIu64 "</text><text x=\"2\" y=\"%.0f\">0</text>\n", l->ymax, l->height);
+}
+
+/* One rank's bar in a step at X: the real reductions, the deferred ones on top. */
+static void chart_bar(struct hmap *m, const struct chart_layout *l, uint32_t step, int32_t rank, double x, int odd,
+                      FILE *f)
+{
+    struct step_rank_count *s = count_of(m, step, rank, 0);
+    uint64_t real = s ? s->real : 0, deferred = s ? s->deferred : 0;
+    double H = l->height, bw = l->bar_width;
+    double real_height = (double)real / l->ymax * (H - 20), deferred_height = (double)deferred / l->ymax * (H - 20);
+    fprintf(f,
+            "<rect class=\"bar%s\" data-step=\"%u\" data-rank=\"%d\" data-count=\"%" PRIu64
+            "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>step %u rank %d: %" PRIu64
+            " reductions</title></rect>\n",
+            odd ? " odd" : "", step, (int)rank, real, x, H - real_height, bw - 1, real_height, step, (int)rank,
+            real);
+    if (deferred)
+        fprintf(f,
+                "<rect class=\"bar deferred\" data-step=\"%u\" data-rank=\"%d\" data-count=\"%" PRIu64
+                "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>step %u rank %d: %" PRIu64
+                " deferred</title></rect>\n",
+                step, (int)rank, deferred, x, H - real_height - deferred_height, bw - 1, deferred_height, step,
+                (int)rank, deferred);
+}
+
+/* The ranks that differ from the others in STEP on any communicator (at most MAX). */
+static size_t step_outliers(struct audit *a, uint32_t step, int32_t *out, size_t max)
+{
+    size_t nout = 0;
+    for (size_t ci = 0; ci < a->ncomms; ci++) {
+        size_t k = audit_step_outliers(a, step, a->comms[ci].id, out + nout, max - nout);
+        nout += k < max - nout ? k : max - nout;
+    }
+    return nout;
+}
+
+static void chart(struct audit *a, FILE *f)
+{
+    struct hmap m;
+    count_reductions(a, &m);
+    size_t nr;
+    int32_t *ranks = readable_ranks(a, &nr);
+    struct chart_layout l = chart_layout(a, &m, nr);
+    chart_open(a, &l, f);
+    for (uint32_t st = 0; st < l.nsteps; st++) {
+        double x0 = l.left + 4 + st * (l.bars_per_step * l.bar_width + l.gap);
         int32_t out[64];
-        size_t nout = 0;
-        for (size_t ci = 0; ci < a->ncomms; ci++) {
-            size_t k = audit_step_outliers(a, st, a->comms[ci].id, out + nout, 64 - nout);
-            nout += k < 64 - nout ? k : 64 - nout;
-        }
-        for (size_t b = 0; b < bars_per_step; b++) {
-            int32_t rank = per_rank ? (nr ? ranks[b] : -1) : extreme(&m, st, ranks, nr, b == 1, out, nout);
-            struct sr key;
-            memset(&key, 0, sizeof key);
-            key.k.step = st;
-            key.k.rank = rank;
-            struct sr *s = hmap_get(&m, &key, 0);
-            uint64_t real = s ? s->real : 0, def = s ? s->deferred : 0;
-            double x = x0 + b * bw, hr = (double)real / ymax * (H - 20), hd = (double)def / ymax * (H - 20);
+        size_t nout = step_outliers(a, st, out, 64);
+        for (size_t b = 0; b < l.bars_per_step; b++) {
+            int32_t rank = l.per_rank ? (nr ? ranks[b] : -1) : extreme(&m, st, ranks, nr, b == 1, out, nout);
             int odd = 0;
             for (size_t o = 0; o < nout; o++)
                 odd |= out[o] == rank;
-            fprintf(f,
-                    "<rect class=\"bar%s\" data-step=\"%u\" data-rank=\"%d\" data-count=\"%" PRIu64
-                    "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>step %u rank %d: %" PRIu64
-                    " reductions</title></rect>\n",
-                    odd ? " odd" : "", st, (int)rank, real, x, H - hr, bw - 1, hr, st, (int)rank, real);
-            if (def)
-                fprintf(f,
-                        "<rect class=\"bar deferred\" data-step=\"%u\" data-rank=\"%d\" data-count=\"%" PRIu64
-                        "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>step %u rank %d: %" PRIu64
-                        " deferred</title></rect>\n",
-                        st, (int)rank, def, x, H - hr - hd, bw - 1, hd, st, (int)rank, def);
+            chart_bar(&m, &l, st, rank, x0 + b * l.bar_width, odd, f);
         }
-        if (nsteps <= 40 || st % 10 == 0)
-            fprintf(f, "<text x=\"%.1f\" y=\"%.0f\">%u</text>\n", x0, H + 14, st);
+        if (l.nsteps <= 40 || st % 10 == 0)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.0f\">%u</text>\n", x0, l.height + 14, st);
     }
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">step</text>\n</svg>\n", W / 2, H + 32);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">step</text>\n</svg>\n", l.width / 2, l.height + 32);
     free(ranks);
     hmap_free(&m);
 }

@@ -108,7 +108,7 @@ static void step_comms(struct audit *a, FILE *f, uint32_t step, struct audit_ste
         else
             fputs("null", f);
         fprintf(f, ",\"pattern_rank\":%d,\"max_reductions_per_buffer\":%u,\"buffers_reduced_repeatedly\":%u",
-                (int)a->ref_rank, s ? s->max_k : 0, s ? s->repeated_bufs : 0);
+                (int)a->ref_rank, s ? s->all.max_k : 0, s ? s->all.repeated_bufs : 0);
         fputs(",\"differing_ranks\":[", f);
         for (size_t m = 0; m < k && m < 64; m++)
             fprintf(f, "%s%d", m ? "," : "", (int)out[m]);

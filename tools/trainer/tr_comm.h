@@ -23,6 +23,13 @@ struct tr_counts {
 struct tr_opts;
 struct tr_comm;
 
+/* What every backend's struct tr_comm begins with: the accessors below
+ * (tr_comm.c) read it, so each backend defines only its own part. */
+struct tr_comm_common {
+    int rank, size;
+    struct tr_counts counts; /* what the training code issued */
+};
+
 /* Starts the backend (MPI_Init, or the NCCL communicator).  Returns NULL
  * after printing why. */
 struct tr_comm *tr_comm_init(int *argc, char ***argv, const struct tr_opts *o);

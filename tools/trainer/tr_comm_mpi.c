@@ -13,8 +13,8 @@
 #include <stdlib.h>
 
 struct tr_comm {
-    int rank, size, sendrecv;
-    struct tr_counts counts;
+    struct tr_comm_common common; /* first: rank, size, counts (tr_comm.c) */
+    int sendrecv;
 };
 
 static MPI_Datatype mpi_type(enum tr_dtype dt)
@@ -44,34 +44,21 @@ struct tr_comm *tr_comm_init(int *argc, char ***argv, const struct tr_opts *o)
         free(c);
         return NULL;
     }
-    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->common.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->common.size);
     c->sendrecv = o->p2p_sendrecv;
     return c;
 }
 
-int tr_comm_rank(const struct tr_comm *c)
-{
-    return c->rank;
-}
-int tr_comm_size(const struct tr_comm *c)
-{
-    return c->size;
-}
 const char *tr_comm_backend(const struct tr_comm *c)
 {
     (void)c;
     return "mpi";
 }
-struct tr_counts *tr_comm_counts(struct tr_comm *c)
-{
-    return &c->counts;
-}
-
 int tr_comm_allreduce_sum(struct tr_comm *c, void *buf, void *recv, size_t count, enum tr_dtype dt)
 {
     int rc;
-    c->counts.allreduce++;
+    c->common.counts.allreduce++;
     /* One call site per form, so a trace names this line, not a helper. */
     if (recv)
         rc = MPI_Allreduce(buf, recv, (int)count, mpi_type(dt), MPI_SUM, MPI_COMM_WORLD);
@@ -82,20 +69,21 @@ int tr_comm_allreduce_sum(struct tr_comm *c, void *buf, void *recv, size_t count
 
 int tr_comm_allgather(struct tr_comm *c, const void *send, void *recv, size_t count, enum tr_dtype dt)
 {
-    c->counts.allgather++;
+    c->common.counts.allgather++;
     int rc = MPI_Allgather(send, (int)count, mpi_type(dt), recv, (int)count, mpi_type(dt), MPI_COMM_WORLD);
     return checked("MPI_Allgather", rc);
 }
 
 int tr_comm_ring_shift(struct tr_comm *c, const void *send, void *recv, size_t count, enum tr_dtype dt)
 {
-    int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size, rc;
-    c->counts.send++;
-    c->counts.recv++;
+    int right = (c->common.rank + 1) % c->common.size,
+        left = (c->common.rank + c->common.size - 1) % c->common.size, rc;
+    c->common.counts.send++;
+    c->common.counts.recv++;
     if (c->sendrecv)
         return checked("MPI_Sendrecv", MPI_Sendrecv(send, (int)count, mpi_type(dt), right, 7, recv, (int)count,
                                                     mpi_type(dt), left, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-    if (c->rank % 2 == 0) {
+    if (c->common.rank % 2 == 0) {
         rc = checked("MPI_Send", MPI_Send(send, (int)count, mpi_type(dt), right, 7, MPI_COMM_WORLD));
         return rc ? rc
                   : checked("MPI_Recv",

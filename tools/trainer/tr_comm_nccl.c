@@ -40,10 +40,10 @@ struct tr_mirror {
 };
 
 struct tr_comm {
-    int rank, size, host_mode;
+    struct tr_comm_common common; /* first: rank, size, counts (tr_comm.c) */
+    int host_mode;
     ncclComm_t comm;
     cudaStream_t stream;
-    struct tr_counts counts;
     int nmir;
     struct tr_mirror mir[TR_MIRRORS];
 };
@@ -127,21 +127,22 @@ struct tr_comm *tr_comm_init(int *argc, char ***argv, const struct tr_opts *o)
     struct tr_comm *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    if (env_int("RANK", 0, 0, &c->rank) || env_int("WORLD_SIZE", 1, 1, &c->size))
+    if (env_int("RANK", 0, 0, &c->common.rank) || env_int("WORLD_SIZE", 1, 1, &c->common.size))
         exit(2);
-    if (c->rank >= c->size) {
-        fprintf(stderr, "%s: RANK=%d is not below WORLD_SIZE=%d\n", prog, c->rank, c->size);
+    if (c->common.rank >= c->common.size) {
+        fprintf(stderr, "%s: RANK=%d is not below WORLD_SIZE=%d\n", prog, c->common.rank, c->common.size);
         exit(2);
     }
-    if (c->size > 1 && !o->nccl_id_file) {
-        fprintf(stderr, "%s: WORLD_SIZE=%d needs --nccl-id-file PATH to share the ncclUniqueId\n", prog, c->size);
+    if (c->common.size > 1 && !o->nccl_id_file) {
+        fprintf(stderr, "%s: WORLD_SIZE=%d needs --nccl-id-file PATH to share the ncclUniqueId\n", prog,
+                c->common.size);
         exit(2);
     }
     c->host_mode = o->device_host;
     if (!c->host_mode) {
         int ndev = 0, local;
         if (cuda_ok("cudaGetDeviceCount", cudaGetDeviceCount(&ndev)) || ndev < 1 ||
-            env_int("LOCAL_RANK", c->rank % (ndev > 0 ? ndev : 1), 0, &local) ||
+            env_int("LOCAL_RANK", c->common.rank % (ndev > 0 ? ndev : 1), 0, &local) ||
             cuda_ok("cudaSetDevice", cudaSetDevice(local % ndev)) ||
             cuda_ok("cudaStreamCreate", cudaStreamCreate(&c->stream))) {
             fprintf(stderr, "%s: no usable CUDA device (use --device host for a host NCCL)\n", prog);
@@ -150,8 +151,9 @@ struct tr_comm *tr_comm_init(int *argc, char ***argv, const struct tr_opts *o)
         }
     }
     ncclUniqueId id;
-    if (c->rank == 0) {
-        if (nccl_ok("ncclGetUniqueId", ncclGetUniqueId(&id)) || (c->size > 1 && publish_id(o->nccl_id_file, &id))) {
+    if (c->common.rank == 0) {
+        if (nccl_ok("ncclGetUniqueId", ncclGetUniqueId(&id)) ||
+            (c->common.size > 1 && publish_id(o->nccl_id_file, &id))) {
             free(c);
             return NULL;
         }
@@ -159,30 +161,17 @@ struct tr_comm *tr_comm_init(int *argc, char ***argv, const struct tr_opts *o)
         free(c);
         return NULL;
     }
-    if (nccl_ok("ncclCommInitRank", ncclCommInitRank(&c->comm, c->size, id, c->rank))) {
+    if (nccl_ok("ncclCommInitRank", ncclCommInitRank(&c->comm, c->common.size, id, c->common.rank))) {
         free(c);
         return NULL;
     }
     return c;
 }
 
-int tr_comm_rank(const struct tr_comm *c)
-{
-    return c->rank;
-}
-int tr_comm_size(const struct tr_comm *c)
-{
-    return c->size;
-}
 const char *tr_comm_backend(const struct tr_comm *c)
 {
     return c->host_mode ? "nccl-host" : "nccl";
 }
-struct tr_counts *tr_comm_counts(struct tr_comm *c)
-{
-    return &c->counts;
-}
-
 /* The buffer NCCL works on for HOST: HOST itself in host mode, else its
  * device mirror (allocated on first use, reallocated only if it grows). */
 static void *dev_of(struct tr_comm *c, const void *host, size_t bytes)
@@ -250,7 +239,7 @@ int tr_comm_allreduce_sum(struct tr_comm *c, void *buf, void *recv, size_t count
 {
     size_t bytes = count * dt_size(dt);
     void *d = dev_of(c, buf, bytes), *r = recv ? dev_of(c, recv, bytes) : d;
-    c->counts.allreduce++;
+    c->common.counts.allreduce++;
     if (!d || !r || to_dev(c, d, buf, bytes) ||
         nccl_ok("ncclAllReduce", ncclAllReduce(d, r, count, nccl_type(dt), ncclSum, c->comm, c->stream)))
         return -1;
@@ -260,21 +249,22 @@ int tr_comm_allreduce_sum(struct tr_comm *c, void *buf, void *recv, size_t count
 int tr_comm_allgather(struct tr_comm *c, const void *send, void *recv, size_t count, enum tr_dtype dt)
 {
     size_t bytes = count * dt_size(dt);
-    void *s = dev_of(c, send, bytes), *r = dev_of(c, recv, bytes * c->size);
-    c->counts.allgather++;
+    void *s = dev_of(c, send, bytes), *r = dev_of(c, recv, bytes * c->common.size);
+    c->common.counts.allgather++;
     if (!s || !r || to_dev(c, s, send, bytes) ||
         nccl_ok("ncclAllGather", ncclAllGather(s, r, count, nccl_type(dt), c->comm, c->stream)))
         return -1;
-    return from_dev(c, recv, r, bytes * c->size);
+    return from_dev(c, recv, r, bytes * c->common.size);
 }
 
 int tr_comm_ring_shift(struct tr_comm *c, const void *send, void *recv, size_t count, enum tr_dtype dt)
 {
     size_t bytes = count * dt_size(dt);
-    int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size;
+    int right = (c->common.rank + 1) % c->common.size,
+        left = (c->common.rank + c->common.size - 1) % c->common.size;
     void *s = dev_of(c, send, bytes), *r = dev_of(c, recv, bytes);
-    c->counts.send++;
-    c->counts.recv++;
+    c->common.counts.send++;
+    c->common.counts.recv++;
     if (!s || !r || to_dev(c, s, send, bytes) || nccl_ok("ncclGroupStart", ncclGroupStart()))
         return -1;
     int rc = nccl_ok("ncclSend", ncclSend(s, count, nccl_type(dt), right, c->comm, c->stream));

@@ -7,7 +7,7 @@
 # The trainer's own CPPFLAGS leave out src/ (whose config.h is the shim's).
 TRAINER_CPPFLAGS = -I$(top_srcdir)/include -I$(top_srcdir)/tools/trainer $(CBLAS_CFLAGS)
 TRAINER_COMMON_SOURCES = tools/trainer/tr_main.c tools/trainer/tr_opts.c tools/trainer/tr_opts.h \
-	tools/trainer/tr_comm.h tools/trainer/tr_train.h tools/trainer/tr_train_d.c tools/trainer/tr_train_f.c
+	tools/trainer/tr_comm.h tools/trainer/tr_comm.c tools/trainer/tr_train.h tools/trainer/tr_train_d.c tools/trainer/tr_train_f.c
 EXTRA_DIST += tools/trainer/tr_math.inc tools/trainer/tr_train.inc tools/trainer/tr_ref.inc \
 	tools/trainer/tr_comm_mpi.c tools/trainer/tr_comm_nccl.c tools/trainer/tr_math.h tools/trainer/tr_real.h
 bench_list += bench/trainer-bench.sh
