@@ -837,7 +837,7 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
     count_in_cell(rd, r, step, deferred);
     count_at_site(a, r, site, deferred);
     count_buffer_use(rd, r, step, site, deferred);
-    if (cls == CCS_CLASS_COLL && r->comm && r->seq) {
+    if (ccs_kind_sequenced(r->kind) && r->comm && r->seq) { /* what desync compares */
         sum_sequenced(rd, r, step);
         compare_with_reference(rd, r, step);
     }
