@@ -162,4 +162,7 @@ void ccs_ring_reset_all(void)
         memset(r->counts, 0, sizeof r->counts);
         r->pid = pid;
     }
+    /* The forking thread's next call goes through ccs_call_first, which
+     * starts the child's features (ccs_features_fork_child). */
+    ccs_tls_call_ring = NULL;
 }

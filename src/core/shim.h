@@ -191,7 +191,7 @@ struct ccs_call {
 
 /* Starts recording one call on C (NULL C: recorded with comm 0, unsequenced).
  * Returns the record to pass to ccs_call_end, or NULL when not recording.
- * The hot path leaves rec->fingerprint 0: it is a pure function of fields
+ * rec->fingerprint stays 0 in a ring: it is a pure function of fields
  * the record holds, so whoever reads a ring computes it with
  * ccs_record_fingerprint() (the trace writer fills it in the file).
  * Inline (below, after struct ccs_ring): a wrapper's call costs no call of
@@ -218,10 +218,11 @@ CCS_HIDDEN void ccs_record_snapshot(const struct ccs_record *p, struct ccs_recor
  * writes it: ONCE(f) before the record is published, LIVE(f) also after,
  * until the call returns (t_dur and flags in ccs_call_end, flags in a
  * wrapper, step in a mark), so that a copy of a published record reads it
- * with a relaxed atomic load.  The hot path (ccs_call_record) and the
- * snapshot both copy a record with ccs_record_copy, generated from this
- * list: they cannot drift apart, and the size check below fails when a
- * field is added to the record and not here. */
+ * with a relaxed atomic load.  The snapshot copies a record with
+ * ccs_record_copy, generated from this list, and the size check below
+ * fails when a field is added to the record and not here.  The hot path
+ * (ccs_call_record) writes the narrow fields in 8-byte words; a check
+ * beside it pins the offsets it relies on. */
 #define CCS_RECORD_FIELDS(ONCE, LIVE)                                                                      \
     ONCE(seq) ONCE(comm) ONCE(fingerprint) ONCE(bytes) ONCE(count) ONCE(buf) ONCE(t_start) LIVE(t_dur)    \
     LIVE(step) ONCE(site) ONCE(root) ONCE(kind) ONCE(dtype) ONCE(op) LIVE(flags) ONCE(backend)           \
@@ -269,6 +270,11 @@ struct ccs_ring {
     struct ccs_ring *next;          /* list of all rings */
     uint32_t index;                 /* small thread index */
     uint32_t pid;                   /* process that owns it (fork check) */
+    /* The thread's last call site (most calls come from where the last one
+     * did): here, on the line every call reads anyway, rather than in
+     * thread-locals of their own (producer only). */
+    uintptr_t last_pc;              /* return address of the last call */
+    uint32_t last_site;             /* its site id */
     /* The draining reader's cursor (the trace writer's; its lost count is
      * the summary's), kept off the producer's line so that a drain does
      * not take the line every call writes away from its core. */
@@ -390,25 +396,72 @@ CCS_HIDDEN void *ccs_real_symbol(const char *name, const char *const *sonames);
 
 /* ------------------------------------------------- record.c (inline) */
 
-/* The thread's last call site: most calls come from where the last one did. */
-extern CCS_HIDDEN __thread uintptr_t ccs_tls_last_pc __attribute__((tls_model("initial-exec")));
-extern CCS_HIDDEN __thread uint32_t ccs_tls_last_site __attribute__((tls_model("initial-exec")));
+/* The ring the hot path records into: the thread's ring once the features
+ * have started (ccs_call_first sets it); NULL sends the call through
+ * ccs_call_first.  One test on the hot path for "first call of this thread"
+ * and "first call of this process", cleared in a forked child (whose first
+ * call starts the child's features) by ccs_ring_reset_all. */
+extern CCS_HIDDEN __thread struct ccs_ring *ccs_tls_call_ring __attribute__((tls_model("initial-exec")));
 
-/* registry.c: nonzero once the features' first-call hooks ran. */
-extern CCS_HIDDEN atomic_int ccs_features_started;
-
-/* Out of line, rare: the first call of a thread (maps its ring) or of the
- * process (runs the features' first-call hooks).  Returns the thread's ring
- * to record into, or NULL when this call is not recorded (inside a recorded
- * call, or no ring). */
-CCS_HIDDEN struct ccs_ring *ccs_call_first(void);
+/* Out of line, rare (cold: the wrapper's fast path keeps its registers): the
+ * first call of a thread (maps its ring) or of the process (runs the
+ * features' first-call hooks).  Returns the thread's ring to record into,
+ * or NULL when this call is not recorded (inside a recorded call, or no
+ * ring). */
+CCS_HIDDEN struct ccs_ring *ccs_call_first(void) __attribute__((cold, noinline));
 
 /* Out of line, rare: the site id of a call from a new return address
- * (updates the thread's last site). */
-CCS_HIDDEN uint32_t ccs_call_new_site(void *ret_addr);
+ * (updates R's last site). */
+CCS_HIDDEN uint32_t ccs_call_new_site(struct ccs_ring *r, void *ret_addr) __attribute__((cold, noinline));
+
+/* The record is written in 8-byte words where its fields are narrower: the
+ * bytes in memory are exactly the fields' (docs/trace-format.md), in the
+ * machine's byte order.  The 4-byte unit whose memory holds the bytes B0..B3
+ * (CCS_BYTES4), or the 16-bit H then the bytes B2, B3 (CCS_HALF_BYTES); the
+ * 8-byte unit holding the 32-bit LO, then HI (CCS_WORD). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define CCS_BYTES4(b0, b1, b2, b3)                                                                                 \
+    (((uint32_t)(uint8_t)(b0) << 24) | ((uint32_t)(uint8_t)(b1) << 16) | ((uint32_t)(uint8_t)(b2) << 8) |        \
+     (uint8_t)(b3))
+#define CCS_HALF_BYTES(h, b2, b3) (((uint32_t)(uint16_t)(h) << 16) | ((uint32_t)(uint8_t)(b2) << 8) | (uint8_t)(b3))
+#define CCS_WORD(lo, hi) (((uint64_t)(uint32_t)(lo) << 32) | (uint32_t)(hi))
+#else
+#define CCS_BYTES4(b0, b1, b2, b3)                                                                                 \
+    ((uint8_t)(b0) | ((uint32_t)(uint8_t)(b1) << 8) | ((uint32_t)(uint8_t)(b2) << 16) |                         \
+     ((uint32_t)(uint8_t)(b3) << 24))
+#define CCS_HALF_BYTES(h, b2, b3) ((uint16_t)(h) | ((uint32_t)(uint8_t)(b2) << 16) | ((uint32_t)(uint8_t)(b3) << 24))
+#define CCS_WORD(lo, hi) ((uint32_t)(lo) | ((uint64_t)(uint32_t)(hi) << 32))
+#endif
+
+/* The words the hot path stores: each starts at a multiple of 8 and holds
+ * exactly these fields, in this order (a change to the record that breaks
+ * this fails here, not in a trace). */
+_Static_assert(offsetof(struct ccs_record, step) == 64 && offsetof(struct ccs_record, site) == 68 &&
+                   offsetof(struct ccs_record, root) == 72 && offsetof(struct ccs_record, kind) == 76 &&
+                   offsetof(struct ccs_record, dtype) == 78 && offsetof(struct ccs_record, op) == 79 &&
+                   offsetof(struct ccs_record, flags) == 80 && offsetof(struct ccs_record, backend) == 81 &&
+                   offsetof(struct ccs_record, group_depth) == 82 && offsetof(struct ccs_record, thread) == 83 &&
+                   offsetof(struct ccs_record, sig) == 84 && offsetof(struct ccs_record, pysite) == 88 &&
+                   offsetof(struct ccs_record, reserved2) == 92 && sizeof(struct ccs_record) == 96 &&
+                   sizeof(((struct ccs_record *)0)->kind) == 2 && sizeof(((struct ccs_record *)0)->root) == 4,
+               "the hot path's record words (ccs_call_record) must match struct ccs_record");
+
+/* Stores the 8 bytes W at byte offset OFF of REC (a multiple of 8). */
+CCS_INLINE void ccs_record_word(struct ccs_record *rec, size_t off, uint64_t w)
+{
+    __builtin_memcpy((char *)rec + off, &w, sizeof w);
+}
 
 /* The body of ccs_call_begin once the ring R exists (always inline: with a
- * wrapper's constant kind the counter choice folds away). */
+ * wrapper's constant kind the counter choice folds away).
+ *
+ * What it does not store, because a ring slot always holds 0 there: the
+ * fingerprint (left to readers, see ccs_record_fingerprint; no one writes
+ * a ring slot's fingerprint), and without ccs_timing the times (ccs_timing
+ * is set before the shim turns active and never changes, so a process's
+ * slots either always get times or never do).  A ring is mapped zeroed, so
+ * a slot reused on a later lap, and one a reader copies while it is in
+ * flight, reads 0 there as on the first lap. */
 CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_comm *c,
                                                  const struct ccs_call *call, void *ret_addr)
 {
@@ -417,12 +470,13 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
      * the line this call writes anyway. */
     if (atomic_load_explicit(&r->inflight, memory_order_relaxed))
         return NULL;
-    uint32_t site = CCS_LIKELY((uintptr_t)ret_addr == ccs_tls_last_pc) ? ccs_tls_last_site
-                                                                       : ccs_call_new_site(ret_addr);
+    uint32_t site = CCS_LIKELY((uintptr_t)ret_addr == r->last_pc) ? r->last_site : ccs_call_new_site(r, ret_addr);
     unsigned kind = call->kind < CCS_KIND_MAX ? call->kind : 0;
-    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    struct ccs_record *rec = &r->rec[h & r->mask];
-    uint64_t seq = 0;
+    struct ccs_record *rec = &r->rec[atomic_load_explicit(&r->head, memory_order_relaxed) & r->mask];
+    /* One register for the slot's address: left to itself the compiler
+     * rebuilds it from the index for each differently typed store. */
+    __asm__("" : "+r"(rec));
+    uint64_t seq = 0, comm = 0;
     if (c) {
         /* Load + store, not an atomic RMW: see struct ccs_comm. */
         enum ccs_counter which = ccs_kind_counter(kind);
@@ -433,31 +487,23 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
             seq = atomic_load_explicit(&c->p2p, memory_order_relaxed) + 1;
             atomic_store_explicit(&c->p2p, seq, memory_order_relaxed);
         }
+        comm = c->id;
     }
-    /* Fields not named are 0: fingerprint (see ccs_record_fingerprint),
-     * t_dur, reserved2.  The stores fold into the slot's (ccs_record_copy
-     * is inline, LOCAL never reaches memory). */
-    const struct ccs_record local = {
-        .seq = seq,
-        .comm = c ? c->id : 0,
-        .bytes = call->bytes,
-        .count = call->count,
-        .buf = (uint64_t)(uintptr_t)call->buf,
-        .t_start = ccs_timing ? ccs_ticks() : 0,
-        .step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed),
-        .site = site,
-        .root = call->root,
-        .kind = (uint16_t)kind,
-        .dtype = call->dtype,
-        .op = call->op,
-        .flags = call->flags,
-        .backend = call->backend,
-        .group_depth = call->group_depth,
-        .thread = (uint8_t)r->index,
-        .sig = call->sig,
-        .pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed), /* ccshim_annotate */
-    };
-    ccs_record_copy(rec, &local, 0);
+    uint32_t step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed);
+    uint32_t pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed); /* ccshim_annotate */
+    rec->seq = seq;
+    rec->comm = comm;
+    rec->bytes = call->bytes;
+    rec->count = call->count;
+    rec->buf = (uint64_t)(uintptr_t)call->buf;
+    if (CCS_UNLIKELY(ccs_timing)) {
+        rec->t_start = ccs_ticks();
+        rec->t_dur = 0;
+    }
+    ccs_record_word(rec, 64, CCS_WORD(step, site));
+    ccs_record_word(rec, 72, CCS_WORD((uint32_t)call->root, CCS_HALF_BYTES(kind, call->dtype, call->op)));
+    ccs_record_word(rec, 80, CCS_WORD(CCS_BYTES4(call->flags, call->backend, call->group_depth, r->index), call->sig));
+    ccs_record_word(rec, 88, CCS_WORD(pysite, 0)); /* pysite, reserved2 */
     r->counts[kind]++;
     /* Published: from here on the desync thread may copy it
      * (ccs_record_snapshot), so the fields still written (t_dur, flags,
@@ -467,12 +513,13 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
     return rec;
 }
 
-CCS_INLINE struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
+/* ccs_call_begin for a caller that has just seen ccs_active nonzero (a
+ * wrapper's first test): the same without a second look at it. */
+CCS_INLINE struct ccs_record *ccs_call_begin_active(struct ccs_comm *c, const struct ccs_call *call,
+                                                    void *ret_addr)
 {
-    if (CCS_UNLIKELY(!atomic_load_explicit(&ccs_active, memory_order_relaxed)))
-        return NULL;
-    struct ccs_ring *r = ccs_tls_ring;
-    if (CCS_UNLIKELY(r == NULL || !atomic_load_explicit(&ccs_features_started, memory_order_relaxed))) {
+    struct ccs_ring *r = ccs_tls_call_ring;
+    if (CCS_UNLIKELY(r == NULL)) {
         r = ccs_call_first();
         if (!r)
             return NULL;
@@ -480,12 +527,19 @@ CCS_INLINE struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct cc
     return ccs_call_record(r, c, call, ret_addr);
 }
 
+CCS_INLINE struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
+{
+    if (CCS_UNLIKELY(!atomic_load_explicit(&ccs_active, memory_order_relaxed)))
+        return NULL;
+    return ccs_call_begin_active(c, call, ret_addr);
+}
+
 CCS_INLINE void ccs_call_end(struct ccs_record *rec, int failed)
 {
     if (!rec)
         return;
     struct ccs_ring *r = ccs_tls_ring; /* the ring REC is in */
-    if (rec->t_start)
+    if (ccs_timing)
         __atomic_store_n(&rec->t_dur, ccs_ticks() - rec->t_start, __ATOMIC_RELAXED);
     if (CCS_UNLIKELY(failed))
         __atomic_store_n(&rec->flags, (uint8_t)(rec->flags | CCS_F_ERROR), __ATOMIC_RELAXED);

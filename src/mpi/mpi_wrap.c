@@ -21,7 +21,8 @@
 #define CALL_REAL(name, ...) (CCS_REAL(name) ? ccs_real_##name(__VA_ARGS__) : MPI_ERR_INTERN)
 #define INPLACE(sb) ((sb) == MPI_IN_PLACE ? CCS_F_IN_PLACE : 0)
 
-/* Starts the record of a call (ccs_call_begin): on a communicator entry the
+/* Starts the record of a call (ccs_call_begin_active: every caller is a
+ * wrapper that found ccshim active): on a communicator entry the
  * wrapper already looked up (the kinds that also need its rank or size), or
  * on a handle (record_begin).  OP is
  * ccshim's: ccs_mpi_op for the reductions (MPI_OP_NULL gives CCS_OP_NONE),
@@ -39,7 +40,7 @@ CCS_INLINE struct ccs_record *record_begin_on(struct ccs_comm *cm, unsigned kind
                          .count = (uint64_t)count,
                          .bytes = bytes,
                          .buf = buf};
-    return ccs_call_begin(cm, &c, ra);
+    return ccs_call_begin_active(cm, &c, ra);
 }
 
 /* The same with a type signature (ccs_mpi_sig) as what must agree. */
@@ -57,7 +58,7 @@ CCS_INLINE struct ccs_record *record_begin_sig(struct ccs_comm *cm, unsigned kin
                          .count = s->count,
                          .bytes = bytes,
                          .buf = buf};
-    return ccs_call_begin(cm, &c, ra);
+    return ccs_call_begin_active(cm, &c, ra);
 }
 
 /* The common case of the reductions: what must agree is (N, DT) and the op

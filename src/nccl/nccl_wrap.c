@@ -106,7 +106,7 @@ CCS_INLINE struct ccs_record *record_begin(unsigned kind, ncclComm_t comm, const
     }
     if (captured)
         call.flags |= CCS_F_CAPTURED;
-    return ccs_call_begin(c, &call, ra);
+    return ccs_call_begin_active(c, &call, ra); /* the callers checked ccs_nccl_on() */
 }
 
 /* Completion tracking of an enqueued call (nccl_track.c): its sequence
