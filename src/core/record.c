@@ -25,11 +25,11 @@ struct ccs_ring *ccs_call_first(void)
     return r;
 }
 
-uint32_t ccs_call_new_site(struct ccs_ring *r, void *ret_addr)
+void ccs_call_new_site(struct ccs_ring *r, struct ccs_record *rec, void *ret_addr)
 {
     r->last_pc = (uintptr_t)ret_addr;
     r->last_site = ccs_site_id(ret_addr);
-    return r->last_site;
+    rec->site = r->last_site;
 }
 
 void ccs_record_mark(unsigned kind, uint32_t step)

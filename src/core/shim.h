@@ -403,16 +403,22 @@ CCS_HIDDEN void *ccs_real_symbol(const char *name, const char *const *sonames);
  * call starts the child's features) by ccs_ring_reset_all. */
 extern CCS_HIDDEN __thread struct ccs_ring *ccs_tls_call_ring __attribute__((tls_model("initial-exec")));
 
-/* Out of line, rare (cold: the wrapper's fast path keeps its registers): the
- * first call of a thread (maps its ring) or of the process (runs the
- * features' first-call hooks).  Returns the thread's ring to record into,
- * or NULL when this call is not recorded (inside a recorded call, or no
- * ring). */
+/* The rare parts of the hot path, out of line and cold, each called where
+ * the fewest values are live, so that a wrapper's fast path keeps its
+ * values in registers and saves none for them:
+ *
+ * ccs_call_first: the first call of a thread (maps its ring) or of the
+ * process (runs the features' first-call hooks).  Returns the thread's
+ * ring to record into, or NULL when this call is not recorded (inside a
+ * recorded call, or no ring).
+ *
+ * ccs_call_new_site: REC of a call from a new return address (not R's last
+ * one), written but not yet published: its site id, which becomes R's
+ * last site (called after the stores, where only R, REC and the return
+ * address are live). */
 CCS_HIDDEN struct ccs_ring *ccs_call_first(void) __attribute__((cold, noinline));
-
-/* Out of line, rare: the site id of a call from a new return address
- * (updates R's last site). */
-CCS_HIDDEN uint32_t ccs_call_new_site(struct ccs_ring *r, void *ret_addr) __attribute__((cold, noinline));
+CCS_HIDDEN void ccs_call_new_site(struct ccs_ring *r, struct ccs_record *rec, void *ret_addr)
+    __attribute__((cold, noinline));
 
 /* The record is written in 8-byte words where its fields are narrower: the
  * bytes in memory are exactly the fields' (docs/trace-format.md), in the
@@ -470,7 +476,6 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
      * the line this call writes anyway. */
     if (atomic_load_explicit(&r->inflight, memory_order_relaxed))
         return NULL;
-    uint32_t site = CCS_LIKELY((uintptr_t)ret_addr == r->last_pc) ? r->last_site : ccs_call_new_site(r, ret_addr);
     unsigned kind = call->kind < CCS_KIND_MAX ? call->kind : 0;
     struct ccs_record *rec = &r->rec[atomic_load_explicit(&r->head, memory_order_relaxed) & r->mask];
     /* One register for the slot's address: left to itself the compiler
@@ -500,11 +505,13 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
         rec->t_start = ccs_ticks();
         rec->t_dur = 0;
     }
-    ccs_record_word(rec, 64, CCS_WORD(step, site));
+    ccs_record_word(rec, 64, CCS_WORD(step, r->last_site)); /* the site of most calls: the last one's */
     ccs_record_word(rec, 72, CCS_WORD((uint32_t)call->root, CCS_HALF_BYTES(kind, call->dtype, call->op)));
     ccs_record_word(rec, 80, CCS_WORD(CCS_BYTES4(call->flags, call->backend, call->group_depth, r->index), call->sig));
     ccs_record_word(rec, 88, CCS_WORD(pysite, 0)); /* pysite, reserved2 */
     r->counts[kind]++;
+    if (CCS_UNLIKELY((uintptr_t)ret_addr != r->last_pc))
+        ccs_call_new_site(r, rec, ret_addr);
     /* Published: from here on the desync thread may copy it
      * (ccs_record_snapshot), so the fields still written (t_dur, flags,
      * and step for marks) are relaxed atomics: plain moves on x86-64 and
