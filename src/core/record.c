@@ -27,9 +27,10 @@ struct ccs_ring *ccs_call_first(void)
 
 void ccs_call_new_site(struct ccs_ring *r, struct ccs_record *rec, void *ret_addr)
 {
+    uint32_t site = ccs_site_id(ret_addr);
     r->last_pc = (uintptr_t)ret_addr;
-    r->last_site = ccs_site_id(ret_addr);
-    rec->site = r->last_site;
+    r->last_site_word = CCS_AT(site, 4, 4);
+    rec->site = site;
 }
 
 void ccs_record_mark(unsigned kind, uint32_t step)

@@ -270,11 +270,13 @@ struct ccs_ring {
     struct ccs_ring *next;          /* list of all rings */
     uint32_t index;                 /* small thread index */
     uint32_t pid;                   /* process that owns it (fork check) */
-    /* The thread's last call site (most calls come from where the last one
-     * did): here, on the line every call reads anyway, rather than in
-     * thread-locals of their own (producer only). */
+    /* For the hot path, on the line every call reads anyway (producer
+     * only): the thread's last call site (most calls come from where the
+     * last one did), and fields of the record already in place in the
+     * 8-byte words it is written in (see ccs_call_record). */
     uintptr_t last_pc;              /* return address of the last call */
-    uint32_t last_site;             /* its site id */
+    uint64_t last_site_word;        /* its site id at the site's place in the word at 64 */
+    uint64_t thread_word;           /* the thread byte (index) at its place in the word at 80 */
     /* The draining reader's cursor (the trace writer's; its lost count is
      * the summary's), kept off the producer's line so that a drain does
      * not take the line every call writes away from its core. */
@@ -282,6 +284,8 @@ struct ccs_ring {
     _Alignas(64) uint64_t counts[CCS_KIND_MAX]; /* calls by kind (producer only) */
     _Alignas(64) struct ccs_record rec[]; /* capacity records */
 };
+
+_Static_assert(offsetof(struct ccs_ring, drain) == 64, "a ring's producer fields fill one cache line, no more");
 
 /* The calling thread's ring, mapped on first use; NULL when out of memory
  * (logged once; recording is then off in that thread).  The fast path is
@@ -422,21 +426,13 @@ CCS_HIDDEN void ccs_call_new_site(struct ccs_ring *r, struct ccs_record *rec, vo
 
 /* The record is written in 8-byte words where its fields are narrower: the
  * bytes in memory are exactly the fields' (docs/trace-format.md), in the
- * machine's byte order.  The 4-byte unit whose memory holds the bytes B0..B3
- * (CCS_BYTES4), or the 16-bit H then the bytes B2, B3 (CCS_HALF_BYTES); the
- * 8-byte unit holding the 32-bit LO, then HI (CCS_WORD). */
+ * machine's byte order.  CCS_AT(v, off, size): the unsigned V of SIZE
+ * bytes at byte OFF of such a word (the compiler folds the constant ones
+ * into one). */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define CCS_BYTES4(b0, b1, b2, b3)                                                                                 \
-    (((uint32_t)(uint8_t)(b0) << 24) | ((uint32_t)(uint8_t)(b1) << 16) | ((uint32_t)(uint8_t)(b2) << 8) |        \
-     (uint8_t)(b3))
-#define CCS_HALF_BYTES(h, b2, b3) (((uint32_t)(uint16_t)(h) << 16) | ((uint32_t)(uint8_t)(b2) << 8) | (uint8_t)(b3))
-#define CCS_WORD(lo, hi) (((uint64_t)(uint32_t)(lo) << 32) | (uint32_t)(hi))
+#define CCS_AT(v, off, size) ((uint64_t)(v) << (64 - 8 * ((off) + (size))))
 #else
-#define CCS_BYTES4(b0, b1, b2, b3)                                                                                 \
-    ((uint8_t)(b0) | ((uint32_t)(uint8_t)(b1) << 8) | ((uint32_t)(uint8_t)(b2) << 16) |                         \
-     ((uint32_t)(uint8_t)(b3) << 24))
-#define CCS_HALF_BYTES(h, b2, b3) ((uint16_t)(h) | ((uint32_t)(uint8_t)(b2) << 16) | ((uint32_t)(uint8_t)(b3) << 24))
-#define CCS_WORD(lo, hi) ((uint32_t)(lo) | ((uint64_t)(uint32_t)(hi) << 32))
+#define CCS_AT(v, off, size) ((uint64_t)(v) << (8 * (off)))
 #endif
 
 /* The words the hot path stores: each starts at a multiple of 8 and holds
@@ -505,10 +501,13 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
         rec->t_start = ccs_ticks();
         rec->t_dur = 0;
     }
-    ccs_record_word(rec, 64, CCS_WORD(step, r->last_site)); /* the site of most calls: the last one's */
-    ccs_record_word(rec, 72, CCS_WORD((uint32_t)call->root, CCS_HALF_BYTES(kind, call->dtype, call->op)));
-    ccs_record_word(rec, 80, CCS_WORD(CCS_BYTES4(call->flags, call->backend, call->group_depth, r->index), call->sig));
-    ccs_record_word(rec, 88, CCS_WORD(pysite, 0)); /* pysite, reserved2 */
+    ccs_record_word(rec, 64, CCS_AT(step, 0, 4) | r->last_site_word); /* most calls: the last site */
+    ccs_record_word(rec, 72, CCS_AT((uint32_t)call->root, 0, 4) | CCS_AT((uint16_t)kind, 4, 2) |
+                                 CCS_AT(call->dtype, 6, 1) | CCS_AT(call->op, 7, 1));
+    ccs_record_word(rec, 80, CCS_AT(call->flags, 0, 1) | CCS_AT(call->backend, 1, 1) |
+                                 CCS_AT(call->group_depth, 2, 1) | r->thread_word |
+                                 CCS_AT(call->sig, 4, 4));
+    ccs_record_word(rec, 88, CCS_AT(pysite, 0, 4)); /* reserved2 0 */
     r->counts[kind]++;
     if (CCS_UNLIKELY((uintptr_t)ret_addr != r->last_pc))
         ccs_call_new_site(r, rec, ret_addr);
