@@ -454,8 +454,10 @@ CCS_INLINE void ccs_record_word(struct ccs_record *rec, size_t off, uint64_t w)
     __builtin_memcpy((char *)rec + off, &w, sizeof w);
 }
 
-/* The body of ccs_call_begin once the ring R exists (always inline: with a
- * wrapper's constant kind the counter choice folds away).
+/* Writes the record of a call on C into R's next slot, with R's last call
+ * site, and counts it; does not publish it.  The rest of ccs_call_begin is
+ * in ccs_call_record and ccs_call_fast (always inline: with a wrapper's
+ * constant kind the counter choice folds away).
  *
  * What it does not store, because a ring slot always holds 0 there: the
  * fingerprint (left to readers, see ccs_record_fingerprint; no one writes
@@ -464,14 +466,8 @@ CCS_INLINE void ccs_record_word(struct ccs_record *rec, size_t off, uint64_t w)
  * slots either always get times or never do).  A ring is mapped zeroed, so
  * a slot reused on a later lap, and one a reader copies while it is in
  * flight, reads 0 there as on the first lap. */
-CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_comm *c,
-                                                 const struct ccs_call *call, void *ret_addr)
+CCS_INLINE struct ccs_record *ccs_call_store(struct ccs_ring *r, struct ccs_comm *c, const struct ccs_call *call)
 {
-    /* Inside a recorded call already (an MPI implementation calling its own
-     * public API): not counted again.  The in-flight pointer is the flag, on
-     * the line this call writes anyway. */
-    if (atomic_load_explicit(&r->inflight, memory_order_relaxed))
-        return NULL;
     unsigned kind = call->kind < CCS_KIND_MAX ? call->kind : 0;
     struct ccs_record *rec = &r->rec[atomic_load_explicit(&r->head, memory_order_relaxed) & r->mask];
     /* One register for the slot's address: left to itself the compiler
@@ -509,14 +505,46 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
                                  CCS_AT(call->sig, 4, 4));
     ccs_record_word(rec, 88, CCS_AT(pysite, 0, 4)); /* reserved2 0 */
     r->counts[kind]++;
-    if (CCS_UNLIKELY((uintptr_t)ret_addr != r->last_pc))
-        ccs_call_new_site(r, rec, ret_addr);
-    /* Published: from here on the desync thread may copy it
-     * (ccs_record_snapshot), so the fields still written (t_dur, flags,
-     * and step for marks) are relaxed atomics: plain moves on x86-64 and
-     * aarch64, and no data race. */
+    return rec;
+}
+
+/* Publishes REC: from here on the desync thread may copy it
+ * (ccs_record_snapshot), so the fields still written (t_dur, flags, and
+ * step for marks) are relaxed atomics: plain moves on x86-64 and aarch64,
+ * and no data race. */
+CCS_INLINE struct ccs_record *ccs_call_publish(struct ccs_ring *r, struct ccs_record *rec)
+{
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
     return rec;
+}
+
+/* The body of ccs_call_begin once the ring R exists. */
+CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_comm *c,
+                                                 const struct ccs_call *call, void *ret_addr)
+{
+    /* Inside a recorded call already (an MPI implementation calling its own
+     * public API): not counted again.  The in-flight pointer is the flag, on
+     * the line this call writes anyway. */
+    if (atomic_load_explicit(&r->inflight, memory_order_relaxed))
+        return NULL;
+    struct ccs_record *rec = ccs_call_store(r, c, call);
+    if (CCS_UNLIKELY((uintptr_t)ret_addr != r->last_pc))
+        ccs_call_new_site(r, rec, ret_addr);
+    return ccs_call_publish(r, rec);
+}
+
+/* The common case of ccs_call_begin_active and nothing else, with no call
+ * out of line: the thread's ring ready, not inside a recorded call, the
+ * call site the thread's last one.  Else NULL, having done nothing: the
+ * caller then takes its general path (ccs_call_begin_active).  For a
+ * wrapper that keeps its arguments in registers up to the real call. */
+CCS_INLINE struct ccs_record *ccs_call_fast(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
+{
+    struct ccs_ring *r = ccs_tls_call_ring;
+    if (CCS_UNLIKELY(r == NULL || atomic_load_explicit(&r->inflight, memory_order_relaxed) != NULL ||
+                     (uintptr_t)ret_addr != r->last_pc))
+        return NULL;
+    return ccs_call_publish(r, ccs_call_store(r, c, call));
 }
 
 /* ccs_call_begin for a caller that has just seen ccs_active nonzero (a
