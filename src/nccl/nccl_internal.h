@@ -105,13 +105,18 @@ CCS_HIDDEN int ccs_ntrack_requery(struct ccs_comm *c);
  * is the live entry for it), else the table (nccl_real.c). */
 CCS_HIDDEN struct ccs_comm *ccs_nccl_comm_slow(ncclComm_t comm) __attribute__((cold));
 extern CCS_HIDDEN __thread struct ccs_comm *ccs_nccl_last_comm __attribute__((tls_model("initial-exec")));
-static inline struct ccs_comm *ccs_nccl_comm(ncclComm_t comm)
+static inline struct ccs_comm *ccs_nccl_comm_cached(ncclComm_t comm) /* the hot path's part, or NULL */
 {
     struct ccs_comm *c = ccs_nccl_last_comm;
     if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == (uintptr_t)comm &&
         CCS_LIKELY((uintptr_t)comm > 1 && c->backend == CCS_BE_NCCL && c->size > 0))
         return c;
-    return ccs_nccl_comm_slow(comm);
+    return NULL;
+}
+static inline struct ccs_comm *ccs_nccl_comm(ncclComm_t comm)
+{
+    struct ccs_comm *c = ccs_nccl_comm_cached(comm);
+    return CCS_LIKELY(c != NULL) ? c : ccs_nccl_comm_slow(comm);
 }
 
 /* This thread's ncclGroupStart nesting (nccl_wrap.c). */
