@@ -537,10 +537,12 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
  * out of line: the thread's ring ready, not inside a recorded call, the
  * call site the thread's last one.  Else NULL, having done nothing: the
  * caller then takes its general path (ccs_call_begin_active).  For a
- * wrapper that keeps its arguments in registers up to the real call. */
-CCS_INLINE struct ccs_record *ccs_call_fast(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
+ * wrapper that keeps its arguments in registers up to the real call.
+ * *RING: the ring, for ccs_call_end_in. */
+CCS_INLINE struct ccs_record *ccs_call_fast(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr,
+                                            struct ccs_ring **ring)
 {
-    struct ccs_ring *r = ccs_tls_call_ring;
+    struct ccs_ring *r = *ring = ccs_tls_call_ring;
     if (CCS_UNLIKELY(r == NULL || atomic_load_explicit(&r->inflight, memory_order_relaxed) != NULL ||
                      (uintptr_t)ret_addr != r->last_pc))
         return NULL;
@@ -568,11 +570,10 @@ CCS_INLINE struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct cc
     return ccs_call_begin_active(c, call, ret_addr);
 }
 
-CCS_INLINE void ccs_call_end(struct ccs_record *rec, int failed)
+/* ccs_call_end of a record REC (not NULL) of the ring R (a caller that kept
+ * the ring ccs_call_fast gave it). */
+CCS_INLINE void ccs_call_end_in(struct ccs_ring *r, struct ccs_record *rec, int failed)
 {
-    if (!rec)
-        return;
-    struct ccs_ring *r = ccs_tls_ring; /* the ring REC is in */
     if (ccs_timing)
         __atomic_store_n(&rec->t_dur, ccs_ticks() - rec->t_start, __ATOMIC_RELAXED);
     if (CCS_UNLIKELY(failed))
@@ -580,6 +581,12 @@ CCS_INLINE void ccs_call_end(struct ccs_record *rec, int failed)
     atomic_store_explicit(&r->inflight, NULL, memory_order_relaxed);
     atomic_store_explicit(&r->head, atomic_load_explicit(&r->head, memory_order_relaxed) + 1,
                           memory_order_release);
+}
+
+CCS_INLINE void ccs_call_end(struct ccs_record *rec, int failed)
+{
+    if (rec)
+        ccs_call_end_in(ccs_tls_ring, rec, failed); /* the ring REC is in */
 }
 
 #endif

@@ -432,9 +432,13 @@ CCS_INLINE int w_Allreduce(MPI_SHAPE_red_PARAMS, void *ra)
                                  .count = sig.count,
                                  .bytes = sig.bytes,
                                  .buf = rb};
-            struct ccs_record *r = ccs_call_fast(cm, &c, ra);
-            if (CCS_LIKELY(r != NULL))
-                return record_end(r, real(MPI_SHAPE_red_ARGS));
+            struct ccs_ring *ring;
+            struct ccs_record *r = ccs_call_fast(cm, &c, ra, &ring);
+            if (CCS_LIKELY(r != NULL)) {
+                int rc = real(MPI_SHAPE_red_ARGS);
+                ccs_call_end_in(ring, r, rc != MPI_SUCCESS);
+                return rc;
+            }
         }
     }
     return allreduce_general(MPI_SHAPE_red_ARGS, ra);

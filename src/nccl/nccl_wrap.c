@@ -121,14 +121,19 @@ static void track(struct ccs_record *r, ncclComm_t comm, cudaStream_t stream)
 /* ncclInProgress is NCCL's "accepted, completing asynchronously": not an
  * error.  Tracking also says whether the stream is being captured into a
  * CUDA graph (the record is flagged: the call enqueued nothing now). */
-static inline void record_end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, cudaStream_t stream)
+static inline void record_end_in(struct ccs_ring *ring, struct ccs_record *r, ncclResult_t rc, ncclComm_t comm,
+                                 cudaStream_t stream)
 {
-    if (!r)
-        return;
     int ok = rc == ncclSuccess || rc == ncclInProgress;
     if (atomic_load_explicit(&ccs_ntrack_on, memory_order_relaxed) && !(r->flags & CCS_F_CAPTURED) && ok)
         track(r, comm, stream);
-    ccs_call_end(r, !ok);
+    ccs_call_end_in(ring, r, !ok);
+}
+
+static inline void record_end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, cudaStream_t stream)
+{
+    if (r)
+        record_end_in(ccs_tls_ring, r, rc, comm, stream); /* the ring R is in */
 }
 
 /* ------------------------------------------------------ shapes: describe */
@@ -302,10 +307,11 @@ CCS_EXPORT ncclResult_t ncclAllReduce(NCCL_SHAPE_coll_op_PARAMS)
             .bytes = (uint64_t)count * ccs_nccl_dt_table[datatype].size,
             .buf = recvbuff,
         };
-        struct ccs_record *r = ccs_call_fast(c, &call, ra);
+        struct ccs_ring *ring;
+        struct ccs_record *r = ccs_call_fast(c, &call, ra, &ring);
         if (CCS_LIKELY(r != NULL)) {
             ncclResult_t rc = real(NCCL_SHAPE_coll_op_ARGS);
-            record_end(r, rc, comm, stream);
+            record_end_in(ring, r, rc, comm, stream);
             return rc;
         }
     }
