@@ -86,7 +86,9 @@ CCS_HIDDEN void ccs_runtime_signals_after_mpi_init(void);
 /* ----------------------------------------------------------------- comm.c */
 
 struct ccs_comm {
-    _Atomic uintptr_t handle; /* local handle; 0 = free slot, 1 = tombstone */
+    /* Line-aligned: every field a call reads or writes (handle, id, size,
+     * backend, seq, p2p) is on the entry's first cache line. */
+    _Alignas(64) _Atomic uintptr_t handle; /* local handle; 0 = free slot, 1 = tombstone */
     uint64_t id;              /* identity, the same on every member */
     uint64_t parent;          /* parent's identity, 0 when none */
     int32_t rank, size;       /* this process's rank; member count */
@@ -104,6 +106,9 @@ struct ccs_comm {
     uint8_t nonblocking;      /* NCCL: made with config.blocking = 0 (or split from one) */
     void *feature[2];         /* per-communicator state of later features */
 };
+
+_Static_assert(offsetof(struct ccs_comm, p2p) + sizeof(uint64_t) <= 64,
+               "the fields of a communicator entry every call uses share one cache line");
 
 #define CCS_COMM_SLOT_BITS 12
 #define CCS_COMM_SLOTS (1u << CCS_COMM_SLOT_BITS)
