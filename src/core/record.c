@@ -8,8 +8,7 @@
 #include "registry.h"
 #include "shim.h"
 
-__thread uintptr_t ccs_tls_last_pc __attribute__((tls_model("initial-exec")));
-__thread uint32_t ccs_tls_last_site __attribute__((tls_model("initial-exec")));
+__thread struct ccs_ring *ccs_tls_call_ring __attribute__((tls_model("initial-exec")));
 
 struct ccs_ring *ccs_call_first(void)
 {
@@ -22,14 +21,16 @@ struct ccs_ring *ccs_call_first(void)
         return NULL;
     if (!atomic_load_explicit(&ccs_features_started, memory_order_relaxed))
         ccs_features_first_call(); /* e.g. the trace writer's thread */
+    ccs_tls_call_ring = r; /* the next calls of this thread skip this function */
     return r;
 }
 
-uint32_t ccs_call_new_site(void *ret_addr)
+void ccs_call_new_site(struct ccs_ring *r, struct ccs_record *rec, void *ret_addr)
 {
-    ccs_tls_last_pc = (uintptr_t)ret_addr;
-    ccs_tls_last_site = ccs_site_id(ret_addr);
-    return ccs_tls_last_site;
+    uint32_t site = ccs_site_id(ret_addr);
+    r->last_pc = (uintptr_t)ret_addr;
+    r->last_site_word = CCS_AT(site, 4, 4);
+    rec->site = site;
 }
 
 void ccs_record_mark(unsigned kind, uint32_t step)

@@ -65,6 +65,7 @@ static struct ccs_ring *ring_new(void)
     r->mask = cap - 1;
     r->pid = (uint32_t)getpid();
     r->index = atomic_fetch_add(&nrings, 1);
+    r->thread_word = CCS_AT((uint8_t)r->index, 3, 1); /* the record's thread byte */
     struct ccs_ring *head = atomic_load(&all_rings);
     do {
         r->next = head;
@@ -162,4 +163,7 @@ void ccs_ring_reset_all(void)
         memset(r->counts, 0, sizeof r->counts);
         r->pid = pid;
     }
+    /* The forking thread's next call goes through ccs_call_first, which
+     * starts the child's features (ccs_features_fork_child). */
+    ccs_tls_call_ring = NULL;
 }

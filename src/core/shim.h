@@ -86,7 +86,9 @@ CCS_HIDDEN void ccs_runtime_signals_after_mpi_init(void);
 /* ----------------------------------------------------------------- comm.c */
 
 struct ccs_comm {
-    _Atomic uintptr_t handle; /* local handle; 0 = free slot, 1 = tombstone */
+    /* Line-aligned: every field a call reads or writes (handle, id, size,
+     * backend, seq, p2p) is on the entry's first cache line. */
+    _Alignas(64) _Atomic uintptr_t handle; /* local handle; 0 = free slot, 1 = tombstone */
     uint64_t id;              /* identity, the same on every member */
     uint64_t parent;          /* parent's identity, 0 when none */
     int32_t rank, size;       /* this process's rank; member count */
@@ -104,6 +106,9 @@ struct ccs_comm {
     uint8_t nonblocking;      /* NCCL: made with config.blocking = 0 (or split from one) */
     void *feature[2];         /* per-communicator state of later features */
 };
+
+_Static_assert(offsetof(struct ccs_comm, p2p) + sizeof(uint64_t) <= 64,
+               "the fields of a communicator entry every call uses share one cache line");
 
 #define CCS_COMM_SLOT_BITS 12
 #define CCS_COMM_SLOTS (1u << CCS_COMM_SLOT_BITS)
@@ -191,7 +196,7 @@ struct ccs_call {
 
 /* Starts recording one call on C (NULL C: recorded with comm 0, unsequenced).
  * Returns the record to pass to ccs_call_end, or NULL when not recording.
- * The hot path leaves rec->fingerprint 0: it is a pure function of fields
+ * rec->fingerprint stays 0 in a ring: it is a pure function of fields
  * the record holds, so whoever reads a ring computes it with
  * ccs_record_fingerprint() (the trace writer fills it in the file).
  * Inline (below, after struct ccs_ring): a wrapper's call costs no call of
@@ -218,10 +223,11 @@ CCS_HIDDEN void ccs_record_snapshot(const struct ccs_record *p, struct ccs_recor
  * writes it: ONCE(f) before the record is published, LIVE(f) also after,
  * until the call returns (t_dur and flags in ccs_call_end, flags in a
  * wrapper, step in a mark), so that a copy of a published record reads it
- * with a relaxed atomic load.  The hot path (ccs_call_record) and the
- * snapshot both copy a record with ccs_record_copy, generated from this
- * list: they cannot drift apart, and the size check below fails when a
- * field is added to the record and not here. */
+ * with a relaxed atomic load.  The snapshot copies a record with
+ * ccs_record_copy, generated from this list, and the size check below
+ * fails when a field is added to the record and not here.  The hot path
+ * (ccs_call_record) writes the narrow fields in 8-byte words; a check
+ * beside it pins the offsets it relies on. */
 #define CCS_RECORD_FIELDS(ONCE, LIVE)                                                                      \
     ONCE(seq) ONCE(comm) ONCE(fingerprint) ONCE(bytes) ONCE(count) ONCE(buf) ONCE(t_start) LIVE(t_dur)    \
     LIVE(step) ONCE(site) ONCE(root) ONCE(kind) ONCE(dtype) ONCE(op) LIVE(flags) ONCE(backend)           \
@@ -269,6 +275,13 @@ struct ccs_ring {
     struct ccs_ring *next;          /* list of all rings */
     uint32_t index;                 /* small thread index */
     uint32_t pid;                   /* process that owns it (fork check) */
+    /* For the hot path, on the line every call reads anyway (producer
+     * only): the thread's last call site (most calls come from where the
+     * last one did), and fields of the record already in place in the
+     * 8-byte words it is written in (see ccs_call_record). */
+    uintptr_t last_pc;              /* return address of the last call */
+    uint64_t last_site_word;        /* its site id at the site's place in the word at 64 */
+    uint64_t thread_word;           /* the thread byte (index) at its place in the word at 80 */
     /* The draining reader's cursor (the trace writer's; its lost count is
      * the summary's), kept off the producer's line so that a drain does
      * not take the line every call writes away from its core. */
@@ -276,6 +289,8 @@ struct ccs_ring {
     _Alignas(64) uint64_t counts[CCS_KIND_MAX]; /* calls by kind (producer only) */
     _Alignas(64) struct ccs_record rec[]; /* capacity records */
 };
+
+_Static_assert(offsetof(struct ccs_ring, drain) == 64, "a ring's producer fields fill one cache line, no more");
 
 /* The calling thread's ring, mapped on first use; NULL when out of memory
  * (logged once; recording is then off in that thread).  The fast path is
@@ -390,39 +405,80 @@ CCS_HIDDEN void *ccs_real_symbol(const char *name, const char *const *sonames);
 
 /* ------------------------------------------------- record.c (inline) */
 
-/* The thread's last call site: most calls come from where the last one did. */
-extern CCS_HIDDEN __thread uintptr_t ccs_tls_last_pc __attribute__((tls_model("initial-exec")));
-extern CCS_HIDDEN __thread uint32_t ccs_tls_last_site __attribute__((tls_model("initial-exec")));
+/* The ring the hot path records into: the thread's ring once the features
+ * have started (ccs_call_first sets it); NULL sends the call through
+ * ccs_call_first.  One test on the hot path for "first call of this thread"
+ * and "first call of this process", cleared in a forked child (whose first
+ * call starts the child's features) by ccs_ring_reset_all. */
+extern CCS_HIDDEN __thread struct ccs_ring *ccs_tls_call_ring __attribute__((tls_model("initial-exec")));
 
-/* registry.c: nonzero once the features' first-call hooks ran. */
-extern CCS_HIDDEN atomic_int ccs_features_started;
+/* The rare parts of the hot path, out of line and cold, each called where
+ * the fewest values are live, so that a wrapper's fast path keeps its
+ * values in registers and saves none for them:
+ *
+ * ccs_call_first: the first call of a thread (maps its ring) or of the
+ * process (runs the features' first-call hooks).  Returns the thread's
+ * ring to record into, or NULL when this call is not recorded (inside a
+ * recorded call, or no ring).
+ *
+ * ccs_call_new_site: REC of a call from a new return address (not R's last
+ * one), written but not yet published: its site id, which becomes R's
+ * last site (called after the stores, where only R, REC and the return
+ * address are live). */
+CCS_HIDDEN struct ccs_ring *ccs_call_first(void) __attribute__((cold, noinline));
+CCS_HIDDEN void ccs_call_new_site(struct ccs_ring *r, struct ccs_record *rec, void *ret_addr)
+    __attribute__((cold, noinline));
 
-/* Out of line, rare: the first call of a thread (maps its ring) or of the
- * process (runs the features' first-call hooks).  Returns the thread's ring
- * to record into, or NULL when this call is not recorded (inside a recorded
- * call, or no ring). */
-CCS_HIDDEN struct ccs_ring *ccs_call_first(void);
+/* The record is written in 8-byte words where its fields are narrower: the
+ * bytes in memory are exactly the fields' (docs/trace-format.md), in the
+ * machine's byte order.  CCS_AT(v, off, size): the unsigned V of SIZE
+ * bytes at byte OFF of such a word (the compiler folds the constant ones
+ * into one). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define CCS_AT(v, off, size) ((uint64_t)(v) << (64 - 8 * ((off) + (size))))
+#else
+#define CCS_AT(v, off, size) ((uint64_t)(v) << (8 * (off)))
+#endif
 
-/* Out of line, rare: the site id of a call from a new return address
- * (updates the thread's last site). */
-CCS_HIDDEN uint32_t ccs_call_new_site(void *ret_addr);
+/* The words the hot path stores: each starts at a multiple of 8 and holds
+ * exactly these fields, in this order (a change to the record that breaks
+ * this fails here, not in a trace). */
+_Static_assert(offsetof(struct ccs_record, step) == 64 && offsetof(struct ccs_record, site) == 68 &&
+                   offsetof(struct ccs_record, root) == 72 && offsetof(struct ccs_record, kind) == 76 &&
+                   offsetof(struct ccs_record, dtype) == 78 && offsetof(struct ccs_record, op) == 79 &&
+                   offsetof(struct ccs_record, flags) == 80 && offsetof(struct ccs_record, backend) == 81 &&
+                   offsetof(struct ccs_record, group_depth) == 82 && offsetof(struct ccs_record, thread) == 83 &&
+                   offsetof(struct ccs_record, sig) == 84 && offsetof(struct ccs_record, pysite) == 88 &&
+                   offsetof(struct ccs_record, reserved2) == 92 && sizeof(struct ccs_record) == 96 &&
+                   sizeof(((struct ccs_record *)0)->kind) == 2 && sizeof(((struct ccs_record *)0)->root) == 4,
+               "the hot path's record words (ccs_call_record) must match struct ccs_record");
 
-/* The body of ccs_call_begin once the ring R exists (always inline: with a
- * wrapper's constant kind the counter choice folds away). */
-CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_comm *c,
-                                                 const struct ccs_call *call, void *ret_addr)
+/* Stores the 8 bytes W at byte offset OFF of REC (a multiple of 8). */
+CCS_INLINE void ccs_record_word(struct ccs_record *rec, size_t off, uint64_t w)
 {
-    /* Inside a recorded call already (an MPI implementation calling its own
-     * public API): not counted again.  The in-flight pointer is the flag, on
-     * the line this call writes anyway. */
-    if (atomic_load_explicit(&r->inflight, memory_order_relaxed))
-        return NULL;
-    uint32_t site = CCS_LIKELY((uintptr_t)ret_addr == ccs_tls_last_pc) ? ccs_tls_last_site
-                                                                       : ccs_call_new_site(ret_addr);
+    __builtin_memcpy((char *)rec + off, &w, sizeof w);
+}
+
+/* Writes the record of a call on C into R's next slot, with R's last call
+ * site, and counts it; does not publish it.  The rest of ccs_call_begin is
+ * in ccs_call_record and ccs_call_fast (always inline: with a wrapper's
+ * constant kind the counter choice folds away).
+ *
+ * What it does not store, because a ring slot always holds 0 there: the
+ * fingerprint (left to readers, see ccs_record_fingerprint; no one writes
+ * a ring slot's fingerprint), and without ccs_timing the times (ccs_timing
+ * is set before the shim turns active and never changes, so a process's
+ * slots either always get times or never do).  A ring is mapped zeroed, so
+ * a slot reused on a later lap, and one a reader copies while it is in
+ * flight, reads 0 there as on the first lap. */
+CCS_INLINE struct ccs_record *ccs_call_store(struct ccs_ring *r, struct ccs_comm *c, const struct ccs_call *call)
+{
     unsigned kind = call->kind < CCS_KIND_MAX ? call->kind : 0;
-    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    struct ccs_record *rec = &r->rec[h & r->mask];
-    uint64_t seq = 0;
+    struct ccs_record *rec = &r->rec[atomic_load_explicit(&r->head, memory_order_relaxed) & r->mask];
+    /* One register for the slot's address: left to itself the compiler
+     * rebuilds it from the index for each differently typed store. */
+    __asm__("" : "+r"(rec));
+    uint64_t seq = 0, comm = 0;
     if (c) {
         /* Load + store, not an atomic RMW: see struct ccs_comm. */
         enum ccs_counter which = ccs_kind_counter(kind);
@@ -433,46 +489,78 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
             seq = atomic_load_explicit(&c->p2p, memory_order_relaxed) + 1;
             atomic_store_explicit(&c->p2p, seq, memory_order_relaxed);
         }
+        comm = c->id;
     }
-    /* Fields not named are 0: fingerprint (see ccs_record_fingerprint),
-     * t_dur, reserved2.  The stores fold into the slot's (ccs_record_copy
-     * is inline, LOCAL never reaches memory). */
-    const struct ccs_record local = {
-        .seq = seq,
-        .comm = c ? c->id : 0,
-        .bytes = call->bytes,
-        .count = call->count,
-        .buf = (uint64_t)(uintptr_t)call->buf,
-        .t_start = ccs_timing ? ccs_ticks() : 0,
-        .step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed),
-        .site = site,
-        .root = call->root,
-        .kind = (uint16_t)kind,
-        .dtype = call->dtype,
-        .op = call->op,
-        .flags = call->flags,
-        .backend = call->backend,
-        .group_depth = call->group_depth,
-        .thread = (uint8_t)r->index,
-        .sig = call->sig,
-        .pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed), /* ccshim_annotate */
-    };
-    ccs_record_copy(rec, &local, 0);
+    uint32_t step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed);
+    uint32_t pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed); /* ccshim_annotate */
+    rec->seq = seq;
+    rec->comm = comm;
+    rec->bytes = call->bytes;
+    rec->count = call->count;
+    rec->buf = (uint64_t)(uintptr_t)call->buf;
+    if (CCS_UNLIKELY(ccs_timing)) {
+        rec->t_start = ccs_ticks();
+        rec->t_dur = 0;
+    }
+    ccs_record_word(rec, 64, CCS_AT(step, 0, 4) | r->last_site_word); /* most calls: the last site */
+    ccs_record_word(rec, 72, CCS_AT((uint32_t)call->root, 0, 4) | CCS_AT((uint16_t)kind, 4, 2) |
+                                 CCS_AT(call->dtype, 6, 1) | CCS_AT(call->op, 7, 1));
+    ccs_record_word(rec, 80, CCS_AT(call->flags, 0, 1) | CCS_AT(call->backend, 1, 1) |
+                                 CCS_AT(call->group_depth, 2, 1) | r->thread_word |
+                                 CCS_AT(call->sig, 4, 4));
+    ccs_record_word(rec, 88, CCS_AT(pysite, 0, 4)); /* reserved2 0 */
     r->counts[kind]++;
-    /* Published: from here on the desync thread may copy it
-     * (ccs_record_snapshot), so the fields still written (t_dur, flags,
-     * and step for marks) are relaxed atomics: plain moves on x86-64 and
-     * aarch64, and no data race. */
+    return rec;
+}
+
+/* Publishes REC: from here on the desync thread may copy it
+ * (ccs_record_snapshot), so the fields still written (t_dur, flags, and
+ * step for marks) are relaxed atomics: plain moves on x86-64 and aarch64,
+ * and no data race. */
+CCS_INLINE struct ccs_record *ccs_call_publish(struct ccs_ring *r, struct ccs_record *rec)
+{
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
     return rec;
 }
 
-CCS_INLINE struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
+/* The body of ccs_call_begin once the ring R exists. */
+CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_comm *c,
+                                                 const struct ccs_call *call, void *ret_addr)
 {
-    if (CCS_UNLIKELY(!atomic_load_explicit(&ccs_active, memory_order_relaxed)))
+    /* Inside a recorded call already (an MPI implementation calling its own
+     * public API): not counted again.  The in-flight pointer is the flag, on
+     * the line this call writes anyway. */
+    if (atomic_load_explicit(&r->inflight, memory_order_relaxed))
         return NULL;
-    struct ccs_ring *r = ccs_tls_ring;
-    if (CCS_UNLIKELY(r == NULL || !atomic_load_explicit(&ccs_features_started, memory_order_relaxed))) {
+    struct ccs_record *rec = ccs_call_store(r, c, call);
+    if (CCS_UNLIKELY((uintptr_t)ret_addr != r->last_pc))
+        ccs_call_new_site(r, rec, ret_addr);
+    return ccs_call_publish(r, rec);
+}
+
+/* The common case of ccs_call_begin_active and nothing else, with no call
+ * out of line: the thread's ring ready, not inside a recorded call, the
+ * call site the thread's last one.  Else NULL, having done nothing: the
+ * caller then takes its general path (ccs_call_begin_active).  For a
+ * wrapper that keeps its arguments in registers up to the real call.
+ * *RING: the ring, for ccs_call_end_in. */
+CCS_INLINE struct ccs_record *ccs_call_fast(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr,
+                                            struct ccs_ring **ring)
+{
+    struct ccs_ring *r = *ring = ccs_tls_call_ring;
+    if (CCS_UNLIKELY(r == NULL || atomic_load_explicit(&r->inflight, memory_order_relaxed) != NULL ||
+                     (uintptr_t)ret_addr != r->last_pc))
+        return NULL;
+    return ccs_call_publish(r, ccs_call_store(r, c, call));
+}
+
+/* ccs_call_begin for a caller that has just seen ccs_active nonzero (a
+ * wrapper's first test): the same without a second look at it. */
+CCS_INLINE struct ccs_record *ccs_call_begin_active(struct ccs_comm *c, const struct ccs_call *call,
+                                                    void *ret_addr)
+{
+    struct ccs_ring *r = ccs_tls_call_ring;
+    if (CCS_UNLIKELY(r == NULL)) {
         r = ccs_call_first();
         if (!r)
             return NULL;
@@ -480,18 +568,30 @@ CCS_INLINE struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct cc
     return ccs_call_record(r, c, call, ret_addr);
 }
 
-CCS_INLINE void ccs_call_end(struct ccs_record *rec, int failed)
+CCS_INLINE struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr)
 {
-    if (!rec)
-        return;
-    struct ccs_ring *r = ccs_tls_ring; /* the ring REC is in */
-    if (rec->t_start)
+    if (CCS_UNLIKELY(!atomic_load_explicit(&ccs_active, memory_order_relaxed)))
+        return NULL;
+    return ccs_call_begin_active(c, call, ret_addr);
+}
+
+/* ccs_call_end of a record REC (not NULL) of the ring R (a caller that kept
+ * the ring ccs_call_fast gave it). */
+CCS_INLINE void ccs_call_end_in(struct ccs_ring *r, struct ccs_record *rec, int failed)
+{
+    if (ccs_timing)
         __atomic_store_n(&rec->t_dur, ccs_ticks() - rec->t_start, __ATOMIC_RELAXED);
     if (CCS_UNLIKELY(failed))
         __atomic_store_n(&rec->flags, (uint8_t)(rec->flags | CCS_F_ERROR), __ATOMIC_RELAXED);
     atomic_store_explicit(&r->inflight, NULL, memory_order_relaxed);
     atomic_store_explicit(&r->head, atomic_load_explicit(&r->head, memory_order_relaxed) + 1,
                           memory_order_release);
+}
+
+CCS_INLINE void ccs_call_end(struct ccs_record *rec, int failed)
+{
+    if (rec)
+        ccs_call_end_in(ccs_tls_ring, rec, failed); /* the ring REC is in */
 }
 
 #endif

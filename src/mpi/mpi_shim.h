@@ -139,13 +139,18 @@ static inline uint64_t ccs_mpi_bytes(int64_t count, MPI_Datatype dt, uint8_t nor
  * re-registered one is the live entry for it), else the table. */
 CCS_HIDDEN struct ccs_comm *ccs_mpi_comm_slow(MPI_Comm comm);
 extern CCS_HIDDEN __thread struct ccs_comm *ccs_mpi_last_comm __attribute__((tls_model("initial-exec")));
-static inline struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
+static inline struct ccs_comm *ccs_mpi_comm_cached(MPI_Comm comm) /* the hot path's part, or NULL */
 {
     struct ccs_comm *c = ccs_mpi_last_comm;
     if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == (uintptr_t)comm &&
         CCS_LIKELY(c->backend == CCS_BE_MPI))
         return c;
-    return ccs_mpi_comm_slow(comm);
+    return NULL;
+}
+static inline struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
+{
+    struct ccs_comm *c = ccs_mpi_comm_cached(comm);
+    return CCS_LIKELY(c != NULL) ? c : ccs_mpi_comm_slow(comm);
 }
 
 /* The type signature of COUNT elements of DT, in the form the fingerprints

@@ -21,7 +21,8 @@
 #define CALL_REAL(name, ...) (CCS_REAL(name) ? ccs_real_##name(__VA_ARGS__) : MPI_ERR_INTERN)
 #define INPLACE(sb) ((sb) == MPI_IN_PLACE ? CCS_F_IN_PLACE : 0)
 
-/* Starts the record of a call (ccs_call_begin): on a communicator entry the
+/* Starts the record of a call (ccs_call_begin_active: every caller is a
+ * wrapper that found ccshim active): on a communicator entry the
  * wrapper already looked up (the kinds that also need its rank or size), or
  * on a handle (record_begin).  OP is
  * ccshim's: ccs_mpi_op for the reductions (MPI_OP_NULL gives CCS_OP_NONE),
@@ -39,7 +40,7 @@ CCS_INLINE struct ccs_record *record_begin_on(struct ccs_comm *cm, unsigned kind
                          .count = (uint64_t)count,
                          .bytes = bytes,
                          .buf = buf};
-    return ccs_call_begin(cm, &c, ra);
+    return ccs_call_begin_active(cm, &c, ra);
 }
 
 /* The same with a type signature (ccs_mpi_sig) as what must agree. */
@@ -57,7 +58,7 @@ CCS_INLINE struct ccs_record *record_begin_sig(struct ccs_comm *cm, unsigned kin
                          .count = s->count,
                          .bytes = bytes,
                          .buf = buf};
-    return ccs_call_begin(cm, &c, ra);
+    return ccs_call_begin_active(cm, &c, ra);
 }
 
 /* The common case of the reductions: what must agree is (N, DT) and the op
@@ -401,9 +402,46 @@ CCS_INLINE int allreduce(const void *sb, void *rb, int n, MPI_Datatype dt, MPI_O
     return record_end(r, real_allreduce(sb, rb, n, dt, op, comm, q));
 }
 
-CCS_INLINE int w_Allreduce(MPI_SHAPE_red_PARAMS, void *ra)
+/* MPI_Allreduce but for its common case, out of line. */
+__attribute__((noinline)) static int allreduce_general(MPI_SHAPE_red_PARAMS, void *ra)
 {
     return allreduce(MPI_SHAPE_red_ARGS, NULL, ra);
+}
+
+/* The common case, a sum of a predefined basic type on the thread's last
+ * communicator from its last call site, coalescing off, has no call out of
+ * line before the real one (ccs_call_fast), so that the arguments stay in
+ * registers up to it; the record is the one describe_red gives.  Anything
+ * else takes the general path. */
+CCS_INLINE int w_Allreduce(MPI_SHAPE_red_PARAMS, void *ra)
+{
+    __typeof__(PMPI_Allreduce) *real = ccs_real_Allreduce;
+    if (CCS_LIKELY(ccs_mpi_active() && real != NULL && op == MPI_SUM &&
+                   !atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed))) {
+        const struct ccs_mpi_dt_slot *s = ccs_mpi_dt_probe(dt);
+        struct ccs_comm *cm = ccs_mpi_comm_cached(comm);
+        if (CCS_LIKELY(s != NULL && s->size != 0 && cm != NULL)) {
+            struct ccs_mpi_sig sig;
+            ccs_mpi_sig_basic(n, s->norm, s->size, &sig);
+            struct ccs_call c = {.kind = CCS_KIND_ALLREDUCE,
+                                 .dtype = sig.dtype,
+                                 .op = CCS_OP_SUM,
+                                 .flags = (uint8_t)INPLACE(sb),
+                                 .backend = CCS_BE_MPI,
+                                 .root = -1,
+                                 .count = sig.count,
+                                 .bytes = sig.bytes,
+                                 .buf = rb};
+            struct ccs_ring *ring;
+            struct ccs_record *r = ccs_call_fast(cm, &c, ra, &ring);
+            if (CCS_LIKELY(r != NULL)) {
+                int rc = real(MPI_SHAPE_red_ARGS);
+                ccs_call_end_in(ring, r, rc != MPI_SUCCESS);
+                return rc;
+            }
+        }
+    }
+    return allreduce_general(MPI_SHAPE_red_ARGS, ra);
 }
 CCS_MPI_ENTRY(Allreduce, (MPI_SHAPE_red_PARAMS), MPI_SHAPE_red_ARGS)
 

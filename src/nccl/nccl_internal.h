@@ -79,7 +79,7 @@ static inline void *ccs_nccl_real(enum ccs_nccl_fn f)
 
 /* Slow path of ccs_nccl_on: initialises the runtime once if no constructor
  * did yet (a call from another library's constructor).  Returns ccs_active. */
-CCS_HIDDEN int ccs_nccl_first_call(void);
+CCS_HIDDEN int ccs_nccl_first_call(void) __attribute__((cold));
 
 /* Nonzero when calls are to be recorded. */
 static inline int ccs_nccl_on(void)
@@ -103,15 +103,20 @@ CCS_HIDDEN int ccs_ntrack_requery(struct ccs_comm *c);
  * still holds COMM and knows its size (the test the table's own probe
  * makes: a retired entry no longer holds the handle, a re-registered one
  * is the live entry for it), else the table (nccl_real.c). */
-CCS_HIDDEN struct ccs_comm *ccs_nccl_comm_slow(ncclComm_t comm);
+CCS_HIDDEN struct ccs_comm *ccs_nccl_comm_slow(ncclComm_t comm) __attribute__((cold));
 extern CCS_HIDDEN __thread struct ccs_comm *ccs_nccl_last_comm __attribute__((tls_model("initial-exec")));
-static inline struct ccs_comm *ccs_nccl_comm(ncclComm_t comm)
+static inline struct ccs_comm *ccs_nccl_comm_cached(ncclComm_t comm) /* the hot path's part, or NULL */
 {
     struct ccs_comm *c = ccs_nccl_last_comm;
     if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == (uintptr_t)comm &&
         CCS_LIKELY((uintptr_t)comm > 1 && c->backend == CCS_BE_NCCL && c->size > 0))
         return c;
-    return ccs_nccl_comm_slow(comm);
+    return NULL;
+}
+static inline struct ccs_comm *ccs_nccl_comm(ncclComm_t comm)
+{
+    struct ccs_comm *c = ccs_nccl_comm_cached(comm);
+    return CCS_LIKELY(c != NULL) ? c : ccs_nccl_comm_slow(comm);
 }
 
 /* This thread's ncclGroupStart nesting (nccl_wrap.c). */

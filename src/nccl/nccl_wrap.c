@@ -30,23 +30,17 @@ int ccs_nccl_group_depth(void)
     return group_depth;
 }
 
-/* ncclRedOp_t -> enum ccs_op. */
+/* ncclRedOp_t -> enum ccs_op: NCCL's built-in operators (ncclSum ..
+ * ncclAvg, numbered from 0), then the ones made on a communicator. */
+static const uint8_t builtin_ops[] = {[ncclSum] = CCS_OP_SUM, [ncclProd] = CCS_OP_PROD, [ncclMax] = CCS_OP_MAX,
+                                      [ncclMin] = CCS_OP_MIN, [ncclAvg] = CCS_OP_AVG};
+#define BUILTIN_OPS (sizeof builtin_ops / sizeof builtin_ops[0])
+_Static_assert(BUILTIN_OPS == ncclNumOps, "builtin_ops names every built-in operator of nccl.h");
 static unsigned map_op(ncclRedOp_t op, ncclComm_t comm)
 {
-    switch (op) {
-    case ncclSum:
-        return CCS_OP_SUM;
-    case ncclProd:
-        return CCS_OP_PROD;
-    case ncclMax:
-        return CCS_OP_MAX;
-    case ncclMin:
-        return CCS_OP_MIN;
-    case ncclAvg:
-        return CCS_OP_AVG;
-    default:
-        return ccs_nccl_redop_find((uintptr_t)comm, (int)op, NULL) ? CCS_OP_PREMULSUM : CCS_OP_USER;
-    }
+    if ((unsigned)op < BUILTIN_OPS)
+        return builtin_ops[op];
+    return ccs_nccl_redop_find((uintptr_t)comm, (int)op, NULL) ? CCS_OP_PREMULSUM : CCS_OP_USER;
 }
 
 /* NCCL's in-place rules: the same buffer, or for the gathering and
@@ -106,7 +100,7 @@ CCS_INLINE struct ccs_record *record_begin(unsigned kind, ncclComm_t comm, const
     }
     if (captured)
         call.flags |= CCS_F_CAPTURED;
-    return ccs_call_begin(c, &call, ra);
+    return ccs_call_begin_active(c, &call, ra); /* the callers checked ccs_nccl_on() */
 }
 
 /* Completion tracking of an enqueued call (nccl_track.c): its sequence
@@ -127,14 +121,19 @@ static void track(struct ccs_record *r, ncclComm_t comm, cudaStream_t stream)
 /* ncclInProgress is NCCL's "accepted, completing asynchronously": not an
  * error.  Tracking also says whether the stream is being captured into a
  * CUDA graph (the record is flagged: the call enqueued nothing now). */
-static inline void record_end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, cudaStream_t stream)
+static inline void record_end_in(struct ccs_ring *ring, struct ccs_record *r, ncclResult_t rc, ncclComm_t comm,
+                                 cudaStream_t stream)
 {
-    if (!r)
-        return;
     int ok = rc == ncclSuccess || rc == ncclInProgress;
     if (atomic_load_explicit(&ccs_ntrack_on, memory_order_relaxed) && !(r->flags & CCS_F_CAPTURED) && ok)
         track(r, comm, stream);
-    ccs_call_end(r, !ok);
+    ccs_call_end_in(ring, r, !ok);
+}
+
+static inline void record_end(struct ccs_record *r, ncclResult_t rc, ncclComm_t comm, cudaStream_t stream)
+{
+    if (r)
+        record_end_in(ccs_tls_ring, r, rc, comm, stream); /* the ring R is in */
 }
 
 /* ------------------------------------------------------ shapes: describe */
@@ -248,7 +247,7 @@ CCS_NCCL_GENERATED(GENERATE)
  * completion tracking of a call it took are its own.  While the stream is
  * captured into a CUDA graph: no coalescing (no deferral, no private
  * communicator made inside the capture), and the record is flagged. */
-CCS_EXPORT ncclResult_t ncclAllReduce(NCCL_SHAPE_coll_op_PARAMS)
+__attribute__((noinline)) static ncclResult_t allreduce_general(NCCL_SHAPE_coll_op_PARAMS, void *ra)
 {
     __typeof__(&pncclAllReduce) real = CCS_NCCL_REAL(AllReduce);
     if (CCS_UNLIKELY(!real))
@@ -260,7 +259,7 @@ CCS_EXPORT ncclResult_t ncclAllReduce(NCCL_SHAPE_coll_op_PARAMS)
         if (CCS_UNLIKELY(atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) &&
             !(captured = ccs_ntrack_capturing(stream)) &&
             ccs_coalesce_nccl_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream, group_depth,
-                                        __builtin_return_address(0), &crc)) {
+                                        ra, &crc)) {
             struct ccs_comm *c = (crc == ncclSuccess || crc == ncclInProgress) ? ccs_nccl_comm(comm) : NULL;
             if (c && atomic_load_explicit(&ccs_ntrack_on, memory_order_relaxed)) {
                 uint64_t seq = atomic_load_explicit(&c->seq, memory_order_relaxed);
@@ -272,11 +271,51 @@ CCS_EXPORT ncclResult_t ncclAllReduce(NCCL_SHAPE_coll_op_PARAMS)
             return crc;
         }
         r = record_begin(CCS_KIND_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, map_op(op, comm), -1,
-                         SEND_ONE, __builtin_return_address(0), captured);
+                         SEND_ONE, ra, captured);
     }
     ncclResult_t rc = real(NCCL_SHAPE_coll_op_ARGS);
     record_end(r, rc, comm, stream);
     return rc;
+}
+
+/* The common case, a built-in operator on a predefined type on the
+ * thread's last communicator from its last call site, coalescing off, has
+ * no call out of line before the real one (ccs_call_fast), so that the
+ * arguments stay in registers up to it; the record is the one
+ * record_begin gives.  Anything else takes the general path. */
+CCS_EXPORT ncclResult_t ncclAllReduce(NCCL_SHAPE_coll_op_PARAMS)
+{
+    void *ra = __builtin_return_address(0);
+    __typeof__(&pncclAllReduce) real =
+        atomic_load_explicit(&ccs_nccl_fns[CCS_NCCL_FN_AllReduce], memory_order_acquire);
+    struct ccs_comm *c;
+    if (CCS_LIKELY(real != NULL && atomic_load_explicit(&ccs_active, memory_order_relaxed) &&
+                   !atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed) &&
+                   (unsigned)op < BUILTIN_OPS && (unsigned)datatype < ncclNumTypes &&
+                   (c = ccs_nccl_comm_cached(comm)) != NULL)) {
+        int depth = group_depth;
+        struct ccs_call call = {
+            .kind = CCS_KIND_ALLREDUCE,
+            .dtype = ccs_nccl_dt_table[datatype].norm,
+            .op = builtin_ops[op],
+            .flags = (uint8_t)((sendbuff && sendbuff == recvbuff ? CCS_F_IN_PLACE : 0) |
+                               (depth > 0 ? CCS_F_IN_GROUP : 0)),
+            .backend = CCS_BE_NCCL,
+            .group_depth = (uint8_t)(depth <= 0 ? 0 : depth > 255 ? 255 : depth),
+            .root = -1,
+            .count = count,
+            .bytes = (uint64_t)count * ccs_nccl_dt_table[datatype].size,
+            .buf = recvbuff,
+        };
+        struct ccs_ring *ring;
+        struct ccs_record *r = ccs_call_fast(c, &call, ra, &ring);
+        if (CCS_LIKELY(r != NULL)) {
+            ncclResult_t rc = real(NCCL_SHAPE_coll_op_ARGS);
+            record_end_in(ring, r, rc, comm, stream);
+            return rc;
+        }
+    }
+    return allreduce_general(NCCL_SHAPE_coll_op_ARGS, ra);
 }
 
 /* ---------------------------------------------------------------- groups */
