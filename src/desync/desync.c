@@ -82,18 +82,6 @@ static int invalid_logged, tcp_logged, hooks_done;
 static struct ccs_dsx_agree *agbuf;
 static size_t agcap;
 
-static uint64_t now_ms(void)
-{
-    return ccs_clock_mono_ns() / 1000000u;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 int ccs_desync_active(void)
 {
     return atomic_load(&state) == RUNNING;
@@ -165,7 +153,7 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 static void *abort_watchdog(void *arg)
 {
     (void)arg;
-    sleep_ms(5000);
+    ccs_sleep_ms(5000);
     ccs_log(CCS_LOG_ERROR,
             "CCSHIM_ON_DESYNC=abort: the job did not end within 5 s of the abort; ending this process "
             "(exit status 134)");
@@ -176,10 +164,10 @@ static void *abort_watchdog(void *arg)
 static void do_abort(void)
 {
     long grace = abort_grace_ms;
-    sleep_ms(grace < 100 ? 100 : grace);
+    ccs_sleep_ms(grace < 100 ? 100 : grace);
     /* This process's own report first (bounded: it is only text). */
     for (int i = 0; i < 300 && atomic_load(&report_busy); i++)
-        sleep_ms(10);
+        ccs_sleep_ms(10);
     ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
             (unsigned long long)abort_comm);
     pthread_t w;
@@ -205,7 +193,7 @@ static void post_verdict(const struct ccs_dsx_verdict *v, void *arg)
 static void post_want(uint64_t comm, uint64_t seq, void *arg)
 {
     (void)arg;
-    ccs_dsx_shm_want(shm, comm, seq, now_ms());
+    ccs_dsx_shm_want(shm, comm, seq, ccs_clock_mono_ms());
 }
 
 /* Records differ here at (COMM, SEQ) (or a member's record of it is not in
@@ -214,7 +202,7 @@ static void post_want(uint64_t comm, uint64_t seq, void *arg)
 static void local_want(uint64_t comm, uint64_t seq, void *arg)
 {
     (void)arg;
-    ccs_dsx_shm_want(shm, comm, seq, now_ms());
+    ccs_dsx_shm_want(shm, comm, seq, ccs_clock_mono_ms());
     if (client)
         ccs_dsx_client_detail(client, comm);
 }
@@ -228,7 +216,7 @@ static void post_bye(void *arg)
 static uint64_t wanted_seq(uint64_t comm, int probe, void *arg)
 {
     (void)arg;
-    return shm ? ccs_dsx_shm_wanted(shm, comm, probe, now_ms()) : 0;
+    return shm ? ccs_dsx_shm_wanted(shm, comm, probe, ccs_clock_mono_ms()) : 0;
 }
 
 static void post_agreed(const struct ccs_dsx_agree *a, void *arg)
@@ -238,11 +226,6 @@ static void post_agreed(const struct ccs_dsx_agree *a, void *arg)
 }
 
 /* ------------------------------------------------------------ the period */
-
-static int alive(uint32_t pid)
-{
-    return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
-}
 
 static void forward_tcp(size_t nlocal, uint64_t now)
 {
@@ -275,7 +258,7 @@ static struct ccs_dsx_thresholds thresholds(void);
 static void tick(void)
 {
     pthread_mutex_lock(&tick_lock);
-    uint64_t now = now_ms();
+    uint64_t now = ccs_clock_mono_ms();
     ccs_dsx_collect(&me, now);
     me.magic = CCS_DSX_MAGIC;
     me.version = CCS_DSX_VERSION;
@@ -326,7 +309,7 @@ static void tick(void)
             lastbeat[r] = o->beat;
             beat_ms[r] = now;
         }
-        if (o->life == CCS_DSX_ALIVE && !alive(o->pid))
+        if (o->life == CCS_DSX_ALIVE && !ccs_dsx_pid_alive(o->pid))
             stv[r]->life = CCS_DSX_DIED; /* our copy: so the leader tells the coordinator at once */
         else if (o->life == CCS_DSX_ALIVE && now - beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms)
             deadv[r] = 1;
@@ -381,12 +364,12 @@ static void *thread_main(void *arg)
      * about a tenth of a contended core, so detection is never starved). */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     while (atomic_load(&state) == RUNNING) {
-        sleep_ms(ccs_cfg.desync_period_ms);
+        ccs_sleep_ms(ccs_cfg.desync_period_ms);
         if (atomic_load(&state) != RUNNING)
             break;
         void (*poll)(uint64_t) = atomic_load(&poll_fn);
         if (poll)
-            poll(now_ms());
+            poll(ccs_clock_mono_ms());
         tick();
         if (atomic_load(&abort_pending) == 1) {
             atomic_store(&abort_pending, 2);
@@ -411,7 +394,7 @@ void ccs_desync_note_exit(int how)
     clockid_t cid;
     struct timespec ts;
     if (pthread_getcpuclockid(th, &cid) == 0 && clock_gettime(cid, &ts) == 0) {
-        double cpu_ms = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6, wall = (double)(now_ms() - started_ms);
+        double cpu_ms = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6, wall = (double)(ccs_clock_mono_ms() - started_ms);
         CCS_LOG(INFO, "desync: background thread used %.1f ms of CPU in %.1f s (%.3f%% of a core)", cpu_ms,
                 wall / 1e3, wall > 0 ? cpu_ms * 100 / wall : 0.0);
     }
@@ -424,7 +407,7 @@ void ccs_desync_note_exit(int how)
                 blocked |= view[r]->comm[k].state == CCS_DSX_BLOCKED;
         if (!blocked)
             break;
-        sleep_ms(ccs_cfg.desync_period_ms);
+        ccs_sleep_ms(ccs_cfg.desync_period_ms);
         tick();
     }
     /* The coordinator's process: the final exchange.  The coordinator stays
@@ -665,7 +648,7 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&a, 512 * 1024);
-    started_ms = now_ms();
+    started_ms = ccs_clock_mono_ms();
     if (pthread_create(&th, &a, thread_main, NULL) != 0) {
         pthread_attr_destroy(&a);
         say_off("cannot start the background thread");
@@ -888,7 +871,7 @@ int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64
     uint64_t *bits = calloc(words, sizeof *bits);
     if (!bits)
         return -1;
-    uint64_t deadline = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    uint64_t deadline = ccs_clock_mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     int rc = -1;
     for (;;) {
         struct ccs_dsx_agree res, got[4];
@@ -922,9 +905,9 @@ int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64
             rc = 0;
             break;
         }
-        if (now_ms() >= deadline)
+        if (ccs_clock_mono_ms() >= deadline)
             break;
-        sleep_ms(1);
+        ccs_sleep_ms(1);
     }
     free(bits);
     return rc;

@@ -83,7 +83,7 @@ static size_t seg_bytes(int32_t wsize)
     return sizeof(struct header) + (size_t)wsize * sizeof(struct slot);
 }
 
-static int alive(uint32_t pid)
+int ccs_dsx_pid_alive(uint32_t pid)
 {
     return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
@@ -104,17 +104,11 @@ static int stale(int fd)
         for (int32_t r = 0; r < h->wsize && !live; r++)
             if (sl[r].st.magic == CCS_DSX_MAGIC) {
                 any = 1;
-                live = alive(sl[r].st.pid);
+                live = ccs_dsx_pid_alive(sl[r].st.pid);
             }
     }
     munmap(m, (size_t)sb.st_size);
     return any && !live;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myrank, int local_size, char *why,
@@ -187,7 +181,7 @@ struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myr
     /* Wait for the creator to size it. */
     struct stat sb;
     for (int waited = 0; fstat(fd, &sb) == 0 && (size_t)sb.st_size < s->bytes && waited < 2000; waited += 5)
-        sleep_ms(5);
+        ccs_sleep_ms(5);
     if ((size_t)sb.st_size != s->bytes) {
         snprintf(why, n, "%s has %lld bytes, expected %zu (another job with the same id and a different size?)",
                  s->path, (long long)sb.st_size, s->bytes);
@@ -211,7 +205,7 @@ struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myr
         atomic_store(&s->h->ready, READY);
     } else {
         for (int waited = 0; atomic_load(&s->h->ready) != READY && waited < 2000; waited += 5)
-            sleep_ms(5);
+            ccs_sleep_ms(5);
         if (atomic_load(&s->h->ready) != READY || s->h->wsize != wsize || s->h->version != CCS_DSX_VERSION ||
             s->h->slot_size != sizeof(struct slot)) {
             snprintf(why, n, "%s is not a ccshim %d-rank segment of this version", s->path, wsize);
@@ -222,7 +216,7 @@ struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myr
     }
     struct slot *mine = &s->slots[myrank];
     uint32_t other = mine->st.magic == CCS_DSX_MAGIC ? mine->st.pid : 0;
-    if (other && other != (uint32_t)getpid() && alive(other) && mine->st.life == CCS_DSX_ALIVE) {
+    if (other && other != (uint32_t)getpid() && ccs_dsx_pid_alive(other) && mine->st.life == CCS_DSX_ALIVE) {
         snprintf(why, n, "rank %d's slot in %s is held by live process %u (two jobs with one id?)", myrank, s->path,
                  other);
         munmap(m, s->bytes);
@@ -295,7 +289,7 @@ int ccs_dsx_shm_claim_leader(struct ccs_dsx_shm *s)
     uint32_t cur = atomic_load(&s->h->leader_pid), me = (uint32_t)getpid();
     if (cur == me)
         return s->leader = 1;
-    if (cur && alive(cur))
+    if (cur && ccs_dsx_pid_alive(cur))
         return 0;
     s->leader = atomic_compare_exchange_strong(&s->h->leader_pid, &cur, me);
     return s->leader;

@@ -52,11 +52,6 @@
 #define ACCEPT_PAUSE_MS 250 /* no descriptors left: accept again after */
 #define REFUSED_LOG_MS 5000 /* refused peers: one line per period */
 
-static uint64_t mono_ms(void)
-{
-    return ccs_clock_mono_ns() / 1000000u;
-}
-
 /* ------------------------------------------------------------ connections */
 
 enum { C_CONNECTING = 1, C_HELLO = 2, C_AUTHED = 3 };
@@ -313,7 +308,7 @@ static void coord_verdict(const struct ccs_dsx_verdict *v, void *arg)
 static void coord_detail(uint64_t comm, void *arg)
 {
     struct ccs_dsx_coord *k = arg;
-    uint64_t now = mono_ms();
+    uint64_t now = ccs_clock_mono_ms();
     for (int i = 0; i < 16; i++)
         if (k->detail_id[i] == comm && now - k->detail_ms[i] < 1000)
             return;
@@ -331,7 +326,7 @@ static void coord_detail(uint64_t comm, void *arg)
  * 2: now, at stop). */
 static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *why, int flush)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = ccs_clock_mono_ms();
     if (flush == 2)
         k->refused_log_ms = k->refused_log_ms && now - k->refused_log_ms < REFUSED_LOG_MS ? now - REFUSED_LOG_MS
                                                                                           : k->refused_log_ms;
@@ -388,7 +383,7 @@ static int make_room(struct ccs_dsx_coord *k, uint64_t now, int evict)
 static void coord_want(uint64_t comm, uint64_t seq, void *arg)
 {
     struct ccs_dsx_coord *k = arg;
-    uint64_t now = mono_ms();
+    uint64_t now = ccs_clock_mono_ms();
     for (int i = 0; i < 16; i++)
         if (k->want_id[i] == comm && k->want_seq[i] == seq && now - k->want_ms[i] < 300)
             return;
@@ -706,7 +701,7 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
                     k->st[r] = ns;
                     k->stsize[r] = need;
                 }
-                uint64_t now = mono_ms();
+                uint64_t now = ccs_clock_mono_ms();
                 if (k->scratch->beat != k->beat[r] || !k->beat_ms[r]) {
                     k->beat[r] = k->scratch->beat;
                     k->beat_ms[r] = now;
@@ -753,7 +748,7 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
 
 static void coord_eval(struct ccs_dsx_coord *k)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = ccs_clock_mono_ms();
     for (int32_t r = 0; r < k->wsize; r++) {
         k->view[r] = k->st[r];
         if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] &&
@@ -788,7 +783,7 @@ static void *coord_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    uint64_t next_eval = mono_ms() + (uint64_t)k->period_ms;
+    uint64_t next_eval = ccs_clock_mono_ms() + (uint64_t)k->period_ms;
     struct pollfd *pf = NULL;
     size_t pfcap = 0;
     while (!atomic_load(&k->stop)) {
@@ -800,7 +795,7 @@ static void *coord_main(void *arg)
             pf = np;
             pfcap = nc;
         }
-        uint64_t now = mono_ms();
+        uint64_t now = ccs_clock_mono_ms();
         /* Out of descriptors: leave the backlog to the kernel for a while
          * rather than spin on EMFILE. */
         int room = make_room(k, now, 0);
@@ -818,14 +813,14 @@ static void *coord_main(void *arg)
         poll(pf, npf + 1, to);
         if (pf[0].revents & POLLIN) {
             for (;;) {
-                if (!make_room(k, mono_ms(), 1))
+                if (!make_room(k, ccs_clock_mono_ms(), 1))
                     break; /* the rest wait in the backlog */
                 struct sockaddr_storage ss;
                 socklen_t sl = sizeof ss;
                 int fd = accept4(k->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
                 if (fd < 0) {
                     if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                        k->accept_after = mono_ms() + ACCEPT_PAUSE_MS;
+                        k->accept_after = ccs_clock_mono_ms() + ACCEPT_PAUSE_MS;
                         refused_log(k, "?", "out of file descriptors; accepting again in 250 ms", 0);
                     }
                     if (errno == EINTR || errno == ECONNABORTED)
@@ -859,7 +854,7 @@ static void *coord_main(void *arg)
                 memset(c, 0, sizeof *c);
                 c->fd = fd;
                 c->state = C_CONNECTING;
-                c->t_open = mono_ms();
+                c->t_open = ccs_clock_mono_ms();
                 k->nunauth++;
                 snprintf(c->peer, sizeof c->peer, "%s", host);
             }
@@ -879,7 +874,7 @@ static void *coord_main(void *arg)
             if (bad)
                 drop_client(k, i, bad == 2 || !c->sealed ? why : NULL);
         }
-        now = mono_ms();
+        now = ccs_clock_mono_ms();
         if (now >= k->probe_next) {
             coord_probe(k, now);
             k->probe_next = now + PROBE_TICK_MS;
@@ -1008,11 +1003,9 @@ int ccs_dsx_coord_finish(struct ccs_dsx_coord *k, int timeout_ms)
 {
     atomic_store(&k->finishing, timeout_ms > 1 ? timeout_ms : 1);
     /* The thread answers within an evaluation period after the deadline. */
-    uint64_t give_up = mono_ms() + (uint64_t)timeout_ms + 2u * (uint64_t)k->period_ms + 100u;
-    while (!atomic_load(&k->finished) && mono_ms() < give_up) {
-        struct timespec ts = {0, 5000000L};
-        nanosleep(&ts, NULL);
-    }
+    uint64_t give_up = ccs_clock_mono_ms() + (uint64_t)timeout_ms + 2u * (uint64_t)k->period_ms + 100u;
+    while (!atomic_load(&k->finished) && ccs_clock_mono_ms() < give_up)
+        ccs_sleep_ms(5);
     return atomic_load(&k->finished) == 1;
 }
 
@@ -1142,7 +1135,7 @@ static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
     memset(&cl->c, 0, sizeof cl->c);
     cl->c.fd = fd;
     cl->c.state = C_CONNECTING;
-    cl->c.t_open = mono_ms();
+    cl->c.t_open = ccs_clock_mono_ms();
     ccs_dsx_auth_nonce(cl->c.nonce_c);
     struct ccs_dsx_hello h = {
         .byteorder = BYTEORDER, .wsize = cl->wsize, .rank = cl->rank, .pid = (uint32_t)getpid()};
@@ -1153,7 +1146,7 @@ static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
 
 void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm)
 {
-    uint64_t until = mono_ms() + 2000;
+    uint64_t until = ccs_clock_mono_ms() + 2000;
     int slot = 0;
     for (int i = 0; i < 8; i++) {
         if (cl->detail_id[i] == comm) {
@@ -1170,7 +1163,7 @@ void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm)
 static int wants_detail(uint64_t comm, void *arg)
 {
     struct ccs_dsx_client *cl = arg;
-    uint64_t now = mono_ms();
+    uint64_t now = ccs_clock_mono_ms();
     for (int i = 0; i < 8; i++)
         if (cl->detail_id[i] == comm && now < cl->detail_until[i])
             return 1;
@@ -1334,7 +1327,7 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
 int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n,
                         const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t wn)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = ccs_clock_mono_ms();
     if (cl->bye) {
         /* Every rank finished: nothing more to say, nothing to reconnect to. */
         if (cl->c.fd >= 0)
