@@ -1,5 +1,7 @@
 /* test_rules.c - the desync rules and the protocol's validation on
  * hand-built statuses (no processes, no clock). */
+#include "ccs_config.h"
+#include "desync.h"
 #include "desync_proto.h"
 #include "desync_report.h"
 #include "desync_rules.h"
@@ -494,6 +496,26 @@ START_TEST(mismatch_waits_for_every_record)
 }
 END_TEST
 
+/* desync.c compares the parsed settings with these names: each must be
+ * the index of its word in the settings table. */
+static int word_index(const char *var, const char *word)
+{
+    for (size_t i = 0; i < ccs_config_nrows; i++)
+        if (strcmp(ccs_config_rows[i].name, var) == 0)
+            return ccs_config_enum_index(ccs_config_rows[i].help, word);
+    return -2;
+}
+
+START_TEST(setting_names_match_the_table)
+{
+    ck_assert_int_eq(word_index("CCSHIM_ON_DESYNC", "warn"), CCS_ON_DESYNC_WARN);
+    ck_assert_int_eq(word_index("CCSHIM_ON_DESYNC", "abort"), CCS_ON_DESYNC_ABORT);
+    ck_assert_int_eq(word_index("CCSHIM_DESYNC_TRANSPORT", "auto"), CCS_DESYNC_AUTO);
+    ck_assert_int_eq(word_index("CCSHIM_DESYNC_TRANSPORT", "shm"), CCS_DESYNC_SHM);
+    ck_assert_int_eq(word_index("CCSHIM_DESYNC_TRANSPORT", "tcp"), CCS_DESYNC_TCP);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_rules");
@@ -515,6 +537,7 @@ static Suite *suite(void)
     tcase_add_test(t, unknown_and_empty_types_are_left_out);
     tcase_add_test(t, two_ranks_no_majority);
     tcase_add_test(t, mismatch_waits_for_every_record);
+    tcase_add_test(t, setting_names_match_the_table);
     suite_add_tcase(s, t);
     return s;
 }
