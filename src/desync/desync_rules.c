@@ -338,19 +338,6 @@ static void ranks_of(int32_t *r, size_t n, char *buf, size_t cap)
     ccs_dsx_ranks_str(r, n, buf, cap);
 }
 
-static const char *life_word(uint32_t life)
-{
-    switch (life) {
-    case CCS_DSX_FINALIZING:
-        return "in MPI_Finalize";
-    case CCS_DSX_EXITED:
-        return "exited";
-    case CCS_DSX_DIED:
-        return "died";
-    }
-    return "running";
-}
-
 /* --- MISMATCH */
 
 struct opref {
@@ -806,7 +793,7 @@ static void behind_what(const struct ctx *c, const struct ent *m, uint64_t comm,
     const struct ccs_dsx_comm *b = c->be[m->wrank];
     char os[128];
     if (life != CCS_DSX_ALIVE)
-        sfmt(what, n, "%s", life_word(life));
+        sfmt(what, n, "%s", ccs_dsx_life_name(life));
     else if (m->e->state == CCS_DSX_FREED)
         sfmt(what, n, "freed the communicator");
     else if (b && b->id == comm) {

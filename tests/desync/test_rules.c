@@ -397,6 +397,16 @@ START_TEST(format_has_the_greppable_line)
     ck_assert_ptr_nonnull(strstr(buf, "ccshim DESYNC comm=0x1111 size=4 seq=5: "));
     ck_assert_ptr_nonnull(strstr(buf, "[seen by rank 2 at=1234.500]\n"));
     ck_assert_ptr_nonnull(strstr(buf, "ccshim desync|        5 | -"));
+    /* One word per life state, the same in the line and in the block. */
+    ck_assert_ptr_nonnull(strstr(buf, "rank 1 at seq 4 (1 behind, exited)"));
+    ck_assert_ptr_nonnull(strstr(buf, "| r1 c1 behind exited "));
+    ck_assert_ptr_nonnull(strstr(buf, "(comm rank 1, pid 101 on h, behind, exited)"));
+    ck_assert_ptr_nonnull(strstr(buf, "(comm rank 0, pid 100 on h, waiting, alive)"));
+    ck_assert_uint_eq(got[0].party[0].wrank, 1);
+    got[0].party[0].life = CCS_DSX_FINALIZING;
+    ccs_dsx_format(&got[0], 2, 1234.5, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "| r1 c1 behind in MPI_Finalize "));
+    ck_assert_ptr_nonnull(strstr(buf, "(comm rank 1, pid 101 on h, behind, in MPI_Finalize)"));
     char why[128];
     ck_assert_int_eq(ccs_dsx_check_verdict(&got[0], NR, why, sizeof why), 0);
     got[0].nparty = 99;
