@@ -7,8 +7,8 @@
  * (desync_shm.c), reads the other local ranks' statuses, applies the rules
  * (desync_rules.c) and reports new verdicts (desync_report.c).  When the
  * job spans hosts, the host's leader also forwards the host's statuses to
- * the coordinator in rank 0 and posts its verdicts into shared memory
- * (desync_tcp.c).  The hot path is untouched: the thread only reads the
+ * the coordinator in rank 0 (desync_coord.c) and posts its verdicts into
+ * shared memory (desync_client.c, over desync_conn.c).  The hot path is untouched: the thread only reads the
  * rings, their in-flight records and the comm table.
  */
 #include "desync.h"

@@ -45,7 +45,7 @@ struct ccs_dsx_conn {
     uint32_t peer_pid;
     int sealed;                  /* authenticated: frames sealed both ways */
     struct ccs_dsx_session sess; /* their keys and counters */
-    size_t cur_wire;             /* bytes on the wire of the frame next_frame returned */
+    size_t cur_wire;             /* bytes on the wire of the frame ccs_dsx_conn_next_frame returned */
 };
 
 /* Closes the socket, frees the buffers, and leaves C empty (fd -1). */

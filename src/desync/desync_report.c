@@ -153,17 +153,19 @@ size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at
         /* NCCL tracked on the device: what was enqueued and what completed there. */
         int dev = (c->flags & CCS_DSX_DEVICE) != 0;
         uint64_t done = dev ? c->issued - (c->dev_pending < c->issued ? c->dev_pending : c->issued) : c->done;
-        put(&o, "ccshim desync|   rank %d (comm rank %d, pid %u on %s, %s, %s): %s %llu, completed %llu%s", p->wrank,
-            c->rank, p->pid, p->host, role_name(p->role), ccs_dsx_life_name(p->life), dev ? "enqueued" : "issued",
-            (unsigned long long)c->issued, (unsigned long long)done, dev ? " on the device" : "");
+        put(&o, "ccshim desync|   rank %d (comm rank %d, pid %u on %s, %s, %s): %s %llu, completed %llu%s",
+            p->wrank, c->rank, p->pid, p->host, role_name(p->role), ccs_dsx_life_name(p->life),
+            dev ? "enqueued" : "issued", (unsigned long long)c->issued, (unsigned long long)done,
+            dev ? " on the device" : "");
         char named[512];
         if (c->state == CCS_DSX_BLOCKED)
             put(&o, "; blocked %.1f s at seq %llu step %u in %s", c->blocked_ms / 1000.0,
-                (unsigned long long)c->blocked.seq, c->blocked.step, site_named(c->site_blocked, named, sizeof named));
+                (unsigned long long)c->blocked.seq, c->blocked.step,
+                site_named(c->site_blocked, named, sizeof named));
         if (c->nhist)
             put(&o, "; last %s seq %llu step %u at %s", dev ? "enqueued" : "completed",
-                (unsigned long long)c->hist[c->nhist - 1].seq,
-                c->hist[c->nhist - 1].step, site_named(c->site_last, named, sizeof named));
+                (unsigned long long)c->hist[c->nhist - 1].seq, c->hist[c->nhist - 1].step,
+                site_named(c->site_last, named, sizeof named));
         if (p->other_comm) {
             char os[128];
             ccs_dsx_op_str(&p->other_op, os, sizeof os);
