@@ -19,6 +19,7 @@
  * refused peers.
  */
 #include "desync_conn.h"
+#include "desync_search.h"
 #include "desync_tcp.h"
 #include "log.h"
 #include "shim.h"
@@ -47,24 +48,6 @@ struct fold {
     int done;
 };
 
-/* The search for the first seq where a communicator's members differ
- * (docs/desync.md, "Finding the seq"): probes ask every member for its
- * running hash through one seq (kept by the ranks for the last 4096
- * operations); the hashes agree through LO and differ at HI; halving the
- * interval ends with the records of (LO, LO + 32], which the rules compare. */
-#define NSEARCH 8
-#define PROBE_EVERY_MS 100 /* a new probe of a communicator whose hashes agree */
-#define PROBE_TICK_MS 20   /* answers are looked at this often */
-#define PROBE_GIVE_UP_MS 1000
-struct search {
-    uint64_t comm, lo, hi, probe, probe_ms, last_ms, seen_ms;
-    int32_t size;
-    /* this pass */
-    int32_t n, answered, alive;
-    uint64_t min_done, hash;
-    int differ, lost;
-};
-
 struct ccs_dsx_coord {
     int lfd;
     int32_t wsize;
@@ -91,7 +74,7 @@ struct ccs_dsx_coord {
     size_t nfolds, capfolds;
     uint64_t detail_ms[16], detail_id[16];
     uint64_t want_ms[16], want_id[16], want_seq[16];
-    struct search srch[NSEARCH];
+    struct ccs_dsx_search srch[CCS_DSX_NSEARCH]; /* desync_search.c */
     uint64_t probe_next;
     pthread_mutex_t lock; /* stats */
     struct ccs_dsx_coord_stats stats;
@@ -242,118 +225,18 @@ static void coord_want(uint64_t comm, uint64_t seq, void *arg)
     free(ask);
 }
 
-static struct search *search_of(struct ccs_dsx_coord *k, uint64_t comm, int32_t size, uint64_t now)
-{
-    struct search *free_slot = NULL;
-    for (int i = 0; i < NSEARCH; i++) {
-        if (k->srch[i].comm == comm)
-            return &k->srch[i];
-        if (!free_slot && (!k->srch[i].comm || now - k->srch[i].seen_ms > 10000))
-            free_slot = &k->srch[i];
-    }
-    if (!free_slot || size < 2)
-        return NULL;
-    memset(free_slot, 0, sizeof *free_slot);
-    free_slot->comm = comm;
-    free_slot->size = size;
-    return free_slot;
-}
-
-/* The hash RANK's entry E reports through SEQ: 1 and *H, else 0. */
-static int hash_at(const struct ccs_dsx_comm *e, uint64_t seq, uint64_t *h)
-{
-    if (e->done == seq) {
-        *h = e->hash;
-        return 1;
-    }
-    for (int p = 0; p < 2; p++)
-        if (e->cp_seq[p] == seq) {
-            *h = e->cp_hash[p];
-            return 1;
-        }
-    return 0;
-}
-
-static void send_probe(struct ccs_dsx_coord *k, uint64_t comm, uint64_t seq)
+static void send_probe(uint64_t comm, uint64_t seq, void *arg)
 {
     uint64_t p[2] = {comm, seq | CCS_DSX_PROBE_BIT};
-    broadcast(k, CCS_DSX_M_DETAIL, p, sizeof p);
+    broadcast(arg, CCS_DSX_M_DETAIL, p, sizeof p);
 }
 
 /* One pass of the search over every communicator in view. */
 static void coord_probe(struct ccs_dsx_coord *k, uint64_t now)
 {
-    for (int i = 0; i < NSEARCH; i++) {
-        struct search *x = &k->srch[i];
-        x->n = x->answered = x->alive = 0;
-        x->min_done = UINT64_MAX;
-        x->differ = x->lost = 0;
-    }
-    for (int32_t r = 0; r < k->wsize; r++) {
-        const struct ccs_dsx_status *st = k->st[r];
-        if (!st)
-            continue;
-        for (uint32_t q = 0; q < st->ncomm && q < CCS_DSX_MAXCOMM; q++) {
-            const struct ccs_dsx_comm *e = &st->comm[q];
-            if (e->size < 2 || ccs_dsx_seen_has(k->seen, CCS_DSX_MISMATCH, e->id, 0))
-                continue;
-            struct search *x = search_of(k, e->id, e->size, now);
-            if (!x || x->size != e->size)
-                continue;
-            x->seen_ms = now;
-            x->n++;
-            x->alive += st->life == CCS_DSX_ALIVE && !k->dead[r] && e->state != CCS_DSX_FREED;
-            x->lost |= (e->flags & CCS_DSX_HASH_LOST) != 0;
-            x->min_done = e->done < x->min_done ? e->done : x->min_done;
-            uint64_t h;
-            if (x->probe && hash_at(e, x->probe, &h)) {
-                if (x->answered++ == 0)
-                    x->hash = h;
-                else
-                    x->differ |= h != x->hash;
-            }
-        }
-    }
-    for (int i = 0; i < NSEARCH; i++) {
-        struct search *x = &k->srch[i];
-        if (!x->comm || x->seen_ms != now)
-            continue;
-        if (x->lost || x->n != x->size || x->alive != x->size) {
-            x->probe = 0; /* members gone, unknown or without comparable hashes: the rules judge */
-            continue;
-        }
-        if (x->probe && (x->differ || x->answered == x->size)) {
-            if (x->differ)
-                x->hi = x->probe;
-            else
-                x->lo = x->probe;
-            x->probe = 0;
-        } else if (x->probe && now - x->probe_ms > PROBE_GIVE_UP_MS) {
-            x->probe = 0;
-        }
-        if (x->probe)
-            continue;
-        if (x->hi && x->hi <= x->lo)
-            x->hi = 0; /* (stale) */
-        uint64_t p = 0;
-        if (x->hi && x->hi - x->lo <= CCS_DSX_HIST) {
-            /* Found within a history's length: the records of (lo, lo + 32]. */
-            if (now - x->last_ms >= 300) {
-                coord_want(x->comm, x->lo + CCS_DSX_HIST / 2, k);
-                x->last_ms = now;
-            }
-            continue;
-        } else if (x->hi) {
-            p = x->lo + (x->hi - x->lo) / 2;
-        } else if (now - x->last_ms >= PROBE_EVERY_MS && x->min_done > x->lo && x->min_done != UINT64_MAX) {
-            p = x->min_done;
-        }
-        if (p) {
-            x->probe = p;
-            x->probe_ms = x->last_ms = now;
-            send_probe(k, x->comm, p);
-        }
-    }
+    struct ccs_dsx_search_out out = {.probe = send_probe, .want = coord_want, .arg = k};
+    ccs_dsx_search_pass(k->srch, k->wsize, (const struct ccs_dsx_status *const *)k->st, k->dead, k->seen, now,
+                        &out);
 }
 
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
@@ -744,7 +627,7 @@ static void *coord_main(void *arg)
         now = ccs_clock_mono_ms();
         if (now >= k->probe_next) {
             coord_probe(k, now);
-            k->probe_next = now + PROBE_TICK_MS;
+            k->probe_next = now + CCS_DSX_PROBE_TICK_MS;
             flush_all(k, now, 0);
         }
         if (now >= next_eval) {
