@@ -3,8 +3,10 @@
  * x86-64: a few ns, no system call); the writer converts them to ns since
  * start with a ratio measured against CLOCK_MONOTONIC, refined each time the
  * writer recalibrates, so the longer a job runs the better the ratio.
+ * Also the slow paths' milliseconds: a monotonic clock and a sleep.
  */
 #include "shim.h"
+#include <errno.h>
 #include <time.h>
 
 static uint64_t tick0, mono0, real0;
@@ -60,3 +62,12 @@ uint64_t ccs_ticks_to_ns(uint64_t ticks)
 uint64_t ccs_ticks_delta_ns(uint64_t dticks) { return (uint64_t)((double)dticks * ns_per_tick); }
 uint64_t ccs_clock_start_mono_ns(void) { return mono0; }
 uint64_t ccs_clock_start_realtime_ns(void) { return real0; }
+
+uint64_t ccs_clock_mono_ms(void) { return ccs_clock_mono_ns() / 1000000u; }
+
+void ccs_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}

@@ -340,6 +340,9 @@ static inline uint64_t ccs_ticks(void)
 #endif
 }
 CCS_HIDDEN uint64_t ccs_clock_mono_ns(void);
+/* Slow paths: CLOCK_MONOTONIC in ms; sleeps MS ms (resumed after signals). */
+CCS_HIDDEN uint64_t ccs_clock_mono_ms(void);
+CCS_HIDDEN void ccs_sleep_ms(long ms);
 /* Ticks to ns since start (trace time base); calibrated as time passes. */
 CCS_HIDDEN uint64_t ccs_ticks_to_ns(uint64_t ticks);
 CCS_HIDDEN uint64_t ccs_ticks_delta_ns(uint64_t dticks);

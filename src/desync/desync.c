@@ -7,12 +7,11 @@
  * (desync_shm.c), reads the other local ranks' statuses, applies the rules
  * (desync_rules.c) and reports new verdicts (desync_report.c).  When the
  * job spans hosts, the host's leader also forwards the host's statuses to
- * the coordinator in rank 0 and posts its verdicts into shared memory
- * (desync_tcp.c).  The hot path is untouched: the thread only reads the
+ * the coordinator in rank 0 (desync_coord.c) and posts its verdicts into
+ * shared memory (desync_client.c, over desync_conn.c).  The hot path is untouched: the thread only reads the
  * rings, their in-flight records and the comm table.
  */
 #include "desync.h"
-#include "registry.h"
 #include "ccs_config.h"
 #include "desync_collect.h"
 #include "desync_proto.h"
@@ -21,6 +20,7 @@
 #include "desync_shm.h"
 #include "desync_tcp.h"
 #include "log.h"
+#include "registry.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -51,17 +51,20 @@ enum { OFF = -1, IDLE = 0, STARTING = 1, RUNNING = 2 };
 
 static atomic_int state;
 static struct ccs_dsx_shm *shm;
-static int32_t W = -1, R = -1;
+static int32_t world_size = -1, world_rank = -1;
 static char hostkey[CCS_DSX_HOST];
 static char secret[80];
 static char key_extra[32]; /* more of the segment's name, when the job has no id */
 static struct ccs_dsx_status me;
 static struct ccs_dsx_status scratch;
-static struct ccs_dsx_status **stv;
-static const struct ccs_dsx_status **view;
-static const struct ccs_dsx_status **local;
-static uint8_t *deadv;
-static uint64_t *lastbeat, *beat_ms, *sgen;
+/* Per world rank (the other ranks of this host): our copy of its status,
+ * the slot's generation of that copy, its heartbeat and when it last
+ * changed (ms); nonzero in PRESUMED_DEAD when the heartbeat stopped. */
+static struct ccs_dsx_status **peer_status;
+static uint64_t *peer_gen, *peer_beat, *peer_beat_ms;
+static uint8_t *presumed_dead;
+static const struct ccs_dsx_status **view;  /* per world rank: the statuses known this period */
+static const struct ccs_dsx_status **local; /* the same, packed: this host's ranks */
 static struct ccs_dsx_seen *seen, *reported;
 static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t agree_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -79,20 +82,8 @@ static char coord_host_s[256];
 static int coord_port_s;
 static int leaving; /* this process is exiting: never take the lead */
 static int invalid_logged, tcp_logged, hooks_done;
-static struct ccs_dsx_agree *agbuf;
-static size_t agcap;
-
-static uint64_t now_ms(void)
-{
-    return ccs_clock_mono_ns() / 1000000u;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
+static struct ccs_dsx_agree *agree_buf;
+static size_t agree_cap;
 
 int ccs_desync_active(void)
 {
@@ -107,7 +98,7 @@ int ccs_desync_active(void)
  * host still running (LOCAL_REPORTER, set every tick); for one from the
  * coordinator, rank 0, where the coordinator runs. */
 static int32_t local_reporter = -1;
-static atomic_int report_busy;  /* this process is writing a report */
+static atomic_int report_busy;   /* this process is writing a report */
 static long abort_grace_ms = 60; /* before ending the job (see on_verdict) */
 static char local_marker;
 #define FROM_LOCAL_RULES ((void *)&local_marker)
@@ -127,7 +118,7 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
      * gone before it sees it, leaving a verdict without its diagnosis.
      * Said once, at info level.  (Verdicts on other communicators, as the
      * two sides of a cross-communicator deadlock, are reported.) */
-    if (ccs_cfg.on_desync == 1 && v->cls != CCS_DSX_STRAGGLER) {
+    if (ccs_cfg.on_desync == CCS_ON_DESYNC_ABORT && v->cls != CCS_DSX_STRAGGLER) {
         uint64_t none = 0;
         if (!atomic_compare_exchange_strong(&ending_comm, &none, v->comm) && none == v->comm) {
             static int said;
@@ -138,13 +129,13 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
             return;
         }
     }
-    int full = arg == FROM_LOCAL_RULES ? (local_reporter < 0 || local_reporter == R) : R == 0;
+    int full = arg == FROM_LOCAL_RULES ? (local_reporter < 0 || local_reporter == world_rank) : world_rank == 0;
     /* A rank in MPI_Finalize or exiting leaves the abort to the ranks still
      * running (they see the same verdict): MPI is being torn down under it.
      * Decided before the report, which may take a while (libdw). */
     atomic_store(&report_busy, 1);
-    if (ccs_cfg.on_desync == 1 && v->cls != CCS_DSX_STRAGGLER && atomic_load(&life) == CCS_DSX_ALIVE &&
-        !atomic_load(&abort_pending)) {
+    if (ccs_cfg.on_desync == CCS_ON_DESYNC_ABORT && v->cls != CCS_DSX_STRAGGLER &&
+        atomic_load(&life) == CCS_DSX_ALIVE && !atomic_load(&abort_pending)) {
         abort_comm = v->comm;
         /* The rank reporting in full ends the job once its report is out
          * (three periods later, as before: the others have written their
@@ -165,7 +156,7 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 static void *abort_watchdog(void *arg)
 {
     (void)arg;
-    sleep_ms(5000);
+    ccs_sleep_ms(5000);
     ccs_log(CCS_LOG_ERROR,
             "CCSHIM_ON_DESYNC=abort: the job did not end within 5 s of the abort; ending this process "
             "(exit status 134)");
@@ -176,10 +167,10 @@ static void *abort_watchdog(void *arg)
 static void do_abort(void)
 {
     long grace = abort_grace_ms;
-    sleep_ms(grace < 100 ? 100 : grace);
+    ccs_sleep_ms(grace < 100 ? 100 : grace);
     /* This process's own report first (bounded: it is only text). */
     for (int i = 0; i < 300 && atomic_load(&report_busy); i++)
-        sleep_ms(10);
+        ccs_sleep_ms(10);
     ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
             (unsigned long long)abort_comm);
     pthread_t w;
@@ -205,7 +196,7 @@ static void post_verdict(const struct ccs_dsx_verdict *v, void *arg)
 static void post_want(uint64_t comm, uint64_t seq, void *arg)
 {
     (void)arg;
-    ccs_dsx_shm_want(shm, comm, seq, now_ms());
+    ccs_dsx_shm_want(shm, comm, seq, ccs_clock_mono_ms());
 }
 
 /* Records differ here at (COMM, SEQ) (or a member's record of it is not in
@@ -214,7 +205,7 @@ static void post_want(uint64_t comm, uint64_t seq, void *arg)
 static void local_want(uint64_t comm, uint64_t seq, void *arg)
 {
     (void)arg;
-    ccs_dsx_shm_want(shm, comm, seq, now_ms());
+    ccs_dsx_shm_want(shm, comm, seq, ccs_clock_mono_ms());
     if (client)
         ccs_dsx_client_detail(client, comm);
 }
@@ -228,7 +219,7 @@ static void post_bye(void *arg)
 static uint64_t wanted_seq(uint64_t comm, int probe, void *arg)
 {
     (void)arg;
-    return shm ? ccs_dsx_shm_wanted(shm, comm, probe, now_ms()) : 0;
+    return shm ? ccs_dsx_shm_wanted(shm, comm, probe, ccs_clock_mono_ms()) : 0;
 }
 
 static void post_agreed(const struct ccs_dsx_agree *a, void *arg)
@@ -239,53 +230,47 @@ static void post_agreed(const struct ccs_dsx_agree *a, void *arg)
 
 /* ------------------------------------------------------------ the period */
 
-static int alive(uint32_t pid)
-{
-    return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
-}
-
 static void forward_tcp(size_t nlocal, uint64_t now)
 {
     (void)now;
     size_t nag = 0;
     for (size_t i = 0; i < nlocal; i++) {
-        if (agcap < nag + 4) {
-            size_t nc = agcap ? agcap * 2 : 64;
-            struct ccs_dsx_agree *nb = realloc(agbuf, nc * sizeof *nb);
+        if (agree_cap < nag + 4) {
+            size_t nc = agree_cap ? agree_cap * 2 : 64;
+            struct ccs_dsx_agree *nb = realloc(agree_buf, nc * sizeof *nb);
             if (!nb)
                 break;
-            agbuf = nb;
-            agcap = nc;
+            agree_buf = nb;
+            agree_cap = nc;
         }
         struct ccs_dsx_agree got[4];
         int k = ccs_dsx_shm_agree_get(shm, local[i]->wrank, got);
         for (int j = 0; j < k; j++)
             if (got[j].comm)
-                agbuf[nag++] = got[j];
+                agree_buf[nag++] = got[j];
     }
     char why[256];
     long to = ccs_cfg.desync_period_ms / 2;
-    if (ccs_dsx_client_tick(client, local, nlocal, agbuf, nag, to < 1 ? 1 : (int)to, why, sizeof why) != 0)
+    if (ccs_dsx_client_tick(client, local, nlocal, agree_buf, nag, to < 1 ? 1 : (int)to, why, sizeof why) != 0)
         ccs_log_once(&tcp_logged, CCS_LOG_WARN,
                      "desync side channel: %s; detection across hosts is off until the coordinator answers", why);
 }
 
 static struct ccs_dsx_thresholds thresholds(void);
 
-static void tick(void)
+/* Folds this rank's new records into its status and publishes it: what
+ * changed at once, an unchanged status twice a second (the heartbeat);
+ * readers skip slots that did not change. */
+static void publish_own_status(uint64_t now)
 {
-    pthread_mutex_lock(&tick_lock);
-    uint64_t now = now_ms();
     ccs_dsx_collect(&me, now);
     me.magic = CCS_DSX_MAGIC;
     me.version = CCS_DSX_VERSION;
-    me.wrank = R;
-    me.wsize = W;
+    me.wrank = world_rank;
+    me.wsize = world_size;
     me.pid = (uint32_t)getpid();
     me.life = (uint32_t)atomic_load(&life);
     memcpy(me.host, hostkey, sizeof me.host);
-    /* Publish what changed at once, an unchanged status twice a second (the
-     * heartbeat): readers skip slots that did not change. */
     static uint64_t last_hash, last_pub;
     uint64_t beat = me.beat;
     me.beat = 0;
@@ -298,47 +283,83 @@ static void tick(void)
         last_hash = h;
         last_pub = now;
     }
-    size_t nlocal = 0;
-    for (int32_t r = 0; r < W; r++) {
-        view[r] = NULL;
-        deadv[r] = 0;
-        if (r == R) {
-            view[r] = local[nlocal++] = &me;
-            continue;
-        }
-        char why[200];
-        uint64_t g = stv[r] ? sgen[r] : 0;
-        int rc = ccs_dsx_shm_read(shm, r, &scratch, &g, why, sizeof why);
-        if (rc < 0)
-            ccs_log_once(&invalid_logged, CCS_LOG_WARN, "desync: ignoring rank %d's shared status: %s", r, why);
-        if (rc == 1) {
-            if (!stv[r] && !(stv[r] = malloc(sizeof *stv[r])))
-                continue;
-            memcpy(stv[r], &scratch,
-                   offsetof(struct ccs_dsx_status, comm) + scratch.ncomm * sizeof(struct ccs_dsx_comm));
-            sgen[r] = g;
-        } else if (rc != 2 || !stv[r]) {
-            continue;
-        }
-        const struct ccs_dsx_status *o = stv[r];
-        view[r] = local[nlocal++] = o;
-        if (o->beat != lastbeat[r] || !beat_ms[r]) {
-            lastbeat[r] = o->beat;
-            beat_ms[r] = now;
-        }
-        if (o->life == CCS_DSX_ALIVE && !alive(o->pid))
-            stv[r]->life = CCS_DSX_DIED; /* our copy: so the leader tells the coordinator at once */
-        else if (o->life == CCS_DSX_ALIVE && now - beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms)
-            deadv[r] = 1;
+}
+
+/* Local rank world_rank's status from its slot (our copy, read again only when the
+ * slot changed), or NULL when there is none valid.  A rank whose process is
+ * gone is marked dead in our copy, so the leader tells the coordinator at
+ * once; one whose heartbeat stopped is presumed dead. */
+static const struct ccs_dsx_status *read_peer(int32_t r, uint64_t now)
+{
+    char why[200];
+    uint64_t g = peer_status[r] ? peer_gen[r] : 0;
+    int rc = ccs_dsx_shm_read(shm, r, &scratch, &g, why, sizeof why);
+    if (rc < 0)
+        ccs_log_once(&invalid_logged, CCS_LOG_WARN, "desync: ignoring rank %d's shared status: %s", r, why);
+    if (rc == 1) {
+        if (!peer_status[r] && !(peer_status[r] = malloc(sizeof *peer_status[r])))
+            return NULL;
+        memcpy(peer_status[r], &scratch,
+               offsetof(struct ccs_dsx_status, comm) + scratch.ncomm * sizeof(struct ccs_dsx_comm));
+        peer_gen[r] = g;
+    } else if (rc != 2 || !peer_status[r]) {
+        return NULL;
     }
-    ccs_dsx_device_align(view, W); /* NCCL completion on the device: agree on the first uncompleted seq */
-    struct ccs_dsx_view v = {.wsize = W, .st = view, .dead = deadv, .now_ms = now};
+    const struct ccs_dsx_status *o = peer_status[r];
+    if (o->beat != peer_beat[r] || !peer_beat_ms[r]) {
+        peer_beat[r] = o->beat;
+        peer_beat_ms[r] = now;
+    }
+    if (o->life == CCS_DSX_ALIVE && !ccs_dsx_pid_alive(o->pid))
+        peer_status[r]->life = CCS_DSX_DIED;
+    else if (o->life == CCS_DSX_ALIVE && now - peer_beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms)
+        presumed_dead[r] = 1;
+    return o;
+}
+
+/* The statuses of this host's ranks into VIEW (by world rank) and LOCAL
+ * (packed); returns how many. */
+static size_t read_local_statuses(uint64_t now)
+{
+    size_t nlocal = 0;
+    for (int32_t r = 0; r < world_size; r++) {
+        presumed_dead[r] = 0;
+        view[r] = r == world_rank ? &me : read_peer(r, now);
+        if (view[r])
+            local[nlocal++] = view[r];
+    }
+    return nlocal;
+}
+
+/* The host's leader is gone (it exited first): take over its link to the
+ * coordinator. */
+static void lead_if_leader_gone(void)
+{
+    if (!tcp_mode || client || leaving || ccs_dsx_shm_bye(shm) || !ccs_dsx_shm_claim_leader(shm))
+        return;
+    struct ccs_dsx_client_cb cb = {
+        .verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
+    client = ccs_dsx_client_new(coord_host_s, coord_port_s, world_size, world_rank, secret, hostkey, &cb);
+    CCS_LOG(INFO, "desync: rank %d now leads host '%s' (the leader is gone)", world_rank, hostkey);
+}
+
+/* One period: publish, read the host's statuses, apply the rules to them,
+ * forward them to the coordinator (the host's leader), and report the
+ * verdicts posted into shared memory. */
+static void tick(void)
+{
+    pthread_mutex_lock(&tick_lock);
+    uint64_t now = ccs_clock_mono_ms();
+    publish_own_status(now);
+    size_t nlocal = read_local_statuses(now);
+    ccs_dsx_device_align(view, world_size); /* NCCL completion on the device: agree on the first uncompleted seq */
+    struct ccs_dsx_view v = {.wsize = world_size, .st = view, .dead = presumed_dead, .now_ms = now};
     struct ccs_dsx_thresholds t = thresholds();
     t.partial = tcp_mode || spans_hosts; /* members elsewhere: only the coordinator can judge */
     /* The lowest rank here still running reports in full (any rank if none is). */
     local_reporter = -1;
-    for (int32_t r = 0; r < W && local_reporter < 0; r++)
-        if (view[r] && view[r]->life == CCS_DSX_ALIVE && !deadv[r])
+    for (int32_t r = 0; r < world_size && local_reporter < 0; r++)
+        if (view[r] && view[r]->life == CCS_DSX_ALIVE && !presumed_dead[r])
             local_reporter = r;
     struct ccs_dsx_sink sink = {.verdict = on_verdict, .arg = FROM_LOCAL_RULES, .want = local_want};
     int nv = ccs_dsx_rules_run(&v, &t, seen, &sink);
@@ -347,13 +368,7 @@ static void tick(void)
         last_dbg = now;
         CCS_LOG(DEBUG, "desync: %zu local statuses, %u comms here, %d new verdicts", nlocal, me.ncomm, nv);
     }
-    if (tcp_mode && !client && !leaving && !ccs_dsx_shm_bye(shm) && ccs_dsx_shm_claim_leader(shm)) {
-        /* The host's leader is gone (it exited first): take over. */
-        struct ccs_dsx_client_cb cb = {
-            .verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
-        client = ccs_dsx_client_new(coord_host_s, coord_port_s, W, R, secret, hostkey, &cb);
-        CCS_LOG(INFO, "desync: rank %d now leads host '%s' (the leader is gone)", R, hostkey);
-    }
+    lead_if_leader_gone();
     if (client)
         forward_tcp(nlocal, now);
     struct ccs_dsx_verdict *vd = malloc(sizeof *vd);
@@ -381,12 +396,12 @@ static void *thread_main(void *arg)
      * about a tenth of a contended core, so detection is never starved). */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     while (atomic_load(&state) == RUNNING) {
-        sleep_ms(ccs_cfg.desync_period_ms);
+        ccs_sleep_ms(ccs_cfg.desync_period_ms);
         if (atomic_load(&state) != RUNNING)
             break;
         void (*poll)(uint64_t) = atomic_load(&poll_fn);
         if (poll)
-            poll(now_ms());
+            poll(ccs_clock_mono_ms());
         tick();
         if (atomic_load(&abort_pending) == 1) {
             atomic_store(&abort_pending, 2);
@@ -411,7 +426,7 @@ void ccs_desync_note_exit(int how)
     clockid_t cid;
     struct timespec ts;
     if (pthread_getcpuclockid(th, &cid) == 0 && clock_gettime(cid, &ts) == 0) {
-        double cpu_ms = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6, wall = (double)(now_ms() - started_ms);
+        double cpu_ms = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6, wall = (double)(ccs_clock_mono_ms() - started_ms);
         CCS_LOG(INFO, "desync: background thread used %.1f ms of CPU in %.1f s (%.3f%% of a core)", cpu_ms,
                 wall / 1e3, wall > 0 ? cpu_ms * 100 / wall : 0.0);
     }
@@ -419,12 +434,12 @@ void ccs_desync_note_exit(int how)
      * then tell that they wait for a rank that is gone. */
     for (int i = 0; i < 3; i++) {
         int blocked = 0;
-        for (int32_t r = 0; r < W; r++)
-            for (uint32_t k = 0; view[r] && r != R && k < view[r]->ncomm; k++)
+        for (int32_t r = 0; r < world_size; r++)
+            for (uint32_t k = 0; view[r] && r != world_rank && k < view[r]->ncomm; k++)
                 blocked |= view[r]->comm[k].state == CCS_DSX_BLOCKED;
         if (!blocked)
             break;
-        sleep_ms(ccs_cfg.desync_period_ms);
+        ccs_sleep_ms(ccs_cfg.desync_period_ms);
         tick();
     }
     /* The coordinator's process: the final exchange.  The coordinator stays
@@ -609,7 +624,7 @@ static int start_coordinator(const char *bind_host, int port, char *why, size_t 
     /* The coordinator evaluates less often than ranks publish: it sees the
      * whole job, and its targets (1 s, 2 s) leave room. */
     long cp = 5 * ccs_cfg.desync_period_ms;
-    coord = ccs_dsx_coord_start(bind_host, port, W, secret, &t, (int)(cp < 100 ? 100 : cp), &got, why, n);
+    coord = ccs_dsx_coord_start(bind_host, port, world_size, secret, &t, (int)(cp < 100 ? 100 : cp), &got, why, n);
     return coord ? got : -1;
 }
 
@@ -620,23 +635,24 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
     host_key(hostkey, sizeof hostkey);
     char key[600];
     snprintf(key, sizeof key, "%s|%s|%s|%s", ccs_job_id(), hostkey, secret, key_extra);
-    shm = ccs_dsx_shm_open(key, W, R, local_size, why, sizeof why);
+    shm = ccs_dsx_shm_open(key, world_size, world_rank, local_size, why, sizeof why);
     if (!shm) {
         say_off(why);
         atomic_store(&state, OFF);
         return -1;
     }
-    size_t w = (size_t)W;
-    stv = calloc(w, sizeof *stv);
+    size_t w = (size_t)world_size;
+    peer_status = calloc(w, sizeof *peer_status);
     view = calloc(w, sizeof *view);
     local = calloc(w, sizeof *local);
-    deadv = calloc(w, 1);
-    lastbeat = calloc(w, sizeof *lastbeat);
-    sgen = calloc(w, sizeof *sgen);
-    beat_ms = calloc(w, sizeof *beat_ms);
+    presumed_dead = calloc(w, 1);
+    peer_beat = calloc(w, sizeof *peer_beat);
+    peer_gen = calloc(w, sizeof *peer_gen);
+    peer_beat_ms = calloc(w, sizeof *peer_beat_ms);
     seen = ccs_dsx_seen_new();
     reported = ccs_dsx_seen_new();
-    if (!stv || !view || !local || !deadv || !lastbeat || !sgen || !beat_ms || !seen || !reported) {
+    if (!peer_status || !view || !local || !presumed_dead || !peer_beat || !peer_gen || !peer_beat_ms || !seen ||
+        !reported) {
         say_off("out of memory");
         atomic_store(&state, OFF);
         return -1;
@@ -649,7 +665,7 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
     if (tcp_mode && ccs_dsx_shm_is_leader(shm)) {
         struct ccs_dsx_client_cb cb = {
             .verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
-        client = ccs_dsx_client_new(coord_host, coord_port, W, R, secret, hostkey, &cb);
+        client = ccs_dsx_client_new(coord_host, coord_port, world_size, world_rank, secret, hostkey, &cb);
         if (!client)
             say_off("cannot create the TCP client (out of memory)");
     }
@@ -665,7 +681,7 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&a, 512 * 1024);
-    started_ms = now_ms();
+    started_ms = ccs_clock_mono_ms();
     if (pthread_create(&th, &a, thread_main, NULL) != 0) {
         pthread_attr_destroy(&a);
         say_off("cannot start the background thread");
@@ -676,14 +692,19 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
     if (client)
         CCS_LOG(INFO,
                 "desync detection on: rank %d of %d, host '%s', host leader, coordinator at %s:%d, period %ld ms",
-                R, W, hostkey, coord_host, coord_port, ccs_cfg.desync_period_ms);
+                world_rank, world_size, hostkey, coord_host, coord_port, ccs_cfg.desync_period_ms);
     else
-        CCS_LOG(DEBUG, "desync detection on: rank %d of %d, host '%s', shared memory%s, period %ld ms", R, W,
-                hostkey, tcp_mode ? " (the host leader talks to the coordinator)" : "", ccs_cfg.desync_period_ms);
+        CCS_LOG(DEBUG, "desync detection on: rank %d of %d, host '%s', shared memory%s, period %ld ms", world_rank,
+                world_size, hostkey, tcp_mode ? " (the host leader talks to the coordinator)" : "",
+                ccs_cfg.desync_period_ms);
     return 0;
 }
 
-static int begin(void)
+/* Claims the start-up of detection for this call: 1 (state STARTING; the
+ * world rank and size are taken), 0 when it is running already, -1 when it
+ * is off, the world is not known yet (maybe later), or another call is
+ * starting it. */
+static int claim_start(void)
 {
     if (!ccs_cfg.desync || !atomic_load(&ccs_active))
         return -1;
@@ -692,8 +713,8 @@ static int begin(void)
     int expect = IDLE;
     if (!atomic_compare_exchange_strong(&state, &expect, STARTING))
         return expect == RUNNING ? 0 : -1;
-    W = ccs_world_size();
-    R = ccs_world_rank();
+    world_size = ccs_world_size();
+    world_rank = ccs_world_rank();
     return 1;
 }
 
@@ -702,7 +723,7 @@ static void world_comm(struct ccs_comm *c, void *arg)
 {
     static uint64_t best_t;
     uint64_t *id = arg;
-    if (!c->agreed || c->size != W)
+    if (!c->agreed || c->size != world_size)
         return;
     if (!*id || c->t_created < best_t) {
         *id = c->id;
@@ -712,15 +733,15 @@ static void world_comm(struct ccs_comm *c, void *arg)
 
 int ccs_desync_start(void)
 {
-    int b = begin();
-    if (b <= 0)
-        return b;
+    int claim = claim_start();
+    if (claim <= 0)
+        return claim;
     /* Not MPI: the launcher's environment (torchrun, Slurm) says the rest. */
     int local_size = env_int("LOCAL_WORLD_SIZE");
     if (local_size < 0)
         local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
     /* Ranks span hosts when the launcher says fewer run here than in all. */
-    int spans = local_size > 0 && local_size < W;
+    int spans = local_size > 0 && local_size < world_size;
     if (ccs_cfg.desync_host && *ccs_cfg.desync_host)
         local_size = 0; /* ranks per host identity: unknown, for removing the segment */
     char host[256] = "";
@@ -733,7 +754,7 @@ int ccs_desync_start(void)
         snprintf(host, sizeof host, "%s", getenv("MASTER_ADDR"));
         port = env_int("MASTER_PORT") + 1;
     }
-    int tcp = ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && spans);
+    int tcp = ccs_cfg.desync_transport == CCS_DESYNC_TCP || (ccs_cfg.desync_transport == CCS_DESYNC_AUTO && spans);
     spans_hosts = spans;
     char fwhy[400] = "";
     if (ccs_cfg.secret && *ccs_cfg.secret) {
@@ -775,7 +796,7 @@ int ccs_desync_start(void)
                 "MASTER_PORT)");
         tcp = 0;
     }
-    if (tcp && R == 0) {
+    if (tcp && world_rank == 0) {
         char why[256];
         /* Listen on the announced address only (MASTER_ADDR or CCSHIM_COORD). */
         if (start_coordinator(host, port, why, sizeof why) < 0) {
@@ -825,7 +846,8 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
         hosts += first;
     }
     free(all);
-    int tcp = enabled && (ccs_cfg.desync_transport == 2 || (ccs_cfg.desync_transport == 0 && hosts > 1));
+    int tcp = enabled && (ccs_cfg.desync_transport == CCS_DESYNC_TCP ||
+                          (ccs_cfg.desync_transport == CCS_DESYNC_AUTO && hosts > 1));
     spans_hosts = hosts > 1;
     struct bcast_item bc;
     memset(&bc, 0, sizeof bc);
@@ -840,7 +862,7 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
         if (ccs_cfg.coord && *ccs_cfg.coord) /* a malformed value is said once, used or not */
             (void)parse_coord(ccs_cfg.coord, 1, chk, sizeof chk, &chkport);
         if (tcp) {
-            W = w;
+            world_size = w;
             snprintf(secret, sizeof secret, "%s", bc.secret);
             char why[256];
             int port = 0;
@@ -859,9 +881,9 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
         return -1;
     if (!enabled)
         return -1;
-    int b = begin();
-    if (b <= 0)
-        return b;
+    int claim = claim_start();
+    if (claim <= 0)
+        return claim;
     bc.secret[sizeof bc.secret - 1] = 0;
     bc.host[sizeof bc.host - 1] = 0;
     snprintf(secret, sizeof secret, "%s", bc.secret);
@@ -888,7 +910,7 @@ int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64
     uint64_t *bits = calloc(words, sizeof *bits);
     if (!bits)
         return -1;
-    uint64_t deadline = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    uint64_t deadline = ccs_clock_mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     int rc = -1;
     for (;;) {
         struct ccs_dsx_agree res, got[4];
@@ -903,7 +925,7 @@ int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64
         memset(bits, 0, words * sizeof *bits);
         int32_t n = 0;
         uint64_t mx = 0, mn = UINT64_MAX;
-        for (int32_t r = 0; r < W; r++) {
+        for (int32_t r = 0; r < world_size; r++) {
             int k = ccs_dsx_shm_agree_get(shm, r, got);
             for (int j = 0; j < k; j++) {
                 const struct ccs_dsx_agree *g = &got[j];
@@ -922,9 +944,9 @@ int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64
             rc = 0;
             break;
         }
-        if (now_ms() >= deadline)
+        if (ccs_clock_mono_ms() >= deadline)
             break;
-        sleep_ms(1);
+        ccs_sleep_ms(1);
     }
     free(bits);
     return rc;

@@ -4,11 +4,15 @@
  * untouched: a background thread reads the rings and the comm table.
  *
  * Who calls what:
- *   - src/mpi/desync_mpi.c: ccs_desync_start_mpi() after MPI_Init (world
- *     rank known); src/mpi/mpi_setup.c: ccs_desync_note_exit(
- *     CCS_DESYNC_FINALIZING) at the top of MPI_Finalize.
- *   - src/nccl/desync_nccl.c: ccs_desync_start() at the first communicator
- *     init, once the rank is known.
+ *   - src/mpi/desync_mpi.c (ccs_desync_mpi_init, from mpi_setup.c right
+ *     after MPI_Init): ccs_desync_start_mpi(); src/mpi/mpi_setup.c:
+ *     ccs_desync_note_exit(CCS_DESYNC_FINALIZING) at the top of MPI_Finalize.
+ *   - src/nccl/desync_nccl.c (ccs_desync_nccl_init, from nccl_comm.c at every
+ *     communicator created): ccs_desync_set_poll() once, then
+ *     ccs_desync_start(), which starts once the rank is known.
+ *   - src/nccl/nccl_track.c: ccs_desync_nccl_done() as work completes on the
+ *     device, ccs_desync_active().
+ *   - This library itself: ccs_desync_note_exit(CCS_DESYNC_EXITED) at exit.
  * Once running, the side channel offers ccs_desync_agree_u64 as the core's
  * agreement service (registry.h), which coalescing's auto uses; a verdict
  * under CCSHIM_ON_DESYNC=abort ends the job through the core's abort
@@ -19,6 +23,12 @@
 
 #include "shim.h"
 #include <stdint.h>
+
+/* The values of CCSHIM_ON_DESYNC and CCSHIM_DESYNC_TRANSPORT in ccs_cfg:
+ * the index of their word in config_table.h ({warn abort}, {auto shm tcp};
+ * tests/desync/test_rules.c checks that they match). */
+enum ccs_on_desync { CCS_ON_DESYNC_WARN = 0, CCS_ON_DESYNC_ABORT = 1 };
+enum ccs_desync_transport { CCS_DESYNC_AUTO = 0, CCS_DESYNC_SHM = 1, CCS_DESYNC_TCP = 2 };
 
 /* Starts the side channel and the background thread if CCSHIM_DESYNC is on
  * and the world rank and size are known (else it does nothing and may be

@@ -21,6 +21,18 @@ const char *ccs_dsx_class_name(unsigned cls)
     return "?";
 }
 
+const char *ccs_dsx_life_name(unsigned life)
+{
+    switch (life) {
+#define CCS_X(e, n, s)                                                                                             \
+    case n:                                                                                                        \
+        return s;
+        CCS_DSX_LIFE_LIST(CCS_X)
+#undef CCS_X
+    }
+    return "?";
+}
+
 /* On the wire a comm entry is: the struct up to its call-site texts (which
  * include nhist), a 64-bit word of wire flags, the two texts when flag
  * WIRE_SITES is set, then NHIST operations. */

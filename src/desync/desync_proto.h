@@ -83,7 +83,19 @@ struct ccs_dsx_comm {
     struct ccs_dsx_op hist[CCS_DSX_HIST]; /* oldest first */
 };
 
-enum ccs_dsx_life { CCS_DSX_ALIVE = 0, CCS_DSX_FINALIZING = 1, CCS_DSX_EXITED = 2, CCS_DSX_DIED = 3 };
+/* What a rank's process is doing, and the one word for it in verdict lines
+ * and report blocks. */
+#define CCS_DSX_LIFE_LIST(X)                                                                                       \
+    X(ALIVE, 0, "alive")                                                                                           \
+    X(FINALIZING, 1, "in MPI_Finalize")                                                                            \
+    X(EXITED, 2, "exited")                                                                                         \
+    X(DIED, 3, "died")
+enum ccs_dsx_life {
+#define CCS_X(e, n, s) CCS_DSX_##e = n,
+    CCS_DSX_LIFE_LIST(CCS_X)
+#undef CCS_X
+};
+const char *ccs_dsx_life_name(unsigned life);
 
 struct ccs_dsx_status {
     uint32_t magic, version;

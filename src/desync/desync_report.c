@@ -58,19 +58,6 @@ static const char *role_name(uint32_t r)
     return "?";
 }
 
-static const char *life_name(uint32_t l)
-{
-    switch (l) {
-    case CCS_DSX_FINALIZING:
-        return "finalizing";
-    case CCS_DSX_EXITED:
-        return "exited";
-    case CCS_DSX_DIED:
-        return "dead";
-    }
-    return "alive";
-}
-
 /* Compact form for a table cell: "allreduce 4 float32 sum". */
 static void cell_op(const struct ccs_dsx_op *op, int blocked, char *buf, size_t n)
 {
@@ -146,7 +133,7 @@ size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at
     for (uint32_t i = 0; i < ncol; i++) {
         const struct ccs_dsx_party *p = &v->party[i];
         char h[64];
-        snprintf(h, sizeof h, "r%d c%d %s %s", p->wrank, p->c.rank, role_name(p->role), life_name(p->life));
+        snprintf(h, sizeof h, "r%d c%d %s %s", p->wrank, p->c.rank, role_name(p->role), ccs_dsx_life_name(p->life));
         put(&o, " | %-*.*s", CELL, CELL, h);
     }
     put(&o, "\n");
@@ -166,17 +153,19 @@ size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at
         /* NCCL tracked on the device: what was enqueued and what completed there. */
         int dev = (c->flags & CCS_DSX_DEVICE) != 0;
         uint64_t done = dev ? c->issued - (c->dev_pending < c->issued ? c->dev_pending : c->issued) : c->done;
-        put(&o, "ccshim desync|   rank %d (comm rank %d, pid %u on %s, %s, %s): %s %llu, completed %llu%s", p->wrank,
-            c->rank, p->pid, p->host, role_name(p->role), life_name(p->life), dev ? "enqueued" : "issued",
-            (unsigned long long)c->issued, (unsigned long long)done, dev ? " on the device" : "");
+        put(&o, "ccshim desync|   rank %d (comm rank %d, pid %u on %s, %s, %s): %s %llu, completed %llu%s",
+            p->wrank, c->rank, p->pid, p->host, role_name(p->role), ccs_dsx_life_name(p->life),
+            dev ? "enqueued" : "issued", (unsigned long long)c->issued, (unsigned long long)done,
+            dev ? " on the device" : "");
         char named[512];
         if (c->state == CCS_DSX_BLOCKED)
             put(&o, "; blocked %.1f s at seq %llu step %u in %s", c->blocked_ms / 1000.0,
-                (unsigned long long)c->blocked.seq, c->blocked.step, site_named(c->site_blocked, named, sizeof named));
+                (unsigned long long)c->blocked.seq, c->blocked.step,
+                site_named(c->site_blocked, named, sizeof named));
         if (c->nhist)
             put(&o, "; last %s seq %llu step %u at %s", dev ? "enqueued" : "completed",
-                (unsigned long long)c->hist[c->nhist - 1].seq,
-                c->hist[c->nhist - 1].step, site_named(c->site_last, named, sizeof named));
+                (unsigned long long)c->hist[c->nhist - 1].seq, c->hist[c->nhist - 1].step,
+                site_named(c->site_last, named, sizeof named));
         if (p->other_comm) {
             char os[128];
             ccs_dsx_op_str(&p->other_op, os, sizeof os);

@@ -338,19 +338,6 @@ static void ranks_of(int32_t *r, size_t n, char *buf, size_t cap)
     ccs_dsx_ranks_str(r, n, buf, cap);
 }
 
-static const char *life_word(uint32_t life)
-{
-    switch (life) {
-    case CCS_DSX_FINALIZING:
-        return "in MPI_Finalize";
-    case CCS_DSX_EXITED:
-        return "exited";
-    case CCS_DSX_DIED:
-        return "died";
-    }
-    return "running";
-}
-
 /* --- MISMATCH */
 
 struct opref {
@@ -389,6 +376,98 @@ static void step_count(const struct ccs_dsx_comm *e, uint32_t step, char *buf, s
     sfmt(buf, n, "%s%u", before && after ? "" : "at least ", k);
 }
 
+/* 1 when every member of G issued SEQ or is gone (and G is complete). */
+static int all_reached(const struct ctx *c, const struct grp *g, uint64_t seq)
+{
+    int all = g->complete;
+    for (size_t m = g->lo; m < g->hi && all; m++)
+        all = c->ents[m].e->issued >= seq || c->term[c->ents[m].wrank];
+    return all;
+}
+
+/* Two ranks out of step at OPS[0..N)'s seq: no majority to blame.  Both
+ * counts in step WHERE, from the published histories, and both call sites,
+ * into V's line. */
+static void skew_line_two_ranks(struct ctx *c, struct grp *g, struct ccs_dsx_verdict *v, const struct opref *ops,
+                                size_t n, uint32_t where)
+{
+    for (uint32_t p = 0; p < v->nparty; p++)
+        v->party[p].role = CCS_DSX_R_DIFFERS;
+    const struct ent *x = NULL, *y = NULL;
+    for (size_t a = 0; a < n; a++) {
+        const struct ent *m = &c->ents[ops[a].ent];
+        if (!x || m->wrank < x->wrank)
+            y = x, x = m;
+        else if (!y || m->wrank < y->wrank)
+            y = m;
+    }
+    char cx[48], cy[48];
+    step_count(x->e, where, cx, sizeof cx);
+    step_count(y->e, where, cy, sizeof cy);
+    sfmt(v->line, sizeof v->line,
+         "comm=%#llx size=%d seq=%llu: ranks out of step: in step %u rank %d issued %s, rank %d issued %s; "
+         "from there on they issue the same operations in different steps (rank %d last at %s; rank %d last at %s)",
+         (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, where, x->wrank, cx, y->wrank, cy,
+         x->wrank, x->e->site_last[0] ? x->e->site_last : "?", y->wrank,
+         y->e->site_last[0] ? y->e->site_last : "?");
+}
+
+/* The DESYNC of ranks out of step at OPS[0..N)'s seq: the majority step
+ * there, the others are the odd ones. */
+static void skew_verdict(struct ctx *c, struct grp *g, const struct opref *ops, size_t n)
+{
+    uint64_t *vals = malloc(n * sizeof *vals);
+    if (!vals)
+        return;
+    for (size_t a = 0; a < n; a++)
+        vals[a] = ops[a].op->step;
+    uint32_t maj = (uint32_t)mode_u64(vals, n, NULL);
+    free(vals);
+    struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
+    int32_t *odd = malloc(n * sizeof *odd), *agree = malloc(n * sizeof *agree);
+    if (!v || !odd || !agree) {
+        free(v), free(odd), free(agree);
+        return;
+    }
+    size_t nodd = 0, nagree = 0;
+    uint32_t oddstep = 0;
+    for (size_t a = 0; a < n; a++) {
+        const struct ent *m = &c->ents[ops[a].ent];
+        if (ops[a].op->step == maj)
+            agree[nagree++] = m->wrank;
+        else {
+            odd[nodd++] = m->wrank;
+            oddstep = ops[a].op->step;
+            if (v->nparty < CCS_DSX_PARTIES / 2)
+                add_party(c, v, m, oddstep > maj ? CCS_DSX_R_BEHIND : CCS_DSX_R_AHEAD);
+        }
+    }
+    for (size_t a = 0; a < n; a++)
+        if (ops[a].op->step == maj)
+            add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_AGREES);
+    uint32_t where = oddstep < maj ? oddstep : maj;
+    v->cls = CCS_DSX_DESYNC;
+    v->comm = c->ents[g->lo].comm;
+    v->seq = ops[0].seq;
+    v->comm_size = g->size;
+    if (nodd == nagree && nodd == 1) {
+        skew_line_two_ranks(c, g, v, ops, n, where);
+    } else {
+        char ro[256], ra[256], os[160];
+        ranks_of(odd, nodd, ro, sizeof ro);
+        ranks_of(agree, nagree, ra, sizeof ra);
+        ccs_dsx_op_str(ops[0].op, os, sizeof os);
+        sfmt(v->line, sizeof v->line,
+             "comm=%#llx size=%d seq=%llu: rank%s %s issued seq %llu (%s) in step %u where rank%s %s issued it in "
+             "step %u: rank%s %s issued %s collectives than the others in step %u and %s behind from there on",
+             (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nodd > 1 ? "s" : "", ro,
+             (unsigned long long)v->seq, os, oddstep, nagree > 1 ? "s" : "", ra, maj, nodd > 1 ? "s" : "", ro,
+             oddstep > maj ? "fewer" : "more", where, oddstep > maj ? (nodd > 1 ? "are" : "is") : "the others are");
+    }
+    emit(c, v);
+    free(v), free(odd), free(agree);
+}
+
 /* The same operation at one seq, issued in different steps (both marked,
  * >= 1): the ranks are out of step although nothing hangs yet, e.g. one
  * skipped an all-reduce of identical ones earlier in the step.  Reported
@@ -413,90 +492,13 @@ static int step_skew(struct ctx *c, struct grp *g, const struct opref *ops, size
         c->sink->want(comm, seq, c->sink->arg);
     if (c->t->partial && !g->complete)
         return 1;
-    int all = g->complete;
-    for (size_t m = g->lo; m < g->hi && all; m++)
-        all = c->ents[m].e->issued >= seq || c->term[c->ents[m].wrank];
     uint64_t since = seen_since(c->seen, CANDIDATE_MISMATCH, comm, seq, c->v->now_ms);
-    if (!all && c->v->now_ms - since < c->t->mismatch_wait_ms)
+    if (!all_reached(c, g, seq) && c->v->now_ms - since < c->t->mismatch_wait_ms)
         return 1;
     if (n < (size_t)g->size && c->v->now_ms - since < c->t->record_wait_ms && c->sink && c->sink->want)
         return 1;
-    if (!ccs_dsx_seen_add(c->seen, SKEW, comm, 0))
-        return 1;
-    /* Majority step at this seq; the others are the odd ones. */
-    uint64_t *vals = malloc(n * sizeof *vals);
-    if (!vals)
-        return 1;
-    for (size_t a = 0; a < n; a++)
-        vals[a] = ops[a].op->step;
-    uint32_t maj = (uint32_t)mode_u64(vals, n, NULL);
-    free(vals);
-    struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
-    int32_t *odd = malloc(n * sizeof *odd), *agree = malloc(n * sizeof *agree);
-    if (!v || !odd || !agree) {
-        free(v), free(odd), free(agree);
-        return 1;
-    }
-    size_t nodd = 0, nagree = 0;
-    uint32_t oddstep = 0;
-    for (size_t a = 0; a < n; a++) {
-        const struct ent *m = &c->ents[ops[a].ent];
-        if (ops[a].op->step == maj)
-            agree[nagree++] = m->wrank;
-        else {
-            odd[nodd++] = m->wrank;
-            oddstep = ops[a].op->step;
-            if (v->nparty < CCS_DSX_PARTIES / 2)
-                add_party(c, v, m, oddstep > maj ? CCS_DSX_R_BEHIND : CCS_DSX_R_AHEAD);
-        }
-    }
-    for (size_t a = 0; a < n; a++)
-        if (ops[a].op->step == maj)
-            add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_AGREES);
-    char ro[256], ra[256], os[160];
-    ranks_of(odd, nodd, ro, sizeof ro);
-    ranks_of(agree, nagree, ra, sizeof ra);
-    ccs_dsx_op_str(ops[0].op, os, sizeof os);
-    uint32_t where = oddstep < maj ? oddstep : maj;
-    v->cls = CCS_DSX_DESYNC;
-    v->comm = comm;
-    v->seq = seq;
-    v->comm_size = g->size;
-    if (nodd == nagree && nodd == 1) {
-        /* Two ranks: no majority to blame.  Both counts in that step, from
-         * the published histories, and both call sites. */
-        for (uint32_t p = 0; p < v->nparty; p++)
-            v->party[p].role = CCS_DSX_R_DIFFERS;
-        const struct ent *x = NULL, *y = NULL;
-        for (size_t a = 0; a < n; a++) {
-            const struct ent *m = &c->ents[ops[a].ent];
-            if (!x || m->wrank < x->wrank)
-                y = x, x = m;
-            else if (!y || m->wrank < y->wrank)
-                y = m;
-        }
-        char cx[48], cy[48];
-        step_count(x->e, where, cx, sizeof cx);
-        step_count(y->e, where, cy, sizeof cy);
-        sfmt(v->line, sizeof v->line,
-             "comm=%#llx size=%d seq=%llu: ranks out of step: in step %u rank %d issued %s, rank %d issued %s; "
-             "from there on they issue the same operations in different steps (rank %d last at %s; rank %d last at %s)",
-             (unsigned long long)comm, g->size, (unsigned long long)seq, where, x->wrank, cx, y->wrank, cy,
-             x->wrank, x->e->site_last[0] ? x->e->site_last : "?", y->wrank,
-             y->e->site_last[0] ? y->e->site_last : "?");
-        emit(c, v);
-        free(v), free(odd), free(agree);
-        return 1;
-    }
-    sfmt(v->line, sizeof v->line,
-         "comm=%#llx size=%d seq=%llu: rank%s %s issued seq %llu (%s) in step %u where rank%s %s issued it in step "
-         "%u: "
-         "rank%s %s issued %s collectives than the others in step %u and %s behind from there on",
-         (unsigned long long)comm, g->size, (unsigned long long)seq, nodd > 1 ? "s" : "", ro,
-         (unsigned long long)seq, os, oddstep, nagree > 1 ? "s" : "", ra, maj, nodd > 1 ? "s" : "", ro,
-         oddstep > maj ? "fewer" : "more", where, oddstep > maj ? (nodd > 1 ? "are" : "is") : "the others are");
-    emit(c, v);
-    free(v), free(odd), free(agree);
+    if (ccs_dsx_seen_add(c->seen, SKEW, comm, 0))
+        skew_verdict(c, g, ops, n);
     return 1;
 }
 
@@ -531,35 +533,111 @@ static int odd_one(const struct opref *o, uint64_t maj, uint32_t msig)
     return o->key != maj || (k && msig && k != msig);
 }
 
+/* The run of OPS from I with the same seq: its end (*J), and 1 when its
+ * operations differ (another fingerprint, or the same size with other basic
+ * types where both sides name theirs). */
+static int run_differs(const struct opref *ops, size_t i, size_t n, size_t *j)
+{
+    int differ = 0;
+    uint32_t k0 = 0;
+    size_t e = i;
+    for (; e < n && ops[e].seq == ops[i].seq; e++) {
+        differ |= ops[e].key != ops[i].key;
+        uint32_t k = sig_key(ops[e].op);
+        if (k && k0 && k != k0)
+            differ = 1;
+        k0 = k0 ? k0 : k;
+    }
+    *j = e;
+    return differ;
+}
+
+/* The MISMATCH of the operations OPS[0..N) of one seq that differ: the
+ * majority operation, the odd ranks, and the line. */
+static void mismatch_verdict(struct ctx *c, struct grp *g, const struct opref *ops, size_t n)
+{
+    uint64_t *vals = malloc(n * sizeof *vals);
+    if (!vals)
+        return;
+    for (size_t a = 0; a < n; a++)
+        vals[a] = ops[a].key;
+    uint64_t maj = mode_u64(vals, n, NULL);
+    free(vals);
+    uint32_t msig = majority_sig(ops, 0, n, maj);
+    struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
+    int32_t *odd = malloc(n * sizeof *odd), *agree = malloc(n * sizeof *agree);
+    if (!v || !odd || !agree) {
+        free(v), free(odd), free(agree);
+        return;
+    }
+    size_t nodd = 0, nagree = 0, variants = 0;
+    const struct ccs_dsx_op *oddop = NULL, *majop = NULL;
+    for (size_t a = 0; a < n; a++) {
+        const struct ent *m = &c->ents[ops[a].ent];
+        if (!odd_one(&ops[a], maj, msig)) {
+            agree[nagree++] = m->wrank;
+            /* Prefer an operation that names its basic types. */
+            if (!majop || (!sig_key(majop) && sig_key(ops[a].op)))
+                majop = ops[a].op;
+        } else {
+            if (!oddop)
+                oddop = ops[a].op;
+            else if (op_key(oddop) != ops[a].key || sig_key(oddop) != sig_key(ops[a].op))
+                variants++;
+            odd[nodd++] = m->wrank;
+        }
+    }
+    /* Culprits first in the block, then the majority (no majority: every
+     * side differs). */
+    int tie = nodd == nagree && !variants;
+    for (size_t a = 0; a < n; a++)
+        if (odd_one(&ops[a], maj, msig) && v->nparty < CCS_DSX_PARTIES / 2)
+            add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_DIFFERS);
+    for (size_t a = 0; a < n; a++)
+        if (!odd_one(&ops[a], maj, msig))
+            add_party(c, v, &c->ents[ops[a].ent], tie ? CCS_DSX_R_DIFFERS : CCS_DSX_R_AGREES);
+    char ro[256], ra[256], so[160], sa[160];
+    ranks_of(odd, nodd, ro, sizeof ro);
+    ranks_of(agree, nagree, ra, sizeof ra);
+    ccs_dsx_op_str(oddop, so, sizeof so);
+    ccs_dsx_op_str(majop, sa, sizeof sa);
+    v->cls = CCS_DSX_MISMATCH;
+    v->comm = c->ents[g->lo].comm;
+    v->seq = ops[0].seq;
+    v->comm_size = g->size;
+    if (tie)
+        /* No majority (two ranks, or two halves): both sides, neutrally,
+         * the lower ranks first. */
+        sfmt(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s issued %s, rank%s %s issued %s",
+             (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nagree > 1 ? "s" : "",
+             odd[0] < agree[0] ? ro : ra, odd[0] < agree[0] ? so : sa, nodd > 1 ? "s" : "",
+             odd[0] < agree[0] ? ra : ro, odd[0] < agree[0] ? sa : so);
+    else
+        sfmt(v->line, sizeof v->line,
+             "comm=%#llx size=%d seq=%llu: rank%s %s issued %s where rank%s %s issued %s%s",
+             (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nodd > 1 ? "s" : "", ro, so,
+             nagree > 1 ? "s" : "", ra, sa, variants ? " (and other variants)" : "");
+    emit(c, v);
+    free(v), free(odd), free(agree);
+}
+
+/* The first seq where G's records differ (OPS, N: every member's records):
+ * a MISMATCH once every member reached it and its records are in view, or
+ * a step skew (step_skew) where the same operations differ in step only. */
 static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, size_t n)
 {
     qsort(ops, n, sizeof *ops, cmp_opref);
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        int differ = 0;
-        uint32_t k0 = 0;
-        while (j < n && ops[j].seq == ops[i].seq) {
-            differ |= ops[j].key != ops[i].key;
-            /* Same size, other basic types (where both sides name theirs). */
-            uint32_t k = sig_key(ops[j].op);
-            if (k && k0 && k != k0)
-                differ = 1;
-            k0 = k0 ? k0 : k;
-            j++;
-        }
-        if (!differ) {
+    for (size_t i = 0, j; i < n; i = j) {
+        if (!run_differs(ops, i, n, &j)) {
             if (step_skew(c, g, ops + i, j - i))
                 return;
-            i = j;
             continue;
         }
-        uint64_t comm = c->ents[g->lo].comm;
+        uint64_t comm = c->ents[g->lo].comm, seq = ops[i].seq;
         /* Certain already; wait until every member reached the seq (or a
          * short while) so that the majority named is the real one. */
-        int all = g->complete;
-        for (size_t m = g->lo; m < g->hi && all; m++)
-            all = c->ents[m].e->issued >= ops[i].seq || c->term[c->ents[m].wrank];
-        uint64_t since = seen_since(c->seen, CANDIDATE_MISMATCH, comm, ops[i].seq, c->v->now_ms);
+        int all = all_reached(c, g, seq);
+        uint64_t since = seen_since(c->seen, CANDIDATE_MISMATCH, comm, seq, c->v->now_ms);
         if (!all && c->v->now_ms - since < c->t->mismatch_wait_ms)
             return;
         /* Every member's own record of the seq: the majority is counted, not
@@ -568,76 +646,12 @@ static void mismatch_records(struct ctx *c, struct grp *g, struct opref *ops, si
          * around the seq, for up to record_wait_ms. */
         size_t have = j - i, members = (size_t)g->size;
         if (have < members && c->sink && c->sink->want)
-            c->sink->want(comm, ops[i].seq, c->sink->arg);
+            c->sink->want(comm, seq, c->sink->arg);
         if ((c->t->partial && !g->complete) ||
             (have < members && c->v->now_ms - since < c->t->record_wait_ms && c->sink && c->sink->want))
             return;
-        if (!ccs_dsx_seen_add(c->seen, CCS_DSX_MISMATCH, comm, 0))
-            return;
-        /* Majority operation of the run. */
-        uint64_t *vals = malloc((j - i) * sizeof *vals);
-        if (!vals)
-            return;
-        for (size_t a = i; a < j; a++)
-            vals[a - i] = ops[a].key;
-        uint64_t maj = mode_u64(vals, j - i, NULL);
-        free(vals);
-        uint32_t msig = majority_sig(ops, i, j, maj);
-        struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
-        int32_t *odd = malloc((j - i) * sizeof *odd), *agree = malloc((j - i) * sizeof *agree);
-        if (!v || !odd || !agree) {
-            free(v), free(odd), free(agree);
-            return;
-        }
-        size_t nodd = 0, nagree = 0, variants = 0;
-        const struct ccs_dsx_op *oddop = NULL, *majop = NULL;
-        for (size_t a = i; a < j; a++) {
-            const struct ent *m = &c->ents[ops[a].ent];
-            if (!odd_one(&ops[a], maj, msig)) {
-                agree[nagree++] = m->wrank;
-                /* Prefer an operation that names its basic types. */
-                if (!majop || (!sig_key(majop) && sig_key(ops[a].op)))
-                    majop = ops[a].op;
-            } else {
-                if (!oddop)
-                    oddop = ops[a].op;
-                else if (op_key(oddop) != ops[a].key || sig_key(oddop) != sig_key(ops[a].op))
-                    variants++;
-                odd[nodd++] = m->wrank;
-            }
-        }
-        /* Culprits first in the block, then the majority (no majority:
-         * every side differs). */
-        int tie = nodd == nagree && !variants;
-        for (size_t a = i; a < j; a++)
-            if (odd_one(&ops[a], maj, msig) && v->nparty < CCS_DSX_PARTIES / 2)
-                add_party(c, v, &c->ents[ops[a].ent], CCS_DSX_R_DIFFERS);
-        for (size_t a = i; a < j; a++)
-            if (!odd_one(&ops[a], maj, msig))
-                add_party(c, v, &c->ents[ops[a].ent], tie ? CCS_DSX_R_DIFFERS : CCS_DSX_R_AGREES);
-        char ro[256], ra[256], so[160], sa[160];
-        ranks_of(odd, nodd, ro, sizeof ro);
-        ranks_of(agree, nagree, ra, sizeof ra);
-        ccs_dsx_op_str(oddop, so, sizeof so);
-        ccs_dsx_op_str(majop, sa, sizeof sa);
-        v->cls = CCS_DSX_MISMATCH;
-        v->comm = comm;
-        v->seq = ops[i].seq;
-        v->comm_size = g->size;
-        if (tie)
-            /* No majority (two ranks, or two halves): both sides, neutrally,
-             * the lower ranks first. */
-            sfmt(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s issued %s, rank%s %s issued %s",
-                 (unsigned long long)comm, g->size, (unsigned long long)ops[i].seq,
-                 nagree > 1 ? "s" : "", odd[0] < agree[0] ? ro : ra, odd[0] < agree[0] ? so : sa,
-                 nodd > 1 ? "s" : "", odd[0] < agree[0] ? ra : ro, odd[0] < agree[0] ? sa : so);
-        else
-            sfmt(v->line, sizeof v->line,
-                 "comm=%#llx size=%d seq=%llu: rank%s %s issued %s where rank%s %s issued %s%s",
-                 (unsigned long long)comm, g->size, (unsigned long long)ops[i].seq, nodd > 1 ? "s" : "", ro, so,
-                 nagree > 1 ? "s" : "", ra, sa, variants ? " (and other variants)" : "");
-        emit(c, v);
-        free(v), free(odd), free(agree);
+        if (ccs_dsx_seen_add(c->seen, CCS_DSX_MISMATCH, comm, 0))
+            mismatch_verdict(c, g, ops + i, j - i);
         return;
     }
 }
@@ -748,21 +762,117 @@ static void rule_mismatch(struct ctx *c)
 
 /* --- DESYNC, DEAD and STRAGGLER */
 
+/* 1 when member M of its group is stuck and blocked in that group. */
+static int stuck_here(const struct ctx *c, const struct ent *m)
+{
+    return c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e;
+}
+
+/* The seq most of G's stuck members are blocked at; *COUNT of them (0:
+ * none). */
+static uint64_t blocked_seq(struct ctx *c, struct grp *g, size_t *count)
+{
+    *count = 0;
+    uint64_t *vals = malloc((g->hi - g->lo) * sizeof *vals);
+    size_t nv = 0;
+    if (!vals)
+        return 0;
+    for (size_t i = g->lo; i < g->hi; i++)
+        if (stuck_here(c, &c->ents[i]))
+            vals[nv++] = c->ents[i].e->blocked.seq;
+    uint64_t s = mode_u64(vals, nv, count);
+    free(vals);
+    return s;
+}
+
+/* What member M of communicator COMM, behind, is doing (LIFE: its life
+ * state), into WHAT. */
+static void behind_what(const struct ctx *c, const struct ent *m, uint64_t comm, uint32_t life, char *what,
+                        size_t n)
+{
+    const struct ccs_dsx_comm *b = c->be[m->wrank];
+    char os[128];
+    if (life != CCS_DSX_ALIVE)
+        sfmt(what, n, "%s", ccs_dsx_life_name(life));
+    else if (m->e->state == CCS_DSX_FREED)
+        sfmt(what, n, "freed the communicator");
+    else if (b && b->id == comm) {
+        ccs_dsx_op_str(&b->blocked, os, sizeof os);
+        sfmt(what, n, "blocked in %s at seq %llu", os, (unsigned long long)b->blocked.seq);
+    } else if (b) {
+        ccs_dsx_op_str(&b->blocked, os, sizeof os);
+        sfmt(what, n, "blocked in %s on comm=%#llx seq %llu", os, (unsigned long long)b->id,
+             (unsigned long long)b->blocked.seq);
+    } else
+        sfmt(what, n, "running");
+}
+
+/* G's members blocked at SREF and how they wait (the ranks behind into
+ * BEHIND, the first 6; the waiting and ahead ranks into the lists). */
+struct desync_parts {
+    int32_t *wait, *ahead;
+    size_t nw, na, nb, ndead;
+    const struct ccs_dsx_op *wop; /* the operation they wait in */
+    uint32_t wms;                 /* the longest wait */
+    char behind[CCS_DSX_LINE];
+};
+
+static void desync_parts(struct ctx *c, struct grp *g, uint64_t sref, struct desync_parts *d)
+{
+    uint64_t comm = c->ents[g->lo].comm;
+    size_t bo = 0;
+    for (size_t i = g->lo; i < g->hi; i++) {
+        const struct ent *m = &c->ents[i];
+        if (m->e->issued < sref) {
+            d->nb++;
+            uint32_t life = c->v->dead && c->v->dead[m->wrank] ? CCS_DSX_DIED : c->v->st[m->wrank]->life;
+            d->ndead += life == CCS_DSX_DIED;
+            char what[200];
+            behind_what(c, m, comm, life, what, sizeof what);
+            if (d->nb <= 6 && bo + 8 < sizeof d->behind) {
+                int w =
+                    sfmt(d->behind + bo, sizeof d->behind - bo, "; rank %d at seq %llu (%llu behind, %s)", m->wrank,
+                         (unsigned long long)m->e->issued, (unsigned long long)(sref - m->e->issued), what);
+                if (w > 0)
+                    bo += (size_t)w < sizeof d->behind - bo ? (size_t)w : sizeof d->behind - bo - 1;
+            }
+        } else if (stuck_here(c, m)) {
+            if (m->e->blocked.seq == sref) {
+                d->wait[d->nw++] = m->wrank;
+                d->wop = d->wop ? d->wop : &m->e->blocked;
+                d->wms = m->e->blocked_ms > d->wms ? m->e->blocked_ms : d->wms;
+            } else if (m->e->blocked.seq > sref) {
+                d->ahead[d->na++] = m->wrank;
+            }
+        }
+    }
+    if (d->nb > 6 && bo + 8 < sizeof d->behind)
+        sfmt(d->behind + bo, sizeof d->behind - bo, "; and %zu more behind", d->nb - 6);
+}
+
+/* The parties of a DESYNC at SREF: the ranks behind first, then ahead,
+ * then waiting. */
+static void desync_parties(struct ctx *c, struct grp *g, uint64_t sref, struct ccs_dsx_verdict *v)
+{
+    for (size_t i = g->lo; i < g->hi; i++)
+        if (c->ents[i].e->issued < sref && v->nparty < CCS_DSX_PARTIES / 2)
+            add_party(c, v, &c->ents[i], CCS_DSX_R_BEHIND);
+    for (size_t i = g->lo; i < g->hi; i++)
+        if (stuck_here(c, &c->ents[i]) && c->ents[i].e->blocked.seq > sref)
+            add_party(c, v, &c->ents[i], CCS_DSX_R_AHEAD);
+    for (size_t i = g->lo; i < g->hi; i++)
+        if (stuck_here(c, &c->ents[i]) && c->ents[i].e->blocked.seq == sref)
+            add_party(c, v, &c->ents[i], CCS_DSX_R_WAITING);
+}
+
+/* A DESYNC (or DEAD, when every rank behind died) on G, where someone is
+ * stuck; CERTAIN: every stuck member waits only for ranks that are gone,
+ * else the verdict must hold for a quarter of block_ms first. */
 static void desync_verdict(struct ctx *c, struct grp *g, int certain)
 {
     uint64_t comm = c->ents[g->lo].comm;
-    /* The seq most waiters are blocked at. */
-    uint64_t *vals = malloc((g->hi - g->lo) * sizeof *vals);
-    size_t nv = 0, best = 0;
-    if (!vals)
-        return;
-    for (size_t i = g->lo; i < g->hi; i++) {
-        const struct ent *m = &c->ents[i];
-        if (c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e)
-            vals[nv++] = m->e->blocked.seq;
-    }
-    uint64_t sref = mode_u64(vals, nv, &best);
-    free(vals);
+    size_t best;
+    uint64_t sref = blocked_seq(c, g, &best);
     if (!best)
         return;
     if (!certain) {
@@ -771,93 +881,35 @@ static void desync_verdict(struct ctx *c, struct grp *g, int certain)
             return; /* must hold on later passes too: statuses are not one snapshot */
     }
     size_t n = g->hi - g->lo;
-    int32_t *wait = malloc(n * sizeof *wait), *ahead = malloc(n * sizeof *ahead);
+    struct desync_parts d = {.wait = malloc(n * sizeof(int32_t)), .ahead = malloc(n * sizeof(int32_t))};
     struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
-    if (!wait || !ahead || !v) {
-        free(wait), free(ahead), free(v);
+    if (!d.wait || !d.ahead || !v) {
+        free(d.wait), free(d.ahead), free(v);
         return;
     }
-    size_t nw = 0, na = 0, nb = 0, ndead = 0;
-    const struct ccs_dsx_op *wop = NULL;
-    uint32_t wms = 0;
-    char behind[CCS_DSX_LINE] = "";
-    size_t bo = 0;
-    for (size_t i = g->lo; i < g->hi; i++) {
-        const struct ent *m = &c->ents[i];
-        if (m->e->issued < sref) {
-            nb++;
-            uint32_t life = c->v->dead && c->v->dead[m->wrank] ? CCS_DSX_DIED : c->v->st[m->wrank]->life;
-            ndead += life == CCS_DSX_DIED;
-            char what[200];
-            const struct ccs_dsx_comm *b = c->be[m->wrank];
-            if (life != CCS_DSX_ALIVE)
-                sfmt(what, sizeof what, "%s", life_word(life));
-            else if (m->e->state == CCS_DSX_FREED)
-                sfmt(what, sizeof what, "freed the communicator");
-            else if (b && b->id == comm) {
-                char os[128];
-                ccs_dsx_op_str(&b->blocked, os, sizeof os);
-                sfmt(what, sizeof what, "blocked in %s at seq %llu", os, (unsigned long long)b->blocked.seq);
-            } else if (b) {
-                char os[128];
-                ccs_dsx_op_str(&b->blocked, os, sizeof os);
-                sfmt(what, sizeof what, "blocked in %s on comm=%#llx seq %llu", os, (unsigned long long)b->id,
-                     (unsigned long long)b->blocked.seq);
-            } else
-                sfmt(what, sizeof what, "running");
-            if (nb <= 6 && bo + 8 < sizeof behind) {
-                int w = sfmt(behind + bo, sizeof behind - bo, "; rank %d at seq %llu (%llu behind, %s)", m->wrank,
-                             (unsigned long long)m->e->issued, (unsigned long long)(sref - m->e->issued), what);
-                if (w > 0)
-                    bo += (size_t)w < sizeof behind - bo ? (size_t)w : sizeof behind - bo - 1;
-            }
-        } else if (c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e) {
-            if (m->e->blocked.seq == sref) {
-                wait[nw++] = m->wrank;
-                wop = wop ? wop : &m->e->blocked;
-                wms = m->e->blocked_ms > wms ? m->e->blocked_ms : wms;
-            } else if (m->e->blocked.seq > sref) {
-                ahead[na++] = m->wrank;
-            }
-        }
-    }
-    if (nb > 6 && bo + 8 < sizeof behind)
-        sfmt(behind + bo, sizeof behind - bo, "; and %zu more behind", nb - 6);
-    uint32_t cls = nb && ndead == nb ? (uint32_t)CCS_DSX_DEAD : (uint32_t)CCS_DSX_DESYNC;
+    desync_parts(c, g, sref, &d);
+    uint32_t cls = d.nb && d.ndead == d.nb ? (uint32_t)CCS_DSX_DEAD : (uint32_t)CCS_DSX_DESYNC;
     if (!ccs_dsx_seen_add(c->seen, cls, comm, sref)) {
-        free(wait), free(ahead), free(v);
+        free(d.wait), free(d.ahead), free(v);
         return;
     }
-    /* Parties: the ranks behind first, then ahead, then waiting. */
-    for (size_t i = g->lo; i < g->hi; i++)
-        if (c->ents[i].e->issued < sref && v->nparty < CCS_DSX_PARTIES / 2)
-            add_party(c, v, &c->ents[i], CCS_DSX_R_BEHIND);
-    for (size_t i = g->lo; i < g->hi; i++) {
-        const struct ent *m = &c->ents[i];
-        if (c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e && m->e->blocked.seq > sref)
-            add_party(c, v, m, CCS_DSX_R_AHEAD);
-    }
-    for (size_t i = g->lo; i < g->hi; i++) {
-        const struct ent *m = &c->ents[i];
-        if (c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e && m->e->blocked.seq == sref)
-            add_party(c, v, m, CCS_DSX_R_WAITING);
-    }
+    desync_parties(c, g, sref, v);
     char rw[256], ra[256], ops[160], aheadtxt[300] = "";
-    ranks_of(wait, nw, rw, sizeof rw);
-    ccs_dsx_op_str(wop, ops, sizeof ops);
-    if (na) {
-        ranks_of(ahead, na, ra, sizeof ra);
-        sfmt(aheadtxt, sizeof aheadtxt, "; rank%s %s blocked at a later seq (ahead)", na > 1 ? "s" : "", ra);
+    ranks_of(d.wait, d.nw, rw, sizeof rw);
+    ccs_dsx_op_str(d.wop, ops, sizeof ops);
+    if (d.na) {
+        ranks_of(d.ahead, d.na, ra, sizeof ra);
+        sfmt(aheadtxt, sizeof aheadtxt, "; rank%s %s blocked at a later seq (ahead)", d.na > 1 ? "s" : "", ra);
     }
     v->cls = cls;
     v->comm = comm;
     v->seq = sref;
     v->comm_size = g->size;
     sfmt(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s%s",
-         (unsigned long long)comm, g->size, (unsigned long long)sref, nw > 1 ? "s" : "", rw, ops,
-         (unsigned long long)sref, wms / 1000.0, behind, aheadtxt);
+         (unsigned long long)comm, g->size, (unsigned long long)sref, d.nw > 1 ? "s" : "", rw, ops,
+         (unsigned long long)sref, d.wms / 1000.0, d.behind, aheadtxt);
     emit(c, v);
-    free(wait), free(ahead), free(v);
+    free(d.wait), free(d.ahead), free(v);
 }
 
 static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t waited_ms)
@@ -909,18 +961,18 @@ static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t
 
 static void rule_blocked(struct ctx *c)
 {
-    int32_t W = c->v->wsize;
+    int32_t wsize = c->v->wsize;
     int any = 0;
-    for (int32_t r = 0; r < W; r++)
+    for (int32_t r = 0; r < wsize; r++)
         any |= c->be[r] != NULL;
     if (!any)
         return;
     /* Certain verdicts: blocked ranks waiting only for ranks that are gone. */
     reset_memo(c);
-    uint8_t *certain = calloc((size_t)W, 1);
+    uint8_t *certain = calloc((size_t)wsize, 1);
     if (!certain)
         return;
-    for (int32_t r = 0; r < W; r++) {
+    for (int32_t r = 0; r < wsize; r++) {
         const struct ccs_dsx_comm *b = c->be[r];
         if (!b || c->term[r])
             continue;
@@ -929,14 +981,14 @@ static void rule_blocked(struct ctx *c)
     }
     /* Stuck set: start from every blocked-long-enough or certain rank and
      * every gone rank; drop blocked ranks that wait for a rank not stuck. */
-    for (int32_t r = 0; r < W; r++) {
+    for (int32_t r = 0; r < wsize; r++) {
         const struct ccs_dsx_comm *b = c->be[r];
         c->stuck[r] = c->term[r] || (b && (certain[r] || b->blocked_ms >= c->t->block_ms));
     }
     for (int changed = 1; changed;) {
         changed = 0;
         reset_memo(c);
-        for (int32_t r = 0; r < W; r++) {
+        for (int32_t r = 0; r < wsize; r++) {
             const struct ccs_dsx_comm *b = c->be[r];
             if (!c->stuck[r] || c->term[r] || !b)
                 continue;
@@ -953,7 +1005,7 @@ static void rule_blocked(struct ctx *c)
         int has = 0, cert = 1;
         for (size_t i = g->lo; i < g->hi; i++) {
             const struct ent *m = &c->ents[i];
-            if (c->stuck[m->wrank] && !c->term[m->wrank] && c->be[m->wrank] == m->e) {
+            if (stuck_here(c, m)) {
                 has = 1;
                 cert &= certain[m->wrank];
             }
@@ -962,7 +1014,7 @@ static void rule_blocked(struct ctx *c)
             desync_verdict(c, g, cert);
     }
     /* Stragglers: waiting long for a rank that is not in any collective. */
-    for (int32_t r = 0; r < W; r++) {
+    for (int32_t r = 0; r < wsize; r++) {
         const struct ccs_dsx_comm *b = c->be[r];
         if (!b || c->stuck[r] || c->term[r] || b->blocked_ms < c->t->straggler_ms)
             continue;
@@ -977,20 +1029,20 @@ int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thre
                       struct ccs_dsx_seen *seen, const struct ccs_dsx_sink *sink)
 {
     struct ctx c = {.v = view, .t = t, .seen = seen, .sink = sink};
-    int32_t W = view->wsize;
+    int32_t wsize = view->wsize;
     int rc = -1;
-    for (int32_t r = 0; r < W; r++)
+    for (int32_t r = 0; r < wsize; r++)
         if (view->st[r])
             c.nents += view->st[r]->ncomm;
     c.ents = malloc((c.nents + 1) * sizeof *c.ents);
     c.g = malloc((c.nents + 1) * sizeof *c.g);
-    c.term = calloc((size_t)W + 1, 1);
-    c.stuck = calloc((size_t)W + 1, 1);
-    c.be = calloc((size_t)W + 1, sizeof *c.be);
+    c.term = calloc((size_t)wsize + 1, 1);
+    c.stuck = calloc((size_t)wsize + 1, 1);
+    c.be = calloc((size_t)wsize + 1, sizeof *c.be);
     if (!c.ents || !c.g || !c.term || !c.stuck || !c.be)
         goto out;
     size_t k = 0;
-    for (int32_t r = 0; r < W; r++) {
+    for (int32_t r = 0; r < wsize; r++) {
         const struct ccs_dsx_status *st = view->st[r];
         if (!st)
             continue;

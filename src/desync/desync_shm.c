@@ -83,7 +83,7 @@ static size_t seg_bytes(int32_t wsize)
     return sizeof(struct header) + (size_t)wsize * sizeof(struct slot);
 }
 
-static int alive(uint32_t pid)
+int ccs_dsx_pid_alive(uint32_t pid)
 {
     return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
@@ -104,17 +104,110 @@ static int stale(int fd)
         for (int32_t r = 0; r < h->wsize && !live; r++)
             if (sl[r].st.magic == CCS_DSX_MAGIC) {
                 any = 1;
-                live = alive(sl[r].st.pid);
+                live = ccs_dsx_pid_alive(sl[r].st.pid);
             }
     }
     munmap(m, (size_t)sb.st_size);
     return any && !live;
 }
 
-static void sleep_ms(int ms)
+/* An existing segment at FD (the name's inode SB) that is private to this
+ * user: 0 to use it; 1 when it was a crashed job's and is removed (or the
+ * name changed meanwhile): try again; -1 when not ours (WHY). */
+static int check_existing(struct ccs_dsx_shm *s, int fd, char *why, size_t n)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || sb.st_uid != geteuid() || (sb.st_mode & 077) != 0) {
+        snprintf(why, n, "%s exists but is not private to this user (uid %u, mode %o); refusing it", s->path,
+                 (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 0777));
+        return -1;
+    }
+    /* Replace a segment that a crashed job left, once, under a lock. */
+    if (flock(fd, LOCK_EX) != 0)
+        return 0;
+    struct stat now;
+    int same = stat(s->path, &now) == 0 && now.st_ino == sb.st_ino;
+    if (same && stale(fd)) {
+        unlink(s->path);
+        flock(fd, LOCK_UN);
+        return 1;
+    }
+    flock(fd, LOCK_UN);
+    return same ? 0 : 1;
+}
+
+/* Creates the segment (sized, *CREATED 1) or opens the one there (*CREATED
+ * 0), in up to 3 attempts: the descriptor, or -1 (WHY). */
+static int create_or_open(struct ccs_dsx_shm *s, int *created, char *why, size_t n)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            *created = 1;
+            if (ftruncate(fd, (off_t)s->bytes) != 0) {
+                snprintf(why, n, "cannot size %s to %zu bytes: %s", s->path, s->bytes, strerror(errno));
+                close(fd);
+                unlink(s->path);
+                return -1;
+            }
+            return fd;
+        }
+        if (errno != EEXIST) {
+            snprintf(why, n, "cannot create %s: %s", s->path, strerror(errno));
+            return -1;
+        }
+        fd = open(s->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue; /* removed meanwhile: create it */
+        int rc = check_existing(s, fd, why, n);
+        if (rc == 0)
+            return fd;
+        close(fd);
+        if (rc < 0)
+            return -1;
+    }
+    snprintf(why, n, "cannot open %s after 3 attempts", s->path);
+    return -1;
+}
+
+/* Maps the segment at FD (closed here) once its creator sized it, and
+ * initialises its header (CREATED) or waits until its creator did and checks
+ * that it is a segment of this job's size and this version.  0 or -1 (WHY). */
+static int map_segment(struct ccs_dsx_shm *s, int fd, int created, char *why, size_t n)
+{
+    struct stat sb;
+    for (int waited = 0; fstat(fd, &sb) == 0 && (size_t)sb.st_size < s->bytes && waited < 2000; waited += 5)
+        ccs_sleep_ms(5);
+    if ((size_t)sb.st_size != s->bytes) {
+        snprintf(why, n, "%s has %lld bytes, expected %zu (another job with the same id and a different size?)",
+                 s->path, (long long)sb.st_size, s->bytes);
+        close(fd);
+        return -1;
+    }
+    void *m = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        snprintf(why, n, "cannot map %s: %s", s->path, strerror(errno));
+        return -1;
+    }
+    s->h = m;
+    s->slots = (struct slot *)(s->h + 1);
+    if (created) {
+        s->h->version = CCS_DSX_VERSION;
+        s->h->wsize = s->wsize;
+        s->h->slot_size = sizeof(struct slot);
+        atomic_store(&s->h->ready, READY);
+        return 0;
+    }
+    for (int waited = 0; atomic_load(&s->h->ready) != READY && waited < 2000; waited += 5)
+        ccs_sleep_ms(5);
+    if (atomic_load(&s->h->ready) != READY || s->h->wsize != s->wsize || s->h->version != CCS_DSX_VERSION ||
+        s->h->slot_size != sizeof(struct slot)) {
+        snprintf(why, n, "%s is not a ccshim %d-rank segment of this version", s->path, s->wsize);
+        munmap(m, s->bytes);
+        return -1;
+    }
+    return 0;
 }
 
 struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myrank, int local_size, char *why,
@@ -130,102 +223,19 @@ struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myr
     s->bytes = seg_bytes(wsize);
     s->wsize = wsize;
     s->me = myrank;
-    int fd = -1, created = 0;
-    for (int attempt = 0; attempt < 3 && fd < 0; attempt++) {
-        fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            created = 1;
-            if (ftruncate(fd, (off_t)s->bytes) != 0) {
-                snprintf(why, n, "cannot size %s to %zu bytes: %s", s->path, s->bytes, strerror(errno));
-                close(fd);
-                unlink(s->path);
-                free(s);
-                return NULL;
-            }
-            break;
-        }
-        if (errno != EEXIST) {
-            snprintf(why, n, "cannot create %s: %s", s->path, strerror(errno));
-            free(s);
-            return NULL;
-        }
-        fd = open(s->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-            continue; /* removed meanwhile: create it */
-        struct stat sb;
-        if (fstat(fd, &sb) != 0 || sb.st_uid != geteuid() || (sb.st_mode & 077) != 0) {
-            snprintf(why, n, "%s exists but is not private to this user (uid %u, mode %o); refusing it", s->path,
-                     (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 0777));
-            close(fd);
-            free(s);
-            return NULL;
-        }
-        /* Replace a segment that a crashed job left, once, under a lock. */
-        if (flock(fd, LOCK_EX) == 0) {
-            struct stat now;
-            int same = stat(s->path, &now) == 0 && now.st_ino == sb.st_ino;
-            if (same && stale(fd)) {
-                unlink(s->path);
-                flock(fd, LOCK_UN);
-                close(fd);
-                fd = -1;
-                continue;
-            }
-            flock(fd, LOCK_UN);
-            if (!same) {
-                close(fd);
-                fd = -1;
-                continue;
-            }
-        }
-    }
-    if (fd < 0) {
-        snprintf(why, n, "cannot open %s after 3 attempts", s->path);
+    int created = 0;
+    int fd = create_or_open(s, &created, why, n);
+    if (fd < 0 || map_segment(s, fd, created, why, n) != 0) {
         free(s);
         return NULL;
     }
-    /* Wait for the creator to size it. */
-    struct stat sb;
-    for (int waited = 0; fstat(fd, &sb) == 0 && (size_t)sb.st_size < s->bytes && waited < 2000; waited += 5)
-        sleep_ms(5);
-    if ((size_t)sb.st_size != s->bytes) {
-        snprintf(why, n, "%s has %lld bytes, expected %zu (another job with the same id and a different size?)",
-                 s->path, (long long)sb.st_size, s->bytes);
-        close(fd);
-        free(s);
-        return NULL;
-    }
-    void *m = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) {
-        snprintf(why, n, "cannot map %s: %s", s->path, strerror(errno));
-        free(s);
-        return NULL;
-    }
-    s->h = m;
-    s->slots = (struct slot *)(s->h + 1);
-    if (created) {
-        s->h->version = CCS_DSX_VERSION;
-        s->h->wsize = wsize;
-        s->h->slot_size = sizeof(struct slot);
-        atomic_store(&s->h->ready, READY);
-    } else {
-        for (int waited = 0; atomic_load(&s->h->ready) != READY && waited < 2000; waited += 5)
-            sleep_ms(5);
-        if (atomic_load(&s->h->ready) != READY || s->h->wsize != wsize || s->h->version != CCS_DSX_VERSION ||
-            s->h->slot_size != sizeof(struct slot)) {
-            snprintf(why, n, "%s is not a ccshim %d-rank segment of this version", s->path, wsize);
-            munmap(m, s->bytes);
-            free(s);
-            return NULL;
-        }
-    }
+    /* This rank's slot: free, or held by a process of ours that is gone. */
     struct slot *mine = &s->slots[myrank];
     uint32_t other = mine->st.magic == CCS_DSX_MAGIC ? mine->st.pid : 0;
-    if (other && other != (uint32_t)getpid() && alive(other) && mine->st.life == CCS_DSX_ALIVE) {
+    if (other && other != (uint32_t)getpid() && ccs_dsx_pid_alive(other) && mine->st.life == CCS_DSX_ALIVE) {
         snprintf(why, n, "rank %d's slot in %s is held by live process %u (two jobs with one id?)", myrank, s->path,
                  other);
-        munmap(m, s->bytes);
+        munmap(s->h, s->bytes);
         free(s);
         return NULL;
     }
@@ -295,7 +305,7 @@ int ccs_dsx_shm_claim_leader(struct ccs_dsx_shm *s)
     uint32_t cur = atomic_load(&s->h->leader_pid), me = (uint32_t)getpid();
     if (cur == me)
         return s->leader = 1;
-    if (cur && alive(cur))
+    if (cur && ccs_dsx_pid_alive(cur))
         return 0;
     s->leader = atomic_compare_exchange_strong(&s->h->leader_pid, &cur, me);
     return s->leader;

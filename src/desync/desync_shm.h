@@ -66,6 +66,10 @@ uint64_t ccs_dsx_shm_wanted(struct ccs_dsx_shm *s, uint64_t comm, int probe, uin
 void ccs_dsx_shm_set_bye(struct ccs_dsx_shm *s);
 int ccs_dsx_shm_bye(struct ccs_dsx_shm *s);
 
+/* 1 while process PID exists (also when it is another user's): a rank's
+ * process, named by its slot, is still there. */
+int ccs_dsx_pid_alive(uint32_t pid);
+
 /* Ranks whose slot was ever claimed (for the leader's scan). */
 int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s);
 

@@ -1,10 +1,11 @@
 /*
  * desync_tcp.h - the TCP side channel across hosts: a coordinator (a thread
- * in rank 0's process) and one client per host (in the host's leader rank),
- * which forwards the statuses of every rank of its host in one connection
- * and posts the coordinator's verdicts into the host's shared memory.
- * Objects, not globals: the scale simulation runs many clients and one
- * coordinator in one process.
+ * in rank 0's process, desync_coord.c) and one client per host (in the
+ * host's leader rank, desync_client.c), which forwards the statuses of every
+ * rank of its host in one connection (desync_conn.c) and posts the
+ * coordinator's verdicts into the host's shared memory.  Objects, not
+ * globals: the scale simulation runs many clients and one coordinator in
+ * one process.
  */
 #ifndef CCS_DESYNC_TCP_H
 #define CCS_DESYNC_TCP_H

@@ -1,7 +1,7 @@
 /*
  * desync_sim.c - the scale simulation: the real coordinator and the real
- * per-host clients (src/desync/desync_tcp.c, src/desync/desync_rules.c) with many
- * simulated ranks, on loopback, in one process.
+ * per-host clients (src/desync/desync_coord.c, desync_client.c,
+ * desync_rules.c) with many simulated ranks, on loopback, in one process.
  *
  *   desync_sim RANKS [PER_HOST [SECONDS [SCENARIO]]]
  *

@@ -1,5 +1,7 @@
 /* test_rules.c - the desync rules and the protocol's validation on
  * hand-built statuses (no processes, no clock). */
+#include "ccs_config.h"
+#include "desync.h"
 #include "desync_proto.h"
 #include "desync_report.h"
 #include "desync_rules.h"
@@ -395,6 +397,16 @@ START_TEST(format_has_the_greppable_line)
     ck_assert_ptr_nonnull(strstr(buf, "ccshim DESYNC comm=0x1111 size=4 seq=5: "));
     ck_assert_ptr_nonnull(strstr(buf, "[seen by rank 2 at=1234.500]\n"));
     ck_assert_ptr_nonnull(strstr(buf, "ccshim desync|        5 | -"));
+    /* One word per life state, the same in the line and in the block. */
+    ck_assert_ptr_nonnull(strstr(buf, "rank 1 at seq 4 (1 behind, exited)"));
+    ck_assert_ptr_nonnull(strstr(buf, "| r1 c1 behind exited "));
+    ck_assert_ptr_nonnull(strstr(buf, "(comm rank 1, pid 101 on h, behind, exited)"));
+    ck_assert_ptr_nonnull(strstr(buf, "(comm rank 0, pid 100 on h, waiting, alive)"));
+    ck_assert_uint_eq(got[0].party[0].wrank, 1);
+    got[0].party[0].life = CCS_DSX_FINALIZING;
+    ccs_dsx_format(&got[0], 2, 1234.5, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "| r1 c1 behind in MPI_Finalize "));
+    ck_assert_ptr_nonnull(strstr(buf, "(comm rank 1, pid 101 on h, behind, in MPI_Finalize)"));
     char why[128];
     ck_assert_int_eq(ccs_dsx_check_verdict(&got[0], NR, why, sizeof why), 0);
     got[0].nparty = 99;
@@ -494,6 +506,26 @@ START_TEST(mismatch_waits_for_every_record)
 }
 END_TEST
 
+/* desync.c compares the parsed settings with these names: each must be
+ * the index of its word in the settings table. */
+static int word_index(const char *var, const char *word)
+{
+    for (size_t i = 0; i < ccs_config_nrows; i++)
+        if (strcmp(ccs_config_rows[i].name, var) == 0)
+            return ccs_config_enum_index(ccs_config_rows[i].help, word);
+    return -2;
+}
+
+START_TEST(setting_names_match_the_table)
+{
+    ck_assert_int_eq(word_index("CCSHIM_ON_DESYNC", "warn"), CCS_ON_DESYNC_WARN);
+    ck_assert_int_eq(word_index("CCSHIM_ON_DESYNC", "abort"), CCS_ON_DESYNC_ABORT);
+    ck_assert_int_eq(word_index("CCSHIM_DESYNC_TRANSPORT", "auto"), CCS_DESYNC_AUTO);
+    ck_assert_int_eq(word_index("CCSHIM_DESYNC_TRANSPORT", "shm"), CCS_DESYNC_SHM);
+    ck_assert_int_eq(word_index("CCSHIM_DESYNC_TRANSPORT", "tcp"), CCS_DESYNC_TCP);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_rules");
@@ -515,6 +547,7 @@ static Suite *suite(void)
     tcase_add_test(t, unknown_and_empty_types_are_left_out);
     tcase_add_test(t, two_ranks_no_majority);
     tcase_add_test(t, mismatch_waits_for_every_record);
+    tcase_add_test(t, setting_names_match_the_table);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,0 +1,403 @@
+/*
+ * desync_client.c - the client of the TCP side channel (docs/desync.md,
+ * "Transport"), run by the leader rank of each host: one connection to the
+ * coordinator (desync_conn.c) that forwards the statuses of every rank of
+ * the host (what the rules act on at once, progress at most every SEND_MS,
+ * an unchanged status once a second) and their agreement values, and hands
+ * what the coordinator sends (verdicts, folded agreements, requests for
+ * records, BYE) to the callbacks, which post it into the host's shared
+ * memory.  Reconnects with a backoff; never blocks longer than asked.
+ */
+#include "desync_conn.h"
+#include "desync_tcp.h"
+#include "log.h"
+#include "shim.h"
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define FRAME_SPLIT (1u << 20) /* bytes of statuses per STATUS frame, about */
+#define SEND_MS 100            /* progress of a rank is forwarded at most this often */
+
+struct ccs_dsx_client {
+    char host[256], hostname[CCS_DSX_HOST];
+    struct ccs_dsx_key key;
+    int port;
+    int32_t rank;
+    int32_t wsize;
+    struct ccs_dsx_client_cb cb;
+    struct ccs_dsx_conn c;
+    uint64_t retry_ms, backoff_ms;
+    int refused;
+    uint64_t *sent_hash, *sent_ms; /* per rank: what was last sent, when */
+    uint64_t *sent_urgent;         /* per rank: signature of its states when last sent */
+    uint64_t ag_hash;
+    uint64_t detail_id[8], detail_until[8];
+    unsigned char *buf;
+    size_t bufcap;
+    struct ccs_dsx_verdict *vbuf;
+    uint64_t bytes_out_total;
+    const struct ccs_dsx_status *cur; /* the status being encoded, */
+    int fresh;                        /* ... with news the rules act on */
+    int bye;                          /* the coordinator said BYE */
+};
+
+struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
+                                          const char *secret, const char *hostname,
+                                          const struct ccs_dsx_client_cb *cb)
+{
+    struct ccs_dsx_client *cl = calloc(1, sizeof *cl);
+    if (!cl)
+        return NULL;
+    cl->rank = rank;
+    snprintf(cl->host, sizeof cl->host, "%s", host);
+    char why[128];
+    if (ccs_dsx_auth_key(secret, &cl->key, why, sizeof why) != 0) {
+        ccs_log(CCS_LOG_WARN, "desync: no TCP client: %s", why);
+        free(cl);
+        return NULL;
+    }
+    snprintf(cl->hostname, sizeof cl->hostname, "%s", hostname);
+    cl->port = port;
+    cl->wsize = wsize;
+    cl->cb = *cb;
+    cl->c.fd = -1;
+    cl->sent_hash = calloc((size_t)wsize, sizeof *cl->sent_hash);
+    cl->sent_ms = calloc((size_t)wsize, sizeof *cl->sent_ms);
+    cl->sent_urgent = calloc((size_t)wsize, sizeof *cl->sent_urgent);
+    cl->vbuf = malloc(sizeof *cl->vbuf);
+    if (!cl->sent_hash || !cl->sent_ms || !cl->sent_urgent || !cl->vbuf) {
+        ccs_dsx_client_free(cl);
+        return NULL;
+    }
+    return cl;
+}
+
+int ccs_dsx_client_connected(struct ccs_dsx_client *cl)
+{
+    return cl->c.fd >= 0 && cl->c.state == CCS_DSX_C_AUTHED;
+}
+uint64_t ccs_dsx_client_bytes_out(struct ccs_dsx_client *cl)
+{
+    return cl->bytes_out_total + cl->c.bytes_out;
+}
+
+static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
+{
+    cl->bytes_out_total += cl->c.bytes_out;
+    ccs_dsx_conn_close(&cl->c);
+    cl->backoff_ms = cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200;
+    cl->retry_ms = now + cl->backoff_ms;
+    memset(cl->sent_hash, 0, (size_t)cl->wsize * sizeof *cl->sent_hash);
+    memset(cl->sent_ms, 0, (size_t)cl->wsize * sizeof *cl->sent_ms);
+    memset(cl->sent_urgent, 0, (size_t)cl->wsize * sizeof *cl->sent_urgent);
+    cl->ag_hash = 0;
+}
+
+static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", cl->port);
+    int e = getaddrinfo(cl->host, ps, &hints, &ai);
+    if (e != 0) {
+        snprintf(why, n, "cannot resolve coordinator '%s': %s", cl->host, gai_strerror(e));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(ai);
+        snprintf(why, n, "socket: %s", strerror(errno));
+        return -1;
+    }
+    ccs_dsx_socket_nonblock(fd);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        snprintf(why, n, "cannot connect to the coordinator at %s:%d: %s", cl->host, cl->port, strerror(errno));
+        freeaddrinfo(ai);
+        close(fd);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    return ccs_dsx_conn_hello(&cl->c, fd, cl->wsize, cl->rank, cl->hostname);
+}
+
+void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm)
+{
+    uint64_t until = ccs_clock_mono_ms() + 2000;
+    int slot = 0;
+    for (int i = 0; i < 8; i++) {
+        if (cl->detail_id[i] == comm) {
+            slot = i;
+            break;
+        }
+        if (cl->detail_until[i] < cl->detail_until[slot])
+            slot = i;
+    }
+    cl->detail_id[slot] = comm;
+    cl->detail_until[slot] = until;
+}
+
+static int wants_detail(uint64_t comm, void *arg)
+{
+    struct ccs_dsx_client *cl = arg;
+    uint64_t now = ccs_clock_mono_ms();
+    for (int i = 0; i < 8; i++)
+        if (cl->detail_id[i] == comm && now < cl->detail_until[i])
+            return 1;
+    return 0;
+}
+
+/* Records go with a status when asked for (all kept), and the newest few
+ * for a communicator the rank is blocked in: the coordinator then compares
+ * them with the others' (a rank blocked in a call the others completed
+ * differently), at a few hundred bytes per blocked rank. */
+#define BLOCKED_HIST 4
+static int keep_hist(uint64_t comm, void *arg)
+{
+    struct ccs_dsx_client *cl = arg;
+    if (wants_detail(comm, arg))
+        return CCS_DSX_HIST;
+    for (uint32_t k = 0; cl->cur && k < cl->cur->ncomm && k < CCS_DSX_MAXCOMM; k++)
+        if (cl->cur->comm[k].id == comm && (cl->cur->comm[k].flags & CCS_DSX_PINNED))
+            return CCS_DSX_HIST; /* the records asked for */
+    for (uint32_t k = 0; cl->cur && cl->fresh && k < cl->cur->ncomm && k < CCS_DSX_MAXCOMM; k++)
+        if (cl->cur->comm[k].id == comm && cl->cur->comm[k].state == CCS_DSX_BLOCKED)
+            return BLOCKED_HIST;
+    return 0;
+}
+
+static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
+{
+    struct ccs_dsx_conn *c = &cl->c;
+    struct ccs_dsx_frame f;
+    const unsigned char *p;
+    int rc;
+    while ((rc = ccs_dsx_conn_next_frame(c, &f, &p, why, n)) == 1) {
+        if (c->state != CCS_DSX_C_AUTHED) {
+            int hs = ccs_dsx_conn_welcome(c, &cl->key, cl->wsize, cl->rank, cl->hostname, &f, p, why, n);
+            if (hs == -2) {
+                cl->refused = 1;
+                snprintf(why, n,
+                         "the coordinator at %s:%d does not know our CCSHIM_SECRET (its MAC does not verify)",
+                         cl->host, cl->port);
+            }
+            if (hs != 0)
+                return -1;
+            cl->backoff_ms = 0;
+        } else if (f.type == CCS_DSX_M_VERDICT) {
+            if (f.length != sizeof *cl->vbuf) {
+                snprintf(why, n, "VERDICT of %u bytes, expected %zu", f.length, sizeof *cl->vbuf);
+                return -1;
+            }
+            memcpy(cl->vbuf, p, sizeof *cl->vbuf);
+            if (ccs_dsx_check_verdict(cl->vbuf, cl->wsize, why, n) != 0)
+                return -1;
+            if (cl->cb.verdict)
+                cl->cb.verdict(cl->vbuf, cl->cb.arg);
+        } else if (f.type == CCS_DSX_M_BYE && f.length == 0) {
+            cl->bye = 1;
+            if (cl->cb.bye)
+                cl->cb.bye(cl->cb.arg);
+        } else if (f.type == CCS_DSX_M_DETAIL && (f.length == 8 || f.length == 16)) {
+            uint64_t id, seq = 0;
+            memcpy(&id, p, 8);
+            if (f.length == 16)
+                memcpy(&seq, p + 8, 8);
+            if (!(seq & CCS_DSX_PROBE_BIT)) /* a probe asks for a hash, not for records */
+                ccs_dsx_client_detail(cl, id);
+            if (seq && cl->cb.want)
+                cl->cb.want(id, seq, cl->cb.arg);
+        } else if (f.type == CCS_DSX_M_AGREE && f.length == sizeof(struct ccs_dsx_agree)) {
+            struct ccs_dsx_agree a;
+            memcpy(&a, p, sizeof a);
+            if (a.size > 0 && a.size <= cl->wsize && a.n == (uint32_t)a.size && a.min <= a.max && cl->cb.agreed)
+                cl->cb.agreed(&a, cl->cb.arg);
+        } else {
+            snprintf(why, n, "unexpected frame type %u (%u bytes) from the coordinator", f.type, f.length);
+            return -1;
+        }
+        ccs_dsx_conn_consume(c);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n, uint64_t now)
+{
+    size_t need = 4;
+    for (size_t i = 0; i < n; i++)
+        need += ccs_dsx_encoded_size(st[i]);
+    if (ccs_dsx_grow(&cl->buf, &cl->bufcap, need) != 0)
+        return -1;
+    uint32_t cnt = 0;
+    size_t o = 4;
+    for (size_t i = 0; i < n; i++) {
+        int32_t r = st[i]->wrank;
+        if (r < 0 || r >= cl->wsize)
+            continue;
+        /* What the rules act on at once (life, blocked or not, where, records
+         * asked for) goes out now; mere progress every SEND_MS; an unchanged
+         * status once a second, as a heartbeat. */
+        uint64_t beat = 0, h, u = ccs_hash_mix(st[i]->life, st[i]->ncomm);
+        for (uint32_t k = 0; k < st[i]->ncomm && k < CCS_DSX_MAXCOMM; k++) {
+            const struct ccs_dsx_comm *e = &st[i]->comm[k];
+            u = ccs_hash_mix(u, e->state == CCS_DSX_BLOCKED ? e->blocked.seq : e->state);
+            u = ccs_hash_mix(u, (uint64_t)wants_detail(e->id, cl)); /* records asked for: send now */
+            if ((e->flags & CCS_DSX_PINNED) && e->nhist)
+                u = ccs_hash_mix(u, e->hist[0].seq); /* ... the records kept around a seq, */
+            if (e->flags & CCS_DSX_PROBED)
+                u = ccs_hash_mix(u, e->cp_seq[1]); /* ... and the answer to a probe */
+        }
+        /* A blocked rank's newest records go once, with the status that says
+         * it is blocked there (the coordinator keeps them). */
+        cl->cur = st[i];
+        cl->fresh = u != cl->sent_urgent[r];
+        size_t len = ccs_dsx_encode_status(st[i], keep_hist, cl, cl->buf + o, cl->bufcap - o);
+        cl->cur = NULL;
+        if (!len)
+            continue;
+        memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &beat, 8);
+        h = ccs_hash_bytes(cl->buf + o, len, 0) | 1;
+        memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &st[i]->beat, 8);
+        uint64_t age = now - cl->sent_ms[r];
+        if (u == cl->sent_urgent[r] && !(h != cl->sent_hash[r] && age >= SEND_MS) && age < 1000)
+            continue;
+        cl->sent_urgent[r] = u;
+        cl->sent_hash[r] = h;
+        cl->sent_ms[r] = now;
+        o += len;
+        cnt++;
+        /* Frames stay well under the receiver's limit (CCS_DSX_MAX_FRAME). */
+        if (o > FRAME_SPLIT) {
+            memcpy(cl->buf, &cnt, 4);
+            if (ccs_dsx_conn_queue(&cl->c, CCS_DSX_M_STATUS, cl->buf, o) != 0)
+                return -1;
+            o = 4;
+            cnt = 0;
+        }
+    }
+    if (!cnt)
+        return 0;
+    memcpy(cl->buf, &cnt, 4);
+    return ccs_dsx_conn_queue(&cl->c, CCS_DSX_M_STATUS, cl->buf, o);
+}
+
+/* What came from the coordinator (read, handled): 0, 1 when it said BYE,
+ * -1 when the connection ended or misbehaved (WHY). */
+static int on_readable(struct ccs_dsx_client *cl, char *why, size_t wn)
+{
+    int eof = ccs_dsx_conn_fill(&cl->c) != 0;
+    int bad = client_frames(cl, why, wn) != 0;
+    if (cl->bye)
+        return 1;
+    if (!bad && !eof)
+        return 0;
+    if (eof && cl->c.state != CCS_DSX_C_AUTHED) {
+        cl->refused = 1;
+        snprintf(why, wn,
+                 "the coordinator at %s:%d closed the connection during the handshake "
+                 "(it refused our proof: is CCSHIM_SECRET the same on every rank?)",
+                 cl->host, cl->port);
+    } else if (eof) {
+        snprintf(why, wn, "the coordinator at %s:%d closed the connection", cl->host, cl->port);
+    }
+    return -1;
+}
+
+/* Up to TIMEOUT_MS polls of 1 ms: sends what is queued and handles what
+ * comes back, until the handshake is done and the output sent.  0 or -1
+ * (WHY; the connection is dropped). */
+static int exchange(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n, uint64_t now,
+                    int timeout_ms, char *why, size_t wn)
+{
+    struct pollfd pf = {.fd = cl->c.fd, .events = ccs_dsx_conn_events(&cl->c)};
+    int waited = 0;
+    do {
+        if (poll(&pf, 1, timeout_ms - waited > 0 ? 1 : 0) < 0 && errno != EINTR)
+            break;
+        if (pf.revents & (POLLIN | POLLHUP | POLLERR)) {
+            int rc = on_readable(cl, why, wn);
+            if (rc != 0) {
+                client_drop(cl, now);
+                return rc > 0 ? 0 : -1;
+            }
+        }
+        if (ccs_dsx_conn_flush(&cl->c) != 0) {
+            snprintf(why, wn, "cannot reach the coordinator at %s:%d: %s", cl->host, cl->port, strerror(errno));
+            client_drop(cl, now);
+            return -1;
+        }
+        /* Authenticated just now: send this period's statuses at once. */
+        if (cl->c.state == CCS_DSX_C_AUTHED && cl->c.outlen == 0 && waited == 0 && n &&
+            !cl->sent_ms[st[0]->wrank]) {
+            if (send_statuses(cl, st, n, now) != 0) {
+                client_drop(cl, now);
+                return -1;
+            }
+            ccs_dsx_conn_flush(&cl->c);
+        }
+        pf.events = ccs_dsx_conn_events(&cl->c);
+        waited++;
+    } while (waited < timeout_ms && (cl->c.state != CCS_DSX_C_AUTHED || cl->c.outlen > cl->c.outoff));
+    cl->refused = 0;
+    return 0;
+}
+
+int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n,
+                        const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t wn)
+{
+    uint64_t now = ccs_clock_mono_ms();
+    if (cl->bye) {
+        /* Every rank finished: nothing more to say, nothing to reconnect to. */
+        if (cl->c.fd >= 0)
+            client_drop(cl, now);
+        return 0;
+    }
+    if (cl->c.fd < 0) {
+        if (now < cl->retry_ms)
+            return cl->refused ? -1 : 0;
+        if (client_connect(cl, why, wn) != 0) {
+            client_drop(cl, now);
+            return -1;
+        }
+    }
+    if (cl->c.state != CCS_DSX_C_AUTHED && now > cl->c.t_open + CCS_DSX_HANDSHAKE_MS) {
+        snprintf(why, wn, "no handshake with the coordinator at %s:%d within 5 s", cl->host, cl->port);
+        client_drop(cl, now);
+        return -1;
+    }
+    if (cl->c.state == CCS_DSX_C_AUTHED) {
+        if (send_statuses(cl, st, n, now) != 0) {
+            snprintf(why, wn, "cannot queue statuses (the coordinator does not read)");
+            client_drop(cl, now);
+            return -1;
+        }
+        uint64_t h = nag ? ccs_hash_bytes(ag, nag * sizeof *ag, 0) | 1 : 0;
+        if (nag && h != cl->ag_hash) {
+            if (ccs_dsx_conn_queue(&cl->c, CCS_DSX_M_AGREE, ag, nag * sizeof *ag) != 0) {
+                client_drop(cl, now);
+                return -1;
+            }
+            cl->ag_hash = h;
+        }
+    }
+    return exchange(cl, st, n, now, timeout_ms, why, wn);
+}
+
+void ccs_dsx_client_free(struct ccs_dsx_client *cl)
+{
+    if (!cl)
+        return;
+    ccs_dsx_conn_close(&cl->c);
+    ccs_dsx_auth_wipe(&cl->key);
+    free(cl->sent_hash);
+    free(cl->sent_ms);
+    free(cl->sent_urgent);
+    free(cl->buf);
+    free(cl->vbuf);
+    free(cl);
+}

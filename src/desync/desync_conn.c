@@ -1,0 +1,263 @@
+/*
+ * desync_conn.c - one connection of the TCP side channel: framing, sealing,
+ * the handshake and bounded buffers (desync_conn.h).  What a peer can make
+ * this side buffer is bounded: before the handshake only its frames, of
+ * their exact size and checked from the header, at most PREAUTH_BUF bytes;
+ * after it whole frames up to CCS_DSX_MAX_FRAME; at most MAX_OUT bytes
+ * queued for a peer that does not read.
+ */
+#include "desync_conn.h"
+#include "shim.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MAX_OUT (16u << 20) /* a peer that does not read: drop it */
+#define PREAUTH_BUF (2 * (sizeof(struct ccs_dsx_frame) + sizeof(struct ccs_dsx_hello)))
+
+void ccs_dsx_conn_close(struct ccs_dsx_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->in);
+    free(c->out);
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+}
+
+int ccs_dsx_grow(unsigned char **b, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 4096;
+    while (nc < need)
+        nc *= 2;
+    unsigned char *nb = realloc(*b, nc);
+    if (!nb)
+        return -1;
+    *b = nb;
+    *cap = nc;
+    return 0;
+}
+
+/* Sealed after the handshake: payload encrypted, then the tag; the header,
+ * authenticated, says the length with the tag. */
+int ccs_dsx_conn_queue(struct ccs_dsx_conn *c, uint16_t type, const void *p, size_t n)
+{
+    size_t tag = c->sealed ? CCS_DSX_TAGBYTES : 0;
+    struct ccs_dsx_frame f = {
+        .magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = type, .length = (uint32_t)(n + tag)};
+    size_t need = c->outlen + sizeof f + n + tag;
+    if (need - c->outoff > MAX_OUT || ccs_dsx_grow(&c->out, &c->outcap, need) != 0)
+        return -1;
+    unsigned char *h = c->out + c->outlen;
+    memcpy(h, &f, sizeof f);
+    if (n)
+        memcpy(h + sizeof f, p, n);
+    if (tag)
+        ccs_dsx_auth_seal(&c->sess, h, sizeof f, h + sizeof f, n, h + sizeof f + n);
+    c->outlen = need;
+    return 0;
+}
+
+int ccs_dsx_conn_flush(struct ccs_dsx_conn *c)
+{
+    while (c->outoff < c->outlen) {
+        ssize_t w = send(c->fd, c->out + c->outoff, c->outlen - c->outoff, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (w <= 0)
+            return -1;
+        c->outoff += (size_t)w;
+        c->bytes_out += (uint64_t)w;
+    }
+    if (c->outoff == c->outlen)
+        c->outoff = c->outlen = 0;
+    return 0;
+}
+
+int ccs_dsx_conn_fill(struct ccs_dsx_conn *c)
+{
+    for (;;) {
+        size_t room = 16384;
+        if (!c->sealed) {
+            if (c->inlen >= PREAUTH_BUF)
+                return 0; /* the handshake's frames first */
+            room = PREAUTH_BUF - c->inlen;
+        }
+        if (ccs_dsx_grow(&c->in, &c->incap, c->inlen + room) != 0)
+            return -1;
+        ssize_t r = recv(c->fd, c->in + c->inlen, !c->sealed ? room : c->incap - c->inlen, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (r <= 0)
+            return -1;
+        c->inlen += (size_t)r;
+        c->bytes_in += (uint64_t)r;
+        if (c->inlen > CCS_DSX_MAX_FRAME + sizeof(struct ccs_dsx_frame) + 65536)
+            return 0; /* process before reading more */
+    }
+}
+
+int ccs_dsx_conn_next_frame(struct ccs_dsx_conn *c, struct ccs_dsx_frame *f, const unsigned char **payload,
+                            char *why, size_t n)
+{
+    if (c->inlen < sizeof *f)
+        return 0;
+    memcpy(f, c->in, sizeof *f);
+    if (ccs_dsx_check_frame(f, why, n) != 0)
+        return -1;
+    /* Before the handshake only its frames, of their exact size: checked
+     * from the header, before anything more is buffered. */
+    if (!c->sealed && ((f->type != CCS_DSX_M_HELLO && f->type != CCS_DSX_M_WELCOME) ||
+                       f->length != sizeof(struct ccs_dsx_hello))) {
+        snprintf(why, n, "frame of type %u and %u bytes before the handshake (expected a HELLO of %zu bytes)",
+                 f->type, f->length, sizeof(struct ccs_dsx_hello));
+        return -1;
+    }
+    if (c->sealed && f->length < CCS_DSX_TAGBYTES) {
+        snprintf(why, n, "sealed frame of %u bytes, shorter than its tag", f->length);
+        return -1;
+    }
+    if (c->inlen < sizeof *f + f->length)
+        return 0;
+    c->cur_wire = sizeof *f + f->length;
+    *payload = c->in + sizeof *f;
+    if (c->sealed) {
+        /* Altered, injected, replayed or reordered: refused here. */
+        size_t len = f->length - CCS_DSX_TAGBYTES;
+        if (ccs_dsx_auth_open(&c->sess, c->in, sizeof *f, c->in + sizeof *f, len, c->in + sizeof *f + len) != 0) {
+            snprintf(why, n, "a frame of type %u does not authenticate (altered or injected on the way?)", f->type);
+            return -1;
+        }
+        f->length = (uint32_t)len; /* what the caller reads */
+    }
+    return 1;
+}
+
+void ccs_dsx_conn_consume(struct ccs_dsx_conn *c)
+{
+    size_t n = c->cur_wire;
+    memmove(c->in, c->in + n, c->inlen - n);
+    c->inlen -= n;
+}
+
+short ccs_dsx_conn_events(const struct ccs_dsx_conn *c)
+{
+    return (short)(POLLIN | (c->outlen > c->outoff ? POLLOUT : 0));
+}
+
+void ccs_dsx_socket_nonblock(int fd)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* ------------------------------------------------------------ handshake */
+
+/* The client's HELLO, with its nonce (and, the second time, its MAC). */
+static struct ccs_dsx_hello client_hello(const struct ccs_dsx_conn *c, int32_t wsize, int32_t rank,
+                                         const char *hostname)
+{
+    struct ccs_dsx_hello h = {
+        .byteorder = CCS_DSX_BYTEORDER, .wsize = wsize, .rank = rank, .pid = (uint32_t)getpid()};
+    memcpy(h.nonce, c->nonce_c, sizeof h.nonce);
+    memcpy(h.host, hostname, sizeof h.host);
+    return h;
+}
+
+int ccs_dsx_conn_hello(struct ccs_dsx_conn *c, int fd, int32_t wsize, int32_t rank, const char *hostname)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    c->state = CCS_DSX_C_CONNECTING;
+    c->t_open = ccs_clock_mono_ms();
+    ccs_dsx_auth_nonce(c->nonce_c);
+    struct ccs_dsx_hello h = client_hello(c, wsize, rank, hostname);
+    return ccs_dsx_conn_queue(c, CCS_DSX_M_HELLO, &h, sizeof h);
+}
+
+int ccs_dsx_conn_welcome(struct ccs_dsx_conn *c, const struct ccs_dsx_key *key, int32_t wsize, int32_t rank,
+                         const char *hostname, const struct ccs_dsx_frame *f, const unsigned char *p, char *why,
+                         size_t n)
+{
+    struct ccs_dsx_hello w;
+    if (f->type != CCS_DSX_M_WELCOME || f->length != sizeof w) {
+        snprintf(why, n, "coordinator sent type %u before the handshake", f->type);
+        return -1;
+    }
+    memcpy(&w, p, sizeof w);
+    if (w.byteorder != CCS_DSX_BYTEORDER || w.wsize != wsize) {
+        snprintf(why, n, "coordinator world size %d differs from %d", w.wsize, wsize);
+        return -1;
+    }
+    memcpy(c->nonce_s, w.nonce, sizeof c->nonce_s);
+    if (ccs_dsx_auth_verify(key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &w) != 0)
+        return -2;
+    struct ccs_dsx_hello h = client_hello(c, wsize, rank, hostname);
+    h.host[CCS_DSX_HOST - 1] = 0;
+    ccs_dsx_auth_mac(key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &h, h.mac);
+    if (ccs_dsx_conn_queue(c, CCS_DSX_M_HELLO, &h, sizeof h) != 0)
+        return -1;
+    ccs_dsx_auth_session(key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &c->sess);
+    c->sealed = 1; /* every frame after this HELLO, both ways */
+    c->state = CCS_DSX_C_AUTHED;
+    return 0;
+}
+
+int ccs_dsx_conn_on_hello(struct ccs_dsx_conn *c, const struct ccs_dsx_key *key, int32_t wsize,
+                          const struct ccs_dsx_frame *f, const unsigned char *p, char *why, size_t n)
+{
+    struct ccs_dsx_hello h;
+    if (f->type != CCS_DSX_M_HELLO || f->length != sizeof h) {
+        snprintf(why, n, "expected a HELLO of %zu bytes, got type %u of %u bytes", sizeof h, f->type, f->length);
+        return -1;
+    }
+    memcpy(&h, p, sizeof h);
+    if (h.byteorder != CCS_DSX_BYTEORDER || h.wsize != wsize) {
+        snprintf(why, n, "peer byte order %#x / world size %d does not match %#x / %d", h.byteorder, h.wsize,
+                 CCS_DSX_BYTEORDER, wsize);
+        return -1;
+    }
+    if (c->state == CCS_DSX_C_CONNECTING) { /* first HELLO: prove ourselves, send our nonce */
+        memcpy(c->nonce_c, h.nonce, sizeof c->nonce_c);
+        ccs_dsx_auth_nonce(c->nonce_s);
+        struct ccs_dsx_hello w = {.byteorder = CCS_DSX_BYTEORDER, .wsize = wsize, .rank = -1};
+        memcpy(w.nonce, c->nonce_s, sizeof w.nonce);
+        memcpy(w.host, "coordinator", 12);
+        ccs_dsx_auth_mac(key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &w, w.mac);
+        if (ccs_dsx_conn_queue(c, CCS_DSX_M_WELCOME, &w, sizeof w) != 0)
+            return -1;
+        c->state = CCS_DSX_C_HELLO;
+        return 0;
+    }
+    if (memcmp(h.nonce, c->nonce_c, sizeof h.nonce) != 0 ||
+        ccs_dsx_auth_verify(key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &h) != 0) {
+        snprintf(why, n, "handshake MAC does not verify (wrong CCSHIM_SECRET, or not a member of this job)");
+        return -1;
+    }
+    if (h.rank < 0 || h.rank >= wsize || h.host[CCS_DSX_HOST - 1] != 0) {
+        snprintf(why, n, "authenticated peer sent rank %d of %d", h.rank, wsize);
+        return -1;
+    }
+    /* Authenticated: its rank, pid and host are the MAC's. */
+    c->peer_rank = h.rank;
+    c->peer_pid = h.pid;
+    memcpy(c->host, h.host, sizeof c->host);
+    c->state = CCS_DSX_C_AUTHED;
+    ccs_dsx_auth_session(key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &c->sess);
+    c->sealed = 1; /* every frame from now on, both ways */
+    return 1;
+}

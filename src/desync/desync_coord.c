@@ -1,0 +1,761 @@
+/*
+ * desync_coord.c - the coordinator of the TCP side channel (docs/desync.md,
+ * "Transport"): a thread in rank 0's process that accepts one connection
+ * per host (desync_conn.c), keeps the statuses of every rank of the job,
+ * applies the rules to the whole job, broadcasts their verdicts, searches
+ * for the first seq where a communicator's members differ, and folds
+ * agreement values.  Non-blocking sockets and poll(2); every frame is
+ * checked (desync_proto.c) before use; a peer that fails the handshake or
+ * sends anything malformed is dropped.
+ *
+ * What an unauthenticated peer can make the coordinator spend is bounded:
+ * at most MAX_UNAUTH connections awaiting the handshake (more wait in the
+ * kernel's backlog, which costs no descriptor; once all slots are taken the
+ * oldest is evicted after EVICT_MS, a member needing one round trip, so a
+ * start-up burst of leaders waits briefly and idle peers cannot hold the
+ * slots), CCS_DSX_HANDSHAKE_MS to complete it, its frames checked from
+ * their header and bounded buffers (desync_conn.c), a pause in accepting
+ * when descriptors run out, and one log line per REFUSED_LOG_MS about
+ * refused peers.
+ */
+#include "desync_conn.h"
+#include "desync_search.h"
+#include "desync_tcp.h"
+#include "log.h"
+#include "shim.h"
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_UNAUTH 32       /* connections awaiting the handshake */
+#define EVICT_MS 1000       /* ... one is evicted after this when others wait for a slot */
+#define ACCEPT_PAUSE_MS 250 /* no descriptors left: accept again after */
+#define REFUSED_LOG_MS 5000 /* refused peers: one line per period */
+
+struct fold {
+    uint64_t comm, key, max, min;
+    int32_t size, n;
+    uint64_t *bits;
+    int done;
+};
+
+struct ccs_dsx_coord {
+    int lfd;
+    int32_t wsize;
+    struct ccs_dsx_key key;
+    int nunauth;               /* connections awaiting the handshake */
+    uint64_t accept_after;     /* ms: accept(2) paused until (EMFILE) */
+    uint64_t refused_log_ms;   /* last line about refused peers */
+    unsigned refused_unlogged; /* refused since */
+    char refused_why[160], refused_peer[64];
+    struct ccs_dsx_thresholds t;
+    int period_ms;
+    pthread_t th;
+    atomic_int stop;
+    struct ccs_dsx_conn *cl;
+    int *owner; /* client index that reported each rank, -1 */
+    size_t ncl, capcl;
+    struct ccs_dsx_status **st;
+    size_t *stsize; /* bytes allocated for st[r] */
+    const struct ccs_dsx_status **view;
+    uint8_t *dead;
+    uint64_t *beat, *beat_ms;
+    struct ccs_dsx_seen *seen;
+    struct fold *folds;
+    size_t nfolds, capfolds;
+    uint64_t detail_ms[16], detail_id[16];
+    uint64_t want_ms[16], want_id[16], want_seq[16];
+    struct ccs_dsx_search srch[CCS_DSX_NSEARCH]; /* desync_search.c */
+    uint64_t probe_next;
+    pthread_mutex_t lock; /* stats */
+    struct ccs_dsx_coord_stats stats;
+    struct ccs_dsx_status *scratch;
+    uint64_t closed_in, closed_out; /* bytes of connections closed */
+    atomic_int finishing;           /* the process exits: BYE once every rank finished */
+    atomic_int finished;            /* 1: all finished, 2: timed out; BYE sent */
+    uint64_t finish_by;             /* (coordinator thread) deadline of the final exchange */
+};
+
+static void broadcast(struct ccs_dsx_coord *k, uint16_t type, const void *p, size_t n)
+{
+    for (size_t i = 0; i < k->ncl; i++)
+        if (k->cl[i].fd >= 0 && k->cl[i].state == CCS_DSX_C_AUTHED &&
+            ccs_dsx_conn_queue(&k->cl[i], type, p, n) != 0)
+            k->cl[i].state = CCS_DSX_C_DROP; /* dropped below */
+}
+
+static void count_io(struct ccs_dsx_coord *k)
+{
+    uint64_t in = 0, out = 0;
+    for (size_t i = 0; i < k->ncl; i++)
+        in += k->cl[i].bytes_in, out += k->cl[i].bytes_out;
+    pthread_mutex_lock(&k->lock);
+    k->stats.bytes_in = k->closed_in + in;
+    k->stats.bytes_out = k->closed_out + out;
+    pthread_mutex_unlock(&k->lock);
+}
+
+static void coord_verdict(const struct ccs_dsx_verdict *v, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    broadcast(k, CCS_DSX_M_VERDICT, v, sizeof *v);
+    k->stats.verdicts++;
+}
+
+static void coord_detail(uint64_t comm, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    uint64_t now = ccs_clock_mono_ms();
+    for (int i = 0; i < 16; i++)
+        if (k->detail_id[i] == comm && now - k->detail_ms[i] < 1000)
+            return;
+    int slot = 0;
+    for (int i = 1; i < 16; i++)
+        if (k->detail_ms[i] < k->detail_ms[slot])
+            slot = i;
+    k->detail_id[slot] = comm;
+    k->detail_ms[slot] = now;
+    broadcast(k, CCS_DSX_M_DETAIL, &comm, sizeof comm);
+}
+
+/* Logs refused peers: the first at once, then one line per
+ * REFUSED_LOG_MS with how many since (FLUSH 1: only that summary, when due;
+ * 2: now, at stop). */
+static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *why, int flush)
+{
+    uint64_t now = ccs_clock_mono_ms();
+    if (flush == 2)
+        k->refused_log_ms = k->refused_log_ms && now - k->refused_log_ms < REFUSED_LOG_MS ? now - REFUSED_LOG_MS
+                                                                                          : k->refused_log_ms;
+    if (!flush) {
+        pthread_mutex_lock(&k->lock);
+        k->stats.refused++;
+        pthread_mutex_unlock(&k->lock);
+        k->refused_unlogged++;
+        snprintf(k->refused_peer, sizeof k->refused_peer, "%s", peer);
+        snprintf(k->refused_why, sizeof k->refused_why, "%s", why);
+    }
+    if (!k->refused_unlogged || (k->refused_log_ms && now - k->refused_log_ms < REFUSED_LOG_MS))
+        return;
+    if (k->refused_unlogged == 1)
+        ccs_log(CCS_LOG_WARN, "desync coordinator: refused a peer from %s: %s", k->refused_peer, k->refused_why);
+    else
+        ccs_log(CCS_LOG_WARN, "desync coordinator: refused %u peers in the last %llu s (the last from %s: %s)",
+                k->refused_unlogged,
+                (unsigned long long)(k->refused_log_ms ? (now - k->refused_log_ms + 500) / 1000 : 0),
+                k->refused_peer, k->refused_why);
+    k->refused_unlogged = 0;
+    k->refused_log_ms = now;
+}
+
+static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why);
+
+/* The connection awaiting the handshake the longest, or -1. */
+static long oldest_unauth(struct ccs_dsx_coord *k)
+{
+    long best = -1;
+    for (size_t i = 0; i < k->ncl; i++)
+        if (k->cl[i].fd >= 0 && !k->cl[i].sealed && (best < 0 || k->cl[i].t_open < k->cl[(size_t)best].t_open))
+            best = (long)i;
+    return best;
+}
+
+/* Room to accept one more connection (evicting the oldest waiting one when
+ * it had EVICT_MS)?  1 or 0. */
+static int make_room(struct ccs_dsx_coord *k, uint64_t now, int evict)
+{
+    if (k->nunauth < MAX_UNAUTH)
+        return 1;
+    long o = oldest_unauth(k);
+    if (o < 0 || now < k->cl[o].t_open + EVICT_MS)
+        return 0;
+    if (evict)
+        drop_client(k, (size_t)o, "no handshake within 1 s while other peers wait for a slot");
+    return 1;
+}
+
+/* Records differ at (COMM, SEQ): every host's ranks publish what they kept
+ * around SEQ (asked again at most every 300 ms while the rules wait). */
+static void coord_want(uint64_t comm, uint64_t seq, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    uint64_t now = ccs_clock_mono_ms();
+    for (int i = 0; i < 16; i++)
+        if (k->want_id[i] == comm && k->want_seq[i] == seq && now - k->want_ms[i] < 300)
+            return;
+    int slot = 0;
+    for (int i = 1; i < 16; i++)
+        if (k->want_ms[i] < k->want_ms[slot])
+            slot = i;
+    k->want_id[slot] = comm;
+    k->want_seq[slot] = seq;
+    k->want_ms[slot] = now;
+    /* Only the hosts of members whose record of SEQ is not here: at scale
+     * one host holds the odd record and a few others are asked. */
+    uint64_t p[2] = {comm, seq};
+    uint8_t *ask = calloc(k->ncl ? k->ncl : 1, 1);
+    for (int32_t r = 0; r < k->wsize; r++) {
+        const struct ccs_dsx_status *x = k->st[r];
+        if (!x || k->owner[r] < 0 || (size_t)k->owner[r] >= k->ncl || x->life != CCS_DSX_ALIVE)
+            continue;
+        for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++) {
+            const struct ccs_dsx_comm *e = &x->comm[q];
+            if (e->id != comm)
+                continue;
+            int have = e->state == CCS_DSX_BLOCKED && e->blocked.seq == seq;
+            for (unsigned h = 0; h < e->nhist && !have; h++)
+                have = e->hist[h].seq == seq;
+            if (!have && ask)
+                ask[k->owner[r]] = 1;
+        }
+    }
+    for (size_t i = 0; i < k->ncl; i++)
+        if ((!ask || ask[i]) && k->cl[i].fd >= 0 && k->cl[i].state == CCS_DSX_C_AUTHED &&
+            ccs_dsx_conn_queue(&k->cl[i], CCS_DSX_M_DETAIL, p, sizeof p) != 0)
+            k->cl[i].state = CCS_DSX_C_DROP; /* dropped below */
+    free(ask);
+}
+
+static void send_probe(uint64_t comm, uint64_t seq, void *arg)
+{
+    uint64_t p[2] = {comm, seq | CCS_DSX_PROBE_BIT};
+    broadcast(arg, CCS_DSX_M_DETAIL, p, sizeof p);
+}
+
+/* One pass of the search over every communicator in view. */
+static void coord_probe(struct ccs_dsx_coord *k, uint64_t now)
+{
+    struct ccs_dsx_search_out out = {.probe = send_probe, .want = coord_want, .arg = k};
+    ccs_dsx_search_pass(k->srch, k->wsize, (const struct ccs_dsx_status *const *)k->st, k->dead, k->seen, now,
+                        &out);
+}
+
+static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
+{
+    struct ccs_dsx_conn *c = &k->cl[i];
+    if (!c->sealed) {
+        k->nunauth--;
+        refused_log(k, c->peer, why ? why : "closed before the handshake", 0);
+    } else if (why && strcmp(why, "connection closed") != 0) {
+        ccs_log(CCS_LOG_WARN, "desync coordinator: dropped the leader of host '%s' (%s): %s", c->host, c->peer,
+                why);
+    }
+    /* Its ranks: a rank that was alive when the connection closed died
+     * (the leader's own process) or is no longer heard of (the others). */
+    for (int32_t r = 0; r < k->wsize; r++) {
+        if (k->owner[r] != (int)i)
+            continue;
+        k->owner[r] = -1;
+        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE) {
+            if (r == c->peer_rank && k->st[r]->pid == c->peer_pid)
+                k->dead[r] = 1; /* the client's own process went away */
+            else {
+                free(k->st[r]);
+                k->st[r] = NULL;
+                k->stsize[r] = 0;
+            }
+        }
+    }
+    k->closed_in += c->bytes_in;
+    k->closed_out += c->bytes_out;
+    ccs_dsx_conn_close(c);
+}
+
+static void fold_agree(struct ccs_dsx_coord *k, const struct ccs_dsx_agree *a)
+{
+    if (a->size <= 0 || a->size > k->wsize || a->crank < 0 || a->crank >= a->size || a->n != 1)
+        return;
+    struct fold *f = NULL;
+    for (size_t i = 0; i < k->nfolds; i++)
+        if (k->folds[i].comm == a->comm && k->folds[i].key == a->key)
+            f = &k->folds[i];
+    if (!f) {
+        if (k->nfolds == k->capfolds) {
+            /* Keep the table small: forget the oldest finished folds. */
+            size_t w = 0;
+            for (size_t i = 0; i < k->nfolds; i++) {
+                if (k->folds[i].done && k->nfolds > 256 && i < k->nfolds / 2) {
+                    free(k->folds[i].bits);
+                    continue;
+                }
+                k->folds[w++] = k->folds[i];
+            }
+            k->nfolds = w;
+            if (k->nfolds == k->capfolds) {
+                size_t nc = k->capfolds ? k->capfolds * 2 : 64;
+                struct fold *nf = realloc(k->folds, nc * sizeof *nf);
+                if (!nf)
+                    return;
+                k->folds = nf;
+                k->capfolds = nc;
+            }
+        }
+        f = &k->folds[k->nfolds];
+        memset(f, 0, sizeof *f);
+        f->bits = calloc(((size_t)a->size + 63) / 64, 8);
+        if (!f->bits)
+            return;
+        k->nfolds++;
+        f->comm = a->comm;
+        f->key = a->key;
+        f->size = a->size;
+        f->min = UINT64_MAX;
+    }
+    if (f->done || a->size != f->size || (f->bits[a->crank / 64] >> (a->crank % 64) & 1))
+        return;
+    f->bits[a->crank / 64] |= 1ull << (a->crank % 64);
+    f->n++;
+    f->max = a->max > f->max ? a->max : f->max;
+    f->min = a->min < f->min ? a->min : f->min;
+    if (f->n == f->size) {
+        f->done = 1;
+        struct ccs_dsx_agree res = {.comm = f->comm,
+                                    .key = f->key,
+                                    .max = f->max,
+                                    .min = f->min,
+                                    .crank = 0,
+                                    .size = f->size,
+                                    .n = (uint32_t)f->n};
+        broadcast(k, CCS_DSX_M_AGREE, &res, sizeof res);
+    }
+}
+
+/* Stores rank R's status, just decoded into k->scratch, from client I:
+ * with only the entries in use (most ranks use one or two communicators:
+ * the table of a 4096-rank job stays small), and the records the rank sent
+ * before if it sent none now. */
+static void store_status(struct ccs_dsx_coord *k, size_t i)
+{
+    struct ccs_dsx_status *in = k->scratch;
+    int32_t r = in->wrank;
+    size_t need = offsetof(struct ccs_dsx_status, comm) + in->ncomm * sizeof(struct ccs_dsx_comm);
+    if (!k->st[r] || k->stsize[r] < need) {
+        struct ccs_dsx_status *ns = realloc(k->st[r], need);
+        if (!ns)
+            return;
+        if (!k->st[r])
+            ns->ncomm = 0;
+        k->st[r] = ns;
+        k->stsize[r] = need;
+    }
+    uint64_t now = ccs_clock_mono_ms();
+    if (in->beat != k->beat[r] || !k->beat_ms[r]) {
+        k->beat[r] = in->beat;
+        k->beat_ms[r] = now;
+    }
+    const struct ccs_dsx_status *old = k->st[r];
+    for (uint32_t e = 0; e < in->ncomm; e++) {
+        struct ccs_dsx_comm *ne = &in->comm[e];
+        if (ne->nhist)
+            continue;
+        for (uint32_t q = 0; q < old->ncomm && q < CCS_DSX_MAXCOMM; q++)
+            if (old->comm[q].id == ne->id && old->comm[q].nhist &&
+                old->comm[q].hist[old->comm[q].nhist - 1].seq <= ne->issued) {
+                ne->nhist = old->comm[q].nhist;
+                memcpy(ne->hist, old->comm[q].hist, sizeof ne->hist);
+            }
+    }
+    memcpy(k->st[r], in, need);
+    k->owner[r] = (int)i;
+    k->dead[r] = 0;
+    k->stats.statuses++;
+}
+
+/* A STATUS frame (P, LEN bytes) from client I: a count, then the statuses
+ * of its host's ranks.  0, or -1 when malformed (WHY). */
+static int on_statuses(struct ccs_dsx_coord *k, size_t i, const unsigned char *p, uint32_t len, char *why, size_t n)
+{
+    uint32_t cnt;
+    if (len < 4) {
+        snprintf(why, n, "STATUS frame of %u bytes", len);
+        return -1;
+    }
+    memcpy(&cnt, p, 4);
+    size_t o = 4;
+    for (uint32_t j = 0; j < cnt; j++) {
+        size_t used = ccs_dsx_decode_status(p + o, len - o, k->wsize, k->scratch, why, n);
+        if (!used)
+            return -1;
+        o += used;
+        store_status(k, i);
+    }
+    if (o != len) {
+        snprintf(why, n, "STATUS frame has %zu bytes after its %u statuses", len - o, cnt);
+        return -1;
+    }
+    return 0;
+}
+
+/* An AGREE frame: whole agreement values, each folded.  0 or -1 (WHY). */
+static int on_agree(struct ccs_dsx_coord *k, const unsigned char *p, uint32_t len, char *why, size_t n)
+{
+    if (len % sizeof(struct ccs_dsx_agree)) {
+        snprintf(why, n, "AGREE frame of %u bytes is not a whole number of values", len);
+        return -1;
+    }
+    for (size_t o = 0; o < len; o += sizeof(struct ccs_dsx_agree)) {
+        struct ccs_dsx_agree a;
+        memcpy(&a, p + o, sizeof a);
+        fold_agree(k, &a);
+    }
+    return 0;
+}
+
+/* Handles the buffered frames of client I; -1 to drop it (WHY). */
+static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
+{
+    struct ccs_dsx_conn *c = &k->cl[i];
+    struct ccs_dsx_frame f;
+    const unsigned char *p;
+    int rc;
+    while ((rc = ccs_dsx_conn_next_frame(c, &f, &p, why, n)) == 1) {
+        if (!c->sealed) {
+            int hs = ccs_dsx_conn_on_hello(c, &k->key, k->wsize, &f, p, why, n);
+            if (hs < 0)
+                return -1;
+            if (hs == 1) { /* authenticated */
+                k->nunauth--;
+                pthread_mutex_lock(&k->lock);
+                k->stats.clients++;
+                pthread_mutex_unlock(&k->lock);
+            }
+        } else if (f.type == CCS_DSX_M_STATUS) {
+            if (on_statuses(k, i, p, f.length, why, n) != 0)
+                return -1;
+        } else if (f.type == CCS_DSX_M_AGREE) {
+            if (on_agree(k, p, f.length, why, n) != 0)
+                return -1;
+        } else {
+            snprintf(why, n, "unexpected frame type %u from a client", f.type);
+            return -1;
+        }
+        ccs_dsx_conn_consume(c);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+static void coord_eval(struct ccs_dsx_coord *k)
+{
+    uint64_t now = ccs_clock_mono_ms();
+    for (int32_t r = 0; r < k->wsize; r++) {
+        k->view[r] = k->st[r];
+        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] &&
+            now - k->beat_ms[r] > (uint64_t)k->t.heartbeat_ms)
+            k->dead[r] = 1;
+    }
+    struct ccs_dsx_view v = {.wsize = k->wsize, .st = k->view, .dead = k->dead, .now_ms = now};
+    struct ccs_dsx_sink s = {.verdict = coord_verdict, .detail = coord_detail, .want = coord_want, .arg = k};
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    ccs_dsx_rules_run(&v, &k->t, k->seen, &s);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+    size_t held = sizeof *k + (size_t)k->wsize * (sizeof *k->st + sizeof *k->stsize + sizeof *k->view + 1 +
+                                                  2 * sizeof *k->beat + sizeof *k->owner);
+    for (int32_t r = 0; r < k->wsize; r++)
+        held += k->st[r] ? k->stsize[r] : 0;
+    for (size_t i = 0; i < k->ncl; i++)
+        held += sizeof k->cl[i] + k->cl[i].incap + k->cl[i].outcap;
+    held += k->capfolds * sizeof *k->folds;
+    pthread_mutex_lock(&k->lock);
+    k->stats.bytes_held = held;
+    k->stats.evals++;
+    if (ms > k->stats.eval_ms_max)
+        k->stats.eval_ms_max = ms;
+    pthread_mutex_unlock(&k->lock);
+}
+
+/* A slot in k->cl for a new connection (a closed one, or a new one at the
+ * end), or NULL when out of memory. */
+static struct ccs_dsx_conn *conn_slot(struct ccs_dsx_coord *k)
+{
+    for (size_t i = 0; i < k->ncl; i++)
+        if (k->cl[i].fd < 0)
+            return &k->cl[i];
+    if (k->ncl == k->capcl) {
+        size_t nc = k->capcl ? k->capcl * 2 : 16;
+        struct ccs_dsx_conn *ncl = realloc(k->cl, nc * sizeof *ncl);
+        if (!ncl)
+            return NULL;
+        k->cl = ncl;
+        k->capcl = nc;
+    }
+    return &k->cl[k->ncl++];
+}
+
+/* Accepts the connections waiting in the backlog while there is room for
+ * them (the rest wait there).  Out of descriptors: leave the backlog to the
+ * kernel for ACCEPT_PAUSE_MS rather than spin on EMFILE. */
+static void accept_waiting(struct ccs_dsx_coord *k)
+{
+    while (make_room(k, ccs_clock_mono_ms(), 1)) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(k->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                k->accept_after = ccs_clock_mono_ms() + ACCEPT_PAUSE_MS;
+                refused_log(k, "?", "out of file descriptors; accepting again in 250 ms", 0);
+            }
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            break;
+        }
+        char host[64] = "?", serv[16];
+        getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+        ccs_dsx_socket_nonblock(fd);
+        struct ccs_dsx_conn *c = conn_slot(k);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        memset(c, 0, sizeof *c);
+        c->fd = fd;
+        c->state = CCS_DSX_C_CONNECTING;
+        c->t_open = ccs_clock_mono_ms();
+        k->nunauth++;
+        snprintf(c->peer, sizeof c->peer, "%s", host);
+    }
+}
+
+/* Reads, handles and answers the first NPF connections after poll(2) (PF
+ * from index 1); drops those that closed, broke or misbehaved. */
+static void serve_clients(struct ccs_dsx_coord *k, const struct pollfd *pf, size_t npf)
+{
+    for (size_t i = 0; i < npf; i++) {
+        struct ccs_dsx_conn *c = &k->cl[i];
+        if (c->fd < 0 || pf[i + 1].fd != c->fd)
+            continue;
+        char why[256] = "connection closed";
+        int bad = 0;
+        if (pf[i + 1].revents & (POLLIN | POLLHUP | POLLERR))
+            bad = ccs_dsx_conn_fill(c) != 0;
+        if (coord_frames(k, i, why, sizeof why) != 0)
+            bad = 2;
+        if (c->state == CCS_DSX_C_DROP || ccs_dsx_conn_flush(c) != 0)
+            bad = bad ? bad : 1;
+        if (bad)
+            drop_client(k, i, bad == 2 || !c->sealed ? why : NULL);
+    }
+}
+
+/* Sends what is queued; drops the connections that cannot take it (and,
+ * with HANDSHAKE_DUE, those that did not complete the handshake in time). */
+static void flush_all(struct ccs_dsx_coord *k, uint64_t now, int handshake_due)
+{
+    for (size_t i = 0; i < k->ncl; i++) {
+        struct ccs_dsx_conn *c = &k->cl[i];
+        if (handshake_due && c->fd >= 0 && !c->sealed && now > c->t_open + CCS_DSX_HANDSHAKE_MS)
+            drop_client(k, i, "no handshake within 5 s");
+        else if (c->fd >= 0 && (c->state == CCS_DSX_C_DROP || ccs_dsx_conn_flush(c) != 0))
+            drop_client(k, i, NULL);
+    }
+}
+
+/* The final exchange (ccs_dsx_coord_finish): once every rank has finished
+ * (exited, finalizing or dead) or the deadline passed, BYE to every host. */
+static void final_exchange(struct ccs_dsx_coord *k, uint64_t now)
+{
+    if (!atomic_load(&k->finishing) || atomic_load(&k->finished))
+        return;
+    if (!k->finish_by)
+        k->finish_by = now + (uint64_t)atomic_load(&k->finishing);
+    int all = 1;
+    for (int32_t r = 0; r < k->wsize && all; r++)
+        all = k->dead[r] || (k->st[r] && k->st[r]->life != CCS_DSX_ALIVE);
+    if (all || now >= k->finish_by) {
+        broadcast(k, CCS_DSX_M_BYE, NULL, 0);
+        for (size_t i = 0; i < k->ncl; i++)
+            if (k->cl[i].fd >= 0)
+                ccs_dsx_conn_flush(&k->cl[i]);
+        atomic_store(&k->finished, all ? 1 : 2);
+    }
+}
+
+/* How long poll(2) may wait at NOW: until the next evaluation or probe,
+ * the end of an accept pause, or (no room for a new peer) 50 ms, when a
+ * slot may be evicted. */
+static int poll_timeout(const struct ccs_dsx_coord *k, uint64_t now, uint64_t next_eval, int room)
+{
+    uint64_t wake = next_eval < k->probe_next ? next_eval : k->probe_next;
+    int to = wake > now ? (int)(wake - now) : 0;
+    if (now < k->accept_after && (int)(k->accept_after - now) < to)
+        to = (int)(k->accept_after - now);
+    if (!room && to > 50)
+        to = 50;
+    return to;
+}
+
+static void *coord_main(void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    uint64_t next_eval = ccs_clock_mono_ms() + (uint64_t)k->period_ms;
+    struct pollfd *pf = NULL;
+    size_t pfcap = 0;
+    while (!atomic_load(&k->stop)) {
+        if (pfcap < k->ncl + 1) {
+            size_t nc = (k->ncl + 1) * 2;
+            struct pollfd *np = realloc(pf, nc * sizeof *np);
+            if (!np)
+                break;
+            pf = np;
+            pfcap = nc;
+        }
+        uint64_t now = ccs_clock_mono_ms();
+        int room = make_room(k, now, 0);
+        pf[0] = (struct pollfd){.fd = now >= k->accept_after && room ? k->lfd : -1, .events = POLLIN};
+        size_t npf = k->ncl;
+        for (size_t i = 0; i < npf; i++)
+            pf[i + 1] = (struct pollfd){.fd = k->cl[i].fd, .events = ccs_dsx_conn_events(&k->cl[i])};
+        poll(pf, npf + 1, poll_timeout(k, now, next_eval, room));
+        if (pf[0].revents & POLLIN)
+            accept_waiting(k);
+        serve_clients(k, pf, npf);
+        now = ccs_clock_mono_ms();
+        if (now >= k->probe_next) {
+            coord_probe(k, now);
+            k->probe_next = now + CCS_DSX_PROBE_TICK_MS;
+            flush_all(k, now, 0);
+        }
+        if (now >= next_eval) {
+            coord_eval(k);
+            count_io(k);
+            final_exchange(k, now);
+            flush_all(k, now, 1);
+            refused_log(k, NULL, NULL, 1);
+            next_eval = now + (uint64_t)k->period_ms;
+        }
+    }
+    free(pf);
+    return NULL;
+}
+
+struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t wsize, const char *secret,
+                                          const struct ccs_dsx_thresholds *t, int period_ms, int *port_out,
+                                          char *why, size_t n)
+{
+    struct ccs_dsx_coord *k = calloc(1, sizeof *k);
+    if (!k) {
+        snprintf(why, n, "out of memory");
+        return NULL;
+    }
+    k->wsize = wsize;
+    k->lfd = -1;
+    if (ccs_dsx_auth_key(secret, &k->key, why, n) != 0) {
+        free(k);
+        return NULL;
+    }
+    k->t = *t;
+    k->period_ms = period_ms < 10 ? 10 : period_ms;
+    pthread_mutex_init(&k->lock, NULL);
+    k->st = calloc((size_t)wsize, sizeof *k->st);
+    k->stsize = calloc((size_t)wsize, sizeof *k->stsize);
+    k->view = calloc((size_t)wsize, sizeof *k->view);
+    k->dead = calloc((size_t)wsize, 1);
+    k->beat = calloc((size_t)wsize, sizeof *k->beat);
+    k->beat_ms = calloc((size_t)wsize, sizeof *k->beat_ms);
+    k->owner = malloc((size_t)wsize * sizeof *k->owner);
+    k->seen = ccs_dsx_seen_new();
+    k->scratch = malloc(sizeof *k->scratch);
+    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->owner || !k->seen ||
+        !k->scratch) {
+        snprintf(why, n, "out of memory for %d ranks", wsize);
+        goto fail;
+    }
+    for (int32_t r = 0; r < wsize; r++)
+        k->owner[r] = -1;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int e = getaddrinfo(host && *host ? host : NULL, ps, &hints, &ai);
+    if (e != 0) {
+        snprintf(why, n, "cannot resolve '%s': %s", host ? host : "", gai_strerror(e));
+        goto fail;
+    }
+    k->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (k->lfd >= 0)
+        setsockopt(k->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (k->lfd < 0 || bind(k->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(k->lfd, 1024) != 0) {
+        snprintf(why, n, "cannot listen on %s:%d: %s", host && *host ? host : "*", port, strerror(errno));
+        freeaddrinfo(ai);
+        if (k->lfd >= 0)
+            close(k->lfd);
+        goto fail;
+    }
+    freeaddrinfo(ai);
+    ccs_dsx_socket_nonblock(k->lfd);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    getsockname(k->lfd, (struct sockaddr *)&sa, &sl);
+    *port_out = ntohs(sa.sin_port);
+    if (pthread_create(&k->th, NULL, coord_main, k) != 0) {
+        snprintf(why, n, "cannot start the coordinator thread");
+        close(k->lfd);
+        goto fail;
+    }
+    return k;
+fail:
+    free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms), free(k->owner),
+        free(k->scratch);
+    ccs_dsx_seen_free(k->seen);
+    free(k);
+    return NULL;
+}
+
+void ccs_dsx_coord_stats(struct ccs_dsx_coord *k, struct ccs_dsx_coord_stats *out)
+{
+    pthread_mutex_lock(&k->lock);
+    *out = k->stats;
+    pthread_mutex_unlock(&k->lock);
+
+    clockid_t cid;
+    struct timespec ts;
+    if (pthread_getcpuclockid(k->th, &cid) == 0 && clock_gettime(cid, &ts) == 0)
+        out->cpu_s = ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int ccs_dsx_coord_finish(struct ccs_dsx_coord *k, int timeout_ms)
+{
+    atomic_store(&k->finishing, timeout_ms > 1 ? timeout_ms : 1);
+    /* The thread answers within an evaluation period after the deadline. */
+    uint64_t give_up = ccs_clock_mono_ms() + (uint64_t)timeout_ms + 2u * (uint64_t)k->period_ms + 100u;
+    while (!atomic_load(&k->finished) && ccs_clock_mono_ms() < give_up)
+        ccs_sleep_ms(5);
+    return atomic_load(&k->finished) == 1;
+}
+
+void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
+{
+    if (!k)
+        return;
+    atomic_store(&k->stop, 1);
+    pthread_join(k->th, NULL);
+    refused_log(k, NULL, NULL, 2);
+    for (size_t i = 0; i < k->ncl; i++)
+        ccs_dsx_conn_close(&k->cl[i]);
+    close(k->lfd);
+    ccs_dsx_auth_wipe(&k->key);
+    for (int32_t r = 0; r < k->wsize; r++)
+        free(k->st[r]);
+    for (size_t i = 0; i < k->nfolds; i++)
+        free(k->folds[i].bits);
+    free(k->folds), free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
+        free(k->beat_ms);
+    free(k->owner), free(k->scratch);
+    ccs_dsx_seen_free(k->seen);
+    free(k);
+}

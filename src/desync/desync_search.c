@@ -1,0 +1,121 @@
+/*
+ * desync_search.c - the coordinator's search for the first seq where a
+ * communicator's members differ, by halving the interval between a seq
+ * whose hashes agree and one where they differ (desync_search.h).
+ */
+#include "desync_search.h"
+#include <string.h>
+
+#define PROBE_EVERY_MS 100 /* a new probe of a communicator whose hashes agree */
+#define PROBE_GIVE_UP_MS 1000
+
+/* The search of COMM (of SIZE members), started in a free slot (or one
+ * not seen for 10 s) when new; NULL when none is free. */
+static struct ccs_dsx_search *search_of(struct ccs_dsx_search *srch, uint64_t comm, int32_t size, uint64_t now)
+{
+    struct ccs_dsx_search *free_slot = NULL;
+    for (int i = 0; i < CCS_DSX_NSEARCH; i++) {
+        if (srch[i].comm == comm)
+            return &srch[i];
+        if (!free_slot && (!srch[i].comm || now - srch[i].seen_ms > 10000))
+            free_slot = &srch[i];
+    }
+    if (!free_slot || size < 2)
+        return NULL;
+    memset(free_slot, 0, sizeof *free_slot);
+    free_slot->comm = comm;
+    free_slot->size = size;
+    return free_slot;
+}
+
+/* The hash RANK's entry E reports through SEQ: 1 and *H, else 0. */
+static int hash_at(const struct ccs_dsx_comm *e, uint64_t seq, uint64_t *h)
+{
+    if (e->done == seq) {
+        *h = e->hash;
+        return 1;
+    }
+    for (int p = 0; p < 2; p++)
+        if (e->cp_seq[p] == seq) {
+            *h = e->cp_hash[p];
+            return 1;
+        }
+    return 0;
+}
+
+void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t wsize,
+                         const struct ccs_dsx_status *const *sts, const uint8_t *dead,
+                         const struct ccs_dsx_seen *seen, uint64_t now, const struct ccs_dsx_search_out *out)
+{
+    for (int i = 0; i < CCS_DSX_NSEARCH; i++) {
+        struct ccs_dsx_search *x = &srch[i];
+        x->n = x->answered = x->alive = 0;
+        x->min_done = UINT64_MAX;
+        x->differ = x->lost = 0;
+    }
+    for (int32_t r = 0; r < wsize; r++) {
+        const struct ccs_dsx_status *st = sts[r];
+        if (!st)
+            continue;
+        for (uint32_t q = 0; q < st->ncomm && q < CCS_DSX_MAXCOMM; q++) {
+            const struct ccs_dsx_comm *e = &st->comm[q];
+            if (e->size < 2 || ccs_dsx_seen_has(seen, CCS_DSX_MISMATCH, e->id, 0))
+                continue;
+            struct ccs_dsx_search *x = search_of(srch, e->id, e->size, now);
+            if (!x || x->size != e->size)
+                continue;
+            x->seen_ms = now;
+            x->n++;
+            x->alive += st->life == CCS_DSX_ALIVE && !dead[r] && e->state != CCS_DSX_FREED;
+            x->lost |= (e->flags & CCS_DSX_HASH_LOST) != 0;
+            x->min_done = e->done < x->min_done ? e->done : x->min_done;
+            uint64_t h;
+            if (x->probe && hash_at(e, x->probe, &h)) {
+                if (x->answered++ == 0)
+                    x->hash = h;
+                else
+                    x->differ |= h != x->hash;
+            }
+        }
+    }
+    for (int i = 0; i < CCS_DSX_NSEARCH; i++) {
+        struct ccs_dsx_search *x = &srch[i];
+        if (!x->comm || x->seen_ms != now)
+            continue;
+        if (x->lost || x->n != x->size || x->alive != x->size) {
+            x->probe = 0; /* members gone, unknown or without comparable hashes: the rules judge */
+            continue;
+        }
+        if (x->probe && (x->differ || x->answered == x->size)) {
+            if (x->differ)
+                x->hi = x->probe;
+            else
+                x->lo = x->probe;
+            x->probe = 0;
+        } else if (x->probe && now - x->probe_ms > PROBE_GIVE_UP_MS) {
+            x->probe = 0;
+        }
+        if (x->probe)
+            continue;
+        if (x->hi && x->hi <= x->lo)
+            x->hi = 0; /* (stale) */
+        uint64_t p = 0;
+        if (x->hi && x->hi - x->lo <= CCS_DSX_HIST) {
+            /* Found within a history's length: the records of (lo, lo + 32]. */
+            if (now - x->last_ms >= 300) {
+                out->want(x->comm, x->lo + CCS_DSX_HIST / 2, out->arg);
+                x->last_ms = now;
+            }
+            continue;
+        } else if (x->hi) {
+            p = x->lo + (x->hi - x->lo) / 2;
+        } else if (now - x->last_ms >= PROBE_EVERY_MS && x->min_done > x->lo && x->min_done != UINT64_MAX) {
+            p = x->min_done;
+        }
+        if (p) {
+            x->probe = p;
+            x->probe_ms = x->last_ms = now;
+            out->probe(x->comm, p, out->arg);
+        }
+    }
+}
