@@ -52,8 +52,25 @@ ccs_run_timeout() {
     setsid "$@" &
     local pid=$!
     CCS_PGIDS="$CCS_PGIDS $pid"
-    local waited=0 rc
+    local waited=0 rc alone=0
     while kill -0 "$pid" 2>/dev/null; do
+        # A launcher (CCS_LAUNCHER=1: mpirun) left alone in its session for
+        # 5 s, every rank ended: Open MPI 4.1's mpirun at times hangs (or
+        # crashes in PMIx_server_finalize) after an MPI_Abort while a rank
+        # was in MPI_Finalize.  The job has ended; the launcher is stopped.
+        if [ "${CCS_LAUNCHER:-0}" = 1 ] && [ $((waited % 10)) -eq 0 ] && [ "$waited" -ge 30 ]; then
+            if [ -z "$(ps -eo pid=,sid= | awk -v s="$pid" '$2 == s && $1 != s')" ]; then
+                alone=$((alone + 1))
+            else
+                alone=0
+            fi
+            if [ "$alone" -ge 5 ]; then
+                kill -KILL "$pid" 2>/dev/null
+                wait "$pid" 2>/dev/null
+                echo "# launcher hung after every rank had ended; stopped: $*"
+                return 125
+            fi
+        fi
         if [ "$waited" -ge $((secs * 10)) ]; then
             kill -TERM "-$pid" 2>/dev/null; sleep 1; kill -KILL "-$pid" 2>/dev/null
             wait "$pid" 2>/dev/null
@@ -70,7 +87,7 @@ ccs_run_timeout() {
 # ccs_mpirun SECONDS NP CMD...: mpirun with a timeout, as root if need be.
 ccs_mpirun() {
     local secs=$1 np=$2; shift 2
-    ccs_run_timeout "$secs" "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe \
+    CCS_LAUNCHER=1 ccs_run_timeout "$secs" "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe \
         --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
         -np "$np" "$@"
 }
