@@ -162,6 +162,122 @@ static int bad(struct ccs_trace_reader *r, char *err, size_t errlen, const char 
     return -1;
 }
 
+/* One reader per chunk type of trace_format.h, each the same steps (the
+ * fixed part's size, a copy of it, the variable part's bounds) with checks
+ * of its own: alike in shape, kept apart so that each type's checks read in
+ * one place.  P and LEFT: the unread part of the chunk.  1 with IT filled,
+ * or -1 (damaged, ERR set). */
+#define CHUNK_READER(name)                                                                                  \
+    static int name(struct ccs_trace_reader *r, unsigned char *p, uint32_t left, struct ccs_item *it,        \
+                    char *err, size_t errlen)
+
+CHUNK_READER(read_record)
+{
+    if (left < r->hdr.record_size)
+        return bad(r, err, errlen, "records");
+    it->type = CCS_ITEM_RECORD;
+    memset(&it->u.record, 0, sizeof it->u.record); /* version 1: no pysite */
+    memcpy(&it->u.record, p, r->hdr.record_size);
+    r->pos += r->hdr.record_size; /* records: several per chunk */
+    return 1;
+}
+
+CHUNK_READER(read_comm)
+{
+    if (left < sizeof(struct ccs_trace_comm))
+        return bad(r, err, errlen, "comm");
+    it->type = CCS_ITEM_COMM;
+    memcpy(&it->u.comm, p, sizeof it->u.comm);
+    return 1;
+}
+
+CHUNK_READER(read_end)
+{
+    if (left < sizeof(struct ccs_trace_end))
+        return bad(r, err, errlen, "end");
+    it->type = CCS_ITEM_END;
+    memcpy(&it->u.end, p, sizeof it->u.end);
+    r->seen_end = 1;
+    return 1;
+}
+
+CHUNK_READER(read_meta)
+{
+    (void)err, (void)errlen;
+    it->type = CCS_ITEM_META;
+    it->u.meta.text = (const char *)p;
+    if (r->meta_len + left < META_MAX) {
+        memcpy(r->meta + r->meta_len, p, left);
+        r->meta_len += left;
+        r->meta[r->meta_len] = 0;
+    }
+    return 1;
+}
+
+CHUNK_READER(read_module)
+{
+    struct ccs_trace_module m;
+    if (left < sizeof m)
+        return bad(r, err, errlen, "module");
+    memcpy(&m, p, sizeof m);
+    if (m.path_len > left - sizeof m)
+        return bad(r, err, errlen, "module");
+    p[sizeof m + m.path_len] = 0; /* within buf: buf has len+1 bytes */
+    it->type = CCS_ITEM_MODULE;
+    it->u.module.id = m.id;
+    it->u.module.path = (const char *)p + sizeof m;
+    return 1;
+}
+
+CHUNK_READER(read_site)
+{
+    struct ccs_trace_site s;
+    if (left < sizeof s)
+        return bad(r, err, errlen, "site");
+    memcpy(&s, p, sizeof s);
+    if (s.depth > CCS_MAX_FRAMES || (uint64_t)s.depth * sizeof(struct ccs_trace_frame) > left - sizeof s)
+        return bad(r, err, errlen, "site");
+    it->type = CCS_ITEM_SITE;
+    it->u.site.id = s.id;
+    it->u.site.depth = s.depth;
+    memcpy(it->u.site.frames, p + sizeof s, s.depth * sizeof(struct ccs_trace_frame));
+    /* Symbol names follow the frames back to back, each with its NUL
+     * (counted in sym_len).  A name is used only when it lies inside the
+     * chunk and ends in a NUL: the lengths are not trusted. */
+    size_t off = sizeof s + s.depth * sizeof(struct ccs_trace_frame);
+    for (uint32_t i = 0; i < s.depth; i++) {
+        uint32_t n = it->u.site.frames[i].sym_len;
+        if (n == 0 || off + n > left) {
+            it->u.site.symbols[i] = NULL;
+            continue;
+        }
+        it->u.site.symbols[i] = (const char *)p + off;
+        off += n;
+        if (p[off - 1] != 0)
+            it->u.site.symbols[i] = NULL;
+    }
+    return 1;
+}
+
+CHUNK_READER(read_pysite)
+{
+    struct ccs_trace_pysite s;
+    if (left < sizeof s)
+        return bad(r, err, errlen, "pysite");
+    memcpy(&s, p, sizeof s);
+    if (s.id == 0 || s.text_len == 0 || s.text_len > left - sizeof s)
+        return bad(r, err, errlen, "pysite");
+    unsigned char *t = p + sizeof s;
+    t[s.text_len] = 0; /* within buf: buf has len+1 bytes */
+    for (uint32_t i = 0; i < s.text_len; i++)
+        if (t[i] < 0x20 || t[i] > 0x7e)
+            t[i] = '?'; /* the tools print it in tables, HTML, JSON */
+    it->type = CCS_ITEM_PYSITE;
+    it->u.pysite.id = s.id;
+    it->u.pysite.text = (const char *)t;
+    return 1;
+}
+
 int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, size_t errlen)
 {
     for (;;) {
@@ -172,109 +288,24 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, s
         }
         unsigned char *p = r->buf + r->pos;
         uint32_t left = r->len - r->pos;
-        /* One case per chunk type of trace_format.h, each the same steps
-         * (the fixed part's size, a copy of it, the variable part's bounds)
-         * with checks of its own: alike in shape, kept apart so that each
-         * type's checks read in one place. */
+        int (*read)(struct ccs_trace_reader *, unsigned char *, uint32_t, struct ccs_item *, char *, size_t);
         switch (r->type) {
         case CCS_CHUNK_RECORDS:
-            if (left < r->hdr.record_size)
-                return bad(r, err, errlen, "records");
-            it->type = CCS_ITEM_RECORD;
-            memset(&it->u.record, 0, sizeof it->u.record); /* version 1: no pysite */
-            memcpy(&it->u.record, p, r->hdr.record_size);
-            r->pos += r->hdr.record_size;
-            return 1;
-        case CCS_CHUNK_COMM:
-            if (left < sizeof(struct ccs_trace_comm))
-                return bad(r, err, errlen, "comm");
-            it->type = CCS_ITEM_COMM;
-            memcpy(&it->u.comm, p, sizeof it->u.comm);
-            r->pos = r->len;
-            return 1;
-        case CCS_CHUNK_END:
-            if (left < sizeof(struct ccs_trace_end))
-                return bad(r, err, errlen, "end");
-            it->type = CCS_ITEM_END;
-            memcpy(&it->u.end, p, sizeof it->u.end);
-            r->seen_end = 1;
-            r->pos = r->len;
-            return 1;
-        case CCS_CHUNK_META:
-            it->type = CCS_ITEM_META;
-            it->u.meta.text = (const char *)p;
-            if (r->meta_len + left < META_MAX) {
-                memcpy(r->meta + r->meta_len, p, left);
-                r->meta_len += left;
-                r->meta[r->meta_len] = 0;
-            }
-            r->pos = r->len;
-            return 1;
-        case CCS_CHUNK_MODULE: {
-            struct ccs_trace_module m;
-            if (left < sizeof m)
-                return bad(r, err, errlen, "module");
-            memcpy(&m, p, sizeof m);
-            if (m.path_len > left - sizeof m)
-                return bad(r, err, errlen, "module");
-            p[sizeof m + m.path_len] = 0; /* within buf: buf has len+1 bytes */
-            it->type = CCS_ITEM_MODULE;
-            it->u.module.id = m.id;
-            it->u.module.path = (const char *)p + sizeof m;
-            r->pos = r->len;
-            return 1;
-        }
-        case CCS_CHUNK_SITE: {
-            struct ccs_trace_site s;
-            if (left < sizeof s)
-                return bad(r, err, errlen, "site");
-            memcpy(&s, p, sizeof s);
-            if (s.depth > CCS_MAX_FRAMES || (uint64_t)s.depth * sizeof(struct ccs_trace_frame) > left - sizeof s)
-                return bad(r, err, errlen, "site");
-            it->type = CCS_ITEM_SITE;
-            it->u.site.id = s.id;
-            it->u.site.depth = s.depth;
-            memcpy(it->u.site.frames, p + sizeof s, s.depth * sizeof(struct ccs_trace_frame));
-            /* Symbol names follow the frames back to back, each with its NUL
-             * (counted in sym_len).  A name is used only when it lies inside
-             * the chunk and ends in a NUL: the lengths are not trusted. */
-            size_t off = sizeof s + s.depth * sizeof(struct ccs_trace_frame);
-            for (uint32_t i = 0; i < s.depth; i++) {
-                uint32_t n = it->u.site.frames[i].sym_len;
-                if (n == 0 || off + n > left) {
-                    it->u.site.symbols[i] = NULL;
-                    continue;
-                }
-                it->u.site.symbols[i] = (const char *)p + off;
-                off += n;
-                if (p[off - 1] != 0)
-                    it->u.site.symbols[i] = NULL;
-            }
-            r->pos = r->len;
-            return 1;
-        }
-        case CCS_CHUNK_PYSITE: {
-            struct ccs_trace_pysite s;
-            if (left < sizeof s)
-                return bad(r, err, errlen, "pysite");
-            memcpy(&s, p, sizeof s);
-            if (s.id == 0 || s.text_len == 0 || s.text_len > left - sizeof s)
-                return bad(r, err, errlen, "pysite");
-            unsigned char *t = p + sizeof s;
-            t[s.text_len] = 0; /* within buf: buf has len+1 bytes */
-            for (uint32_t i = 0; i < s.text_len; i++)
-                if (t[i] < 0x20 || t[i] > 0x7e)
-                    t[i] = '?'; /* the tools print it in tables, HTML, JSON */
-            it->type = CCS_ITEM_PYSITE;
-            it->u.pysite.id = s.id;
-            it->u.pysite.text = (const char *)t;
-            r->pos = r->len;
-            return 1;
-        }
+            return read_record(r, p, left, it, err, errlen);
+        case CCS_CHUNK_COMM: read = read_comm; break;
+        case CCS_CHUNK_END: read = read_end; break;
+        case CCS_CHUNK_META: read = read_meta; break;
+        case CCS_CHUNK_MODULE: read = read_module; break;
+        case CCS_CHUNK_SITE: read = read_site; break;
+        case CCS_CHUNK_PYSITE: read = read_pysite; break;
         default:
             r->pos = r->len; /* unknown chunk: skip */
             continue;
         }
+        int rc = read(r, p, left, it, err, errlen);
+        if (rc > 0)
+            r->pos = r->len; /* one item per chunk */
+        return rc;
     }
 }
 
