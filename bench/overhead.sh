@@ -181,12 +181,28 @@ was no faster, so the trace format is unchanged) and the default ring size (ring
 about 40 ns; a smaller default would also make
 the desync collector, which reads the rings every 20 ms, lose records above about 200 K
 calls/s).  The ring's producer fields (head, in-flight pointer) no longer share a cache
-line with the fields the trace writer writes (tail, dropped).
+line with the fields the trace writer writes (its drain cursor: position and records lost).
 
-What is left: about $ir_off instructions (the record's 88 bytes written field by field,
-the wrapper's frame around the call into MPI, the checks for a disabled shim, coalescing,
-a nested call, a new call site): $p ns per call side by side in this run, against the
-target of 15 ns and 3%.
+What is left: about $ir_off instructions per call.  A second round (after 172) took the
+record's writer and the wrappers apart under callgrind: the record written as four
+8-byte words built in registers instead of about 20 narrow stores (the bytes in memory
+unchanged), no store of fields no reader takes from a slot (the fingerprint; the times
+when no trace is written), the slot address in one register, the last call site and the
+thread byte kept on the ring's producer line, one test for a thread's first call, no
+second look at `ccs_active`, rare paths (first call, new call site, comm table misses)
+out of line and cold so the fast path saves no registers around them, and for
+MPI_Allreduce and ncclAllReduce a fast path for the common case (predefined type,
+built-in op, the thread's last communicator and call site, coalescing off) that makes no
+call before the real one and ends the record in the ring it holds; communicator entries
+line-aligned, so a call's fields sit on one cache line.  Steps (MPI_Allreduce / ncclAllReduce
+instructions): 167/188, 152/181, 149/177, 142/167, 128/154, 124/148.
+Wall time: $p ns per call side by side in this run (range in the table).  A separate batch of 9 rounds of the same build
+(2026-12-03 14:45 UTC, quiet machine) gave medians of 28 ns (interception only, -28 to
+53), -12 ns (defaults, -31 to 38) and 1.2 ns without a preload (-4.5 to 8.8): on this VM
+the side-by-side figure for the same build moves by tens of ns between batches, so
+neither batch shows the +15 ns target met or missed; the instruction count is the figure
+that does not move (291, then 172, now 124 per call), and no hardware counters are
+available here (`perf stat` reports none) to give cycles per call.
 
 **Defaults (desync detection on).**  The hot path is the same, so the side-by-side row
 barely moves; what the defaults add is the desync thread of each rank, which every 20 ms
