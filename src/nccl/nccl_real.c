@@ -56,12 +56,33 @@ int ccs_nccl_first_call(void)
 
 __thread struct ccs_comm *ccs_nccl_last_comm __attribute__((tls_model("initial-exec")));
 
+/* Asks NCCL again for the rank and size of a communicator registered before it was ready. */
+int ccs_nccl_comm_requery(struct ccs_comm *c)
+{
+    if (c->rank >= 0 && c->size > 0)
+        return 0;
+    ncclComm_t h = (ncclComm_t)atomic_load_explicit(&c->handle, memory_order_acquire);
+    __typeof__(&pncclCommGetAsyncError) async = CCS_NCCL_REAL(CommGetAsyncError);
+    __typeof__(&pncclCommUserRank) user_rank = CCS_NCCL_REAL(CommUserRank);
+    __typeof__(&pncclCommCount) count = CCS_NCCL_REAL(CommCount);
+    ncclResult_t st = ncclSuccess;
+    int rank = -1, size = -1;
+    if (!user_rank || !count || (async && (async(h, &st) != ncclSuccess || st != ncclSuccess)))
+        return -1;
+    if (user_rank(h, &rank) != ncclSuccess || count(h, &size) != ncclSuccess || rank < 0 || size <= 0 ||
+        rank >= size)
+        return -1;
+    ccs_comm_set_rank(c, rank, size);
+    CCS_LOG(DEBUG, "NCCL communicator %#llx is ready: rank %d of %d", (unsigned long long)c->id, rank, size);
+    return 0;
+}
+
 struct ccs_comm *ccs_nccl_comm_slow(ncclComm_t comm)
 {
     struct ccs_comm *c = ccs_comm_lookup(CCS_BE_NCCL, (uintptr_t)comm);
     if (CCS_LIKELY(c != NULL)) {
         if (CCS_UNLIKELY(c->size <= 0))
-            ccs_ntrack_requery(c);
+            ccs_nccl_comm_requery(c);
         ccs_nccl_last_comm = c;
         return c;
     }

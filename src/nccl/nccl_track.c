@@ -361,26 +361,6 @@ void ccs_ntrack_forget(ncclComm_t comm)
     }
 }
 
-int ccs_ntrack_requery(struct ccs_comm *c)
-{
-    if (c->rank >= 0 && c->size > 0)
-        return 0;
-    ncclComm_t h = (ncclComm_t)atomic_load_explicit(&c->handle, memory_order_acquire);
-    __typeof__(&pncclCommGetAsyncError) async = CCS_NCCL_REAL(CommGetAsyncError);
-    __typeof__(&pncclCommUserRank) user_rank = CCS_NCCL_REAL(CommUserRank);
-    __typeof__(&pncclCommCount) count = CCS_NCCL_REAL(CommCount);
-    ncclResult_t st = ncclSuccess;
-    int rank = -1, size = -1;
-    if (!user_rank || !count || (async && (async(h, &st) != ncclSuccess || st != ncclSuccess)))
-        return -1;
-    if (user_rank(h, &rank) != ncclSuccess || count(h, &size) != ncclSuccess || rank < 0 || size <= 0 ||
-        rank >= size)
-        return -1;
-    ccs_comm_set_rank(c, rank, size);
-    CCS_LOG(DEBUG, "NCCL communicator %#llx is ready: rank %d of %d", (unsigned long long)c->id, rank, size);
-    return 0;
-}
-
 static int dn_slot(uint64_t id)
 {
     int free_i = -1;
@@ -493,7 +473,7 @@ static void check_comm(struct ccs_comm *c, void *arg)
         ncclResult_t st = ncclSuccess;
         if (async && async((ncclComm_t)h, &st) == ncclSuccess) {
             if (st == ncclSuccess && (c->rank < 0 || c->size <= 0))
-                ccs_ntrack_requery(c);
+                ccs_nccl_comm_requery(c);
             else if (st != ncclSuccess && st != ncclInProgress)
                 async_error(c, st);
         }

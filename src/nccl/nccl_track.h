@@ -64,10 +64,6 @@ CCS_HIDDEN void ccs_ntrack_group_end(int ok);
  * was retired): waits until the background thread is not using COMM. */
 CCS_HIDDEN void ccs_ntrack_forget(ncclComm_t comm);
 
-/* ccs_ntrack_requery (nccl_internal.h): a communicator registered with
- * rank -1 gets its rank and size once NCCL says it is ready; called by
- * ccs_nccl_comm on its calls and by the poller. */
-
 /* The poller: called by the desync background thread every period
  * (registered with ccs_desync_set_poll by ccs_desync_nccl_init). */
 CCS_HIDDEN void ccs_ntrack_poll(uint64_t now_ms);
