@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Number-to-name from the lists of desync_proto.h: alike in shape on
+ * purpose, as in src/core/names.c (each the list's own expansion). */
 const char *ccs_dsx_class_name(unsigned cls)
 {
     switch (cls) {

@@ -109,7 +109,8 @@ struct ccs_dsx_status {
     struct ccs_dsx_comm comm[CCS_DSX_MAXCOMM];
 };
 
-/* Verdicts. */
+/* Verdicts (the list expanded into the enum and its names, as the lists
+ * of ccs_kinds.h are). */
 #define CCS_DSX_CLASS_LIST(X)                                                                                      \
     X(MISMATCH, 1, "MISMATCH")                                                                                     \
     X(DESYNC, 2, "DESYNC")                                                                                         \
