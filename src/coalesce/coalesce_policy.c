@@ -44,16 +44,6 @@ int ccs_coalesce_parse(const char *s, struct ccs_coalesce_policy *p, char *why, 
 
 const struct ccs_coalesce_policy *ccs_coalesce_policy(void) { return &policy; }
 
-/* CCSHIM_ON_DESYNC (the desync feature's row of the config table): a failed
- * verification follows the same policy as a desync. */
-static int read_abort_policy(void)
-{
-    for (size_t i = 0; i < ccs_config_nrows; i++)
-        if (strcmp(ccs_config_rows[i].name, "CCSHIM_ON_DESYNC") == 0)
-            return ccs_cfg.on_desync == ccs_config_enum_index(ccs_config_rows[i].help, "abort");
-    return 0;
-}
-
 int ccs_coalesce_abort_on_error(void) { return abort_on_error; }
 
 void ccs_coalesce_init(void)
@@ -76,7 +66,7 @@ void ccs_coalesce_configure(const struct ccs_coalesce_policy *p)
     atomic_fetch_add(&generation, 1); /* the step module starts learning anew */
     if (policy.mode == CCS_COALESCE_OFF)
         return;
-    abort_on_error = read_abort_policy();
+    abort_on_error = ccs_cfg.on_desync == CCS_ON_DESYNC_ABORT; /* a failed verification follows the desync policy */
     if (policy.mode == CCS_COALESCE_EVERY)
         CCS_LOG(INFO, "coalescing every:%u: %u of every %u eligible all-reduces per identity answered locally",
                 policy.every, policy.every - 1, policy.every);

@@ -18,6 +18,14 @@ struct ccs_config {
 #undef CCS_X
 };
 
+/* The values of the ENUM settings CCSHIM_ON_DESYNC and
+ * CCSHIM_DESYNC_TRANSPORT in ccs_cfg: the index of their word in
+ * config_table.h ({warn abort}, {auto shm tcp}; tests/desync/test_rules.c
+ * checks that they match).  Here, with the settings, because desync and
+ * coalescing both follow CCSHIM_ON_DESYNC. */
+enum ccs_on_desync { CCS_ON_DESYNC_WARN = 0, CCS_ON_DESYNC_ABORT = 1 };
+enum ccs_desync_transport { CCS_DESYNC_AUTO = 0, CCS_DESYNC_SHM = 1, CCS_DESYNC_TCP = 2 };
+
 /* The settings in force (defaults until ccs_config_load). */
 extern __attribute__((visibility("hidden"))) struct ccs_config ccs_cfg;
 

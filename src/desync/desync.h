@@ -24,12 +24,6 @@
 #include "shim.h"
 #include <stdint.h>
 
-/* The values of CCSHIM_ON_DESYNC and CCSHIM_DESYNC_TRANSPORT in ccs_cfg:
- * the index of their word in config_table.h ({warn abort}, {auto shm tcp};
- * tests/desync/test_rules.c checks that they match). */
-enum ccs_on_desync { CCS_ON_DESYNC_WARN = 0, CCS_ON_DESYNC_ABORT = 1 };
-enum ccs_desync_transport { CCS_DESYNC_AUTO = 0, CCS_DESYNC_SHM = 1, CCS_DESYNC_TCP = 2 };
-
 /* Starts the side channel and the background thread if CCSHIM_DESYNC is on
  * and the world rank and size are known (else it does nothing and may be
  * called again later).  Idempotent; slow path; never fails the job: when the
