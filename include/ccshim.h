@@ -93,6 +93,18 @@ CCSHIM_API uint64_t ccshim_step_collectives(void);
  * the number of buffers completed (0: nothing was pending), or -1 when one
  * could not be (logged; coalescing is then switched off).
  *
+ * ccshim_coalesce_boundary makes sure first that every rank ended the step
+ * alike: a rank with deferred calls pending waits until every member of
+ * their communicators ended the same step with the same calls (over
+ * ccshim's side channel).  It returns 0 when they did (or when nothing is
+ * pending here), -1 when they did not: the ranks made different numbers of
+ * calls in the step (one skipped a mini-batch), a DESYNC naming them was
+ * reported (and under CCSHIM_ON_DESYNC=abort the job is being ended), and
+ * nothing may be completed: no rank would meet the completion.
+ * CCSHIM_COMPLETE_REDUCE calls it itself; a caller that averages its own
+ * copies (CCSHIM_COMPLETE_BY_CALLER) calls it before averaging.  A step
+ * marker with calls pending calls it too.
+ *
  * Without the call, a step marker that finds deferred calls pending reports
  * them and ends the job (CCSHIM_ON_DESYNC=abort) or switches coalescing off
  * (warn): the optimizer step before that marker read local values.
@@ -101,6 +113,7 @@ CCSHIM_API uint64_t ccshim_step_collectives(void);
 #define CCSHIM_COMPLETE_BY_CALLER 1
 CCSHIM_API uint64_t ccshim_coalesce_pending(void);
 CCSHIM_API int64_t ccshim_coalesce_complete(int how);
+CCSHIM_API int ccshim_coalesce_boundary(void);
 
 /*
  * Annotated call sites (docs/python-sites.md): a language helper names the
@@ -151,6 +164,7 @@ CCSHIM_API uint32_t *ccshim_annotate_word(void);
 #define CCSHIM_ANNOTATE(site) (ccshim_annotate ? ccshim_annotate(site) : 0u)
 #define CCSHIM_ANNOTATE_ID(id) ((void)(ccshim_annotate_id ? ccshim_annotate_id(id) : (void)0))
 #define CCSHIM_COALESCE_PENDING() (ccshim_coalesce_pending ? ccshim_coalesce_pending() : 0)
+#define CCSHIM_COALESCE_BOUNDARY() (ccshim_coalesce_boundary ? ccshim_coalesce_boundary() : 0)
 #define CCSHIM_COALESCE_COMPLETE()                                                                                 \
     (ccshim_coalesce_complete ? ccshim_coalesce_complete(CCSHIM_COMPLETE_REDUCE) : 0)
 

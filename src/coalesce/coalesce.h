@@ -13,6 +13,9 @@
  *                      defer / real / pass for one call
  *   coalesce_defer.c   the local answer's arithmetic on the host
  *   coalesce_step.c    step markers: auto learning, agreement, verification
+ *   coalesce_boundary.c  the end of a step: the ranks ended it alike before
+ *                      anything is completed
+ *   coalesce_complete.c  completing deferred reductions before a step
  *   coalesce_mpi.c     the MPI path (libccshim-mpi.so only)
  *   coalesce_nccl.c    the NCCL path (on the caller's stream, through NCCL)
  *
@@ -157,6 +160,16 @@ CCS_HIDDEN uint16_t ccs_float_to_bf16(float f);
  * begins (the first mark passes 1). */
 CCS_HIDDEN void ccs_coalesce_step_end(uint64_t step);
 
+
+/* ------------------------------------------------------ coalesce_boundary.c */
+
+/* At the end of a step, before deferred reductions are completed: when this
+ * rank has some pending, waits until every member of their communicators
+ * ended the step with the same calls (over desync's side channel; published
+ * as a step boundary meanwhile).  Returns 0 when they did (or nothing is
+ * pending, or there is no side channel to ask), -1 when they did not: a
+ * verdict was reported and nothing may be completed.  Decided once per step. */
+CCS_HIDDEN int ccs_coalesce_boundary(void);
 
 /* Deferred calls on this rank still waiting for their real reduction. */
 CCS_HIDDEN uint64_t ccs_coalesce_pending_calls(void);

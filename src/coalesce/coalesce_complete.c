@@ -79,6 +79,10 @@ int64_t ccs_coalesce_complete(int by_caller)
     ccs_coalesce_foreach(collect_one, &l);
     if (!l.n)
         return 0;
+    /* A real reduction is a collective: never issued unless every member
+     * ended the step alike (a caller that averaged by itself asked first). */
+    if (!by_caller && ccs_coalesce_boundary() != 0)
+        return -1;
     qsort(l.id, l.n, sizeof l.id[0], by_comm_then_ordinal);
     int failed = 0;
     for (size_t i = 0; i < l.n; i++) {

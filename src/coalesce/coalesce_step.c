@@ -304,6 +304,10 @@ void ccs_coalesce_step_end(uint64_t step)
         return;
     char when[64];
     snprintf(when, sizeof when, "step %llu", (unsigned long long)(step ? step - 1 : 0));
+    /* Calls left pending: first make sure the ranks ended the step alike (a
+     * rank that skipped a mini-batch is a DESYNC, docs/coalescing.md). */
+    if (ccs_coalesce_pending_calls())
+        ccs_coalesce_boundary();
     verify(step, when);
     uint32_t gen = ccs_coalesce_policy_generation();
     if (gen != markers_policy) { /* a new policy: its rounds count from here */

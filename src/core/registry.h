@@ -71,6 +71,30 @@ CCS_HIDDEN int ccs_agree_available(void);
 CCS_HIDDEN int ccs_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64_t *agreed_max,
                              uint64_t *agreed_min, int timeout_ms);
 
+/* --------------------------------------------------------- step boundary */
+
+/* A rank that must complete deferred reductions (coalescing) first waits,
+ * at the end of its step, until every member of the communicators concerned
+ * has ended the same step with the same calls.  While it waits it says so
+ * here; desync publishes it (docs/desync.md, "a rank at its step boundary"),
+ * so that a rank blocked in a collective that the waiting rank will never
+ * issue is a DESYNC, not a straggler.  At most CCS_BOUNDARY_COMMS
+ * communicators; single writer (the thread at the boundary), any reader. */
+#define CCS_BOUNDARY_COMMS 8
+CCS_HIDDEN void ccs_boundary_enter(uint32_t step, const uint64_t *comms, uint32_t n);
+CCS_HIDDEN void ccs_boundary_leave(void);
+/* The step waited at the end of, plus one (0: not at a boundary), and the
+ * communicators into COMMS (CCS_BOUNDARY_COMMS entries), their number into *N. */
+CCS_HIDDEN uint32_t ccs_boundary_get(uint64_t *comms, uint32_t *n);
+
+/* ------------------------------------------------------------- verdicts */
+
+/* Desync counts here every verdict of class MISMATCH, DESYNC or DEAD it
+ * reports; a rank waiting at its step boundary stops waiting when the
+ * count moves (the job is desynchronised: nothing it waits for comes). */
+CCS_HIDDEN void ccs_verdict_note(void);
+CCS_HIDDEN uint64_t ccs_verdicts_seen(void);
+
 /* ---------------------------------------------------------------- abort */
 
 /* A way to end the whole job: FN(ARG, COMM) aborts the job (COMM: the

@@ -111,6 +111,8 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     if (!ccs_dsx_seen_add(reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
         return;
+    if (v->cls != CCS_DSX_STRAGGLER)
+        ccs_verdict_note(); /* a rank waiting at its step boundary stops waiting (registry.h) */
     /* Under abort the first verdict on a communicator ends the job; what
      * the ranks see on it while the job ends (the others now blocked behind
      * the departed rank, a rank in MPI_Finalize) follows from it.  Reporting
@@ -911,8 +913,13 @@ int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64
     if (!bits)
         return -1;
     uint64_t deadline = ccs_clock_mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    uint64_t verdicts = ccs_verdicts_seen();
     int rc = -1;
     for (;;) {
+        /* A verdict means the job is desynchronised: what is waited for may
+         * never come (a rank at its step boundary, docs/coalescing.md). */
+        if (atomic_load(&state) != RUNNING || ccs_verdicts_seen() != verdicts)
+            break;
         struct ccs_dsx_agree res, got[4];
         if (client || ccs_dsx_shm_find_agreed(shm, c->id, key, &res)) {
             if (ccs_dsx_shm_find_agreed(shm, c->id, key, &res) && (int32_t)res.n == c->size) {

@@ -9,6 +9,7 @@
 #include "desync_collect.h"
 #include <stdio.h>
 #include "ccs_kinds.h"
+#include "registry.h"
 #include "shim.h"
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@ struct tracked {
     uint64_t id;
     int32_t rank, size;
     uint16_t backend;
-    int used, live, lost, mark;
+    int used, live, lost, mark, boundary;
     uint64_t issued, done, hash;
     uint64_t cp_seq[2], cp_hash[2];
     struct ccs_dsx_op hist[CCS_DSX_HIST]; /* a ring: the next goes at hnext */
@@ -42,6 +43,9 @@ struct tracked {
     struct ccs_record fpkey; /* fields of the last fingerprint computed, */
     uint64_t fp;             /* and it: consecutive calls are mostly alike */
     uint64_t active_ms;      /* last change, to pick what to publish */
+    /* Calls per step (docs/desync.md, "a rank at its step boundary"). */
+    uint32_t step_now, step_calls, step_prev, prev_calls;
+    uint16_t step_kind, prev_kind;
     /* Blocked in a call: which one, since when. */
     int blocked;
     struct ccs_dsx_op bop;
@@ -168,6 +172,19 @@ static void fold(struct tracked *t, const struct ccs_record *r, uint64_t now)
         t->ret[r->seq % RET] = o;
         t->reth[r->seq % RET] = t->hash;
     }
+    if (o.step != t->step_now || !t->step_calls) {
+        if (t->step_calls) {
+            t->step_prev = t->step_now;
+            t->prev_calls = t->step_calls;
+            t->prev_kind = t->step_kind;
+        }
+        t->step_now = o.step;
+        t->step_calls = 0;
+        t->step_kind = o.kind;
+    }
+    t->step_calls++;
+    if (t->step_kind != o.kind)
+        t->step_kind = CCS_KIND_MAX; /* mixed */
     t->hist[t->hnext] = o;
     t->hnext = (t->hnext + 1) % CCS_DSX_HIST;
     if (t->nhist < CCS_DSX_HIST)
@@ -432,6 +449,8 @@ static void nccl_progress(struct tracked *t, uint64_t now)
 static int cmp_pick(const void *a, const void *b)
 {
     const struct tracked *x = *(const struct tracked *const *)a, *y = *(const struct tracked *const *)b;
+    if (x->boundary != y->boundary)
+        return x->boundary ? -1 : 1;
     if (x->blocked != y->blocked)
         return x->blocked ? -1 : 1;
     if ((x->live != 0) != (y->live != 0))
@@ -439,8 +458,21 @@ static int cmp_pick(const void *a, const void *b)
     return x->active_ms > y->active_ms ? -1 : x->active_ms < y->active_ms;
 }
 
+/* 1 when this rank waits at its step boundary for the members of ID. */
+static int at_boundary(uint64_t id, const uint64_t *bcomm, uint32_t nb)
+{
+    for (uint32_t i = 0; i < nb; i++)
+        if (bcomm[i] == id)
+            return 1;
+    return 0;
+}
+
 void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
 {
+    uint64_t bcomm[CCS_BOUNDARY_COMMS];
+    uint32_t nb = 0;
+    st->boundary = ccs_boundary_get(bcomm, &nb);
+    st->step = ccs_step_now();
     fold_all(now);
     scan_inflight(now);
     for (int i = 0; i < MAX_TRACKED; i++)
@@ -458,12 +490,15 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
         if (t->live)
             nccl_progress(t, now);
     }
-    /* The most relevant communicators: blocked, live, recently active. */
+    /* The most relevant communicators: waited for at a step boundary,
+     * blocked, live, recently active. */
     struct tracked *pick[MAX_TRACKED];
     int np = 0;
     for (int i = 0; i < MAX_TRACKED; i++)
-        if (tc[i].used && tc[i].rank >= 0 && tc[i].size > 0)
+        if (tc[i].used && tc[i].rank >= 0 && tc[i].size > 0) {
+            tc[i].boundary = nb && at_boundary(tc[i].id, bcomm, nb);
             pick[np++] = &tc[i];
+        }
     qsort(pick, (size_t)np, sizeof pick[0], cmp_pick);
     st->ncomm = 0;
     for (int i = 0; i < np && st->ncomm < CCS_DSX_MAXCOMM; i++) {
@@ -485,6 +520,14 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
         if (t->dev && t->live && t->issued > t->dev_done) /* a freed one finished its work first */
             e->dev_pending = (uint16_t)(t->issued - t->dev_done > UINT16_MAX ? UINT16_MAX : t->issued - t->dev_done);
         e->state = t->blocked ? CCS_DSX_BLOCKED : t->live ? CCS_DSX_IDLE : CCS_DSX_FREED;
+        if (t->boundary)
+            e->flags |= CCS_DSX_BOUNDARY;
+        e->step_now = t->step_now;
+        e->step_calls = t->step_calls;
+        e->step_kind = t->step_kind;
+        e->step_prev = t->step_prev;
+        e->prev_calls = t->prev_calls;
+        e->prev_kind = t->prev_kind;
         if (t->blocked) {
             e->blocked = t->bop;
             uint64_t ms = now - t->bsince_ms;

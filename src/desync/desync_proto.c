@@ -131,6 +131,9 @@ static int check_comm(struct ccs_dsx_comm *c, char *why, size_t n)
     if (c->done > c->issued || (c->cp_seq[0] && c->cp_seq[0] > c->done) || (c->cp_seq[1] && c->cp_seq[1] > c->done))
         return fail(why, n, "sequence numbers inconsistent (done %lld > issued %lld, or a checkpoint beyond done)",
                     (long long)c->done, (long long)c->issued);
+    if (c->step_kind > CCS_KIND_MAX || c->prev_kind > CCS_KIND_MAX)
+        return fail(why, n, "step call kind %lld is not a kind (0..%lld)",
+                    c->step_kind > CCS_KIND_MAX ? c->step_kind : c->prev_kind, CCS_KIND_MAX);
     if (!terminated(c->site_blocked, sizeof c->site_blocked) || !terminated(c->site_last, sizeof c->site_last))
         return fail(why, n, "call-site text not NUL-terminated", 0, 0);
     if (c->state == CCS_DSX_BLOCKED && check_op(&c->blocked, why, n) != 0)
@@ -160,6 +163,9 @@ int ccs_dsx_check_status(struct ccs_dsx_status *st, int32_t wsize, char *why, si
         return fail(why, n, "life state %lld is not one of 0..%lld", st->life, CCS_DSX_DIED);
     if (st->ncomm > CCS_DSX_MAXCOMM)
         return fail(why, n, "%lld communicators, at most %lld", st->ncomm, CCS_DSX_MAXCOMM);
+    if (st->boundary && st->boundary - 1 > st->step + 1)
+        return fail(why, n, "step boundary %lld beyond the next step of step %lld", (long long)st->boundary - 1,
+                    st->step);
     if (!terminated(st->host, sizeof st->host))
         return fail(why, n, "host name not NUL-terminated", 0, 0);
     for (uint32_t i = 0; i < st->ncomm; i++)

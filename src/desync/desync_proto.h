@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
-#define CCS_DSX_VERSION 2u        /* 2: HELLO carries 32-byte nonces and a MAC */
+#define CCS_DSX_VERSION 3u        /* 2: HELLO carries 32-byte nonces and a MAC; 3: steps and step boundaries */
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
@@ -59,6 +59,7 @@ enum ccs_dsx_cflags {
     CCS_DSX_PINNED = 2, /* hist: the kept operations around a seq the coordinator asked for */
     CCS_DSX_PROBED = 4, /* cp_seq[1]/cp_hash[1]: the hash at a seq the coordinator asked for */
     CCS_DSX_DEVICE = 8,
+    CCS_DSX_BOUNDARY = 16, /* the rank waits at the end of step (status boundary - 1) for this comm's members */
 };
 /* A wanted seq with this bit asks only for the hash there (a probe). */
 #define CCS_DSX_PROBE_BIT (1ull << 63)
@@ -77,6 +78,14 @@ struct ccs_dsx_comm {
     uint16_t flags;      /* enum ccs_dsx_cflags */
     uint16_t backend;
     uint16_t dev_pending; /* CCS_DSX_DEVICE: enqueued seqs not completed on the device (saturating) */
+    /* Calls per step, from the records: STEP_CALLS in STEP_NOW (the step of
+     * its newest completed call), PREV_CALLS in STEP_PREV (the step with
+     * calls before that); *_KIND their kind when all alike, else
+     * CCS_KIND_MAX.  The blocked call is not counted. */
+    uint16_t step_kind, prev_kind;
+    uint32_t step_now, step_calls;
+    uint32_t step_prev, prev_calls;
+    uint32_t pad2;
     struct ccs_dsx_op blocked; /* the operation blocked in (state BLOCKED) */
     char site_blocked[CCS_DSX_SITE];
     char site_last[CCS_DSX_SITE];
@@ -104,6 +113,8 @@ struct ccs_dsx_status {
     uint32_t life; /* enum ccs_dsx_life */
     uint64_t beat; /* publications so far */
     uint32_t ncomm;
+    uint32_t step;     /* the rank's step (ccshim_step_current) */
+    uint32_t boundary; /* waiting at the end of step BOUNDARY - 1 (coalescing's completion), 0 = not */
     uint32_t pad;
     char host[CCS_DSX_HOST];
     struct ccs_dsx_comm comm[CCS_DSX_MAXCOMM];

@@ -18,7 +18,8 @@ last one (--mode no_sync).
 At the end rank 0 gathers every rank's parameters: prints "ranks_equal 1"
 when they are bitwise equal, "digest SHA256", and with --ref FILE the largest
 absolute difference to the parameters saved there ("maxdiff X"); --save FILE
-writes them.  Rank r may skip one mini-batch (--skip-rank r --skip-step s).
+writes them.  Rank r may skip one mini-batch (--skip-rank r --skip-step s) or
+replay one more (--extra-rank r --extra-step s).
 """
 import argparse
 import hashlib
@@ -58,6 +59,8 @@ def parse():
     ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ before the step")
     ap.add_argument("--skip-rank", type=int, default=-1)
     ap.add_argument("--skip-step", type=int, default=-1)
+    ap.add_argument("--extra-rank", type=int, default=-1, help="this rank replays one more mini-batch")
+    ap.add_argument("--extra-step", type=int, default=-1)
     ap.add_argument("--pg-timeout", type=float, default=0, help="process group timeout in s (0: torch's)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--save", default="")
@@ -179,7 +182,8 @@ def main():
             loss = F.cross_entropy(scores, torch.arange(n))
             loss.backward()
             # 3. re-embed each mini-batch with grad, backward the cached gradient
-            for k, (c, i) in enumerate(chunks):
+            extra = [chunks[0]] if rank == a.extra_rank and step == a.extra_step else []
+            for k, (c, i) in enumerate(chunks + extra):
                 if rank == a.skip_rank and step == a.skip_step and k == 0:
                     continue
                 last = k == len(chunks) - 1

@@ -24,8 +24,13 @@ per-instance wrapper of Optimizer.step, kept a bound method, before 2.0):
    reach; averaging gradients that were already reduced leaves them as
    they are (up to the last bit with more than two ranks).  Without a DDP
    model, ccshim completes its own buffers (CCSHIM_COMPLETE_REDUCE).
-   Every rank has the same deferred reductions pending, so every rank takes
-   the same branch and the repair's all-reduce matches.
+   Every rank of a job in step has the same deferred reductions pending, so
+   every rank takes the same branch and the repair's all-reduce matches.
+   Before it, ccshim_coalesce_boundary() checks that over ccshim's side
+   channel: a rank that made a different number of backward passes in the
+   step is a DESYNC, and the repair is not issued (RuntimeError instead of a
+   wait for ranks that are elsewhere; under --on-desync abort ccshim ends
+   the job first).
 3. ccshim_step_mark().
 
 The repair also runs where gradients are read before the step:
@@ -96,7 +101,8 @@ def _functions():
                                 ("ccshim_step_current", ctypes.c_uint64, []),
                                 ("ccshim_step_collectives", ctypes.c_uint64, []),
                                 ("ccshim_coalesce_pending", ctypes.c_uint64, []),
-                                ("ccshim_coalesce_complete", ctypes.c_int64, [ctypes.c_int])):
+                                ("ccshim_coalesce_complete", ctypes.c_int64, [ctypes.c_int]),
+                                ("ccshim_coalesce_boundary", ctypes.c_int, [])):
             try:
                 fn = getattr(handle, name)
             except (AttributeError, TypeError):
@@ -230,6 +236,18 @@ def repair(where="the optimizer step"):
                   "optimizer step (one extra all-reduce per step; gradient_as_bucket_view=True "
                   "avoids it)" % count, once="unreached")
         return 0
+    # Every rank ended the step alike before any collective repair: a rank
+    # that skipped (or added) a mini-batch is a DESYNC, and the repair's
+    # all-reduce would wait forever for ranks that are elsewhere.
+    boundary = lib.get("ccshim_coalesce_boundary")
+    if boundary is not None and boundary() != 0:
+        _warn("error: step %d: %d deferred all-reduce(s) pending before %s and the ranks did not "
+              "end the step alike (see ccshim's DESYNC): the gradients are not reduced and no "
+              "optimizer step may read them" % (step, n, where))
+        raise RuntimeError("ccshim: step %d: the ranks made different numbers of gradient "
+                           "all-reduces in this step (desynchronised, see the DESYNC line); "
+                           "this rank's gradients were left unreduced by coalescing, so the "
+                           "optimizer step cannot run" % step)
     ddps = _ddp_params()
     if not ddps:
         done = complete(CCSHIM_COMPLETE_REDUCE)
