@@ -170,6 +170,8 @@ CCS_HIDDEN void ccs_coalesce_step_end(uint64_t step);
  * pending, or there is no side channel to ask), -1 when they did not: a
  * verdict was reported and nothing may be completed.  Decided once per step. */
 CCS_HIDDEN int ccs_coalesce_boundary(void);
+/* The same at the end of STEP (a step marker: the counter moved on already). */
+CCS_HIDDEN int ccs_coalesce_boundary_of(uint32_t step);
 
 /* Deferred calls on this rank still waiting for their real reduction. */
 CCS_HIDDEN uint64_t ccs_coalesce_pending_calls(void);

@@ -105,11 +105,12 @@ static int agree_all(struct pending_comms *p, uint32_t step)
     return 0;
 }
 
-int ccs_coalesce_boundary(void)
+int ccs_coalesce_boundary(void) { return ccs_coalesce_boundary_of(ccs_step_now()); }
+
+int ccs_coalesce_boundary_of(uint32_t step)
 {
     if (ccs_coalesce_policy()->mode == CCS_COALESCE_OFF)
         return 0;
-    uint32_t step = ccs_step_now();
     if (agreed_step1 == step + 1)
         return 0;
     if (failed_step1 == step + 1)

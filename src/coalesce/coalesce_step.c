@@ -307,7 +307,7 @@ void ccs_coalesce_step_end(uint64_t step)
     /* Calls left pending: first make sure the ranks ended the step alike (a
      * rank that skipped a mini-batch is a DESYNC, docs/coalescing.md). */
     if (ccs_coalesce_pending_calls())
-        ccs_coalesce_boundary();
+        ccs_coalesce_boundary_of((uint32_t)(step ? step - 1 : 0));
     verify(step, when);
     uint32_t gen = ccs_coalesce_policy_generation();
     if (gen != markers_policy) { /* a new policy: its rounds count from here */

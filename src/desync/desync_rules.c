@@ -232,6 +232,8 @@ struct ctx {
     int emitted;
 };
 
+static int at_boundary(const struct ctx *c, const struct ent *m, uint32_t *s);
+
 static int cmp_ent(const void *a, const void *b)
 {
     const struct ent *x = a, *y = b;
@@ -496,6 +498,17 @@ static int step_skew(struct ctx *c, struct grp *g, const struct opref *ops, size
     if (!all_reached(c, g, seq) && c->v->now_ms - since < c->t->mismatch_wait_ms)
         return 1;
     if (n < (size_t)g->size && c->v->now_ms - since < c->t->record_wait_ms && c->sink && c->sink->want)
+        return 1;
+    /* Under coalescing the rank with the odd count stops at its step
+     * boundary within moments, and the boundary rule names the step and both
+     * counts exactly: give it that time, and leave it the verdict. */
+    int deferred = 0;
+    for (size_t a = 0; a < n; a++)
+        deferred |= (ops[a].op->flags & CCS_F_DEFERRED) != 0;
+    for (size_t i = g->lo; i < g->hi; i++)
+        if (at_boundary(c, &c->ents[i], NULL))
+            return 1;
+    if (deferred && c->v->now_ms - since < c->t->block_ms / 4)
         return 1;
     if (ccs_dsx_seen_add(c->seen, SKEW, comm, 0))
         skew_verdict(c, g, ops, n);
@@ -795,7 +808,9 @@ static long calls_in_step(const struct ccs_dsx_comm *e, uint32_t s)
         n = e->prev_calls;
     else if (!e->step_calls || e->step_now < s)
         n = 0; /* nothing of step S completed yet */
-    if (e->state == CCS_DSX_BLOCKED && e->blocked.step == s)
+    /* A call blocked on the host has no record yet; one blocked on the
+     * device (NCCL) returned and was counted already. */
+    if (e->state == CCS_DSX_BLOCKED && e->blocked.step == s && e->blocked.seq > e->done)
         n = (n < 0 ? 0 : n) + 1;
     return n;
 }
@@ -931,8 +946,9 @@ static void boundary_line(struct ctx *c, struct grp *g, const struct bnd *b, str
         o += (size_t)sfmt(v->line + o, sizeof v->line - o, " where the others %s %ld", odd_at ? "made" : "ended it after",
                           mode);
     if (o < sizeof v->line && b->passed)
-        o += (size_t)sfmt(v->line + o, sizeof v->line - o, "%s other rank%s went on to step %u",
-                          mode >= 0 && mode != oddc ? " and" : ";", b->passed > 1 ? "s" : "", b->passed_to);
+        o += (size_t)sfmt(v->line + o, sizeof v->line - o, "%s went on to step %u",
+                          mode >= 0 && mode != oddc ? (b->passed > 1 ? " and they" : " and it") : "; the others",
+                          b->passed_to);
     if (first_blk && o < sizeof v->line) {
         ranks_of(blk, nblk, rb, sizeof rb);
         ccs_dsx_op_str(&first_blk->e->blocked, ops, sizeof ops);
@@ -1318,8 +1334,8 @@ int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thre
             (struct grp){.lo = i, .hi = j, .size = size, .complete = (int32_t)distinct == size, .memo_r = -1};
         i = j;
     }
-    rule_mismatch(&c);
     rule_boundary(&c);
+    rule_mismatch(&c);
     rule_blocked(&c);
     rc = c.emitted;
 out:

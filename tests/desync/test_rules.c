@@ -516,6 +516,140 @@ static int word_index(const char *var, const char *word)
     return -2;
 }
 
+/* Coalescing's step boundary (docs/coalescing.md): comm X, 4 ranks, step 5
+ * began after seq 100; 16 calls per step. */
+static void in_step(struct ccs_dsx_comm *c, uint32_t step, uint32_t calls)
+{
+    c->step_now = step;
+    c->step_calls = calls;
+    c->step_kind = CCS_KIND_ALLREDUCE;
+    for (unsigned h = 0; h < c->nhist; h++)
+        c->hist[h].step = step;
+}
+
+static void at_boundary(int r, struct ccs_dsx_comm *c, uint32_t step)
+{
+    st[r].step = step;
+    st[r].boundary = step + 1;
+    c->flags |= CCS_DSX_BOUNDARY;
+}
+
+START_TEST(boundary_skip_is_a_desync_not_a_straggler)
+{
+    reset();
+    for (int r = 0; r < NR; r++) {
+        st[r].step = 5;
+        if (r == 1)
+            continue;
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, 115);
+        in_step(c, 5, 15);
+        struct ccs_dsx_op o = ar(116);
+        o.step = 5;
+        block(c, o, 100);
+    }
+    struct ccs_dsx_comm *c1 = add(1, X, NR, -1, 115);
+    in_step(c1, 5, 15);
+    at_boundary(1, c1, 5);
+    /* Must hold for a quarter of block_ms: the statuses are not one instant. */
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(200), 0);
+    ck_assert_int_eq(run(300), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_uint_eq(got[0].seq, 116);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 1 ended step 5 after 15 all-reduces where the others made 16"));
+    ck_assert_ptr_nonnull(strstr(got[0].line, "ranks 0,2-3 blocked in allreduce"));
+    /* Reported once; never a straggler afterwards. */
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            st[r].comm[0].blocked_ms = 60000;
+    ck_assert_int_eq(run(70000), 0);
+}
+END_TEST
+
+START_TEST(boundary_extra_with_others_gone_on)
+{
+    reset();
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, r == 2 ? 117 : 118);
+        if (r == 2) {
+            in_step(c, 5, 17);
+            at_boundary(2, c, 5);
+        } else { /* went on: 16 in step 5, one (deferred) in step 6 */
+            in_step(c, 6, 1);
+            c->step_prev = 5;
+            c->prev_calls = 16;
+            c->prev_kind = CCS_KIND_ALLREDUCE;
+            st[r].step = 6;
+        }
+    }
+    ck_assert_int_eq(run(0), 1); /* certain at once: they can never come back */
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 2 ended step 5 after 17 all-reduces where the others made 16"));
+    ck_assert_ptr_nonnull(strstr(got[0].line, "went on to step 6"));
+}
+END_TEST
+
+START_TEST(boundary_alike_or_computing_is_healthy)
+{
+    reset();
+    /* Ranks 0 and 1 at the boundary with 15 calls each (a short last batch),
+     * 2 still computing in step 5, 3 at the boundary too. */
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, r == 2 ? 110 : 115);
+        in_step(c, 5, r == 2 ? 10 : 15);
+        st[r].step = 5;
+        if (r != 2)
+            at_boundary(r, c, 5);
+    }
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(60000), 0);
+    /* Rank 2 arrives with 15 as well: still nothing. */
+    in_step(&st[2].comm[0], 5, 15);
+    st[2].comm[0].issued = st[2].comm[0].done = 115;
+    at_boundary(2, &st[2].comm[0], 5);
+    ck_assert_int_eq(run(61000), 0);
+}
+END_TEST
+
+START_TEST(boundary_counts_differ)
+{
+    reset();
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, r == 3 ? 114 : 115);
+        in_step(c, 5, r == 3 ? 14 : 15);
+        at_boundary(r, c, 5);
+    }
+    ck_assert_int_eq(run(0), 1);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 3 ended step 5 after 14 all-reduces where the others made 15"));
+}
+END_TEST
+
+START_TEST(boundary_protocol_roundtrip)
+{
+    reset();
+    struct ccs_dsx_comm *c = add(1, X, NR, -1, 115);
+    in_step(c, 5, 15);
+    c->step_prev = 4, c->prev_calls = 16, c->prev_kind = CCS_KIND_ALLREDUCE;
+    at_boundary(1, c, 5);
+    unsigned char buf[1 << 16];
+    size_t n = ccs_dsx_encode_status(&st[1], NULL, NULL, buf, sizeof buf);
+    ck_assert_uint_gt(n, 0);
+    static struct ccs_dsx_status out;
+    char why[200];
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), n);
+    ck_assert_uint_eq(out.boundary, 6);
+    ck_assert_uint_eq(out.step, 5);
+    ck_assert_uint_eq(out.comm[0].flags & CCS_DSX_BOUNDARY, CCS_DSX_BOUNDARY);
+    ck_assert_uint_eq(out.comm[0].step_calls, 15);
+    ck_assert_uint_eq(out.comm[0].prev_calls, 16);
+    /* A kind beyond the list is refused, naming it. */
+    c->step_kind = CCS_KIND_MAX + 1;
+    n = ccs_dsx_encode_status(&st[1], NULL, NULL, buf, sizeof buf);
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "step call kind"));
+}
+END_TEST
+
 START_TEST(setting_names_match_the_table)
 {
     ck_assert_int_eq(word_index("CCSHIM_ON_DESYNC", "warn"), CCS_ON_DESYNC_WARN);
@@ -548,6 +682,11 @@ static Suite *suite(void)
     tcase_add_test(t, two_ranks_no_majority);
     tcase_add_test(t, mismatch_waits_for_every_record);
     tcase_add_test(t, setting_names_match_the_table);
+    tcase_add_test(t, boundary_skip_is_a_desync_not_a_straggler);
+    tcase_add_test(t, boundary_extra_with_others_gone_on);
+    tcase_add_test(t, boundary_alike_or_computing_is_healthy);
+    tcase_add_test(t, boundary_counts_differ);
+    tcase_add_test(t, boundary_protocol_roundtrip);
     suite_add_tcase(s, t);
     return s;
 }

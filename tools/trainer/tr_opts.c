@@ -16,7 +16,7 @@
 static const char *prog = "ccshim-trainer";
 
 static const char *const loss_names[] = {"mnrl", "mnrl-gather", "siglip-ring", "siglip-gather"};
-static const char *const inject_names[] = {"skip-minibatch", "extra-allreduce", "wrong-count"};
+static const char *const inject_names[] = {"skip-minibatch", "extra-allreduce", "wrong-count", "extra-minibatch"};
 
 const char *tr_loss_name(enum tr_loss l)
 {
@@ -67,7 +67,7 @@ static void usage(FILE *f)
             "  --dump-grad FILE       rank 0 writes the last gradient and final parameters\n"
             "  --print-all-ranks      every rank prints its per-step line\n"
             "  --no-step-marks        do not call ccshim_step_mark (a job that marks no steps)\n"
-            "  --inject KIND:RANK:STEP  skip-minibatch, extra-allreduce or wrong-count\n"
+            "  --inject KIND:RANK:STEP  skip-minibatch, extra-minibatch, extra-allreduce or wrong-count\n"
             "NCCL binary (ccshim-trainer-nccl) only:\n"
             "  --device cuda|host     host: host buffers and no CUDA call (test NCCL fakes)\n"
             "  --nccl-id-file PATH    where rank 0 publishes the ncclUniqueId\n"
@@ -137,7 +137,7 @@ static int parse_inject(struct tr_opts *o, const char *s)
     char tail;
     if (sscanf(s, "%31[a-z-]:%d:%ld%c", kind, &rank, &step, &tail) != 3 || rank < 0 || step < 0)
         return bad("--inject", s, "KIND:RANK:STEP with RANK, STEP >= 0");
-    int k = pick("--inject kind", kind, inject_names, 3);
+    int k = pick("--inject kind", kind, inject_names, 4);
     if (k < 0)
         return -1;
     o->inject[o->n_inject++] = (struct tr_inject){.kind = (enum tr_inject_kind)k, .rank = rank, .step = step};

@@ -13,7 +13,9 @@
 enum tr_loss { TR_LOSS_MNRL, TR_LOSS_MNRL_GATHER, TR_LOSS_SIGLIP_RING, TR_LOSS_SIGLIP_GATHER };
 enum tr_sync { TR_SYNC_PER_MINIBATCH, TR_SYNC_PER_STEP };
 enum tr_optim { TR_OPT_SGD, TR_OPT_ADAM };
-enum tr_inject_kind { TR_INJ_SKIP_MINIBATCH, TR_INJ_EXTRA_ALLREDUCE, TR_INJ_WRONG_COUNT };
+/* skip-minibatch: the rank replays one mini-batch fewer; extra-minibatch:
+ * one more (its last again), each with its per-mini-batch reduction. */
+enum tr_inject_kind { TR_INJ_SKIP_MINIBATCH, TR_INJ_EXTRA_ALLREDUCE, TR_INJ_WRONG_COUNT, TR_INJ_EXTRA_MINIBATCH };
 
 #define TR_MAX_INJECT 16
 
