@@ -6,7 +6,7 @@
 # The shell tests run it, the reference trainer and the NCCL trainer over the
 # test-only host NCCL under ccshim-run with CCSHIM_COALESCE set.
 include tools/python/python.mk
-COALESCE_TESTS = tests/coalesce/coalesce-mpi.sh tests/coalesce/coalesce-trainer.sh \
+COALESCE_TESTS = tests/coalesce/coalesce-mpi.sh tests/coalesce/coalesce-trainer.sh tests/coalesce/coalesce-desync.sh \
 	tests/coalesce/coalesce-nccl.sh tests/coalesce/coalesce-torch.sh
 TESTS += $(COALESCE_TESTS)
 dist_check_SCRIPTS += $(COALESCE_TESTS)
