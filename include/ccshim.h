@@ -116,6 +116,31 @@ CCSHIM_API int64_t ccshim_coalesce_complete(int how);
 CCSHIM_API int ccshim_coalesce_boundary(void);
 
 /*
+ * For a language helper that coalesces by itself (the PyTorch helper skips
+ * DDP's per-mini-batch synchronisation, as no_sync() does, once ccshim's
+ * coalescing has learned and agreed the step's pattern):
+ *
+ * ccshim_coalesce_period returns N when coalescing is on and every
+ * reduction identity it coalesces has N calls per step (every:N: N), else 0.
+ * ccshim_coalesce_helper(1) says the helper now avoids the per-mini-batch
+ * reductions itself: ccshim performs every reduction for real and stops
+ * learning; ccshim_coalesce_helper(0) hands coalescing back (learned
+ * again).  Returns 0, or -1 when coalescing is off.
+ * ccshim_coalesce_helper_skipped(K), right before the reduction of a step
+ * that carries K skipped mini-batches, counts them in the closing line.
+ * ccshim_step_units(N): this rank made N units of work (backward passes)
+ * in this step so far; desync names them in its verdicts.
+ * ccshim_step_boundary(N): as ccshim_coalesce_boundary, for a rank whose
+ * gradients are left unreduced by the helper after N units: waits until
+ * every rank ended the step with N; 0 when they did, -1 when they did not.
+ */
+CCSHIM_API uint32_t ccshim_coalesce_period(void);
+CCSHIM_API int ccshim_coalesce_helper(int on);
+CCSHIM_API void ccshim_coalesce_helper_skipped(uint32_t skipped);
+CCSHIM_API void ccshim_step_units(uint32_t units);
+CCSHIM_API int ccshim_step_boundary(uint32_t units);
+
+/*
  * Annotated call sites (docs/python-sites.md): a language helper names the
  * line of the program that causes the collectives issued from now on, e.g.
  * "train.py:318 in train_step"; ccshim records it beside the native call

@@ -73,6 +73,13 @@ CCS_HIDDEN int ccs_coalesce_site_ok(void *pc);
  * under CCSHIM_ON_DESYNC=warn).  Calls already deferred stay deferred. */
 CCS_HIDDEN void ccs_coalesce_disable(const char *why);
 
+/* Nonzero while a language helper avoids the per-mini-batch reductions
+ * itself (ccshim_coalesce_helper): every call is real, nothing is learned. */
+extern CCS_HIDDEN atomic_int ccs_coalesce_helper_on;
+/* The helper's skipped mini-batches of the current step and its generation
+ * (bumped by every ccshim_coalesce_helper_skipped). */
+CCS_HIDDEN void ccs_coalesce_helper_step(uint32_t *gen, uint32_t *skipped);
+
 /* 1 when CCSHIM_ON_DESYNC asks to end the job on a desync. */
 CCS_HIDDEN int ccs_coalesce_abort_on_error(void);
 
@@ -105,6 +112,10 @@ struct ccs_coal_id {
     _Atomic int32_t aux;     /* the backend's cached value (NCCL: device), -1 unknown */
     _Atomic uintptr_t stream;/* the backend's last queue for it (NCCL: stream) */
     _Atomic uint64_t deferred, real; /* totals */
+    /* The torch helper's mode (ccshim_coalesce_helper): reductions it made
+     * DDP skip, counted at this identity's first real call of each step. */
+    uint32_t helper_gen;
+    _Atomic uint64_t helper_avoided, helper_real;
 };
 
 /* What to do with one call. */

@@ -162,3 +162,60 @@ int ccs_coalesce_boundary_of(uint32_t step)
 }
 
 int ccshim_coalesce_boundary(void) { return ccs_coalesce_boundary(); }
+
+/* ------------------------------------------------ a helper's step boundary */
+
+/* Every communicator coalescing has seen reductions on (the helper's
+ * skipped mini-batches would have been reduced there). */
+static void comm_one(struct ccs_coal_id *id, void *arg)
+{
+    struct pending_comms *p = arg;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->comm[i] == id->comm)
+            return;
+    if (p->n == CCS_BOUNDARY_COMMS) {
+        p->overflow = 1;
+        return;
+    }
+    p->comm[p->n] = id->comm;
+    p->handle[p->n] = id->handle;
+    p->backend[p->n] = id->backend;
+    p->n++;
+}
+
+int ccshim_step_boundary(uint32_t units)
+{
+    if (ccs_coalesce_policy()->mode == CCS_COALESCE_OFF)
+        return 0;
+    uint32_t step = ccs_step_now();
+    if (agreed_step1 == step + 1)
+        return 0;
+    if (failed_step1 == step + 1)
+        return -1;
+    ccshim_step_units(units);
+    static struct pending_comms p;
+    memset(&p, 0, sizeof p);
+    ccs_coalesce_foreach(comm_one, &p);
+    if (!p.n || !ccs_agree_available())
+        return 0;
+    for (size_t i = 0; i < p.n; i++)
+        p.dig[i] = ccs_hash_mix(0x756e697473000000ULL /* "units" */, units);
+    sort_by_comm(&p);
+    ccs_boundary_enter(step, p.comm, (uint32_t)p.n);
+    int r = agree_all(&p, step);
+    ccs_boundary_leave();
+    if (r <= 0) {
+        if (r == 0)
+            agreed_step1 = step + 1;
+        return 0;
+    }
+    failed_step1 = step + 1;
+    CCS_LOG(ERROR,
+            "coalescing: step %u: this rank ended the step after %u backward pass(es) with its gradients not yet "
+            "reduced, and the other ranks did not end it alike (see the DESYNC): no optimizer step may read them",
+            step, units);
+    if (ccs_coalesce_abort_on_error())
+        for (int i = 0; i < 100; i++)
+            ccs_sleep_ms(100);
+    return -1;
+}

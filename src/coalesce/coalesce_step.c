@@ -315,7 +315,7 @@ void ccs_coalesce_step_end(uint64_t step)
         markers = 0;
     }
     markers++;
-    if (p->mode == CCS_COALESCE_AUTO && atomic_load(&ccs_coalesce_on)) {
+    if (p->mode == CCS_COALESCE_AUTO && atomic_load(&ccs_coalesce_on) && !atomic_load(&ccs_coalesce_helper_on)) {
         struct learn l = {.step = (uint32_t)(step ? step - 1 : 0)};
         ccs_coalesce_foreach(learn_one, &l);
         agree_and_enable(step);
@@ -326,7 +326,7 @@ void ccs_coalesce_step_end(uint64_t step)
 /* ------------------------------------------------------------------- finish */
 
 struct totals {
-    uint64_t deferred, real;
+    uint64_t deferred, real, helper_avoided, helper_real;
     int ids, active;
 };
 
@@ -335,8 +335,10 @@ static void total_one(struct ccs_coal_id *id, void *arg)
     struct totals *t = arg;
     t->deferred += atomic_load_explicit(&id->deferred, memory_order_relaxed);
     t->real += atomic_load_explicit(&id->real, memory_order_relaxed);
+    t->helper_avoided += atomic_load_explicit(&id->helper_avoided, memory_order_relaxed);
+    t->helper_real += atomic_load_explicit(&id->helper_real, memory_order_relaxed);
     t->ids++;
-    t->active += atomic_load_explicit(&id->period, memory_order_relaxed) >= 2;
+    t->active += atomic_load_explicit(&id->period, memory_order_relaxed) >= 2 || id->helper_gen;
 }
 
 void ccs_coalesce_finish(void)
@@ -349,10 +351,17 @@ void ccs_coalesce_finish(void)
         verify(ccs_step_now(), "the run");
     struct totals t = {0};
     ccs_coalesce_foreach(total_one, &t);
-    if (ccs_cfg.summary)
+    if (ccs_cfg.summary && !t.helper_avoided)
         CCS_LOG(NOTE, "coalescing: %llu all-reduces answered locally, %llu real ones carrying them, %d of %d "
                       "identities coalesced",
                 (unsigned long long)t.deferred, (unsigned long long)t.real, t.active, t.ids);
+    else if (ccs_cfg.summary)
+        CCS_LOG(NOTE, "coalescing: %llu all-reduces answered locally, %llu real ones carrying them, %d of %d "
+                      "identities coalesced; %llu of them avoided by the torch helper (DDP skipped its "
+                      "per-mini-batch work, %llu real), %llu answered by ccshim (%llu real)",
+                (unsigned long long)(t.deferred + t.helper_avoided), (unsigned long long)(t.real + t.helper_real),
+                t.active, t.ids, (unsigned long long)t.helper_avoided, (unsigned long long)t.helper_real,
+                (unsigned long long)t.deferred, (unsigned long long)t.real);
 }
 
 /* ---------------------------------------------------------- registration */

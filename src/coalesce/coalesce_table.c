@@ -119,10 +119,26 @@ struct ccs_coal_id *ccs_coalesce_identity(uint64_t comm, uintptr_t handle, int s
     return insert(h, comm, handle, size, send, recv, count, dtype, op, scalar, backend);
 }
 
+/* The helper's mode: every call real; the first of each of the helper's
+ * steps carries the mini-batches it made DDP skip (counted, flagged). */
+static enum ccs_coalesce_action helper_decide(struct ccs_coal_id *id)
+{
+    uint32_t gen, skipped;
+    ccs_coalesce_helper_step(&gen, &skipped);
+    if (id->helper_gen == gen || !skipped)
+        return CCS_COALESCE_PASS;
+    id->helper_gen = gen;
+    atomic_fetch_add_explicit(&id->helper_avoided, skipped, memory_order_relaxed);
+    atomic_fetch_add_explicit(&id->helper_real, 1, memory_order_relaxed);
+    return CCS_COALESCE_REAL;
+}
+
 enum ccs_coalesce_action ccs_coalesce_decide(struct ccs_coal_id *id)
 {
     atomic_store_explicit(&id->in_step, atomic_load_explicit(&id->in_step, memory_order_relaxed) + 1,
                           memory_order_relaxed);
+    if (atomic_load_explicit(&ccs_coalesce_helper_on, memory_order_relaxed))
+        return helper_decide(id);
     uint32_t period = atomic_load_explicit(&id->period, memory_order_relaxed);
     if (period < 2)
         return CCS_COALESCE_PASS;

@@ -87,6 +87,10 @@ CCS_HIDDEN void ccs_boundary_leave(void);
  * communicators into COMMS (CCS_BOUNDARY_COMMS entries), their number into *N. */
 CCS_HIDDEN uint32_t ccs_boundary_get(uint64_t *comms, uint32_t *n);
 
+/* The units of work (backward passes) a language helper counted in this
+ * step (ccshim_step_units) and in the last one; 0 when none counts them. */
+CCS_HIDDEN void ccs_step_units(uint32_t *now, uint32_t *prev);
+
 /* ------------------------------------------------------------- verdicts */
 
 /* Desync counts here every verdict of class MISMATCH, DESYNC or DEAD it

@@ -354,9 +354,23 @@ uint64_t ccshim_step_collectives(void)
     return now > then ? now - then : 0;
 }
 
+/* Units of work in this step and the last (backward passes, counted by a
+ * language helper): desync's step boundary names them (registry.h). */
+static _Atomic uint32_t units_now, units_prev;
+
+void ccshim_step_units(uint32_t n) { atomic_store_explicit(&units_now, n, memory_order_relaxed); }
+
+void ccs_step_units(uint32_t *now, uint32_t *prev)
+{
+    *now = atomic_load_explicit(&units_now, memory_order_relaxed);
+    *prev = atomic_load_explicit(&units_prev, memory_order_relaxed);
+}
+
 uint64_t ccshim_step_mark(void)
 {
     atomic_store(&collectives_at_mark, collectives_so_far());
+    atomic_store_explicit(&units_prev, atomic_exchange_explicit(&units_now, 0, memory_order_relaxed),
+                          memory_order_relaxed);
     uint64_t s = atomic_fetch_add(&ccs_step, 1) + 1;
     ccs_record_mark(CCS_KIND_STEP, (uint32_t)s);
     ccs_features_step(s); /* e.g. coalescing's verification and learning */

@@ -473,6 +473,7 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
     uint32_t nb = 0;
     st->boundary = ccs_boundary_get(bcomm, &nb);
     st->step = ccs_step_now();
+    ccs_step_units(&st->units, &st->units_prev);
     fold_all(now);
     scan_inflight(now);
     for (int i = 0; i < MAX_TRACKED; i++)

@@ -115,6 +115,7 @@ struct ccs_dsx_status {
     uint32_t ncomm;
     uint32_t step;     /* the rank's step (ccshim_step_current) */
     uint32_t boundary; /* waiting at the end of step BOUNDARY - 1 (coalescing's completion), 0 = not */
+    uint32_t units, units_prev; /* backward passes in STEP and in STEP - 1 (torch helper; 0 = not counted) */
     uint32_t pad;
     char host[CCS_DSX_HOST];
     struct ccs_dsx_comm comm[CCS_DSX_MAXCOMM];

@@ -815,9 +815,23 @@ static long calls_in_step(const struct ccs_dsx_comm *e, uint32_t s)
     return n;
 }
 
-/* "all-reduces" for a count of calls of KIND (CCS_KIND_MAX: mixed). */
+/* ST's backward passes in step S as the torch helper counted them, -1 when
+ * not known. */
+static long units_in_step(const struct ccs_dsx_status *st, uint32_t s)
+{
+    if (st->step == s && st->units)
+        return st->units;
+    if (st->step == s + 1 && st->units_prev)
+        return st->units_prev;
+    return -1;
+}
+
+/* "all-reduces" for a count of calls of KIND (CCS_KIND_MAX: mixed;
+ * CCS_KIND_MAX + 1: the helper's backward passes). */
 static const char *calls_word(unsigned kind, long n)
 {
+    if (kind == CCS_KIND_MAX + 1)
+        return n == 1 ? "backward pass" : "backward passes";
     if (kind == CCS_KIND_ALLREDUCE)
         return n == 1 ? "all-reduce" : "all-reduces";
     return n == 1 ? "collective" : "collectives";
@@ -831,6 +845,7 @@ struct bnd {
     uint32_t s;
     uint64_t min_issued; /* lowest issued seq of the members at the boundary */
     int passed, waits, gone, dead, differ;
+    int units; /* the counts are the helper's backward passes (it skipped DDP's reductions) */
     uint32_t passed_to; /* the furthest step a member went on to */
 };
 
@@ -840,14 +855,17 @@ static void boundary_classify(struct ctx *c, struct grp *g, struct bnd *b)
     for (size_t i = g->lo; i < g->hi; i++) {
         const struct ent *m = &c->ents[i];
         uint32_t ms;
-        if (at_boundary(c, m, &ms) && ms == b->s && m->e->issued < b->min_issued)
-            b->min_issued = m->e->issued;
+        if (at_boundary(c, m, &ms) && ms == b->s) {
+            if (m->e->issued < b->min_issued)
+                b->min_issued = m->e->issued;
+            b->units |= units_in_step(c->v->st[m->wrank], b->s) > 0;
+        }
     }
     for (size_t i = g->lo, k = 0; i < g->hi; i++, k++) {
         const struct ent *m = &c->ents[i];
         const struct ccs_dsx_status *st = c->v->st[m->wrank];
         uint32_t ms = 0;
-        b->count[k] = calls_in_step(m->e, b->s);
+        b->count[k] = b->units ? units_in_step(st, b->s) : calls_in_step(m->e, b->s);
         if (gone_for(c, m)) {
             b->what[k] = B_GONE;
             b->gone++;
@@ -913,7 +931,7 @@ static void boundary_line(struct ctx *c, struct grp *g, const struct bnd *b, str
         if (b->what[k] == B_AT) {
             nat++;
             first_at = first_at ? first_at : m;
-            kind = m->e->step_now == b->s ? m->e->step_kind : m->e->prev_kind;
+            kind = b->units ? CCS_KIND_MAX + 1 : m->e->step_now == b->s ? m->e->step_kind : m->e->prev_kind;
         }
         if (b->count[k] >= 0 && b->count[k] != mode && (oddc < 0 || b->count[k] == oddc)) {
             oddc = b->count[k];
@@ -931,7 +949,9 @@ static void boundary_line(struct ctx *c, struct grp *g, const struct bnd *b, str
         for (size_t i = g->lo, k = 0; i < g->hi; i++, k++)
             if (b->what[k] == B_AT)
                 odd[nodd++] = c->ents[i].wrank;
-        oddc = first_at ? calls_in_step(first_at->e, b->s) : -1;
+        oddc = !first_at ? -1
+               : b->units ? units_in_step(c->v->st[first_at->wrank], b->s)
+                          : calls_in_step(first_at->e, b->s);
         odd_at = 1;
     }
     ranks_of(odd, nodd, ro, sizeof ro);

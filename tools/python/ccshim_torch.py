@@ -43,6 +43,7 @@ Never breaks the job: without the library or its symbols, one warning line
 and the job runs unchanged.
 """
 import ctypes
+import ccshim_ddpsync
 import ccshim_imports
 import sys
 import types
@@ -102,7 +103,12 @@ def _functions():
                                 ("ccshim_step_collectives", ctypes.c_uint64, []),
                                 ("ccshim_coalesce_pending", ctypes.c_uint64, []),
                                 ("ccshim_coalesce_complete", ctypes.c_int64, [ctypes.c_int]),
-                                ("ccshim_coalesce_boundary", ctypes.c_int, [])):
+                                ("ccshim_coalesce_boundary", ctypes.c_int, []),
+                                ("ccshim_coalesce_period", ctypes.c_uint32, []),
+                                ("ccshim_coalesce_helper", ctypes.c_int, [ctypes.c_int]),
+                                ("ccshim_coalesce_helper_skipped", None, [ctypes.c_uint32]),
+                                ("ccshim_step_units", None, [ctypes.c_uint32]),
+                                ("ccshim_step_boundary", ctypes.c_int, [ctypes.c_uint32])):
             try:
                 fn = getattr(handle, name)
             except (AttributeError, TypeError):
@@ -201,6 +207,40 @@ def _average_grads(group, params):
     return n, world
 
 
+def _repair_skipped(lib, step, where):
+    """DDP models whose last backward of the step skipped its
+    synchronisation (ccshim_ddpsync): their .grad holds this rank's sums.
+    The ranks agree that they ended the step alike, then the gradients are
+    averaged (the synchronised value) and the models go back to ccshim's
+    all-reduce-level coalescing."""
+    models = ccshim_ddpsync.unreduced(list(_ddps))
+    if not models:
+        return
+    units = ccshim_ddpsync.units()
+    boundary = lib.get("ccshim_step_boundary")
+    if boundary is not None and boundary(units) != 0:
+        _warn("error: step %d: DDP's gradients are not synchronised before %s (the step ended after %d "
+              "backward pass(es), not the agreed number) and the ranks did not end the step alike (see "
+              "ccshim's DESYNC)" % (step, where, units))
+        raise RuntimeError("ccshim: step %d: the ranks made different numbers of backward passes in this "
+                           "step (desynchronised, see the DESYNC line); this rank's gradients were not "
+                           "synchronised, so the optimizer step cannot run" % step)
+    count = 0
+    world = 1
+    for ddp in models:
+        group = getattr(ddp, "process_group", None)
+        params = [p for n, p in ddp.module.named_parameters()
+                  if p.requires_grad and n not in set(getattr(ddp, "parameters_to_ignore", ()) or ())]
+        try:
+            k, world = _average_grads(group, params)
+        except _CollectiveFailed as e:
+            raise e.args[0]
+        count += k
+    ccshim_ddpsync.repaired(models, "step %d ended after %d backward pass(es)" % (step, units))
+    _warn("step %d: DDP skipped the synchronisation of the step's last backward pass before %s: "
+          "averaged the gradients of %d parameter(s) over %d rank(s)" % (step, where, count, world))
+
+
 def repair(where="the optimizer step"):
     """Completes deferred all-reduces still pending on this rank (a no-op
     when none).  Collective when something is pending: every rank calls it
@@ -211,8 +251,9 @@ def repair(where="the optimizer step"):
     complete = lib.get("ccshim_coalesce_complete")
     if pending is None or complete is None:
         return 0
-    n = pending()
     step = lib["ccshim_step_current"]() if "ccshim_step_current" in lib else 0
+    _repair_skipped(lib, step, where)
+    n = pending()
     if n == 0:
         unreached = _ddp_params(only_unreached=True) if _coalescing() else []
         if unreached:
@@ -302,6 +343,8 @@ def before_step(optimizer):
     mark()
     _marked = True
     _stepped = weakref.WeakSet([optimizer])
+    if _coalescing():
+        ccshim_ddpsync.step_ended(list(_ddps))
 
 
 def _repairing_closure(closure):
@@ -411,6 +454,8 @@ def _hook_ddp(mod):
 
     cls.__init__ = __init__
     cls._ccshim_wrapped = True
+    if _coalescing() and "ccshim_coalesce_helper" in _functions():
+        ccshim_ddpsync.wrap(cls, _functions, _warn)
 
 
 def _hook_scaler(mod):

@@ -1,0 +1,187 @@
+"""ccshim_ddpsync - coalescing as DDP's own no_sync(), without code changes.
+
+Under `ccshim-run --torch --coalesce auto` (or every:N) ccshim first
+coalesces at the level of the all-reduce: it learns that each gradient
+bucket is reduced N times per optimizer step, agrees N across the ranks,
+and answers N-1 of them locally.  DDP still copies every bucket, runs its
+communication hook and copies back after every backward pass.  Once that
+pattern is agreed (ccshim_coalesce_period() == N, and this model made N
+synchronising forwards in each of the last two steps), this module makes
+DDP itself skip the synchronisation for all but the N-th backward of each
+step, the way no_sync() does: before each grad-enabled forward of the step
+it clears the model's require_backward_grad_sync (restored right after the
+forward, which is where DDP reads it), and leaves it set for the N-th.  DDP
+then reduces once per step, from the gradients accumulated locally: the
+result of the per-mini-batch reductions (docs/coalescing.md proves it), and
+exactly what no_sync() gives.
+
+Exactness rules:
+- A step whose last backward did not synchronise (fewer forwards than N: a
+  short last batch; or more: the extra ones skip too) leaves local sums in
+  .grad.  Before the optimizer step (ccshim_torch.repair) the ranks first
+  agree that they ended the step alike (ccshim_step_boundary, with the
+  number of backward passes: a rank that skipped a mini-batch is a DESYNC
+  naming both counts), then the model's .grad is averaged over its process
+  group (the mean of the local sums is the synchronised value), and the
+  model goes back to ccshim's own coalescing, which learns the pattern again.
+- Forwards the job itself runs under no_sync() (gradient accumulation, as
+  accelerate does) are left alone and not counted.
+- Models this cannot see through are left to ccshim's all-reduce-level
+  coalescing: static_graph=True (DDP's static graph does not support
+  no_sync), DDP without a process group, several models with different N.
+
+ccshim counts the avoided reductions in its closing line (second clause:
+"avoided by the torch helper") and flags the one real reduction per bucket
+and step that carries them (`coalesced` in the traces).
+"""
+import sys
+import weakref
+
+__all__ = ["wrap", "unreduced", "repaired", "step_ended", "units"]
+
+
+class _State(object):
+    __slots__ = ("fw", "skipped", "synced_last", "K", "hist", "user_nosync")
+
+    def __init__(self):
+        self.fw = 0  # forwards of this step that would synchronise
+        self.skipped = 0  # of them, made to skip
+        self.synced_last = True  # the newest counted forward synchronised
+        self.K = 0  # engaged: synchronise at the K-th forward only
+        self.hist = []  # forwards of the last two steps
+        self.user_nosync = False  # the job ran forwards under its own no_sync()
+
+
+_states = weakref.WeakKeyDictionary()
+_lib = None
+_warn = None
+_units = 0  # grad-enabled, synchronising forwards of every model this step
+_engaged = False
+
+
+def _state(model):
+    st = _states.get(model)
+    if st is None:
+        st = _State()
+        _states[model] = st
+    return st
+
+
+def _eligible(model):
+    return not getattr(model, "static_graph", False) and getattr(model, "process_group", None) is not None
+
+
+def wrap(cls, functions, warn):
+    """Wraps CLS.forward (DistributedDataParallel).  FUNCTIONS() returns
+    ccshim's functions by name, WARN(msg, once=None) logs."""
+    global _lib, _warn
+    _lib, _warn = functions, warn
+    if "_ccshim_forward" in cls.__dict__:
+        return
+    orig = cls.forward
+
+    def forward(self, *args, **kwargs):
+        global _units
+        try:
+            import torch
+            counted = torch.is_grad_enabled()
+        except Exception:
+            counted = False
+        if not counted or not _lib().get("ccshim_step_units"):
+            return orig(self, *args, **kwargs)
+        st = _state(self)
+        if not self.require_backward_grad_sync:
+            st.user_nosync = True
+            return orig(self, *args, **kwargs)
+        st.fw += 1
+        _units += 1
+        _lib()["ccshim_step_units"](_units)
+        if st.K and st.fw != st.K:
+            # Not the step's N-th backward: DDP accumulates locally.
+            st.skipped += 1
+            st.synced_last = False
+            self.require_backward_grad_sync = False
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                self.require_backward_grad_sync = True
+        if st.K:
+            skipped = _lib().get("ccshim_coalesce_helper_skipped")
+            if skipped is not None:
+                skipped(st.skipped)
+        st.synced_last = True
+        return orig(self, *args, **kwargs)
+
+    cls.forward = forward
+    cls._ccshim_forward = True
+
+
+def units():
+    """This step's synchronising forwards, over every model."""
+    return _units
+
+
+def unreduced(models):
+    """The models of MODELS whose .grad holds local sums (the step's last
+    counted forward skipped its synchronisation)."""
+    if _lib is None:
+        return []
+    return [m for m in models if m in _states and _states[m].K and not _states[m].synced_last]
+
+
+def repaired(models, why):
+    """MODELS' gradients were averaged: they go back to ccshim's coalescing."""
+    global _engaged
+    for m in models:
+        st = _states.get(m)
+        if st is not None:
+            st.synced_last = True
+            st.K = 0
+            st.hist = []
+    if _engaged and not any(st.K for st in _states.values()):
+        _engaged = False
+        helper = _lib().get("ccshim_coalesce_helper")
+        if helper is not None:
+            helper(0)
+        _warn("step pattern broken (%s): DDP synchronises every backward again until ccshim "
+              "has learned it anew" % why, once="ddpsync-off")
+
+
+def step_ended(models):
+    """After the step's marker: counts kept, and the models whose pattern
+    ccshim agreed on skip DDP's synchronisation from the next step."""
+    global _units, _engaged
+    _units = 0
+    if _lib is None:
+        return
+    lib = _lib()
+    period = lib.get("ccshim_coalesce_period")
+    helper = lib.get("ccshim_coalesce_helper")
+    n = period() if period is not None and helper is not None else 0
+    for m in models:
+        st = _states.get(m)
+        if st is None:
+            continue
+        st.hist = (st.hist + [st.fw])[-2:]
+        if st.K and st.fw != st.K:
+            # A different number of forwards with every one synchronised (the
+            # N-th did, the rest were gradients the repair averaged): learn again.
+            st.K = 0
+        if (not st.K and n >= 2 and st.hist == [n, n] and not st.user_nosync and _eligible(m)):
+            st.K = n
+        st.fw = 0
+        st.skipped = 0
+        st.synced_last = True
+        st.user_nosync = False
+    want = any(st.K for st in _states.values())
+    if want and not _engaged:
+        if helper(1) == 0:
+            _engaged = True
+            _warn("DDP now synchronises once per step (at the %d-th backward), as under no_sync(): "
+                  "ccshim agreed the pattern on every rank" % n, once="ddpsync-on")
+        else:
+            for st in _states.values():
+                st.K = 0
+    elif not want and _engaged:
+        _engaged = False
+        helper(0)
