@@ -43,17 +43,17 @@ static int wrank, wsize, asize;
 static int color, lr, nl, nr; /* group (0 = A), local rank, local size, remote size */
 static int bad;
 static FILE *out;
-static char *guard; /* an inaccessible page */
+static char *guard;         /* an inaccessible page */
 static MPI_Datatype poison; /* the decoy */
-static const char *tag; /* "inter" or "dup" */
+static const char *tag;     /* "inter" or "dup" */
 
-#define CHECK(call)                                                                                          \
-    do {                                                                                                     \
-        int rc_ = (call);                                                                                    \
-        if (rc_ != MPI_SUCCESS) {                                                                            \
-            fprintf(stderr, "rank %d: %s failed (%d) at line %d\n", wrank, #call, rc_, __LINE__);           \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                                                    \
-        }                                                                                                    \
+#define CHECK(call)                                                                                                \
+    do {                                                                                                           \
+        int rc_ = (call);                                                                                          \
+        if (rc_ != MPI_SUCCESS) {                                                                                  \
+            fprintf(stderr, "rank %d: %s failed (%d) at line %d\n", wrank, #call, rc_, __LINE__);                  \
+            MPI_Abort(MPI_COMM_WORLD, 2);                                                                          \
+        }                                                                                                          \
     } while (0)
 
 static void expect(const char *kind, const char *flags, int root, long count, const char *dtype, long bytes)
@@ -84,15 +84,30 @@ static void *tail(size_t n)
     }
     return p + span - n;
 }
-static int *ints(int n) { return tail((size_t)n * sizeof(int)); }
-static MPI_Datatype *types(int n) { return tail((size_t)n * sizeof(MPI_Datatype)); }
+static int *ints(int n)
+{
+    return tail((size_t)n * sizeof(int));
+}
+static MPI_Datatype *types(int n)
+{
+    return tail((size_t)n * sizeof(MPI_Datatype));
+}
 
 /* World rank of the remote group's member J, of the local group's member J. */
-static int remote_world(int j) { return color == 0 ? asize + j : j; }
-static int local_world(int j) { return color == 0 ? j : asize + j; }
+static int remote_world(int j)
+{
+    return color == 0 ? asize + j : j;
+}
+static int local_world(int j)
+{
+    return color == 0 ? j : asize + j;
+}
 
 /* The value world rank W sends to peer P (a local rank in the other group), element K. */
-static int val(int w, int p, int k) { return w * 1000 + p * 100 + k + 1; }
+static int val(int w, int p, int k)
+{
+    return w * 1000 + p * 100 + k + 1;
+}
 
 static uint64_t fnv(const void *p, size_t n)
 {
@@ -122,12 +137,18 @@ static void finish(MPI_Request *q, int nb)
         CHECK(MPI_Wait(q, MPI_STATUS_IGNORE));
 }
 
-static const char *flag(int nb) { return nb ? "nonblocking" : "-"; }
+static const char *flag(int nb)
+{
+    return nb ? "nonblocking" : "-";
+}
 
 /* ------------------------------------------------------------ the cases */
 
 /* The root of a rooted case: local rank RL of group RG; what this rank passes. */
-static int root_arg(int rg, int rl) { return color == rg ? (lr == rl ? MPI_ROOT : MPI_PROC_NULL) : rl; }
+static int root_arg(int rg, int rl)
+{
+    return color == rg ? (lr == rl ? MPI_ROOT : MPI_PROC_NULL) : rl;
+}
 
 static void c_bcast(MPI_Comm c, int nb, int rg)
 {
@@ -229,7 +250,10 @@ static void c_scatter(MPI_Comm c, int nb, int rg)
 
 /* The v cases: member P of a group contributes vcount(P) elements (0 for
  * some), placed in reverse order of rank in the vector. */
-static int vcount(int p) { return (p + 2) % 3; }
+static int vcount(int p)
+{
+    return (p + 2) % 3;
+}
 
 static void c_gatherv(MPI_Comm c, int nb, int rg)
 {
@@ -349,7 +373,10 @@ static void c_alltoall(MPI_Comm c, int nb)
 
 /* Alltoallv/w: sender S (local rank in its group) sends pcount(S, R) to
  * receiver R (local rank in the other group). */
-static int pcount(int s, int r) { return (s + 2 * r) % 4; }
+static int pcount(int s, int r)
+{
+    return (s + 2 * r) % 4;
+}
 
 static void c_alltoallv(MPI_Comm c, int nb)
 {
