@@ -163,7 +163,7 @@ CCS_INLINE struct ccs_record *describe_red_root(unsigned kind, unsigned flags, c
 /* Reduce_scatter: recvcounts are the same on every member, so the whole
  * vector agrees.  Its length is the local group's size, on an
  * intercommunicator too (each group scatters the other's result among its
- * own members: MPI 4.0, 6.10.1). */
+ * own members: MPI 4.0, 6.10). */
 CCS_INLINE struct ccs_record *describe_red_v(unsigned kind, unsigned flags, const void *sb, void *rb,
                                              const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm, void *ra)
 {
