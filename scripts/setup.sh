@@ -7,7 +7,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CCSHIM_BUILD:-$top/_build}
 pkgs=(build-essential autoconf automake libtool pkg-config make gawk
-      libopenmpi-dev openmpi-bin check libunwind-dev libdw-dev libsodium-dev libopenblas-dev
+      libopenmpi-dev openmpi-bin valgrind check libunwind-dev libdw-dev libsodium-dev libopenblas-dev
       python3 python3-torch python3-mpi4py binutils clang chromium)
 if [ "${CCSHIM_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
     missing=()

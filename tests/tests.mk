@@ -14,4 +14,6 @@ include tests/coalesce/coalesce-tests.mk
 include tests/torch/torch-tests.mk
 include tests/gpu/gpu.mk
 include tests/mpi-legal/mpi-legal.mk
+include tests/mpi-inter/mpi-inter.mk
+include tests/memcheck/memcheck.mk
 include tests/pysites/pysites.mk

@@ -45,6 +45,12 @@ struct ccs_comm *ccs_comm_lookup(int backend, uintptr_t handle)
 struct ccs_comm *ccs_comm_register(int backend, uintptr_t handle, uint64_t id, uint64_t parent, int rank, int size,
                                    int how, int color)
 {
+    return ccs_comm_register_inter(backend, handle, id, parent, rank, size, 0, how, color);
+}
+
+struct ccs_comm *ccs_comm_register_inter(int backend, uintptr_t handle, uint64_t id, uint64_t parent, int rank,
+                                         int size, int remote_size, int how, int color)
+{
     struct ccs_comm *c = NULL;
     if (handle <= TOMBSTONE)
         return NULL;
@@ -78,7 +84,8 @@ struct ccs_comm *ccs_comm_register(int backend, uintptr_t handle, uint64_t id, u
     c->how = (uint16_t)how;
     c->color = color;
     c->t_created = ccs_ticks();
-    c->agreed = 1;
+    c->remote_size = remote_size > 0 ? remote_size : 0;
+    c->agreed = c->remote_size == 0;
     c->nonblocking = 0;
     c->feature[0] = c->feature[1] = NULL;
     atomic_store_explicit(&c->seq, 0, memory_order_relaxed);
@@ -135,10 +142,15 @@ uint64_t ccs_comm_child_id(struct ccs_comm *parent, int how, int64_t discriminat
 
 struct ccs_comm *ccs_comm_adopt(int backend, uintptr_t handle, int rank, int size)
 {
+    return ccs_comm_adopt_inter(backend, handle, rank, size, 0);
+}
+
+struct ccs_comm *ccs_comm_adopt_inter(int backend, uintptr_t handle, int rank, int size, int remote_size)
+{
     uint64_t n = atomic_fetch_add(&adopted, 1);
     uint64_t id = ccs_hash_mix(ccs_hash_bytes(ccs_hostname(), strlen(ccs_hostname()), (uint64_t)ccs_world_rank()),
                                0xadull << 32 | n);
-    struct ccs_comm *c = ccs_comm_register(backend, handle, id | 1, 0, rank, size, 0, -1);
+    struct ccs_comm *c = ccs_comm_register_inter(backend, handle, id | 1, 0, rank, size, remote_size, 0, -1);
     if (c) {
         c->agreed = 0;
         ccs_log_once(&adopt_logged, CCS_LOG_INFO,

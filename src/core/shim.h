@@ -103,6 +103,8 @@ struct ccs_comm {
     _Atomic uint64_t p2p;     /* point-to-point calls so far */
     _Atomic uint64_t children;/* communicators created from this one so far */
     int agreed;               /* 1 when every member derives the same id */
+    int32_t remote_size;      /* MPI intercommunicator: the remote group's size (the length of
+                                 its collectives' per-peer arrays); 0 for any other */
     uint8_t nonblocking;      /* NCCL: made with config.blocking = 0 (or split from one) */
     void *feature[2];         /* per-communicator state of later features */
 };
@@ -121,6 +123,12 @@ CCS_HIDDEN struct ccs_comm *ccs_comm_lookup(int backend, uintptr_t handle);
  * forwarded unrecorded). */
 CCS_HIDDEN struct ccs_comm *ccs_comm_register(int backend, uintptr_t handle, uint64_t id, uint64_t parent,
                                               int rank, int size, int how, int color);
+/* The same for an MPI intercommunicator whose remote group has REMOTE_SIZE
+ * (> 0) members, set before the entry is published; an intercommunicator
+ * is never agreed (its calls are counted, not compared).  REMOTE_SIZE 0 is
+ * ccs_comm_register. */
+CCS_HIDDEN struct ccs_comm *ccs_comm_register_inter(int backend, uintptr_t handle, uint64_t id, uint64_t parent,
+                                                    int rank, int size, int remote_size, int how, int color);
 
 /* Sets the rank and size of C once known (a communicator registered before
  * it was ready: nonblocking, or created inside a group).  Slow path. */
@@ -135,6 +143,8 @@ CCS_HIDDEN uint64_t ccs_comm_child_id(struct ccs_comm *parent, int how, int64_t 
 /* For a handle the shim never saw created: registers it with a local-only
  * identity (agreed = 0) and logs that once.  Slow path. */
 CCS_HIDDEN struct ccs_comm *ccs_comm_adopt(int backend, uintptr_t handle, int rank, int size);
+/* The same for an MPI intercommunicator (REMOTE_SIZE as above). */
+CCS_HIDDEN struct ccs_comm *ccs_comm_adopt_inter(int backend, uintptr_t handle, int rank, int size, int remote_size);
 
 /* Visits every live entry (for the writer and the features). */
 CCS_HIDDEN void ccs_comm_foreach(void (*fn)(struct ccs_comm *, void *), void *arg);

@@ -61,7 +61,9 @@ int ccs_coalesce_mpi_allreduce(const void *sb, void *rb, int n, MPI_Datatype dt,
     if (!ccs_coalesce_eligible(o, dtype, bytes) || !rb || !ccs_coalesce_site_ok(ra))
         return 0;
     struct ccs_comm *c = ccs_mpi_comm(comm);
-    if (!c || c->size < 1)
+    /* Not on an intercommunicator: each group receives the other group's
+     * reduction, which no local arithmetic stands in for. */
+    if (!c || c->size < 1 || c->remote_size > 0)
         return 0;
     const void *in = sb == MPI_IN_PLACE ? rb : sb;
     struct ccs_coal_id *id = ccs_coalesce_identity(c->id, (uintptr_t)comm, c->size, in, rb, (uint64_t)n, dtype, o,

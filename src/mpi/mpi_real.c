@@ -140,6 +140,15 @@ uint64_t ccs_mpi_bytes_slow(int64_t count, MPI_Datatype dt)
 
 __thread struct ccs_comm *ccs_mpi_last_comm __attribute__((tls_model("initial-exec")));
 
+int ccs_mpi_remote_size(MPI_Comm comm)
+{
+    int inter = 0, rsize = 0;
+    if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || !inter ||
+        PMPI_Comm_remote_size(comm, &rsize) != MPI_SUCCESS || rsize < 1)
+        return 0;
+    return rsize;
+}
+
 struct ccs_comm *ccs_mpi_comm_slow(MPI_Comm comm)
 {
     struct ccs_comm *c = ccs_comm_lookup(CCS_BE_MPI, (uintptr_t)comm);
@@ -155,5 +164,5 @@ struct ccs_comm *ccs_mpi_comm_slow(MPI_Comm comm)
         return NULL;
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &size);
-    return ccs_comm_adopt(CCS_BE_MPI, (uintptr_t)comm, rank, size);
+    return ccs_comm_adopt_inter(CCS_BE_MPI, (uintptr_t)comm, rank, size, ccs_mpi_remote_size(comm));
 }

@@ -38,7 +38,8 @@ static struct ccs_comm *register_comm(MPI_Comm comm, uint64_t id, uint64_t paren
     int rank = -1, size = -1;
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &size);
-    return ccs_comm_register(CCS_BE_MPI, (uintptr_t)comm, id, parent, rank, size, how, color);
+    return ccs_comm_register_inter(CCS_BE_MPI, (uintptr_t)comm, id, parent, rank, size, ccs_mpi_remote_size(comm),
+                                   how, color);
 }
 
 static void after_init(void)
@@ -163,9 +164,10 @@ static int w_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *req, void 
          * its group is the parent's, so the parent names its leader. */
         int leader = leader_world_rank(comm);
         uint64_t id = ccs_comm_child_id(p, CCS_KIND_COMM_DUP, (int64_t)(((uint64_t)UINT32_MAX << 32) | (uint32_t)leader));
-        struct ccs_comm *c = *newcomm != MPI_COMM_NULL ? ccs_comm_register(CCS_BE_MPI, (uintptr_t)*newcomm, id, p->id,
-                                                                           p->rank, p->size, CCS_KIND_COMM_DUP, -1)
-                                                       : NULL;
+        struct ccs_comm *c = *newcomm != MPI_COMM_NULL
+                                 ? ccs_comm_register_inter(CCS_BE_MPI, (uintptr_t)*newcomm, id, p->id, p->rank,
+                                                           p->size, p->remote_size, CCS_KIND_COMM_DUP, -1)
+                                 : NULL;
         if (c && !p->agreed)
             c->agreed = 0;
     }

@@ -153,6 +153,23 @@ static inline struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
     return CCS_LIKELY(c != NULL) ? c : ccs_mpi_comm_slow(comm);
 }
 
+/* The remote group's size when COMM is an intercommunicator, else 0 (two
+ * PMPI queries: at registration only, kept in the entry's remote_size). */
+CCS_HIDDEN int ccs_mpi_remote_size(MPI_Comm comm);
+
+/* The length of C's per-peer arrays in a collective (the counts,
+ * displacements and datatypes of the v and w variants, the peers of an
+ * alltoall): the remote group's size on an intercommunicator, the size
+ * otherwise (MPI 4.0, chapter 6, each call's definition; reduce_scatter's
+ * recvcounts are the exception: the local group's size on both); 0 when
+ * not known. */
+static inline int ccs_mpi_peers(const struct ccs_comm *c)
+{
+    if (!c)
+        return 0;
+    return c->remote_size > 0 ? c->remote_size : c->size > 0 ? c->size : 0;
+}
+
 /* The type signature of COUNT elements of DT, in the form the fingerprints
  * compare (docs/desync.md, "What must agree"):
  *   - one basic type: DTYPE is it, COUNT the number of elements, SIG 0;

@@ -88,35 +88,43 @@ static inline uint64_t nbytes(int64_t count, MPI_Datatype dt)
     return ccs_mpi_bytes(count, dt, ccs_mpi_dtype(dt));
 }
 
-/* Sum of COUNTS over the members of C (v-variants). */
-static uint64_t sum_counts(const struct ccs_comm *c, const int *counts)
+/* Sum of the N entries of COUNTS (v-variants; N from ccs_mpi_peers, or the
+ * size for reduce_scatter). */
+static uint64_t sum_counts(int n, const int *counts)
 {
     uint64_t s = 0;
-    if (!c || !counts || c->size <= 0)
+    if (!counts || n <= 0)
         return 0;
-    for (int i = 0; i < c->size; i++)
+    for (int i = 0; i < n; i++)
         s += counts[i] > 0 ? (uint64_t)counts[i] : 0;
     return s;
 }
 
-/* Bytes this rank receives in an alltoallw (one datatype per peer). */
-static uint64_t recv_bytes_w(const struct ccs_comm *c, const int *counts, const MPI_Datatype *types)
+/* Bytes this rank receives in an alltoallw (one datatype per peer, N peers). */
+static uint64_t recv_bytes_w(int n, const int *counts, const MPI_Datatype *types)
 {
     uint64_t b = 0;
-    if (!c || !counts || !types || c->size <= 0)
+    if (!counts || !types || n <= 0)
         return 0;
-    for (int i = 0; i < c->size; i++)
-        b += nbytes(counts[i], types[i]);
+    for (int i = 0; i < n; i++)
+        if (counts[i] > 0)
+            b += nbytes(counts[i], types[i]);
     return b;
 }
+
+/* The roots of an intercommunicator's rooted collectives (MPI 4.0, 6.2.2):
+ * in the root's group the root passes MPI_ROOT and the others MPI_PROC_NULL;
+ * the other group passes the root's rank.  Both values are erroneous on an
+ * intracommunicator, so the test needs no look at the communicator.  At
+ * MPI_PROC_NULL every argument but the communicator is ignored (no datatype
+ * of it is looked at: it may be any value); at MPI_ROOT the arguments of the
+ * side that does not move data are. */
+#define ROOT_IGNORED(root) CCS_UNLIKELY((root) == MPI_PROC_NULL)
+#define ROOT_INTER(root) CCS_UNLIKELY((root) == MPI_ROOT)
 
 static inline int my_rank(const struct ccs_comm *c)
 {
     return c ? c->rank : 0;
-}
-static inline int comm_size(const struct ccs_comm *c)
-{
-    return c ? c->size : 1;
 }
 
 /* ------------------------------------------------------ shapes: describe */
@@ -143,19 +151,25 @@ CCS_INLINE struct ccs_record *describe_red(unsigned kind, unsigned flags, const 
 CCS_INLINE struct ccs_record *describe_red_root(unsigned kind, unsigned flags, const void *sb, void *rb, int n,
                                                 MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, void *ra)
 {
+    if (ROOT_IGNORED(root))
+        return record_begin_n(comm, kind, flags, 0, MPI_DATATYPE_NULL, CCS_OP_NONE, root, NULL, ra);
+    if (ROOT_INTER(root)) /* the send buffer is ignored */
+        return record_begin_n(comm, kind, flags, n, dt, ccs_mpi_op(op), root, rb, ra);
     return record_begin_n(comm, kind, INPLACE(sb) | flags, n, dt, ccs_mpi_op(op), root, rb, ra);
 }
 
 #define MPI_SHAPE_red_v_PARAMS const void *sb, void *rb, const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm
 #define MPI_SHAPE_red_v_ARGS sb, rb, rc, dt, op, comm
 /* Reduce_scatter: recvcounts are the same on every member, so the whole
- * vector agrees. */
+ * vector agrees.  Its length is the local group's size, on an
+ * intercommunicator too (each group scatters the other's result among its
+ * own members: MPI 4.0, 6.10). */
 CCS_INLINE struct ccs_record *describe_red_v(unsigned kind, unsigned flags, const void *sb, void *rb,
                                              const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm, void *ra)
 {
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     struct ccs_mpi_sig s;
-    ccs_mpi_sig((int64_t)sum_counts(cm, rc), dt, &s);
+    ccs_mpi_sig((int64_t)sum_counts(cm ? cm->size : 0, rc), dt, &s);
     return record_begin_sig(cm, kind, INPLACE(sb) | flags, &s, ccs_mpi_op(op), -1, rb, s.bytes, ra);
 }
 
@@ -164,6 +178,8 @@ CCS_INLINE struct ccs_record *describe_red_v(unsigned kind, unsigned flags, cons
 CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, unsigned flags, void *buf, int n, MPI_Datatype dt,
                                              int root, MPI_Comm comm, void *ra)
 {
+    if (ROOT_IGNORED(root))
+        return record_begin_n(comm, kind, flags, 0, MPI_DATATYPE_NULL, CCS_OP_NONE, root, NULL, ra);
     return record_begin_n(comm, kind, flags, n, dt, CCS_OP_NONE, root, buf, ra);
 }
 
@@ -183,14 +199,14 @@ CCS_INLINE void contribution(const void *sb, int sc, MPI_Datatype sdt, int rc, M
     const void *sb, int sc, MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm
 #define MPI_SHAPE_coll_ARGS sb, sc, sdt, rb, rc, rdt, comm
 /* Allgather: this rank's contribution; Alltoall: what goes to each peer,
- * the bytes to all of them. */
+ * the bytes to all of them (the remote group on an intercommunicator). */
 CCS_INLINE struct ccs_record *describe_coll(unsigned kind, unsigned flags, const void *sb, int sc, MPI_Datatype sdt,
                                             void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm, void *ra)
 {
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     struct ccs_mpi_sig s;
     contribution(sb, sc, sdt, rc, rdt, &s);
-    uint64_t bytes = kind == CCS_KIND_ALLTOALL ? s.bytes * (uint64_t)comm_size(cm) : s.bytes;
+    uint64_t bytes = kind == CCS_KIND_ALLTOALL ? s.bytes * (uint64_t)ccs_mpi_peers(cm) : s.bytes;
     return record_begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, bytes, ra);
 }
 
@@ -199,12 +215,27 @@ CCS_INLINE struct ccs_record *describe_coll(unsigned kind, unsigned flags, const
 #define MPI_SHAPE_coll_root_ARGS sb, sc, sdt, rb, rc, rdt, root, comm
 /* Gather: this rank's contribution.  Scatter: what this rank receives; at
  * the root with MPI_IN_PLACE the send side describes it (the receive
- * arguments are ignored), so the in-place buffer is the receive one. */
+ * arguments are ignored), so the in-place buffer is the receive one.  On an
+ * intercommunicator the root (MPI_ROOT) contributes nothing: it records one
+ * member's part as its side names it (a gather's receive side, a scatter's
+ * send side) and the bytes of all of them; MPI_PROC_NULL records nothing. */
 CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, unsigned flags, const void *sb, int sc,
                                                  MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root,
                                                  MPI_Comm comm, void *ra)
 {
     struct ccs_mpi_sig s;
+    if (ROOT_IGNORED(root))
+        return record_begin_on(ccs_mpi_comm(comm), kind, flags, 0, MPI_DATATYPE_NULL, CCS_OP_NONE, root, NULL, 0,
+                               ra);
+    if (ROOT_INTER(root)) {
+        struct ccs_comm *cm = ccs_mpi_comm(comm);
+        if (kind == CCS_KIND_SCATTER)
+            ccs_mpi_sig(sc, sdt, &s);
+        else
+            ccs_mpi_sig(rc, rdt, &s);
+        return record_begin_sig(cm, kind, flags, &s, CCS_OP_NONE, root, rb,
+                                s.bytes * (uint64_t)ccs_mpi_peers(cm), ra);
+    }
     const void *in_place_side = sb;
     if (kind == CCS_KIND_SCATTER) {
         in_place_side = rb;
@@ -224,17 +255,20 @@ CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, unsigned flags, 
         MPI_Comm comm
 #define MPI_SHAPE_allgatherv_ARGS sb, sc, sdt, rb, rc, dis, rdt, comm
 /* Every member receives the same whole (its own part included, in place or
- * not); the send arguments are ignored with MPI_IN_PLACE. */
+ * not; on an intercommunicator, the whole of the remote group: recvcounts
+ * has its size); the send arguments are ignored with MPI_IN_PLACE (not
+ * allowed on an intercommunicator: its own count is not looked for there). */
 CCS_INLINE struct ccs_record *describe_allgatherv(unsigned kind, unsigned flags, const void *sb, int sc,
                                                   MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
                                                   MPI_Datatype rdt, MPI_Comm comm, void *ra)
 {
     (void)dis;
     struct ccs_comm *cm = ccs_mpi_comm(comm);
-    int n = sb == MPI_IN_PLACE ? (rc ? rc[my_rank(cm)] : 0) : sc;
+    int peers = ccs_mpi_peers(cm), me = my_rank(cm);
+    int n = sb == MPI_IN_PLACE ? (rc && me >= 0 && me < peers ? rc[me] : 0) : sc;
     MPI_Datatype t = sb == MPI_IN_PLACE ? rdt : sdt;
     struct ccs_mpi_sig s;
-    ccs_mpi_sig((int64_t)sum_counts(cm, rc), rdt, &s);
+    ccs_mpi_sig((int64_t)sum_counts(peers, rc), rdt, &s);
     return record_begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, nbytes(n, t), ra);
 }
 
@@ -242,16 +276,25 @@ CCS_INLINE struct ccs_record *describe_allgatherv(unsigned kind, unsigned flags,
  * This rank's part is N elements of DT, except at the root with
  * MPI_IN_PLACE in IN_PLACE_SIDE (a gather's send buffer, a scatter's
  * receive buffer), where the vector side (COUNTS of VDT) names the basic
- * types, since the other side's arguments are ignored, and no bytes move. */
+ * types, since the other side's arguments are ignored, and no bytes move.
+ * On an intercommunicator the root (MPI_ROOT) moves the whole vector (COUNTS
+ * has the remote group's size; the other side is ignored) and
+ * MPI_PROC_NULL nothing (every argument ignored). */
 CCS_INLINE struct ccs_record *describe_rooted_v(unsigned kind, unsigned flags, const void *in_place_side,
                                                 const int counts[], MPI_Datatype vdt, int n, MPI_Datatype dt,
                                                 int root, void *rb, MPI_Comm comm, void *ra)
 {
     struct ccs_comm *cm = ccs_mpi_comm(comm);
-    int in_place = in_place_side == MPI_IN_PLACE;
     struct ccs_mpi_sig s;
+    if (ROOT_IGNORED(root))
+        return record_begin_on(cm, kind, flags, 0, MPI_DATATYPE_NULL, CCS_OP_NONE, root, NULL, 0, ra);
+    if (ROOT_INTER(root)) {
+        ccs_mpi_sig((int64_t)sum_counts(ccs_mpi_peers(cm), counts), vdt, &s);
+        return record_begin_sig(cm, kind, flags, &s, CCS_OP_NONE, root, rb, s.bytes, ra);
+    }
+    int in_place = in_place_side == MPI_IN_PLACE;
     if (in_place)
-        ccs_mpi_sig((int64_t)sum_counts(cm, counts), vdt, &s);
+        ccs_mpi_sig((int64_t)sum_counts(ccs_mpi_peers(cm), counts), vdt, &s);
     else
         ccs_mpi_sig(n, dt, &s);
     return record_begin_sig(cm, kind, INPLACE(in_place_side) | flags, &s, CCS_OP_NONE, root, rb,
@@ -287,14 +330,15 @@ CCS_INLINE struct ccs_record *describe_scatterv(unsigned kind, unsigned flags, c
         MPI_Datatype rdt, MPI_Comm comm
 #define MPI_SHAPE_alltoallv_ARGS sb, sc, sd, sdt, rb, rc, rd, rdt, comm
 /* Per-peer counts and types may differ on every pair: only the kind
- * agrees; the record shows what this rank receives. */
+ * agrees; the record shows what this rank receives (from each member of the
+ * remote group on an intercommunicator). */
 CCS_INLINE struct ccs_record *describe_alltoallv(unsigned kind, unsigned flags, const void *sb, const int sc[],
                                                  const int sd[], MPI_Datatype sdt, void *rb, const int rc[],
                                                  const int rd[], MPI_Datatype rdt, MPI_Comm comm, void *ra)
 {
     (void)sc, (void)sd, (void)sdt, (void)rd;
     struct ccs_comm *cm = ccs_mpi_comm(comm);
-    uint64_t total = sum_counts(cm, rc);
+    uint64_t total = sum_counts(ccs_mpi_peers(cm), rc);
     return record_begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)total, rdt, CCS_OP_NONE, -1, rb,
                            nbytes((int64_t)total, rdt), ra);
 }
@@ -312,7 +356,7 @@ CCS_INLINE struct ccs_record *describe_alltoallw(unsigned kind, unsigned flags, 
 {
     (void)sc, (void)sd, (void)st, (void)rd;
     struct ccs_comm *cm = ccs_mpi_comm(comm);
-    uint64_t b = recv_bytes_w(cm, rc, rt);
+    uint64_t b = recv_bytes_w(ccs_mpi_peers(cm), rc, rt);
     return record_begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)b, MPI_BYTE, CCS_OP_NONE, -1, rb, b, ra);
 }
 

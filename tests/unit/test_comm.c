@@ -86,6 +86,28 @@ START_TEST(adopted_is_local)
 }
 END_TEST
 
+/* An intercommunicator's entry holds its remote group's size from the
+ * moment it can be found, and is never compared across ranks. */
+START_TEST(intercommunicator_entries)
+{
+    struct ccs_comm *c = ccs_comm_register_inter(CCS_BE_MPI, 0x6660, 77, 0, 1, 3, 2, CCS_KIND_COMM_DUP, -1);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->size, 3);
+    ck_assert_int_eq(c->remote_size, 2);
+    ck_assert_int_eq(c->agreed, 0);
+    struct ccs_comm *a = ccs_comm_adopt_inter(CCS_BE_MPI, 0x6670, 0, 1, 4);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_int_eq(a->remote_size, 4);
+    ck_assert_int_eq(a->agreed, 0);
+    /* The same slot reused by an intracommunicator forgets it. */
+    ccs_comm_retire(c);
+    struct ccs_comm *d = ccs_comm_register(CCS_BE_MPI, 0x6660, 78, 0, 0, 5, CCS_KIND_COMM_DUP, -1);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(d->remote_size, 0);
+    ck_assert_int_eq(d->agreed, 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("comm");
@@ -95,6 +117,7 @@ static Suite *suite(void)
     tcase_add_test(t, child_ids_agree_and_differ);
     tcase_add_test(t, definitions_log_keeps_retired);
     tcase_add_test(t, adopted_is_local);
+    tcase_add_test(t, intercommunicator_entries);
     suite_add_tcase(s, t);
     return s;
 }
