@@ -149,7 +149,8 @@ enum ccs_op {
     X(DEFERRED, 0x08, "deferred")                                             \
     X(COALESCED, 0x10, "coalesced")                                           \
     X(ERROR, 0x20, "error")                                                   \
-    X(CAPTURED, 0x40, "captured")
+    X(CAPTURED, 0x40, "captured")                                             \
+    X(HELPER, 0x80, "helper") /* the one real reduction of a step the torch helper made DDP skip the rest of */
 
 enum ccs_flag {
 #define CCS_X(e, b, s) CCS_F_##e = b,

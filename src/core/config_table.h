@@ -31,6 +31,9 @@
       "job id in trace names; default: from Slurm, Open MPI, PMIx or torchrun, else 'local'")             \
     X(python_dir, "CCSHIM_PYTHON_DIR", STR, "",                                                           \
       "ccshim-run --torch: directory of sitecustomize.py and ccshim_torch.py; default: beside ccshim-run") \
+    X(torch_ddp_skip, "CCSHIM_TORCH_DDP_SKIP", BOOL, "1",                                                 \
+      "--torch with coalescing: once the pattern is agreed, DDP itself skips the per-mini-batch "         \
+      "synchronisation (as under no_sync); 0 keeps coalescing at the all-reduce level")                   \
     /* --- desync detection (docs/desync.md) ----------------------------------------------- */          \
     X(desync, "CCSHIM_DESYNC", BOOL, "1", "early desync detection over a side channel (docs/desync.md)")     \
     X(on_desync, "CCSHIM_ON_DESYNC", ENUM, "warn",                                                        \

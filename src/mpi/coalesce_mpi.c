@@ -78,7 +78,10 @@ int ccs_coalesce_mpi_allreduce(const void *sb, void *rb, int n, MPI_Datatype dt,
                             .op = o,
                             .flags = (uint8_t)((sb == MPI_IN_PLACE ? CCS_F_IN_PLACE : 0) |
                                                (q ? CCS_F_NONBLOCKING : 0) |
-                                               (act == CCS_COALESCE_DEFER ? CCS_F_DEFERRED : CCS_F_COALESCED)),
+                                               (act == CCS_COALESCE_DEFER ? CCS_F_DEFERRED : CCS_F_COALESCED) |
+                                               (atomic_load_explicit(&ccs_coalesce_helper_on, memory_order_relaxed)
+                                                    ? CCS_F_HELPER
+                                                    : 0)),
                             .backend = CCS_BE_MPI,
                             .root = -1,
                             .count = (uint64_t)n,

@@ -253,7 +253,10 @@ int ccs_coalesce_nccl_allreduce(const void *send, void *recv, size_t count, nccl
                             .dtype = (uint8_t)dtype,
                             .op = (uint8_t)o,
                             .flags = (uint8_t)((send == recv ? CCS_F_IN_PLACE : 0) | (in_group ? CCS_F_IN_GROUP : 0) |
-                                               (local ? CCS_F_DEFERRED : CCS_F_COALESCED)),
+                                               (local ? CCS_F_DEFERRED : CCS_F_COALESCED) |
+                                               (atomic_load_explicit(&ccs_coalesce_helper_on, memory_order_relaxed)
+                                                    ? CCS_F_HELPER
+                                                    : 0)),
                             .backend = CCS_BE_NCCL,
                             .group_depth = (uint8_t)(in_group > 255 ? 255 : in_group),
                             .root = -1,

@@ -825,6 +825,8 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
     }
     uint32_t step = audit_step_of(a, r, rd->ncalls++);
     int deferred = (r->flags & CCS_F_DEFERRED) != 0;
+    /* Per step and rank the helper's real reductions get rows of their own. */
+    int cell_kind = deferred ? 1 : (r->flags & CCS_F_HELPER) ? 2 : 0;
     if (r->flags & CCS_F_CAPTURED)
         note_captured(a, f);
     uint32_t site = record_site(rd, r);
@@ -834,7 +836,7 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
         write_tsv_record(a->tsv_records_out, f, r, step);
     write_chrome_call(a, f, r, step, site);
 
-    count_in_cell(rd, r, step, deferred);
+    count_in_cell(rd, r, step, cell_kind);
     count_at_site(a, r, site, deferred);
     count_buffer_use(rd, r, step, site, deferred);
     if (ccs_kind_sequenced(r->kind) && r->comm && r->seq) { /* what desync compares */

@@ -432,15 +432,39 @@ static void redundancy_findings(struct audit *a)
 
 static void deferred_findings(struct audit *a)
 {
-    uint64_t deferred = 0, real = 0;
+    uint64_t deferred = 0, real = 0, helper = 0;
+    uint32_t hlo = UINT32_MAX, hhi = 0;
     for (size_t i = 0; i < a->cells.cap; i++) {
         struct audit_cell *c = hmap_slot(&a->cells, i);
         if (!c || !is_reduction(c->k.kind))
             continue;
-        if (c->k.deferred)
+        if (c->k.deferred == 1)
             deferred += c->count;
         else
             real += c->count;
+        if (c->k.deferred == 2) {
+            helper += c->count;
+            hlo = c->k.step < hlo ? c->k.step : hlo;
+            hhi = c->k.step > hhi ? c->k.step : hhi;
+        }
+    }
+    if (helper) {
+        struct audit_finding *h = add(a, FIND_DEFERRED, 0);
+        if (h) {
+            snprintf(h->title, sizeof h->title,
+                     "coalescing by DDP itself in steps %u-%u: the torch helper made DDP skip its per-mini-batch "
+                     "synchronisation (as no_sync)",
+                     hlo, hhi);
+            snprintf(h->evidence, sizeof h->evidence,
+                     "%" PRIu64 " reductions were the one real reduction per bucket of a step whose other "
+                     "backward passes skipped DDP's synchronisation (the allreduce(helper) rows); the closing "
+                     "line of each rank counts the reductions avoided",
+                     helper);
+            snprintf(h->action, sizeof h->action,
+                     "Nothing to do: DDP reduced the gradients accumulated over the step once, as under no_sync(). "
+                     "Check that the trained model matches a run without CCSHIM_COALESCE before relying on it.");
+            h->k = helper;
+        }
     }
     if (!deferred)
         return;

@@ -81,7 +81,7 @@ static void count_reductions(const struct audit *a, struct hmap *m)
         struct step_rank_count *s = count_of(m, c->k.step, c->k.rank, 1);
         if (!s)
             continue;
-        if (c->k.deferred)
+        if (c->k.deferred == 1) /* 2: the helper's real reductions */
             s->deferred += c->count;
         else
             s->real += c->count;

@@ -141,10 +141,10 @@ static void steps(struct audit *a, FILE *f)
                 while (i < n && v[i]->k.step == step && v[i]->k.rank == rank && v[i]->k.comm == comm) {
                     const struct audit_cell *c = v[i++];
                     fprintf(f,
-                            "%s{\"kind\":\"%s\",\"deferred\":%s,\"count\":%" PRIu64 ",\"bytes\":%" PRIu64
+                            "%s{\"kind\":\"%s\",\"deferred\":%s,%s\"count\":%" PRIu64 ",\"bytes\":%" PRIu64
                             ",\"time_ns\":%" PRIu64 "}",
-                            first_call ? "" : ",", ccs_kind_name(c->k.kind), c->k.deferred ? "true" : "false",
-                            c->count, c->bytes, c->time_ns);
+                            first_call ? "" : ",", ccs_kind_name(c->k.kind), c->k.deferred == 1 ? "true" : "false",
+                            c->k.deferred == 2 ? "\"helper\":true," : "", c->count, c->bytes, c->time_ns);
                     first_call = 0;
                 }
                 fputs("]}", f);

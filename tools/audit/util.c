@@ -77,7 +77,9 @@ void html_str(FILE *f, const char *s)
 
 const char *kind_label(unsigned kind, int deferred, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s%s", ccs_kind_name(kind), deferred ? "(deferred)" : "");
+    /* 1: answered locally by ccshim; 2: the one real reduction of a step
+     * whose others the torch helper made DDP skip (docs/coalescing.md). */
+    snprintf(buf, n, "%s%s", ccs_kind_name(kind), deferred == 1 ? "(deferred)" : deferred == 2 ? "(helper)" : "");
     return buf;
 }
 

@@ -67,6 +67,12 @@ def _state(model):
     return st
 
 
+def enabled():
+    """CCSHIM_TORCH_DDP_SKIP (default on; 0/no/off/false turns it off)."""
+    import os
+    return os.environ.get("CCSHIM_TORCH_DDP_SKIP", "1").strip().lower() not in ("0", "no", "off", "false")
+
+
 def _eligible(model):
     return not getattr(model, "static_graph", False) and getattr(model, "process_group", None) is not None
 

@@ -454,7 +454,7 @@ def _hook_ddp(mod):
 
     cls.__init__ = __init__
     cls._ccshim_wrapped = True
-    if _coalescing() and "ccshim_coalesce_helper" in _functions():
+    if _coalescing() and ccshim_ddpsync.enabled() and "ccshim_coalesce_helper" in _functions():
         ccshim_ddpsync.wrap(cls, _functions, _warn)
 
 
