@@ -60,6 +60,9 @@ def parse():
     ap.add_argument("--skip-rank", type=int, default=-1)
     ap.add_argument("--skip-step", type=int, default=-1)
     ap.add_argument("--extra-rank", type=int, default=-1, help="this rank replays one more mini-batch")
+    ap.add_argument("--accum", type=int, default=1,
+                    help="gradient accumulation: this many cached-loss passes per optimizer step, all but "
+                         "the last under the job's own ddp.no_sync() (as accelerate does)")
     ap.add_argument("--extra-step", type=int, default=-1)
     ap.add_argument("--pg-timeout", type=float, default=0, help="process group timeout in s (0: torch's)")
     ap.add_argument("--seed", type=int, default=1)
@@ -206,6 +209,9 @@ def main():
             for o in opts[1:]:
                 o.step()
         else:
+            for _ in range(a.accum - 1):
+                with ddp.no_sync():
+                    backward_all()
             backward_all()
             if a.clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)

@@ -33,7 +33,7 @@ ddp() {
     else
         # shellcheck disable=SC2086
         ccs_mpirun "${DDP_LIMIT:-120}" "$np" "$CCSHIM_RUN" --mpi --torch --trace-dir "$CCS_TMP/$name.tr" \
-            $sets -- "$TORCH_PY" "$TORCH_JOB" "$@" > "$CCS_TMP/$name.out" 2> "$CCS_TMP/$name.err"
+            ${DDP_SETS:-} $sets -- "$TORCH_PY" "$TORCH_JOB" "$@" > "$CCS_TMP/$name.out" 2> "$CCS_TMP/$name.err"
     fi
     local rc=$?
     [ $rc = 0 ] || { echo "# $name: exit $rc"; tail -n 5 "$CCS_TMP/$name.err" | tap_diag; }

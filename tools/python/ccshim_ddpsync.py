@@ -173,7 +173,9 @@ def step_ended(models):
             # A different number of forwards with every one synchronised (the
             # N-th did, the rest were gradients the repair averaged): learn again.
             st.K = 0
-        if (not st.K and n >= 2 and st.hist == [n, n] and not st.user_nosync and _eligible(m)):
+        # Forwards the job ran under its own no_sync() (accumulation) are not
+        # counted: what they accumulated is reduced with the rest at the N-th.
+        if not st.K and n >= 2 and st.hist == [n, n] and _eligible(m):
             st.K = n
         st.fw = 0
         st.skipped = 0

@@ -1,0 +1,93 @@
+#!/bin/sh
+# ddp-skip.sh - coalescing as DDP's own no_sync (tools/python/ccshim_ddpsync.py):
+# under `ccshim-run --torch --coalesce auto`, once ccshim agreed N bucket
+# reductions per step, DDP skips the synchronisation of all but the N-th
+# backward of each step.  Real DDP (torch 1.13, CPU, 16 backward passes per
+# step): exactly one real reduction per bucket per step from step 3 (flagged
+# `helper`, nothing answered locally), the closing line says which mechanism
+# avoided them, and the parameters are bitwise equal across ranks and within
+# 1e-5 of the per-mini-batch run's in every case: several buckets with DDP's
+# rebuild, a short last batch (averaged before the step, then learned again),
+# a wrong every:N (the helper stays out, ccshim repairs), AdamW with two
+# optimizers and schedulers, gradient accumulation under the job's own
+# no_sync, gradient_as_bucket_view on 4 ranks, find_unused_parameters,
+# GradScaler with a deep-copied optimizer, step(closure); static_graph is
+# left to ccshim's all-reduce-level coalescing.
+. "$top_srcdir/tests/torch/lib.sh"
+torch_require
+tap_plan 24
+J="--batch 64 --minibatch 8 --steps 6"
+engaged() { grep -c "DDP now synchronises once per step (at the 16-th backward)" "$CCS_TMP/$1.err"; }
+helper_rows() { # NAME: "step rank real" of the helper-flagged reductions, steps >= 3
+    "$CCSHIM_AUDIT" --tsv-records "$CCS_TMP/$1.tr" 2>/dev/null | awk -F'\t' '
+        !/^#/ && $4=="allreduce" && $11 ~ /helper/ && $10 >= 3 { n[$10" "$1]++ }
+        END { for (k in n) print k, n[k] }' | sort -n -k1 -k2 | tr '\n' ';'
+}
+expect_helper() { # FIRST LAST NP PER
+    local s r
+    for s in $(seq "$1" "$2"); do for r in $(seq 0 $(($3 - 1))); do printf '%s %s %s;' "$s" "$r" "$4"; done; done
+}
+
+ddp ref 2 -- $J $BUCKETS --save "$CCS_TMP/ref.npy"
+B=$(val ref buckets)
+ddp auto 2 --coalesce auto -- $J $BUCKETS --ref "$CCS_TMP/ref.npy"
+tap_eq "auto, $B buckets with DDP's rebuild: runs, the helper engaged on every rank" "0 2" "$? $(engaged auto)"
+tap_eq "... from step 3 exactly one real reduction per bucket per step, flagged helper" \
+    "$(expect_helper 3 5 2 "$B")" "$(helper_rows auto)"
+tap_eq "... nothing answered locally from step 3 (DDP skipped 15 of 16 synchronisations)" \
+    "$(expect_steps 3 5 2 "$B" 0)" "$(per_step auto 3)"
+tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close auto)"
+tap_check "... the closing line counts them as avoided by the torch helper (15 x $B x 3 steps)" \
+    grep -q "coalescing: .* $((15 * B * 3)) of them avoided by the torch helper" "$CCS_TMP/auto.err"
+tap_check "... and the audit names the mechanism" \
+    sh -c "'$CCSHIM_AUDIT' '$CCS_TMP/auto.tr' | grep -q 'coalescing by DDP itself in steps 3-5'"
+
+ddp sref 2 -- $J --last-batch 40 --save "$CCS_TMP/sref.npy"
+ddp short 2 --coalesce auto -- $J --last-batch 40 --ref "$CCS_TMP/sref.npy"
+tap_eq "short last batch (10 backward passes in step 5): runs" 0 $?
+tap_check "... averaged before the last step, then learned again" \
+    grep -q "^ccshim_torch\[0\]: step 5: DDP skipped the synchronisation of the step's last backward pass" "$CCS_TMP/short.err"
+tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close short)"
+
+
+ddp ref1 2 -- $J --save "$CCS_TMP/ref1.npy"
+ddp ev5 2 --coalesce every:5 -- $J --ref "$CCS_TMP/ref1.npy"
+tap_eq "every:5 on 16 per step: runs, the helper stays out (its count is not the step's)" "0 0" "$? $(engaged ev5)"
+tap_eq "... ccshim's repairs keep the parameters" "ranks_equal 1, within 1e-5" "$(close ev5)"
+
+ddp aref 2 -- $J --opt adamw --two-opt --sched --save "$CCS_TMP/aref.npy"
+ddp adam 2 --coalesce auto -- $J --opt adamw --two-opt --sched --ref "$CCS_TMP/aref.npy"
+tap_eq "two AdamW optimizers with schedulers: runs, helper engaged" "0 2" "$? $(engaged adam)"
+tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close adam)"
+
+ddp accref 2 -- $J --accum 2 --save "$CCS_TMP/accref.npy"
+ddp acc 2 --coalesce auto -- $J --accum 2 --ref "$CCS_TMP/accref.npy"
+tap_eq "gradient accumulation (2 passes, the first under the job's no_sync): runs, helper engaged" "0 2" \
+    "$? $(engaged acc)"
+tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close acc)"
+
+ddp vref 4 -- $J --grad-as-bucket-view --save "$CCS_TMP/vref.npy"
+ddp view 4 --coalesce auto -- $J --grad-as-bucket-view --ref "$CCS_TMP/vref.npy"
+tap_eq "gradient_as_bucket_view, 4 ranks: runs, helper engaged" "0 4" "$? $(engaged view)"
+tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close view)"
+
+ddp uref 2 -- $J --find-unused --save "$CCS_TMP/uref.npy"
+ddp unused 2 --coalesce auto -- $J --find-unused --ref "$CCS_TMP/uref.npy"
+tap_eq "find_unused_parameters=True: runs" 0 $?
+tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close unused)"
+
+ddp gref 2 -- $J --scaler --deepcopy --save "$CCS_TMP/gref.npy"
+ddp scaler 2 --coalesce auto -- $J --scaler --deepcopy --ref "$CCS_TMP/gref.npy"
+tap_eq "GradScaler with a deep-copied optimizer: runs, helper engaged" "0 2" "$? $(engaged scaler)"
+tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close scaler)"
+
+ddp cref 2 -- $J --closure --save "$CCS_TMP/cref.npy"
+ddp clos 2 --coalesce auto -- $J --closure --ref "$CCS_TMP/cref.npy"
+tap_eq "step(closure): runs, helper engaged, parameters" "0 2 ranks_equal 1, within 1e-5" \
+    "$? $(engaged clos) $(close clos)"
+
+ddp stref 2 -- $J --static-graph --save "$CCS_TMP/stref.npy"
+ddp static 2 --coalesce auto -- $J --static-graph --ref "$CCS_TMP/stref.npy"
+tap_eq "static_graph=True: the helper stays out, ccshim coalesces the all-reduces" "0 0" "$? $(engaged static)"
+tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close static)"
+tap_done
