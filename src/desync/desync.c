@@ -887,6 +887,11 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
     bc.secret[sizeof bc.secret - 1] = 0;
     bc.host[sizeof bc.host - 1] = 0;
     snprintf(secret, sizeof secret, "%s", bc.secret);
+    /* CCSHIM_COORD with a port, on a rank other than 0: the address this
+     * rank reaches the coordinator at (behind NAT, or through a proxy). */
+    const char *via = ccs_cfg.coord, *colon = via ? strrchr(via, ':') : NULL;
+    if (r != 0 && tcp && bc.port > 0 && colon && atoi(colon + 1) > 0)
+        (void)parse_coord(via, 0, bc.host, sizeof bc.host, &bc.port);
     return start_common(local_size, tcp && bc.port > 0 ? bc.host : NULL, tcp ? bc.port : -1);
 }
 

@@ -69,6 +69,19 @@ struct ccs_dsx_coord {
     const struct ccs_dsx_status **view;
     uint8_t *dead;
     uint64_t *beat, *beat_ms;
+    /* Per rank: ms since when its host's connection is lost (closed, reset,
+     * a frame that failed its seal) or its status stalled past the
+     * heartbeat; 0 while reachable.  Unreachable is not dead: its status
+     * and records are kept for when its leader reconnects, and the rules
+     * count it as computing meanwhile. */
+    uint64_t *unreach_ms;
+    /* The last verdicts broadcast, sent again to a leader that (re)connects
+     * (its ranks ignore those they have): a verdict given while a host was
+     * cut off still reaches it. */
+    struct ccs_dsx_verdict *recent;
+    unsigned nrecent;
+    uint64_t dropped_log_ms; /* last warning about a dropped leader */
+    unsigned dropped_unlogged;
     struct ccs_dsx_seen *seen;
     struct fold *folds;
     size_t nfolds, capfolds;
@@ -104,10 +117,14 @@ static void count_io(struct ccs_dsx_coord *k)
     pthread_mutex_unlock(&k->lock);
 }
 
+#define NRECENT 8
+
 static void coord_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     struct ccs_dsx_coord *k = arg;
     broadcast(k, CCS_DSX_M_VERDICT, v, sizeof *v);
+    if (k->recent)
+        k->recent[k->nrecent++ % NRECENT] = *v;
     k->stats.verdicts++;
 }
 
@@ -246,24 +263,31 @@ static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
         k->nunauth--;
         refused_log(k, c->peer, why ? why : "closed before the handshake", 0);
     } else if (why && strcmp(why, "connection closed") != 0) {
-        ccs_log(CCS_LOG_WARN, "desync coordinator: dropped the leader of host '%s' (%s): %s", c->host, c->peer,
-                why);
+        /* A leader that keeps failing the same way (a buggy peer, a flaky
+         * link) is said once a minute, not at each reconnection. */
+        uint64_t now = ccs_clock_mono_ms();
+        if (!k->dropped_log_ms || now - k->dropped_log_ms >= 60000) {
+            ccs_log(CCS_LOG_WARN,
+                    "desync coordinator: dropped the leader of host '%s' (%s): %s; its ranks are unreachable "
+                    "until it reconnects%s",
+                    c->host, c->peer, why, k->dropped_unlogged ? " (more drops since the last line)" : "");
+            k->dropped_log_ms = now;
+            k->dropped_unlogged = 0;
+        } else {
+            k->dropped_unlogged++;
+        }
     }
-    /* Its ranks: a rank that was alive when the connection closed died
-     * (the leader's own process) or is no longer heard of (the others). */
+    /* Its ranks are unreachable, not dead: a connection closes for many
+     * reasons (a reset, a dropped or altered frame, a stall) and the leader
+     * reconnects.  Their statuses and records are kept; a rank is dead only
+     * when its own host says so (its pid gone, seen by the host's leader). */
+    uint64_t now = ccs_clock_mono_ms();
     for (int32_t r = 0; r < k->wsize; r++) {
         if (k->owner[r] != (int)i)
             continue;
         k->owner[r] = -1;
-        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE) {
-            if (r == c->peer_rank && k->st[r]->pid == c->peer_pid)
-                k->dead[r] = 1; /* the client's own process went away */
-            else {
-                free(k->st[r]);
-                k->st[r] = NULL;
-                k->stsize[r] = 0;
-            }
-        }
+        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && !k->unreach_ms[r])
+            k->unreach_ms[r] = now;
     }
     k->closed_in += c->bytes_in;
     k->closed_out += c->bytes_out;
@@ -367,6 +391,7 @@ static void store_status(struct ccs_dsx_coord *k, size_t i)
     memcpy(k->st[r], in, need);
     k->owner[r] = (int)i;
     k->dead[r] = 0;
+    k->unreach_ms[r] = 0;
     k->stats.statuses++;
 }
 
@@ -424,6 +449,11 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
                 return -1;
             if (hs == 1) { /* authenticated */
                 k->nunauth--;
+                unsigned nr = k->nrecent < NRECENT ? k->nrecent : NRECENT;
+                for (unsigned j = 0; k->recent && j < nr; j++)
+                    if (ccs_dsx_conn_queue(c, CCS_DSX_M_VERDICT, &k->recent[(k->nrecent - nr + j) % NRECENT],
+                                           sizeof *k->recent) != 0)
+                        c->state = CCS_DSX_C_DROP;
                 pthread_mutex_lock(&k->lock);
                 k->stats.clients++;
                 pthread_mutex_unlock(&k->lock);
@@ -443,20 +473,123 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
     return rc < 0 ? -1 : 0;
 }
 
+/* The grace before anything is said about an unreachable rank: its
+ * leader reconnects well within it after a reset (200 ms backoff). */
+static uint64_t grace_ms(const struct ccs_dsx_coord *k)
+{
+    return k->t.heartbeat_ms > k->t.block_ms ? k->t.heartbeat_ms : k->t.block_ms;
+}
+
+/* Unreachable ranks the rest of a communicator hangs on: every reachable
+ * member of comm COMM (of SIZE) blocked at one seq for the grace period,
+ * the others unreachable for as long.  A DESYNC naming them unreachable
+ * (not dead: nothing says their process is gone). */
+static void unreachable_verdict(struct ccs_dsx_coord *k, uint64_t comm, int32_t size, uint64_t now)
+{
+    uint64_t g = grace_ms(k), seq = 0;
+    int32_t *wait = malloc((size_t)size * sizeof *wait), *lost = malloc((size_t)size * sizeof *lost);
+    size_t nw = 0, nl = 0, seen_members = 0;
+    const struct ccs_dsx_comm *wop = NULL;
+    uint32_t wms = UINT32_MAX;
+    int ok = wait && lost;
+    struct ccs_dsx_verdict *v = ok ? calloc(1, sizeof *v) : NULL;
+    ok = v != NULL;
+    for (int32_t r = 0; ok && r < k->wsize; r++) {
+        const struct ccs_dsx_status *x = k->st[r];
+        if (!x)
+            continue;
+        for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM && ok; q++) {
+            const struct ccs_dsx_comm *e = &x->comm[q];
+            if (e->id != comm)
+                continue;
+            seen_members++;
+            if (k->unreach_ms[r] && x->life == CCS_DSX_ALIVE) {
+                ok = now - k->unreach_ms[r] >= g && nl < (size_t)size;
+                if (ok)
+                    lost[nl++] = r;
+            } else if (x->life == CCS_DSX_ALIVE && e->state == CCS_DSX_BLOCKED && e->blocked_ms >= g &&
+                       (!wop || e->blocked.seq == seq) && nw < (size_t)size) {
+                seq = e->blocked.seq;
+                wop = wop ? wop : e;
+                wms = e->blocked_ms < wms ? e->blocked_ms : wms;
+                wait[nw++] = r;
+            } else {
+                ok = 0; /* a member that is not hanging on them: no verdict */
+            }
+        }
+    }
+    if (ok && nw && nl && seen_members == (size_t)size && ccs_dsx_seen_add(k->seen, CCS_DSX_DESYNC, comm, seq)) {
+        char rw[256], ops[160], lt[400] = "";
+        size_t o = 0;
+        ccs_dsx_ranks_str(wait, nw, rw, sizeof rw);
+        ccs_dsx_op_str(&wop->blocked, ops, sizeof ops);
+        for (size_t j = 0; j < nl && j < 4 && o + 8 < sizeof lt; j++) {
+            const struct ccs_dsx_status *x = k->st[lost[j]];
+            uint64_t at = 0;
+            for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++)
+                if (x->comm[q].id == comm)
+                    at = x->comm[q].issued;
+            int w = snprintf(lt + o, sizeof lt - o,
+                             "; rank %d unreachable (host '%.40s': no word from its leader for %.1f s; last seen "
+                             "at seq %llu; not known to be dead)",
+                             lost[j], x->host, (now - k->unreach_ms[lost[j]]) / 1000.0, (unsigned long long)at);
+            o += w > 0 ? (size_t)w : 0;
+        }
+        v->cls = CCS_DSX_DESYNC;
+        v->comm = comm;
+        v->seq = seq;
+        v->comm_size = size;
+        snprintf(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s",
+                 (unsigned long long)comm, size, (unsigned long long)seq, nw > 1 ? "s" : "", rw, ops,
+                 (unsigned long long)seq, wms / 1000.0, lt);
+        for (size_t j = 0; j < nl + nw && v->nparty < CCS_DSX_PARTIES; j++) {
+            int32_t r = j < nl ? lost[j] : wait[j - nl];
+            const struct ccs_dsx_status *x = k->st[r];
+            struct ccs_dsx_party *p = &v->party[v->nparty++];
+            p->wrank = r;
+            p->role = j < nl ? CCS_DSX_R_BEHIND : CCS_DSX_R_WAITING;
+            p->life = x->life;
+            p->pid = x->pid;
+            memcpy(p->host, x->host, sizeof p->host);
+            for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++)
+                if (x->comm[q].id == comm)
+                    p->c = x->comm[q];
+        }
+        coord_verdict(v, k);
+    }
+    free(wait), free(lost), free(v);
+}
+
+static void rule_unreachable(struct ccs_dsx_coord *k, uint64_t now)
+{
+    uint64_t g = grace_ms(k);
+    for (int32_t r = 0; r < k->wsize; r++) {
+        const struct ccs_dsx_status *x = k->st[r];
+        if (!x || !k->unreach_ms[r] || x->life != CCS_DSX_ALIVE || now - k->unreach_ms[r] < g)
+            continue;
+        for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++)
+            if (x->comm[q].size > 1 && x->comm[q].size <= k->wsize)
+                unreachable_verdict(k, x->comm[q].id, x->comm[q].size, now);
+    }
+}
+
 static void coord_eval(struct ccs_dsx_coord *k)
 {
     uint64_t now = ccs_clock_mono_ms();
     for (int32_t r = 0; r < k->wsize; r++) {
-        k->view[r] = k->st[r];
-        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] &&
+        /* A status that stopped coming (a stalled link) is unreachable too. */
+        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] && !k->unreach_ms[r] &&
             now - k->beat_ms[r] > (uint64_t)k->t.heartbeat_ms)
-            k->dead[r] = 1;
+            k->unreach_ms[r] = now;
+        /* Unreachable ranks count as computing (nothing known of them). */
+        k->view[r] = k->unreach_ms[r] && k->st[r] && k->st[r]->life == CCS_DSX_ALIVE ? NULL : k->st[r];
     }
     struct ccs_dsx_view v = {.wsize = k->wsize, .st = k->view, .dead = k->dead, .now_ms = now};
     struct ccs_dsx_sink s = {.verdict = coord_verdict, .detail = coord_detail, .want = coord_want, .arg = k};
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     ccs_dsx_rules_run(&v, &k->t, k->seen, &s);
+    rule_unreachable(k, now);
     clock_gettime(CLOCK_MONOTONIC, &b);
     double ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
     size_t held = sizeof *k + (size_t)k->wsize * (sizeof *k->st + sizeof *k->stsize + sizeof *k->view + 1 +
@@ -667,10 +800,12 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
     k->dead = calloc((size_t)wsize, 1);
     k->beat = calloc((size_t)wsize, sizeof *k->beat);
     k->beat_ms = calloc((size_t)wsize, sizeof *k->beat_ms);
+    k->unreach_ms = calloc((size_t)wsize, sizeof *k->unreach_ms);
+    k->recent = calloc(NRECENT, sizeof *k->recent);
     k->owner = malloc((size_t)wsize * sizeof *k->owner);
     k->seen = ccs_dsx_seen_new();
     k->scratch = malloc(sizeof *k->scratch);
-    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->owner || !k->seen ||
+    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms || !k->recent || !k->owner || !k->seen ||
         !k->scratch) {
         snprintf(why, n, "out of memory for %d ranks", wsize);
         goto fail;
@@ -710,7 +845,7 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
     return k;
 fail:
     free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms), free(k->owner),
-        free(k->scratch);
+        free(k->scratch), free(k->unreach_ms), free(k->recent);
     ccs_dsx_seen_free(k->seen);
     free(k);
     return NULL;
@@ -755,7 +890,7 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
         free(k->folds[i].bits);
     free(k->folds), free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
         free(k->beat_ms);
-    free(k->owner), free(k->scratch);
+    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->recent);
     ccs_dsx_seen_free(k->seen);
     free(k);
 }

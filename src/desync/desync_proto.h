@@ -30,6 +30,7 @@
 #define CCS_DSX_LINE 640      /* the greppable line of a verdict */
 #define CCS_DSX_MAX_RANKS (1 << 20)
 #define CCS_DSX_MAX_FRAME (4u << 20)
+#define CCS_DSX_MAX_SEQ (1ull << 48) /* any seq from a peer beyond this is refused */
 #define CCS_DSX_NONCE 32    /* handshake nonce bytes */
 #define CCS_DSX_MACBYTES 32 /* crypto_auth_BYTES (HMAC-SHA-512-256) */
 #define CCS_DSX_KEYBYTES 32 /* crypto_auth_KEYBYTES */
