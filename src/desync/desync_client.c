@@ -27,6 +27,7 @@
 struct ccs_dsx_client {
     char host[256], hostname[CCS_DSX_HOST];
     struct ccs_dsx_key key;
+    unsigned char job[CCS_DSX_JOBTAG];
     int port;
     int32_t rank;
     int32_t wsize;
@@ -51,13 +52,23 @@ struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t ws
                                           const char *secret, const char *hostname,
                                           const struct ccs_dsx_client_cb *cb)
 {
+    struct ccs_dsx_cred cred = {.secret = secret};
+    return ccs_dsx_client_new_cred(host, port, wsize, rank, &cred, hostname, cb);
+}
+
+struct ccs_dsx_client *ccs_dsx_client_new_cred(const char *host, int port, int32_t wsize, int32_t rank,
+                                               const struct ccs_dsx_cred *cred, const char *hostname,
+                                               const struct ccs_dsx_client_cb *cb)
+{
     struct ccs_dsx_client *cl = calloc(1, sizeof *cl);
     if (!cl)
         return NULL;
     cl->rank = rank;
     snprintf(cl->host, sizeof cl->host, "%s", host);
-    char why[128];
-    if (ccs_dsx_auth_key(secret, &cl->key, why, sizeof why) != 0) {
+    memcpy(cl->job, cred->job, sizeof cl->job);
+    char why[128] = "no coordinator public key";
+    if (cred->secret ? ccs_dsx_auth_key_job(cred->secret, cred->job, &cl->key, why, sizeof why) != 0
+                     : !cred->peers || ccs_dsx_auth_key_kx(cred->pk, cred->sk, cred->peers, 0, cred->job, &cl->key) != 0) {
         ccs_log(CCS_LOG_WARN, "desync: no TCP client: %s", why);
         free(cl);
         return NULL;
@@ -123,7 +134,7 @@ static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
         return -1;
     }
     freeaddrinfo(ai);
-    return ccs_dsx_conn_hello(&cl->c, fd, cl->wsize, cl->rank, cl->hostname);
+    return ccs_dsx_conn_hello(&cl->c, fd, &cl->key, cl->wsize, cl->rank, cl->hostname, cl->job);
 }
 
 void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm)
@@ -179,16 +190,18 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
     int rc;
     while ((rc = ccs_dsx_conn_next_frame(c, &f, &p, why, n)) == 1) {
         if (c->state != CCS_DSX_C_AUTHED) {
-            int hs = ccs_dsx_conn_welcome(c, &cl->key, cl->wsize, cl->rank, cl->hostname, &f, p, why, n);
+            int hs = ccs_dsx_conn_welcome(c, &cl->key, cl->wsize, cl->rank, cl->hostname, cl->job, &f, p, why, n);
             if (hs == -2) {
                 cl->refused = 1;
-                snprintf(why, n,
-                         "the coordinator at %s:%d does not know our CCSHIM_SECRET (its MAC does not verify)",
-                         cl->host, cl->port);
+                if (!strstr(why, "another job"))
+                    snprintf(why, n,
+                             "the coordinator at %s:%d does not know our CCSHIM_SECRET (its MAC does not verify)",
+                             cl->host, cl->port);
             }
-            if (hs != 0)
+            if (hs < 0)
                 return -1;
-            cl->backoff_ms = 0;
+            if (hs == 1)
+                cl->backoff_ms = 0;
         } else if (f.type == CCS_DSX_M_VERDICT) {
             if (f.length != sizeof *cl->vbuf) {
                 snprintf(why, n, "VERDICT of %u bytes, expected %zu", f.length, sizeof *cl->vbuf);

@@ -32,7 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,7 +53,13 @@ struct fold {
 struct ccs_dsx_coord {
     int lfd;
     int32_t wsize;
-    struct ccs_dsx_key key;
+    struct ccs_dsx_key key;           /* shared-secret mode */
+    unsigned char job[CCS_DSX_JOBTAG];
+    int kx;                           /* key exchange: per-rank keys from PEERS */
+    unsigned char pk[CCS_DSX_PKBYTES], sk[CCS_DSX_PKBYTES];
+    unsigned char *peers;             /* [wsize][32] every rank's public key */
+    struct ccs_dsx_key *rkeys;        /* [wsize] derived when a rank first shows up */
+    uint8_t *rkey_ok;
     int nunauth;               /* connections awaiting the handshake */
     uint64_t accept_after;     /* ms: accept(2) paused until (EMFILE) */
     uint64_t refused_log_ms;   /* last line about refused peers */
@@ -175,6 +183,17 @@ static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *w
 }
 
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why);
+
+/* Wipes the coordinator's secret key and the keys derived from it. */
+static void sodium_memzero_keys(struct ccs_dsx_coord *k)
+{
+    struct ccs_dsx_key sk;
+    memcpy(sk.k, k->sk, sizeof sk.k);
+    ccs_dsx_auth_wipe(&sk);
+    memset(k->sk, 0, sizeof k->sk);
+    for (int32_t r = 0; k->rkeys && r < k->wsize; r++)
+        ccs_dsx_auth_wipe(&k->rkeys[r]);
+}
 
 /* The connection awaiting the handshake the longest, or -1. */
 static long oldest_unauth(struct ccs_dsx_coord *k)
@@ -435,6 +454,23 @@ static int on_agree(struct ccs_dsx_coord *k, const unsigned char *p, uint32_t le
     return 0;
 }
 
+/* The key rank R's leader proves: the job's (shared secret), or the one
+ * from the key exchange with R's public key, derived once. */
+static const struct ccs_dsx_key *key_of_rank(int32_t r, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    if (!k->kx)
+        return &k->key;
+    if (r < 0 || r >= k->wsize)
+        return NULL;
+    if (!k->rkey_ok[r]) {
+        if (ccs_dsx_auth_key_kx(k->pk, k->sk, k->peers + (size_t)r * CCS_DSX_PKBYTES, 1, k->job, &k->rkeys[r]) != 0)
+            return NULL;
+        k->rkey_ok[r] = 1;
+    }
+    return &k->rkeys[r];
+}
+
 /* Handles the buffered frames of client I; -1 to drop it (WHY). */
 static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
 {
@@ -444,7 +480,7 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
     int rc;
     while ((rc = ccs_dsx_conn_next_frame(c, &f, &p, why, n)) == 1) {
         if (!c->sealed) {
-            int hs = ccs_dsx_conn_on_hello(c, &k->key, k->wsize, &f, p, why, n);
+            int hs = ccs_dsx_conn_on_hello(c, key_of_rank, k, k->wsize, k->job, &f, p, why, n);
             if (hs < 0)
                 return -1;
             if (hs == 1) { /* authenticated */
@@ -735,6 +771,9 @@ static void *coord_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    /* Below the job's threads, as the ranks' detection threads: a flood of
+     * handshakes takes its turn in the job's gaps. */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     uint64_t next_eval = ccs_clock_mono_ms() + (uint64_t)k->period_ms;
     struct pollfd *pf = NULL;
     size_t pfcap = 0;
@@ -780,6 +819,14 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
                                           const struct ccs_dsx_thresholds *t, int period_ms, int *port_out,
                                           char *why, size_t n)
 {
+    struct ccs_dsx_cred cred = {.secret = secret};
+    return ccs_dsx_coord_start_cred(host, port, wsize, &cred, t, period_ms, port_out, why, n);
+}
+
+struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32_t wsize,
+                                               const struct ccs_dsx_cred *cred, const struct ccs_dsx_thresholds *t,
+                                               int period_ms, int *port_out, char *why, size_t n)
+{
     struct ccs_dsx_coord *k = calloc(1, sizeof *k);
     if (!k) {
         snprintf(why, n, "out of memory");
@@ -787,9 +834,25 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
     }
     k->wsize = wsize;
     k->lfd = -1;
-    if (ccs_dsx_auth_key(secret, &k->key, why, n) != 0) {
-        free(k);
-        return NULL;
+    memcpy(k->job, cred->job, sizeof k->job);
+    if (cred->secret) {
+        if (ccs_dsx_auth_key_job(cred->secret, cred->job, &k->key, why, n) != 0) {
+            free(k);
+            return NULL;
+        }
+    } else {
+        k->kx = 1;
+        memcpy(k->pk, cred->pk, sizeof k->pk);
+        memcpy(k->sk, cred->sk, sizeof k->sk);
+        k->peers = malloc((size_t)wsize * CCS_DSX_PKBYTES);
+        k->rkeys = calloc((size_t)wsize, sizeof *k->rkeys);
+        k->rkey_ok = calloc((size_t)wsize, 1);
+        if (!cred->peers || !k->peers || !k->rkeys || !k->rkey_ok) {
+            snprintf(why, n, "out of memory for %d public keys", wsize);
+            free(k->peers), free(k->rkeys), free(k->rkey_ok), free(k);
+            return NULL;
+        }
+        memcpy(k->peers, cred->peers, (size_t)wsize * CCS_DSX_PKBYTES);
     }
     k->t = *t;
     k->period_ms = period_ms < 10 ? 10 : period_ms;
@@ -845,7 +908,7 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
     return k;
 fail:
     free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms), free(k->owner),
-        free(k->scratch), free(k->unreach_ms), free(k->recent);
+        free(k->scratch), free(k->unreach_ms), free(k->recent), free(k->peers), free(k->rkeys), free(k->rkey_ok);
     ccs_dsx_seen_free(k->seen);
     free(k);
     return NULL;
@@ -884,13 +947,15 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
         ccs_dsx_conn_close(&k->cl[i]);
     close(k->lfd);
     ccs_dsx_auth_wipe(&k->key);
+    sodium_memzero_keys(k);
     for (int32_t r = 0; r < k->wsize; r++)
         free(k->st[r]);
     for (size_t i = 0; i < k->nfolds; i++)
         free(k->folds[i].bits);
     free(k->folds), free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
         free(k->beat_ms);
-    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->recent);
+    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->recent), free(k->peers), free(k->rkeys),
+        free(k->rkey_ok);
     ccs_dsx_seen_free(k->seen);
     free(k);
 }

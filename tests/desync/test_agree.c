@@ -44,7 +44,7 @@ static int child(int r, int absent)
 static void run(int absent)
 {
     static char secret[64];
-    snprintf(secret, sizeof secret, "agree-%d-%d", (int)getpid(), absent);
+    snprintf(secret, sizeof secret, "agree-%d-%d-0123456789abcdef0123456789", (int)getpid(), absent);
     ccs_cfg.secret = secret; /* a segment of our own, whatever else runs */
     ccs_cfg.summary = 0;
     pid_t pid[N];
@@ -94,7 +94,7 @@ static int tcp_child(int r, int port)
 START_TEST(agree_across_hosts_over_tcp)
 {
     static char secret[64];
-    snprintf(secret, sizeof secret, "agree-tcp-%d", (int)getpid());
+    snprintf(secret, sizeof secret, "agree-tcp-%d-0123456789abcdef0123456789", (int)getpid());
     ccs_cfg.secret = secret;
     ccs_cfg.summary = 0;
     int port = 20000 + (int)(getpid() % 20000) * 2;
@@ -115,18 +115,16 @@ START_TEST(agree_across_hosts_over_tcp)
 }
 END_TEST
 
-/* The same start-up without CCSHIM_SECRET: the job id, which anyone can
- * guess, must not authenticate peers across hosts.  Rank 0 says so in one
- * line, starts no coordinator (its port stays closed), and detection within
- * the host still starts. */
-START_TEST(no_secret_no_tcp_across_hosts)
+/* The start-up of rank 0 of 4 ranks on two host identities with
+ * CCSHIM_SECRET set to SECRET: the lines it logs (into LINES, counted) and
+ * whether the coordinator's port was open (returned). */
+static int start_rank0(const char *secret, int port, char lines[4][1024], int *nlines)
 {
     char log[256], ps[16];
-    snprintf(log, sizeof log, "/tmp/ccshim-test-nosecret-%d.log", (int)getpid());
-    int port = 20001 + (int)(getpid() % 20000) * 2;
+    snprintf(log, sizeof log, "/tmp/ccshim-test-secret-%d.log", (int)getpid());
     pid_t pid = fork();
     if (pid == 0) {
-        ccs_cfg.secret = "";
+        ccs_cfg.secret = secret;
         ccs_cfg.summary = 0;
         ccs_cfg.log = log;
         ccs_log_open();
@@ -150,20 +148,56 @@ START_TEST(no_secret_no_tcp_across_hosts)
     }
     int st = 0;
     waitpid(pid, &st, 0);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", WEXITSTATUS(st));
+    ck_assert_msg(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 31), "exit status %d",
+                  WEXITSTATUS(st));
     FILE *f = fopen(log, "r");
     ck_assert_ptr_nonnull(f);
     char line[1024];
-    int said = 0, lines = 0;
+    *nlines = 0;
     while (fgets(line, sizeof line, f)) {
-        lines++;
-        said += strstr(line, "neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; unauthenticated TCP "
-                             "refused, detection across hosts is off (within each host it stays on)") != NULL;
+        if (*nlines < 4)
+            snprintf(lines[*nlines], sizeof lines[0], "%s", line);
+        (*nlines)++;
     }
     fclose(f);
     unlink(log);
-    ck_assert_int_eq(said, 1);
-    ck_assert_int_eq(lines, 1);
+    return WEXITSTATUS(st) == 31;
+}
+
+/* The same start-up without CCSHIM_SECRET: the job id, which anyone can
+ * guess, must not authenticate peers across hosts.  Rank 0 says so in one
+ * line, starts no coordinator (its port stays closed), and detection within
+ * the host still starts. */
+START_TEST(no_secret_no_tcp_across_hosts)
+{
+    char lines[4][1024];
+    int n;
+    int port = 20001 + (int)(getpid() % 20000) * 2;
+    ck_assert_int_eq(start_rank0("", port, lines, &n), 0);
+    ck_assert_int_eq(n, 1);
+    ck_assert_ptr_nonnull(strstr(lines[0], "neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; unauthenticated TCP "
+                                           "refused, detection across hosts is off (within each host it stays on)"));
+}
+END_TEST
+
+/* A secret shorter than 128 bits written in hex (32 characters) is refused
+ * the same way, saying how long it is and what is expected: "k9x" fell to
+ * 15,576 guesses. */
+START_TEST(short_secret_refused)
+{
+    char lines[4][1024];
+    int n;
+    int port = 20001 + (int)(getpid() % 20000) * 2;
+    ck_assert_int_eq(start_rank0("k9x", port, lines, &n), 0);
+    ck_assert_int_eq(n, 1);
+    ck_assert_msg(strstr(lines[0], "desync: CCSHIM_SECRET holds 3 characters; at least 32 expected (128 random "
+                                   "bits: od -An -N16 -tx1 /dev/urandom | tr -d ' \\n'); TCP between hosts "
+                                   "refused, detection across hosts is off (within each host it stays on)") != NULL,
+                  "%s", lines[0]);
+    /* 31 characters: still refused; 32: the coordinator listens. */
+    ck_assert_int_eq(start_rank0("0123456789abcdef0123456789abcde", port, lines, &n), 0);
+    ck_assert_ptr_nonnull(strstr(lines[0], "CCSHIM_SECRET holds 31 characters"));
+    ck_assert_int_eq(start_rank0("0123456789abcdef0123456789abcdef", port, lines, &n), 1);
 }
 END_TEST
 
@@ -188,6 +222,7 @@ static Suite *suite(void)
     tcase_add_test(t, absent_member_times_out);
     tcase_add_test(t, agree_across_hosts_over_tcp);
     tcase_add_test(t, no_secret_no_tcp_across_hosts);
+    tcase_add_test(t, short_secret_refused);
     suite_add_tcase(s, t);
     return s;
 }
