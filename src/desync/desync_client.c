@@ -46,6 +46,8 @@ struct ccs_dsx_client {
     const struct ccs_dsx_status *cur; /* the status being encoded, */
     int fresh;                        /* ... with news the rules act on */
     int bye;                          /* the coordinator said BYE */
+    uint64_t lost_ms;                 /* when an authenticated connection was lost (0: not lost) */
+    uint64_t said_ms;                 /* last "reconnected" line */
 };
 
 struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
@@ -100,6 +102,8 @@ uint64_t ccs_dsx_client_bytes_out(struct ccs_dsx_client *cl)
 
 static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
 {
+    if (cl->c.state == CCS_DSX_C_AUTHED && !cl->lost_ms)
+        cl->lost_ms = now; /* resumed on reconnection: statuses and records are the ranks' own */
     cl->bytes_out_total += cl->c.bytes_out;
     ccs_dsx_conn_close(&cl->c);
     cl->backoff_ms = cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200;
@@ -200,8 +204,18 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
             }
             if (hs < 0)
                 return -1;
-            if (hs == 1)
+            if (hs == 1) {
                 cl->backoff_ms = 0;
+                uint64_t now = ccs_clock_mono_ms();
+                if (cl->lost_ms) { /* one line a minute at most; a flapping link is not news each time */
+                    int say = !cl->said_ms || now - cl->said_ms >= 60000;
+                    ccs_log(say ? CCS_LOG_INFO : CCS_LOG_DEBUG,
+                            "desync side channel: reconnected to the coordinator at %s:%d after %.1f s",
+                            cl->host, cl->port, (now - cl->lost_ms) / 1000.0);
+                    cl->said_ms = say ? now : cl->said_ms;
+                    cl->lost_ms = 0;
+                }
+            }
         } else if (f.type == CCS_DSX_M_VERDICT) {
             if (f.length != sizeof *cl->vbuf) {
                 snprintf(why, n, "VERDICT of %u bytes, expected %zu", f.length, sizeof *cl->vbuf);

@@ -10,13 +10,17 @@
  *
  * What an unauthenticated peer can make the coordinator spend is bounded:
  * at most MAX_UNAUTH connections awaiting the handshake (more wait in the
- * kernel's backlog, which costs no descriptor; once all slots are taken the
- * oldest is evicted after EVICT_MS, a member needing one round trip, so a
- * start-up burst of leaders waits briefly and idle peers cannot hold the
- * slots), CCS_DSX_HANDSHAKE_MS to complete it, its frames checked from
- * their header and bounded buffers (desync_conn.c), a pause in accepting
- * when descriptors run out, and one log line per REFUSED_LOG_MS about
- * refused peers.
+ * kernel's backlog, which costs no descriptor), CCS_DSX_HANDSHAKE_MS to
+ * complete it, its frames checked from their header and bounded buffers
+ * (desync_conn.c), a pause in accepting when descriptors run out, and one
+ * log line per REFUSED_LOG_MS about refused peers.
+ *
+ * Admission is fair to the job's leaders: a leader's first HELLO carries a
+ * ticket (desync_auth.h) checked at once, which moves it out of the slots
+ * of unknown peers (up to MAX_TICKETED such); a peer that has shown no
+ * ticket after SILENT_MS loses its slot when others wait in the backlog.  A
+ * flood of idle connections is drained at MAX_UNAUTH per SILENT_MS, and a
+ * leader's connection waits behind it for at most that long.
  */
 #include "desync_conn.h"
 #include "desync_search.h"
@@ -38,8 +42,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_UNAUTH 32       /* connections awaiting the handshake */
-#define EVICT_MS 1000       /* ... one is evicted after this when others wait for a slot */
+#define MAX_UNAUTH 32       /* unknown peers' connections awaiting the handshake */
+#define MAX_TICKETED 64     /* members' connections (a valid ticket) awaiting the rest of it */
+#define SILENT_MS 100       /* an unknown peer without a ticket this long is evicted when others wait */
 #define ACCEPT_PAUSE_MS 250 /* no descriptors left: accept again after */
 #define REFUSED_LOG_MS 5000 /* refused peers: one line per period */
 
@@ -60,7 +65,9 @@ struct ccs_dsx_coord {
     unsigned char *peers;             /* [wsize][32] every rank's public key */
     struct ccs_dsx_key *rkeys;        /* [wsize] derived when a rank first shows up */
     uint8_t *rkey_ok;
-    int nunauth;               /* connections awaiting the handshake */
+    int nunauth;               /* unknown peers' connections awaiting the handshake */
+    int nprio;                 /* members' connections (valid ticket) awaiting the rest of it */
+    unsigned refused_noticket; /* refused since the last line, without a valid ticket */
     uint64_t accept_after;     /* ms: accept(2) paused until (EMFILE) */
     uint64_t refused_log_ms;   /* last line about refused peers */
     unsigned refused_unlogged; /* refused since */
@@ -174,11 +181,14 @@ static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *w
     if (k->refused_unlogged == 1)
         ccs_log(CCS_LOG_WARN, "desync coordinator: refused a peer from %s: %s", k->refused_peer, k->refused_why);
     else
-        ccs_log(CCS_LOG_WARN, "desync coordinator: refused %u peers in the last %llu s (the last from %s: %s)",
+        ccs_log(CCS_LOG_WARN,
+                "desync coordinator: refused %u peers in the last %llu s (%u without a member's ticket; the last "
+                "from %s: %s)",
                 k->refused_unlogged,
                 (unsigned long long)(k->refused_log_ms ? (now - k->refused_log_ms + 500) / 1000 : 0),
-                k->refused_peer, k->refused_why);
+                k->refused_noticket, k->refused_peer, k->refused_why);
     k->refused_unlogged = 0;
+    k->refused_noticket = 0;
     k->refused_log_ms = now;
 }
 
@@ -195,27 +205,28 @@ static void sodium_memzero_keys(struct ccs_dsx_coord *k)
         ccs_dsx_auth_wipe(&k->rkeys[r]);
 }
 
-/* The connection awaiting the handshake the longest, or -1. */
+/* The unknown peer's connection awaiting the handshake the longest, or -1. */
 static long oldest_unauth(struct ccs_dsx_coord *k)
 {
     long best = -1;
     for (size_t i = 0; i < k->ncl; i++)
-        if (k->cl[i].fd >= 0 && !k->cl[i].sealed && (best < 0 || k->cl[i].t_open < k->cl[(size_t)best].t_open))
+        if (k->cl[i].fd >= 0 && !k->cl[i].sealed && !k->cl[i].prio &&
+            (best < 0 || k->cl[i].t_open < k->cl[(size_t)best].t_open))
             best = (long)i;
     return best;
 }
 
-/* Room to accept one more connection (evicting the oldest waiting one when
- * it had EVICT_MS)?  1 or 0. */
+/* Room to accept one more connection (evicting the unknown peer waiting
+ * the longest when it showed no ticket for SILENT_MS)?  1 or 0. */
 static int make_room(struct ccs_dsx_coord *k, uint64_t now, int evict)
 {
     if (k->nunauth < MAX_UNAUTH)
         return 1;
     long o = oldest_unauth(k);
-    if (o < 0 || now < k->cl[o].t_open + EVICT_MS)
+    if (o < 0 || now < k->cl[o].t_open + SILENT_MS)
         return 0;
     if (evict)
-        drop_client(k, (size_t)o, "no handshake within 1 s while other peers wait for a slot");
+        drop_client(k, (size_t)o, "no member's ticket within 100 ms while other peers wait for a slot");
     return 1;
 }
 
@@ -279,7 +290,14 @@ static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
 {
     struct ccs_dsx_conn *c = &k->cl[i];
     if (!c->sealed) {
-        k->nunauth--;
+        if (c->prio)
+            k->nprio--;
+        else
+            k->nunauth--;
+        k->refused_noticket += !c->ticketed;
+        pthread_mutex_lock(&k->lock);
+        k->stats.refused_ticketless += !c->ticketed;
+        pthread_mutex_unlock(&k->lock);
         refused_log(k, c->peer, why ? why : "closed before the handshake", 0);
     } else if (why && strcmp(why, "connection closed") != 0) {
         /* A leader that keeps failing the same way (a buggy peer, a flaky
@@ -483,8 +501,17 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
             int hs = ccs_dsx_conn_on_hello(c, key_of_rank, k, k->wsize, k->job, &f, p, why, n);
             if (hs < 0)
                 return -1;
-            if (hs == 1) { /* authenticated */
+            if (hs == 0 && k->nprio < MAX_TICKETED) { /* a member's ticket: out of the unknown peers' slots */
+                c->prio = 1;
                 k->nunauth--;
+                k->nprio++;
+            }
+            if (hs == 1) { /* authenticated */
+                if (c->prio)
+                    k->nprio--;
+                else
+                    k->nunauth--;
+                c->prio = 0;
                 unsigned nr = k->nrecent < NRECENT ? k->nrecent : NRECENT;
                 for (unsigned j = 0; k->recent && j < nr; j++)
                     if (ccs_dsx_conn_queue(c, CCS_DSX_M_VERDICT, &k->recent[(k->nrecent - nr + j) % NRECENT],
@@ -752,7 +779,7 @@ static void final_exchange(struct ccs_dsx_coord *k, uint64_t now)
 }
 
 /* How long poll(2) may wait at NOW: until the next evaluation or probe,
- * the end of an accept pause, or (no room for a new peer) 50 ms, when a
+ * the end of an accept pause, or (no room for a new peer) 20 ms, when a
  * slot may be evicted. */
 static int poll_timeout(const struct ccs_dsx_coord *k, uint64_t now, uint64_t next_eval, int room)
 {
@@ -760,8 +787,8 @@ static int poll_timeout(const struct ccs_dsx_coord *k, uint64_t now, uint64_t ne
     int to = wake > now ? (int)(wake - now) : 0;
     if (now < k->accept_after && (int)(k->accept_after - now) < to)
         to = (int)(k->accept_after - now);
-    if (!room && to > 50)
-        to = 50;
+    if (!room && to > 20)
+        to = 20;
     return to;
 }
 

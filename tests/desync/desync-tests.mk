@@ -4,7 +4,7 @@
 EXTRA_DIST += tests/desync/lib.sh tests/desync/fuzz_proto.c tests/desync/netns.sh tests/desync/netns-exec.sh \
 	tests/desync/flood.py tests/desync/faultproxy.py
 DESYNC_SHELL_TESTS = tests/desync/desync-twohost.sh tests/desync/desync-mpi.sh tests/desync/desync-healthy.sh tests/desync/desync-tcp.sh \
-	tests/desync/desync-security.sh tests/desync/desync-netfault.sh \
+	tests/desync/desync-security.sh tests/desync/desync-netfault.sh tests/desync/desync-admission.sh \
 	tests/desync/desync-trainer.sh tests/desync/desync-fuzz.sh \
 	tests/desync/desync-nccl.sh
 dist_check_SCRIPTS += $(DESYNC_SHELL_TESTS)
