@@ -627,6 +627,31 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
     char key[600];
     snprintf(key, sizeof key, "%s|%s|%s|%s", ccs_job_id(), hostkey, secret, key_extra);
     shm = ccs_dsx_shm_open(key, world_size, world_rank, local_size, why, sizeof why);
+    int can_tcp = coord_host && *coord_host && coord_port > 0 && (cred.secret || cred.peers);
+    if (!shm && ccs_dsx_shm_taken(key, world_size) && can_tcp) {
+        /* Another user holds the segment's name (it carries the job's
+         * random tag or secret, so it had to be learnt): this rank stands
+         * alone, as a host of its own, in a private segment of a random
+         * name, and talks to the coordinator over TCP. */
+        unsigned char rnd[CCS_DSX_NONCE];
+        ccs_dsx_auth_nonce(rnd);
+        size_t o = strlen(key);
+        o += (size_t)snprintf(key + o, sizeof key - o, "|alone%d|", world_rank);
+        for (int i = 0; i < 16 && o + 3 < sizeof key; i++)
+            o += (size_t)snprintf(key + o, sizeof key - o, "%02x", rnd[i]);
+        char alone[CCS_DSX_HOST];
+        snprintf(alone, sizeof alone, "%.48s/r%d", hostkey, world_rank);
+        CCS_LOG(WARN,
+                "desync: %s; rank %d talks to the coordinator over TCP instead, as host '%s' (detection stays on)",
+                why, world_rank, alone);
+        memcpy(hostkey, alone, sizeof hostkey);
+        shm = ccs_dsx_shm_open(key, world_size, world_rank, 1, why, sizeof why);
+    } else if (!shm && ccs_dsx_shm_taken(key, world_size)) {
+        size_t o = strlen(why);
+        snprintf(why + o, sizeof why - o,
+                 " (another user holds the name; without a coordinator to fall back to, detection on this host "
+                 "is off)");
+    }
     if (!shm) {
         say_off(why);
         atomic_store(&state, OFF);
@@ -748,13 +773,13 @@ int ccs_desync_start(void)
     int tcp = ccs_cfg.desync_transport == CCS_DESYNC_TCP || (ccs_cfg.desync_transport == CCS_DESYNC_AUTO && spans);
     spans_hosts = spans;
     char fwhy[400] = "";
-    /* Nothing names the job (no launcher's id, or torchrun's default
-     * "none"): the identity of its first communicator spanning the world
-     * (from the ncclUniqueId, the same on every rank and new per job) tells
-     * it apart from others, in the segment's name and the job's tag. */
+    /* The identity of the job's first communicator spanning the world (from
+     * the ncclUniqueId, the same on every rank and new per job) tells it
+     * apart from others, in the segment's name and the job's tag, also
+     * where nothing names the job (no launcher's id, or torchrun's default
+     * "none") and where a launcher's id is there for anyone to read. */
     uint64_t first = 0;
-    if (strcmp(ccs_job_id(), "local") == 0 || strcmp(ccs_job_id(), "none") == 0)
-        ccs_comm_foreach(world_comm, &first);
+    ccs_comm_foreach(world_comm, &first); /* also where a job id names the job: that id is predictable */
     if (first)
         snprintf(key_extra, sizeof key_extra, "comm%llx", (unsigned long long)first);
     char tagtext[400];

@@ -3,6 +3,7 @@
  * calls makes the others time out with -1. */
 #include "ccs_config.h"
 #include "desync.h"
+#include "desync_shm.h"
 #include "log.h"
 #include "shim.h"
 #include "unit_main.h"
@@ -10,6 +11,8 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -201,6 +204,67 @@ START_TEST(short_secret_refused)
 }
 END_TEST
 
+/* Another user created host h0's segment name first (squatting it): the
+ * ranks of h0 each talk to the coordinator over TCP as a host of their
+ * own, say so, and the agreement across all four still completes. */
+START_TEST(squatted_segment_falls_back_to_tcp)
+{
+    static char secret[80], log[128];
+    snprintf(secret, sizeof secret, "squat-%d-0123456789abcdef0123456789", (int)getpid());
+    snprintf(log, sizeof log, "/tmp/ccshim-test-squat-%d-%%r.log", (int)getpid());
+    ccs_cfg.secret = secret;
+    ccs_cfg.summary = 0;
+    int port = 20000 + (int)(getpid() % 20000) * 2;
+    /* The name h0's ranks will use (desync.c: job|host|secret|first world
+     * communicator), created by "another user": not private to us. */
+    char key[400], path[256];
+    snprintf(key, sizeof key, "%s|h0|%s|comm%llx", ccs_job_id(), secret, 0xdefull);
+    ccs_dsx_shm_path(key, 4, path, sizeof path);
+    int sq = open(path, O_CREAT | O_EXCL | O_RDWR, 0644);
+    ck_assert_msg(sq >= 0, "cannot create %s: %s", path, strerror(errno));
+    if (geteuid() == 0)
+        ck_assert_int_eq(fchown(sq, 65534, 65534), 0); /* nobody's */
+    close(sq);
+    ck_assert_int_eq(ccs_dsx_shm_taken(key, 4), 1);
+    pid_t pid[4];
+    for (int r = 0; r < 4; r++) {
+        pid[r] = fork();
+        if (pid[r] == 0) {
+            ccs_cfg.log = log;
+            ccs_log_open();
+            int rc = tcp_child(r, port);
+            ccs_desync_note_exit(CCS_DESYNC_EXITED);
+            _exit(rc);
+        }
+    }
+    int ok = 1;
+    for (int r = 0; r < 4; r++) {
+        int st = 0;
+        waitpid(pid[r], &st, 0);
+        ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    }
+    unlink(path);
+    int said = 0;
+    for (int r = 0; r < 2; r++) {
+        char lp[160], line[1024], want[128];
+        snprintf(lp, sizeof lp, "/tmp/ccshim-test-squat-%d-%d.log", (int)getpid(), r);
+        snprintf(want, sizeof want, "rank %d talks to the coordinator over TCP instead, as host 'h0/r%d'", r, r);
+        FILE *f = fopen(lp, "r");
+        while (f && fgets(line, sizeof line, f))
+            said += strstr(line, "exists but is not private to this user") != NULL && strstr(line, want) != NULL;
+        if (f)
+            fclose(f);
+    }
+    for (int r = 0; r < 4; r++) {
+        char lp[160];
+        snprintf(lp, sizeof lp, "/tmp/ccshim-test-squat-%d-%d.log", (int)getpid(), r);
+        unlink(lp);
+    }
+    ck_assert_msg(ok, "a rank failed to agree");
+    ck_assert_int_eq(said, 2);
+}
+END_TEST
+
 START_TEST(three_ranks_agree)
 {
     run(-1);
@@ -223,6 +287,7 @@ static Suite *suite(void)
     tcase_add_test(t, agree_across_hosts_over_tcp);
     tcase_add_test(t, no_secret_no_tcp_across_hosts);
     tcase_add_test(t, short_secret_refused);
+    tcase_add_test(t, squatted_segment_falls_back_to_tcp);
     suite_add_tcase(s, t);
     return s;
 }
