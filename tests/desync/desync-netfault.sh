@@ -6,13 +6,15 @@
 # bit and stalls 12 s.  Under CCSHIM_ON_DESYNC=abort the healthy job ends
 # with exit 0 and no verdict (a lost connection makes ranks unreachable, not
 # dead; the leader reconnects); a real MISMATCH after a reset is still
-# reported on both hosts.
+# reported on both hosts; a rank killed alone on its host (its connection
+# closes: no evidence of death) is named unreachable once rank 0 has waited
+# on it for the grace period, not DEAD.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
 command -v python3 >/dev/null || tap_skip_all "python3 not installed"
-tap_plan 8
+tap_plan 11
 
 PORT=$((21000 + $$ % 20000))
 PPORT=$((PORT + 1))
@@ -58,4 +60,18 @@ dsx_check_verdict nf-mismatch MISMATCH \
     "^ccshim MISMATCH comm=0x[0-9a-f]+ size=2 seq=6: rank 0 issued allreduce\(count=4, float32, sum\), rank 1 issued allreduce\(count=4, float32, max\)$"
 tap_check "nf-mismatch: seen on both hosts, after the reset" sh -c \
     "grep -q '^ccshim MISMATCH ' '$CCS_TMP/nf-mismatch/log-0.txt' && grep -q '^ccshim MISMATCH ' '$CCS_TMP/nf-mismatch/log-1.txt' && grep -q 'reset connection' '$CCS_TMP/nf-mismatch/proxy.txt'"
+
+# A partition and a real hang: the proxy resets rank 1's connection 1.5 s
+# in and refuses it from then on; about 3 s in rank 1, alone on h1, enters a
+# barrier nobody else reaches while rank 0 waits in the all-reduce.  Nothing
+# shows rank 1's process gone, so with a 2 s heartbeat (the grace) rank 0's
+# side names it unreachable, not dead.
+proxy nf-lost 1.5:down
+dsx_run nf-lost 60 2 CCSHIM_ON_DESYNC=abort CCSHIM_DESYNC_TRANSPORT=tcp P0=$PORT P1=$PPORT ITER_MS=1000 \
+    CCSHIM_DESYNC_HEARTBEAT_MS=2000 CCSHIM_LOG_LEVEL=info -- sh -c "$VIA" _ "$SCENARIO" deadlock 6 3 1
+proxy_stop
+cat "$CCS_TMP/nf-lost/proxy.txt" | tap_diag
+dsx_check_verdict nf-lost DESYNC \
+    "^ccshim DESYNC comm=0x[0-9a-f]+ size=2 seq=[0-9]+: rank 0 blocked in allreduce\(count=4, float32, sum\) at seq [0-9]+ for N s; rank 1 unreachable \(host 'h1': no word from its leader for N s; last seen at seq [0-9]+; not known to be dead\)$"
+tap_eq "nf-lost: no DEAD verdict (nothing showed rank 1's pid gone)" "" "$(dsx_lines nf-lost DEAD)"
 tap_done

@@ -11,6 +11,8 @@ connection the proxy accepts, applied to the connection open at that time:
              after it then fail their seal: the coordinator hangs up)
   flip       flips one bit in the payload of the next STATUS frame
   stall:S    forwards nothing either way for S seconds (kernel buffers fill)
+  down       resets the connection and stops listening: the leader's
+             reconnections are refused from then on (a partition)
 The leader reconnects through the proxy after each; every connection is
 forwarded.  Prints one line per event applied and, at the end (SIGTERM),
 "connections=N".
@@ -70,13 +72,18 @@ def main():
                 if act == "reset":
                     say("reset connection %d" % nconn)
                     close_pair(True)
+                elif act == "down":
+                    say("reset connection %d and stopped listening" % nconn)
+                    close_pair(True)
+                    ls.close()
+                    ls = None
                 elif act in ("drop", "flip"):
                     pending = act
                     say("%s the next STATUS frame on connection %d" % (act, nconn))
                 elif act == "stall":
                     stall_until = now + arg
                     say("stall connection %d for %.1f s" % (nconn, arg))
-        rd = [ls]
+        rd = [ls] if ls else []
         wr = []
         if pair and now >= stall_until:
             rd += list(pair)
@@ -85,7 +92,7 @@ def main():
             r, w, _ = select.select(rd, wr, [], 0.02)
         except InterruptedError:
             continue
-        if ls in r:
+        if ls and ls in r:
             a, _ = ls.accept()
             if pair:  # the leader reconnected before we saw the old one close
                 close_pair(False)
@@ -107,7 +114,7 @@ def main():
             except OSError:
                 broken = True
         for s in r:
-            if s is ls:
+            if ls and s is ls:
                 continue
             try:
                 data = s.recv(65536)
