@@ -623,17 +623,32 @@ static void unreachable_verdict(struct ccs_dsx_coord *k, uint64_t comm, int32_t 
     free(wait), free(lost), free(v);
 }
 
+/* Each communicator of a rank unreachable past the grace, once per pass
+ * (a whole network blip leaves every host unreachable: the communicators,
+ * not the ranks, are what is judged). */
+#define MAX_LOST_COMMS 64
 static void rule_unreachable(struct ccs_dsx_coord *k, uint64_t now)
 {
-    uint64_t g = grace_ms(k);
+    uint64_t g = grace_ms(k), ids[MAX_LOST_COMMS];
+    int32_t sizes[MAX_LOST_COMMS];
+    size_t n = 0;
     for (int32_t r = 0; r < k->wsize; r++) {
         const struct ccs_dsx_status *x = k->st[r];
         if (!x || !k->unreach_ms[r] || x->life != CCS_DSX_ALIVE || now - k->unreach_ms[r] < g)
             continue;
-        for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++)
-            if (x->comm[q].size > 1 && x->comm[q].size <= k->wsize)
-                unreachable_verdict(k, x->comm[q].id, x->comm[q].size, now);
+        for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++) {
+            const struct ccs_dsx_comm *e = &x->comm[q];
+            size_t j = 0;
+            while (j < n && ids[j] != e->id)
+                j++;
+            if (j == n && n < MAX_LOST_COMMS && e->size > 1 && e->size <= k->wsize) {
+                ids[n] = e->id;
+                sizes[n++] = e->size;
+            }
+        }
     }
+    for (size_t j = 0; j < n; j++)
+        unreachable_verdict(k, ids[j], sizes[j], now);
 }
 
 static void coord_eval(struct ccs_dsx_coord *k)
