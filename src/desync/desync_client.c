@@ -102,6 +102,9 @@ uint64_t ccs_dsx_client_bytes_out(struct ccs_dsx_client *cl)
 
 static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
 {
+    ccs_log(CCS_LOG_DEBUG, "desync side channel: connection %s; again in %llu ms",
+            cl->c.state == CCS_DSX_C_AUTHED ? "lost" : "not established",
+            (unsigned long long)(cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200));
     if (cl->c.state == CCS_DSX_C_AUTHED && !cl->lost_ms)
         cl->lost_ms = now; /* resumed on reconnection: statuses and records are the ranks' own */
     cl->bytes_out_total += cl->c.bytes_out;
@@ -116,6 +119,7 @@ static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
 
 static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
 {
+    ccs_log(CCS_LOG_DEBUG, "desync side channel: connecting to the coordinator at %s:%d", cl->host, cl->port);
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", cl->port);

@@ -141,6 +141,7 @@ int ccs_dsx_conn_next_frame(struct ccs_dsx_conn *c, struct ccs_dsx_frame *f, con
     if (c->inlen < sizeof *f + f->length)
         return 0;
     c->cur_wire = sizeof *f + f->length;
+    c->t_rx = ccs_clock_mono_ms();
     *payload = c->in + sizeof *f;
     if (c->sealed) {
         /* Altered, injected, replayed or reordered: refused here. */

@@ -40,6 +40,7 @@ struct ccs_dsx_conn {
     size_t inlen, incap, outlen, outcap, outoff;
     unsigned char nonce_c[CCS_DSX_NONCE], nonce_s[CCS_DSX_NONCE]; /* the client's, the coordinator's */
     uint64_t t_open;                                              /* ms, for the handshake deadline */
+    uint64_t t_rx;                                                /* ms: the last whole frame received */
     uint64_t bytes_in, bytes_out;
     char host[CCS_DSX_HOST];
     char peer[64];

@@ -766,8 +766,16 @@ static void flush_all(struct ccs_dsx_coord *k, uint64_t now, int handshake_due)
 {
     for (size_t i = 0; i < k->ncl; i++) {
         struct ccs_dsx_conn *c = &k->cl[i];
+        uint64_t rx = c->t_rx > c->t_open ? c->t_rx : c->t_open;
         if (handshake_due && c->fd >= 0 && !c->sealed && now > c->t_open + CCS_DSX_HANDSHAKE_MS)
             drop_client(k, i, "no handshake within 5 s");
+        else if (handshake_due && c->fd >= 0 && c->sealed && now - rx > (uint64_t)k->t.heartbeat_ms)
+            /* A stalled link (a leader sends at least once a second):
+             * closed, so that what it buffered meanwhile never arrives
+             * late and is taken for news; the leader reconnects and sends
+             * its ranks' statuses afresh. */
+            drop_client(k, i, "no frame within the heartbeat period (a stalled link); closed so that stale "
+                              "statuses are not taken for news");
         else if (c->fd >= 0 && (c->state == CCS_DSX_C_DROP || ccs_dsx_conn_flush(c) != 0))
             drop_client(k, i, NULL);
     }

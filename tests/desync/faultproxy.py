@@ -96,12 +96,14 @@ def main():
             a, _ = ls.accept()
             if pair:  # the leader reconnected before we saw the old one close
                 close_pair(False)
+            t1 = time.monotonic()
             b = socket.create_connection(("127.0.0.1", tport))
             pair = (a, b)
             nconn += 1
             if t0 is None:
-                t0 = time.monotonic()
-            say("connection %d" % nconn)
+                t0 = t1
+            took = time.monotonic() - t1
+            say("connection %d%s" % (nconn, " (the coordinator took %.1f s to answer)" % took if took > 0.5 else ""))
             continue
         if not pair or now < stall_until:
             continue
