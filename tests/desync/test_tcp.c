@@ -7,6 +7,8 @@
 #include "desync_auth.h"
 #include "desync_proto.h"
 #include "desync_tcp.h"
+#include "ccs_config.h"
+#include "log.h"
 #include "shim.h"
 #include "unit_main.h"
 #include <arpa/inet.h>
@@ -606,6 +608,67 @@ START_TEST(unauthenticated_peers_are_bounded)
 }
 END_TEST
 
+/* An authenticated peer (buggy or hostile) sends a status blocked at seq
+ * 2^64-1, again at every reconnection for 2 s: the coordinator refuses it
+ * with one warning in all (not one per reconnection), stores nothing of
+ * it, does not spin (its thread uses well under a core) and still serves
+ * the other host, whose verdict comes through. */
+START_TEST(huge_seq_from_a_peer_one_warning_no_hang)
+{
+    char log[128], why[256] = "";
+    snprintf(log, sizeof log, "/tmp/ccshim-test-hugeseq-%d.log", (int)getpid());
+    ccs_cfg.log = log;
+    ccs_log_open();
+    int port;
+    struct ccs_dsx_coord *coord = start_coord(2, "s3cret", &thresholds, &port);
+    struct client_events g0 = {0}, g1 = {0};
+    struct ccs_dsx_client *a = new_client(port, 0, "s3cret", "host0", &g0);
+    struct ccs_dsx_status bad;
+    status(&bad, 0, 2, CCS_DSX_ALIVE, 1);
+    bad.comm[0].issued = UINT64_MAX;
+    bad.comm[0].blocked.seq = UINT64_MAX;
+    const struct ccs_dsx_status *pb = &bad;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 100; i++) {
+        ccs_dsx_client_tick(a, &pb, 1, NULL, 0, 5, why, sizeof why);
+        nap();
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    struct ccs_dsx_coord_stats st;
+    ccs_dsx_coord_stats(coord, &st);
+    ck_assert_uint_eq(st.statuses, 0);
+    ck_assert_int_ge(st.clients, 2); /* it did authenticate, and came back */
+    double wall = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    ck_assert_msg(st.cpu_s < 0.5 * wall, "coordinator thread used %.2f s of CPU in %.2f s", st.cpu_s, wall);
+    /* The other host still gets through, and a verdict reaches it. */
+    struct ccs_dsx_client *b = new_client(port, 1, "s3cret", "host1", &g1);
+    struct ccs_dsx_status s0, s1;
+    status(&s0, 0, 2, CCS_DSX_ALIVE, 1);
+    status(&s1, 1, 2, CCS_DSX_EXITED, 0);
+    const struct ccs_dsx_status *p0 = &s0, *p1 = &s1;
+    for (int i = 0; i < 100 && g1.verdicts == 0; i++) {
+        ccs_dsx_client_tick(a, &p0, 1, NULL, 0, 5, why, sizeof why);
+        ccs_dsx_client_tick(b, &p1, 1, NULL, 0, 5, why, sizeof why);
+        nap();
+    }
+    ck_assert_int_eq(g1.verdicts, 1);
+    ccs_dsx_client_free(a);
+    ccs_dsx_client_free(b);
+    ccs_dsx_coord_stop(coord);
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024];
+    int warned = 0;
+    while (fgets(line, sizeof line, f))
+        warned += strstr(line, "dropped the leader of host 'host0'") != NULL &&
+                  strstr(line, "sequence number beyond") != NULL;
+    fclose(f);
+    unlink(log);
+    ck_assert_int_eq(warned, 1);
+}
+END_TEST
+
 /* ------------------------------------------------------ a man in the middle */
 
 struct mitm {
@@ -930,6 +993,7 @@ static Suite *suite(void)
     tcase_add_test(t, two_jobs_with_one_secret_stay_apart);
     tcase_add_test(t, mpi_traffic_gives_nothing_to_authenticate_with);
     tcase_add_test(t, replay_is_refused);
+    tcase_add_test(t, huge_seq_from_a_peer_one_warning_no_hang);
     tcase_add_test(t, impostor_coordinator_is_refused);
     tcase_add_test(t, unauthenticated_peers_are_bounded);
     tcase_add_test(t, mitm_reads_nothing);
