@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -824,6 +825,7 @@ static void *coord_main(void *arg)
     /* Below the job's threads, as the ranks' detection threads: a flood of
      * handshakes takes its turn in the job's gaps. */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    prctl(PR_SET_NAME, "ccs-coord", 0, 0, 0); /* top -H, /proc/PID/task/TID/comm */
     uint64_t next_eval = ccs_clock_mono_ms() + (uint64_t)k->period_ms;
     struct pollfd *pf = NULL;
     size_t pfcap = 0;
