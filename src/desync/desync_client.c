@@ -47,6 +47,8 @@ struct ccs_dsx_client {
     int fresh;                        /* ... with news the rules act on */
     int bye;                          /* the coordinator said BYE */
     uint64_t lost_ms;                 /* when an authenticated connection was lost (0: not lost) */
+    uint64_t t_new;                   /* when the client was made */
+    int ever;                         /* authenticated at least once */
     uint64_t said_ms;                 /* last "reconnected" line */
 };
 
@@ -78,6 +80,7 @@ struct ccs_dsx_client *ccs_dsx_client_new_cred(const char *host, int port, int32
     snprintf(cl->hostname, sizeof cl->hostname, "%s", hostname);
     cl->port = port;
     cl->wsize = wsize;
+    cl->t_new = ccs_clock_mono_ms();
     cl->cb = *cb;
     cl->c.fd = -1;
     cl->sent_hash = calloc((size_t)wsize, sizeof *cl->sent_hash);
@@ -136,9 +139,11 @@ static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
     }
     ccs_dsx_socket_nonblock(fd);
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
-        snprintf(why, n, "cannot connect to the coordinator at %s:%d: %s", cl->host, cl->port, strerror(errno));
+        int e = errno;
+        snprintf(why, n, "cannot connect to the coordinator at %s:%d: %s", cl->host, cl->port, strerror(e));
         freeaddrinfo(ai);
         close(fd);
+        errno = e; /* the caller tells a refusal at start-up from the rest */
         return -1;
     }
     freeaddrinfo(ai);
@@ -210,6 +215,7 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
                 return -1;
             if (hs == 1) {
                 cl->backoff_ms = 0;
+                cl->ever = 1;
                 uint64_t now = ccs_clock_mono_ms();
                 if (cl->lost_ms) { /* one line a minute at most; a flapping link is not news each time */
                     int say = !cl->said_ms || now - cl->said_ms >= 60000;
@@ -319,8 +325,29 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
 
 /* What came from the coordinator (read, handled): 0, 1 when it said BYE,
  * -1 when the connection ended or misbehaved (WHY). */
+/* The connection was refused by the coordinator's host (nothing listens
+ * there yet): 1 with WHY, else 0. */
+static int connect_refused(struct ccs_dsx_client *cl, char *why, size_t wn)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (cl->c.state != CCS_DSX_C_CONNECTING || getsockopt(cl->c.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || !err)
+        return 0;
+    snprintf(why, wn, "cannot connect to the coordinator at %s:%d: %s", cl->host, cl->port, strerror(err));
+    return 1;
+}
+
+/* Not worth a warning: the coordinator is not listening yet at start-up
+ * (rank 0 may start it a moment after the leaders), within 10 s of it. */
+static int starting(const struct ccs_dsx_client *cl, uint64_t now)
+{
+    return !cl->ever && now - cl->t_new < 10000;
+}
+
 static int on_readable(struct ccs_dsx_client *cl, char *why, size_t wn)
 {
+    if (connect_refused(cl, why, wn))
+        return -2;
     int eof = ccs_dsx_conn_fill(&cl->c) != 0;
     int bad = client_frames(cl, why, wn) != 0;
     if (cl->bye)
@@ -331,7 +358,8 @@ static int on_readable(struct ccs_dsx_client *cl, char *why, size_t wn)
         cl->refused = 1;
         snprintf(why, wn,
                  "the coordinator at %s:%d closed the connection during the handshake "
-                 "(it refused our proof: is CCSHIM_SECRET the same on every rank?)",
+                 "(it refused our ticket or proof: is CCSHIM_SECRET the same on every rank, and are we of "
+                 "its job?)",
                  cl->host, cl->port);
     } else if (eof) {
         snprintf(why, wn, "the coordinator at %s:%d closed the connection", cl->host, cl->port);
@@ -354,13 +382,14 @@ static int exchange(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
             int rc = on_readable(cl, why, wn);
             if (rc != 0) {
                 client_drop(cl, now);
-                return rc > 0 ? 0 : -1;
+                return rc > 0 || (rc == -2 && starting(cl, now)) ? 0 : -1;
             }
         }
         if (ccs_dsx_conn_flush(&cl->c) != 0) {
+            int refused = errno == ECONNREFUSED && cl->c.state == CCS_DSX_C_CONNECTING;
             snprintf(why, wn, "cannot reach the coordinator at %s:%d: %s", cl->host, cl->port, strerror(errno));
             client_drop(cl, now);
-            return -1;
+            return refused && starting(cl, now) ? 0 : -1;
         }
         /* Authenticated just now: send this period's statuses at once. */
         if (cl->c.state == CCS_DSX_C_AUTHED && cl->c.outlen == 0 && waited == 0 && n &&
@@ -392,8 +421,9 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
         if (now < cl->retry_ms)
             return cl->refused ? -1 : 0;
         if (client_connect(cl, why, wn) != 0) {
+            int refused = errno == ECONNREFUSED;
             client_drop(cl, now);
-            return -1;
+            return refused && starting(cl, now) ? 0 : -1;
         }
     }
     if (cl->c.state != CCS_DSX_C_AUTHED && now > cl->c.t_open + CCS_DSX_HANDSHAKE_MS) {
