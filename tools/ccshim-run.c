@@ -280,6 +280,21 @@ static int prepend_to_list(const char *name, const char *value)
     return 0;
 }
 
+/* The side channel's secret never goes on the command line: every local
+ * user reads it there (/proc/PID/cmdline) and could forge a verdict.  1
+ * (after saying what to do instead) when NAME is the secret. */
+static int refuse_secret_on_command_line(const char *name, const char *how)
+{
+    if (strcmp(name, "CCSHIM_SECRET") != 0)
+        return 0;
+    fprintf(stderr,
+            "%s: %s: refused: a secret on the command line is readable by every local user (/proc/PID/cmdline); "
+            "give --secret-file FILE (yours, mode 0600, at least 32 characters) or set CCSHIM_SECRET in the "
+            "environment (under MPI no secret is needed)\n",
+            prog, how);
+    return 1;
+}
+
 static int set_var(const char *assign)
 {
     const char *eq = strchr(assign, '=');
@@ -296,6 +311,8 @@ static int set_var(const char *assign)
         fprintf(stderr, "%s: --set: unknown variable %s (see --help for the list)\n", prog, name);
         return -1;
     }
+    if (refuse_secret_on_command_line(name, "--set CCSHIM_SECRET=..."))
+        return -1;
     return setenv(name, eq + 1, 1);
 }
 
@@ -318,6 +335,8 @@ static int set_table_option(int argc, char **argv, int *i)
         size_t len = strlen(opt);
         if (strncmp(arg, opt, len) != 0 || (arg[len] != 0 && arg[len] != '='))
             continue;
+        if (refuse_secret_on_command_line(ccs_config_rows[k].name, opt))
+            return -1;
         const char *value = arg[len] == '=' ? arg + len + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
         if (!value) {
             fprintf(stderr, "%s: %s needs a value\n", prog, opt);

@@ -44,14 +44,15 @@
     X(desync_straggler_ms, "CCSHIM_DESYNC_STRAGGLER_MS", INT, "10000",                                    \
       "waiting this long (ms) for a rank that computes: STRAGGLER warning, 10..86400000")                 \
     X(desync_heartbeat_ms, "CCSHIM_DESYNC_HEARTBEAT_MS", INT, "10000",                                    \
-      "no publication from a live-looking rank for this long (ms): DEAD, 100..3600000")                   \
+      "no publication from a rank for this long (ms): DEAD on its host, unreachable across, 100..3600000") \
     X(desync_flight, "CCSHIM_DESYNC_FLIGHT", INT, "64",                                                   \
       "records per thread in the flight-recorder file written with a verdict, 0..65536")                  \
     X(desync_transport, "CCSHIM_DESYNC_TRANSPORT", ENUM, "auto",                                          \
       "{auto shm tcp}: auto = shared memory, plus TCP when ranks span hosts")                             \
     X(coord, "CCSHIM_COORD", STR, "",                                                                     \
       "host:port of the coordinator (in rank 0); default: MPI, or MASTER_ADDR and MASTER_PORT+1")         \
-    X(secret, "CCSHIM_SECRET", STR, "", "per-job secret authenticating side-channel members")             \
+    X(secret, "CCSHIM_SECRET", STR, "",                                                                   \
+      "per-job secret (32+ characters) of side-channel members without MPI; environment only")            \
     X(secret_file, "CCSHIM_SECRET_FILE", STR, "",                                                         \
       "file holding the per-job secret (owned by you, mode 0600), e.g. in a directory every node shares") \
     X(desync_host, "CCSHIM_DESYNC_HOST", STR, "",                                                         \

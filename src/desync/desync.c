@@ -13,6 +13,7 @@
  */
 #include "desync.h"
 #include "ccs_config.h"
+#include "desync_auth.h"
 #include "desync_collect.h"
 #include "desync_proto.h"
 #include "desync_report.h"
@@ -53,8 +54,14 @@ static atomic_int state;
 static struct ccs_dsx_shm *shm;
 static int32_t world_size = -1, world_rank = -1;
 static char hostkey[CCS_DSX_HOST];
-static char secret[80];
+static char secret[80];    /* without MPI: the job's secret; under MPI: the job's random tag, in hex */
 static char key_extra[32]; /* more of the segment's name, when the job has no id */
+/* How the side channel authenticates (desync_tcp.h): the secret, or under
+ * MPI this rank's X25519 key pair and the coordinator's public key (only
+ * public halves cross MPI), with the job's tag. */
+static struct ccs_dsx_cred cred;
+static unsigned char coord_pk[CCS_DSX_PKBYTES];
+#define MIN_SECRET 32 /* characters: 128 random bits written in hex */
 static struct ccs_dsx_status me;
 static struct ccs_dsx_status scratch;
 /* Per world rank (the other ranks of this host): our copy of its status,
@@ -341,7 +348,7 @@ static void lead_if_leader_gone(void)
         return;
     struct ccs_dsx_client_cb cb = {
         .verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
-    client = ccs_dsx_client_new(coord_host_s, coord_port_s, world_size, world_rank, secret, hostkey, &cb);
+    client = ccs_dsx_client_new_cred(coord_host_s, coord_port_s, world_size, world_rank, &cred, hostkey, &cb);
     CCS_LOG(INFO, "desync: rank %d now leads host '%s' (the leader is gone)", world_rank, hostkey);
 }
 
@@ -507,24 +514,6 @@ static void host_key(char *out, size_t n)
         snprintf(out, n, "%s", ccs_hostname());
 }
 
-/* A random secret (hex) from the kernel. */
-static void random_secret(char *out, size_t n)
-{
-    unsigned char b[16] = {0};
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (read(fd, b, sizeof b) != (ssize_t)sizeof b)
-            memset(b, 0, sizeof b);
-        close(fd);
-    }
-    uint64_t x = ccs_hash_mix(ccs_clock_mono_ns(), (uint64_t)getpid());
-    for (size_t i = 0; i < 8; i++)
-        b[i] ^= (unsigned char)(x >> (8 * i));
-    size_t o = 0;
-    for (size_t i = 0; i < sizeof b && o + 3 <= n; i++)
-        o += (size_t)snprintf(out + o, n - o, "%02x", b[i]);
-}
-
 /* An IPv4 address of this host other peers can reach, or loopback. */
 static void my_address(char *out, size_t n, int loopback_ok)
 {
@@ -600,9 +589,11 @@ static int read_secret_file(const char *path, char *why, size_t n)
     int printable = 1;
     for (ssize_t i = 0; i < got; i++)
         printable &= buf[i] > ' ' && buf[i] < 127;
-    if (got < 16 || got >= (ssize_t)sizeof secret || !printable) {
-        snprintf(why, n, "CCSHIM_SECRET_FILE='%s' holds %zd characters; expected 16 to %zu printable ones", path,
-                 got, sizeof secret - 1);
+    if (got < MIN_SECRET || got >= (ssize_t)sizeof secret || !printable) {
+        snprintf(why, n,
+                 "CCSHIM_SECRET_FILE='%s' holds %zd characters; expected %d to %zu printable ones (at least 128 "
+                 "random bits: od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')",
+                 path, got, MIN_SECRET, sizeof secret - 1);
         return -1;
     }
     memcpy(secret, buf, (size_t)got + 1);
@@ -619,14 +610,14 @@ static struct ccs_dsx_thresholds thresholds(void)
                                        .record_wait_ms = RECORD_WAIT_MS};
 }
 
-static int start_coordinator(const char *bind_host, int port, char *why, size_t n)
+static int start_coordinator(const char *bind_host, int port, const struct ccs_dsx_cred *cc, char *why, size_t n)
 {
     struct ccs_dsx_thresholds t = thresholds();
     int got = 0;
     /* The coordinator evaluates less often than ranks publish: it sees the
      * whole job, and its targets (1 s, 2 s) leave room. */
     long cp = 5 * ccs_cfg.desync_period_ms;
-    coord = ccs_dsx_coord_start(bind_host, port, world_size, secret, &t, (int)(cp < 100 ? 100 : cp), &got, why, n);
+    coord = ccs_dsx_coord_start_cred(bind_host, port, world_size, cc, &t, (int)(cp < 100 ? 100 : cp), &got, why, n);
     return coord ? got : -1;
 }
 
@@ -638,6 +629,31 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
     char key[600];
     snprintf(key, sizeof key, "%s|%s|%s|%s", ccs_job_id(), hostkey, secret, key_extra);
     shm = ccs_dsx_shm_open(key, world_size, world_rank, local_size, why, sizeof why);
+    int can_tcp = coord_host && *coord_host && coord_port > 0 && (cred.secret || cred.peers);
+    if (!shm && ccs_dsx_shm_taken(key, world_size) && can_tcp) {
+        /* Another user holds the segment's name (it carries the job's
+         * random tag or secret, so it had to be learnt): this rank stands
+         * alone, as a host of its own, in a private segment of a random
+         * name, and talks to the coordinator over TCP. */
+        unsigned char rnd[CCS_DSX_NONCE];
+        ccs_dsx_auth_nonce(rnd);
+        size_t o = strlen(key);
+        o += (size_t)snprintf(key + o, sizeof key - o, "|alone%d|", world_rank);
+        for (int i = 0; i < 16 && o + 3 < sizeof key; i++)
+            o += (size_t)snprintf(key + o, sizeof key - o, "%02x", rnd[i]);
+        char alone[CCS_DSX_HOST];
+        snprintf(alone, sizeof alone, "%.48s/r%d", hostkey, world_rank);
+        CCS_LOG(WARN,
+                "desync: %s; rank %d talks to the coordinator over TCP instead, as host '%s' (detection stays on)",
+                why, world_rank, alone);
+        memcpy(hostkey, alone, sizeof hostkey);
+        shm = ccs_dsx_shm_open(key, world_size, world_rank, 1, why, sizeof why);
+    } else if (!shm && ccs_dsx_shm_taken(key, world_size)) {
+        size_t o = strlen(why);
+        snprintf(why + o, sizeof why - o,
+                 " (another user holds the name; without a coordinator to fall back to, detection on this host "
+                 "is off)");
+    }
     if (!shm) {
         say_off(why);
         atomic_store(&state, OFF);
@@ -667,7 +683,7 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
     if (tcp_mode && ccs_dsx_shm_is_leader(shm)) {
         struct ccs_dsx_client_cb cb = {
             .verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
-        client = ccs_dsx_client_new(coord_host, coord_port, world_size, world_rank, secret, hostkey, &cb);
+        client = ccs_dsx_client_new_cred(coord_host, coord_port, world_size, world_rank, &cred, hostkey, &cb);
         if (!client)
             say_off("cannot create the TCP client (out of memory)");
     }
@@ -759,23 +775,35 @@ int ccs_desync_start(void)
     int tcp = ccs_cfg.desync_transport == CCS_DESYNC_TCP || (ccs_cfg.desync_transport == CCS_DESYNC_AUTO && spans);
     spans_hosts = spans;
     char fwhy[400] = "";
-    if (ccs_cfg.secret && *ccs_cfg.secret) {
+    /* The identity of the job's first communicator spanning the world (from
+     * the ncclUniqueId, the same on every rank and new per job) tells it
+     * apart from others, in the segment's name and the job's tag, also
+     * where nothing names the job (no launcher's id, or torchrun's default
+     * "none") and where a launcher's id is there for anyone to read. */
+    uint64_t first = 0;
+    ccs_comm_foreach(world_comm, &first); /* also where a job id names the job: that id is predictable */
+    if (first)
+        snprintf(key_extra, sizeof key_extra, "comm%llx", (unsigned long long)first);
+    char tagtext[400];
+    snprintf(tagtext, sizeof tagtext, "job:%s|%d|%s", ccs_job_id(), world_size, key_extra);
+    ccs_dsx_auth_jobtag(tagtext, cred.job);
+    size_t slen = ccs_cfg.secret ? strlen(ccs_cfg.secret) : 0;
+    if (slen && slen < MIN_SECRET) {
+        snprintf(fwhy, sizeof fwhy,
+                 "CCSHIM_SECRET holds %zu characters; at least %d expected (128 random bits: od -An -N16 -tx1 "
+                 "/dev/urandom | tr -d ' \\n')",
+                 slen, MIN_SECRET);
+    } else if (slen) {
         snprintf(secret, sizeof secret, "%s", ccs_cfg.secret);
-        if (strlen(ccs_cfg.secret) >= sizeof secret)
+        if (slen >= sizeof secret)
             CCS_LOG(WARN, "CCSHIM_SECRET is longer than %zu characters; its first %zu are used", sizeof secret - 1,
                     sizeof secret - 1);
-    } else if (ccs_cfg.secret_file && *ccs_cfg.secret_file &&
-               read_secret_file(ccs_cfg.secret_file, fwhy, sizeof fwhy) == 0) {
-        /* secret set */
+    } else if (ccs_cfg.secret_file && *ccs_cfg.secret_file) {
+        (void)read_secret_file(ccs_cfg.secret_file, fwhy, sizeof fwhy);
+    }
+    if (secret[0]) {
+        cred.secret = secret; /* the key: the secret stretched, salted by the job's tag */
     } else {
-        /* Nothing names the job: the identity of its first communicator
-         * spanning the world (from the ncclUniqueId, the same on every rank
-         * and new per job) tells it apart from others on the host. */
-        uint64_t first = 0;
-        if (strcmp(ccs_job_id(), "local") == 0)
-            ccs_comm_foreach(world_comm, &first);
-        if (first)
-            snprintf(key_extra, sizeof key_extra, "comm%llx", (unsigned long long)first);
         /* Names this job's shared memory only (mode 0600, this user's):
          * anyone can compute it, so it never authenticates TCP. */
         snprintf(secret, sizeof secret, "job:%s@%s:%d/%s", ccs_job_id(), host, port, key_extra);
@@ -801,7 +829,7 @@ int ccs_desync_start(void)
     if (tcp && world_rank == 0) {
         char why[256];
         /* Listen on the announced address only (MASTER_ADDR or CCSHIM_COORD). */
-        if (start_coordinator(host, port, why, sizeof why) < 0) {
+        if (start_coordinator(host, port, &cred, why, sizeof why) < 0) {
             CCS_LOG(WARN, "desync: cannot start the coordinator on port %d: %s; detection across hosts is off",
                     port, why);
         }
@@ -809,17 +837,21 @@ int ccs_desync_start(void)
     return start_common(local_size, tcp ? host : NULL, tcp ? port : -1);
 }
 
+/* What crosses MPI at start-up: public values only (an eavesdropper on
+ * the MPI traffic learns nothing to authenticate with). */
 struct gather_item {
     char host[CCS_DSX_HOST];
     int32_t enabled;
     int32_t pad;
+    unsigned char pk[CCS_DSX_PKBYTES]; /* the rank's X25519 public key */
 };
 
 struct bcast_item {
     uint32_t magic;
     int32_t port; /* coordinator port, or <= 0: no TCP */
     char host[64];
-    char secret[64];
+    unsigned char coord_pk[CCS_DSX_PKBYTES]; /* the coordinator's public key */
+    unsigned char job[CCS_DSX_JOBTAG];       /* the job's tag, drawn by rank 0 */
 };
 
 int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
@@ -831,14 +863,20 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
     struct gather_item mine;
     memset(&mine, 0, sizeof mine);
     host_key(mine.host, sizeof mine.host);
-    mine.enabled = ccs_cfg.desync && atomic_load(&ccs_active);
+    mine.enabled = ccs_cfg.desync && atomic_load(&ccs_active) && ccs_dsx_auth_keypair(cred.pk, cred.sk) == 0;
+    memcpy(mine.pk, cred.pk, sizeof mine.pk);
     struct gather_item *all = calloc((size_t)w, sizeof *all);
     static struct gather_item one; /* fallback so the collective still runs */
     int ok = all != NULL;
     if (ops->allgather(&mine, ok ? (void *)all : (void *)&one, ok ? (int)sizeof mine : 0, ops->arg) != 0)
         ok = 0;
     int local_size = 0, enabled = ok, hosts = 0;
+    /* The coordinator (rank 0) keeps every rank's public key: any rank may
+     * come to lead its host. */
+    unsigned char *pks = r == 0 && ok ? malloc((size_t)w * CCS_DSX_PKBYTES) : NULL;
     for (int32_t i = 0; ok && i < w; i++) {
+        if (pks)
+            memcpy(pks + (size_t)i * CCS_DSX_PKBYTES, all[i].pk, CCS_DSX_PKBYTES);
         all[i].host[CCS_DSX_HOST - 1] = 0;
         local_size += strcmp(all[i].host, mine.host) == 0;
         enabled &= all[i].enabled != 0;
@@ -855,17 +893,20 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
     memset(&bc, 0, sizeof bc);
     if (r == 0 && enabled) {
         bc.magic = CCS_DSX_MAGIC;
-        if (ccs_cfg.secret && *ccs_cfg.secret)
-            snprintf(bc.secret, sizeof bc.secret, "%s", ccs_cfg.secret);
-        else
-            random_secret(bc.secret, sizeof bc.secret);
+        unsigned char rnd[CCS_DSX_NONCE];
+        ccs_dsx_auth_nonce(rnd); /* the job's tag: 128 random bits */
+        memcpy(bc.job, rnd, sizeof bc.job);
+        struct ccs_dsx_cred cc = {.secret = NULL, .peers = pks};
+        memcpy(cc.job, bc.job, sizeof cc.job);
+        if (ccs_dsx_auth_keypair(cc.pk, cc.sk) != 0 || !pks)
+            tcp = 0;
+        memcpy(bc.coord_pk, cc.pk, sizeof bc.coord_pk);
         char chk[64];
         int chkport;
         if (ccs_cfg.coord && *ccs_cfg.coord) /* a malformed value is said once, used or not */
             (void)parse_coord(ccs_cfg.coord, 1, chk, sizeof chk, &chkport);
         if (tcp) {
             world_size = w;
-            snprintf(secret, sizeof secret, "%s", bc.secret);
             char why[256];
             int port = 0;
             const char *c = ccs_cfg.coord;
@@ -874,11 +915,16 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
                 my_address(bc.host, sizeof bc.host, hosts <= 1); /* loopback when one host */
             }
             /* Listen on the announced address only. */
-            bc.port = start_coordinator(bc.host, port, why, sizeof why);
+            bc.port = start_coordinator(bc.host, port, &cc, why, sizeof why);
             if (bc.port < 0)
                 CCS_LOG(WARN, "desync: cannot start the coordinator: %s; detection across hosts is off", why);
         }
+        struct ccs_dsx_key wipe;
+        memcpy(wipe.k, cc.sk, sizeof wipe.k);
+        ccs_dsx_auth_wipe(&wipe);
+        memset(cc.sk, 0, sizeof cc.sk);
     }
+    free(pks);
     if (ops->bcast(&bc, sizeof bc, ops->arg) != 0 || bc.magic != CCS_DSX_MAGIC)
         return -1;
     if (!enabled)
@@ -886,9 +932,21 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
     int claim = claim_start();
     if (claim <= 0)
         return claim;
-    bc.secret[sizeof bc.secret - 1] = 0;
     bc.host[sizeof bc.host - 1] = 0;
-    snprintf(secret, sizeof secret, "%s", bc.secret);
+    /* This rank's side: its key pair, the coordinator's public key, the
+     * job's tag (also, in hex, in the shared segment's name: random, so no
+     * other user can predict it). */
+    memcpy(coord_pk, bc.coord_pk, sizeof coord_pk);
+    memcpy(cred.job, bc.job, sizeof cred.job);
+    cred.secret = NULL;
+    cred.peers = coord_pk;
+    for (size_t i = 0; i < sizeof bc.job; i++)
+        snprintf(secret + 2 * i, sizeof secret - 2 * i, "%02x", bc.job[i]);
+    /* CCSHIM_COORD with a port, on a rank other than 0: the address this
+     * rank reaches the coordinator at (behind NAT, or through a proxy). */
+    const char *via = ccs_cfg.coord, *colon = via ? strrchr(via, ':') : NULL;
+    if (r != 0 && tcp && bc.port > 0 && colon && atoi(colon + 1) > 0)
+        (void)parse_coord(via, 0, bc.host, sizeof bc.host, &bc.port);
     return start_common(local_size, tcp && bc.port > 0 ? bc.host : NULL, tcp ? bc.port : -1);
 }
 

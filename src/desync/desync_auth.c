@@ -25,7 +25,17 @@ static void init(void)
 /* Domain separation: keys derived for this protocol are for nothing else. */
 static const char KDF_CONTEXT[] = "ccshim-desync-side-channel-key-2";
 
-int ccs_dsx_auth_key(const char *secret, struct ccs_dsx_key *key, char *why, size_t whylen)
+_Static_assert(CCS_DSX_JOBTAG == crypto_pwhash_SALTBYTES, "job tag is the salt");
+_Static_assert(CCS_DSX_PKBYTES == crypto_kx_PUBLICKEYBYTES && CCS_DSX_PKBYTES == crypto_kx_SECRETKEYBYTES,
+               "key pair size");
+
+/* Argon2id at 3 passes over 8 MiB: about 30 ms once per process (a leader,
+ * the coordinator); each guess at a typed secret costs an attacker as much. */
+#define PWHASH_OPS 3
+#define PWHASH_MEM (8u << 20)
+
+int ccs_dsx_auth_key_job(const char *secret, const unsigned char job[CCS_DSX_JOBTAG], struct ccs_dsx_key *key,
+                         char *why, size_t whylen)
 {
     pthread_once(&once, init);
     if (!sodium_ok) {
@@ -36,8 +46,82 @@ int ccs_dsx_auth_key(const char *secret, struct ccs_dsx_key *key, char *why, siz
         snprintf(why, whylen, "empty secret");
         return -1;
     }
-    crypto_generichash(key->k, sizeof key->k, (const unsigned char *)secret, strlen(secret),
+    static const unsigned char zero[CCS_DSX_JOBTAG];
+    unsigned char pre[32], id[32];
+    /* Domain separation first (the secret hashed with the protocol's
+     * context), then the stretch salted by the job's tag. */
+    crypto_generichash(pre, sizeof pre, (const unsigned char *)secret, strlen(secret),
                        (const unsigned char *)KDF_CONTEXT, sizeof KDF_CONTEXT - 1);
+    /* One stretch per process for one (secret, job): rank 0 holds both the
+     * coordinator and its host's client. */
+    static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+    static unsigned char cache_id[32], cache_key[CCS_DSX_KEYBYTES];
+    static int cached;
+    crypto_generichash(id, sizeof id, job ? job : zero, CCS_DSX_JOBTAG, pre, sizeof pre);
+    pthread_mutex_lock(&cache_lock);
+    if (cached && sodium_memcmp(id, cache_id, sizeof id) == 0) {
+        memcpy(key->k, cache_key, sizeof key->k);
+        pthread_mutex_unlock(&cache_lock);
+        sodium_memzero(pre, sizeof pre);
+        return 0;
+    }
+    int rc = crypto_pwhash(key->k, sizeof key->k, (const char *)pre, sizeof pre, job ? job : zero, PWHASH_OPS,
+                           PWHASH_MEM, crypto_pwhash_ALG_ARGON2ID13);
+    if (rc == 0) {
+        memcpy(cache_id, id, sizeof id);
+        memcpy(cache_key, key->k, sizeof cache_key);
+        cached = 1;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    sodium_memzero(pre, sizeof pre);
+    if (rc != 0) {
+        snprintf(why, whylen, "crypto_pwhash failed (out of memory for its %u MiB?)", PWHASH_MEM >> 20);
+        return -1;
+    }
+    return 0;
+}
+
+int ccs_dsx_auth_key(const char *secret, struct ccs_dsx_key *key, char *why, size_t whylen)
+{
+    return ccs_dsx_auth_key_job(secret, NULL, key, why, whylen);
+}
+
+void ccs_dsx_auth_jobtag(const char *text, unsigned char job[CCS_DSX_JOBTAG])
+{
+    pthread_once(&once, init);
+    static const char ctx[] = "ccshim-desync-job-tag-1";
+    crypto_generichash(job, CCS_DSX_JOBTAG, (const unsigned char *)text, strlen(text), (const unsigned char *)ctx,
+                       sizeof ctx - 1);
+}
+
+int ccs_dsx_auth_keypair(unsigned char pk[CCS_DSX_PKBYTES], unsigned char sk[CCS_DSX_PKBYTES])
+{
+    pthread_once(&once, init);
+    if (!sodium_ok)
+        return -1;
+    return crypto_kx_keypair(pk, sk) == 0 ? 0 : -1;
+}
+
+int ccs_dsx_auth_key_kx(const unsigned char pk[CCS_DSX_PKBYTES], const unsigned char sk[CCS_DSX_PKBYTES],
+                        const unsigned char peer[CCS_DSX_PKBYTES], int server, const unsigned char job[CCS_DSX_JOBTAG],
+                        struct ccs_dsx_key *key)
+{
+    pthread_once(&once, init);
+    unsigned char rx[crypto_kx_SESSIONKEYBYTES], tx[crypto_kx_SESSIONKEYBYTES];
+    int rc = server ? crypto_kx_server_session_keys(rx, tx, pk, sk, peer)
+                    : crypto_kx_client_session_keys(rx, tx, pk, sk, peer);
+    if (!sodium_ok || rc != 0)
+        return -1;
+    /* The client's tx is the coordinator's rx: one root for the pair. */
+    static const char ctx[] = "ccshim-desync-kx-key-1";
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, server ? rx : tx, sizeof tx, sizeof key->k);
+    crypto_generichash_update(&st, (const unsigned char *)ctx, sizeof ctx - 1);
+    crypto_generichash_update(&st, job, CCS_DSX_JOBTAG);
+    crypto_generichash_final(&st, key->k, sizeof key->k);
+    sodium_memzero(rx, sizeof rx);
+    sodium_memzero(tx, sizeof tx);
+    sodium_memzero(&st, sizeof st);
     return 0;
 }
 
@@ -49,8 +133,8 @@ void ccs_dsx_auth_nonce(unsigned char nonce[CCS_DSX_NONCE])
 
 /* What is authenticated: a fixed tag, the role, both nonces (client's
  * first), then the sender's fields in a fixed little-endian layout. */
-#define MSG_TAG "ccshim-dsx-hs-v2"
-#define MSG_LEN (16 + 1 + 2 * CCS_DSX_NONCE + 4 + 4 + CCS_DSX_HOST + 4 + 4)
+#define MSG_TAG "ccshim-dsx-hs-v3"
+#define MSG_LEN (16 + 1 + 2 * CCS_DSX_NONCE + 4 + 4 + CCS_DSX_HOST + 4 + 4 + CCS_DSX_JOBTAG)
 
 static void put32(unsigned char *p, uint32_t v)
 {
@@ -78,6 +162,8 @@ static void message(unsigned role, const unsigned char *nc, const unsigned char 
     put32(m + o, (uint32_t)h->rank);
     o += 4;
     put32(m + o, h->pid);
+    o += 4;
+    memcpy(m + o, h->job, CCS_DSX_JOBTAG);
 }
 
 void ccs_dsx_auth_mac(const struct ccs_dsx_key *key, unsigned role, const unsigned char nonce_c[CCS_DSX_NONCE],

@@ -4,14 +4,22 @@
  * HMAC-SHA-512-256) over the sender's role, both nonces and the sender's
  * handshake fields, compared in constant time.  Nothing hand-written.
  *
- * Handshake (the secret never travels):
- *   client -> HELLO(nonce_c)
- *   coord  -> WELCOME(nonce_s, MAC(key, COORD,  nonce_c, nonce_s, its fields))
+ * Handshake (no key ever travels; the client proves first):
+ *   client -> HELLO(nonce_c, job, MAC(key, TICKET, nonce_c, 0, its fields))
+ *   coord  -> WELCOME(nonce_s)                   (only when the ticket verifies)
  *   client -> HELLO(nonce_c, MAC(key, CLIENT, nonce_c, nonce_s, its fields))
- * The role tag and the fixed order of the nonces defeat reflection (a
- * coordinator's proof is never a client's), the coordinator's fresh nonce
- * defeats replay, and binding the fields makes rank, pid and host
- * authenticated.
+ *   coord  -> WELCOME(nonce_s, MAC(key, COORD, nonce_c, nonce_s, its fields))
+ * The coordinator says nothing keyed to a peer that has not proved the
+ * key, so connecting gives no offline-guessing oracle; the ticket (a MAC
+ * without the coordinator's nonce) lets it admit the job's leaders before
+ * unknown peers.  The role tag and the fixed order of the nonces defeat
+ * reflection, the coordinator's fresh nonce defeats replay, and binding the
+ * fields (with the job's tag) makes rank, pid, host and job authenticated.
+ *
+ * The key: under MPI, per rank, from an X25519 key exchange (libsodium's
+ * crypto_kx) between the rank's key pair and the coordinator's, of which
+ * only the public halves cross MPI; otherwise from the job's secret,
+ * stretched with crypto_pwhash (Argon2id) salted by the job's tag.
  */
 #ifndef CCS_DESYNC_AUTH_H
 #define CCS_DESYNC_AUTH_H
@@ -20,16 +28,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum ccs_dsx_role_tag { CCS_DSX_AUTH_COORD = 1, CCS_DSX_AUTH_CLIENT = 2 };
+enum ccs_dsx_role_tag { CCS_DSX_AUTH_COORD = 1, CCS_DSX_AUTH_CLIENT = 2, CCS_DSX_AUTH_TICKET = 3 };
 
 struct ccs_dsx_key {
     unsigned char k[CCS_DSX_KEYBYTES];
 };
 
 /* Initialises libsodium (once, thread-safe) and derives the MAC key from
- * SECRET.  Returns 0, or -1 when libsodium cannot be used or SECRET is
- * empty (WHY). */
+ * SECRET for the job of tag JOB (NULL: all zero), stretched with
+ * crypto_pwhash.  Returns 0, or -1 when libsodium cannot be used or SECRET
+ * is empty (WHY). */
+int ccs_dsx_auth_key_job(const char *secret, const unsigned char job[CCS_DSX_JOBTAG], struct ccs_dsx_key *key,
+                         char *why, size_t whylen);
+/* The same for a job of tag zero (tests). */
 int ccs_dsx_auth_key(const char *secret, struct ccs_dsx_key *key, char *why, size_t whylen);
+
+/* The job's tag from TEXT (a job id and what else names the job). */
+void ccs_dsx_auth_jobtag(const char *text, unsigned char job[CCS_DSX_JOBTAG]);
+
+/* A fresh X25519 key pair (crypto_kx).  0, or -1 without libsodium. */
+int ccs_dsx_auth_keypair(unsigned char pk[CCS_DSX_PKBYTES], unsigned char sk[CCS_DSX_PKBYTES]);
+
+/* The key one rank and the coordinator share: a crypto_kx exchange between
+ * this side's pair (PK, SK) and the other side's public key PEER, bound to
+ * JOB.  SERVER: this side is the coordinator.  0, or -1 when PEER is not a
+ * valid public key. */
+int ccs_dsx_auth_key_kx(const unsigned char pk[CCS_DSX_PKBYTES], const unsigned char sk[CCS_DSX_PKBYTES],
+                        const unsigned char peer[CCS_DSX_PKBYTES], int server, const unsigned char job[CCS_DSX_JOBTAG],
+                        struct ccs_dsx_key *key);
 
 /* A fresh random nonce (libsodium's randombytes: getrandom(2)). */
 void ccs_dsx_auth_nonce(unsigned char nonce[CCS_DSX_NONCE]);

@@ -27,6 +27,7 @@
 struct ccs_dsx_client {
     char host[256], hostname[CCS_DSX_HOST];
     struct ccs_dsx_key key;
+    unsigned char job[CCS_DSX_JOBTAG];
     int port;
     int32_t rank;
     int32_t wsize;
@@ -45,19 +46,33 @@ struct ccs_dsx_client {
     const struct ccs_dsx_status *cur; /* the status being encoded, */
     int fresh;                        /* ... with news the rules act on */
     int bye;                          /* the coordinator said BYE */
+    uint64_t lost_ms;                 /* when an authenticated connection was lost (0: not lost) */
+    uint64_t t_new;                   /* when the client was made */
+    int ever;                         /* authenticated at least once */
+    uint64_t said_ms;                 /* last "reconnected" line */
 };
 
 struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
                                           const char *secret, const char *hostname,
                                           const struct ccs_dsx_client_cb *cb)
 {
+    struct ccs_dsx_cred cred = {.secret = secret};
+    return ccs_dsx_client_new_cred(host, port, wsize, rank, &cred, hostname, cb);
+}
+
+struct ccs_dsx_client *ccs_dsx_client_new_cred(const char *host, int port, int32_t wsize, int32_t rank,
+                                               const struct ccs_dsx_cred *cred, const char *hostname,
+                                               const struct ccs_dsx_client_cb *cb)
+{
     struct ccs_dsx_client *cl = calloc(1, sizeof *cl);
     if (!cl)
         return NULL;
     cl->rank = rank;
     snprintf(cl->host, sizeof cl->host, "%s", host);
-    char why[128];
-    if (ccs_dsx_auth_key(secret, &cl->key, why, sizeof why) != 0) {
+    memcpy(cl->job, cred->job, sizeof cl->job);
+    char why[128] = "no coordinator public key";
+    if (cred->secret ? ccs_dsx_auth_key_job(cred->secret, cred->job, &cl->key, why, sizeof why) != 0
+                     : !cred->peers || ccs_dsx_auth_key_kx(cred->pk, cred->sk, cred->peers, 0, cred->job, &cl->key) != 0) {
         ccs_log(CCS_LOG_WARN, "desync: no TCP client: %s", why);
         free(cl);
         return NULL;
@@ -65,6 +80,7 @@ struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t ws
     snprintf(cl->hostname, sizeof cl->hostname, "%s", hostname);
     cl->port = port;
     cl->wsize = wsize;
+    cl->t_new = ccs_clock_mono_ms();
     cl->cb = *cb;
     cl->c.fd = -1;
     cl->sent_hash = calloc((size_t)wsize, sizeof *cl->sent_hash);
@@ -89,6 +105,11 @@ uint64_t ccs_dsx_client_bytes_out(struct ccs_dsx_client *cl)
 
 static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
 {
+    ccs_log(CCS_LOG_DEBUG, "desync side channel: connection %s; again in %llu ms",
+            cl->c.state == CCS_DSX_C_AUTHED ? "lost" : "not established",
+            (unsigned long long)(cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200));
+    if (cl->c.state == CCS_DSX_C_AUTHED && !cl->lost_ms)
+        cl->lost_ms = now; /* resumed on reconnection: statuses and records are the ranks' own */
     cl->bytes_out_total += cl->c.bytes_out;
     ccs_dsx_conn_close(&cl->c);
     cl->backoff_ms = cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200;
@@ -101,6 +122,7 @@ static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
 
 static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
 {
+    ccs_log(CCS_LOG_DEBUG, "desync side channel: connecting to the coordinator at %s:%d", cl->host, cl->port);
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", cl->port);
@@ -117,13 +139,15 @@ static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
     }
     ccs_dsx_socket_nonblock(fd);
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
-        snprintf(why, n, "cannot connect to the coordinator at %s:%d: %s", cl->host, cl->port, strerror(errno));
+        int e = errno;
+        snprintf(why, n, "cannot connect to the coordinator at %s:%d: %s", cl->host, cl->port, strerror(e));
         freeaddrinfo(ai);
         close(fd);
+        errno = e; /* the caller tells a refusal at start-up from the rest */
         return -1;
     }
     freeaddrinfo(ai);
-    return ccs_dsx_conn_hello(&cl->c, fd, cl->wsize, cl->rank, cl->hostname);
+    return ccs_dsx_conn_hello(&cl->c, fd, &cl->key, cl->wsize, cl->rank, cl->hostname, cl->job);
 }
 
 void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm)
@@ -179,16 +203,29 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
     int rc;
     while ((rc = ccs_dsx_conn_next_frame(c, &f, &p, why, n)) == 1) {
         if (c->state != CCS_DSX_C_AUTHED) {
-            int hs = ccs_dsx_conn_welcome(c, &cl->key, cl->wsize, cl->rank, cl->hostname, &f, p, why, n);
+            int hs = ccs_dsx_conn_welcome(c, &cl->key, cl->wsize, cl->rank, cl->hostname, cl->job, &f, p, why, n);
             if (hs == -2) {
                 cl->refused = 1;
-                snprintf(why, n,
-                         "the coordinator at %s:%d does not know our CCSHIM_SECRET (its MAC does not verify)",
-                         cl->host, cl->port);
+                if (!strstr(why, "another job"))
+                    snprintf(why, n,
+                             "the coordinator at %s:%d does not know our CCSHIM_SECRET (its MAC does not verify)",
+                             cl->host, cl->port);
             }
-            if (hs != 0)
+            if (hs < 0)
                 return -1;
-            cl->backoff_ms = 0;
+            if (hs == 1) {
+                cl->backoff_ms = 0;
+                cl->ever = 1;
+                uint64_t now = ccs_clock_mono_ms();
+                if (cl->lost_ms) { /* one line a minute at most; a flapping link is not news each time */
+                    int say = !cl->said_ms || now - cl->said_ms >= 60000;
+                    ccs_log(say ? CCS_LOG_INFO : CCS_LOG_DEBUG,
+                            "desync side channel: reconnected to the coordinator at %s:%d after %.1f s",
+                            cl->host, cl->port, (now - cl->lost_ms) / 1000.0);
+                    cl->said_ms = say ? now : cl->said_ms;
+                    cl->lost_ms = 0;
+                }
+            }
         } else if (f.type == CCS_DSX_M_VERDICT) {
             if (f.length != sizeof *cl->vbuf) {
                 snprintf(why, n, "VERDICT of %u bytes, expected %zu", f.length, sizeof *cl->vbuf);
@@ -288,8 +325,29 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
 
 /* What came from the coordinator (read, handled): 0, 1 when it said BYE,
  * -1 when the connection ended or misbehaved (WHY). */
+/* The connection was refused by the coordinator's host (nothing listens
+ * there yet): 1 with WHY, else 0. */
+static int connect_refused(struct ccs_dsx_client *cl, char *why, size_t wn)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (cl->c.state != CCS_DSX_C_CONNECTING || getsockopt(cl->c.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || !err)
+        return 0;
+    snprintf(why, wn, "cannot connect to the coordinator at %s:%d: %s", cl->host, cl->port, strerror(err));
+    return 1;
+}
+
+/* Not worth a warning: the coordinator is not listening yet at start-up
+ * (rank 0 may start it a moment after the leaders), within 10 s of it. */
+static int starting(const struct ccs_dsx_client *cl, uint64_t now)
+{
+    return !cl->ever && now - cl->t_new < 10000;
+}
+
 static int on_readable(struct ccs_dsx_client *cl, char *why, size_t wn)
 {
+    if (connect_refused(cl, why, wn))
+        return -2;
     int eof = ccs_dsx_conn_fill(&cl->c) != 0;
     int bad = client_frames(cl, why, wn) != 0;
     if (cl->bye)
@@ -300,7 +358,8 @@ static int on_readable(struct ccs_dsx_client *cl, char *why, size_t wn)
         cl->refused = 1;
         snprintf(why, wn,
                  "the coordinator at %s:%d closed the connection during the handshake "
-                 "(it refused our proof: is CCSHIM_SECRET the same on every rank?)",
+                 "(it refused our ticket or proof: is CCSHIM_SECRET the same on every rank, and are we of "
+                 "its job?)",
                  cl->host, cl->port);
     } else if (eof) {
         snprintf(why, wn, "the coordinator at %s:%d closed the connection", cl->host, cl->port);
@@ -323,13 +382,14 @@ static int exchange(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
             int rc = on_readable(cl, why, wn);
             if (rc != 0) {
                 client_drop(cl, now);
-                return rc > 0 ? 0 : -1;
+                return rc > 0 || (rc == -2 && starting(cl, now)) ? 0 : -1;
             }
         }
         if (ccs_dsx_conn_flush(&cl->c) != 0) {
+            int refused = errno == ECONNREFUSED && cl->c.state == CCS_DSX_C_CONNECTING;
             snprintf(why, wn, "cannot reach the coordinator at %s:%d: %s", cl->host, cl->port, strerror(errno));
             client_drop(cl, now);
-            return -1;
+            return refused && starting(cl, now) ? 0 : -1;
         }
         /* Authenticated just now: send this period's statuses at once. */
         if (cl->c.state == CCS_DSX_C_AUTHED && cl->c.outlen == 0 && waited == 0 && n &&
@@ -361,8 +421,9 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
         if (now < cl->retry_ms)
             return cl->refused ? -1 : 0;
         if (client_connect(cl, why, wn) != 0) {
+            int refused = errno == ECONNREFUSED;
             client_drop(cl, now);
-            return -1;
+            return refused && starting(cl, now) ? 0 : -1;
         }
     }
     if (cl->c.state != CCS_DSX_C_AUTHED && now > cl->c.t_open + CCS_DSX_HANDSHAKE_MS) {

@@ -22,12 +22,20 @@
 #define MAX_OUT (16u << 20) /* a peer that does not read: drop it */
 #define PREAUTH_BUF (2 * (sizeof(struct ccs_dsx_frame) + sizeof(struct ccs_dsx_hello)))
 
+/* The job tags compared (public values: no need for constant time). */
+static int job_differs(const unsigned char *a, const unsigned char *b)
+{
+    return memcmp(a, b, CCS_DSX_JOBTAG);
+}
+
 void ccs_dsx_conn_close(struct ccs_dsx_conn *c)
 {
     if (c->fd >= 0)
         close(c->fd);
     free(c->in);
     free(c->out);
+    ccs_dsx_auth_wipe(&c->key);
+    ccs_dsx_auth_session_wipe(&c->sess);
     memset(c, 0, sizeof *c);
     c->fd = -1;
 }
@@ -133,6 +141,7 @@ int ccs_dsx_conn_next_frame(struct ccs_dsx_conn *c, struct ccs_dsx_frame *f, con
     if (c->inlen < sizeof *f + f->length)
         return 0;
     c->cur_wire = sizeof *f + f->length;
+    c->t_rx = ccs_clock_mono_ms();
     *payload = c->in + sizeof *f;
     if (c->sealed) {
         /* Altered, injected, replayed or reordered: refused here. */
@@ -167,31 +176,50 @@ void ccs_dsx_socket_nonblock(int fd)
 
 /* ------------------------------------------------------------ handshake */
 
-/* The client's HELLO, with its nonce (and, the second time, its MAC). */
+/* The client's HELLO, with its nonce and the job's tag (the MAC is added
+ * by the caller). */
 static struct ccs_dsx_hello client_hello(const struct ccs_dsx_conn *c, int32_t wsize, int32_t rank,
-                                         const char *hostname)
+                                         const char *hostname, const unsigned char *job)
 {
     struct ccs_dsx_hello h = {
         .byteorder = CCS_DSX_BYTEORDER, .wsize = wsize, .rank = rank, .pid = (uint32_t)getpid()};
     memcpy(h.nonce, c->nonce_c, sizeof h.nonce);
-    memcpy(h.host, hostname, sizeof h.host);
+    snprintf(h.host, sizeof h.host, "%s", hostname);
+    memcpy(h.job, job, sizeof h.job);
     return h;
 }
 
-int ccs_dsx_conn_hello(struct ccs_dsx_conn *c, int fd, int32_t wsize, int32_t rank, const char *hostname)
+static const unsigned char zero_nonce[CCS_DSX_NONCE];
+
+int ccs_dsx_conn_hello(struct ccs_dsx_conn *c, int fd, const struct ccs_dsx_key *key, int32_t wsize, int32_t rank,
+                       const char *hostname, const unsigned char job[CCS_DSX_JOBTAG])
 {
     memset(c, 0, sizeof *c);
     c->fd = fd;
     c->state = CCS_DSX_C_CONNECTING;
     c->t_open = ccs_clock_mono_ms();
     ccs_dsx_auth_nonce(c->nonce_c);
-    struct ccs_dsx_hello h = client_hello(c, wsize, rank, hostname);
+    struct ccs_dsx_hello h = client_hello(c, wsize, rank, hostname, job);
+    /* The ticket: the client proves the key first (without the
+     * coordinator's nonce: it only buys admission, not the session). */
+    ccs_dsx_auth_mac(key, CCS_DSX_AUTH_TICKET, c->nonce_c, zero_nonce, &h, h.mac);
     return ccs_dsx_conn_queue(c, CCS_DSX_M_HELLO, &h, sizeof h);
 }
 
+/* The coordinator's WELCOME fields (PROOF: with its MAC). */
+static struct ccs_dsx_hello coord_welcome(const struct ccs_dsx_conn *c, int32_t wsize,
+                                          const unsigned char job[CCS_DSX_JOBTAG])
+{
+    struct ccs_dsx_hello w = {.byteorder = CCS_DSX_BYTEORDER, .wsize = wsize, .rank = -1};
+    memcpy(w.nonce, c->nonce_s, sizeof w.nonce);
+    memcpy(w.host, "coordinator", 12);
+    memcpy(w.job, job, sizeof w.job);
+    return w;
+}
+
 int ccs_dsx_conn_welcome(struct ccs_dsx_conn *c, const struct ccs_dsx_key *key, int32_t wsize, int32_t rank,
-                         const char *hostname, const struct ccs_dsx_frame *f, const unsigned char *p, char *why,
-                         size_t n)
+                         const char *hostname, const unsigned char job[CCS_DSX_JOBTAG], const struct ccs_dsx_frame *f,
+                         const unsigned char *p, char *why, size_t n)
 {
     struct ccs_dsx_hello w;
     if (f->type != CCS_DSX_M_WELCOME || f->length != sizeof w) {
@@ -203,22 +231,33 @@ int ccs_dsx_conn_welcome(struct ccs_dsx_conn *c, const struct ccs_dsx_key *key, 
         snprintf(why, n, "coordinator world size %d differs from %d", w.wsize, wsize);
         return -1;
     }
-    memcpy(c->nonce_s, w.nonce, sizeof c->nonce_s);
-    if (ccs_dsx_auth_verify(key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &w) != 0)
+    if (job_differs(w.job, job) != 0) {
+        snprintf(why, n, "the coordinator is another job's (its job tag differs)");
         return -2;
-    struct ccs_dsx_hello h = client_hello(c, wsize, rank, hostname);
-    h.host[CCS_DSX_HOST - 1] = 0;
-    ccs_dsx_auth_mac(key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &h, h.mac);
-    if (ccs_dsx_conn_queue(c, CCS_DSX_M_HELLO, &h, sizeof h) != 0)
-        return -1;
+    }
+    if (c->state == CCS_DSX_C_CONNECTING) { /* our ticket was taken: prove the key for its nonce */
+        memcpy(c->nonce_s, w.nonce, sizeof c->nonce_s);
+        struct ccs_dsx_hello h = client_hello(c, wsize, rank, hostname, job);
+        ccs_dsx_auth_mac(key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &h, h.mac);
+        if (ccs_dsx_conn_queue(c, CCS_DSX_M_HELLO, &h, sizeof h) != 0)
+            return -1;
+        c->state = CCS_DSX_C_HELLO;
+        return 0;
+    }
+    if (memcmp(w.nonce, c->nonce_s, sizeof w.nonce) != 0 ||
+        ccs_dsx_auth_verify(key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &w) != 0) {
+        snprintf(why, n, "the coordinator's proof does not verify");
+        return -2;
+    }
     ccs_dsx_auth_session(key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &c->sess);
-    c->sealed = 1; /* every frame after this HELLO, both ways */
+    c->sealed = 1; /* every frame after this WELCOME, both ways */
     c->state = CCS_DSX_C_AUTHED;
-    return 0;
+    return 1;
 }
 
-int ccs_dsx_conn_on_hello(struct ccs_dsx_conn *c, const struct ccs_dsx_key *key, int32_t wsize,
-                          const struct ccs_dsx_frame *f, const unsigned char *p, char *why, size_t n)
+int ccs_dsx_conn_on_hello(struct ccs_dsx_conn *c, ccs_dsx_key_fn key_fn, void *arg, int32_t wsize,
+                          const unsigned char job[CCS_DSX_JOBTAG], const struct ccs_dsx_frame *f,
+                          const unsigned char *p, char *why, size_t n)
 {
     struct ccs_dsx_hello h;
     if (f->type != CCS_DSX_M_HELLO || f->length != sizeof h) {
@@ -231,33 +270,47 @@ int ccs_dsx_conn_on_hello(struct ccs_dsx_conn *c, const struct ccs_dsx_key *key,
                  CCS_DSX_BYTEORDER, wsize);
         return -1;
     }
-    if (c->state == CCS_DSX_C_CONNECTING) { /* first HELLO: prove ourselves, send our nonce */
+    if (job_differs(h.job, job) != 0) {
+        snprintf(why, n, "a leader of another job (its job tag differs: another job id, or another job's "
+                         "coordinator address)");
+        return -1;
+    }
+    if (h.rank < 0 || h.rank >= wsize || h.host[CCS_DSX_HOST - 1] != 0) {
+        snprintf(why, n, "peer claims rank %d of %d", h.rank, wsize);
+        return -1;
+    }
+    if (c->state == CCS_DSX_C_CONNECTING) { /* first HELLO: its ticket, then our nonce */
+        const struct ccs_dsx_key *key = key_fn(h.rank, arg);
+        if (!key || ccs_dsx_auth_verify(key, CCS_DSX_AUTH_TICKET, h.nonce, zero_nonce, &h) != 0) {
+            snprintf(why, n, "its ticket does not verify (wrong CCSHIM_SECRET, or not a member of this job)");
+            return -1;
+        }
+        c->key = *key;
+        c->peer_rank = h.rank;
+        c->ticketed = 1;
         memcpy(c->nonce_c, h.nonce, sizeof c->nonce_c);
         ccs_dsx_auth_nonce(c->nonce_s);
-        struct ccs_dsx_hello w = {.byteorder = CCS_DSX_BYTEORDER, .wsize = wsize, .rank = -1};
-        memcpy(w.nonce, c->nonce_s, sizeof w.nonce);
-        memcpy(w.host, "coordinator", 12);
-        ccs_dsx_auth_mac(key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &w, w.mac);
+        struct ccs_dsx_hello w = coord_welcome(c, wsize, job);
         if (ccs_dsx_conn_queue(c, CCS_DSX_M_WELCOME, &w, sizeof w) != 0)
             return -1;
         c->state = CCS_DSX_C_HELLO;
         return 0;
     }
-    if (memcmp(h.nonce, c->nonce_c, sizeof h.nonce) != 0 ||
-        ccs_dsx_auth_verify(key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &h) != 0) {
+    if (h.rank != c->peer_rank || memcmp(h.nonce, c->nonce_c, sizeof h.nonce) != 0 ||
+        ccs_dsx_auth_verify(&c->key, CCS_DSX_AUTH_CLIENT, c->nonce_c, c->nonce_s, &h) != 0) {
         snprintf(why, n, "handshake MAC does not verify (wrong CCSHIM_SECRET, or not a member of this job)");
         return -1;
     }
-    if (h.rank < 0 || h.rank >= wsize || h.host[CCS_DSX_HOST - 1] != 0) {
-        snprintf(why, n, "authenticated peer sent rank %d of %d", h.rank, wsize);
-        return -1;
-    }
-    /* Authenticated: its rank, pid and host are the MAC's. */
-    c->peer_rank = h.rank;
+    /* Authenticated: its rank, pid and host are the MAC's.  Our proof, then
+     * every frame sealed both ways. */
     c->peer_pid = h.pid;
     memcpy(c->host, h.host, sizeof c->host);
+    struct ccs_dsx_hello w = coord_welcome(c, wsize, job);
+    ccs_dsx_auth_mac(&c->key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &w, w.mac);
+    if (ccs_dsx_conn_queue(c, CCS_DSX_M_WELCOME, &w, sizeof w) != 0)
+        return -1;
     c->state = CCS_DSX_C_AUTHED;
-    ccs_dsx_auth_session(key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &c->sess);
-    c->sealed = 1; /* every frame from now on, both ways */
+    ccs_dsx_auth_session(&c->key, CCS_DSX_AUTH_COORD, c->nonce_c, c->nonce_s, &c->sess);
+    c->sealed = 1;
     return 1;
 }

@@ -7,12 +7,13 @@
  * (desync_coord.c) and the client (desync_client.c) hold connections and
  * give the frames their meaning.
  *
- * Handshake (desync_auth.h; the secret never travels):
- *   client -> HELLO(nonce_c)                             (MAC zero)
- *   coord  -> WELCOME(nonce_s, MAC(COORD, nonce_c, nonce_s, fields))
+ * Handshake (desync_auth.h; no key travels, the client proves first):
+ *   client -> HELLO(nonce_c, job, MAC(TICKET, nonce_c, 0, fields))
+ *   coord  -> WELCOME(nonce_s)                     (the ticket verified)
  *   client -> HELLO(nonce_c, MAC(CLIENT, nonce_c, nonce_s, fields))
+ *   coord  -> WELCOME(nonce_s, MAC(COORD, nonce_c, nonce_s, fields))
  * Only then does the coordinator accept statuses; only a coordinator that
- * proved the secret can post verdicts.
+ * proved the key can post verdicts.
  */
 #ifndef CCS_DESYNC_CONN_H
 #define CCS_DESYNC_CONN_H
@@ -28,7 +29,8 @@
 enum ccs_dsx_conn_state {
     CCS_DSX_C_DROP = -1,      /* (coordinator) a queue failed: drop it at the next look */
     CCS_DSX_C_CONNECTING = 1, /* no HELLO answered yet */
-    CCS_DSX_C_HELLO = 2,      /* (coordinator) WELCOME sent, the client's proof awaited */
+    CCS_DSX_C_HELLO = 2,      /* the ticket verified: the client's proof (coordinator), the
+                                 coordinator's proof (client) awaited */
     CCS_DSX_C_AUTHED = 3,     /* handshake done: frames sealed both ways */
 };
 
@@ -38,6 +40,7 @@ struct ccs_dsx_conn {
     size_t inlen, incap, outlen, outcap, outoff;
     unsigned char nonce_c[CCS_DSX_NONCE], nonce_s[CCS_DSX_NONCE]; /* the client's, the coordinator's */
     uint64_t t_open;                                              /* ms, for the handshake deadline */
+    uint64_t t_rx;                                                /* ms: the last whole frame received */
     uint64_t bytes_in, bytes_out;
     char host[CCS_DSX_HOST];
     char peer[64];
@@ -45,6 +48,9 @@ struct ccs_dsx_conn {
     uint32_t peer_pid;
     int sealed;                  /* authenticated: frames sealed both ways */
     struct ccs_dsx_session sess; /* their keys and counters */
+    struct ccs_dsx_key key;      /* (coordinator) the key of the rank the peer claims */
+    int ticketed;                /* (coordinator) its first HELLO proved the key: a member */
+    int prio;                    /* (coordinator) admitted as a member, outside the slots of unknown peers */
     size_t cur_wire;             /* bytes on the wire of the frame ccs_dsx_conn_next_frame returned */
 };
 
@@ -84,22 +90,31 @@ void ccs_dsx_socket_nonblock(int fd);
 /* ---- the handshake */
 
 /* Client: starts it on the new (connecting) socket FD: resets C and queues
- * the first HELLO with a fresh nonce.  0, or -1. */
-int ccs_dsx_conn_hello(struct ccs_dsx_conn *c, int fd, int32_t wsize, int32_t rank, const char *hostname);
+ * the first HELLO with a fresh nonce, the job's tag JOB and the ticket
+ * (KEY).  0, or -1. */
+int ccs_dsx_conn_hello(struct ccs_dsx_conn *c, int fd, const struct ccs_dsx_key *key, int32_t wsize, int32_t rank,
+                       const char *hostname, const unsigned char job[CCS_DSX_JOBTAG]);
 
-/* Client: the coordinator's WELCOME (frame F, payload P).  When the
- * coordinator proved KEY, answers with the client's proof and seals C: 0.
- * -1 when the frame is not a WELCOME of this job (WHY); -2 when its proof
- * does not verify (the caller names the coordinator in WHY). */
+/* Client: a WELCOME of the coordinator (frame F, payload P).  The first:
+ * answered with the client's proof, 0.  The second: when the coordinator
+ * proved KEY, C is sealed, 1.  -1 when the frame is not a WELCOME of this
+ * job (WHY); -2 when the coordinator's proof does not verify (the caller
+ * names the coordinator in WHY). */
 int ccs_dsx_conn_welcome(struct ccs_dsx_conn *c, const struct ccs_dsx_key *key, int32_t wsize, int32_t rank,
-                         const char *hostname, const struct ccs_dsx_frame *f, const unsigned char *p, char *why,
-                         size_t whylen);
+                         const char *hostname, const unsigned char job[CCS_DSX_JOBTAG], const struct ccs_dsx_frame *f,
+                         const unsigned char *p, char *why, size_t whylen);
 
-/* Coordinator: a client's HELLO (frame F, payload P) for a job of WSIZE
- * ranks.  0: the first, answered with the coordinator's WELCOME; 1: the
- * second, proving KEY: C is sealed and its peer_rank, peer_pid and host are
- * the proven ones; -1: refused (WHY). */
-int ccs_dsx_conn_on_hello(struct ccs_dsx_conn *c, const struct ccs_dsx_key *key, int32_t wsize,
-                          const struct ccs_dsx_frame *f, const unsigned char *p, char *why, size_t whylen);
+/* Coordinator: the key of the rank RANK a peer claims to be (NULL: none). */
+typedef const struct ccs_dsx_key *(*ccs_dsx_key_fn)(int32_t rank, void *arg);
+
+/* Coordinator: a client's HELLO (frame F, payload P) for the job of WSIZE
+ * ranks and tag JOB.  0: the first, its ticket verified with KEY_FN's key
+ * for the rank it claims, answered with the coordinator's nonce; 1: the
+ * second, proving that key: answered with the coordinator's proof, C is
+ * sealed and its peer_rank, peer_pid and host are the proven ones; -1:
+ * refused (WHY). */
+int ccs_dsx_conn_on_hello(struct ccs_dsx_conn *c, ccs_dsx_key_fn key_fn, void *arg, int32_t wsize,
+                          const unsigned char job[CCS_DSX_JOBTAG], const struct ccs_dsx_frame *f,
+                          const unsigned char *p, char *why, size_t whylen);
 
 #endif

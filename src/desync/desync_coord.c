@@ -10,13 +10,17 @@
  *
  * What an unauthenticated peer can make the coordinator spend is bounded:
  * at most MAX_UNAUTH connections awaiting the handshake (more wait in the
- * kernel's backlog, which costs no descriptor; once all slots are taken the
- * oldest is evicted after EVICT_MS, a member needing one round trip, so a
- * start-up burst of leaders waits briefly and idle peers cannot hold the
- * slots), CCS_DSX_HANDSHAKE_MS to complete it, its frames checked from
- * their header and bounded buffers (desync_conn.c), a pause in accepting
- * when descriptors run out, and one log line per REFUSED_LOG_MS about
- * refused peers.
+ * kernel's backlog, which costs no descriptor), CCS_DSX_HANDSHAKE_MS to
+ * complete it, its frames checked from their header and bounded buffers
+ * (desync_conn.c), a pause in accepting when descriptors run out, and one
+ * log line per REFUSED_LOG_MS about refused peers.
+ *
+ * Admission is fair to the job's leaders: a leader's first HELLO carries a
+ * ticket (desync_auth.h) checked at once, which moves it out of the slots
+ * of unknown peers (up to MAX_TICKETED such); a peer that has shown no
+ * ticket after SILENT_MS loses its slot when others wait in the backlog.  A
+ * flood of idle connections is drained at MAX_UNAUTH per SILENT_MS, and a
+ * leader's connection waits behind it for at most that long.
  */
 #include "desync_conn.h"
 #include "desync_search.h"
@@ -32,12 +36,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_UNAUTH 32       /* connections awaiting the handshake */
-#define EVICT_MS 1000       /* ... one is evicted after this when others wait for a slot */
+#define MAX_UNAUTH 32       /* unknown peers' connections awaiting the handshake */
+#define MAX_TICKETED 64     /* members' connections (a valid ticket) awaiting the rest of it */
+#define SILENT_MS 100       /* an unknown peer without a ticket this long is evicted when others wait */
 #define ACCEPT_PAUSE_MS 250 /* no descriptors left: accept again after */
 #define REFUSED_LOG_MS 5000 /* refused peers: one line per period */
 
@@ -51,8 +59,16 @@ struct fold {
 struct ccs_dsx_coord {
     int lfd;
     int32_t wsize;
-    struct ccs_dsx_key key;
-    int nunauth;               /* connections awaiting the handshake */
+    struct ccs_dsx_key key;           /* shared-secret mode */
+    unsigned char job[CCS_DSX_JOBTAG];
+    int kx;                           /* key exchange: per-rank keys from PEERS */
+    unsigned char pk[CCS_DSX_PKBYTES], sk[CCS_DSX_PKBYTES];
+    unsigned char *peers;             /* [wsize][32] every rank's public key */
+    struct ccs_dsx_key *rkeys;        /* [wsize] derived when a rank first shows up */
+    uint8_t *rkey_ok;
+    int nunauth;               /* unknown peers' connections awaiting the handshake */
+    int nprio;                 /* members' connections (valid ticket) awaiting the rest of it */
+    unsigned refused_noticket; /* refused since the last line, without a valid ticket */
     uint64_t accept_after;     /* ms: accept(2) paused until (EMFILE) */
     uint64_t refused_log_ms;   /* last line about refused peers */
     unsigned refused_unlogged; /* refused since */
@@ -69,6 +85,19 @@ struct ccs_dsx_coord {
     const struct ccs_dsx_status **view;
     uint8_t *dead;
     uint64_t *beat, *beat_ms;
+    /* Per rank: ms since when its host's connection is lost (closed, reset,
+     * a frame that failed its seal) or its status stalled past the
+     * heartbeat; 0 while reachable.  Unreachable is not dead: its status
+     * and records are kept for when its leader reconnects, and the rules
+     * count it as computing meanwhile. */
+    uint64_t *unreach_ms;
+    /* The last verdicts broadcast, sent again to a leader that (re)connects
+     * (its ranks ignore those they have): a verdict given while a host was
+     * cut off still reaches it. */
+    struct ccs_dsx_verdict *recent;
+    unsigned nrecent;
+    uint64_t dropped_log_ms; /* last warning about a dropped leader */
+    unsigned dropped_unlogged;
     struct ccs_dsx_seen *seen;
     struct fold *folds;
     size_t nfolds, capfolds;
@@ -104,10 +133,14 @@ static void count_io(struct ccs_dsx_coord *k)
     pthread_mutex_unlock(&k->lock);
 }
 
+#define NRECENT 8
+
 static void coord_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     struct ccs_dsx_coord *k = arg;
     broadcast(k, CCS_DSX_M_VERDICT, v, sizeof *v);
+    if (k->recent)
+        k->recent[k->nrecent++ % NRECENT] = *v;
     k->stats.verdicts++;
 }
 
@@ -149,37 +182,52 @@ static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *w
     if (k->refused_unlogged == 1)
         ccs_log(CCS_LOG_WARN, "desync coordinator: refused a peer from %s: %s", k->refused_peer, k->refused_why);
     else
-        ccs_log(CCS_LOG_WARN, "desync coordinator: refused %u peers in the last %llu s (the last from %s: %s)",
+        ccs_log(CCS_LOG_WARN,
+                "desync coordinator: refused %u peers in the last %llu s (%u without a member's ticket; the last "
+                "from %s: %s)",
                 k->refused_unlogged,
                 (unsigned long long)(k->refused_log_ms ? (now - k->refused_log_ms + 500) / 1000 : 0),
-                k->refused_peer, k->refused_why);
+                k->refused_noticket, k->refused_peer, k->refused_why);
     k->refused_unlogged = 0;
+    k->refused_noticket = 0;
     k->refused_log_ms = now;
 }
 
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why);
 
-/* The connection awaiting the handshake the longest, or -1. */
+/* Wipes the coordinator's secret key and the keys derived from it. */
+static void sodium_memzero_keys(struct ccs_dsx_coord *k)
+{
+    struct ccs_dsx_key sk;
+    memcpy(sk.k, k->sk, sizeof sk.k);
+    ccs_dsx_auth_wipe(&sk);
+    memset(k->sk, 0, sizeof k->sk);
+    for (int32_t r = 0; k->rkeys && r < k->wsize; r++)
+        ccs_dsx_auth_wipe(&k->rkeys[r]);
+}
+
+/* The unknown peer's connection awaiting the handshake the longest, or -1. */
 static long oldest_unauth(struct ccs_dsx_coord *k)
 {
     long best = -1;
     for (size_t i = 0; i < k->ncl; i++)
-        if (k->cl[i].fd >= 0 && !k->cl[i].sealed && (best < 0 || k->cl[i].t_open < k->cl[(size_t)best].t_open))
+        if (k->cl[i].fd >= 0 && !k->cl[i].sealed && !k->cl[i].prio &&
+            (best < 0 || k->cl[i].t_open < k->cl[(size_t)best].t_open))
             best = (long)i;
     return best;
 }
 
-/* Room to accept one more connection (evicting the oldest waiting one when
- * it had EVICT_MS)?  1 or 0. */
+/* Room to accept one more connection (evicting the unknown peer waiting
+ * the longest when it showed no ticket for SILENT_MS)?  1 or 0. */
 static int make_room(struct ccs_dsx_coord *k, uint64_t now, int evict)
 {
     if (k->nunauth < MAX_UNAUTH)
         return 1;
     long o = oldest_unauth(k);
-    if (o < 0 || now < k->cl[o].t_open + EVICT_MS)
+    if (o < 0 || now < k->cl[o].t_open + SILENT_MS)
         return 0;
     if (evict)
-        drop_client(k, (size_t)o, "no handshake within 1 s while other peers wait for a slot");
+        drop_client(k, (size_t)o, "no member's ticket within 100 ms while other peers wait for a slot");
     return 1;
 }
 
@@ -243,27 +291,41 @@ static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
 {
     struct ccs_dsx_conn *c = &k->cl[i];
     if (!c->sealed) {
-        k->nunauth--;
+        if (c->prio)
+            k->nprio--;
+        else
+            k->nunauth--;
+        k->refused_noticket += !c->ticketed;
+        pthread_mutex_lock(&k->lock);
+        k->stats.refused_ticketless += !c->ticketed;
+        pthread_mutex_unlock(&k->lock);
         refused_log(k, c->peer, why ? why : "closed before the handshake", 0);
     } else if (why && strcmp(why, "connection closed") != 0) {
-        ccs_log(CCS_LOG_WARN, "desync coordinator: dropped the leader of host '%s' (%s): %s", c->host, c->peer,
-                why);
+        /* A leader that keeps failing the same way (a buggy peer, a flaky
+         * link) is said once a minute, not at each reconnection. */
+        uint64_t now = ccs_clock_mono_ms();
+        if (!k->dropped_log_ms || now - k->dropped_log_ms >= 60000) {
+            ccs_log(CCS_LOG_WARN,
+                    "desync coordinator: dropped the leader of host '%s' (%s): %s; its ranks are unreachable "
+                    "until it reconnects%s",
+                    c->host, c->peer, why, k->dropped_unlogged ? " (more drops since the last line)" : "");
+            k->dropped_log_ms = now;
+            k->dropped_unlogged = 0;
+        } else {
+            k->dropped_unlogged++;
+        }
     }
-    /* Its ranks: a rank that was alive when the connection closed died
-     * (the leader's own process) or is no longer heard of (the others). */
+    /* Its ranks are unreachable, not dead: a connection closes for many
+     * reasons (a reset, a dropped or altered frame, a stall) and the leader
+     * reconnects.  Their statuses and records are kept; a rank is dead only
+     * when its own host says so (its pid gone, seen by the host's leader). */
+    uint64_t now = ccs_clock_mono_ms();
     for (int32_t r = 0; r < k->wsize; r++) {
         if (k->owner[r] != (int)i)
             continue;
         k->owner[r] = -1;
-        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE) {
-            if (r == c->peer_rank && k->st[r]->pid == c->peer_pid)
-                k->dead[r] = 1; /* the client's own process went away */
-            else {
-                free(k->st[r]);
-                k->st[r] = NULL;
-                k->stsize[r] = 0;
-            }
-        }
+        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && !k->unreach_ms[r])
+            k->unreach_ms[r] = now;
     }
     k->closed_in += c->bytes_in;
     k->closed_out += c->bytes_out;
@@ -367,6 +429,7 @@ static void store_status(struct ccs_dsx_coord *k, size_t i)
     memcpy(k->st[r], in, need);
     k->owner[r] = (int)i;
     k->dead[r] = 0;
+    k->unreach_ms[r] = 0;
     k->stats.statuses++;
 }
 
@@ -410,6 +473,23 @@ static int on_agree(struct ccs_dsx_coord *k, const unsigned char *p, uint32_t le
     return 0;
 }
 
+/* The key rank R's leader proves: the job's (shared secret), or the one
+ * from the key exchange with R's public key, derived once. */
+static const struct ccs_dsx_key *key_of_rank(int32_t r, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    if (!k->kx)
+        return &k->key;
+    if (r < 0 || r >= k->wsize)
+        return NULL;
+    if (!k->rkey_ok[r]) {
+        if (ccs_dsx_auth_key_kx(k->pk, k->sk, k->peers + (size_t)r * CCS_DSX_PKBYTES, 1, k->job, &k->rkeys[r]) != 0)
+            return NULL;
+        k->rkey_ok[r] = 1;
+    }
+    return &k->rkeys[r];
+}
+
 /* Handles the buffered frames of client I; -1 to drop it (WHY). */
 static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
 {
@@ -419,11 +499,25 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
     int rc;
     while ((rc = ccs_dsx_conn_next_frame(c, &f, &p, why, n)) == 1) {
         if (!c->sealed) {
-            int hs = ccs_dsx_conn_on_hello(c, &k->key, k->wsize, &f, p, why, n);
+            int hs = ccs_dsx_conn_on_hello(c, key_of_rank, k, k->wsize, k->job, &f, p, why, n);
             if (hs < 0)
                 return -1;
-            if (hs == 1) { /* authenticated */
+            if (hs == 0 && k->nprio < MAX_TICKETED) { /* a member's ticket: out of the unknown peers' slots */
+                c->prio = 1;
                 k->nunauth--;
+                k->nprio++;
+            }
+            if (hs == 1) { /* authenticated */
+                if (c->prio)
+                    k->nprio--;
+                else
+                    k->nunauth--;
+                c->prio = 0;
+                unsigned nr = k->nrecent < NRECENT ? k->nrecent : NRECENT;
+                for (unsigned j = 0; k->recent && j < nr; j++)
+                    if (ccs_dsx_conn_queue(c, CCS_DSX_M_VERDICT, &k->recent[(k->nrecent - nr + j) % NRECENT],
+                                           sizeof *k->recent) != 0)
+                        c->state = CCS_DSX_C_DROP;
                 pthread_mutex_lock(&k->lock);
                 k->stats.clients++;
                 pthread_mutex_unlock(&k->lock);
@@ -443,20 +537,138 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
     return rc < 0 ? -1 : 0;
 }
 
+/* The grace before anything is said about an unreachable rank: its
+ * leader reconnects well within it after a reset (200 ms backoff). */
+static uint64_t grace_ms(const struct ccs_dsx_coord *k)
+{
+    return k->t.heartbeat_ms > k->t.block_ms ? k->t.heartbeat_ms : k->t.block_ms;
+}
+
+/* Unreachable ranks the rest of a communicator hangs on: every reachable
+ * member of comm COMM (of SIZE) blocked at one seq for the grace period,
+ * the others unreachable for as long.  A DESYNC naming them unreachable
+ * (not dead: nothing says their process is gone). */
+static void unreachable_verdict(struct ccs_dsx_coord *k, uint64_t comm, int32_t size, uint64_t now)
+{
+    uint64_t g = grace_ms(k), seq = 0;
+    int32_t *wait = malloc((size_t)size * sizeof *wait), *lost = malloc((size_t)size * sizeof *lost);
+    size_t nw = 0, nl = 0, seen_members = 0;
+    const struct ccs_dsx_comm *wop = NULL;
+    uint32_t wms = UINT32_MAX;
+    int ok = wait && lost;
+    struct ccs_dsx_verdict *v = ok ? calloc(1, sizeof *v) : NULL;
+    ok = v != NULL;
+    for (int32_t r = 0; ok && r < k->wsize; r++) {
+        const struct ccs_dsx_status *x = k->st[r];
+        if (!x)
+            continue;
+        for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM && ok; q++) {
+            const struct ccs_dsx_comm *e = &x->comm[q];
+            if (e->id != comm)
+                continue;
+            seen_members++;
+            if (k->unreach_ms[r] && x->life == CCS_DSX_ALIVE) {
+                ok = now - k->unreach_ms[r] >= g && nl < (size_t)size;
+                if (ok)
+                    lost[nl++] = r;
+            } else if (x->life == CCS_DSX_ALIVE && e->state == CCS_DSX_BLOCKED && e->blocked_ms >= g &&
+                       (!wop || e->blocked.seq == seq) && nw < (size_t)size) {
+                seq = e->blocked.seq;
+                wop = wop ? wop : e;
+                wms = e->blocked_ms < wms ? e->blocked_ms : wms;
+                wait[nw++] = r;
+            } else {
+                ok = 0; /* a member that is not hanging on them: no verdict */
+            }
+        }
+    }
+    if (ok && nw && nl && seen_members == (size_t)size && ccs_dsx_seen_add(k->seen, CCS_DSX_DESYNC, comm, seq)) {
+        char rw[256], ops[160], lt[400] = "";
+        size_t o = 0;
+        ccs_dsx_ranks_str(wait, nw, rw, sizeof rw);
+        ccs_dsx_op_str(&wop->blocked, ops, sizeof ops);
+        for (size_t j = 0; j < nl && j < 4 && o + 8 < sizeof lt; j++) {
+            const struct ccs_dsx_status *x = k->st[lost[j]];
+            uint64_t at = 0;
+            for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++)
+                if (x->comm[q].id == comm)
+                    at = x->comm[q].issued;
+            int w = snprintf(lt + o, sizeof lt - o,
+                             "; rank %d unreachable (host '%.40s': no word from its leader for %.1f s; last seen "
+                             "at seq %llu; not known to be dead)",
+                             lost[j], x->host, (now - k->unreach_ms[lost[j]]) / 1000.0, (unsigned long long)at);
+            o += w > 0 ? (size_t)w : 0;
+        }
+        v->cls = CCS_DSX_DESYNC;
+        v->comm = comm;
+        v->seq = seq;
+        v->comm_size = size;
+        snprintf(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s",
+                 (unsigned long long)comm, size, (unsigned long long)seq, nw > 1 ? "s" : "", rw, ops,
+                 (unsigned long long)seq, wms / 1000.0, lt);
+        for (size_t j = 0; j < nl + nw && v->nparty < CCS_DSX_PARTIES; j++) {
+            int32_t r = j < nl ? lost[j] : wait[j - nl];
+            const struct ccs_dsx_status *x = k->st[r];
+            struct ccs_dsx_party *p = &v->party[v->nparty++];
+            p->wrank = r;
+            p->role = j < nl ? CCS_DSX_R_BEHIND : CCS_DSX_R_WAITING;
+            p->life = x->life;
+            p->pid = x->pid;
+            memcpy(p->host, x->host, sizeof p->host);
+            for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++)
+                if (x->comm[q].id == comm)
+                    p->c = x->comm[q];
+        }
+        coord_verdict(v, k);
+    }
+    free(wait), free(lost), free(v);
+}
+
+/* Each communicator of a rank unreachable past the grace, once per pass
+ * (a whole network blip leaves every host unreachable: the communicators,
+ * not the ranks, are what is judged). */
+#define MAX_LOST_COMMS 64
+static void rule_unreachable(struct ccs_dsx_coord *k, uint64_t now)
+{
+    uint64_t g = grace_ms(k), ids[MAX_LOST_COMMS];
+    int32_t sizes[MAX_LOST_COMMS];
+    size_t n = 0;
+    for (int32_t r = 0; r < k->wsize; r++) {
+        const struct ccs_dsx_status *x = k->st[r];
+        if (!x || !k->unreach_ms[r] || x->life != CCS_DSX_ALIVE || now - k->unreach_ms[r] < g)
+            continue;
+        for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++) {
+            const struct ccs_dsx_comm *e = &x->comm[q];
+            size_t j = 0;
+            while (j < n && ids[j] != e->id)
+                j++;
+            if (j == n && n < MAX_LOST_COMMS && e->size > 1 && e->size <= k->wsize) {
+                ids[n] = e->id;
+                sizes[n++] = e->size;
+            }
+        }
+    }
+    for (size_t j = 0; j < n; j++)
+        unreachable_verdict(k, ids[j], sizes[j], now);
+}
+
 static void coord_eval(struct ccs_dsx_coord *k)
 {
     uint64_t now = ccs_clock_mono_ms();
     for (int32_t r = 0; r < k->wsize; r++) {
-        k->view[r] = k->st[r];
-        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] &&
+        /* A status that stopped coming (a stalled link) is unreachable too. */
+        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] && !k->unreach_ms[r] &&
             now - k->beat_ms[r] > (uint64_t)k->t.heartbeat_ms)
-            k->dead[r] = 1;
+            k->unreach_ms[r] = now;
+        /* Unreachable ranks count as computing (nothing known of them). */
+        k->view[r] = k->unreach_ms[r] && k->st[r] && k->st[r]->life == CCS_DSX_ALIVE ? NULL : k->st[r];
     }
     struct ccs_dsx_view v = {.wsize = k->wsize, .st = k->view, .dead = k->dead, .now_ms = now};
     struct ccs_dsx_sink s = {.verdict = coord_verdict, .detail = coord_detail, .want = coord_want, .arg = k};
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     ccs_dsx_rules_run(&v, &k->t, k->seen, &s);
+    rule_unreachable(k, now);
     clock_gettime(CLOCK_MONOTONIC, &b);
     double ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
     size_t held = sizeof *k + (size_t)k->wsize * (sizeof *k->st + sizeof *k->stsize + sizeof *k->view + 1 +
@@ -555,8 +767,16 @@ static void flush_all(struct ccs_dsx_coord *k, uint64_t now, int handshake_due)
 {
     for (size_t i = 0; i < k->ncl; i++) {
         struct ccs_dsx_conn *c = &k->cl[i];
+        uint64_t rx = c->t_rx > c->t_open ? c->t_rx : c->t_open;
         if (handshake_due && c->fd >= 0 && !c->sealed && now > c->t_open + CCS_DSX_HANDSHAKE_MS)
             drop_client(k, i, "no handshake within 5 s");
+        else if (handshake_due && c->fd >= 0 && c->sealed && now - rx > (uint64_t)k->t.heartbeat_ms)
+            /* A stalled link (a leader sends at least once a second):
+             * closed, so that what it buffered meanwhile never arrives
+             * late and is taken for news; the leader reconnects and sends
+             * its ranks' statuses afresh. */
+            drop_client(k, i, "no frame within the heartbeat period (a stalled link); closed so that stale "
+                              "statuses are not taken for news");
         else if (c->fd >= 0 && (c->state == CCS_DSX_C_DROP || ccs_dsx_conn_flush(c) != 0))
             drop_client(k, i, NULL);
     }
@@ -583,7 +803,7 @@ static void final_exchange(struct ccs_dsx_coord *k, uint64_t now)
 }
 
 /* How long poll(2) may wait at NOW: until the next evaluation or probe,
- * the end of an accept pause, or (no room for a new peer) 50 ms, when a
+ * the end of an accept pause, or (no room for a new peer) 20 ms, when a
  * slot may be evicted. */
 static int poll_timeout(const struct ccs_dsx_coord *k, uint64_t now, uint64_t next_eval, int room)
 {
@@ -591,8 +811,8 @@ static int poll_timeout(const struct ccs_dsx_coord *k, uint64_t now, uint64_t ne
     int to = wake > now ? (int)(wake - now) : 0;
     if (now < k->accept_after && (int)(k->accept_after - now) < to)
         to = (int)(k->accept_after - now);
-    if (!room && to > 50)
-        to = 50;
+    if (!room && to > 20)
+        to = 20;
     return to;
 }
 
@@ -602,6 +822,10 @@ static void *coord_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    /* Below the job's threads, as the ranks' detection threads: a flood of
+     * handshakes takes its turn in the job's gaps. */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    prctl(PR_SET_NAME, "ccs-coord", 0, 0, 0); /* top -H, /proc/PID/task/TID/comm */
     uint64_t next_eval = ccs_clock_mono_ms() + (uint64_t)k->period_ms;
     struct pollfd *pf = NULL;
     size_t pfcap = 0;
@@ -647,6 +871,14 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
                                           const struct ccs_dsx_thresholds *t, int period_ms, int *port_out,
                                           char *why, size_t n)
 {
+    struct ccs_dsx_cred cred = {.secret = secret};
+    return ccs_dsx_coord_start_cred(host, port, wsize, &cred, t, period_ms, port_out, why, n);
+}
+
+struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32_t wsize,
+                                               const struct ccs_dsx_cred *cred, const struct ccs_dsx_thresholds *t,
+                                               int period_ms, int *port_out, char *why, size_t n)
+{
     struct ccs_dsx_coord *k = calloc(1, sizeof *k);
     if (!k) {
         snprintf(why, n, "out of memory");
@@ -654,9 +886,25 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
     }
     k->wsize = wsize;
     k->lfd = -1;
-    if (ccs_dsx_auth_key(secret, &k->key, why, n) != 0) {
-        free(k);
-        return NULL;
+    memcpy(k->job, cred->job, sizeof k->job);
+    if (cred->secret) {
+        if (ccs_dsx_auth_key_job(cred->secret, cred->job, &k->key, why, n) != 0) {
+            free(k);
+            return NULL;
+        }
+    } else {
+        k->kx = 1;
+        memcpy(k->pk, cred->pk, sizeof k->pk);
+        memcpy(k->sk, cred->sk, sizeof k->sk);
+        k->peers = malloc((size_t)wsize * CCS_DSX_PKBYTES);
+        k->rkeys = calloc((size_t)wsize, sizeof *k->rkeys);
+        k->rkey_ok = calloc((size_t)wsize, 1);
+        if (!cred->peers || !k->peers || !k->rkeys || !k->rkey_ok) {
+            snprintf(why, n, "out of memory for %d public keys", wsize);
+            free(k->peers), free(k->rkeys), free(k->rkey_ok), free(k);
+            return NULL;
+        }
+        memcpy(k->peers, cred->peers, (size_t)wsize * CCS_DSX_PKBYTES);
     }
     k->t = *t;
     k->period_ms = period_ms < 10 ? 10 : period_ms;
@@ -667,10 +915,12 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
     k->dead = calloc((size_t)wsize, 1);
     k->beat = calloc((size_t)wsize, sizeof *k->beat);
     k->beat_ms = calloc((size_t)wsize, sizeof *k->beat_ms);
+    k->unreach_ms = calloc((size_t)wsize, sizeof *k->unreach_ms);
+    k->recent = calloc(NRECENT, sizeof *k->recent);
     k->owner = malloc((size_t)wsize * sizeof *k->owner);
     k->seen = ccs_dsx_seen_new();
     k->scratch = malloc(sizeof *k->scratch);
-    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->owner || !k->seen ||
+    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms || !k->recent || !k->owner || !k->seen ||
         !k->scratch) {
         snprintf(why, n, "out of memory for %d ranks", wsize);
         goto fail;
@@ -710,7 +960,7 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
     return k;
 fail:
     free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms), free(k->owner),
-        free(k->scratch);
+        free(k->scratch), free(k->unreach_ms), free(k->recent), free(k->peers), free(k->rkeys), free(k->rkey_ok);
     ccs_dsx_seen_free(k->seen);
     free(k);
     return NULL;
@@ -749,13 +999,15 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
         ccs_dsx_conn_close(&k->cl[i]);
     close(k->lfd);
     ccs_dsx_auth_wipe(&k->key);
+    sodium_memzero_keys(k);
     for (int32_t r = 0; r < k->wsize; r++)
         free(k->st[r]);
     for (size_t i = 0; i < k->nfolds; i++)
         free(k->folds[i].bits);
     free(k->folds), free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
         free(k->beat_ms);
-    free(k->owner), free(k->scratch);
+    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->recent), free(k->peers), free(k->rkeys),
+        free(k->rkey_ok);
     ccs_dsx_seen_free(k->seen);
     free(k);
 }

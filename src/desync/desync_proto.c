@@ -128,6 +128,11 @@ static int check_comm(struct ccs_dsx_comm *c, char *why, size_t n)
         return fail(why, n, "communicator state %lld is not one of 0..%lld", c->state, CCS_DSX_FREED);
     if (c->nhist > CCS_DSX_HIST)
         return fail(why, n, "history of %lld operations exceeds %lld", c->nhist, CCS_DSX_HIST);
+    /* Every seq bounded before anything loops or counts over it (2^48
+     * collectives: nine years at a million a second). */
+    if (c->issued > CCS_DSX_MAX_SEQ || (c->state == CCS_DSX_BLOCKED && c->blocked.seq > CCS_DSX_MAX_SEQ))
+        return fail(why, n, "sequence number beyond %lld (issued %lld, or blocked at a larger seq)",
+                    (long long)CCS_DSX_MAX_SEQ, (long long)c->issued);
     if (c->done > c->issued || (c->cp_seq[0] && c->cp_seq[0] > c->done) || (c->cp_seq[1] && c->cp_seq[1] > c->done))
         return fail(why, n, "sequence numbers inconsistent (done %lld > issued %lld, or a checkpoint beyond done)",
                     (long long)c->done, (long long)c->issued);

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
-#define CCS_DSX_VERSION 3u        /* 2: HELLO carries 32-byte nonces and a MAC; 3: steps and step boundaries */
+#define CCS_DSX_VERSION 4u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries */
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
@@ -30,9 +30,12 @@
 #define CCS_DSX_LINE 640      /* the greppable line of a verdict */
 #define CCS_DSX_MAX_RANKS (1 << 20)
 #define CCS_DSX_MAX_FRAME (4u << 20)
+#define CCS_DSX_MAX_SEQ (1ull << 48) /* any seq from a peer beyond this is refused */
 #define CCS_DSX_NONCE 32    /* handshake nonce bytes */
 #define CCS_DSX_MACBYTES 32 /* crypto_auth_BYTES (HMAC-SHA-512-256) */
 #define CCS_DSX_KEYBYTES 32 /* crypto_auth_KEYBYTES */
+#define CCS_DSX_JOBTAG 16   /* the job's tag (desync_auth.h) */
+#define CCS_DSX_PKBYTES 32  /* crypto_kx_PUBLICKEYBYTES */
 
 /* One operation as every member must agree on it. */
 struct ccs_dsx_op {
@@ -169,8 +172,10 @@ struct ccs_dsx_verdict {
 
 /* ------------------------------------------------------------- wire format
  * Every frame: struct ccs_dsx_frame, then LENGTH payload bytes.
- *   HELLO   client -> coordinator: struct ccs_dsx_hello (twice: nonce, then MAC)
- *   WELCOME coordinator -> client: struct ccs_dsx_hello (its own nonce and MAC)
+ *   HELLO   client -> coordinator: struct ccs_dsx_hello (twice: nonce and
+ *           ticket, then its proof)
+ *   WELCOME coordinator -> client: struct ccs_dsx_hello (twice: its nonce,
+ *           then its proof)
  * (desync_auth.h has the handshake; before it completes only HELLO frames
  * of exactly sizeof(struct ccs_dsx_hello) bytes are accepted.)
  *   STATUS  client -> coordinator: uint32 count, then COUNT encoded statuses
@@ -202,9 +207,10 @@ struct ccs_dsx_hello {
     int32_t wsize;      /* world size the sender believes in */
     char host[CCS_DSX_HOST];
     unsigned char nonce[CCS_DSX_NONCE];  /* random, fresh per connection */
-    unsigned char mac[CCS_DSX_MACBYTES]; /* desync_auth.h; zero in the first HELLO */
+    unsigned char mac[CCS_DSX_MACBYTES]; /* desync_auth.h: ticket, proof, or zero */
     int32_t rank;                        /* client: the world rank of its own process */
     uint32_t pid;                        /* client: its pid */
+    unsigned char job[CCS_DSX_JOBTAG];   /* the job's tag: another job's leader is refused */
 };
 
 /* One agreement value (see ccs_desync_agree_u64). */

@@ -137,7 +137,8 @@ size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at
         put(&o, " | %-*.*s", CELL, CELL, h);
     }
     put(&o, "\n");
-    for (uint64_t s = lo; s <= hi && lo; s++) {
+    /* At most ROWS rows, counted: a seq near 2^64 must not wrap the loop. */
+    for (uint64_t k = 0, s = lo; lo && k < ROWS && k <= hi - lo; k++, s++) {
         put(&o, "ccshim desync| %8llu", (unsigned long long)s);
         for (uint32_t i = 0; i < ncol; i++) {
             char c[80];

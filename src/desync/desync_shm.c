@@ -210,6 +210,20 @@ static int map_segment(struct ccs_dsx_shm *s, int fd, int created, char *why, si
     return 0;
 }
 
+void ccs_dsx_shm_path(const char *key, int32_t wsize, char *out, size_t n)
+{
+    uint64_t h = ccs_hash_bytes(key, strlen(key), (uint64_t)wsize);
+    snprintf(out, n, "/dev/shm/ccshim-dsx-%u-%016llx", (unsigned)geteuid(), (unsigned long long)h);
+}
+
+int ccs_dsx_shm_taken(const char *key, int32_t wsize)
+{
+    char path[256];
+    struct stat sb;
+    ccs_dsx_shm_path(key, wsize, path, sizeof path);
+    return lstat(path, &sb) == 0 && (sb.st_uid != geteuid() || (sb.st_mode & 077) != 0 || !S_ISREG(sb.st_mode));
+}
+
 struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myrank, int local_size, char *why,
                                      size_t n)
 {
@@ -218,8 +232,7 @@ struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myr
         snprintf(why, n, "out of memory");
         return NULL;
     }
-    uint64_t h = ccs_hash_bytes(key, strlen(key), (uint64_t)wsize);
-    snprintf(s->path, sizeof s->path, "/dev/shm/ccshim-dsx-%u-%016llx", (unsigned)geteuid(), (unsigned long long)h);
+    ccs_dsx_shm_path(key, wsize, s->path, sizeof s->path);
     s->bytes = seg_bytes(wsize);
     s->wsize = wsize;
     s->me = myrank;

@@ -16,6 +16,12 @@ struct ccs_dsx_shm;
  * MYRANK.  LOCAL_SIZE > 0: how many ranks of the job run on this host; the
  * last of them to attach removes the name (the mapping stays), so nothing is
  * left in /dev/shm even if ranks crash.  NULL with WHY on failure. */
+/* The path of segment KEY for WSIZE ranks, into OUT. */
+void ccs_dsx_shm_path(const char *key, int32_t wsize, char *out, size_t n);
+/* 1 when segment KEY's name is there but not this user's private segment
+ * (another user created it first). */
+int ccs_dsx_shm_taken(const char *key, int32_t wsize);
+
 struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myrank, int local_size, char *why,
                                      size_t whylen);
 

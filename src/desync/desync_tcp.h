@@ -17,6 +17,17 @@
 
 struct ccs_dsx_coord;
 
+/* How the side channel authenticates (desync_auth.h): a shared SECRET, or
+ * (SECRET NULL) an X25519 key exchange: this side's pair PK/SK, and the
+ * other side's public keys PEERS (the coordinator: every rank's, [wsize];
+ * a client: the coordinator's).  JOB: the job's tag, in every handshake. */
+struct ccs_dsx_cred {
+    const char *secret;
+    unsigned char job[CCS_DSX_JOBTAG];
+    unsigned char pk[CCS_DSX_PKBYTES], sk[CCS_DSX_PKBYTES];
+    const unsigned char *peers;
+};
+
 /* Starts a coordinator listening on HOST:PORT (HOST NULL or "": all
  * addresses; PORT 0: any free port) for a job of WSIZE ranks authenticated
  * by SECRET, evaluating the rules every PERIOD_MS with thresholds T.  Writes
@@ -24,6 +35,10 @@ struct ccs_dsx_coord;
 struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t wsize, const char *secret,
                                           const struct ccs_dsx_thresholds *t, int period_ms, int *port_out,
                                           char *why, size_t whylen);
+/* The same with credentials (the other takes SECRET and a job tag of zero). */
+struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32_t wsize,
+                                               const struct ccs_dsx_cred *cred, const struct ccs_dsx_thresholds *t,
+                                               int period_ms, int *port_out, char *why, size_t whylen);
 /* Figures for the simulation: CPU seconds of the coordinator thread,
  * verdicts sent, statuses received, bytes received, clients connected,
  * refused handshakes. */
@@ -31,6 +46,7 @@ struct ccs_dsx_coord_stats {
     double cpu_s;
     uint64_t verdicts, statuses, bytes_in, bytes_out, evals;
     int clients, refused;
+    int refused_ticketless; /* ... of which never showed a member's ticket */
     double eval_ms_max;
     uint64_t bytes_held; /* memory the coordinator holds (tables, buffers) */
 };
@@ -60,6 +76,9 @@ struct ccs_dsx_client_cb {
 struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
                                           const char *secret, const char *hostname,
                                           const struct ccs_dsx_client_cb *cb);
+struct ccs_dsx_client *ccs_dsx_client_new_cred(const char *host, int port, int32_t wsize, int32_t rank,
+                                               const struct ccs_dsx_cred *cred, const char *hostname,
+                                               const struct ccs_dsx_client_cb *cb);
 
 /* One period: (re)connects if need be, sends the statuses of this host's
  * ranks (ST[0..N)) that changed and the new agreement values, and handles

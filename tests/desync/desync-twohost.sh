@@ -128,7 +128,7 @@ th_nccl() {
         [ $r -ge 2 ] && h=hB
         # shellcheck disable=SC2086
         RANK=$r LOCAL_RANK=$((r % 2)) WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 MASTER_ADDR=$TH_ADDR_A MASTER_PORT=29500 \
-            CCSHIM_SECRET=twohost-$$ CCSHIM_LOG="$d/log-%r.txt" CCSHIM_SUMMARY=0 CCSHIM_LOG_LEVEL=info \
+            CCSHIM_SECRET=twohost-$$-0123456789abcdef0123456789 CCSHIM_LOG="$d/log-%r.txt" CCSHIM_SUMMARY=0 CCSHIM_LOG_LEVEL=info \
             LD_LIBRARY_PATH="$top_builddir/tests/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
             ccs_run_timeout "$secs" env $envs "$TH_EXEC" $h "$CCSHIM_RUN" --no-mpi -- "$T" --device host \
             --nccl-id-file "$d/id" "$@" >"$d/out-$r" 2>&1 &

@@ -29,6 +29,8 @@
  *   healthy  random compute of 1.2-2.5 s on one random rank per iteration
  * Mismatched calls may complete (MPI cannot tell): every rank then sleeps
  * SETTLE_MS (env, default 600) before finalizing so the detector has time.
+ * ITER_MS (env, default 0): every rank sleeps this long before each
+ * iteration (a job that lasts, for the network-fault tests).
  *
  * Prints "culprit_call_ms=<CLOCK_MONOTONIC ms>" on the culprit just before
  * the odd call, for the latency checks.
@@ -151,7 +153,10 @@ int main(int argc, char **argv)
         MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
     unsigned seed = 12345;
+    long iter_ms = getenv("ITER_MS") ? atol(getenv("ITER_MS")) : 0;
     for (int it = 0; it < iters; it++) {
+        if (iter_ms > 0)
+            sleep_ms(iter_ms);
         if (strcmp(scenario, "healthy") == 0)
             healthy_compute(&seed, rank, size);
         int culprit_now = rank == culprit && it == inject_at;

@@ -1,15 +1,52 @@
 #!/usr/bin/env python3
-"""flood.py PORT IDLE BIG SECONDS - what an unauthenticated peer may try on
-the desync coordinator at 127.0.0.1:PORT: IDLE connections that never say
-a word, BIG connections announcing a 4 MiB HELLO and streaming it, all held
-for SECONDS.  Prints how many connections the coordinator closed."""
+"""flood.py PORT IDLE BIG SECONDS [keep] - what an unauthenticated peer may
+try on the desync coordinator at 127.0.0.1:PORT: IDLE connections that never
+say a word, BIG connections announcing a 4 MiB HELLO and streaming it, all
+held for SECONDS.  Prints how many connections the coordinator closed.
+With "keep": IDLE connections kept open for SECONDS, each one the
+coordinator closes opened again at once (the backlog stays full); prints
+how many were opened."""
+import select
 import socket
 import struct
 import sys
 import time
 
 port, idle, big, secs = (int(a) for a in sys.argv[1:5])
-MAGIC, VERSION, HELLO = 0x44534343, 2, 1
+MAGIC, VERSION, HELLO = 0x44534343, 3, 1
+
+
+def keep():
+    def opened():
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        return s
+
+    socks = [opened() for _ in range(idle)]
+    total = len(socks)
+    end = time.time() + secs
+    while time.time() < end:
+        r, _, _ = select.select(socks, [], [], 0.05)
+        for s in r:
+            try:
+                gone = s.recv(1) == b""
+            except BlockingIOError:
+                gone = False
+            except OSError:
+                gone = True
+            if gone:
+                s.close()
+                socks[socks.index(s)] = opened()
+                total += 1
+    for s in socks:
+        s.close()
+    print("opened=%d" % total)
+
+
+if len(sys.argv) > 5 and sys.argv[5] == "keep":
+    keep()
+    sys.exit(0)
 socks = []
 for _ in range(idle):
     try:

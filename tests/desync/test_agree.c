@@ -3,6 +3,7 @@
  * calls makes the others time out with -1. */
 #include "ccs_config.h"
 #include "desync.h"
+#include "desync_shm.h"
 #include "log.h"
 #include "shim.h"
 #include "unit_main.h"
@@ -10,6 +11,8 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -44,7 +47,7 @@ static int child(int r, int absent)
 static void run(int absent)
 {
     static char secret[64];
-    snprintf(secret, sizeof secret, "agree-%d-%d", (int)getpid(), absent);
+    snprintf(secret, sizeof secret, "agree-%d-%d-0123456789abcdef0123456789", (int)getpid(), absent);
     ccs_cfg.secret = secret; /* a segment of our own, whatever else runs */
     ccs_cfg.summary = 0;
     pid_t pid[N];
@@ -94,7 +97,7 @@ static int tcp_child(int r, int port)
 START_TEST(agree_across_hosts_over_tcp)
 {
     static char secret[64];
-    snprintf(secret, sizeof secret, "agree-tcp-%d", (int)getpid());
+    snprintf(secret, sizeof secret, "agree-tcp-%d-0123456789abcdef0123456789", (int)getpid());
     ccs_cfg.secret = secret;
     ccs_cfg.summary = 0;
     int port = 20000 + (int)(getpid() % 20000) * 2;
@@ -115,18 +118,16 @@ START_TEST(agree_across_hosts_over_tcp)
 }
 END_TEST
 
-/* The same start-up without CCSHIM_SECRET: the job id, which anyone can
- * guess, must not authenticate peers across hosts.  Rank 0 says so in one
- * line, starts no coordinator (its port stays closed), and detection within
- * the host still starts. */
-START_TEST(no_secret_no_tcp_across_hosts)
+/* The start-up of rank 0 of 4 ranks on two host identities with
+ * CCSHIM_SECRET set to SECRET: the lines it logs (into LINES, counted) and
+ * whether the coordinator's port was open (returned). */
+static int start_rank0(const char *secret, int port, char lines[4][1024], int *nlines)
 {
     char log[256], ps[16];
-    snprintf(log, sizeof log, "/tmp/ccshim-test-nosecret-%d.log", (int)getpid());
-    int port = 20001 + (int)(getpid() % 20000) * 2;
+    snprintf(log, sizeof log, "/tmp/ccshim-test-secret-%d.log", (int)getpid());
     pid_t pid = fork();
     if (pid == 0) {
-        ccs_cfg.secret = "";
+        ccs_cfg.secret = secret;
         ccs_cfg.summary = 0;
         ccs_cfg.log = log;
         ccs_log_open();
@@ -150,20 +151,117 @@ START_TEST(no_secret_no_tcp_across_hosts)
     }
     int st = 0;
     waitpid(pid, &st, 0);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", WEXITSTATUS(st));
+    ck_assert_msg(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 31), "exit status %d",
+                  WEXITSTATUS(st));
     FILE *f = fopen(log, "r");
     ck_assert_ptr_nonnull(f);
     char line[1024];
-    int said = 0, lines = 0;
+    *nlines = 0;
     while (fgets(line, sizeof line, f)) {
-        lines++;
-        said += strstr(line, "neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; unauthenticated TCP "
-                             "refused, detection across hosts is off (within each host it stays on)") != NULL;
+        if (*nlines < 4)
+            snprintf(lines[*nlines], sizeof lines[0], "%s", line);
+        (*nlines)++;
     }
     fclose(f);
     unlink(log);
-    ck_assert_int_eq(said, 1);
-    ck_assert_int_eq(lines, 1);
+    return WEXITSTATUS(st) == 31;
+}
+
+/* The same start-up without CCSHIM_SECRET: the job id, which anyone can
+ * guess, must not authenticate peers across hosts.  Rank 0 says so in one
+ * line, starts no coordinator (its port stays closed), and detection within
+ * the host still starts. */
+START_TEST(no_secret_no_tcp_across_hosts)
+{
+    char lines[4][1024];
+    int n;
+    int port = 20001 + (int)(getpid() % 20000) * 2;
+    ck_assert_int_eq(start_rank0("", port, lines, &n), 0);
+    ck_assert_int_eq(n, 1);
+    ck_assert_ptr_nonnull(strstr(lines[0], "neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; unauthenticated TCP "
+                                           "refused, detection across hosts is off (within each host it stays on)"));
+}
+END_TEST
+
+/* A secret shorter than 128 bits written in hex (32 characters) is refused
+ * the same way, saying how long it is and what is expected: "k9x" fell to
+ * 15,576 guesses. */
+START_TEST(short_secret_refused)
+{
+    char lines[4][1024];
+    int n;
+    int port = 20001 + (int)(getpid() % 20000) * 2;
+    ck_assert_int_eq(start_rank0("k9x", port, lines, &n), 0);
+    ck_assert_int_eq(n, 1);
+    ck_assert_msg(strstr(lines[0], "desync: CCSHIM_SECRET holds 3 characters; at least 32 expected (128 random "
+                                   "bits: od -An -N16 -tx1 /dev/urandom | tr -d ' \\n'); TCP between hosts "
+                                   "refused, detection across hosts is off (within each host it stays on)") != NULL,
+                  "%s", lines[0]);
+    /* 31 characters: still refused; 32: the coordinator listens. */
+    ck_assert_int_eq(start_rank0("0123456789abcdef0123456789abcde", port, lines, &n), 0);
+    ck_assert_ptr_nonnull(strstr(lines[0], "CCSHIM_SECRET holds 31 characters"));
+    ck_assert_int_eq(start_rank0("0123456789abcdef0123456789abcdef", port, lines, &n), 1);
+}
+END_TEST
+
+/* Another user created host h0's segment name first (squatting it): the
+ * ranks of h0 each talk to the coordinator over TCP as a host of their
+ * own, say so, and the agreement across all four still completes. */
+START_TEST(squatted_segment_falls_back_to_tcp)
+{
+    static char secret[80], log[128];
+    snprintf(secret, sizeof secret, "squat-%d-0123456789abcdef0123456789", (int)getpid());
+    snprintf(log, sizeof log, "/tmp/ccshim-test-squat-%d-%%r.log", (int)getpid());
+    ccs_cfg.secret = secret;
+    ccs_cfg.summary = 0;
+    int port = 20000 + (int)(getpid() % 20000) * 2;
+    /* The name h0's ranks will use (desync.c: job|host|secret|first world
+     * communicator), created by "another user": not private to us. */
+    char key[400], path[256];
+    snprintf(key, sizeof key, "%s|h0|%s|comm%llx", ccs_job_id(), secret, 0xdefull);
+    ccs_dsx_shm_path(key, 4, path, sizeof path);
+    int sq = open(path, O_CREAT | O_EXCL | O_RDWR, 0644);
+    ck_assert_msg(sq >= 0, "cannot create %s: %s", path, strerror(errno));
+    if (geteuid() == 0)
+        ck_assert_int_eq(fchown(sq, 65534, 65534), 0); /* nobody's */
+    close(sq);
+    ck_assert_int_eq(ccs_dsx_shm_taken(key, 4), 1);
+    pid_t pid[4];
+    for (int r = 0; r < 4; r++) {
+        pid[r] = fork();
+        if (pid[r] == 0) {
+            ccs_cfg.log = log;
+            ccs_log_open();
+            int rc = tcp_child(r, port);
+            ccs_desync_note_exit(CCS_DESYNC_EXITED);
+            _exit(rc);
+        }
+    }
+    int ok = 1;
+    for (int r = 0; r < 4; r++) {
+        int st = 0;
+        waitpid(pid[r], &st, 0);
+        ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    }
+    unlink(path);
+    int said = 0;
+    for (int r = 0; r < 2; r++) {
+        char lp[160], line[1024], want[128];
+        snprintf(lp, sizeof lp, "/tmp/ccshim-test-squat-%d-%d.log", (int)getpid(), r);
+        snprintf(want, sizeof want, "rank %d talks to the coordinator over TCP instead, as host 'h0/r%d'", r, r);
+        FILE *f = fopen(lp, "r");
+        while (f && fgets(line, sizeof line, f))
+            said += strstr(line, "exists but is not private to this user") != NULL && strstr(line, want) != NULL;
+        if (f)
+            fclose(f);
+    }
+    for (int r = 0; r < 4; r++) {
+        char lp[160];
+        snprintf(lp, sizeof lp, "/tmp/ccshim-test-squat-%d-%d.log", (int)getpid(), r);
+        unlink(lp);
+    }
+    ck_assert_msg(ok, "a rank failed to agree");
+    ck_assert_int_eq(said, 2);
 }
 END_TEST
 
@@ -188,6 +286,8 @@ static Suite *suite(void)
     tcase_add_test(t, absent_member_times_out);
     tcase_add_test(t, agree_across_hosts_over_tcp);
     tcase_add_test(t, no_secret_no_tcp_across_hosts);
+    tcase_add_test(t, short_secret_refused);
+    tcase_add_test(t, squatted_segment_falls_back_to_tcp);
     suite_add_tcase(s, t);
     return s;
 }

@@ -382,6 +382,47 @@ START_TEST(proto_roundtrip_and_rejects)
 }
 END_TEST
 
+/* A seq near 2^64 from a peer (issue 23, item 8): refused by the checks,
+ * and a verdict holding one (made before any check) formats in bounded
+ * time, at most 10 rows, instead of looping forever. */
+START_TEST(peer_seq_is_bounded)
+{
+    reset();
+    block(add(0, X, NR, -1, 4), ar(5), 40);
+    struct ccs_dsx_status bad = st[0];
+    bad.comm[0].blocked.seq = UINT64_MAX;
+    char why[256] = "";
+    ck_assert_int_eq(ccs_dsx_check_status(&bad, NR, why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "sequence number beyond") != NULL, "%s", why);
+    unsigned char buf[65536];
+    size_t n = ccs_dsx_encode_status(&bad, NULL, NULL, buf, sizeof buf);
+    struct ccs_dsx_status out;
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), 0);
+    bad = st[0];
+    bad.comm[0].issued = CCS_DSX_MAX_SEQ + 1;
+    ck_assert_int_eq(ccs_dsx_check_status(&bad, NR, why, sizeof why), -1);
+    /* The formatter on its own. */
+    reset();
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            block(add(r, X, NR, -1, 4), ar(5), 40);
+    add(1, X, NR, -1, 4);
+    st[1].life = CCS_DSX_EXITED;
+    ck_assert_int_eq(run(0), 1);
+    struct ccs_dsx_comm *c = &got[0].party[1].c;
+    c->state = CCS_DSX_BLOCKED;
+    c->blocked.seq = UINT64_MAX;
+    c->issued = UINT64_MAX;
+    char text[16384];
+    ck_assert_uint_gt(ccs_dsx_format(&got[0], 2, 1.0, text, sizeof text), 0);
+    int rows = 0;
+    for (const char *p = text; (p = strstr(p, "ccshim desync| ")) != NULL; p++)
+        rows += p[15] == ' ' && p[16] == ' ';
+    ck_assert_int_le(rows, 10);
+    ck_assert_ptr_nonnull(strstr(text, "18446744073709551615"));
+}
+END_TEST
+
 START_TEST(format_has_the_greppable_line)
 {
     reset();
@@ -676,6 +717,7 @@ static Suite *suite(void)
     tcase_add_test(t, hash_only_mismatch_asks_for_records);
     tcase_add_test(t, proto_roundtrip_and_rejects);
     tcase_add_test(t, format_has_the_greppable_line);
+    tcase_add_test(t, peer_seq_is_bounded);
     tcase_add_test(t, ranks_text);
     tcase_add_test(t, mismatch_basic_types_beside_size);
     tcase_add_test(t, unknown_and_empty_types_are_left_out);

@@ -4,7 +4,7 @@
 # its own files after a move, and a clear error (never a run without ccshim)
 # when a library or the Python helper is missing.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 26
+tap_plan 27
 "$CCSHIM_RUN" --help > "$CCS_TMP/help" 2>&1
 tap_eq "--help exits 0" 0 $?
 # Every variable of the table (parsed from src/core/config_table.h) is in --help
@@ -113,6 +113,12 @@ fi
 tap_eq "--python-dir DIR and CCSHIM_PYTHON_DIR point elsewhere" \
     "PYTHONPATH=$CCS_TMP/elsewhere PYTHONPATH=$CCS_TMP/elsewhere" \
     "$(PYTHONPATH= "$M/bin/ccshim-run" --torch --python-dir "$CCS_TMP/elsewhere" --print-env -- /bin/true | grep '^PYTHONPATH=') $(PYTHONPATH= CCSHIM_PYTHON_DIR="$CCS_TMP/elsewhere" "$M/bin/ccshim-run" --torch --print-env -- /bin/true | grep '^PYTHONPATH=')"
+# The side channel's secret never on the command line (issue 23): refused,
+# the program not run, the file and the environment named instead.
+"$CCSHIM_RUN" --secret 0123456789abcdef0123456789abcdef -- /bin/sh -c "touch '$CCS_TMP/ran-secret'" 2>"$CCS_TMP/e-secret"; rs=$?
+"$CCSHIM_RUN" --set CCSHIM_SECRET=0123456789abcdef0123456789abcdef -- /bin/true 2>>"$CCS_TMP/e-secret"; rs2=$?
+tap_check "--secret VALUE and --set CCSHIM_SECRET=VALUE are refused (exit 2), pointing at --secret-file" sh -c \
+    "[ $rs = 2 ] && [ $rs2 = 2 ] && [ ! -e '$CCS_TMP/ran-secret' ] && [ \$(grep -c 'readable by every local user (/proc/PID/cmdline); give --secret-file FILE' '$CCS_TMP/e-secret') = 2 ]"
 rm "$M/lib/libccshim.so"
 # Its last resort is the configured libdir: only when that has no library.
 configured=$("$M/bin/ccshim-run" --help | sed -n 's/.*relative to ccshim-run, then \(.*\))$/\1/p')
