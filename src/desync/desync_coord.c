@@ -660,8 +660,14 @@ static void coord_eval(struct ccs_dsx_coord *k)
         if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] && !k->unreach_ms[r] &&
             now - k->beat_ms[r] > (uint64_t)k->t.heartbeat_ms)
             k->unreach_ms[r] = now;
-        /* Unreachable ranks count as computing (nothing known of them). */
-        k->view[r] = k->unreach_ms[r] && k->st[r] && k->st[r]->life == CCS_DSX_ALIVE ? NULL : k->st[r];
+        /* Unreachable ranks count as computing (nothing known of them), and
+         * so does a rank whose status stopped changing for longer than four
+         * of its republications (every rank republishes at least every
+         * 500 ms): a stalled link delivers old statuses late, and an old
+         * "blocked at seq 4" beside a fresh "blocked at seq 5" is no hang. */
+        uint64_t stale_ms = 2000 + 4 * (uint64_t)k->t.mismatch_wait_ms;
+        int stale = k->beat_ms[r] && now - k->beat_ms[r] > stale_ms;
+        k->view[r] = (k->unreach_ms[r] || stale) && k->st[r] && k->st[r]->life == CCS_DSX_ALIVE ? NULL : k->st[r];
     }
     struct ccs_dsx_view v = {.wsize = k->wsize, .st = k->view, .dead = k->dead, .now_ms = now};
     struct ccs_dsx_sink s = {.verdict = coord_verdict, .detail = coord_detail, .want = coord_want, .arg = k};
