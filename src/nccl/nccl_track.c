@@ -531,7 +531,7 @@ static void tail(struct strm *s, uint64_t now)
 static void poll_locked(uint64_t now)
 {
     static unsigned tries;
-    static int relaxed;
+    static __thread int relaxed; /* the capture mode is per thread: each poller sets its own */
     static uint64_t last_check;
     if (!atomic_load(&ccs_ntrack_on)) {
         if (tries++ % 10 == 0)
