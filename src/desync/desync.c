@@ -107,8 +107,6 @@ static char local_marker;
  * (0: none yet). */
 static _Atomic uint64_t ending_comm;
 
-static void finalize_watch(void);
-
 static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     if (!ccs_dsx_seen_add(reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
@@ -145,9 +143,6 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
          * the others give it time to, and end the job if it does not. */
         abort_grace_ms = full ? 3 * ccs_cfg.desync_period_ms : 1000;
         atomic_store(&abort_pending, 1);
-    } else if (ccs_cfg.on_desync == CCS_ON_DESYNC_ABORT && v->cls != CCS_DSX_STRAGGLER &&
-               atomic_load(&life) == CCS_DESYNC_FINALIZING) {
-        finalize_watch();
     }
     ccs_dsx_report(v, full);
     atomic_store(&report_busy, 0);
@@ -167,34 +162,6 @@ static void *abort_watchdog(void *arg)
             "(exit status 134)");
     _exit(134);
     return NULL;
-}
-
-/* A rank in MPI_Finalize leaves the abort to the ranks still running; MPI
- * should then end it with the job, but Open MPI 4.1 at times leaves ranks
- * in MPI_Finalize after another rank's MPI_Abort (the job then hangs until
- * its launcher's limit).  Under abort, such a rank that saw a verdict ends
- * itself if it is still there 10 s later. */
-static void *finalize_watchdog(void *arg)
-{
-    (void)arg;
-    ccs_sleep_ms(10000);
-    ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: still here 10 s after a verdict, in or after MPI_Finalize; "
-                           "ending this process (exit status 134)");
-    _exit(134);
-    return NULL;
-}
-
-static void finalize_watch(void)
-{
-    static atomic_int armed;
-    if (atomic_exchange(&armed, 1))
-        return;
-    pthread_t w;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_create(&w, &a, finalize_watchdog, NULL);
-    pthread_attr_destroy(&a);
 }
 
 static void do_abort(void)
