@@ -279,8 +279,8 @@ static int died_in(const struct ctx *c, const struct ent *m, uint64_t s)
         return 0;
     if (e->state == CCS_DSX_BLOCKED && e->blocked.seq <= s)
         return 1;
-    uint64_t complete = (e->flags & CCS_DSX_DEVICE) ? e->issued - (e->dev_pending < e->issued ? e->dev_pending : e->issued)
-                                                    : e->done;
+    uint64_t pending = e->dev_pending < e->issued ? e->dev_pending : e->issued;
+    uint64_t complete = (e->flags & CCS_DSX_DEVICE) ? e->issued - pending : e->done;
     return complete < s;
 }
 

@@ -338,7 +338,7 @@ START_TEST(dead_rank_inside_the_seq)
         }
         dead[2] = how != 3;
         if (how == 3)
-            block(c2, ar(8), 5); /* alive, in it */
+            block(c2, ar(8), 5);     /* alive, in it */
         ck_assert_int_eq(run(0), 0); /* the others blocked 20 ms: not yet */
         for (int r = 0; r < NR; r++)
             if (r != 2)
@@ -353,7 +353,8 @@ START_TEST(dead_rank_inside_the_seq)
         ck_assert_int_eq(ngot, 1);
         ck_assert_uint_eq(got[0].cls, CCS_DSX_DEAD);
         ck_assert_uint_eq(got[0].seq, 8);
-        ck_assert_ptr_nonnull(strstr(got[0].line, "ranks 0-1,3 blocked in allreduce(count=4, float32, sum) at seq 8 "));
+        ck_assert_ptr_nonnull(
+            strstr(got[0].line, "ranks 0-1,3 blocked in allreduce(count=4, float32, sum) at seq 8 "));
         ck_assert_ptr_nonnull(strstr(got[0].line, "; rank 2 at seq 8 (issued it, died)"));
         ck_assert_int_eq(got[0].party[0].wrank, 2);
         ck_assert_uint_eq(got[0].party[0].role, CCS_DSX_R_BEHIND);
