@@ -58,8 +58,9 @@ ccs_run_timeout() {
         # 5 s, every rank ended: Open MPI 4.1's mpirun at times hangs (or
         # crashes in PMIx_server_finalize) after an MPI_Abort while a rank
         # was in MPI_Finalize.  The job has ended; the launcher is stopped.
+        # (Ranks it killed and no longer reaps are zombies: ended too.)
         if [ "${CCS_LAUNCHER:-0}" = 1 ] && [ $((waited % 10)) -eq 0 ] && [ "$waited" -ge 30 ]; then
-            if [ -z "$(ps -eo pid=,sid= | awk -v s="$pid" '$2 == s && $1 != s')" ]; then
+            if [ -z "$(ps -eo pid=,sid=,stat= | awk -v s="$pid" '$2 == s && $1 != s && $3 !~ /^Z/')" ]; then
                 alone=$((alone + 1))
             else
                 alone=0

@@ -349,6 +349,17 @@ void ccs_coalesce_finish(void)
         return;
     if (atomic_load(&ccs_coalesce_on))
         verify(ccs_step_now(), "the run");
+    /* auto in a job that never marked a step learned nothing (it counts
+     * calls per step): said once, by rank 0 (the lowest; or a process whose
+     * rank is not known), with how to mark steps; no count line. */
+    if (p->mode == CCS_COALESCE_AUTO && ccs_step_now() == 0) {
+        if (ccs_world_rank() <= 0)
+            CCS_LOG(WARN, "coalescing auto: no step was marked in this run, so nothing was coalesced (auto learns "
+                          "each all-reduce's calls per step from step marks); mark steps with ccshim-run --torch "
+                          "(PyTorch optimizer steps), or call ccshim_step_mark() once per step (CCSHIM_STEP_MARK() "
+                          "in C, ccshim.h), or use CCSHIM_COALESCE=every:N");
+        return;
+    }
     struct totals t = {0};
     ccs_coalesce_foreach(total_one, &t);
     if (ccs_cfg.summary && !t.helper_avoided)

@@ -311,9 +311,12 @@ static const struct ccs_dsx_status *read_peer(int32_t r, uint64_t now)
         memcpy(peer_status[r], &scratch,
                offsetof(struct ccs_dsx_status, comm) + scratch.ncomm * sizeof(struct ccs_dsx_comm));
         peer_gen[r] = g;
-    } else if (rc != 2 || !peer_status[r]) {
+    } else if (rc < 0 || !peer_status[r]) {
         return NULL;
     }
+    /* rc 0 with a copy: the slot is being written, or was when its process
+     * was killed (its generation then stays odd for good): the last copy
+     * stands, so a rank killed while publishing is still seen to die. */
     const struct ccs_dsx_status *o = peer_status[r];
     if (o->beat != peer_beat[r] || !peer_beat_ms[r]) {
         peer_beat[r] = o->beat;

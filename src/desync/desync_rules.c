@@ -265,10 +265,34 @@ static int gone_for(struct ctx *c, const struct ent *m)
     return c->term[m->wrank] || m->e->state == CCS_DSX_FREED;
 }
 
+/* Member M died (its process is gone without exiting: killed, or its
+ * heartbeat stopped) having issued S without finishing it, as its last
+ * status says: blocked in S, or S not known complete (on the device, what
+ * completed; else the calls that returned).  Its part of S never comes, so
+ * it holds the others at S like a member behind: a dead process is dead
+ * whatever seq it last published.  (A rank killed between enqueueing its
+ * part of S and the device running it published the same seq as the
+ * others, and was never named.) */
+static int died_in(const struct ctx *c, const struct ent *m, uint64_t s)
+{
+    const struct ccs_dsx_comm *e = m->e;
+    int died = (c->v->dead && c->v->dead[m->wrank]) || c->v->st[m->wrank]->life == CCS_DSX_DIED;
+    if (!died || e->issued < s || e->state == CCS_DSX_FREED)
+        return 0;
+    if (e->state == CCS_DSX_BLOCKED && e->blocked.seq <= s)
+        return 1;
+    uint64_t pending = e->dev_pending < e->issued ? e->dev_pending : e->issued;
+    uint64_t complete = (e->flags & CCS_DSX_DEVICE) ? e->issued - pending : e->done;
+    return complete < s;
+}
+
 /* Members of G that have not issued S: all stuck or gone (MODE 0), or all
  * gone (MODE 1, "certain", needs at least one).  When none is behind, mode
- * 0 holds if a stuck member is blocked in G at another seq.  Memoised per
- * group for one pass (MODE is the same for a whole pass). */
+ * 0 holds if a stuck member is blocked in G at another seq.  A member that
+ * died inside S (died_in) counts as one behind, gone, but never makes the
+ * verdict certain: its last status may be a period old, so the others must
+ * have been blocked block_ms first.  Memoised per group for one pass (MODE
+ * is the same for a whole pass). */
 static int group_holds(struct ctx *c, struct grp *g, uint64_t s, int mode)
 {
     if (g->memo_r >= 0 && g->memo_s == s)
@@ -282,6 +306,9 @@ static int group_holds(struct ctx *c, struct grp *g, uint64_t s, int mode)
                 ok = gone_for(c, m);
             else
                 ok = c->stuck[m->wrank] || gone_for(c, m);
+        } else if (died_in(c, m, s)) {
+            behind++;
+            ok = mode == 0;
         } else if (mode == 0 && c->stuck[m->wrank] && c->be[m->wrank] && c->be[m->wrank]->id == c->ents[i].comm &&
                    c->be[m->wrank]->blocked.seq != s) {
             other = 1;
@@ -1108,16 +1135,20 @@ static void desync_parts(struct ctx *c, struct grp *g, uint64_t sref, struct des
     size_t bo = 0;
     for (size_t i = g->lo; i < g->hi; i++) {
         const struct ent *m = &c->ents[i];
-        if (m->e->issued < sref) {
+        int in = m->e->issued >= sref && died_in(c, m, sref);
+        if (m->e->issued < sref || in) {
             d->nb++;
             uint32_t life = c->v->dead && c->v->dead[m->wrank] ? CCS_DSX_DIED : c->v->st[m->wrank]->life;
             d->ndead += life == CCS_DSX_DIED;
-            char what[200];
+            char what[200], how[48];
             behind_what(c, m, comm, life, what, sizeof what);
+            if (in)
+                sfmt(how, sizeof how, "issued it");
+            else
+                sfmt(how, sizeof how, "%llu behind", (unsigned long long)(sref - m->e->issued));
             if (d->nb <= 6 && bo + 8 < sizeof d->behind) {
-                int w =
-                    sfmt(d->behind + bo, sizeof d->behind - bo, "; rank %d at seq %llu (%llu behind, %s)", m->wrank,
-                         (unsigned long long)m->e->issued, (unsigned long long)(sref - m->e->issued), what);
+                int w = sfmt(d->behind + bo, sizeof d->behind - bo, "; rank %d at seq %llu (%s, %s)", m->wrank,
+                             (unsigned long long)(in ? sref : m->e->issued), how, what);
                 if (w > 0)
                     bo += (size_t)w < sizeof d->behind - bo ? (size_t)w : sizeof d->behind - bo - 1;
             }
@@ -1140,7 +1171,7 @@ static void desync_parts(struct ctx *c, struct grp *g, uint64_t sref, struct des
 static void desync_parties(struct ctx *c, struct grp *g, uint64_t sref, struct ccs_dsx_verdict *v)
 {
     for (size_t i = g->lo; i < g->hi; i++)
-        if (c->ents[i].e->issued < sref && v->nparty < CCS_DSX_PARTIES / 2)
+        if ((c->ents[i].e->issued < sref || died_in(c, &c->ents[i], sref)) && v->nparty < CCS_DSX_PARTIES / 2)
             add_party(c, v, &c->ents[i], CCS_DSX_R_BEHIND);
     for (size_t i = g->lo; i < g->hi; i++)
         if (stuck_here(c, &c->ents[i]) && c->ents[i].e->blocked.seq > sref)

@@ -89,7 +89,7 @@ struct strm {
 static struct strm streams[NSTREAMS];
 
 static struct {
-    _Atomic uint64_t events, queries, done_reports, captured, async_errors;
+    _Atomic uint64_t events, queries, done_reports, captured, async_errors, polls;
 } stats;
 
 /* Per communicator: the highest seq reported complete (background only). */
@@ -124,10 +124,10 @@ static void say_stats(void)
 {
     CCS_LOG(INFO,
             "NCCL completion tracking: %llu events recorded, %llu stream queries, %llu completions reported, %llu "
-            "calls on captured streams, %llu asynchronous errors",
+            "calls on captured streams, %llu asynchronous errors, %llu polls",
             (unsigned long long)atomic_load(&stats.events), (unsigned long long)atomic_load(&stats.queries),
             (unsigned long long)atomic_load(&stats.done_reports), (unsigned long long)atomic_load(&stats.captured),
-            (unsigned long long)atomic_load(&stats.async_errors));
+            (unsigned long long)atomic_load(&stats.async_errors), (unsigned long long)atomic_load(&stats.polls));
 }
 
 /* A forked child cannot use its parent's CUDA context (CUDA does not
@@ -531,7 +531,7 @@ static void tail(struct strm *s, uint64_t now)
 static void poll_locked(uint64_t now)
 {
     static unsigned tries;
-    static int relaxed;
+    static __thread int relaxed; /* the capture mode is per thread: each poller sets its own */
     static uint64_t last_check;
     if (!atomic_load(&ccs_ntrack_on)) {
         if (tries++ % 10 == 0)
@@ -545,6 +545,7 @@ static void poll_locked(uint64_t now)
         relaxed = 1;
     }
     atomic_fetch_add_explicit(&period, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&stats.polls, 1, memory_order_relaxed);
     for (unsigned k = 0; k < NSTREAMS && ccs_cfg.nccl_completion; k++) {
         struct strm *s = &streams[k];
         if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY)

@@ -12,7 +12,7 @@ ccs_have_mpi || tap_skip_all "built without MPI"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 prog="$top_builddir/tests/coalesce/coal_ddp"
 [ -x "$prog" ] || tap_skip_all "tests/coalesce/coal_ddp not built"
-tap_plan 33
+tap_plan 35
 
 K=6 STEPS=3 NB=2
 # run NAME NP [--set ...] -- ARGS: coal_ddp under ccshim-run; out/err in $CCS_TMP/NAME.*
@@ -99,6 +99,14 @@ run autom 2 --set CCSHIM_COALESCE=auto --set CCSHIM_DESYNC=0 --set CCSHIM_LOG_LE
 tap_eq "auto without the side channel: agreed through a private MPI communicator, same schedule" \
     "2 $(per_step auto | tr '\n' ' ')" \
     "$(grep -c 'through a private MPI communicator' "$CCS_TMP/autom.err") $(per_step autom | tr '\n' ' ')"
+
+# auto in a job that never marks a step: one line in the whole job (rank 0)
+# saying how to mark steps, instead of a "0 of 0 identities" line per rank.
+run autonm 4 --set CCSHIM_COALESCE=auto -- --no-mark
+tap_eq "auto, no step marks, 4 ranks: runs, nothing deferred" "0 $((4 * STEPS * NB * K)) 0" "$? $(counts autonm | cut -d' ' -f1-2)"
+tap_eq "  ... exactly one coalescing line across the ranks: rank 0's, saying how to mark steps" \
+    "0 warning: coalescing auto: no step was marked in this run, so nothing was coalesced (auto learns each all-reduce's calls per step from step marks); mark steps with ccshim-run --torch (PyTorch optimizer steps), or call ccshim_step_mark() once per step (CCSHIM_STEP_MARK() in C, ccshim.h), or use CCSHIM_COALESCE=every:N" \
+    "$(grep 'coalesc' "$CCS_TMP/autonm.err" | sed 's/^ccshim\[\([0-9]*\)@[^]]*\]: /\1 /')"
 
 # 5. Pass-through: MAX, integer and small reductions untouched and correct.
 STEPS=3

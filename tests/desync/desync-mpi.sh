@@ -1,7 +1,8 @@
 #!/bin/sh
 # desync-mpi.sh - each way of going out of step, on 4 MPI ranks over shared
 # memory, is reported with the right class, ranks and sequence numbers,
-# within the target, by every rank; with CCSHIM_ON_DESYNC=abort the job
+# while the job still runs (the latency targets: make check-timing), by every
+# rank; with CCSHIM_ON_DESYNC=abort the job
 # exits non-zero instead of hanging.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/desync/lib.sh"
@@ -9,34 +10,43 @@ ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
 tap_plan 58
 
-# MISMATCH target: 100 ms (measured in make bench); the tests allow 3x for
-# a loaded machine.  DESYNC: 2 s after the last rank is blocked.
-MISMATCH_MS=${DSX_MISMATCH_MS:-300}
+# Latency: a verdict must come from the detector while the job still runs,
+# not from its end: these bounds hold on 2 shared cores.  The targets
+# (MISMATCH 100 ms, 300 allowed; DESYNC and DEAD 2 s after the last rank
+# blocked) are checked by make check-timing (desync-timing.sh) and measured
+# in make bench.  SETTLE: how long every rank waits before MPI_Finalize after
+# a mismatched call that completes; under abort the verdict ends the job
+# first, so a long one costs nothing when detection works, and a starved
+# detector still has the time to judge while the ranks run.
 SETTLE=600
+MSETTLE=5000
+WSETTLE=2000 # warn: nothing ends the job early, every rank waits this long
+LATE=10000
 
 AR='allreduce\(count=4, float32, sum\)'
-check_case() { # NAME CLASS REGEX MAX_LATENCY_MS
-    local name=$1 cls=$2 re=$3 max=$4 lat
-    dsx_run "$name" 40 4 CCSHIM_ON_DESYNC=abort SETTLE_MS=$SETTLE -- "$SCENARIO" "$name"
+check_case() { # NAME CLASS REGEX MAX_LATENCY_MS [SETTLE_MS]
+    local name=$1 cls=$2 re=$3 max=$4 settle=${5:-$SETTLE} lat
+    dsx_run "$name" 40 4 CCSHIM_ON_DESYNC=abort SETTLE_MS=$settle -- "$SCENARIO" "$name"
     dsx_check_verdict "$name" "$cls" "$re"
     lat=$(dsx_latency_ms "$name" "$cls")
     tap_check "$name: reported $lat ms after the culprit's call (<= $max)" test "$lat" -le "$max"
 }
+mismatch_case() { check_case "$1" MISMATCH "$2" $MSETTLE $MSETTLE; }
 
-check_case skip DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=5: ranks 0,2-3 blocked in $AR at seq 5 for N s; rank 1 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + 2000))
-check_case extra DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=6: rank 1 blocked in $AR at seq 6 for N s; rank 0 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 2 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 3 at seq 5 \(1 behind, (in MPI_Finalize|exited)\)$" $((SETTLE + 2000))
-check_case count MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=8, float32, sum\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
-check_case dtype MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=4, int32, sum\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
-check_case op MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=4, float32, max\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
-check_case root MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=1\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$" "$MISMATCH_MS"
-check_case kind MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=0\) where ranks 0,2-3 issued $AR$" "$MISMATCH_MS"
+check_case skip DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=5: ranks 0,2-3 blocked in $AR at seq 5 for N s; rank 1 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + LATE))
+check_case extra DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=6: rank 1 blocked in $AR at seq 6 for N s; rank 0 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 2 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 3 at seq 5 \(1 behind, (in MPI_Finalize|exited)\)$" $((SETTLE + LATE))
+mismatch_case count "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=8, float32, sum\) where ranks 0,2-3 issued $AR$"
+mismatch_case dtype "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=4, int32, sum\) where ranks 0,2-3 issued $AR$"
+mismatch_case op "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=4, float32, max\) where ranks 0,2-3 issued $AR$"
+mismatch_case root "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=1\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$"
+mismatch_case kind "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=0\) where ranks 0,2-3 issued $AR$"
 # Same bytes, other basic types (compared beside the fingerprint); a derived
 # type whose signature is longer than the others'.
-check_case sigtype MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, int32, root=0\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$" "$MISMATCH_MS"
-check_case derived MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=8, float32, root=0\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$" "$MISMATCH_MS"
-check_case exit DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0,2-3 blocked in $AR at seq 3 for N s; rank 1 at seq 2 \(1 behind, exited\)$" 2000
-check_case kill DEAD "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=3: ranks 0,2-3 blocked in $AR at seq 3 for N s; rank 1 at seq 2 \(1 behind, died\)$" 2000
-check_case split DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=2 seq=5: rank 0 blocked in $AR at seq 5 for N s; rank 1 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + 2000))
+mismatch_case sigtype "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, int32, root=0\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$"
+mismatch_case derived "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=8, float32, root=0\) where ranks 0,2-3 issued bcast\(count=4, float32, root=0\)$"
+check_case exit DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0,2-3 blocked in $AR at seq 3 for N s; rank 1 at seq 2 \(1 behind, exited\)$" $LATE
+check_case kill DEAD "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=3: ranks 0,2-3 blocked in $AR at seq 3 for N s; rank 1 at seq 2 \(1 behind, died\)$" $LATE
+check_case split DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=2 seq=5: rank 0 blocked in $AR at seq 5 for N s; rank 1 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + LATE))
 # A real deadlock (no rank gone): rank 1 waits in a barrier on a duplicate
 # of the world that the others, waiting in the all-reduce, never reach.
 # Reported on both communicators after the block threshold (1 s).
@@ -47,7 +57,7 @@ else tap_not_ok "deadlock: abort ends the job (exit $DSX_RC)"; dsx_diag deadlock
 tap_check "deadlock: DESYNC on the world names rank 1 blocked in the barrier elsewhere" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=4: ranks 0,2-3 blocked in $2 at seq 4 for N s; rank 1 at seq 3 \(1 behind, blocked in barrier on comm=0x[0-9a-f]+ seq 1\)$"' _ "$lines" "$AR"
 tap_check "deadlock: DESYNC on the duplicate names the others blocked in the all-reduce" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=1: rank 1 blocked in barrier at seq 1 for N s; rank 0 at seq 0 \(1 behind, blocked in $2 on comm=0x[0-9a-f]+ seq 4\); rank 2 at seq 0 .*; rank 3 at seq 0 "' _ "$lines" "$AR"
 lat=$(dsx_latency_ms deadlock DESYNC)
-tap_check "deadlock: reported $lat ms after the last rank blocked (<= 2000)" test "$lat" -le 2000
+tap_check "deadlock: reported $lat ms after the last rank blocked (<= $LATE)" test "$lat" -le $LATE
 
 # Only the half that went out of step is named.
 tap_eq "split: no verdict names ranks 2 or 3" "" \
@@ -56,7 +66,7 @@ tap_eq "split: no verdict names ranks 2 or 3" "" \
 
 # warn (the default): the job runs on; every rank writes its own view; the
 # diagnostics and flight recorder land in the trace directory.
-dsx_run warn 40 4 SETTLE_MS=$SETTLE -- "$SCENARIO" op
+dsx_run warn 40 4 SETTLE_MS=$WSETTLE -- "$SCENARIO" op
 tap_eq "warn: the job runs on and exits 0" 0 "$DSX_RC"
 tap_eq "warn: all 4 ranks report the MISMATCH" 4 "$(dsx_count warn MISMATCH)"
 # One full diagnosis in the job's combined output (rank 0, the lowest rank
@@ -93,7 +103,7 @@ tap_check "warn: the desync file holds the verdict line" grep -q "^ccshim MISMAT
     "$CCS_TMP/warn/trace/ccshim-desync-warn-r0.txt"
 
 # Two ranks: no majority, both sides named neutrally.
-dsx_run op2 40 2 SETTLE_MS=$SETTLE -- "$SCENARIO" op
+dsx_run op2 40 2 SETTLE_MS=$WSETTLE -- "$SCENARIO" op
 tap_eq "op on 2 ranks: both sides named, no majority" \
     "ccshim MISMATCH comm=X size=2 seq=3: rank 0 issued allreduce(count=4, float32, sum), rank 1 issued allreduce(count=4, float32, max)" \
     "$(dsx_lines op2 MISMATCH | sed 's/comm=0x[0-9a-f]*/comm=X/')"

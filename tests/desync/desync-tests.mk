@@ -9,6 +9,11 @@ DESYNC_SHELL_TESTS = tests/desync/desync-twohost.sh tests/desync/desync-mpi.sh t
 	tests/desync/desync-nccl.sh
 dist_check_SCRIPTS += $(DESYNC_SHELL_TESTS)
 TESTS += $(DESYNC_SHELL_TESTS)
+# Latency targets: make check-timing (Makefile.am); in
+# make check the script skips itself.
+dist_check_SCRIPTS += tests/desync/desync-timing.sh
+TIMING_TESTS += tests/desync/desync-timing.sh
+TESTS += tests/desync/desync-timing.sh
 
 if HAVE_MPI
 check_PROGRAMS += tests/desync/desync_scenario

@@ -25,8 +25,14 @@ have_mpi=1
 [ $have_nccl = 1 ] || [ $have_mpi = 1 ] || tap_skip_all "neither MPI nor the test NCCL trainer is built"
 tap_plan 57
 
+# Bounds that hold on 2 shared cores (a verdict while the job runs, not at
+# its end); the latency targets are make check-timing's and make bench's,
+# and the "# figure:" lines give what each case took.  A mismatched call
+# completes, so the ranks wait MISMATCH_MS before MPI_Finalize: the abort
+# ends the job at the verdict, and a late detector still judges in time.
 SETTLE=600
-MISMATCH_MS=1000
+MISMATCH_MS=5000
+LATE=10000
 AR='allreduce\(count=4, float32, sum\)'
 
 # th_mpi NAME SECONDS [VAR=VALUE...] -- ARGS...: desync_scenario ARGS on 4
@@ -59,7 +65,9 @@ th_seen_both() {
 # verdict and one for the latency.
 mpi_case() {
     local name=$1 sc=$2 culprit=$3 cls=$4 re=$5 max=$6 lat
-    th_mpi "$name" 40 CCSHIM_ON_DESYNC=abort SETTLE_MS=$SETTLE -- "$sc" 5 2 "$culprit"
+    local settle=$SETTLE
+    [ "$cls" = MISMATCH ] && settle=$MISMATCH_MS
+    th_mpi "$name" 40 CCSHIM_ON_DESYNC=abort SETTLE_MS=$settle -- "$sc" 5 2 "$culprit"
     dsx_check_verdict "$name" "$cls" "$re"
     tap_check "$name: seen on both hosts" th_seen_both "$name" "$cls"
     lat=$(dsx_latency_ms "$name" "$cls")
@@ -70,13 +78,13 @@ mpi_case() {
 if [ $have_mpi = 1 ]; then
     # The culprit on the coordinator's host (1) or on the other one (2).
     mpi_case m-count count 1 MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued allreduce\(count=8, float32, sum\) where ranks 0,2-3 issued $AR$" $MISMATCH_MS
-    mpi_case m-skip skip 2 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=5: ranks 0-1,3 blocked in $AR at seq 5 for N s; rank 2 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + 2000))
+    mpi_case m-skip skip 2 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=5: ranks 0-1,3 blocked in $AR at seq 5 for N s; rank 2 at seq 4 \(1 behind, in MPI_Finalize\)$" $((SETTLE + LATE))
     mpi_case m-op op 2 MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 2 issued allreduce\(count=4, float32, max\) where ranks 0-1,3 issued $AR$" $MISMATCH_MS
     mpi_case m-dtype dtype 3 MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 3 issued allreduce\(count=4, int32, sum\) where ranks 0-2 issued $AR$" $MISMATCH_MS
     mpi_case m-root root 2 MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 2 issued bcast\(count=4, float32, root=1\) where ranks 0-1,3 issued bcast\(count=4, float32, root=0\)$" $MISMATCH_MS
     mpi_case m-kind kind 1 MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=0\) where ranks 0,2-3 issued $AR$" $MISMATCH_MS
-    mpi_case m-extra extra 2 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=6: rank 2 blocked in $AR at seq 6 for N s; rank 0 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 1 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 3 at seq 5 \(1 behind, (in MPI_Finalize|exited)\)$" $((SETTLE + 2000))
-    mpi_case m-exit exit 3 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0-2 blocked in $AR at seq 3 for N s; rank 3 at seq 2 \(1 behind, exited\)$" 2000
+    mpi_case m-extra extra 2 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=6: rank 2 blocked in $AR at seq 6 for N s; rank 0 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 1 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 3 at seq 5 \(1 behind, (in MPI_Finalize|exited)\)$" $((SETTLE + LATE))
+    mpi_case m-exit exit 3 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0-2 blocked in $AR at seq 3 for N s; rank 3 at seq 2 \(1 behind, exited\)$" $LATE
     # Rank 3 (hB, not its host's leader) dies of SIGKILL: its leader tells
     # the coordinator at once.  (mpirun would end the job as soon as a
     # process is killed, racing the detector: --enable-recovery lets the
@@ -86,7 +94,7 @@ if [ $have_mpi = 1 ]; then
     tap_check "m-kill: DEAD names rank 3 at the right seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=3: ranks 0-2 blocked in $2 at seq 3 for N s; rank 3 at seq 2 \(1 behind, died\)$"' _ "$(dsx_lines m-kill DEAD)" "$AR"
     tap_check "m-kill: seen on both hosts" th_seen_both m-kill DEAD
     lat=$(dsx_latency_ms m-kill DEAD)
-    tap_check "m-kill: reported $lat ms after the rank died (<= 2000)" test "$lat" -le 2000
+    tap_check "m-kill: reported $lat ms after the rank died (<= $LATE)" test "$lat" -le $LATE
     echo "# figure: mpi m-kill DEAD $lat ms"
     # A real deadlock, the culprit on hB: reported after the block threshold.
     th_mpi m-deadlock 40 CCSHIM_ON_DESYNC=abort -- deadlock 5 2 2
@@ -94,7 +102,7 @@ if [ $have_mpi = 1 ]; then
     tap_check "m-deadlock: DESYNC on the world names rank 2 blocked in the barrier elsewhere" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=4: ranks 0-1,3 blocked in $2 at seq 4 for N s; rank 2 at seq 3 \(1 behind, blocked in barrier on comm=0x[0-9a-f]+ seq 1\)$"' _ "$lines" "$AR"
     tap_check "m-deadlock: seen on both hosts" th_seen_both m-deadlock DESYNC
     lat=$(dsx_latency_ms m-deadlock DESYNC)
-    tap_check "m-deadlock: reported $lat ms after the last rank blocked (<= 2000)" test "$lat" -le 2000
+    tap_check "m-deadlock: reported $lat ms after the last rank blocked (<= $LATE)" test "$lat" -le $LATE
     echo "# figure: mpi m-deadlock DESYNC $lat ms"
     # Healthy with skew: one rank on either host computes 1.2-2.5 s per
     # iteration while the others wait; STRAGGLER warnings at most.  The

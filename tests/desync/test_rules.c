@@ -314,6 +314,54 @@ START_TEST(dead_rank)
 }
 END_TEST
 
+/* A rank killed inside the seq the others wait at (it issued it, its part
+ * never completed) is named DEAD once they have been blocked block_ms, and
+ * not before (its last status may be a period old); one that finished the
+ * seq before it died, or one alive in it (a slow collective), is not. */
+START_TEST(dead_rank_inside_the_seq)
+{
+    for (int how = 0; how < 4; how++) {
+        reset();
+        for (int r = 0; r < NR; r++)
+            if (r != 2)
+                block(add(r, X, NR, -1, 7), ar(8), 20);
+        struct ccs_dsx_comm *c2 = add(2, X, NR, -1, 7);
+        if (how == 0) {
+            block(c2, ar(8), 5); /* host side: blocked in it */
+        } else {
+            c2->issued = c2->done = 8; /* returned from 8 */
+            c2->hist[c2->nhist++] = ar(8);
+            if (how == 1) {
+                c2->flags = CCS_DSX_DEVICE; /* enqueued 8, completed 7 on the device */
+                c2->dev_pending = 1;
+            }
+        }
+        dead[2] = how != 3;
+        if (how == 3)
+            block(c2, ar(8), 5);     /* alive, in it */
+        ck_assert_int_eq(run(0), 0); /* the others blocked 20 ms: not yet */
+        for (int r = 0; r < NR; r++)
+            if (r != 2)
+                st[r].comm[0].blocked_ms = 1500;
+        run(1500);
+        int n = run(1800);
+        if (how == 2 || how == 3) {
+            ck_assert_int_eq(ngot, 0);
+            continue;
+        }
+        ck_assert_int_eq(n, 1);
+        ck_assert_int_eq(ngot, 1);
+        ck_assert_uint_eq(got[0].cls, CCS_DSX_DEAD);
+        ck_assert_uint_eq(got[0].seq, 8);
+        ck_assert_ptr_nonnull(
+            strstr(got[0].line, "ranks 0-1,3 blocked in allreduce(count=4, float32, sum) at seq 8 "));
+        ck_assert_ptr_nonnull(strstr(got[0].line, "; rank 2 at seq 8 (issued it, died)"));
+        ck_assert_int_eq(got[0].party[0].wrank, 2);
+        ck_assert_uint_eq(got[0].party[0].role, CCS_DSX_R_BEHIND);
+    }
+}
+END_TEST
+
 START_TEST(unknown_member_is_never_stuck)
 {
     reset();
@@ -713,6 +761,7 @@ static Suite *suite(void)
     tcase_add_test(t, chain_to_a_computing_rank_is_healthy);
     tcase_add_test(t, cross_comm_deadlock);
     tcase_add_test(t, dead_rank);
+    tcase_add_test(t, dead_rank_inside_the_seq);
     tcase_add_test(t, unknown_member_is_never_stuck);
     tcase_add_test(t, hash_only_mismatch_asks_for_records);
     tcase_add_test(t, proto_roundtrip_and_rejects);

@@ -12,23 +12,22 @@
 #   - the source report's hang: 4 ranks of ccshim-trainer-nccl, rank 1
 #     skipping a mini-batch in step 3, no step markers, so that only
 #     completion on the device can reveal it: DESYNC naming rank 1 with what
-#     each rank enqueued and completed and the call sites, within 2 s of the
-#     blocked work; with abort the job ends through ncclCommAbort;
+#     each rank enqueued and completed and the call sites, while the ranks
+#     wait; with abort the job ends through ncclCommAbort, not a timeout
+#     (the 2 s and 5 s targets: make check-timing, nccl-timing.sh);
 #   - a rank killed mid-run: DEAD; a healthy run (all-reduces and grouped
 #     send/recv): events recorded under the rate limit and completed, no
 #     verdict; a slow device (every operation 1.3 s, longer than
 #     CCSHIM_DESYNC_BLOCK_MS): no verdict.
 . "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/nccl/lib.sh"
 
-T="$top_builddir/ccshim-trainer-nccl"
 PROG="$top_builddir/tests/nccl/nccl_track"
 DUMP="$top_builddir/tests/ccs_trace_dump"
 SHIM="$top_builddir/.libs/libccshim.so"
 [ -x "$PROG" ] || tap_skip_all "nccl.h was not found at configure time (nccl_track not built)"
 [ -x "$T" ] || tap_skip_all "ccshim-trainer-nccl not built"
 [ -f "$top_builddir/tests/cuda/libcuda.so.1" ] || tap_skip_all "the test CUDA driver is not built"
-LD_LIBRARY_PATH="$top_builddir/tests/nccl:$top_builddir/tests/cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export LD_LIBRARY_PATH
 tap_plan 28
 
 # --- one rank: nothing loaded, capture, nonblocking split -------------------
@@ -84,48 +83,7 @@ tap_eq "nonblocking split: coalescing works from its first collective (3 deferre
     "3 in_place,coalesced
 3 in_place,deferred" "$recs"
 
-# --- four ranks of the trainer ---------------------------------------------
-# job NAME SECONDS ENV... -- TRAINER-ARGS: 4 ranks, each in its own process
-# group; waits up to SECONDS; JOB_WALL: seconds taken, JOB_TIMEOUTS: ranks
-# killed at the limit, JOB_RCS: exit statuses in rank order.
-job() {
-    local name=$1 secs=$2 d="$CCS_TMP/$1" envs="" r p; shift 2
-    while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
-    shift
-    mkdir -p "$d"
-    local t0 pids=""
-    t0=$(date +%s.%N)
-    for r in 0 1 2 3; do
-        # shellcheck disable=SC2086
-        setsid env RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 FAKENCCL_ASYNC=1 CCSHIM_SUMMARY=0 \
-            CCSHIM_LOG="$d/log-%r.txt" $envs "$CCSHIM_RUN" --no-mpi -- "$T" --device host \
-            --nccl-id-file "$d/id" --no-step-marks "$@" >"$d/out-$r" 2>&1 &
-        p=$!
-        pids="$pids $p"
-        CCS_PGIDS="$CCS_PGIDS $p"
-        eval "JOB_PID_$r=$p"
-    done
-    JOB_PIDS=$pids
-    [ -n "${JOB_KILL_AFTER:-}" ] && { sleep "$JOB_KILL_AFTER"; kill -KILL "$JOB_PID_2"; }
-    local waited=0 alive=1
-    while [ "$alive" -eq 1 ] && [ "$waited" -lt $((secs * 10)) ]; do
-        alive=0
-        for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
-        [ "$alive" -eq 1 ] && { sleep 0.1; waited=$((waited + 1)); }
-    done
-    JOB_TIMEOUTS=0
-    for p in $pids; do kill -0 "$p" 2>/dev/null && { JOB_TIMEOUTS=$((JOB_TIMEOUTS + 1)); kill -KILL "-$p"; }; done
-    JOB_RCS=""
-    for p in $pids; do wait "$p"; JOB_RCS="$JOB_RCS $?"; done
-    JOB_WALL=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }')
-}
-
-lines() { # NAME CLASS: distinct verdict lines of CLASS, "for N s" normalised
-    cat "$CCS_TMP/$1"/log-*.txt 2>/dev/null | grep "^ccshim $2 " | sed 's/ \[seen by rank.*//; s/ for [0-9.]* s/ for N s/' |
-        sort -u
-}
-diag() { for f in "$CCS_TMP/$1"/log-*.txt "$CCS_TMP/$1"/out-*; do echo "--- $f"; head -30 "$f"; done | tap_diag; }
-
+# --- four ranks of the trainer (job, lines, diag: tests/nccl/lib.sh) -------
 AR='allreduce\(count=[0-9]+, float64, sum\)'
 job hang 40 FAKENCCL_TIMEOUT=20 -- --inject=skip-minibatch:1:3 --steps 5
 l=$(lines hang DESYNC)
@@ -148,13 +106,15 @@ ccshim desync|   rank 3 enqueued 20, completed M" "$per"
 tap_check "hang: the call sites, where ranks 0,2-3 are blocked and where rank 1 last was" sh -c \
     'grep -q "rank 0 .*blocked [0-9.]* s at seq 20 step 0 in .*ccshim-trainer-nccl" "$1" &&
      grep -Eq "rank 1 .*last (completed|enqueued) seq 19 step 0 at .*ccshim-trainer-nccl" "$1"' _ "$CCS_TMP/hang/log-0.txt"
+# Reported by the detector, well before the test NCCL's 20 s timeout (the 2 s
+# target is checked by make check-timing, tests/nccl/nccl-timing.sh).
 secs=$(grep -h "^ccshim DESYNC" "$CCS_TMP"/hang/log-*.txt | sed -n 's/.* for \([0-9.]*\) s;.*/\1/p' | sort -n | tail -1)
-tap_check "hang: reported within 2 s of the blocked work (${secs:-?} s)" awk -v s="${secs:-99}" 'BEGIN { exit !(s <= 2.0) }'
+tap_check "hang: reported while the ranks waited (${secs:-?} s blocked; <= 10 s)" awk -v s="${secs:-99}" 'BEGIN { exit !(s <= 10.0) }'
 
 job abort 40 FAKENCCL_TIMEOUT=30 CCSHIM_ON_DESYNC=abort -- --inject=skip-minibatch:1:3 --steps 5
 tap_eq "abort: no rank left hanging" 0 "$JOB_TIMEOUTS"
-tap_check "abort: the job ended within 5 s (took $JOB_WALL s; the test NCCL waits 30 s)" \
-    awk -v s="$JOB_WALL" 'BEGIN { exit !(s <= 5.0) }'
+tap_check "abort: the job ended by the abort, not the test NCCL's 30 s timeout (took $JOB_WALL s; <= 15 s)" \
+    awk -v s="$JOB_WALL" 'BEGIN { exit !(s <= 15.0) }'
 tap_check "abort: through ncclCommAbort (the waiting work failed)" sh -c \
     'grep -q "CCSHIM_ON_DESYNC=abort: aborting the job" "$1/log-0.txt" &&
      grep -q "cuStreamSynchronize failed (the asynchronous NCCL reported an error)" "$1/out-0"' _ "$CCS_TMP/abort"
@@ -170,13 +130,19 @@ l=$(lines quick DESYNC)
 tap_check "quick: DESYNC naming rank 1 though every call came within one period" sh -c \
     'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=20: ranks 0,2-3 blocked in $2 at seq 20 for N s; rank 1 at seq 19 \(1 behind, exited\)$"' \
     _ "$l" "$AR" || diag quick
-tap_check "quick: the job ended through the abort within 5 s (took $JOB_WALL s)" \
-    awk -v s="$JOB_WALL" -v t="$JOB_TIMEOUTS" 'BEGIN { exit !(s <= 5.0 && t == 0) }'
+tap_check "quick: the job ended through the abort, not the 20 s timeout (took $JOB_WALL s; <= 15 s)" \
+    awk -v s="$JOB_WALL" -v t="$JOB_TIMEOUTS" 'BEGIN { exit !(s <= 15.0 && t == 0) }'
 
+# Rank 2 is killed wherever it is: before its next all-reduce (behind), or
+# after enqueueing the one the others wait at, before its part ran (it
+# published the same seq as they did: "issued it").  A rank behind that is
+# dead is named at once, with the ranks blocked at that instant: one, two
+# or all three of the others (each rank reports what it saw first, and the
+# abort ends the job), so every line names rank 2 and some of 0, 1 and 3.
 JOB_KILL_AFTER=1.5 job killed 40 FAKENCCL_TIMEOUT=30 CCSHIM_ON_DESYNC=abort -- --steps 100000
 l=$(lines killed DEAD)
-tap_check "killed: DEAD naming rank 2 for the ranks waiting on the device" sh -c \
-    'echo "$1" | grep -Eq "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=[0-9]+: ranks 0-1,3 blocked in $2 at seq [0-9]+ for N s; rank 2 at seq [0-9]+ \([0-9]+ behind, died\)$"' \
+tap_check "killed: every DEAD line names rank 2, died, for ranks waiting on the device" sh -c \
+    'test -n "$1" && ! echo "$1" | grep -Evq "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=[0-9]+: ranks? (0|1|3|0-1|0,3|1,3|0-1,3) blocked in $2 at seq [0-9]+ for N s; rank 2 at seq [0-9]+ \(([0-9]+ behind|issued it), died\)$"' \
     _ "$l" "$AR" || diag killed
 tap_eq "killed: the others end through the abort" 0 "$JOB_TIMEOUTS"
 
@@ -187,7 +153,8 @@ tap_eq "healthy run with groups (send/recv ring): every rank succeeds" " 0 0 0 0
 tap_eq "healthy run: no verdict, no warning" "" "$(cat "$CCS_TMP"/healthy/log-*.txt | grep -E '^ccshim (MISMATCH|DESYNC|DEAD|STRAGGLER) |warning')"
 done_counts=$(cat "$CCS_TMP"/healthy/log-*.txt | sed -n 's/.*NCCL completion tracking: \([0-9]*\) events recorded, [0-9]* stream queries, \([0-9]*\) completions reported.*/\1 \2/p')
 tap_check "healthy run: on every rank events were recorded (rate limited) and their completions reported ($(echo $done_counts))" \
-    sh -c '[ "$(echo "$1" | awk "\$1 >= 10 && \$1 <= 1000 && \$2 >= 10" | wc -l)" = 4 ]' _ "$done_counts"
+    sh -c '[ "$(echo "$1" | awk "\$1 >= 10 && \$1 <= 1000 && \$2 >= 10" | wc -l)" = 4 ]' _ "$done_counts" ||
+    diag healthy # each rank's closing tracking line, with how many times its poller ran
 
 job slow 60 FAKENCCL_DELAY_MS=1300 -- --steps 1
 tap_eq "slow device (1.3 s per operation): every rank succeeds" " 0 0 0 0" "$JOB_RCS"

@@ -10,6 +10,12 @@ NCCL_TESTS = tests/nccl/nccl-pattern.sh tests/nccl/nccl-absent.sh tests/nccl/ncc
 	tests/nccl/nccl-completion.sh
 TESTS += $(NCCL_TESTS)
 dist_check_SCRIPTS += $(NCCL_TESTS)
+EXTRA_DIST += tests/nccl/lib.sh
+# The hang's latency targets: make check-timing (Makefile.am); in
+# make check the script skips itself.
+dist_check_SCRIPTS += tests/nccl/nccl-timing.sh
+TIMING_TESTS += tests/nccl/nccl-timing.sh
+TESTS += tests/nccl/nccl-timing.sh
 EXTRA_DIST += tests/nccl/fake_nccl.h tests/nccl/fake_nccl.c tests/nccl/fake_nccl_shm.c
 EXTRA_DIST += tests/cuda/fake_cuda.h tests/cuda/fake_cuda.c
 CLEANFILES += tests/nccl/libnccl.so.2 tests/cuda/libcuda.so.1
