@@ -872,9 +872,17 @@ struct bnd {
     uint32_t s;
     uint64_t min_issued; /* lowest issued seq of the members at the boundary */
     int passed, waits, gone, dead, differ;
+    int passed_unknown; /* went on, its count in the step not known: judged after block_ms */
     int units; /* the counts are the helper's backward passes (it skipped DDP's reductions) */
     uint32_t passed_to; /* the furthest step a member went on to */
 };
+
+/* Member K of a step that ended for it with the count AT_COUNT the ranks at
+ * the boundary made, as far as its status says. */
+static int alike(const struct bnd *b, size_t k, long at_count)
+{
+    return at_count >= 0 && b->count[k] == at_count;
+}
 
 static void boundary_classify(struct ctx *c, struct grp *g, struct bnd *b)
 {
@@ -888,6 +896,18 @@ static void boundary_classify(struct ctx *c, struct grp *g, struct bnd *b)
             b->units |= units_in_step(c->v->st[m->wrank], b->s) > 0;
         }
     }
+    /* What the ranks at the boundary made (they agree among themselves, or
+     * that alone is the desync). */
+    for (size_t i = g->lo; i < g->hi; i++) {
+        const struct ent *m = &c->ents[i];
+        uint32_t ms;
+        if (!gone_for(c, m) && at_boundary(c, m, &ms) && ms == b->s) {
+            long n = b->units ? units_in_step(c->v->st[m->wrank], b->s) : calls_in_step(m->e, b->s);
+            if (at_count != -2 && at_count != n)
+                b->differ = 1;
+            at_count = n;
+        }
+    }
     for (size_t i = g->lo, k = 0; i < g->hi; i++, k++) {
         const struct ent *m = &c->ents[i];
         const struct ccs_dsx_status *st = c->v->st[m->wrank];
@@ -899,12 +919,17 @@ static void boundary_classify(struct ctx *c, struct grp *g, struct bnd *b)
             b->dead += c->v->dead && c->v->dead[m->wrank];
         } else if (at_boundary(c, m, &ms) && ms == b->s) {
             b->what[k] = B_AT;
-            if (at_count != -2 && at_count != b->count[k])
-                b->differ = 1;
-            at_count = b->count[k];
+        } else if (alike(b, k, at_count)) {
+            /* It ended the step with the same count: the two agreed, and the
+             * rank still shown at the boundary has not published its leaving
+             * yet (statuses are not one instant). */
+            b->what[k] = B_RUNNING;
         } else if (st->step > b->s || (at_boundary(c, m, &ms) && ms > b->s)) {
             b->what[k] = B_PASSED;
-            b->passed++;
+            if (b->count[k] < 0 || at_count < 0)
+                b->passed_unknown++;
+            else
+                b->passed++;
             b->passed_to = st->step > b->passed_to ? st->step : b->passed_to;
         } else if (c->be[m->wrank] == m->e && m->e->blocked.seq > b->min_issued) {
             b->what[k] = B_WAITS;
@@ -1027,15 +1052,17 @@ static void boundary_verdict(struct ctx *c, struct grp *g, uint32_t s)
     if (!b.what || !b.count || !v)
         goto out;
     boundary_classify(c, g, &b);
-    if (!b.passed && !b.waits && !b.gone && !b.differ)
-        goto out; /* the others are still in the step, or at the boundary alike */
+    if (!b.passed && !b.passed_unknown && !b.waits && !b.gone && !b.differ)
+        goto out; /* the others are still in the step, or ended it alike */
     uint64_t comm = c->ents[g->lo].comm, sref = b.min_issued + 1;
     if (!b.passed && !b.gone && !b.differ) {
-        /* Only blocked members: the snapshots are not one instant; it must
-         * hold for a quarter of the block threshold first. */
+        /* Only blocked members, or members gone on whose count is not known:
+         * the snapshots are not one instant; it must hold for a quarter of
+         * the block threshold (the whole of it for an unknown count) first. */
         uint64_t since = seen_since(c->seen, CANDIDATE, comm, sref, c->v->now_ms);
-        if (c->v->now_ms - since < c->t->block_ms / 4)
+        if (c->v->now_ms - since < (b.passed_unknown ? c->t->block_ms : c->t->block_ms / 4))
             goto out;
+        b.passed += b.passed_unknown;
     }
     uint32_t cls = b.gone && b.dead == b.gone && !b.passed && !b.waits && !b.differ ? (uint32_t)CCS_DSX_DEAD
                                                                                     : (uint32_t)CCS_DSX_DESYNC;

@@ -700,6 +700,37 @@ START_TEST(boundary_alike_or_computing_is_healthy)
 }
 END_TEST
 
+START_TEST(boundary_agreed_and_gone_on_is_healthy)
+{
+    /* Every rank ended step 5 with 17 (an extra mini-batch everywhere): they
+     * agreed, 0, 2 and 3 went on, 1 has not yet published its leaving. */
+    reset();
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, r == 1 ? 117 : 118);
+        if (r == 1) {
+            in_step(c, 5, 17);
+            at_boundary(1, c, 5);
+        } else {
+            in_step(c, 6, 1);
+            c->step_prev = 5, c->prev_calls = 17, c->prev_kind = CCS_KIND_ALLREDUCE;
+            st[r].step = 6;
+        }
+    }
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(5000), 0);
+    /* Gone on so far that its count in step 5 is not known any more: a
+     * verdict only once that held for the whole block threshold. */
+    for (int r = 0; r < NR; r++)
+        if (r != 1) {
+            st[r].comm[0].step_prev = 6;
+            st[r].step = 7;
+        }
+    ck_assert_int_eq(run(6000), 0);
+    ck_assert_int_eq(run(6500), 0);
+    ck_assert_int_eq(run(7100), 1);
+}
+END_TEST
+
 START_TEST(boundary_counts_differ)
 {
     reset();
@@ -777,6 +808,7 @@ static Suite *suite(void)
     tcase_add_test(t, boundary_extra_with_others_gone_on);
     tcase_add_test(t, boundary_alike_or_computing_is_healthy);
     tcase_add_test(t, boundary_counts_differ);
+    tcase_add_test(t, boundary_agreed_and_gone_on_is_healthy);
     tcase_add_test(t, boundary_protocol_roundtrip);
     suite_add_tcase(s, t);
     return s;

@@ -15,7 +15,7 @@
 # left to ccshim's all-reduce-level coalescing.
 . "$top_srcdir/tests/torch/lib.sh"
 torch_require
-tap_plan 24
+tap_plan 26
 J="--batch 64 --minibatch 8 --steps 6"
 engaged() { grep -c "DDP now synchronises once per step (at the 16-th backward)" "$CCS_TMP/$1.err"; }
 helper_rows() { # NAME: "step rank real" of the helper-flagged reductions, steps >= 3
@@ -51,6 +51,14 @@ tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close short)"
 
 
 ddp ref1 2 -- $J --save "$CCS_TMP/ref1.npy"
+ddp xref 2 -- $J --extra-rank -2 --extra-step 4 --save "$CCS_TMP/xref.npy"
+ddp xtra 2 --coalesce auto -- $J --extra-rank -2 --extra-step 4 --ref "$CCS_TMP/xref.npy"
+tap_eq "an extra mini-batch on every rank in step 4 (17 backward passes): runs, no verdict" "0 0" \
+    "$? $(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$CCS_TMP/xtra.err")"
+tap_eq "... averaged before the step (the 17th skipped its synchronisation), parameters" \
+    "1 ranks_equal 1, within 1e-5" \
+    "$(grep -c "^ccshim_torch\[0\]: step 4: DDP skipped the synchronisation" "$CCS_TMP/xtra.err") $(close xtra)"
+
 ddp ev5 2 --coalesce every:5 -- $J --ref "$CCS_TMP/ref1.npy"
 tap_eq "every:5 on 16 per step: runs, the helper stays out (its count is not the step's)" "0 0" "$? $(engaged ev5)"
 tap_eq "... ccshim's repairs keep the parameters" "ranks_equal 1, within 1e-5" "$(close ev5)"

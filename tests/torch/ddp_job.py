@@ -59,7 +59,8 @@ def parse():
     ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ before the step")
     ap.add_argument("--skip-rank", type=int, default=-1)
     ap.add_argument("--skip-step", type=int, default=-1)
-    ap.add_argument("--extra-rank", type=int, default=-1, help="this rank replays one more mini-batch")
+    ap.add_argument("--extra-rank", type=int, default=-1,
+                    help="this rank replays one more mini-batch (-2: every rank)")
     ap.add_argument("--accum", type=int, default=1,
                     help="gradient accumulation: this many cached-loss passes per optimizer step, all but "
                          "the last under the job's own ddp.no_sync() (as accelerate does)")
@@ -185,7 +186,7 @@ def main():
             loss = F.cross_entropy(scores, torch.arange(n))
             loss.backward()
             # 3. re-embed each mini-batch with grad, backward the cached gradient
-            extra = [chunks[0]] if rank == a.extra_rank and step == a.extra_step else []
+            extra = [chunks[0]] if a.extra_rank in (rank, -2) and step == a.extra_step else []
             for k, (c, i) in enumerate(chunks + extra):
                 if rank == a.skip_rank and step == a.skip_step and k == 0:
                     continue
