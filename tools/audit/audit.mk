@@ -14,6 +14,7 @@ libccsaudit_la_SOURCES = \
 	tools/audit/expect.c \
 	tools/audit/symbols.c \
 	tools/audit/util.c \
+	tools/audit/sinks.c \
 	tools/audit/out_table.c \
 	tools/audit/out_json.c \
 	tools/audit/out_tsv.c \
