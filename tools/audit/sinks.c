@@ -8,16 +8,11 @@
 #include <stdlib.h>
 
 extern const struct audit_sink_type audit_sink_json, audit_sink_tsv, audit_sink_tsv_records, audit_sink_chrome,
-    audit_sink_html;
+    audit_sink_html, audit_sink_otf2;
 
 const struct audit_sink_type *const audit_sink_types[] = {
-    &audit_sink_json,
-    &audit_sink_tsv,
-    &audit_sink_tsv_records,
-    &audit_sink_chrome,
-    &audit_sink_html,
-    &audit_sink_table,
-    NULL,
+    &audit_sink_json, &audit_sink_tsv,  &audit_sink_tsv_records, &audit_sink_chrome,
+    &audit_sink_html, &audit_sink_otf2, &audit_sink_table,       NULL,
 };
 
 int audit_sink_add(struct audit *a, const struct audit_sink_type *t, const char *arg)
