@@ -297,8 +297,8 @@ const char *kind_label(unsigned kind, int deferred, char *buf, size_t n);
 int is_reduction(unsigned kind);
 /* 1 for what coalescing can defer, and so what the audit may advise it for:
  * an all-reduce summing (SUM, AVG, PREMULSUM) floating-point data (float16,
- * bfloat16, float32, float64) of AUDIT_COALESCE_MIN_BYTES or more. */
-#define AUDIT_COALESCE_MIN_BYTES 1024 /* CCSHIM_COALESCE_MIN_BYTES' default */
+ * bfloat16, float32, float64) of CCSHIM_COALESCE_MIN_BYTES' default or more
+ * (read from the settings table, src/core/config_table.h). */
 int audit_coalescible(unsigned kind, unsigned dtype, unsigned op, uint64_t bytes);
 /* Sorted array of the cells (by step, rank, comm, kind, deferred); caller frees. */
 struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n);
