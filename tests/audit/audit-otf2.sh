@@ -20,7 +20,7 @@ if ! grep -q '^#define HAVE_OTF2 1' "$top_builddir/config.h"; then
 fi
 command -v otf2-print > /dev/null 2>&1 || tap_skip_all "otf2-print not installed (Debian package: otf2-tools)"
 command -v python3 > /dev/null 2>&1 || tap_skip_all "python3 (JSON checks) not installed"
-tap_plan 17
+tap_plan 19
 
 # Collective records per rank, as --tsv-records lists them: "RANK COUNT" lines.
 coll_records() {
@@ -74,6 +74,29 @@ tap_eq "deferred reductions: a region of their own, one per record (16)" "16 16"
 "$CCSHIM_AUDIT" --otf2 "$D/o" "$D/j" > /dev/null 2> "$D/again.err"; rc=$?
 tap_eq "an existing archive is not overwritten: exit 2, said" "2 1" \
     "$rc $(grep -c "^ccshim-audit: $D/o: cannot write the OTF2 archive" "$D/again.err")"
+
+# An NCCL job (the trainer over the test NCCL, host buffers): its
+# communicator is an NCCL one; comm_init and comm_free are calls, not collectives.
+TN="$top_builddir/ccshim-trainer-nccl"
+if [ -x "$TN" ] && [ -f "$top_builddir/tests/nccl/libnccl.so.2" ]; then
+    for r in 0 1; do
+        LD_LIBRARY_PATH="$top_builddir/tests/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RANK=$r WORLD_SIZE=2 \
+            CCSHIM_JOB_ID="otf2-$$" ccs_run_timeout 60 "$CCSHIM_RUN" --no-mpi --trace-dir "$D/nccl" -- "$TN" \
+            --device host --nccl-id-file "$D/nccl.id" --batch 32 --mini-batch 4 --steps 3 > "$D/nccl.$r.out" 2>&1 &
+    done
+    wait
+    "$CCSHIM_AUDIT" --otf2 "$D/on" "$D/nccl" > /dev/null 2>&1
+    otf2-print "$D/on/traces.otf2" > "$D/nccl.txt" 2> /dev/null
+    otf2-print -G "$D/on/traces.otf2" > "$D/nccldefs.txt" 2> /dev/null
+    tap_eq "NCCL run: collective ends = collective records (24 per rank), comm_init and comm_free regions only" \
+        "0 24|1 24 = 0 24|1 24, 4" \
+        "$(coll_records "$D/nccl" | paste -sd '|' -) = $(otf2_events MPI_COLLECTIVE_END "$D/nccl.txt" | paste -sd '|' -), $(grep -c '^ENTER .*Region: "comm_\(init\|free\)"' "$D/nccl.txt")"
+    tap_eq "NCCL run: its communicator, paradigm USER" "$(audit_comms "$D/nccl")|1" \
+        "$(otf2_comms "$D/nccldefs.txt")|$(grep -c '^GROUP .*Type: COMM_GROUP, Paradigm: USER' "$D/nccldefs.txt")"
+else
+    tap_skip "NCCL run: collective ends = collective records" "ccshim-trainer-nccl or the test NCCL not built"
+    tap_skip "NCCL run: its communicator, paradigm USER" "ccshim-trainer-nccl or the test NCCL not built"
+fi
 
 if ! ccs_have_mpi || [ ! -x "$CCSHIM_TRAINER" ]; then
     for t in "real run: exit 0" "real run: collective ends = collective records, per rank" \
