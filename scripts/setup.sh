@@ -8,7 +8,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CCSHIM_BUILD:-$top/_build}
 pkgs=(build-essential autoconf automake libtool pkg-config make gawk
       libopenmpi-dev openmpi-bin valgrind check libunwind-dev libdw-dev libsodium-dev libopenblas-dev
-      python3 python3-torch python3-mpi4py binutils clang chromium)
+      python3 python3-torch python3-mpi4py binutils clang chromium
+      libotf2-trace-dev otf2-tools prometheus)
 if [ "${CCSHIM_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
     missing=()
     for p in "${pkgs[@]}"; do

@@ -6,6 +6,7 @@
 #   src/trace     the trace writer (a feature) and the trace reader (tools)
 #   src/desync    desync detection (a feature)
 #   src/coalesce  coalescing (a feature)
+#   src/metrics   live metrics (a feature)
 #   src/nccl      the NCCL interposer and its glue to the features
 #   src/mpi       the MPI interposer and its glue: exactly libccshim-mpi.so's
 #                 own sources
@@ -63,12 +64,18 @@ libccs_coalesce_la_SOURCES = src/coalesce/coalesce.h src/coalesce/coalesce_polic
 libccs_coalesce_la_CPPFLAGS = $(LIB_CPPFLAGS) -I$(top_srcdir)/src/coalesce
 libccs_coalesce_la_CFLAGS = $(LIB_CFLAGS)
 
+# Live metrics (docs/metrics.md).
+noinst_LTLIBRARIES += libccs_metrics.la
+libccs_metrics_la_SOURCES = src/metrics/metrics.c
+libccs_metrics_la_CPPFLAGS = $(LIB_CPPFLAGS)
+libccs_metrics_la_CFLAGS = $(LIB_CFLAGS)
+
 # The backends see the features they glue to.
 BACKEND_CPPFLAGS = $(LIB_CPPFLAGS) -I$(top_srcdir)/src/desync -I$(top_srcdir)/src/coalesce
 
 noinst_LTLIBRARIES += libccsparts.la
 libccsparts_la_SOURCES =
-libccsparts_la_LIBADD = libccs_core.la libccs_tracewriter.la libccs_desync.la libccs_coalesce.la
+libccsparts_la_LIBADD = libccs_core.la libccs_tracewriter.la libccs_desync.la libccs_coalesce.la libccs_metrics.la
 if HAVE_NCCL
 noinst_LTLIBRARIES += libccs_nccl.la
 libccs_nccl_la_SOURCES = src/nccl/nccl_internal.h src/nccl/nccl_redop.h src/nccl/desync_nccl.h \

@@ -17,3 +17,4 @@ include tests/mpi-legal/mpi-legal.mk
 include tests/mpi-inter/mpi-inter.mk
 include tests/memcheck/memcheck.mk
 include tests/pysites/pysites.mk
+include tests/metrics/metrics.mk

@@ -70,7 +70,12 @@
     X(coalesce_include, "CCSHIM_COALESCE_INCLUDE", STR, "",                                                 \
       "coalesce only calls whose call stack names one of these comma-separated substrings; empty: all")  \
     X(coalesce_exclude, "CCSHIM_COALESCE_EXCLUDE", STR, "",                                                 \
-      "never coalesce calls whose call stack names one of these comma-separated substrings")
+      "never coalesce calls whose call stack names one of these comma-separated substrings")              \
+    /* --- live metrics (docs/metrics.md) ------------------------------------------------------ */        \
+    X(metrics, "CCSHIM_METRICS", STR, "",                                                                   \
+      "file pattern (%r rank, %h host, %j job, %p pid) rewritten with live counters in the Prometheus "    \
+      "text format every CCSHIM_METRICS_PERIOD_MS and at exit; empty: off")                              \
+    X(metrics_period_ms, "CCSHIM_METRICS_PERIOD_MS", INT, "1000", "live metrics period in ms, 10..3600000")
 
 /* Ranges of INT fields: X(FIELD, MIN, MAX) */
 #define CCS_CONFIG_RANGES(X)                                                                               \
@@ -83,6 +88,7 @@
     X(desync_heartbeat_ms, 100, 3600000)                                                                   \
     X(desync_flight, 0, 65536)                                                                             \
     X(coalesce_min_bytes, 0, 2147483647)                                                                   \
-    X(coalesce_learn_steps, 1, 1000)
+    X(coalesce_learn_steps, 1, 1000)                                                                       \
+    X(metrics_period_ms, 10, 3600000)
 
 #endif

@@ -13,8 +13,7 @@ static atomic_int log_fd = 2;
 
 #define CUT_MARK "...[truncated]"
 
-/* Expands %r %p %h %j in PAT into OUT.  0, or -1 when it does not fit. */
-static int expand_pattern(const char *pat, char *out, size_t n)
+int ccs_expand_pattern(const char *pat, char *out, unsigned long n)
 {
     size_t o = 0;
     const char *p;
@@ -83,7 +82,7 @@ void ccs_log_open(void)
         return;
     }
     char path[4096];
-    int fits = expand_pattern(dest, path, sizeof path) == 0;
+    int fits = ccs_expand_pattern(dest, path, sizeof path) == 0;
     int fd = fits ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
     if (fd < 0) {
         /* Said once (this runs again when the rank becomes known); the

@@ -19,6 +19,11 @@ __attribute__((visibility("hidden"), format(printf, 3, 4))) void ccs_log_once(in
  * becomes known, as the file pattern may name it). */
 __attribute__((visibility("hidden"))) void ccs_log_open(void);
 
+/* Expands a file pattern PAT into OUT (N bytes): %r rank, %p pid, %h host,
+ * %j job, %% a percent sign (CCSHIM_LOG, CCSHIM_METRICS).  Returns 0, or -1
+ * when it does not fit. */
+__attribute__((visibility("hidden"))) int ccs_expand_pattern(const char *pat, char *out, unsigned long n);
+
 /* Raw write of a preformatted block (diagnostic dumps), same destination. */
 __attribute__((visibility("hidden"))) void ccs_log_raw(const char *text, unsigned long len);
 

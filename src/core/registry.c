@@ -97,6 +97,13 @@ const char *ccs_features_trace_path(void)
     return NULL;
 }
 
+void ccs_features_verdict(const char *cls)
+{
+    FOR_EACH_FEATURE(f)
+    if (f->verdict)
+        f->verdict(cls);
+}
+
 /* ------------------------------------------------------------ agreement */
 
 static _Atomic(ccs_agree_fn) agree_service;
@@ -168,6 +175,15 @@ static _Atomic uint64_t verdicts;
 void ccs_verdict_note(void) { atomic_fetch_add(&verdicts, 1); }
 
 uint64_t ccs_verdicts_seen(void) { return atomic_load(&verdicts); }
+
+static _Atomic uint64_t detector_pass_ms;
+
+void ccs_detector_pass_note(void)
+{
+    atomic_store_explicit(&detector_pass_ms, ccs_clock_mono_ms(), memory_order_relaxed);
+}
+
+uint64_t ccs_detector_last_pass_ms(void) { return atomic_load_explicit(&detector_pass_ms, memory_order_relaxed); }
 
 /* ---------------------------------------------------------------- abort */
 

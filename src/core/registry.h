@@ -35,6 +35,10 @@ struct ccs_feature {
     void (*prepare_signal)(void);
     /* Path of the trace file, or NULL (the exit summary names it). */
     const char *(*trace_path)(void);
+    /* A verdict this process saw (desync; once each), by its class
+     * ("MISMATCH", "DESYNC", "DEAD", "STRAGGLER"; static storage).  From the
+     * detector's thread: slow path, but it must not block. */
+    void (*verdict)(const char *cls);
 };
 
 /* Registers F (kept by pointer: static storage).  Returns 0, or -1 when the
@@ -54,6 +58,7 @@ CCS_HIDDEN int ccs_features_flush(int reason, int signo);
 CCS_HIDDEN void ccs_features_fork_child(void);
 CCS_HIDDEN void ccs_features_prepare_signal(void);
 CCS_HIDDEN const char *ccs_features_trace_path(void);
+CCS_HIDDEN void ccs_features_verdict(const char *cls);
 
 /* ------------------------------------------------------------ agreement */
 
@@ -98,6 +103,12 @@ CCS_HIDDEN void ccs_step_units(uint32_t *now, uint32_t *prev);
  * count moves (the job is desynchronised: nothing it waits for comes). */
 CCS_HIDDEN void ccs_verdict_note(void);
 CCS_HIDDEN uint64_t ccs_verdicts_seen(void);
+
+/* The detector notes here the end of each of its passes over the ranks'
+ * statuses; others read when it last did (monotonic ms, 0: never), e.g. to
+ * show that detection is alive.  Relaxed atomics. */
+CCS_HIDDEN void ccs_detector_pass_note(void);
+CCS_HIDDEN uint64_t ccs_detector_last_pass_ms(void);
 
 /* ---------------------------------------------------------------- abort */
 

@@ -120,6 +120,7 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
         return;
     if (v->cls != CCS_DSX_STRAGGLER)
         ccs_verdict_note(); /* a rank waiting at its step boundary stops waiting (registry.h) */
+    ccs_features_verdict(ccs_dsx_class_name(v->cls)); /* e.g. live metrics */
     /* Under abort the first verdict on a communicator ends the job; what
      * the ranks see on it while the job ends (the others now blocked behind
      * the departed rank, a rank in MPI_Finalize) follows from it.  Reporting
@@ -387,6 +388,7 @@ static void tick(void)
     while (vd && ccs_dsx_shm_next_verdict(shm, &vcursor, vd))
         on_verdict(vd, NULL);
     free(vd);
+    ccs_detector_pass_note();
     pthread_mutex_unlock(&tick_lock);
 }
 

@@ -15,6 +15,9 @@ SRCS="$S/tests/audit/fuzz_trace.c $S/src/trace/trace_reader.c $S/src/core/names.
 for f in "$S"/tools/audit/*.c; do
     case $f in */main.c) ;; *) SRCS="$SRCS $f" ;; esac
 done
+# out_otf2.c needs libotf2 when the build found it.
+OTF2_LIBS=
+grep -q '^#define HAVE_OTF2 1' "$top_builddir/config.h" && OTF2_LIBS=$(pkg-config --libs otf2)
 # Rebuild when a source is newer than the binary.
 stale=1
 if [ -x "$FUZZ" ]; then
@@ -27,7 +30,7 @@ if [ "$stale" = 1 ]; then
     # config.h for PACKAGE_VERSION comes from the build directory.
     if ! "$CLANG" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
         -fno-sanitize-recover=undefined -I"$S/src/core" -I"$S/src/trace" -I"$S/include" -I"$S/tools/audit" -I"$top_builddir" \
-        -o "$FUZZ" $SRCS > "$CCS_TMP/build.log" 2>&1; then
+        -o "$FUZZ" $SRCS $OTF2_LIBS > "$CCS_TMP/build.log" 2>&1; then
         sed 's/^/# /' "$CCS_TMP/build.log" | head -20
         tap_skip_all "clang cannot build a libFuzzer target here (see the log above)"
     fi

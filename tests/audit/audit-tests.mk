@@ -17,6 +17,7 @@ AUDIT_TESTS = \
 	tests/audit/audit-basic.sh \
 	tests/audit/audit-findings.sh \
 	tests/audit/audit-outputs.sh \
+	tests/audit/audit-otf2.sh \
 	tests/audit/audit-fuzz.sh
 TESTS += $(AUDIT_TESTS)
 dist_check_SCRIPTS += $(AUDIT_TESTS)

@@ -129,6 +129,7 @@ void audit_free(struct audit *a)
     free(a->comms);
     free(a->expects);
     free(a->findings);
+    audit_sinks_free(a);
     hmap_free(&a->cells);
     hmap_free(&a->seqsums);
     hmap_free(&a->stepcomms);
@@ -321,6 +322,7 @@ static void on_site(struct file_reading *rd, const struct ccs_item *it)
 
 static void on_comm(struct file_reading *rd, const struct ccs_trace_comm *comm)
 {
+    audit_sinks_comm(rd->a, rd->f, comm);
     struct audit_comm *c = audit_comm_get(rd->a, comm->id, 1);
     if (!c)
         return;
@@ -573,7 +575,7 @@ static void fold_buffers(struct file_reading *rd)
     hmap_free(&repeats);
 }
 
-/* ---- what one call record feeds: two streaming outputs, then the aggregates */
+/* ---- what one call record feeds: the sinks, then the aggregates */
 
 /* The global site index of R (0: none), as reached from its Python site if any. */
 static uint32_t record_site(struct file_reading *rd, const struct ccs_record *r)
@@ -604,42 +606,6 @@ static void note_progress(struct audit *a, struct audit_file *f, const struct cc
         a->max_step = step;
     if (r->t_start + r->t_dur > f->t_last_ns)
         f->t_last_ns = r->t_start + r->t_dur;
-}
-
-/* --tsv-records: one line per call. */
-static void write_tsv_record(FILE *out, const struct audit_file *f, const struct ccs_record *r, uint32_t step)
-{
-    char flags[128] = "";
-    size_t o = 0;
-#define CCS_X(e, b, s)                                                                                             \
-    if (r->flags & (b))                                                                                            \
-        o += snprintf(flags + o, sizeof flags - o, "%s%s", o ? "," : "", s);
-    CCS_FLAG_LIST(CCS_X)
-#undef CCS_X
-    fprintf(out,
-            "%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\t%" PRIx64
-            "\n",
-            (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
-            ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site, r->buf);
-}
-
-/* --chrome-trace: a step mark, shown with the steps it opens or closes. */
-static void write_chrome_mark(struct audit *a, const struct audit_file *f, const struct ccs_record *r)
-{
-    if (a->chrome && r->step >= a->chrome_first && r->step - 1 <= a->chrome_last)
-        chrome_record(a->chrome, f, r, r->step, NULL);
-}
-
-/* --chrome-trace: a call of a step in the range shown, named by its site. */
-static void write_chrome_call(struct audit *a, const struct audit_file *f, const struct ccs_record *r,
-                              uint32_t step, uint32_t site)
-{
-    if (!a->chrome || step < a->chrome_first || step > a->chrome_last)
-        return;
-    char name[256] = "";
-    if (site && site <= a->nsites)
-        audit_site_name(a->site_list[site - 1], name, sizeof name);
-    chrome_record(a->chrome, f, r, step, name[0] ? name : NULL);
 }
 
 /* The (step, rank, comm, kind, deferred) cell: count, bytes, time. */
@@ -820,7 +786,7 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
     struct audit_file *f = rd->f;
     int cls = ccs_kind_class(r->kind);
     if (cls == CCS_CLASS_MARK) {
-        write_chrome_mark(a, f, r);
+        audit_sinks_record(a, f, r, r->step, 0);
         return;
     }
     uint32_t step = audit_step_of(a, r, rd->ncalls++);
@@ -832,9 +798,7 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
     uint32_t site = record_site(rd, r);
     note_progress(a, f, r, step);
 
-    if (a->tsv_records)
-        write_tsv_record(a->tsv_records_out, f, r, step);
-    write_chrome_call(a, f, r, step, site);
+    audit_sinks_record(a, f, r, step, site);
 
     count_in_cell(rd, r, step, cell_kind);
     count_at_site(a, r, site, deferred);
@@ -952,16 +916,14 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
     }
     struct file_reading rd;
     file_ctx_init(&rd, a, f, is_ref);
-    if (a->chrome)
-        chrome_rank_begin(a->chrome, f);
+    audit_sinks_rank_begin(a, f);
     struct ccs_item it;
     int rc;
     while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1)
         on_item(&rd, &it);
     copy_meta(f, r);
     note_read_status(f, r, rc, err);
-    if (a->chrome)
-        chrome_rank_end(a->chrome, f);
+    audit_sinks_rank_end(a, f);
     fold_buffers(&rd);
     if (is_ref)
         make_patterns(&rd);

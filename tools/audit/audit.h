@@ -193,10 +193,10 @@ struct audit_finding {
     uint64_t first_seq;
 };
 
+struct audit_sink;
+
 struct audit {
     /* options */
-    int tsv_records;
-    FILE *tsv_records_out;
     int want_patterns;
     size_t max_tokens; /* cap on the reference rank's token list */
     size_t max_ref_fp; /* cap on reference fingerprints per comm */
@@ -226,8 +226,10 @@ struct audit {
     size_t nexpects;
     struct audit_finding *findings;
     size_t nfindings;
-    /* streaming chrome trace output, or NULL, and the steps it shows */
-    struct chrome_out *chrome;
+    /* the outputs chosen (sinks.c), in the order of the command line */
+    struct audit_sink *sinks;
+    size_t nsinks;
+    /* the steps the Chrome trace shows (--chrome-steps) */
     uint32_t chrome_first, chrome_last;
 };
 
@@ -295,8 +297,8 @@ const char *kind_label(unsigned kind, int deferred, char *buf, size_t n);
 int is_reduction(unsigned kind);
 /* 1 for what coalescing can defer, and so what the audit may advise it for:
  * an all-reduce summing (SUM, AVG, PREMULSUM) floating-point data (float16,
- * bfloat16, float32, float64) of AUDIT_COALESCE_MIN_BYTES or more. */
-#define AUDIT_COALESCE_MIN_BYTES 1024 /* CCSHIM_COALESCE_MIN_BYTES' default */
+ * bfloat16, float32, float64) of CCSHIM_COALESCE_MIN_BYTES' default or more
+ * (read from the settings table, src/core/config_table.h). */
 int audit_coalescible(unsigned kind, unsigned dtype, unsigned op, uint64_t bytes);
 /* Sorted array of the cells (by step, rank, comm, kind, deferred); caller frees. */
 struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n);
@@ -306,19 +308,79 @@ struct audit_site **audit_sorted_sites(const struct audit *a, size_t *n);
 struct audit_stepcomm **audit_sorted_stepcomms(const struct audit *a, size_t *n);
 const char *rank_list(const int32_t *r, size_t n, char *buf, size_t len);
 
-/* -------------------------------------------------------------- outputs */
+/* ------------------------------------------------------ sinks (sinks.c) */
+/* An output of ccshim-audit.  The reader calls every chosen sink while the
+ * traces stream past (rank_begin, comm, record, rank_end: each optional),
+ * then closes it: right after reading, or, with AUDIT_SINK_REPORT, once the
+ * rules, the call sites and the findings are known.  A new format is a file
+ * defining one struct audit_sink_type and a line in sinks.c's list. */
+enum audit_sink_flag {
+    AUDIT_SINK_STDOUT = 1,   /* writes on stdout: one such sink at most; the table when none is chosen */
+    AUDIT_SINK_REPORT = 2,   /* reads the findings and totals: closed after them */
+    AUDIT_SINK_PATTERNS = 4, /* shows the reference rank's call patterns */
+};
+
+struct audit_sink_type {
+    const char *option; /* long option choosing it (without "--"), NULL: the default table */
+    const char *arg;    /* the name of its argument ("FILE"), NULL for none */
+    const char *help;   /* its lines of the usage text */
+    unsigned flags;     /* enum audit_sink_flag */
+    /* An option with an argument that tunes it (NULL for none), read by
+     * tune into A before any sink opens.  Returns 0, -1 after a message. */
+    const char *tune_option;
+    int (*tune)(struct audit *a, const char *arg);
+    /* Before reading: A's files are sorted and A->t0_realtime_ns is known.
+     * Returns 0, -1 after a message. */
+    int (*open)(struct audit_sink *s);
+    void (*rank_begin)(struct audit_sink *s, const struct audit_file *f);
+    /* A communicator as the rank's trace describes it (each rank's trace
+     * describes the communicators it made calls on). */
+    void (*comm)(struct audit_sink *s, const struct audit_file *f, const struct ccs_trace_comm *c);
+    /* Every record, step marks included: STEP is the call's effective step
+     * (a mark's own number), SITE its global site index (0: none; always 0 for marks). */
+    void (*record)(struct audit_sink *s, const struct audit_file *f, const struct ccs_record *r, uint32_t step,
+                   uint32_t site);
+    /* After the rank's last item: its META (host, job) has been read. */
+    void (*rank_end)(struct audit_sink *s, const struct audit_file *f);
+    /* Writes what is left and frees the state.  Returns 0, -1 after a message. */
+    int (*close)(struct audit_sink *s);
+    /* Frees the state of an opened sink without writing more (the run stopped early). */
+    void (*discard)(struct audit_sink *s);
+};
+
+struct audit_sink {
+    const struct audit_sink_type *type;
+    const char *arg; /* the option's argument, or NULL */
+    struct audit *a; /* the job being read */
+    void *state;     /* the sink's own */
+    int opened;
+};
+
+/* Every sink type, in the order of the usage text; NULL-terminated. */
+extern const struct audit_sink_type *const audit_sink_types[];
+extern const struct audit_sink_type audit_sink_table; /* the default */
+/* Chooses a sink of type T writing to ARG (a second choice of the same type
+ * replaces the first's argument).  Returns 0, -1 when out of memory. */
+int audit_sink_add(struct audit *a, const struct audit_sink_type *t, const char *arg);
+/* 1 when a chosen sink has FLAG. */
+int audit_sinks_want(const struct audit *a, unsigned flag);
+/* Opens every chosen sink in order; stops at the first failure.  Returns 0, -1. */
+int audit_sinks_open(struct audit *a);
+void audit_sinks_rank_begin(struct audit *a, const struct audit_file *f);
+void audit_sinks_comm(struct audit *a, const struct audit_file *f, const struct ccs_trace_comm *c);
+void audit_sinks_record(struct audit *a, const struct audit_file *f, const struct ccs_record *r, uint32_t step,
+                        uint32_t site);
+void audit_sinks_rank_end(struct audit *a, const struct audit_file *f);
+/* Closes the open sinks that have (REPORT: do not have) AUDIT_SINK_REPORT.
+ * Returns 0, -1 when one failed (each says so). */
+int audit_sinks_close(struct audit *a, int report);
+/* Discards the sinks still open and frees the list. */
+void audit_sinks_free(struct audit *a);
+
+/* The reports themselves, also called by the tests. */
 void out_table(struct audit *a, FILE *f);
 void out_json(struct audit *a, FILE *f);
 void out_tsv(struct audit *a, FILE *f);
 int out_html(struct audit *a, const char *path);
-/* Chrome trace: opened before reading (events stream out as records are
- * read), closed after. */
-struct chrome_out *chrome_open(const char *path);
-void chrome_set_t0(struct chrome_out *c, uint64_t t0_realtime_ns);
-void chrome_rank_begin(struct chrome_out *c, const struct audit_file *f);
-void chrome_record(struct chrome_out *c, const struct audit_file *f, const struct ccs_record *r, uint32_t step,
-                   const char *site);
-void chrome_rank_end(struct chrome_out *c, const struct audit_file *f);
-int chrome_close(struct chrome_out *c);
 
 #endif

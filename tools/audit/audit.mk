@@ -2,7 +2,8 @@
 # (docs/audit.md).  Everything but main.c is in a convenience library that
 # the unit tests link too.
 noinst_LTLIBRARIES += libccsaudit.la
-libccsaudit_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools/audit
+libccsaudit_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools/audit $(OTF2_CFLAGS)
+libccsaudit_la_LIBADD = $(OTF2_LIBS)
 libccsaudit_la_SOURCES = \
 	tools/audit/audit.h \
 	tools/audit/hmap.c tools/audit/hmap.h \
@@ -14,11 +15,13 @@ libccsaudit_la_SOURCES = \
 	tools/audit/expect.c \
 	tools/audit/symbols.c \
 	tools/audit/util.c \
+	tools/audit/sinks.c \
 	tools/audit/out_table.c \
 	tools/audit/out_json.c \
 	tools/audit/out_tsv.c \
 	tools/audit/out_chrome.c \
 	tools/audit/out_html.c \
+	tools/audit/out_otf2.c \
 	src/trace/trace_reader.c src/trace/trace_reader.h \
 	src/core/names.c
 

@@ -14,15 +14,12 @@ static void usage(FILE *f)
           "Reads every *.cctrace in each DIR (and each FILE named) and prints, per step, rank and\n"
           "communicator, the count, bytes and time of each kind of call, a compressed call pattern,\n"
           "findings (redundant reductions, ranks that disagree, desync reports) and top call sites.\n"
-          "\n"
-          "  --json               one JSON document instead of the table (schema: docs/audit.md)\n"
-          "  --tsv                step rank comm kind count bytes deferred time_ns, tab-separated\n"
-          "  --tsv-records        one tab-separated line per record:\n"
-          "                       rank seq comm kind count dtype op root fingerprint step flags site buf\n"
-          "  --chrome-trace FILE  also write a Trace Event file for Perfetto / chrome://tracing\n"
-          "  --chrome-steps A[-B] only steps A to B in the Chrome trace (it holds every call)\n"
-          "  --html FILE          also write a self-contained HTML report\n"
-          "  --expect KIND<=N[/comm|/step|/buffer]\n"
+          "\n",
+          f);
+    for (size_t i = 0; audit_sink_types[i]; i++)
+        if (audit_sink_types[i]->help)
+            fputs(audit_sink_types[i]->help, f);
+    fputs("  --expect KIND<=N[/comm|/step|/buffer]\n"
           "                       fail (exit 1) when a step has more than N real calls of KIND per\n"
           "                       communicator (default), per step over all communicators, or of one\n"
           "                       buffer; repeatable\n"
@@ -34,27 +31,8 @@ static void usage(FILE *f)
 
 /* What the command line asks for beyond struct audit's own options. */
 struct audit_request {
-    int json, tsv, symbols;
-    const char *chrome; /* --chrome-trace FILE, or NULL */
-    const char *html;   /* --html FILE, or NULL */
+    int symbols;
 };
-
-/* --chrome-steps A[-B].  Returns 0, -1 after the message. */
-static int parse_chrome_steps(struct audit *a, const char *arg)
-{
-    unsigned lo, hi;
-    int n = 0;
-    if (sscanf(arg, "%u-%u%n", &lo, &hi, &n) == 2 && arg[n] == 0 && lo <= hi) {
-        a->chrome_first = lo;
-        a->chrome_last = hi;
-    } else if (sscanf(arg, "%u%n", &lo, &n) == 1 && arg[n] == 0) {
-        a->chrome_first = a->chrome_last = lo;
-    } else {
-        fprintf(stderr, "ccshim-audit: --chrome-steps '%s': expected a step or a range A-B\n", arg);
-        return -1;
-    }
-    return 0;
-}
 
 /* --expect RULE, added to A's rules.  Returns 0, -1 (message printed when the rule is bad). */
 static int add_expect(struct audit *a, const char *arg)
@@ -72,57 +50,74 @@ static int add_expect(struct audit *a, const char *arg)
     return 0;
 }
 
-/* Reads the options into A and REQ.  Returns -1 to go on with the
- * arguments from optind, else the exit status (help, version, usage error). */
-static int parse_options(struct audit *a, struct audit_request *req, int argc, char **argv)
+enum { OPT_EXPECT = 256, OPT_NO_SYMBOLS, OPT_HELP, OPT_VERSION, OPT_SINK = 512 };
+#define MAX_SINK_TYPES 32
+
+/* The long options: the tool's own, then each sink type's (OPT_SINK + 2i
+ * chooses type i, OPT_SINK + 2i + 1 tunes it).  Fills OPTS (room for
+ * 2 * MAX_SINK_TYPES + 5). */
+static void long_options(struct option *opts)
 {
-    enum {
-        OPT_JSON = 256,
-        OPT_TSV,
-        OPT_TSV_RECORDS,
-        OPT_CHROME,
-        OPT_CHROME_STEPS,
-        OPT_HTML,
-        OPT_EXPECT,
-        OPT_NO_SYMBOLS,
-        OPT_HELP,
-        OPT_VERSION
-    };
-    static const struct option opts[] = {
-        {"json", no_argument, 0, OPT_JSON},
-        {"tsv", no_argument, 0, OPT_TSV},
-        {"tsv-records", no_argument, 0, OPT_TSV_RECORDS},
-        {"chrome-trace", required_argument, 0, OPT_CHROME},
-        {"chrome-steps", required_argument, 0, OPT_CHROME_STEPS},
-        {"html", required_argument, 0, OPT_HTML},
+    static const struct option own[] = {
         {"expect", required_argument, 0, OPT_EXPECT},
         {"no-symbols", no_argument, 0, OPT_NO_SYMBOLS},
         {"help", no_argument, 0, OPT_HELP},
         {"version", no_argument, 0, OPT_VERSION},
-        {0, 0, 0, 0},
     };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        opts[n++] = own[i];
+    for (size_t i = 0; audit_sink_types[i] && i < MAX_SINK_TYPES; i++) {
+        const struct audit_sink_type *t = audit_sink_types[i];
+        if (t->option)
+            opts[n++] =
+                (struct option){t->option, t->arg ? required_argument : no_argument, 0, OPT_SINK + 2 * (int)i};
+        if (t->tune_option)
+            opts[n++] = (struct option){t->tune_option, required_argument, 0, OPT_SINK + 2 * (int)i + 1};
+    }
+    opts[n] = (struct option){0, 0, 0, 0};
+}
+
+/* At most one sink writes on stdout; the table when none was chosen.
+ * Returns 0, 2 after the message. */
+static int check_stdout_sinks(struct audit *a)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->nsinks; i++)
+        n += (a->sinks[i].type->flags & AUDIT_SINK_STDOUT) != 0;
+    if (n > 1) {
+        const char *names[MAX_SINK_TYPES];
+        size_t k = 0;
+        for (size_t i = 0; audit_sink_types[i] && k < MAX_SINK_TYPES; i++)
+            if (audit_sink_types[i]->option && (audit_sink_types[i]->flags & AUDIT_SINK_STDOUT))
+                names[k++] = audit_sink_types[i]->option;
+        fputs("ccshim-audit: ", stderr);
+        for (size_t j = 0; j < k; j++)
+            fprintf(stderr, "%s--%s", j == 0 ? "" : j + 1 == k ? " and " : ", ", names[j]);
+        fputs(" exclude each other\n", stderr);
+        return 2;
+    }
+    if (n == 0 && audit_sink_add(a, &audit_sink_table, NULL) != 0)
+        return 2;
+    a->want_patterns = audit_sinks_want(a, AUDIT_SINK_PATTERNS);
+    return 0;
+}
+
+/* Reads the options into A and REQ.  Returns -1 to go on with the
+ * arguments from optind, else the exit status (help, version, usage error). */
+static int parse_options(struct audit *a, struct audit_request *req, int argc, char **argv)
+{
+    struct option opts[2 * MAX_SINK_TYPES + 5];
+    long_options(opts);
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_JSON:
-            req->json = 1;
-            break;
-        case OPT_TSV:
-            req->tsv = 1;
-            break;
-        case OPT_TSV_RECORDS:
-            a->tsv_records = 1;
-            break;
-        case OPT_CHROME:
-            req->chrome = optarg;
-            break;
-        case OPT_HTML:
-            req->html = optarg;
-            break;
-        case OPT_CHROME_STEPS:
-            if (parse_chrome_steps(a, optarg) != 0)
+        if (c >= OPT_SINK) {
+            const struct audit_sink_type *t = audit_sink_types[(c - OPT_SINK) / 2];
+            if ((c - OPT_SINK) % 2 ? t->tune(a, optarg) != 0 : audit_sink_add(a, t, t->arg ? optarg : NULL) != 0)
                 return 2;
-            break;
+            continue;
+        }
+        switch (c) {
         case OPT_NO_SYMBOLS:
             req->symbols = 0;
             break;
@@ -143,10 +138,8 @@ static int parse_options(struct audit *a, struct audit_request *req, int argc, c
             return 2;
         }
     }
-    if (req->json + req->tsv + a->tsv_records > 1) {
-        fputs("ccshim-audit: --json, --tsv and --tsv-records exclude each other\n", stderr);
+    if (check_stdout_sinks(a) != 0)
         return 2;
-    }
     if (optind >= argc) {
         usage(stderr);
         return 2;
@@ -154,9 +147,9 @@ static int parse_options(struct audit *a, struct audit_request *req, int argc, c
     return -1;
 }
 
-/* Finds the traces and reports named by ARGS and opens the Chrome trace.
+/* Finds the traces and reports named by ARGS and opens the sinks.
  * Returns 0, or 2 after the message. */
-static int open_inputs(struct audit *a, const struct audit_request *req, char **args, int nargs)
+static int open_inputs(struct audit *a, char **args, int nargs)
 {
     if (audit_collect(a, args, nargs) != 0 && a->nfiles == 0)
         return 2;
@@ -165,33 +158,19 @@ static int open_inputs(struct audit *a, const struct audit_request *req, char **
         return 2;
     }
     audit_sort_files(a);
-    if (req->chrome) {
-        a->chrome = chrome_open(req->chrome);
-        if (!a->chrome) {
-            fprintf(stderr, "ccshim-audit: %s: cannot write the Chrome trace\n", req->chrome);
-            return 2;
-        }
-        chrome_set_t0(a->chrome, a->t0_realtime_ns);
-    }
-    return 0;
+    return audit_sinks_open(a) == 0 ? 0 : 2;
 }
 
-/* Reads every trace (--tsv-records and the Chrome trace stream out as it
- * goes).  Returns 0, or 2 when the Chrome trace failed or nothing was readable. */
-static int read_traces(struct audit *a, const struct audit_request *req)
+/* Reads every trace (the streaming sinks write as it goes), then closes
+ * the sinks that need no report.  Returns 0, or 2 when one of them failed
+ * or nothing was readable. */
+static int read_traces(struct audit *a)
 {
-    a->want_patterns = !a->tsv_records && !req->tsv;
-    a->tsv_records_out = stdout;
-    if (a->tsv_records)
-        printf("#rank\tseq\tcomm\tkind\tcount\tdtype\top\troot\tfingerprint\tstep\tflags\tsite\tbuf\n");
     audit_find_steps(a);
     size_t nread = audit_read_all(a);
     int rc = 0;
-    if (a->chrome && chrome_close(a->chrome) != 0) {
-        fprintf(stderr, "ccshim-audit: %s: write failed\n", req->chrome);
+    if (audit_sinks_close(a, 0) != 0)
         rc = 2;
-    }
-    a->chrome = NULL;
     if (nread == 0 && a->nfiles > 0) {
         fprintf(stderr, "ccshim-audit: none of the %zu trace file%s could be read\n", a->nfiles,
                 a->nfiles == 1 ? "" : "s");
@@ -212,25 +191,17 @@ static void print_expect_failures(const struct audit *a, int failed)
     }
 }
 
-/* Checks the rules, finds what to say and writes the table, JSON or TSV,
- * and the HTML report.  Returns RC, 2 when the report failed, or 1 when a
- * rule was exceeded and nothing else failed. */
+/* Checks the rules, finds what to say and closes the sinks that report
+ * it (the table, JSON or TSV, the HTML report).  Returns RC, 2 when one
+ * failed, or 1 when a rule was exceeded and nothing else failed. */
 static int report(struct audit *a, const struct audit_request *req, int rc)
 {
     int failed = audit_expect_check(a);
     if (req->symbols)
         audit_symbolize(a, 20);
     audit_findings(a);
-    if (req->json)
-        out_json(a, stdout);
-    else if (req->tsv)
-        out_tsv(a, stdout);
-    else
-        out_table(a, stdout);
-    if (req->html && out_html(a, req->html) != 0) {
-        fprintf(stderr, "ccshim-audit: %s: cannot write the HTML report\n", req->html);
+    if (audit_sinks_close(a, 1) != 0)
         rc = 2;
-    }
     if (failed && rc == 0) {
         print_expect_failures(a, failed);
         rc = 1;
@@ -244,9 +215,9 @@ int main(int argc, char **argv)
     struct audit_request req = {.symbols = 1};
     audit_init(&a);
     int rc = parse_options(&a, &req, argc, argv);
-    if (rc < 0 && (rc = open_inputs(&a, &req, argv + optind, argc - optind)) == 0) {
-        rc = read_traces(&a, &req);
-        if (!a.tsv_records)
+    if (rc < 0 && (rc = open_inputs(&a, argv + optind, argc - optind)) == 0) {
+        rc = read_traces(&a);
+        if (audit_sinks_want(&a, AUDIT_SINK_REPORT))
             rc = report(&a, &req, rc);
         if (fflush(stdout) != 0)
             rc = 2;

@@ -23,19 +23,21 @@ struct chrome_out {
     uint64_t s_start, s_end; /* ns from the rank's start */
 };
 
-struct chrome_out *chrome_open(const char *path)
+static int chrome_open(struct audit_sink *s)
 {
     struct chrome_out *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    c->f = fopen(path, "w");
-    if (!c->f) {
+    if (c)
+        c->f = fopen(s->arg, "w");
+    if (!c || !c->f) {
         free(c);
-        return NULL;
+        fprintf(stderr, "ccshim-audit: %s: cannot write the Chrome trace\n", s->arg);
+        return -1;
     }
     c->first = 1;
+    c->t0 = s->a->t0_realtime_ns;
     fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"ccshim-audit\"},\"traceEvents\":[\n", c->f);
-    return c;
+    s->state = c;
+    return 0;
 }
 
 static void sep(struct chrome_out *c)
@@ -45,13 +47,9 @@ static void sep(struct chrome_out *c)
     c->first = 0;
 }
 
-void chrome_set_t0(struct chrome_out *c, uint64_t t0_realtime_ns)
+static void chrome_rank_begin(struct audit_sink *s, const struct audit_file *f)
 {
-    c->t0 = t0_realtime_ns;
-}
-
-void chrome_rank_begin(struct chrome_out *c, const struct audit_file *f)
-{
+    struct chrome_out *c = s->state;
     if (!c->unknown)
         c->unknown = 1000000;
     c->tid = f->rank >= 0 ? f->rank : c->unknown++;
@@ -77,10 +75,9 @@ static void end_step(struct chrome_out *c)
     c->in_step = 0;
 }
 
-void chrome_record(struct chrome_out *c, const struct audit_file *f, const struct ccs_record *r, uint32_t step,
-                   const char *site)
+/* A step mark, or a call named by its site SITE (NULL: none). */
+static void write_event(struct chrome_out *c, const struct ccs_record *r, uint32_t step, const char *site)
 {
-    (void)f;
     double ts = c->off_us + (double)r->t_start / 1e3;
     if (r->kind == CCS_KIND_STEP) {
         sep(c);
@@ -115,9 +112,30 @@ void chrome_record(struct chrome_out *c, const struct audit_file *f, const struc
     fputs("}}", c->f);
 }
 
-/* The track's name goes last: the host is known once META has been read. */
-void chrome_rank_end(struct chrome_out *c, const struct audit_file *f)
+/* A step mark is shown with the steps it opens or closes; a call when its
+ * step is in the range shown. */
+static void chrome_record(struct audit_sink *s, const struct audit_file *f, const struct ccs_record *r,
+                          uint32_t step, uint32_t site)
 {
+    (void)f;
+    const struct audit *a = s->a;
+    if (ccs_kind_class(r->kind) == CCS_CLASS_MARK) {
+        if (r->step >= a->chrome_first && r->step - 1 <= a->chrome_last)
+            write_event(s->state, r, r->step, NULL);
+        return;
+    }
+    if (step < a->chrome_first || step > a->chrome_last)
+        return;
+    char name[256] = "";
+    if (site && site <= a->nsites)
+        audit_site_name(a->site_list[site - 1], name, sizeof name);
+    write_event(s->state, r, step, name[0] ? name : NULL);
+}
+
+/* The track's name goes last: the host is known once META has been read. */
+static void chrome_rank_end(struct audit_sink *s, const struct audit_file *f)
+{
+    struct chrome_out *c = s->state;
     end_step(c);
     sep(c);
     fprintf(c->f,
@@ -133,14 +151,56 @@ void chrome_rank_end(struct chrome_out *c, const struct audit_file *f)
             c->tid, c->tid);
 }
 
-int chrome_close(struct chrome_out *c)
+static int chrome_close(struct audit_sink *s)
 {
-    if (!c)
-        return -1;
+    struct chrome_out *c = s->state;
     fputs("\n]}\n", c->f);
     int rc = ferror(c->f) ? -1 : 0;
     if (fclose(c->f) != 0)
         rc = -1;
     free(c);
+    s->state = NULL;
+    if (rc != 0)
+        fprintf(stderr, "ccshim-audit: %s: write failed\n", s->arg);
     return rc;
 }
+
+static void chrome_discard(struct audit_sink *s)
+{
+    struct chrome_out *c = s->state;
+    fclose(c->f);
+    free(c);
+    s->state = NULL;
+}
+
+/* --chrome-steps A[-B].  Returns 0, -1 after the message. */
+static int chrome_steps(struct audit *a, const char *arg)
+{
+    unsigned lo, hi;
+    int n = 0;
+    if (sscanf(arg, "%u-%u%n", &lo, &hi, &n) == 2 && arg[n] == 0 && lo <= hi) {
+        a->chrome_first = lo;
+        a->chrome_last = hi;
+    } else if (sscanf(arg, "%u%n", &lo, &n) == 1 && arg[n] == 0) {
+        a->chrome_first = a->chrome_last = lo;
+    } else {
+        fprintf(stderr, "ccshim-audit: --chrome-steps '%s': expected a step or a range A-B\n", arg);
+        return -1;
+    }
+    return 0;
+}
+
+const struct audit_sink_type audit_sink_chrome = {
+    .option = "chrome-trace",
+    .arg = "FILE",
+    .help = "  --chrome-trace FILE  also write a Trace Event file for Perfetto / chrome://tracing\n"
+            "  --chrome-steps A[-B] only steps A to B in the Chrome trace (it holds every call)\n",
+    .tune_option = "chrome-steps",
+    .tune = chrome_steps,
+    .open = chrome_open,
+    .rank_begin = chrome_rank_begin,
+    .record = chrome_record,
+    .rank_end = chrome_rank_end,
+    .close = chrome_close,
+    .discard = chrome_discard,
+};

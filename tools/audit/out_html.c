@@ -360,3 +360,19 @@ int out_html(struct audit *a, const char *path)
         rc = -1;
     return rc;
 }
+
+static int html_close(struct audit_sink *s)
+{
+    if (out_html(s->a, s->arg) == 0)
+        return 0;
+    fprintf(stderr, "ccshim-audit: %s: cannot write the HTML report\n", s->arg);
+    return -1;
+}
+
+const struct audit_sink_type audit_sink_html = {
+    .option = "html",
+    .arg = "FILE",
+    .help = "  --html FILE          also write a self-contained HTML report\n",
+    .flags = AUDIT_SINK_REPORT | AUDIT_SINK_PATTERNS,
+    .close = html_close,
+};

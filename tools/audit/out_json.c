@@ -282,3 +282,16 @@ void out_json(struct audit *a, FILE *f)
     expects(a, f);
     fputs("}\n", f);
 }
+
+static int json_close(struct audit_sink *s)
+{
+    out_json(s->a, stdout);
+    return 0;
+}
+
+const struct audit_sink_type audit_sink_json = {
+    .option = "json",
+    .help = "  --json               one JSON document instead of the table (schema: docs/audit.md)\n",
+    .flags = AUDIT_SINK_STDOUT | AUDIT_SINK_REPORT | AUDIT_SINK_PATTERNS,
+    .close = json_close,
+};

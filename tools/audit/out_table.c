@@ -382,3 +382,15 @@ void out_table(struct audit *a, FILE *f)
     print_sites(a, f);
     print_files(a, f);
 }
+
+static int table_close(struct audit_sink *s)
+{
+    out_table(s->a, stdout);
+    return 0;
+}
+
+/* The default: no option of its own. */
+const struct audit_sink_type audit_sink_table = {
+    .flags = AUDIT_SINK_STDOUT | AUDIT_SINK_REPORT | AUDIT_SINK_PATTERNS,
+    .close = table_close,
+};

@@ -1,4 +1,8 @@
-/* out_tsv.c - --tsv: one line per (step, rank, comm, kind), for shell tests. */
+/*
+ * out_tsv.c - the tab-separated outputs, for shell tests: --tsv, one line
+ * per (step, rank, comm, kind) after reading, and --tsv-records, one line
+ * per call as the traces stream past.
+ */
 #include "audit.h"
 #include "ccs_kinds.h"
 #include <inttypes.h>
@@ -16,3 +20,53 @@ void out_tsv(struct audit *a, FILE *f)
     }
     free(v);
 }
+
+static int tsv_close(struct audit_sink *s)
+{
+    out_tsv(s->a, stdout);
+    return 0;
+}
+
+const struct audit_sink_type audit_sink_tsv = {
+    .option = "tsv",
+    .help = "  --tsv                step rank comm kind count bytes deferred time_ns, tab-separated\n",
+    .flags = AUDIT_SINK_STDOUT | AUDIT_SINK_REPORT,
+    .close = tsv_close,
+};
+
+static int records_open(struct audit_sink *s)
+{
+    (void)s;
+    printf("#rank\tseq\tcomm\tkind\tcount\tdtype\top\troot\tfingerprint\tstep\tflags\tsite\tbuf\n");
+    return 0;
+}
+
+/* One line per call (step marks are not calls). */
+static void records_record(struct audit_sink *s, const struct audit_file *f, const struct ccs_record *r,
+                           uint32_t step, uint32_t site)
+{
+    (void)s;
+    (void)site; /* the trace's own site id is shown */
+    if (ccs_kind_class(r->kind) == CCS_CLASS_MARK)
+        return;
+    char flags[128] = "";
+    size_t o = 0;
+#define CCS_X(e, b, name)                                                                                          \
+    if (r->flags & (b))                                                                                            \
+        o += snprintf(flags + o, sizeof flags - o, "%s%s", o ? "," : "", name);
+    CCS_FLAG_LIST(CCS_X)
+#undef CCS_X
+    printf("%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\t%" PRIx64
+           "\n",
+           (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
+           ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site, r->buf);
+}
+
+const struct audit_sink_type audit_sink_tsv_records = {
+    .option = "tsv-records",
+    .help = "  --tsv-records        one tab-separated line per record:\n"
+            "                       rank seq comm kind count dtype op root fingerprint step flags site buf\n",
+    .flags = AUDIT_SINK_STDOUT,
+    .open = records_open,
+    .record = records_record,
+};

@@ -1,6 +1,7 @@
 /* util.c - formatting helpers shared by ccshim-audit's outputs. */
 #include "audit.h"
 #include "ccs_kinds.h"
+#include "config_table.h"
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,9 +90,23 @@ int is_reduction(unsigned kind)
            kind == CCS_KIND_REDUCE_SCATTER_BLOCK;
 }
 
+/* CCSHIM_COALESCE_MIN_BYTES' default, from the one settings table. */
+static uint64_t coalesce_min_bytes(void)
+{
+    static uint64_t v = UINT64_MAX;
+    if (v == UINT64_MAX) {
+#define CCS_X(field, name, type, def, help)                                                                            \
+    if (strcmp(name, "CCSHIM_COALESCE_MIN_BYTES") == 0)                                                              \
+        v = strtoull(def, NULL, 10);
+        CCS_CONFIG_LIST(CCS_X)
+#undef CCS_X
+    }
+    return v;
+}
+
 int audit_coalescible(unsigned kind, unsigned dtype, unsigned op, uint64_t bytes)
 {
-    if (kind != CCS_KIND_ALLREDUCE || bytes < AUDIT_COALESCE_MIN_BYTES)
+    if (kind != CCS_KIND_ALLREDUCE || bytes < coalesce_min_bytes())
         return 0;
     if (op != CCS_OP_SUM && op != CCS_OP_AVG && op != CCS_OP_PREMULSUM)
         return 0;

@@ -1,0 +1,356 @@
+/*
+ * metrics.c - live metrics (docs/metrics.md): CCSHIM_METRICS=PATTERN names
+ * a file that a background thread of this feature rewrites every
+ * CCSHIM_METRICS_PERIOD_MS, and once more when the run ends, in the
+ * Prometheus / OpenMetrics text format: what node_exporter's textfile
+ * collector and other scrapers read while the job runs.
+ *
+ * It reads every ring through cursors of its own (the trace writer and the
+ * desync collector have theirs), folds the records into counters by kind
+ * and communicator, and writes the file beside it as PATTERN.tmp, then
+ * renames it over PATTERN: a reader sees the old file or the new one, never
+ * half of one.  Nothing here runs on the hot path.
+ */
+#include "ccs_config.h"
+#include "ccs_kinds.h"
+#include "ccshim.h"
+#include "log.h"
+#include "registry.h"
+#include "shim.h"
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_RINGS 1024    /* rings (threads) read; the rest are counted as unread */
+#define SERIES_SLOTS 2048 /* (kind, comm) counters: a power of two */
+#define MAX_CLASSES 8     /* verdict classes */
+#define CHUNK 256         /* records copied per read */
+
+/* One (kind, communicator) pair. */
+struct series {
+    uint64_t comm;
+    uint16_t kind; /* 0: empty slot */
+    uint8_t backend;
+    uint64_t calls, bytes;
+};
+
+/* Everything below but the verdict table belongs to the pass in progress
+ * (pass_lock). */
+static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ccs_ring_cursor cursor[MAX_RINGS];
+static struct series series[SERIES_SLOTS];
+static uint64_t nseries, series_full; /* pairs counted; calls of pairs with no room left */
+static uint64_t coalesced, real_reductions;
+static uint64_t unread_rings;
+static int stopped;      /* the run ended: the last file is written */
+static int write_failed; /* said once */
+static struct ccs_record chunk[CHUNK];
+
+/* Verdicts by class, from the detector's thread. */
+static struct {
+    _Atomic(const char *) cls;
+    _Atomic uint64_t n;
+} verdicts[MAX_CLASSES];
+
+static int is_reduction(unsigned kind)
+{
+    return kind == CCS_KIND_ALLREDUCE || kind == CCS_KIND_REDUCE || kind == CCS_KIND_REDUCE_SCATTER ||
+           kind == CCS_KIND_REDUCE_SCATTER_BLOCK;
+}
+
+/* The counters of (KIND, COMM); NULL when the table is full. */
+static struct series *series_of(unsigned kind, uint64_t comm, unsigned backend)
+{
+    uint64_t h = (comm ^ ((uint64_t)kind << 48)) * 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < SERIES_SLOTS; i++) {
+        struct series *s = &series[((h >> 40) + i) & (SERIES_SLOTS - 1)];
+        if (s->kind == kind && s->comm == comm)
+            return s;
+        if (s->kind == 0) {
+            if (nseries >= SERIES_SLOTS / 2) /* keep the probes short */
+                return NULL;
+            s->kind = (uint16_t)kind;
+            s->comm = comm;
+            s->backend = (uint8_t)backend;
+            nseries++;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static void fold(const struct ccs_record *r)
+{
+    if (r->kind == 0 || ccs_kind_class(r->kind) != CCS_CLASS_COLL)
+        return;
+    struct series *s = series_of(r->kind, r->comm, r->backend);
+    if (!s) {
+        series_full++;
+        return;
+    }
+    s->calls++;
+    s->bytes += r->bytes;
+    if (r->flags & CCS_F_DEFERRED)
+        coalesced++;
+    else if (is_reduction(r->kind))
+        real_reductions++;
+}
+
+/* Reads what every ring of this process recorded since the last pass. */
+static void read_rings(void)
+{
+    uint32_t pid = (uint32_t)getpid();
+    uint64_t unread = 0;
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
+        if (r->pid != pid)
+            continue;
+        if (r->index >= MAX_RINGS) {
+            unread++;
+            continue;
+        }
+        size_t k;
+        while ((k = ccs_ring_read(r, &cursor[r->index], chunk, CHUNK)) > 0)
+            for (size_t i = 0; i < k; i++)
+                fold(&chunk[i]);
+    }
+    unread_rings = unread;
+}
+
+static uint64_t records_lost(void)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < MAX_RINGS; i++)
+        n += atomic_load_explicit(&cursor[i].lost, memory_order_relaxed);
+    return n + series_full;
+}
+
+/* The verdict hook (registry.h): counts CLS in its slot, taken when new. */
+static void on_verdict(const char *cls)
+{
+    for (size_t i = 0; i < MAX_CLASSES; i++) {
+        const char *have = atomic_load(&verdicts[i].cls);
+        if (!have) {
+            const char *none = NULL;
+            have = atomic_compare_exchange_strong(&verdicts[i].cls, &none, cls) ? cls : none;
+        }
+        if (strcmp(have, cls) == 0) {
+            atomic_fetch_add(&verdicts[i].n, 1);
+            return;
+        }
+    }
+}
+
+/* A label value: backslash, quote and newline escaped. */
+static void label(FILE *f, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            fputc('\\', f);
+        if (*v == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*v, f);
+    }
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void write_series(FILE *f, const char *rank, int bytes)
+{
+    for (size_t i = 0; i < SERIES_SLOTS; i++) {
+        const struct series *s = &series[i];
+        if (s->kind)
+            fprintf(f, "%s{%s,kind=\"%s\",comm=\"%016llx\",backend=\"%s\"} %llu\n",
+                    bytes ? "ccshim_bytes_total" : "ccshim_collectives_total", rank, ccs_kind_name(s->kind),
+                    (unsigned long long)s->comm, ccs_backend_name(s->backend),
+                    (unsigned long long)(bytes ? s->bytes : s->calls));
+    }
+}
+
+static void write_verdicts(FILE *f, const char *rank)
+{
+    static const char *const classes[] = {"MISMATCH", "DESYNC", "DEAD", "STRAGGLER"};
+    for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+        uint64_t n = 0;
+        for (size_t i = 0; i < MAX_CLASSES; i++) {
+            const char *cls = atomic_load(&verdicts[i].cls);
+            if (cls && strcmp(cls, classes[c]) == 0)
+                n = atomic_load(&verdicts[i].n);
+        }
+        fprintf(f, "ccshim_verdicts_total{%s,class=\"%s\"} %llu\n", rank, classes[c], (unsigned long long)n);
+    }
+    for (size_t i = 0; i < MAX_CLASSES; i++) { /* a class named after this was written */
+        const char *cls = atomic_load(&verdicts[i].cls);
+        int known = !cls;
+        for (size_t c = 0; !known && c < sizeof classes / sizeof classes[0]; c++)
+            known = strcmp(cls, classes[c]) == 0;
+        if (!known) {
+            fprintf(f, "ccshim_verdicts_total{%s,class=\"", rank);
+            label(f, cls);
+            fprintf(f, "\"} %llu\n", (unsigned long long)atomic_load(&verdicts[i].n));
+        }
+    }
+}
+
+/* The whole file into F. */
+static void write_metrics(FILE *f)
+{
+    char rank[48];
+    snprintf(rank, sizeof rank, "rank=\"%d\"", ccs_world_rank());
+    family(f, "ccshim_info", "gauge", "This process: rank, host, job and ccshim version (value 1).");
+    fprintf(f, "ccshim_info{%s,host=\"", rank);
+    label(f, ccs_hostname());
+    fputs("\",job=\"", f);
+    label(f, ccs_job_id());
+    fprintf(f, "\",pid=\"%d\",version=\"%s\"} 1\n", (int)getpid(), ccshim_version());
+    family(f, "ccshim_collectives_total", "counter",
+           "Collective calls by kind and communicator, those coalescing answered locally included.");
+    write_series(f, rank, 0);
+    family(f, "ccshim_bytes_total", "counter", "Bytes per rank of the collective calls by kind and communicator.");
+    write_series(f, rank, 1);
+    family(f, "ccshim_steps_total", "counter", "Step markers seen (optimizer steps).");
+    fprintf(f, "ccshim_steps_total{%s} %u\n", rank, ccs_step_now());
+    family(f, "ccshim_coalesced_total", "counter",
+           "Reductions coalescing answered locally (deferred: never sent over the network).");
+    fprintf(f, "ccshim_coalesced_total{%s} %llu\n", rank, (unsigned long long)coalesced);
+    family(f, "ccshim_real_reductions_total", "counter",
+           "Reductions (all-reduce, reduce, reduce-scatter) that went to the network.");
+    fprintf(f, "ccshim_real_reductions_total{%s} %llu\n", rank, (unsigned long long)real_reductions);
+    family(f, "ccshim_verdicts_total", "counter", "Desync verdicts this rank saw, by class.");
+    write_verdicts(f, rank);
+    family(f, "ccshim_records_lost_total", "counter",
+           "Call records these counts miss (overwritten in a full ring before they were read).");
+    fprintf(f, "ccshim_records_lost_total{%s} %llu\n", rank, (unsigned long long)records_lost());
+    family(f, "ccshim_unread_threads", "gauge",
+           "Threads whose calls these counts leave out (past the first 1024).");
+    fprintf(f, "ccshim_unread_threads{%s} %llu\n", rank, (unsigned long long)unread_rings);
+    uint64_t pass = ccs_detector_last_pass_ms();
+    family(f, "ccshim_desync_last_pass_age_seconds", "gauge",
+           "Seconds since the desync detector last judged the ranks (+Inf: it has not run).");
+    if (pass)
+        fprintf(f, "ccshim_desync_last_pass_age_seconds{%s} %.3f\n", rank,
+                (double)(ccs_clock_mono_ms() - pass) / 1e3);
+    else
+        fprintf(f, "ccshim_desync_last_pass_age_seconds{%s} +Inf\n", rank);
+}
+
+/* Writes PATTERN's file through a temporary one and a rename.  Returns 0, -1
+ * (said once). */
+static int write_file(void)
+{
+    char path[4096], tmp[4096 + 8];
+    if (ccs_expand_pattern(ccs_cfg.metrics, path, sizeof path) != 0) {
+        ccs_log_once(&write_failed, CCS_LOG_WARN,
+                     "CCSHIM_METRICS: '%.300s' expands to more than 4095 bytes; "
+                     "no metrics are written",
+                     ccs_cfg.metrics);
+        return -1;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "we");
+    if (!f) {
+        ccs_log_once(&write_failed, CCS_LOG_WARN,
+                     "CCSHIM_METRICS: cannot write '%.300s': %s; trying again every period", tmp, strerror(errno));
+        return -1;
+    }
+    write_metrics(f);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        ccs_log_once(&write_failed, CCS_LOG_WARN,
+                     "CCSHIM_METRICS: cannot write '%.300s': %s; trying again every period", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* One pass: read the rings, rewrite the file (once the rank is known, as
+ * the pattern may name it, unless the run ends).  FINAL: the run ends. */
+static void pass(int final)
+{
+    pthread_mutex_lock(&pass_lock);
+    if (!stopped) {
+        read_rings();
+        if (final || ccs_world_rank() >= 0)
+            write_file();
+        if (final)
+            stopped = 1;
+    }
+    pthread_mutex_unlock(&pass_lock);
+}
+
+static void *metrics_main(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* the job's signals are not ours to take */
+    for (;;) {
+        ccs_sleep_ms(ccs_cfg.metrics_period_ms);
+        pass(0);
+    }
+    return NULL;
+}
+
+static atomic_int start_once;
+
+static int enabled(void)
+{
+    return ccs_cfg.metrics && *ccs_cfg.metrics;
+}
+
+static void metrics_start(void)
+{
+    if (!enabled() || atomic_exchange(&start_once, 1))
+        return;
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&a, 256 * 1024);
+    if (pthread_create(&t, &a, metrics_main, NULL) != 0)
+        CCS_LOG(WARN, "CCSHIM_METRICS: cannot start the metrics thread; the file is written only at exit");
+    pthread_attr_destroy(&a);
+}
+
+/* The run ends (MPI_Finalize, then exit): the file's last version. */
+static void metrics_finish(int reason)
+{
+    if (enabled() && atomic_load(&start_once)) /* a process that recorded no call has no metrics */
+        pass(reason == CCS_END_EXIT);
+}
+
+/* The child counts its own calls, into a file of its own: only when the
+ * pattern names the pid (else it would overwrite its parent's). */
+static void metrics_fork_child(void)
+{
+    pthread_mutex_init(&pass_lock, NULL);
+    memset(cursor, 0, sizeof cursor);
+    memset(series, 0, sizeof series);
+    nseries = series_full = coalesced = real_reductions = unread_rings = 0;
+    for (size_t i = 0; i < MAX_CLASSES; i++) {
+        atomic_store(&verdicts[i].cls, NULL);
+        atomic_store(&verdicts[i].n, 0);
+    }
+    stopped = enabled() && !strstr(ccs_cfg.metrics, "%p");
+    atomic_store(&start_once, stopped); /* the child's first call starts its own thread */
+}
+
+static const struct ccs_feature metrics = {
+    .name = "live metrics",
+    .first_call = metrics_start,
+    .finish = metrics_finish,
+    .fork_child = metrics_fork_child,
+    .verdict = on_verdict,
+};
+
+__attribute__((constructor)) static void metrics_ctor(void)
+{
+    ccs_feature_register(&metrics);
+}

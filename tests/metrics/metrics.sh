@@ -1,0 +1,98 @@
+#!/bin/sh
+# metrics.sh - live metrics (CCSHIM_METRICS, ccshim-run --metrics): on 2 MPI
+# ranks, promtool accepts each rank's file; its all-reduce total, coalesced
+# and real reductions and steps equal what ccshim-audit counts in the same
+# run's traces; a reader sees the counts grow while a job runs; a MISMATCH
+# appears in ccshim_verdicts_total as often as in the rank's log; a bad
+# destination costs one log line and not the job.
+. "$top_srcdir/tests/tap.sh"
+ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
+[ -x "$CCSHIM_TRAINER" ] || tap_skip_all "ccshim-trainer not built"
+SCENARIO="$top_builddir/tests/desync/desync_scenario"
+tap_plan 16
+D=$CCS_TMP
+
+# metric FILE NAME [LABEL-REGEX]: the sum of NAME's samples whose labels match.
+metric() {
+    awk -v n="$2" -v re="${3:-.}" '$1 ~ "^" n "[{ ]" && $1 ~ re { s += $NF } END { printf "%d\n", s }' "$1"
+}
+# audit_count TRACEDIR RANK KIND DEFERRED(0|1|any): calls the audit counts.
+audit_count() {
+    "$CCSHIM_AUDIT" --tsv --no-symbols "$1" |
+        awk -F '\t' -v r="$2" -v k="$3" -v d="$4" '!/^#/ && $2 == r && $4 == k && (d == "any" || $7 == d) { s += $5 }
+            END { printf "%d\n", s }'
+}
+
+# 1. 3 steps of 8 mini-batches, coalescing every:8: 24 all-reduces per rank, 21 deferred.
+ccs_mpirun 120 2 "$CCSHIM_RUN" --trace-dir "$D/tr" --metrics "$D/m-%r.prom" --metrics-period-ms 50 \
+    --coalesce every:8 -- "$CCSHIM_TRAINER" --batch 32 --mini-batch 4 --steps 3 > "$D/run.out" 2>&1
+rc=$?
+tap_eq "job ran, one file per rank, no temporary file left" "0 m-0.prom m-1.prom" \
+    "$rc $(cd "$D" && ls m-* | paste -sd ' ' -)"
+if command -v promtool > /dev/null 2>&1; then
+    for r in 0 1; do
+        tap_check "rank $r: promtool check metrics accepts the file" sh -c 'promtool check metrics < "$1"' _ "$D/m-$r.prom"
+    done
+else
+    tap_skip "rank 0: promtool check metrics accepts the file" "promtool not installed (Debian package: prometheus)"
+    tap_skip "rank 1: promtool check metrics accepts the file" "promtool not installed (Debian package: prometheus)"
+fi
+for r in 0 1; do
+    tap_eq "rank $r: all-reduce total = the audit's (24)" "24 $(audit_count "$D/tr" $r allreduce any)" \
+        "$(metric "$D/m-$r.prom" ccshim_collectives_total 'kind="allreduce"') $(metric "$D/m-$r.prom" ccshim_collectives_total 'kind="allreduce"')"
+done
+tap_eq "rank 0: coalesced = the audit's deferred (21), real reductions = the rest (3)" \
+    "21 3 = $(audit_count "$D/tr" 0 allreduce 1) $(audit_count "$D/tr" 0 allreduce 0)" \
+    "$(metric "$D/m-0.prom" ccshim_coalesced_total) $(metric "$D/m-0.prom" ccshim_real_reductions_total) = $(metric "$D/m-0.prom" ccshim_coalesced_total) $(metric "$D/m-0.prom" ccshim_real_reductions_total)"
+tap_eq "rank 0: bytes of the all-reduces = the audit's" \
+    "$("$CCSHIM_AUDIT" --tsv --no-symbols "$D/tr" | awk -F '\t' '$2 == 0 && $4 == "allreduce" { s += $6 } END { print s }')" \
+    "$(metric "$D/m-0.prom" ccshim_bytes_total 'kind="allreduce"')"
+tap_eq "rank 1: steps 3, no verdict, no record lost, the detector ran" "3 0 0 yes" \
+    "$(metric "$D/m-1.prom" ccshim_steps_total) $(metric "$D/m-1.prom" ccshim_verdicts_total) $(metric "$D/m-1.prom" ccshim_records_lost_total) $(grep -q '^ccshim_desync_last_pass_age_seconds{rank="1"} [0-9.]*$' "$D/m-1.prom" && echo yes)"
+tap_eq "every sample carries its rank" 0 "$(grep -v '^#' "$D/m-1.prom" | grep -vc 'rank="1"')"
+
+# 2. A reader polls rank 0's file while a job of 1500 steps runs: the
+# all-reduce total seen grows, and ends at 8 x 1500.
+(
+    ccs_mpirun 300 2 "$CCSHIM_RUN" --metrics "$D/g-%r.prom" --metrics-period-ms 50 -- "$CCSHIM_TRAINER" \
+        --batch 32 --mini-batch 4 --steps 1500 > "$D/grow.out" 2>&1
+    echo $? > "$D/grow.rc"
+) &
+job=$!
+: > "$D/seen"
+while [ ! -f "$D/grow.rc" ]; do
+    [ -f "$D/g-0.prom" ] && metric "$D/g-0.prom" ccshim_collectives_total 'kind="allreduce"' >> "$D/seen"
+    sleep 0.1
+done
+wait $job
+# Values read before the job ended, in order: more than one, never decreasing.
+tap_eq "growing job: exit 0" 0 "$(cat "$D/grow.rc")"
+tap_check "a reader saw the all-reduce count grow while the job ran ($(sort -nu "$D/seen" | wc -l | tr -d ' ') values)" \
+    sh -c 'test "$(sort -nu "$1" | awk "\$1 > 0" | wc -l)" -ge 2 && sort -nc "$1"' _ "$D/seen"
+tap_eq "growing job: the last file counts every all-reduce (12000)" 12000 \
+    "$(metric "$D/g-0.prom" ccshim_collectives_total 'kind="allreduce"')"
+
+# 3. A MISMATCH (rank 1 reduces with max where rank 0 sums), under warn:
+# counted on each rank as often as its log reports it.
+if [ -x "$SCENARIO" ]; then
+    ccs_mpirun 60 2 env CCSHIM_LOG="$D/v-log-%r.txt" CCSHIM_SUMMARY=0 SETTLE_MS=600 "$CCSHIM_RUN" --mpi \
+        --metrics "$D/v-%r.prom" -- "$SCENARIO" op > "$D/v.out" 2>&1
+    for r in 0 1; do
+        tap_eq "rank $r: ccshim_verdicts_total{class=\"MISMATCH\"} = the log's MISMATCH lines (1)" "1 1" \
+            "$(metric "$D/v-$r.prom" ccshim_verdicts_total 'class="MISMATCH"') $(grep -c '^ccshim MISMATCH ' "$D/v-log-$r.txt")"
+    done
+else
+    tap_skip "rank 0: ccshim_verdicts_total{class=\"MISMATCH\"} = the log's MISMATCH lines (1)" "desync_scenario not built"
+    tap_skip "rank 1: ccshim_verdicts_total{class=\"MISMATCH\"} = the log's MISMATCH lines (1)" "desync_scenario not built"
+fi
+
+# 4. A destination that cannot be written: one warning per rank, the job's
+# result that of the same job in 1.
+ccs_mpirun 120 2 "$CCSHIM_RUN" --metrics "$D/no/such/dir/m-%r.prom" --coalesce every:8 -- "$CCSHIM_TRAINER" \
+    --batch 32 --mini-batch 4 --steps 3 > "$D/bad.out" 2> "$D/bad.err"
+rc=$?
+tap_eq "unwritable destination: exit 0, the same losses" "0 $(grep -o '"losses":\[[^]]*\]' "$D/run.out")" \
+    "$rc $(grep -o '"losses":\[[^]]*\]' "$D/bad.out")"
+tap_eq "unwritable destination: one warning per rank" 2 \
+    "$(grep -c "CCSHIM_METRICS: cannot write '$D/no/such/dir/m-[01].prom.tmp'" "$D/bad.err")"
+tap_done
