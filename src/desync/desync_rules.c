@@ -826,15 +826,20 @@ static int at_boundary(const struct ctx *c, const struct ent *m, uint32_t *s)
 /* E's calls in step S, from its published counts plus the call it is
  * blocked in; -1 when they do not say (E's newest records are from later
  * steps than the two it counts). */
-static long calls_in_step(const struct ccs_dsx_comm *e, uint32_t s)
+static long calls_in_step(const struct ccs_dsx_comm *e, uint32_t s, uint32_t rank_step)
 {
     long n = -1;
+    /* Counted from the records folded so far: none until every call issued
+     * is folded (the call blocked in has no record yet). */
+    uint64_t folded = e->done + (e->state == CCS_DSX_BLOCKED && e->blocked.seq > e->done ? 1 : 0);
+    if (folded < e->issued)
+        return -1;
     if (e->step_calls && e->step_now == s)
         n = e->step_calls;
     else if (e->prev_calls && e->step_prev == s)
         n = e->prev_calls;
     else if (!e->step_calls || e->step_now < s)
-        n = 0; /* nothing of step S completed yet */
+        n = rank_step > s ? -1 : 0; /* nothing of step S completed yet; gone on past it: not known */
     /* A call blocked on the host has no record yet; one blocked on the
      * device (NCCL) returned and was counted already. */
     if (e->state == CCS_DSX_BLOCKED && e->blocked.step == s && e->blocked.seq > e->done)
@@ -873,6 +878,7 @@ struct bnd {
     uint64_t min_issued; /* lowest issued seq of the members at the boundary */
     int passed, waits, gone, dead, differ;
     int passed_unknown; /* went on, its count in the step not known: judged after block_ms */
+    int undecided;      /* a rank at the boundary whose count is not known yet: no verdict this pass */
     int units; /* the counts are the helper's backward passes (it skipped DDP's reductions) */
     uint32_t passed_to; /* the furthest step a member went on to */
 };
@@ -902,7 +908,9 @@ static void boundary_classify(struct ctx *c, struct grp *g, struct bnd *b)
         const struct ent *m = &c->ents[i];
         uint32_t ms;
         if (!gone_for(c, m) && at_boundary(c, m, &ms) && ms == b->s) {
-            long n = b->units ? units_in_step(c->v->st[m->wrank], b->s) : calls_in_step(m->e, b->s);
+            long n = b->units ? units_in_step(c->v->st[m->wrank], b->s) : calls_in_step(m->e, b->s, c->v->st[m->wrank]->step);
+            if (n < 0)
+                b->undecided = 1;
             if (at_count != -2 && at_count != n)
                 b->differ = 1;
             at_count = n;
@@ -912,7 +920,7 @@ static void boundary_classify(struct ctx *c, struct grp *g, struct bnd *b)
         const struct ent *m = &c->ents[i];
         const struct ccs_dsx_status *st = c->v->st[m->wrank];
         uint32_t ms = 0;
-        b->count[k] = b->units ? units_in_step(st, b->s) : calls_in_step(m->e, b->s);
+        b->count[k] = b->units ? units_in_step(st, b->s) : calls_in_step(m->e, b->s, c->v->st[m->wrank]->step);
         if (gone_for(c, m)) {
             b->what[k] = B_GONE;
             b->gone++;
@@ -1003,7 +1011,7 @@ static void boundary_line(struct ctx *c, struct grp *g, const struct bnd *b, str
                 odd[nodd++] = c->ents[i].wrank;
         oddc = !first_at ? -1
                : b->units ? units_in_step(c->v->st[first_at->wrank], b->s)
-                          : calls_in_step(first_at->e, b->s);
+                          : calls_in_step(first_at->e, b->s, c->v->st[first_at->wrank]->step);
         odd_at = 1;
     }
     ranks_of(odd, nodd, ro, sizeof ro);
@@ -1052,6 +1060,8 @@ static void boundary_verdict(struct ctx *c, struct grp *g, uint32_t s)
     if (!b.what || !b.count || !v)
         goto out;
     boundary_classify(c, g, &b);
+    if (b.undecided)
+        goto out; /* its records are still being read */
     if (!b.passed && !b.passed_unknown && !b.waits && !b.gone && !b.differ)
         goto out; /* the others are still in the step, or ended it alike */
     uint64_t comm = c->ents[g->lo].comm, sref = b.min_issued + 1;
