@@ -37,8 +37,12 @@ tap_eq "auto (DDP skipping), 2 ranks, rank 1 replays one more in step 5: DESYNC 
     "rank 1 ended step 5 after 17 backward passes where the others made 16" "$(counts extra)"
 tap_eq "... the job ended (rc $rc)" 1 "$(ended $rc)"
 
-DDP_LIMIT=90 ddp skip4 4 --coalesce every:16 --on-desync abort -- $J --skip-rank 3 --skip-step 4; rc=$?
-tap_eq "every:16 (DDP skipping), 4 ranks, rank 3 skips in step 4: DESYNC with both counts" \
+# (every:N on DDP is left to the C trainers' tests: DDP rebuilds its buckets
+# in step 0, and a rank whose allocator hands the freed bucket's address back
+# runs another every:N cycle than the others, which desync reports as a
+# MISMATCH; docs/coalescing.md, Limits.)
+DDP_LIMIT=90 ddp skip4 4 --coalesce auto --on-desync abort -- $J --skip-rank 3 --skip-step 4; rc=$?
+tap_eq "auto (DDP skipping), 4 ranks, rank 3 skips in step 4: DESYNC with both counts" \
     "rank 3 ended step 4 after 15 backward passes where the others made 16" "$(counts skip4)"
 tap_eq "... the job ended (rc $rc)" 1 "$(ended $rc)"
 
