@@ -1,24 +1,32 @@
 /*
  * fuzz_trace.c - libFuzzer target: any bytes, as a trace file, through the
- * streaming reader and then through the whole audit (aggregation, step
- * inference, patterns, findings, JSON).  Built and run for a few seconds by
- * tests/audit/audit-fuzz.sh when clang with libFuzzer is available:
- *   clang -g -fsanitize=fuzzer,address,undefined -Isrc -Itools/audit \
- *         tests/audit/fuzz_trace.c tools/audit/[!m]*.c src/trace/trace_reader.c src/core/names.c
+ * streaming reader (src/trace/trace_reader.c: every chunk type, format
+ * versions 1 and 2) and then through the whole audit (aggregation, step
+ * inference, patterns, findings, tables, JSON).  Seeds: corpus/fuzz_trace,
+ * written by fuzz_seeds.c (docs/fuzzing.md).
  */
 #include "audit.h"
+#include "fuzz_common.h"
 #include "trace_reader.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static char path[64];
+static char path[4096];
+
+static void remove_input(void)
+{
+    unlink(path);
+}
 
 static void write_input(const uint8_t *data, size_t size)
 {
-    if (!path[0])
-        snprintf(path, sizeof path, "/tmp/ccshim-fuzz-%d.cctrace", (int)getpid());
+    if (!path[0]) {
+        atexit(remove_input);
+        snprintf(path, sizeof path, "%s/ccshim-fuzz-%d.cctrace", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+                 (int)getpid());
+    }
     FILE *f = fopen(path, "wb");
     if (!f)
         abort();
@@ -27,7 +35,6 @@ static void write_input(const uint8_t *data, size_t size)
     fclose(f);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512];
@@ -48,6 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     sum += it.u.site.symbols[i] ? strlen(it.u.site.symbols[i]) : 0;
         }
         (void)ccs_trace_truncated(r);
+        (void)ccs_trace_lost(r);
+        (void)ccs_trace_hdr(r);
         const char *v = ccs_trace_meta(r, "host");
         sum += v ? strlen(v) : 0;
         ccs_trace_close(r);
