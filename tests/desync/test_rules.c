@@ -375,6 +375,17 @@ START_TEST(proto_roundtrip_and_rejects)
     bad.comm[2].rank = 5; /* outside its size */
     n = ccs_dsx_encode_status(&bad, NULL, NULL, buf, sizeof buf);
     ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), 0);
+    /* A communicator larger than the world: refused (the rules would size
+     * a verdict by it that every client refuses; tests/fuzz/corpus/
+     * fuzz_dsx_coord/regress-comm-larger-than-world). */
+    bad = st[0];
+    bad.comm[1].size = NR + 1;
+    n = ccs_dsx_encode_status(&bad, NULL, NULL, buf, sizeof buf);
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "in a world of"));
+    bad.comm[1].size = NR;
+    n = ccs_dsx_encode_status(&bad, NULL, NULL, buf, sizeof buf);
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), n);
     /* History dropped where not wanted. */
     n = ccs_dsx_encode_status(&st[0], NULL, NULL, buf, sizeof buf);
     size_t m = ccs_dsx_encode_status(&st[0], NULL, NULL, buf, 10);
