@@ -888,6 +888,13 @@ static void desync_verdict(struct ctx *c, struct grp *g, int certain)
         return;
     }
     desync_parts(c, g, sref, &d);
+    if (!d.wop) {
+        /* No stuck member has issued SREF: statuses that contradict
+         * themselves (ccs_dsx_check_status refuses them).  No verdict
+         * rather than a NULL operation named below (tests/fuzz). */
+        free(d.wait), free(d.ahead), free(v);
+        return;
+    }
     uint32_t cls = d.nb && d.ndead == d.nb ? (uint32_t)CCS_DSX_DEAD : (uint32_t)CCS_DSX_DESYNC;
     if (!ccs_dsx_seen_add(c->seen, cls, comm, sref)) {
         free(d.wait), free(d.ahead), free(v);

@@ -386,10 +386,38 @@ START_TEST(proto_roundtrip_and_rejects)
     bad.comm[1].size = NR;
     n = ccs_dsx_encode_status(&bad, NULL, NULL, buf, sizeof buf);
     ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), n);
+    /* Blocked in an operation beyond what it issued: refused (tests/fuzz/
+     * corpus/fuzz_dsx_coord/regress-blocked-beyond-issued). */
+    bad = st[0];
+    ck_assert_uint_eq(bad.comm[0].state, CCS_DSX_BLOCKED);
+    bad.comm[0].blocked.seq = bad.comm[0].issued + 1;
+    n = ccs_dsx_encode_status(&bad, NULL, NULL, buf, sizeof buf);
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "beyond issued"));
     /* History dropped where not wanted. */
     n = ccs_dsx_encode_status(&st[0], NULL, NULL, buf, sizeof buf);
     size_t m = ccs_dsx_encode_status(&st[0], NULL, NULL, buf, 10);
     ck_assert_uint_eq(m, 0);
+}
+END_TEST
+
+/* Statuses that contradict themselves (blocked beyond the seq they issued;
+ * the decoder refuses them) give no verdict rather than a NULL read
+ * (tests/fuzz/corpus/fuzz_dsx_coord/regress-blocked-beyond-issued). */
+START_TEST(blocked_beyond_issued_gives_no_verdict)
+{
+    reset();
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, 4);
+        if (r < NR - 1) {
+            block(c, ar(5), 5000);
+            c->issued = 4;
+        }
+    }
+    dead[NR - 1] = 1; /* waiting only for a rank that is gone: a verdict at once */
+    ck_assert_int_eq(run(0), 0); /* was a NULL read (SIGSEGV) naming the waiting operation */
+    ck_assert_int_eq(run(5000), 0);
+    ck_assert_int_eq(ngot, 0);
 }
 END_TEST
 
@@ -552,6 +580,7 @@ static Suite *suite(void)
     tcase_add_test(t, unknown_member_is_never_stuck);
     tcase_add_test(t, hash_only_mismatch_asks_for_records);
     tcase_add_test(t, proto_roundtrip_and_rejects);
+    tcase_add_test(t, blocked_beyond_issued_gives_no_verdict);
     tcase_add_test(t, format_has_the_greppable_line);
     tcase_add_test(t, ranks_text);
     tcase_add_test(t, mismatch_basic_types_beside_size);
