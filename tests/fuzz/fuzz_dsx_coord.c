@@ -8,11 +8,14 @@
  * the coordinator thread.
  *
  * Input: byte 0 picks the mode, byte 1 the world size (1..64) and the
- * client's rank, byte 2 flags; the rest is, by mode,
+ * client's rank, byte 2 flags (1: a rules pass after every frame; 2: two
+ * clients, mode 2 only); the rest is, by mode,
  *   0  raw bytes from a peer that knows no secret (the handshake's checks);
  *   1  an honest handshake, then raw bytes (injected: must not authenticate);
  *   2  an honest handshake, then frames [type][length, 2 bytes][payload]
- *      sealed with the session key: what an authenticated member can send;
+ *      sealed with the session key: what an authenticated member can send
+ *      (with two clients, each frame after a byte naming the client, 0 or 1,
+ *      or 0xff then a byte: that client's connection closes);
  *   3  a handshake whose HELLO fields come from the input (sizeof HELLO
  *      bytes, twice), the second carrying a correct MAC, then as in 2.
  * Whatever the coordinator sends back must be frames its clients accept:
@@ -31,7 +34,9 @@ static const char FUZZ_HOST[CCS_DSX_HOST] = "fuzzhost";
 static struct ccs_dsx_key fkey;
 static int devnull = -1;
 
-static struct ccs_dsx_coord *coord_new(int32_t wsize)
+#define NCONN 2
+
+static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
 {
     struct ccs_dsx_coord *k = calloc(1, sizeof *k);
     if (!k)
@@ -53,21 +58,23 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize)
     k->owner = malloc((size_t)wsize * sizeof *k->owner);
     k->seen = ccs_dsx_seen_new();
     k->scratch = malloc(sizeof *k->scratch);
-    k->cl = calloc(1, sizeof *k->cl);
+    k->cl = calloc(nconn, sizeof *k->cl);
     if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->owner || !k->seen ||
         !k->scratch || !k->cl)
         abort();
     for (int32_t r = 0; r < wsize; r++)
         k->owner[r] = -1;
-    /* One accepted connection awaiting the handshake (as accept_waiting
-     * leaves it); a real descriptor, as drop_client closes it. */
-    struct ccs_dsx_conn *c = &k->cl[0];
-    c->fd = dup(devnull);
-    c->state = CCS_DSX_C_CONNECTING;
-    c->t_open = ccs_clock_mono_ms();
-    snprintf(c->peer, sizeof c->peer, "fuzz peer");
-    k->ncl = k->capcl = 1;
-    k->nunauth = 1;
+    /* Accepted connections awaiting the handshake (as accept_waiting
+     * leaves them); real descriptors, as drop_client closes them. */
+    for (size_t i = 0; i < nconn; i++) {
+        struct ccs_dsx_conn *c = &k->cl[i];
+        c->fd = dup(devnull);
+        c->state = CCS_DSX_C_CONNECTING;
+        c->t_open = ccs_clock_mono_ms();
+        snprintf(c->peer, sizeof c->peer, "fuzz peer %zu", i);
+    }
+    k->ncl = k->capcl = nconn;
+    k->nunauth = (int)nconn;
     return k;
 }
 
@@ -91,15 +98,15 @@ static void coord_free(struct ccs_dsx_coord *k)
 
 
 
-/* The coordinator's loop for client 0 after a read: its frames, and the
+/* The coordinator's loop for client I after a read: its frames, and the
  * drop when they are refused.  1 while the connection stays up. */
-static int serve(struct ccs_dsx_coord *k)
+static int serve(struct ccs_dsx_coord *k, size_t i)
 {
     char why[256];
-    if (k->cl[0].fd < 0)
+    if (k->cl[i].fd < 0)
         return 0;
-    if (coord_frames(k, 0, why, sizeof why) != 0 || k->cl[0].state == CCS_DSX_C_DROP) {
-        drop_client(k, 0, why);
+    if (coord_frames(k, i, why, sizeof why) != 0 || k->cl[i].state == CCS_DSX_C_DROP) {
+        drop_client(k, i, why);
         return 0;
     }
     return 1;
@@ -108,15 +115,15 @@ static int serve(struct ccs_dsx_coord *k)
 /* The client's side: reads everything the coordinator sent.  Only WELCOME
  * before the handshake; after it, frames that authenticate, and verdicts
  * that a client accepts. */
-static void client_reads(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc)
+static void client_reads(struct ccs_dsx_coord *k, size_t i, struct ccs_dsx_conn *cc)
 {
     struct ccs_dsx_frame f;
     const unsigned char *p;
     char why[256];
     int rc;
-    if (k->cl[0].fd < 0)
+    if (k->cl[i].fd < 0)
         return;
-    fuzz_deliver(cc, &k->cl[0]);
+    fuzz_deliver(cc, &k->cl[i]);
     if (!cc->sealed)
         return; /* the handshake reads its WELCOME itself */
     while ((rc = ccs_dsx_conn_next_frame(cc, &f, &p, why, sizeof why)) == 1) {
@@ -139,7 +146,8 @@ static void client_reads(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc)
 }
 
 /* The client's two HELLOs.  FIELDS: take them from the input (mode 3). */
-static int handshake(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, int32_t rank, int fields, struct fz *z)
+static int handshake(struct ccs_dsx_coord *k, size_t i, struct ccs_dsx_conn *cc, int32_t rank, int fields,
+                     struct fz *z)
 {
     char why[256];
     struct ccs_dsx_frame f;
@@ -157,10 +165,10 @@ static int handshake(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, int32_t r
         if (ccs_dsx_conn_queue(cc, CCS_DSX_M_HELLO, &h, sizeof h) != 0)
             abort();
     }
-    fuzz_deliver(&k->cl[0], cc);
-    if (!serve(k))
+    fuzz_deliver(&k->cl[i], cc);
+    if (!serve(k, i))
         return -1;
-    fuzz_deliver(cc, &k->cl[0]);
+    fuzz_deliver(cc, &k->cl[i]);
     if (ccs_dsx_conn_next_frame(cc, &f, &p, why, sizeof why) != 1)
         abort(); /* the coordinator answers a HELLO with a WELCOME */
     if (!fields) {
@@ -185,10 +193,10 @@ static int handshake(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, int32_t r
         cc->sealed = 1;
         cc->state = CCS_DSX_C_AUTHED;
     }
-    fuzz_deliver(&k->cl[0], cc);
-    if (!serve(k))
+    fuzz_deliver(&k->cl[i], cc);
+    if (!serve(k, i))
         return -1;
-    if (!k->cl[0].sealed || forged)
+    if (!k->cl[i].sealed || forged)
         abort(); /* both HELLOs answered: authenticated, or dropped when the MAC is not the secret's */
     return 0;
 }
@@ -211,13 +219,47 @@ static void raw(struct ccs_dsx_coord *k, struct fz *z)
     close(peer);
 }
 
-/* One rules pass and one search pass, as the coordinator's timer runs them. */
-static void tick(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc)
+/* One rules pass and one search pass, as the coordinator's timer runs
+ * them; the clients read what they were sent. */
+static void tick(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, size_t n)
 {
     coord_eval(k);
     coord_probe(k, ccs_clock_mono_ms());
     count_io(k);
-    client_reads(k, cc);
+    for (size_t i = 0; i < n; i++)
+        client_reads(k, i, &cc[i]);
+}
+
+/* Sealed frames from the input, from N authenticated clients. */
+static void frames(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, size_t n, uint8_t flags, struct fz *z)
+{
+    while (z->n) {
+        size_t i = 0;
+        if (n > 1) {
+            uint8_t c = fz_u8(z);
+            if (c == 0xff) { /* that host's connection closes */
+                i = fz_u8(z) % n;
+                if (k->cl[i].fd >= 0)
+                    drop_client(k, i, "connection closed");
+                continue;
+            }
+            i = c % n;
+        }
+        uint8_t t = fz_u8(z);
+        uint16_t type = t & 0x80 ? t : (uint16_t)(1 + t % 7);
+        size_t len = fz_u16(z), got;
+        const uint8_t *p = fz_bytes(z, len, &got);
+        if (k->cl[i].fd < 0)
+            continue; /* closed: nothing more arrives from it */
+        if (ccs_dsx_conn_queue(&cc[i], type, p, got) != 0)
+            abort();
+        fuzz_deliver(&k->cl[i], &cc[i]);
+        serve(k, i);
+        if (flags & 1)
+            tick(k, cc, n);
+        else
+            client_reads(k, i, &cc[i]);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -231,35 +273,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct fz z = {data, size};
     uint8_t mode = fz_u8(&z) % 4, ws = fz_u8(&z), flags = fz_u8(&z);
     int32_t wsize = 1 + ws % 64, rank = (ws >> 6) % wsize;
-    struct ccs_dsx_coord *k = coord_new(wsize);
-    struct ccs_dsx_conn cc = {.fd = -1};
+    size_t n = mode == 2 && (flags & 2) ? NCONN : 1;
+    struct ccs_dsx_coord *k = coord_new(wsize, n);
+    struct ccs_dsx_conn cc[NCONN] = {{.fd = -1}, {.fd = -1}};
     if (mode == 0) {
         raw(k, &z);
-    } else if (handshake(k, &cc, rank, mode == 3, &z) == 0) {
-        if (mode == 1) {
+    } else {
+        int up = 1;
+        for (size_t i = 0; i < n && up; i++) /* the second host's leader: the next rank */
+            up = handshake(k, i, &cc[i], (rank + (int32_t)i) % wsize, mode == 3, &z) == 0;
+        if (up && mode == 1)
             raw(k, &z);
-        } else {
-            while (z.n && k->cl[0].fd >= 0) {
-                uint8_t t = fz_u8(&z);
-                uint16_t type = t & 0x80 ? t : (uint16_t)(1 + t % 7);
-                size_t len, got;
-                len = fz_u16(&z);
-                const uint8_t *p = fz_bytes(&z, len, &got);
-                if (ccs_dsx_conn_queue(&cc, type, p, got) != 0)
-                    abort();
-                fuzz_deliver(&k->cl[0], &cc);
-                if (!serve(k))
-                    break;
-                if (flags & 1)
-                    tick(k, &cc);
-                client_reads(k, &cc);
-            }
-        }
+        else if (up)
+            frames(k, cc, n, flags, &z);
     }
-    if (k->cl[0].fd >= 0)
-        tick(k, &cc);
-    free(cc.in);
-    free(cc.out);
+    tick(k, cc, n);
+    for (size_t i = 0; i < NCONN; i++)
+        free(cc[i].in), free(cc[i].out);
     coord_free(k);
     return 0;
 }

@@ -221,19 +221,25 @@ static size_t encode(const struct ccs_dsx_status *st, unsigned char *out, size_t
     return n;
 }
 
-/* A STATUS payload: count, then the statuses of ranks 0..N-1 (rank 2
- * blocked in another kind: a MISMATCH, the others blocked in allreduce). */
-static size_t statuses(unsigned char *out, size_t cap, int n, int blocked)
+/* A STATUS payload: count, then the statuses of ranks FIRST..FIRST+N-1
+ * (rank 2 blocked in another kind: a MISMATCH, the others blocked in
+ * allreduce). */
+static size_t statuses_of(unsigned char *out, size_t cap, int first, int n, int blocked)
 {
     struct ccs_dsx_status st;
     uint32_t cnt = (uint32_t)n;
     memcpy(out, &cnt, 4);
     size_t o = 4;
-    for (int r = 0; r < n; r++) {
+    for (int r = first; r < first + n; r++) {
         status(&st, r, blocked, r == 2 ? CCS_KIND_BCAST : CCS_KIND_ALLREDUCE);
         o += encode(&st, out + o, cap - o);
     }
     return o;
+}
+
+static size_t statuses(unsigned char *out, size_t cap, int n, int blocked)
+{
+    return statuses_of(out, cap, 0, n, blocked);
 }
 
 static void verdict(struct ccs_dsx_verdict *v)
@@ -310,6 +316,21 @@ static void dsx_seeds(void)
         b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 1);
         frame(&b, CCS_DSX_M_AGREE, ag, sizeof ag);
         put("fuzz_dsx_coord", "seed-sealed-agree", b.b, b.n);
+    }
+    {
+        /* Two hosts: ranks 0-1 through client 0, 2-3 through client 1, an
+         * agreement folded from both, then host 0 goes away. */
+        struct ccs_dsx_agree a0 = {.comm = 0xc0ffee, .key = 2, .max = 4, .min = 4, .crank = 0, .size = 2, .n = 1};
+        struct ccs_dsx_agree a1 = a0;
+        a1.crank = 1, a1.max = a1.min = 6;
+        b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 3);
+        add8(&b, 0), n = statuses_of(p, sizeof p, 0, 2, 1), frame(&b, CCS_DSX_M_STATUS, p, n);
+        add8(&b, 1), n = statuses_of(p, sizeof p, 2, 2, 1), frame(&b, CCS_DSX_M_STATUS, p, n);
+        add8(&b, 0), frame(&b, CCS_DSX_M_AGREE, &a0, sizeof a0);
+        add8(&b, 1), frame(&b, CCS_DSX_M_AGREE, &a1, sizeof a1);
+        add8(&b, 0xff), add8(&b, 0);
+        add8(&b, 1), n = statuses_of(p, sizeof p, 2, 2, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
+        put("fuzz_dsx_coord", "seed-two-hosts", b.b, b.n);
     }
     b.n = 0, add8(&b, 0), add8(&b, ws), add8(&b, 0), hello_raw(&b, CCS_DSX_M_HELLO, WSIZE, 0);
     hello_raw(&b, CCS_DSX_M_HELLO, WSIZE, 0);
