@@ -2,8 +2,10 @@
  * fuzz_trace.c - libFuzzer target: any bytes, as a trace file, through the
  * streaming reader (src/trace/trace_reader.c: every chunk type, format
  * versions 1 and 2) and then through the whole audit (aggregation, step
- * inference, patterns, findings, tables, JSON).  Seeds: corpus/fuzz_trace,
- * written by fuzz_seeds.c (docs/fuzzing.md).
+ * inference, patterns, findings, tables, JSON).  An input holding the
+ * magic number again further on is two ranks' traces, split there, audited
+ * together (the comparisons across ranks).  Seeds: corpus/fuzz_trace,
+ * written by fuzz_seeds.c and tests/audit/mktrace (docs/fuzzing.md).
  */
 #include "audit.h"
 #include "fuzz_common.h"
@@ -13,21 +15,23 @@
 #include <string.h>
 #include <unistd.h>
 
-static char path[4096];
+static char path[2][4096];
 
 static void remove_input(void)
 {
-    unlink(path);
+    unlink(path[0]);
+    unlink(path[1]);
 }
 
-static void write_input(const uint8_t *data, size_t size)
+static void write_input(int i, const uint8_t *data, size_t size)
 {
-    if (!path[0]) {
+    if (!path[0][0]) {
         atexit(remove_input);
-        snprintf(path, sizeof path, "%s/ccshim-fuzz-%d.cctrace", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-                 (int)getpid());
+        for (int k = 0; k < 2; k++)
+            snprintf(path[k], sizeof path[k], "%s/ccshim-fuzz-%d-r%d.cctrace",
+                     getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), k);
     }
-    FILE *f = fopen(path, "wb");
+    FILE *f = fopen(path[i], "wb");
     if (!f)
         abort();
     if (size && fwrite(data, size, 1, f) != 1)
@@ -35,13 +39,11 @@ static void write_input(const uint8_t *data, size_t size)
     fclose(f);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* The reader alone on file I: every item, every pointer it hands out. */
+static void read_alone(int i)
 {
     char err[512];
-    write_input(data, size);
-
-    /* The reader alone: every item, every pointer it hands out. */
-    struct ccs_trace_reader *r = ccs_trace_open(path, err, sizeof err);
+    struct ccs_trace_reader *r = ccs_trace_open(path[i], err, sizeof err);
     if (r) {
         struct ccs_item it;
         size_t sum = 0;
@@ -51,8 +53,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             else if (it.type == CCS_ITEM_MODULE)
                 sum += strlen(it.u.module.path);
             else if (it.type == CCS_ITEM_SITE)
-                for (uint32_t i = 0; i < it.u.site.depth; i++)
-                    sum += it.u.site.symbols[i] ? strlen(it.u.site.symbols[i]) : 0;
+                for (uint32_t k = 0; k < it.u.site.depth; k++)
+                    sum += it.u.site.symbols[k] ? strlen(it.u.site.symbols[k]) : 0;
+            else if (it.type == CCS_ITEM_PYSITE)
+                sum += strlen(it.u.pysite.text);
         }
         (void)ccs_trace_truncated(r);
         (void)ccs_trace_lost(r);
@@ -62,14 +66,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ccs_trace_close(r);
         (void)sum;
     }
+}
 
-    /* The whole audit on it. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* One trace, or two where the magic number starts again. */
+    const uint8_t *second = size > 16 ? memmem(data + 8, size - 8, CCS_TRACE_MAGIC, 8) : NULL;
+    size_t first = second ? (size_t)(second - data) : size;
+    int nfiles = second ? 2 : 1;
+    write_input(0, data, first);
+    if (second)
+        write_input(1, second, size - first);
+    for (int i = 0; i < nfiles; i++)
+        read_alone(i);
+
+    /* The whole audit on them. */
     struct audit a;
-    char *args[] = {path};
+    char *args[] = {path[0], path[1]};
     audit_init(&a);
     a.max_tokens = 1u << 14;
     a.max_ref_fp = 1u << 14;
-    if (audit_collect(&a, args, 1) == 0) {
+    if (audit_collect(&a, args, nfiles) == 0) {
         FILE *null = fopen("/dev/null", "w");
         audit_sort_files(&a);
         audit_find_steps(&a);
