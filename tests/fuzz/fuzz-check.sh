@@ -44,7 +44,7 @@ for t in $TARGETS; do
     rc=$?
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$CCS_TMP/$t.log")
     if [ "$rc" = 0 ] && [ "${runs:-0}" -ge "$nseeds" ]; then
-        tap_ok "$t: ${runs} executions in ${SECS}s over $nseeds seeds, no crash, leak, undefined behaviour or hang"
+        tap_ok "$t: ${runs} executions in ${SECS}s (its corpus: $nseeds inputs), no crash, leak, undefined behaviour or hang"
     else
         tap_not_ok "$t: exit $rc after ${runs:-0} executions"
         grep -E "ERROR|SUMMARY|runtime error|Test unit written|^    #[0-9]" "$CCS_TMP/$t.log" | head -30 | tap_diag
