@@ -15,21 +15,33 @@
  * range, a word among its list; the report and the expansion NUL-terminated
  * within their buffers.
  */
-#include "fuzz_common.h"
-#include "config.c"
-#include "log.c"
 #include "coalesce_policy.c"
+#include "config.c"
+#include "fuzz_common.h"
+#include "log.c"
 #include <fcntl.h>
 
 /* The process identity log.c asks for (process.c is left out). */
-int ccs_world_rank(void) { return 3; }
-const char *ccs_hostname(void) { return "fuzzhost"; }
-const char *ccs_job_id(void) { return "job-42"; }
+int ccs_world_rank(void)
+{
+    return 3;
+}
+const char *ccs_hostname(void)
+{
+    return "fuzzhost";
+}
+const char *ccs_job_id(void)
+{
+    return "job-42";
+}
 
 /* Call sites, for coalesce_policy.c's include and exclude lists: every
  * frame is named by the input's text. */
 static const char *cur_site = "";
-uint32_t ccs_site_id(void *pc) { return (uint32_t)(uintptr_t)pc; }
+uint32_t ccs_site_id(void *pc)
+{
+    return (uint32_t)(uintptr_t)pc;
+}
 int ccs_site_get(uint32_t id, void **pcs, uint32_t *depth)
 {
     (void)id, (void)pcs, (void)depth;

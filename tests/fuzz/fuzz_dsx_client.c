@@ -47,10 +47,14 @@ static void on_agreed(const struct ccs_dsx_agree *a, void *arg)
         abort();
 }
 
-static void on_want(uint64_t comm, uint64_t seq, void *arg) { (void)comm, (void)seq, (void)arg; }
-static void on_bye(void *arg) { (void)arg; }
-
-
+static void on_want(uint64_t comm, uint64_t seq, void *arg)
+{
+    (void)comm, (void)seq, (void)arg;
+}
+static void on_bye(void *arg)
+{
+    (void)arg;
+}
 
 /* The client's reaction to what arrived; 1 while connected. */
 static int serve(struct ccs_dsx_client *cl)

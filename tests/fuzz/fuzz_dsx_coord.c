@@ -46,8 +46,12 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
     k->key = fkey;
     pthread_mutex_init(&k->lock, NULL);
     /* Short thresholds: the statuses say how long a rank has been blocked. */
-    k->t = (struct ccs_dsx_thresholds){.block_ms = 10, .straggler_ms = 20, .suspect_ms = 20, .heartbeat_ms = 100000,
-                                       .mismatch_wait_ms = 0, .record_wait_ms = 0};
+    k->t = (struct ccs_dsx_thresholds){.block_ms = 10,
+                                       .straggler_ms = 20,
+                                       .suspect_ms = 20,
+                                       .heartbeat_ms = 100000,
+                                       .mismatch_wait_ms = 0,
+                                       .record_wait_ms = 0};
     k->period_ms = 10;
     k->st = calloc((size_t)wsize, sizeof *k->st);
     k->stsize = calloc((size_t)wsize, sizeof *k->stsize);
@@ -95,8 +99,6 @@ static void coord_free(struct ccs_dsx_coord *k)
     pthread_mutex_destroy(&k->lock);
     free(k);
 }
-
-
 
 /* The coordinator's loop for client I after a read: its frames, and the
  * drop when they are refused.  1 while the connection stays up. */

@@ -54,8 +54,14 @@ static void add(struct buf *b, const void *p, size_t n)
     b->n += n;
 }
 
-static void add8(struct buf *b, uint8_t v) { add(b, &v, 1); }
-static void add16(struct buf *b, uint16_t v) { add(b, &v, 2); }
+static void add8(struct buf *b, uint8_t v)
+{
+    add(b, &v, 1);
+}
+static void add16(struct buf *b, uint16_t v)
+{
+    add(b, &v, 2);
+}
 
 /* ------------------------------------------------------------- traces */
 
@@ -86,8 +92,15 @@ static void trace(const char *name, unsigned version, int pysite, size_t cut)
     add(&b, &h, sizeof h);
     const char meta[] = "host=node7\njob=fuzz\nexe=/usr/bin/python3\nversion=0.1.0\nbackend=mpi\n";
     chunk(&b, CCS_CHUNK_META, meta, sizeof meta - 1);
-    struct ccs_trace_comm c = {.id = 0x1111, .parent = 0, .handle = 0x44, .rank = 1, .size = 2,
-                               .backend = CCS_BE_MPI, .how = 0, .color = -1, .t_created = 10};
+    struct ccs_trace_comm c = {.id = 0x1111,
+                               .parent = 0,
+                               .handle = 0x44,
+                               .rank = 1,
+                               .size = 2,
+                               .backend = CCS_BE_MPI,
+                               .how = 0,
+                               .color = -1,
+                               .t_created = 10};
     chunk(&b, CCS_CHUNK_COMM, &c, sizeof c);
     struct ccs_trace_comm c2 = c;
     c2.id = 0x2222, c2.parent = 0x1111, c2.how = CCS_KIND_ALLREDUCE, c2.color = 3;
@@ -108,7 +121,8 @@ static void trace(const char *name, unsigned version, int pysite, size_t cut)
         memcpy(sb, &s, sizeof s);
         struct ccs_trace_frame fr[3];
         for (int i = 0; i < 3; i++)
-            fr[i] = (struct ccs_trace_frame){.module = 1, .sym_len = syms[i] ? (uint32_t)strlen(syms[i]) + 1 : 0,
+            fr[i] = (struct ccs_trace_frame){.module = 1,
+                                             .sym_len = syms[i] ? (uint32_t)strlen(syms[i]) + 1 : 0,
                                              .offset = 0x1000u * (unsigned)(i + 1)};
         memcpy(sb + o, fr, sizeof fr);
         o += sizeof fr;
@@ -136,18 +150,37 @@ static void trace(const char *name, unsigned version, int pysite, size_t cut)
     for (uint32_t step = 0; step < 2; step++) {
         for (int micro = 0; micro < 2; micro++)
             for (int bucket = 0; bucket < 2; bucket++) {
-                struct ccs_record r = {.seq = ++seq, .comm = 0x1111, .fingerprint = 0xabc0 + (uint64_t)bucket,
-                                       .bytes = 4096u << bucket, .count = 1024u << bucket,
+                struct ccs_record r = {.seq = ++seq,
+                                       .comm = 0x1111,
+                                       .fingerprint = 0xabc0 + (uint64_t)bucket,
+                                       .bytes = 4096u << bucket,
+                                       .count = 1024u << bucket,
                                        .buf = 0x7f0000000000ull + 0x100000ull * (uint64_t)bucket,
-                                       .t_start = 1000 * seq, .t_dur = 50, .step = step, .site = 1, .root = -1,
-                                       .kind = CCS_KIND_ALLREDUCE, .dtype = CCS_DT_FLOAT32, .op = CCS_OP_SUM,
+                                       .t_start = 1000 * seq,
+                                       .t_dur = 50,
+                                       .step = step,
+                                       .site = 1,
+                                       .root = -1,
+                                       .kind = CCS_KIND_ALLREDUCE,
+                                       .dtype = CCS_DT_FLOAT32,
+                                       .op = CCS_OP_SUM,
                                        .flags = micro == 0 && bucket == 1 ? CCS_F_DEFERRED : 0,
-                                       .backend = CCS_BE_MPI, .pysite = pysite ? 1 : 0};
+                                       .backend = CCS_BE_MPI,
+                                       .pysite = pysite ? 1 : 0};
                 memcpy(rb + nr++ * rsize, &r, rsize);
             }
-        struct ccs_record g = {.seq = ++seq, .comm = 0x2222, .fingerprint = 0x77, .bytes = 8, .count = 1,
-                               .t_start = 1000 * seq, .step = step, .root = -1, .kind = CCS_KIND_ALLGATHER,
-                               .dtype = CCS_DT_FLOAT64, .flags = CCS_F_NONBLOCKING, .backend = CCS_BE_MPI};
+        struct ccs_record g = {.seq = ++seq,
+                               .comm = 0x2222,
+                               .fingerprint = 0x77,
+                               .bytes = 8,
+                               .count = 1,
+                               .t_start = 1000 * seq,
+                               .step = step,
+                               .root = -1,
+                               .kind = CCS_KIND_ALLGATHER,
+                               .dtype = CCS_DT_FLOAT64,
+                               .flags = CCS_F_NONBLOCKING,
+                               .backend = CCS_BE_MPI};
         memcpy(rb + nr++ * rsize, &g, rsize);
         struct ccs_record m = {.t_start = 1000 * seq + 1, .step = step + 1, .root = -1, .kind = CCS_KIND_STEP};
         memcpy(rb + nr++ * rsize, &m, rsize);
@@ -166,8 +199,14 @@ static void trace(const char *name, unsigned version, int pysite, size_t cut)
 
 static struct ccs_dsx_op op(uint64_t seq, unsigned kind, uint64_t count)
 {
-    return (struct ccs_dsx_op){.seq = seq, .fp = 0x5000 + seq * 7 + kind, .count = count, .site = 1, .root = -1,
-                               .step = (uint32_t)(seq / 4), .kind = (uint16_t)kind, .dtype = CCS_DT_FLOAT32,
+    return (struct ccs_dsx_op){.seq = seq,
+                               .fp = 0x5000 + seq * 7 + kind,
+                               .count = count,
+                               .site = 1,
+                               .root = -1,
+                               .step = (uint32_t)(seq / 4),
+                               .kind = (uint16_t)kind,
+                               .dtype = CCS_DT_FLOAT32,
                                .op = CCS_OP_SUM};
 }
 
@@ -274,7 +313,9 @@ static void frame(struct buf *b, unsigned type, const void *p, size_t n)
 
 static void hello_raw(struct buf *b, unsigned type, int32_t wsize, int32_t rank)
 {
-    struct ccs_dsx_frame f = {.magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = (uint16_t)type,
+    struct ccs_dsx_frame f = {.magic = CCS_DSX_MAGIC,
+                              .version = CCS_DSX_VERSION,
+                              .type = (uint16_t)type,
                               .length = sizeof(struct ccs_dsx_hello)};
     struct ccs_dsx_hello h = {.byteorder = CCS_DSX_BYTEORDER, .wsize = wsize, .rank = rank, .pid = 77};
     snprintf(h.host, sizeof h.host, "node1");
@@ -311,8 +352,9 @@ static void dsx_seeds(void)
     n = statuses(p, sizeof p, 1, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
     put("fuzz_dsx_coord", "seed-sealed-status-twice", b.b, b.n);
     {
-        struct ccs_dsx_agree ag[2] = {{.comm = 0xbeef, .key = 1, .max = 9, .min = 3, .crank = 0, .size = 2, .n = 1},
-                                      {.comm = 0xbeef, .key = 1, .max = 5, .min = 1, .crank = 1, .size = 2, .n = 1}};
+        struct ccs_dsx_agree ag[2] = {
+            {.comm = 0xbeef, .key = 1, .max = 9, .min = 3, .crank = 0, .size = 2, .n = 1},
+            {.comm = 0xbeef, .key = 1, .max = 5, .min = 1, .crank = 1, .size = 2, .n = 1}};
         b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 1);
         frame(&b, CCS_DSX_M_AGREE, ag, sizeof ag);
         put("fuzz_dsx_coord", "seed-sealed-agree", b.b, b.n);
@@ -336,8 +378,8 @@ static void dsx_seeds(void)
     hello_raw(&b, CCS_DSX_M_HELLO, WSIZE, 0);
     put("fuzz_dsx_coord", "seed-raw-hellos", b.b, b.n);
     {
-        struct ccs_dsx_frame f = {.magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = CCS_DSX_M_STATUS,
-                                  .length = 64};
+        struct ccs_dsx_frame f = {
+            .magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = CCS_DSX_M_STATUS, .length = 64};
         b.n = 0, add8(&b, 1), add8(&b, ws), add8(&b, 0), add(&b, &f, sizeof f);
         memset(p, 0x33, 64), add(&b, p, 64);
         put("fuzz_dsx_coord", "seed-injected", b.b, b.n);
@@ -358,7 +400,8 @@ static void dsx_seeds(void)
         uint64_t d1 = 0xc0ffee, d2[2] = {0xc0ffee, 9}, d3[2] = {0xc0ffee, 16 | CCS_DSX_PROBE_BIT};
         struct ccs_dsx_agree ag = {.comm = 0xbeef, .key = 1, .max = 9, .min = 1, .crank = 0, .size = 2, .n = 2};
         b.n = 0, add8(&b, 2), add8(&b, ws);
-        frame(&b, CCS_DSX_M_DETAIL, &d1, 8), frame(&b, CCS_DSX_M_DETAIL, d2, 16), frame(&b, CCS_DSX_M_DETAIL, d3, 16);
+        frame(&b, CCS_DSX_M_DETAIL, &d1, 8), frame(&b, CCS_DSX_M_DETAIL, d2, 16),
+            frame(&b, CCS_DSX_M_DETAIL, d3, 16);
         frame(&b, CCS_DSX_M_AGREE, &ag, sizeof ag), frame(&b, CCS_DSX_M_BYE, NULL, 0);
         put("fuzz_dsx_client", "seed-sealed-detail-agree-bye", b.b, b.n);
     }
@@ -372,7 +415,9 @@ static void dsx_seeds(void)
         put("fuzz_dsx_client", "seed-fields-welcome", b.b, b.n);
     }
     {
-        struct ccs_dsx_frame f = {.magic = CCS_DSX_MAGIC, .version = CCS_DSX_VERSION, .type = CCS_DSX_M_VERDICT,
+        struct ccs_dsx_frame f = {.magic = CCS_DSX_MAGIC,
+                                  .version = CCS_DSX_VERSION,
+                                  .type = CCS_DSX_M_VERDICT,
                                   .length = sizeof v + CCS_DSX_TAGBYTES};
         b.n = 0, add8(&b, 1), add8(&b, ws), add(&b, &f, sizeof f), verdict(&v), add(&b, &v, sizeof v);
         memset(p, 0, CCS_DSX_TAGBYTES), add(&b, p, CCS_DSX_TAGBYTES);
@@ -399,7 +444,10 @@ static void settings(const char *name, const char *(*val)(const struct ccs_confi
     put("fuzz_config", name, b.b, b.n);
 }
 
-static const char *defaults(const struct ccs_config_row *r) { return r->def; }
+static const char *defaults(const struct ccs_config_row *r)
+{
+    return r->def;
+}
 
 static const char *good(const struct ccs_config_row *r)
 {
@@ -447,7 +495,7 @@ static void config_seeds(void)
 static void expect_seeds(void)
 {
     static const char *rules[] = {"allreduce<=2", "bcast<=0/step", "allgather<=10/buffer", "reduce<=3/comm",
-                                  "allreduce<2", "step<=1", "allreduce<=x", "allreduce<=1/node"};
+                                  "allreduce<2",  "step<=1",       "allreduce<=x",         "allreduce<=1/node"};
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         char name[32];
         snprintf(name, sizeof name, "seed-%zu", i);
