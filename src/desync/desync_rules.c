@@ -1072,8 +1072,14 @@ int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thre
             last = c.ents[j].crank;
             j++;
         }
-        c.g[c.ng++] =
-            (struct grp){.lo = i, .hi = j, .size = size, .complete = (int32_t)distinct == size, .memo_r = -1};
+        /* A communicator larger than the world (an MPI_Intercomm_merge
+         * with spawned processes, or a peer's lie) has members that
+         * publish nowhere here: no verdict about it can hold, and every
+         * client refuses one (ccs_dsx_check_verdict) and drops the
+         * coordinator.  Left out (found by tests/fuzz/fuzz_dsx_coord.c). */
+        if (size <= wsize)
+            c.g[c.ng++] =
+                (struct grp){.lo = i, .hi = j, .size = size, .complete = (int32_t)distinct == size, .memo_r = -1};
         i = j;
     }
     rule_mismatch(&c);
