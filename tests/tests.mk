@@ -18,3 +18,4 @@ include tests/mpi-inter/mpi-inter.mk
 include tests/memcheck/memcheck.mk
 include tests/pysites/pysites.mk
 include tests/metrics/metrics.mk
+include tests/fuzz/fuzz.mk

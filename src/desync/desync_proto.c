@@ -1,7 +1,7 @@
 /*
  * desync_proto.c - encoding and, above all, validation of what peers send:
  * a malformed or hostile peer must neither crash a rank nor make it believe
- * something out of range.  Fuzzed by tests/desync/fuzz_proto.c.
+ * something out of range.  Fuzzed by tests/fuzz/fuzz_dsx_*.c.
  */
 #include "desync_proto.h"
 #include "ccs_kinds.h"
@@ -143,6 +143,13 @@ static int check_comm(struct ccs_dsx_comm *c, char *why, size_t n)
         return fail(why, n, "call-site text not NUL-terminated", 0, 0);
     if (c->state == CCS_DSX_BLOCKED && check_op(&c->blocked, why, n) != 0)
         return -1;
+    /* Blocked in an operation it has issued: the rules count a member
+     * blocked beyond its issued seq as behind, not waiting, and a
+     * verdict then had no waiting operation to name (a NULL read in the
+     * coordinator; found by tests/fuzz/fuzz_dsx_coord.c). */
+    if (c->state == CCS_DSX_BLOCKED && c->blocked.seq > c->issued)
+        return fail(why, n, "blocked at seq %lld beyond issued %lld", (long long)c->blocked.seq,
+                    (long long)c->issued);
     for (unsigned i = 0; i < c->nhist; i++) {
         if (check_op(&c->hist[i], why, n) != 0)
             return -1;

@@ -1241,6 +1241,13 @@ static void desync_verdict(struct ctx *c, struct grp *g, int certain)
         return;
     }
     desync_parts(c, g, sref, &d);
+    if (!d.wop) {
+        /* No stuck member has issued SREF: statuses that contradict
+         * themselves (ccs_dsx_check_status refuses them).  No verdict
+         * rather than a NULL operation named below (tests/fuzz). */
+        free(d.wait), free(d.ahead), free(v);
+        return;
+    }
     uint32_t cls = d.nb && d.ndead == d.nb ? (uint32_t)CCS_DSX_DEAD : (uint32_t)CCS_DSX_DESYNC;
     if (!ccs_dsx_seen_add(c->seen, cls, comm, sref)) {
         free(d.wait), free(d.ahead), free(v);
@@ -1418,8 +1425,14 @@ int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thre
             last = c.ents[j].crank;
             j++;
         }
-        c.g[c.ng++] =
-            (struct grp){.lo = i, .hi = j, .size = size, .complete = (int32_t)distinct == size, .memo_r = -1};
+        /* A communicator larger than the world (an MPI_Intercomm_merge
+         * with spawned processes, or a peer's lie) has members that
+         * publish nowhere here: no verdict about it can hold, and every
+         * client refuses one (ccs_dsx_check_verdict) and drops the
+         * coordinator.  Left out (found by tests/fuzz/fuzz_dsx_coord.c). */
+        if (size <= wsize)
+            c.g[c.ng++] =
+                (struct grp){.lo = i, .hi = j, .size = size, .complete = (int32_t)distinct == size, .memo_r = -1};
         i = j;
     }
     rule_boundary(&c);

@@ -17,12 +17,11 @@ AUDIT_TESTS = \
 	tests/audit/audit-basic.sh \
 	tests/audit/audit-findings.sh \
 	tests/audit/audit-outputs.sh \
-	tests/audit/audit-otf2.sh \
-	tests/audit/audit-fuzz.sh
+	tests/audit/audit-otf2.sh
 TESTS += $(AUDIT_TESTS)
 dist_check_SCRIPTS += $(AUDIT_TESTS)
-EXTRA_DIST += tests/audit/fuzz_trace.c tests/audit/check_chrome.py
-CLEANFILES += tests/audit/report.png tests/audit/fuzz_trace
+EXTRA_DIST += tests/audit/check_chrome.py
+CLEANFILES += tests/audit/report.png
 
 bench_list += bench/audit-bench.sh
 EXTRA_DIST += bench/audit-bench.sh

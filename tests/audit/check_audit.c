@@ -297,6 +297,12 @@ START_TEST(expect_parse_cases)
     ck_assert_ptr_nonnull(strstr(err, "unknown kind 'allreduse'"));
     ck_assert_int_eq(audit_expect_parse("allreduce<=2/rank", &e, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "unknown scope"));
+    /* The largest limit is taken; one past it is refused, not saturated
+     * (tests/fuzz/corpus/fuzz_expect/regress-limit-overflow). */
+    ck_assert_int_eq(audit_expect_parse("allreduce<=18446744073709551615/step", &e, err, sizeof err), 0);
+    ck_assert_uint_eq(e.limit, UINT64_MAX);
+    ck_assert_int_eq(audit_expect_parse("allreduce<=18446744073709551616", &e, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "limit 18446744073709551616 is larger than 18446744073709551615"));
 }
 END_TEST
 

@@ -1,11 +1,12 @@
 # tests/desync/desync-tests.mk - desync detection (docs/desync.md): unit
 # tests of the rules and the protocol, MPI scenarios under ccshim-run, the
-# TCP side channel, the parser fuzzer, the scale simulation and the bench.
-EXTRA_DIST += tests/desync/lib.sh tests/desync/fuzz_proto.c tests/desync/fuzz_conn.c tests/desync/netns.sh tests/desync/netns-exec.sh \
+# TCP side channel, the scale simulation and the bench (the fuzz targets of
+# the side channel are in tests/fuzz).
+EXTRA_DIST += tests/desync/lib.sh tests/desync/netns.sh tests/desync/netns-exec.sh \
 	tests/desync/flood.py tests/desync/faultproxy.py
 DESYNC_SHELL_TESTS = tests/desync/desync-twohost.sh tests/desync/desync-mpi.sh tests/desync/desync-healthy.sh tests/desync/desync-tcp.sh \
 	tests/desync/desync-security.sh tests/desync/desync-netfault.sh tests/desync/desync-admission.sh \
-	tests/desync/desync-trainer.sh tests/desync/desync-fuzz.sh \
+	tests/desync/desync-trainer.sh \
 	tests/desync/desync-nccl.sh
 dist_check_SCRIPTS += $(DESYNC_SHELL_TESTS)
 TESTS += $(DESYNC_SHELL_TESTS)

@@ -423,6 +423,14 @@ START_TEST(proto_roundtrip_and_rejects)
     bad.comm[2].rank = 5; /* outside its size */
     n = ccs_dsx_encode_status(&bad, NULL, NULL, buf, sizeof buf);
     ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), 0);
+    /* Blocked in an operation beyond what it issued: refused (tests/fuzz/
+     * corpus/fuzz_dsx_coord/regress-blocked-beyond-issued). */
+    bad = st[0];
+    ck_assert_uint_eq(bad.comm[0].state, CCS_DSX_BLOCKED);
+    bad.comm[0].blocked.seq = bad.comm[0].issued + 1;
+    n = ccs_dsx_encode_status(&bad, NULL, NULL, buf, sizeof buf);
+    ck_assert_uint_eq(ccs_dsx_decode_status(buf, n, NR, &out, why, sizeof why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "beyond issued"));
     /* History dropped where not wanted. */
     n = ccs_dsx_encode_status(&st[0], NULL, NULL, buf, sizeof buf);
     size_t m = ccs_dsx_encode_status(&st[0], NULL, NULL, buf, 10);
@@ -468,6 +476,54 @@ START_TEST(peer_seq_is_bounded)
         rows += p[15] == ' ' && p[16] == ' ';
     ck_assert_int_le(rows, 10);
     ck_assert_ptr_nonnull(strstr(text, "18446744073709551615"));
+}
+END_TEST
+
+/* Statuses that contradict themselves (blocked beyond the seq they issued;
+ * the decoder refuses them) give no verdict rather than a NULL read
+ * (tests/fuzz/corpus/fuzz_dsx_coord/regress-blocked-beyond-issued). */
+START_TEST(blocked_beyond_issued_gives_no_verdict)
+{
+    reset();
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, 4);
+        if (r < NR - 1) {
+            block(c, ar(5), 5000);
+            c->issued = 4;
+        }
+    }
+    dead[NR - 1] = 1; /* waiting only for a rank that is gone: a verdict at once */
+    ck_assert_int_eq(run(0), 0); /* was a NULL read (SIGSEGV) naming the waiting operation */
+    ck_assert_int_eq(run(5000), 0);
+    ck_assert_int_eq(ngot, 0);
+}
+END_TEST
+
+/* A communicator larger than the world (spawned processes merged in): its
+ * members elsewhere publish nowhere here, so no verdict about it, which
+ * every client would refuse (tests/fuzz/corpus/fuzz_dsx_coord/
+ * regress-comm-larger-than-world).  The same job with the world's size
+ * gives its verdict. */
+START_TEST(comm_larger_than_world_gives_no_verdict)
+{
+    for (int32_t size = NR + 1; size >= NR; size--) {
+        reset();
+        for (int r = 0; r < NR; r++) {
+            struct ccs_dsx_comm *c = add(r, X, size, -1, 4);
+            if (r < NR - 1)
+                block(c, r == 1 ? op(5, CCS_KIND_BCAST, 4, CCS_DT_FLOAT32, CCS_OP_NONE) : ar(5), 5000);
+        }
+        dead[NR - 1] = 1;
+        run(0);
+        run(5000);
+        if (size > NR) {
+            ck_assert_int_eq(ngot, 0);
+        } else {
+            ck_assert_int_gt(ngot, 0);
+            for (int i = 0; i < ngot && i < 16; i++)
+                ck_assert_int_eq(got[i].comm_size, NR);
+        }
+    }
 }
 END_TEST
 
@@ -796,6 +852,8 @@ static Suite *suite(void)
     tcase_add_test(t, unknown_member_is_never_stuck);
     tcase_add_test(t, hash_only_mismatch_asks_for_records);
     tcase_add_test(t, proto_roundtrip_and_rejects);
+    tcase_add_test(t, blocked_beyond_issued_gives_no_verdict);
+    tcase_add_test(t, comm_larger_than_world_gives_no_verdict);
     tcase_add_test(t, format_has_the_greppable_line);
     tcase_add_test(t, peer_seq_is_bounded);
     tcase_add_test(t, ranks_text);

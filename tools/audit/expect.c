@@ -1,6 +1,7 @@
 /* expect.c - --expect KIND<=N[/comm|/step|/buffer]: limits for users' CI. */
 #include "audit.h"
 #include "ccs_kinds.h"
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,15 @@ int audit_expect_parse(const char *s, struct audit_expect *e, char *err, size_t 
         snprintf(err, errlen, "--expect '%s': expected a number after '<='", s);
         return -1;
     }
+    errno = 0;
     e->limit = strtoull(num, &end, 10);
+    if (errno == ERANGE) {
+        /* strtoull saturates: without this a limit past 2^64-1 was taken
+         * as 18446744073709551615 (found by tests/fuzz/fuzz_expect.c). */
+        snprintf(err, errlen, "--expect '%s': limit %.*s is larger than %llu", s, (int)strspn(num, "0123456789"),
+                 num, (unsigned long long)UINT64_MAX);
+        return -1;
+    }
     if (*end == 0 || strcmp(end, "/comm") == 0)
         e->scope = EXPECT_COMM;
     else if (strcmp(end, "/step") == 0)

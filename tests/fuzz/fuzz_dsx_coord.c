@@ -1,0 +1,297 @@
+/*
+ * fuzz_dsx_coord.c - libFuzzer target: the coordinator of the TCP side
+ * channel (src/desync/desync_coord.c) receiving what one client sends,
+ * without sockets or threads: the coordinator's own source is compiled in
+ * here so that its frame handling (coord_frames: the handshake, STATUS and
+ * AGREE frames, store_status, fold_agree, dropping a peer) and its rules
+ * pass (coord_eval, coord_probe) run on the fuzzer's bytes exactly as in
+ * the coordinator thread.
+ *
+ * Input: byte 0 picks the mode, byte 1 the world size (1..64) and the
+ * client's rank, byte 2 flags (1: a rules pass after every frame; 2: two
+ * clients, mode 2 only); the rest is, by mode,
+ *   0  raw bytes from a peer that knows no secret (the handshake's checks);
+ *   1  an honest handshake, then raw bytes (injected: must not authenticate);
+ *   2  an honest handshake, then frames [type][length, 2 bytes][payload]
+ *      sealed with the session key: what an authenticated member can send
+ *      (with two clients, each frame after a byte naming the client, 0 or 1,
+ *      or 0xff then a byte: that client's connection closes);
+ *   3  a handshake whose HELLO fields come from the input (sizeof HELLO
+ *      bytes, twice), the second carrying a correct MAC, then as in 2.
+ * Whatever the coordinator sends back must be frames its clients accept:
+ * authentic, and every VERDICT passing ccs_dsx_check_verdict.
+ */
+#include "desync_coord.c"
+#include "fuzz_common.h"
+#include "fuzz_dsx.h"
+#include <fcntl.h>
+
+#define FUZZ_SECRET "ccshim-fuzz-secret-of-this-job"
+/* A host name as the client holds it: CCS_DSX_HOST bytes (the handshake
+ * copies that many). */
+static const char FUZZ_HOST[CCS_DSX_HOST] = "fuzzhost";
+
+static struct ccs_dsx_key fkey;
+static int devnull = -1;
+
+#define NCONN 2
+
+static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
+{
+    struct ccs_dsx_coord *k = calloc(1, sizeof *k);
+    if (!k)
+        abort();
+    k->wsize = wsize;
+    k->lfd = -1;
+    k->key = fkey;
+    pthread_mutex_init(&k->lock, NULL);
+    /* Short thresholds: the statuses say how long a rank has been blocked. */
+    k->t = (struct ccs_dsx_thresholds){.block_ms = 10,
+                                       .straggler_ms = 20,
+                                       .suspect_ms = 20,
+                                       .heartbeat_ms = 100000,
+                                       .mismatch_wait_ms = 0,
+                                       .record_wait_ms = 0};
+    k->period_ms = 10;
+    k->st = calloc((size_t)wsize, sizeof *k->st);
+    k->stsize = calloc((size_t)wsize, sizeof *k->stsize);
+    k->view = calloc((size_t)wsize, sizeof *k->view);
+    k->dead = calloc((size_t)wsize, 1);
+    k->beat = calloc((size_t)wsize, sizeof *k->beat);
+    k->beat_ms = calloc((size_t)wsize, sizeof *k->beat_ms);
+    k->owner = malloc((size_t)wsize * sizeof *k->owner);
+    k->seen = ccs_dsx_seen_new();
+    k->scratch = malloc(sizeof *k->scratch);
+    k->cl = calloc(nconn, sizeof *k->cl);
+    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->owner || !k->seen ||
+        !k->scratch || !k->cl)
+        abort();
+    for (int32_t r = 0; r < wsize; r++)
+        k->owner[r] = -1;
+    /* Accepted connections awaiting the handshake (as accept_waiting
+     * leaves them); real descriptors, as drop_client closes them. */
+    for (size_t i = 0; i < nconn; i++) {
+        struct ccs_dsx_conn *c = &k->cl[i];
+        c->fd = dup(devnull);
+        c->state = CCS_DSX_C_CONNECTING;
+        c->t_open = ccs_clock_mono_ms();
+        snprintf(c->peer, sizeof c->peer, "fuzz peer %zu", i);
+    }
+    k->ncl = k->capcl = nconn;
+    k->nunauth = (int)nconn;
+    return k;
+}
+
+/* ccs_dsx_coord_stop without the thread and the listening socket. */
+static void coord_free(struct ccs_dsx_coord *k)
+{
+    refused_log(k, NULL, NULL, 2);
+    for (size_t i = 0; i < k->ncl; i++)
+        ccs_dsx_conn_close(&k->cl[i]);
+    for (int32_t r = 0; r < k->wsize; r++)
+        free(k->st[r]);
+    for (size_t i = 0; i < k->nfolds; i++)
+        free(k->folds[i].bits);
+    free(k->folds), free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
+        free(k->beat_ms);
+    free(k->owner), free(k->scratch);
+    ccs_dsx_seen_free(k->seen);
+    pthread_mutex_destroy(&k->lock);
+    free(k);
+}
+
+/* The coordinator's loop for client I after a read: its frames, and the
+ * drop when they are refused.  1 while the connection stays up. */
+static int serve(struct ccs_dsx_coord *k, size_t i)
+{
+    char why[256];
+    if (k->cl[i].fd < 0)
+        return 0;
+    if (coord_frames(k, i, why, sizeof why) != 0 || k->cl[i].state == CCS_DSX_C_DROP) {
+        drop_client(k, i, why);
+        return 0;
+    }
+    return 1;
+}
+
+/* The client's side: reads everything the coordinator sent.  Only WELCOME
+ * before the handshake; after it, frames that authenticate, and verdicts
+ * that a client accepts. */
+static void client_reads(struct ccs_dsx_coord *k, size_t i, struct ccs_dsx_conn *cc)
+{
+    struct ccs_dsx_frame f;
+    const unsigned char *p;
+    char why[256];
+    int rc;
+    if (k->cl[i].fd < 0)
+        return;
+    fuzz_deliver(cc, &k->cl[i]);
+    if (!cc->sealed)
+        return; /* the handshake reads its WELCOME itself */
+    while ((rc = ccs_dsx_conn_next_frame(cc, &f, &p, why, sizeof why)) == 1) {
+        if (f.type == CCS_DSX_M_VERDICT) {
+            struct ccs_dsx_verdict v;
+            if (f.length != sizeof v)
+                abort();
+            memcpy(&v, p, sizeof v);
+            if (ccs_dsx_check_verdict(&v, k->wsize, why, sizeof why) != 0) {
+                fprintf(stderr, "coordinator sent a verdict its clients refuse: %s\n", why);
+                abort();
+            }
+        }
+        ccs_dsx_conn_consume(cc);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "coordinator sent a frame its clients refuse: %s\n", why);
+        abort();
+    }
+}
+
+/* The client's two HELLOs.  FIELDS: take them from the input (mode 3). */
+static int handshake(struct ccs_dsx_coord *k, size_t i, struct ccs_dsx_conn *cc, int32_t rank, int fields,
+                     struct fz *z)
+{
+    char why[256];
+    struct ccs_dsx_frame f;
+    const unsigned char *p;
+    int forged = 0;
+    if (!fields) {
+        if (ccs_dsx_conn_hello(cc, -1, k->wsize, rank, FUZZ_HOST) != 0)
+            abort();
+    } else {
+        struct ccs_dsx_hello h;
+        fz_copy(z, &h, sizeof h);
+        memset(cc, 0, sizeof *cc);
+        cc->fd = -1;
+        memcpy(cc->nonce_c, h.nonce, sizeof cc->nonce_c);
+        if (ccs_dsx_conn_queue(cc, CCS_DSX_M_HELLO, &h, sizeof h) != 0)
+            abort();
+    }
+    fuzz_deliver(&k->cl[i], cc);
+    if (!serve(k, i))
+        return -1;
+    fuzz_deliver(cc, &k->cl[i]);
+    if (ccs_dsx_conn_next_frame(cc, &f, &p, why, sizeof why) != 1)
+        abort(); /* the coordinator answers a HELLO with a WELCOME */
+    if (!fields) {
+        if (ccs_dsx_conn_welcome(cc, &fkey, k->wsize, rank, FUZZ_HOST, &f, p, why, sizeof why) != 0)
+            abort(); /* an honest coordinator's WELCOME verifies */
+        ccs_dsx_conn_consume(cc);
+    } else {
+        struct ccs_dsx_hello w, h;
+        memcpy(&w, p, sizeof w);
+        ccs_dsx_conn_consume(cc);
+        memcpy(cc->nonce_s, w.nonce, sizeof cc->nonce_s);
+        fz_copy(z, &h, sizeof h);
+        uint8_t how = fz_u8(z);
+        forged = how & 2; /* the MAC as the input has it */
+        if (!(how & 1))
+            memcpy(h.nonce, cc->nonce_c, sizeof h.nonce);
+        if (!forged)
+            ccs_dsx_auth_mac(&fkey, CCS_DSX_AUTH_CLIENT, cc->nonce_c, cc->nonce_s, &h, h.mac);
+        if (ccs_dsx_conn_queue(cc, CCS_DSX_M_HELLO, &h, sizeof h) != 0)
+            abort();
+        ccs_dsx_auth_session(&fkey, CCS_DSX_AUTH_CLIENT, cc->nonce_c, cc->nonce_s, &cc->sess);
+        cc->sealed = 1;
+        cc->state = CCS_DSX_C_AUTHED;
+    }
+    fuzz_deliver(&k->cl[i], cc);
+    if (!serve(k, i))
+        return -1;
+    if (!k->cl[i].sealed || forged)
+        abort(); /* both HELLOs answered: authenticated, or dropped when the MAC is not the secret's */
+    return 0;
+}
+
+/* Raw bytes from a peer, read as the coordinator thread reads them
+ * (serve_clients: ccs_dsx_conn_fill, the frames, the drop) until nothing
+ * more moves: then it waits, and the handshake deadline would drop it. */
+static void raw(struct ccs_dsx_coord *k, struct fz *z)
+{
+    struct ccs_dsx_conn *c = &k->cl[0];
+    int peer = fuzz_raw_peer(c, z->p, z->n);
+    while (c->fd >= 0) {
+        uint64_t got = c->bytes_in;
+        size_t had = c->inlen;
+        struct pollfd pf[2] = {{.fd = -1}, {.fd = c->fd, .events = POLLIN, .revents = POLLIN}};
+        serve_clients(k, pf, 1);
+        if (c->fd < 0 || (c->bytes_in == got && c->inlen == had))
+            break;
+    }
+    close(peer);
+}
+
+/* One rules pass and one search pass, as the coordinator's timer runs
+ * them; the clients read what they were sent. */
+static void tick(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, size_t n)
+{
+    coord_eval(k);
+    coord_probe(k, ccs_clock_mono_ms());
+    count_io(k);
+    for (size_t i = 0; i < n; i++)
+        client_reads(k, i, &cc[i]);
+}
+
+/* Sealed frames from the input, from N authenticated clients. */
+static void frames(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, size_t n, uint8_t flags, struct fz *z)
+{
+    while (z->n) {
+        size_t i = 0;
+        if (n > 1) {
+            uint8_t c = fz_u8(z);
+            if (c == 0xff) { /* that host's connection closes */
+                i = fz_u8(z) % n;
+                if (k->cl[i].fd >= 0)
+                    drop_client(k, i, "connection closed");
+                continue;
+            }
+            i = c % n;
+        }
+        uint8_t t = fz_u8(z);
+        uint16_t type = t & 0x80 ? t : (uint16_t)(1 + t % 7);
+        size_t len = fz_u16(z), got;
+        const uint8_t *p = fz_bytes(z, len, &got);
+        if (k->cl[i].fd < 0)
+            continue; /* closed: nothing more arrives from it */
+        if (ccs_dsx_conn_queue(&cc[i], type, p, got) != 0)
+            abort();
+        fuzz_deliver(&k->cl[i], &cc[i]);
+        serve(k, i);
+        if (flags & 1)
+            tick(k, cc, n);
+        else
+            client_reads(k, i, &cc[i]);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (devnull < 0) {
+        char why[128];
+        devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull < 0 || ccs_dsx_auth_key(FUZZ_SECRET, &fkey, why, sizeof why) != 0)
+            abort();
+    }
+    struct fz z = {data, size};
+    uint8_t mode = fz_u8(&z) % 4, ws = fz_u8(&z), flags = fz_u8(&z);
+    int32_t wsize = 1 + ws % 64, rank = (ws >> 6) % wsize;
+    size_t n = mode == 2 && (flags & 2) ? NCONN : 1;
+    struct ccs_dsx_coord *k = coord_new(wsize, n);
+    struct ccs_dsx_conn cc[NCONN] = {{.fd = -1}, {.fd = -1}};
+    if (mode == 0) {
+        raw(k, &z);
+    } else {
+        int up = 1;
+        for (size_t i = 0; i < n && up; i++) /* the second host's leader: the next rank */
+            up = handshake(k, i, &cc[i], (rank + (int32_t)i) % wsize, mode == 3, &z) == 0;
+        if (up && mode == 1)
+            raw(k, &z);
+        else if (up)
+            frames(k, cc, n, flags, &z);
+    }
+    tick(k, cc, n);
+    for (size_t i = 0; i < NCONN; i++)
+        free(cc[i].in), free(cc[i].out);
+    coord_free(k);
+    return 0;
+}
