@@ -15,3 +15,4 @@ include tests/torch/torch-tests.mk
 include tests/gpu/gpu.mk
 include tests/mpi-legal/mpi-legal.mk
 include tests/pysites/pysites.mk
+include tests/realstack/realstack.mk
