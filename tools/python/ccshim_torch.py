@@ -30,7 +30,8 @@ per-instance wrapper of Optimizer.step, kept a bound method, before 2.0):
 
 The repair also runs where gradients are read before the step:
 GradScaler.unscale_ (scaler.step calls it before optimizer.step),
-torch.nn.utils.clip_grad_norm_ / clip_grad_value_, and after a closure
+torch.nn.utils.clip_grad_norm_ / clip_grad_value_ / get_total_norm (the
+last is what accelerate's clip_grad_norm_ calls on torch >= 2.6), and after a closure
 passed to step() returns (the closure runs the backward inside step).
 GradScaler.step marks the step also when it skips optimizer.step (inf/NaN).
 
@@ -428,8 +429,11 @@ def _hook_scaler(mod):
 
 
 def _hook_clip(mod):
-    """clip_grad_norm_ and clip_grad_value_ read the gradients: repair first."""
-    for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"):
+    """clip_grad_norm_ and clip_grad_value_ read the gradients: repair first.
+    Also torch.nn.utils.get_total_norm (torch >= 2.6), which accelerate's
+    clip_grad_norm_ calls instead of clip_grad_norm_ (hooked on the package,
+    so that clip_grad_norm_'s own call to it does not repair twice)."""
+    for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "get_total_norm"):
         fn = getattr(mod, name, None)
         if fn is None or getattr(fn, "_ccshim_wrapped", False):
             continue
@@ -453,6 +457,7 @@ _HOOKS = {
     "torch.cuda.amp.grad_scaler": _hook_scaler,
     "torch.amp.grad_scaler": _hook_scaler,
     "torch.nn.utils.clip_grad": _hook_clip,
+    "torch.nn.utils": _hook_clip,
 }
 
 
