@@ -128,12 +128,34 @@ def main():
         bf16=a.bf16, use_cpu=True, ddp_backend="gloo", seed=12, data_seed=12,
         dataloader_drop_last=True, dataloader_num_workers=0, report_to="none",
         save_strategy="no", logging_strategy="no", disable_tqdm=True)
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=loss)
+    # what the Trainer did at each optimizer step: the learning rate (warm-up)
+    # and the gradient norm accelerate's clip_grad_norm_ returned (on torch
+    # >= 2.6 it calls torch.nn.utils.get_total_norm, not clip_grad_norm_)
+    lrs, norms = [], []
+    import accelerate
+    real_clip = accelerate.Accelerator.clip_grad_norm_
+
+    def clip_grad_norm_(self, *args_, **kw):
+        n = real_clip(self, *args_, **kw)
+        norms.append(float(n))
+        return n
+
+    accelerate.Accelerator.clip_grad_norm_ = clip_grad_norm_
+
+    class Record(transformers.TrainerCallback):
+        def on_pre_optimizer_step(self, args_, state, control, optimizer=None, **kw):
+            lrs.append(optimizer.param_groups[0]["lr"])
+
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=loss,
+                                         callbacks=[Record()])
     out = trainer.train()
     ddp = [m for m in models if m.module is model]
     lines = ["optimizer_steps %d" % trainer.state.global_step,
              "ddp_models %d" % len(ddp),
              "train_loss %.6f" % out.training_loss,
+             "lrs %s" % ",".join("%.3g" % x for x in lrs),
+             "clip_calls %d" % len(norms),
+             "grad_norms %s" % ",".join("%.3g" % x for x in norms),
              "versions torch %s sentence-transformers %s transformers %s"
              % (torch.__version__, __import__("sentence_transformers").__version__, transformers.__version__)]
     if ddp:
