@@ -65,15 +65,17 @@ rm -rf "$venv"
 mkdir -p "$wheels" "$(dirname "$venv")"
 "$py" -m venv "$venv" >"$log" 2>&1 || skip "python3 -m venv $venv failed: $(tail -n 1 "$log")"
 vpip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
+# an unreachable index fails in seconds, not after pip's default retries
+dl=(download -q --retries 1 --timeout 20 -d "$wheels")
 # 1. the download cache: only what it lacks comes from PyPI (pip download
 # skips files already there).  No network and a complete cache: go on.
-if ! PIP_FIND_LINKS="$wheels" "${vpip[@]}" download -q -d "$wheels" --only-binary=:all: "${reqs[@]}" >"$log" 2>&1 ||
-   ! PIP_FIND_LINKS="$wheels" "${vpip[@]}" download -q -d "$wheels" --only-binary=:all: "${build_reqs[@]}" >>"$log" 2>&1 ||
-   ! PIP_FIND_LINKS="$wheels" "${vpip[@]}" download -q -d "$wheels" --no-binary mpi4py --no-deps mpi4py >>"$log" 2>&1; then
+if ! PIP_FIND_LINKS="$wheels" "${vpip[@]}" "${dl[@]}" --only-binary=:all: "${reqs[@]}" >"$log" 2>&1 ||
+   ! PIP_FIND_LINKS="$wheels" "${vpip[@]}" "${dl[@]}" --only-binary=:all: "${build_reqs[@]}" >>"$log" 2>&1 ||
+   ! PIP_FIND_LINKS="$wheels" "${vpip[@]}" "${dl[@]}" --no-binary mpi4py --no-deps mpi4py >>"$log" 2>&1; then
     if ! PIP_FIND_LINKS= "${vpip[@]}" install -q --dry-run --no-index --find-links "$wheels" \
             "${reqs[@]}" "${build_reqs[@]}" >/dev/null 2>&1 || ! ls "$wheels"/mpi4py-*.tar.gz >/dev/null 2>&1; then
         rm -rf "$venv"
-        why=$(grep -m1 -iE 'error|could not|failed' "$log" | cut -c1-160)
+        why=$({ grep -m1 '^ERROR:' "$log" || grep -m1 -iE 'could not|failed' "$log"; } | cut -c1-160)
         skip "cannot reach PyPI to fill $wheels (${why:-pip download failed})"
     fi
 fi
@@ -83,7 +85,7 @@ if ! PIP_FIND_LINKS= "${vpip[@]}" install -q --no-index --find-links "$wheels" "
        PIP_FIND_LINKS= MPICC=$(command -v mpicc) "${vpip[@]}" wheel -q --no-index --find-links "$wheels" \
            --no-binary mpi4py --no-deps -w "$built" mpi4py >>"$log" 2>&1; } ||
    ! PIP_FIND_LINKS= "${vpip[@]}" install -q --no-index --find-links "$built" mpi4py >>"$log" 2>&1; then
-    why=$(grep -m1 -iE 'error' "$log" | cut -c1-160)
+    why=$({ grep -m1 '^ERROR:' "$log" || grep -m1 -iE 'error' "$log"; } | cut -c1-160)
     rm -rf "$venv"
     skip "pip install into $venv failed: ${why:-see pip}"
 fi
