@@ -313,9 +313,12 @@ def _with_closure(args, kwargs):
 
 def _global_pre_hook(optimizer, args, kwargs):
     before_step(optimizer)
-    new_args, new_kwargs = _with_closure(args, kwargs)
-    if new_args is not args or new_kwargs is not kwargs:
-        return new_args, new_kwargs
+    # torch >= 2.0 hands the hook step's own arguments, the optimizer first
+    # (step(closure) -> args == (optimizer, closure)): the closure is args[1].
+    lead, rest = ((args[0],), args[1:]) if args and args[0] is optimizer else ((), args)
+    new_rest, new_kwargs = _with_closure(rest, kwargs)
+    if new_rest is not rest or new_kwargs is not kwargs:
+        return lead + tuple(new_rest), new_kwargs
     return None
 
 
