@@ -2,13 +2,16 @@
 # scripts/setup.sh - installs what is missing (Debian/Ubuntu, apt-get) and
 # builds ccshim out of tree in _build/.  Used by demo.sh, test.sh and CI.
 # Environment: CCSHIM_BUILD (build directory, default _build),
-# CCSHIM_CONFIGURE_FLAGS (extra configure flags), CCSHIM_NO_APT=1 to skip apt-get.
+# CCSHIM_CONFIGURE_FLAGS (extra configure flags), CCSHIM_NO_APT=1 to skip apt-get;
+# CCSHIM_VENV, CCSHIM_WHEELS, CCSHIM_NO_REALSTACK=1: the real-stack tier's
+# virtual environment (scripts/realstack-venv.sh: torch 2.13 and
+# sentence-transformers 6.0.1 from PyPI, made once, then reused).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CCSHIM_BUILD:-$top/_build}
 pkgs=(build-essential autoconf automake libtool pkg-config make gawk
       libopenmpi-dev openmpi-bin valgrind check libunwind-dev libdw-dev libsodium-dev libopenblas-dev
-      python3 python3-torch python3-mpi4py binutils clang chromium
+      python3 python3-torch python3-mpi4py python3-venv python3-dev binutils clang chromium
       libotf2-trace-dev otf2-tools prometheus)
 if [ "${CCSHIM_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
     missing=()
@@ -32,3 +35,5 @@ if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ]; then
 fi
 make -j"$(nproc)" >make.out 2>&1 || { tail -50 make.out; exit 1; }
 echo "setup: built in $build"
+# one line: the real-stack tier's environment made, reused or skipped (why)
+"$top/scripts/realstack-venv.sh"

@@ -19,3 +19,4 @@ include tests/memcheck/memcheck.mk
 include tests/pysites/pysites.mk
 include tests/metrics/metrics.mk
 include tests/fuzz/fuzz.mk
+include tests/realstack/realstack.mk

@@ -34,14 +34,15 @@ def _import_st():
     """SentenceTransformer, Pooling and the loss, wherever this version keeps them."""
     import sentence_transformers
     from sentence_transformers import SentenceTransformer
+    # 6.x's own modules first (its old paths still import, with a deprecation warning)
     try:
-        from sentence_transformers.models import Pooling
-    except ImportError:
         from sentence_transformers.sentence_transformer.modules import Pooling
-    try:
-        from sentence_transformers.losses import CachedMultipleNegativesRankingLoss
     except ImportError:
+        from sentence_transformers.models import Pooling
+    try:
         from sentence_transformers.sentence_transformer.losses import CachedMultipleNegativesRankingLoss
+    except ImportError:
+        from sentence_transformers.losses import CachedMultipleNegativesRankingLoss
     return sentence_transformers.__version__, SentenceTransformer, Pooling, CachedMultipleNegativesRankingLoss
 
 
@@ -110,7 +111,7 @@ def main():
         loss = loss_fn(feats, None)
         loss.backward()  # the cached loss re-embeds and back-propagates mini-batch by mini-batch
         grads.append(flat_bytes([p.grad for p in params]))
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         opt.step()  # ccshim-run --torch marks the step here
     if a.backend == "nccl":
         torch.cuda.synchronize()

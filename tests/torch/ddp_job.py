@@ -54,8 +54,10 @@ def parse():
     ap.add_argument("--sched", action="store_true", help="an lr scheduler (StepLR) on every optimizer")
     ap.add_argument("--closure", action="store_true", help="the backward passes run in step(closure)")
     ap.add_argument("--deepcopy", action="store_true", help="step a copy.deepcopy of the optimizer")
-    ap.add_argument("--scaler", action="store_true", help="step through torch.cuda.amp.GradScaler "
-                    "(disabled on CPU: it calls optimizer.step)")
+    ap.add_argument("--scaler", action="store_true", help="step through a GradScaler: torch >= 2.3's "
+                    "torch.amp.GradScaler('cpu'), enabled (init_scale 1024: the surrogates' backward is "
+                    "scaled, unscale_ divides exactly); before, torch.cuda.amp.GradScaler, disabled on CPU "
+                    "(it calls optimizer.step)")
     ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ before the step")
     ap.add_argument("--skip-rank", type=int, default=-1)
     ap.add_argument("--skip-step", type=int, default=-1)
@@ -157,7 +159,13 @@ def main():
                                  else [model.parameters()])):
             o.param_groups[0]["params"] = list(src)
     scheds = [torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5) for o in opts] if a.sched else []
-    scaler = torch.cuda.amp.GradScaler(enabled=False) if a.scaler else None
+    scaler = None
+    if a.scaler:
+        try:  # torch >= 2.3: a GradScaler that works on the CPU
+            scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+        except (AttributeError, TypeError, RuntimeError):
+            scaler = torch.cuda.amp.GradScaler(enabled=False)
+    scale = scaler.scale if scaler is not None else (lambda t: t)
 
     bitmap = torch.zeros(4, dtype=torch.int32)
     bitmap_wrong = 0
@@ -194,7 +202,7 @@ def main():
                 ctx = ddp.no_sync() if (a.mode == "no_sync" and not last) else _Null()
                 with ctx:
                     emb = ddp(cols[c][i:i + a.minibatch], c)
-                    (emb * reps[c].grad[i:i + a.minibatch]).sum().backward()
+                    scale((emb * reps[c].grad[i:i + a.minibatch]).sum()).backward()
                 if a.find_unused:
                     nonlocal_bitmap[0].fill_(1)
                     comm.Allreduce(MPI.IN_PLACE, nonlocal_bitmap[0].numpy(), op=MPI.SUM)

@@ -224,8 +224,10 @@ static void findings(struct audit *a, FILE *f)
                                "expect-exceeded"};
     fprintf(f, "<h2>Findings</h2>\n<ol id=\"findings\">\n");
     if (!a->nfindings)
-        fprintf(f, "<li class=\"none\">None: every rank made the same calls and no buffer was reduced twice in a "
-                   "step.</li>\n");
+        fprintf(f,
+                "<li class=\"none\">None: every rank made the same calls and no coalescible buffer (a "
+                "floating-point sum of %d bytes or more) was reduced twice in a step.</li>\n",
+                AUDIT_COALESCE_MIN_BYTES);
     for (size_t i = 0; i < a->nfindings; i++) {
         const struct audit_finding *x = &a->findings[i];
         fprintf(f, "<li class=\"finding sev-%s\" data-kind=\"%s\" data-severity=\"%s\" data-k=\"%" PRIu64 "\"><b>",

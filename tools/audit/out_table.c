@@ -278,7 +278,10 @@ static void print_findings(struct audit *a, FILE *f)
     static const char *sev[] = {"info", "warning", "error"};
     fprintf(f, "\nfindings (%zu)\n", a->nfindings);
     if (!a->nfindings)
-        fprintf(f, "  none: every rank made the same calls and no buffer was reduced twice in a step\n");
+        fprintf(f,
+                "  none: every rank made the same calls and no coalescible buffer (a floating-point sum of "
+                "%d bytes or more) was reduced twice in a step\n",
+                AUDIT_COALESCE_MIN_BYTES);
     for (size_t i = 0; i < a->nfindings; i++) {
         const struct audit_finding *x = &a->findings[i];
         char lead[32];

@@ -35,7 +35,8 @@ per-instance wrapper of Optimizer.step, kept a bound method, before 2.0):
 
 The repair also runs where gradients are read before the step:
 GradScaler.unscale_ (scaler.step calls it before optimizer.step),
-torch.nn.utils.clip_grad_norm_ / clip_grad_value_, and after a closure
+torch.nn.utils.clip_grad_norm_ / clip_grad_value_ / get_total_norm (the
+last is what accelerate's clip_grad_norm_ calls on torch >= 2.6), and after a closure
 passed to step() returns (the closure runs the backward inside step).
 GradScaler.step marks the step also when it skips optimizer.step (inf/NaN).
 
@@ -373,9 +374,12 @@ def _with_closure(args, kwargs):
 
 def _global_pre_hook(optimizer, args, kwargs):
     before_step(optimizer)
-    new_args, new_kwargs = _with_closure(args, kwargs)
-    if new_args is not args or new_kwargs is not kwargs:
-        return new_args, new_kwargs
+    # torch >= 2.0 hands the hook step's own arguments, the optimizer first
+    # (step(closure) -> args == (optimizer, closure)): the closure is args[1].
+    lead, rest = ((args[0],), args[1:]) if args and args[0] is optimizer else ((), args)
+    new_rest, new_kwargs = _with_closure(rest, kwargs)
+    if new_rest is not rest or new_kwargs is not kwargs:
+        return lead + tuple(new_rest), new_kwargs
     return None
 
 
@@ -491,8 +495,11 @@ def _hook_scaler(mod):
 
 
 def _hook_clip(mod):
-    """clip_grad_norm_ and clip_grad_value_ read the gradients: repair first."""
-    for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"):
+    """clip_grad_norm_ and clip_grad_value_ read the gradients: repair first.
+    Also torch.nn.utils.get_total_norm (torch >= 2.6), which accelerate's
+    clip_grad_norm_ calls instead of clip_grad_norm_ (hooked on the package,
+    so that clip_grad_norm_'s own call to it does not repair twice)."""
+    for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "get_total_norm"):
         fn = getattr(mod, name, None)
         if fn is None or getattr(fn, "_ccshim_wrapped", False):
             continue
@@ -516,6 +523,7 @@ _HOOKS = {
     "torch.cuda.amp.grad_scaler": _hook_scaler,
     "torch.amp.grad_scaler": _hook_scaler,
     "torch.nn.utils.clip_grad": _hook_clip,
+    "torch.nn.utils": _hook_clip,
 }
 
 

@@ -1,0 +1,106 @@
+"""The source report's reproduction (seeds/000) with sentence-transformers
+6.0.1's own CachedLossMixin (sentence_transformers/base/losses/gradcache.py)
+and torch 2.13, on every rank of an mpirun job instead of one process.
+
+The report's TinyModel (Linear(DIM, DIM) on "input_ids"; with --dim 4,32
+one model after the other, --steps steps each), its TinyCachedLoss
+(in-batch cross-entropy over two columns, anchors and positives), BATCH rows
+and mini-batches of MINIBATCH: CachedLossMixin's backward hook re-embeds and
+back-propagates every mini-batch of every column (gradcache.py's
+surrogate.backward()), so DDP reduces its bucket 2 * BATCH / MINIBATCH times
+per step (16 rows, mini-batch 4: 8).  DDP's bucket goes through MPI
+(rs_common.route_ddp_through_mpi), so ccshim counts it; the job's own count
+of its comm hook calls is printed as the report printed it, and an SGD step
+follows every backward (ccshim-run --torch marks it).
+
+  mpirun -np 2 ccshim-run --torch -- python report_job.py [--steps 3] [--dim 4[,32]]
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rs_common  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--minibatch", type=int, default=4)
+    ap.add_argument("--dim", default="4", help="the model's Linear(DIM, DIM) (the report's: 4); "
+                    "DIM,DIM2,...: one model after the other (4,32: the second one's 4224-byte bucket is "
+                    "above ccshim-audit's 1 KiB threshold for its redundant-reduction finding)")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--skip-rank", type=int, default=-1,
+                    help="this rank's batch is one mini-batch shorter in step --skip-step "
+                         "(one mini-batch fewer per column)")
+    ap.add_argument("--skip-step", type=int, default=-1)
+    ap.add_argument("--save", default="")
+    ap.add_argument("--ref", default="")
+    a = ap.parse_args()
+    comm, rank, world = rs_common.start()
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from sentence_transformers.base.losses.gradcache import CachedLossMixin
+
+    class TinyModel(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.linear = nn.Linear(dim, dim)
+
+        def forward(self, features):
+            return {"sentence_embedding": self.linear(features["input_ids"])}
+
+    class TinyCachedLoss(nn.Module, CachedLossMixin):
+        def __init__(self, model, mini_batch_size):
+            super().__init__()
+            self.model = model
+            self.mini_batch_size = mini_batch_size
+
+        def calculate_loss(self, reps, labels=None, *, with_backward=False):
+            anchors, positives = torch.cat(reps[0]), torch.cat(reps[1])
+            loss = F.cross_entropy(anchors @ positives.T, torch.arange(anchors.size(0)))
+            if with_backward:
+                loss.backward()
+            return loss.detach()
+
+        def forward(self, sentence_features, labels=None):
+            return self.forward_cached(sentence_features, labels)
+
+    rs_common.route_ddp_through_mpi()
+    per_step, params = [], []
+    step = 0
+    for dim in map(int, a.dim.split(",")):
+        torch.manual_seed(1)
+        model = TinyModel(dim)
+        ddp_model = nn.parallel.DistributedDataParallel(model)
+        loss_fn = TinyCachedLoss(ddp_model, mini_batch_size=a.minibatch)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        params += list(model.parameters())
+        for _ in range(a.steps):
+            g = torch.Generator().manual_seed(100 * step + rank)
+            n = a.batch
+            anchors = {"input_ids": torch.randn(n, dim, generator=g)}
+            positives = {"input_ids": anchors["input_ids"] + 0.3 * torch.randn(n, dim, generator=g)}
+            if rank == a.skip_rank and step == a.skip_step:
+                # a shorter batch on this rank: one mini-batch fewer per column
+                anchors = {"input_ids": anchors["input_ids"][:n - a.minibatch]}
+                positives = {"input_ids": positives["input_ids"][:n - a.minibatch]}
+            rs_common.hook_calls.clear()
+            opt.zero_grad()
+            loss_fn([anchors, positives]).backward()
+            opt.step()
+            per_step.append(sum(rs_common.hook_calls.values()))
+            step += 1
+    counts = comm.gather(per_step, root=0)
+    lines = ["mini-batches per column: %d, columns: 2" % (a.batch // a.minibatch)]
+    if rank == 0:
+        lines.append("DDP all-reduce dispatched per step (comm hook, rank 0): %s"
+                     % " ".join(map(str, counts[0])))
+        lines.append("hook_calls_all_ranks %s" % ";".join(",".join(map(str, c)) for c in counts))
+    rs_common.finish(params, a.save, a.ref, lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Shared by the real-stack tier's jobs (tests/realstack/*.py): the source
+report's stack (torch 2.13, sentence-transformers 6.0.1) on the CPU, one
+process per rank under mpirun.
+
+- start(): checks the versions, then sets up torch.distributed's gloo
+  process group from Open MPI's environment (RANK/WORLD_SIZE/LOCAL_RANK from
+  OMPI_COMM_WORLD_*, MASTER_PORT chosen by rank 0 and broadcast over MPI).
+- route_ddp_through_mpi(): every DistributedDataParallel model built from now
+  on (the Trainer builds its own in accelerate's prepare()) gets a comm hook
+  that all-reduces its buckets with mpi4py (SUM in place, then divided by the
+  world size), so that ccshim, preloaded into the MPI library, sees every
+  bucket reduction.  gloo only sets the group up.
+- finish(): rank 0 gathers every rank's parameters and prints
+  "ranks_equal 1" when they are bitwise equal, "digest SHA256",
+  "maxdiff X" against --ref FILE, and saves them to --save FILE.
+"""
+import hashlib
+import os
+import sys
+
+# the versions this tier was written for; another one is refused by name
+TORCH_VERSION = "2.13.0"
+ST_VERSION = "6.0.1"
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("DISABLE_TQDM", "1")
+os.environ.setdefault("WANDB_DISABLED", "true")
+
+hook_calls = {}  # bucket index -> comm hook calls since the last clear
+
+
+def fail(msg):
+    sys.stderr.write("realstack: error: %s\n" % msg)
+    sys.stderr.flush()
+    sys.exit(3)
+
+
+def check_versions(need_st=True):
+    """The imported torch and sentence-transformers are those of this tier,
+    or the job ends naming the version found (exit 3)."""
+    import torch
+    if torch.__version__.split("+")[0] != TORCH_VERSION:
+        fail("this test was written for torch %s, found torch %s (%s)"
+             % (TORCH_VERSION, torch.__version__, torch.__file__))
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        fail("torch %s has no torch.distributed with gloo" % torch.__version__)
+    if need_st:
+        try:
+            import sentence_transformers as st
+        except ImportError as e:
+            fail("cannot import sentence_transformers: %s" % e)
+        if st.__version__ != ST_VERSION:
+            fail("this test was written for sentence-transformers %s, found %s (%s)"
+                 % (ST_VERSION, st.__version__, st.__file__))
+
+
+def start(need_st=True, timeout_s=0):
+    """Versions checked, MPI and the gloo process group up: (comm, rank, world)."""
+    check_versions(need_st)
+    from mpi4py import MPI
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    os.environ["RANK"] = str(rank)
+    os.environ["WORLD_SIZE"] = str(world)
+    os.environ["LOCAL_RANK"] = os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", str(rank))
+    os.environ["LOCAL_WORLD_SIZE"] = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", str(world))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        port = None
+        if rank == 0:
+            import socket
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            s.close()
+        os.environ["MASTER_PORT"] = str(comm.bcast(port, root=0))
+    kw = {}
+    if timeout_s:
+        import datetime
+        kw["timeout"] = datetime.timedelta(seconds=timeout_s)
+    dist.init_process_group("gloo", rank=rank, world_size=world, **kw)
+    return comm, rank, world
+
+
+def mpi_allreduce_hook(state, bucket):
+    """DDP comm hook: the bucket all-reduced through MPI (SUM, then / world)."""
+    from mpi4py import MPI
+    import torch
+    buf = bucket.buffer()
+    comm = MPI.COMM_WORLD
+    comm.Allreduce(MPI.IN_PLACE, buf.numpy(), op=MPI.SUM)
+    buf.div_(comm.Get_size())
+    hook_calls[bucket.index()] = hook_calls.get(bucket.index(), 0) + 1
+    fut = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
+def route_ddp_through_mpi():
+    """Registers mpi_allreduce_hook on every DDP model built from now on
+    (and returns the list they are appended to)."""
+    import torch.nn.parallel.distributed as ddp_mod
+    cls = ddp_mod.DistributedDataParallel
+    models = []
+    if getattr(cls, "_rs_routed", False):
+        return cls._rs_models
+    orig_init = cls.__init__
+
+    def __init__(self, *a, **kw):
+        orig_init(self, *a, **kw)
+        self.register_comm_hook(None, mpi_allreduce_hook)
+        models.append(self)
+
+    cls.__init__ = __init__
+    cls._rs_routed = True
+    cls._rs_models = models
+    return models
+
+
+def finish(params, save="", ref="", extra=()):
+    """Rank 0 prints ranks_equal, digest, maxdiff (with REF), EXTRA lines;
+    saves to SAVE.  Then the process group ends."""
+    from mpi4py import MPI
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    comm = MPI.COMM_WORLD
+    flat = torch.cat([p.detach().float().reshape(-1) for p in params]).numpy().copy()
+    allp = comm.gather(flat, root=0)
+    if comm.Get_rank() == 0:
+        equal = all(np.array_equal(allp[0].view(np.uint32), x.view(np.uint32)) for x in allp)
+        print("ranks_equal %d" % int(equal))
+        print("params %d" % allp[0].size)
+        print("digest %s" % hashlib.sha256(allp[0].tobytes()).hexdigest())
+        for line in extra:
+            print(line)
+        if save:
+            np.save(save, allp[0])
+        if ref:
+            r = np.load(ref)
+            print("maxdiff %.3g" % float(np.max(np.abs(r.astype(np.float64) - allp[0]))))
+        sys.stdout.flush()
+    comm.Barrier()
+    dist.destroy_process_group()
