@@ -300,6 +300,8 @@ int is_reduction(unsigned kind);
  * bfloat16, float32, float64) of CCSHIM_COALESCE_MIN_BYTES' default or more
  * (read from the settings table, src/core/config_table.h). */
 int audit_coalescible(unsigned kind, unsigned dtype, unsigned op, uint64_t bytes);
+/* CCSHIM_COALESCE_MIN_BYTES' default (the settings table's). */
+uint64_t audit_coalesce_min_bytes(void);
 /* Sorted array of the cells (by step, rank, comm, kind, deferred); caller frees. */
 struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n);
 /* The call sites that made calls, most calls first, *N of them (free the array);

@@ -227,7 +227,7 @@ static void findings(struct audit *a, FILE *f)
         fprintf(f,
                 "<li class=\"none\">None: every rank made the same calls and no coalescible buffer (a "
                 "floating-point sum of %d bytes or more) was reduced twice in a step.</li>\n",
-                AUDIT_COALESCE_MIN_BYTES);
+                (int)audit_coalesce_min_bytes());
     for (size_t i = 0; i < a->nfindings; i++) {
         const struct audit_finding *x = &a->findings[i];
         fprintf(f, "<li class=\"finding sev-%s\" data-kind=\"%s\" data-severity=\"%s\" data-k=\"%" PRIu64 "\"><b>",

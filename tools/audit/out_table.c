@@ -281,7 +281,7 @@ static void print_findings(struct audit *a, FILE *f)
         fprintf(f,
                 "  none: every rank made the same calls and no coalescible buffer (a floating-point sum of "
                 "%d bytes or more) was reduced twice in a step\n",
-                AUDIT_COALESCE_MIN_BYTES);
+                (int)audit_coalesce_min_bytes());
     for (size_t i = 0; i < a->nfindings; i++) {
         const struct audit_finding *x = &a->findings[i];
         char lead[32];

@@ -91,7 +91,7 @@ int is_reduction(unsigned kind)
 }
 
 /* CCSHIM_COALESCE_MIN_BYTES' default, from the one settings table. */
-static uint64_t coalesce_min_bytes(void)
+uint64_t audit_coalesce_min_bytes(void)
 {
     static uint64_t v = UINT64_MAX;
     if (v == UINT64_MAX) {
@@ -106,7 +106,7 @@ static uint64_t coalesce_min_bytes(void)
 
 int audit_coalescible(unsigned kind, unsigned dtype, unsigned op, uint64_t bytes)
 {
-    if (kind != CCS_KIND_ALLREDUCE || bytes < coalesce_min_bytes())
+    if (kind != CCS_KIND_ALLREDUCE || bytes < audit_coalesce_min_bytes())
         return 0;
     if (op != CCS_OP_SUM && op != CCS_OP_AVG && op != CCS_OP_PREMULSUM)
         return 0;
