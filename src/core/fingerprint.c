@@ -2,7 +2,8 @@
  * fingerprint.c - hashing of identities and of the fields that every member
  * of a communicator must agree on for one collective.
  */
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "fingerprint.h"
 #include <string.h>
 
 /* Finalizer of splitmix64: a cheap, well-mixed 64-bit permutation. */

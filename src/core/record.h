@@ -30,8 +30,8 @@
 #include "ccs_kinds.h"
 #include "clock.h"
 #include "comm.h"
-#include "pysite.h"
 #include "process.h"
+#include "pysite.h"
 #include "ring.h"
 #include "trace_format.h"
 #include <stdatomic.h>
@@ -102,13 +102,6 @@ CCS_INLINE void ccs_record_copy(struct ccs_record *dst, const struct ccs_record 
 #undef CCS_X_ONCE
 #undef CCS_X_LIVE
 }
-
-/* The ring the hot path records into: the thread's ring once the features
- * have started (ccs_call_first sets it); NULL sends the call through
- * ccs_call_first.  One test on the hot path for "first call of this thread"
- * and "first call of this process", cleared in a forked child (whose first
- * call starts the child's features) by ccs_ring_reset_all. */
-extern CCS_HIDDEN __thread struct ccs_ring *ccs_tls_call_ring __attribute__((tls_model("initial-exec")));
 
 /* The rare parts of the hot path, out of line and cold, each called where
  * the fewest values are live, so that a wrapper's fast path keeps its

@@ -13,7 +13,10 @@
 #ifndef CCS_REGISTRY_H
 #define CCS_REGISTRY_H
 
-#include "shim.h"
+#include "attributes.h"
+#include "comm.h"
+#include <stdatomic.h>
+#include <stdint.h>
 
 struct ccs_feature {
     const char *name;

@@ -76,6 +76,13 @@ static inline struct ccs_ring *ccs_ring_self(void)
     return CCS_LIKELY(r != NULL) ? r : ccs_ring_self_slow();
 }
 
+/* The ring the hot path records into: the thread's ring once the features
+ * have started (ccs_call_first sets it); NULL sends the call through
+ * ccs_call_first.  One test on the hot path for "first call of this thread"
+ * and "first call of this process", cleared in a forked child (whose first
+ * call starts the child's features) by ccs_ring_reset_all. */
+extern CCS_HIDDEN __thread struct ccs_ring *ccs_tls_call_ring __attribute__((tls_model("initial-exec")));
+
 /* First ring in the list of all rings (walk with ->next). */
 CCS_HIDDEN struct ccs_ring *ccs_ring_first(void);
 
