@@ -8,7 +8,7 @@
 const char *ccs_kind_name(unsigned kind)
 {
     switch (kind) {
-#define CCS_X(e, n, s, c) case n: return s;
+#define CCS_X(e, n, s, ...) case n: return s;
         CCS_KIND_LIST(CCS_X)
 #undef CCS_X
     }
@@ -18,7 +18,7 @@ const char *ccs_kind_name(unsigned kind)
 int ccs_kind_class(unsigned kind)
 {
     switch (kind) {
-#define CCS_X(e, n, s, c) case n: return c;
+#define CCS_X(e, n, s, c, ...) case n: return c;
         CCS_KIND_LIST(CCS_X)
 #undef CCS_X
     }
@@ -27,7 +27,7 @@ int ccs_kind_class(unsigned kind)
 
 int ccs_kind_parse(const char *name)
 {
-#define CCS_X(e, n, s, c) if (strcmp(name, s) == 0) return n;
+#define CCS_X(e, n, s, ...) if (strcmp(name, s) == 0) return n;
     CCS_KIND_LIST(CCS_X)
 #undef CCS_X
     return -1;
