@@ -59,9 +59,10 @@ void ccs_features_step(uint64_t step)
 
 void ccs_features_finish(int reason)
 {
-    FOR_EACH_FEATURE(f)
-    if (f->finish)
-        f->finish(reason);
+    /* Last registered, first finished (registry.h). */
+    for (int i = atomic_load_explicit(&nfeatures, memory_order_acquire) - 1; i >= 0; i--)
+        if (features[i]->finish)
+            features[i]->finish(reason);
 }
 
 int ccs_features_flush(int reason, int signo)

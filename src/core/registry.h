@@ -24,13 +24,20 @@ struct ccs_feature {
     void (*first_call)(void);
     /* A step marker: STEP begins (the first marker passes 1). */
     void (*step)(uint64_t step);
-    /* The run ends (enum ccs_end_reason); not called for CCS_END_SIGNAL. */
+    /* The run ends (enum ccs_end_reason): MPI_Finalize, then (again) the
+     * process's exit; not called for CCS_END_SIGNAL.  In the reverse order of
+     * registration, as atexit would: the features a backend starts while the
+     * job runs (desync detection, NCCL completion tracking) finish before
+     * those registered from constructors (coalescing), and every finish hook
+     * runs before the features flush and the summary is written
+     * (ccs_runtime_finish). */
     void (*finish)(int reason);
     /* Write what is buffered; REASON < 0: a periodic or ccshim_flush flush.
      * Must be async-signal-safe when REASON is CCS_END_SIGNAL.  Returns 0,
      * or -1 (nothing to flush, or it failed). */
     int (*flush)(int reason, int signo);
-    /* In the child after fork. */
+    /* In the child after fork (the core's own pthread_atfork handler, after
+     * the core has reset its rings and identity), in registration order. */
     void (*fork_child)(void);
     /* Before fatal-signal handlers are installed (and again when the
      * identity changes): prepare what flush(CCS_END_SIGNAL) needs, so that
