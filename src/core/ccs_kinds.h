@@ -8,6 +8,9 @@
 #ifndef CCS_KINDS_H
 #define CCS_KINDS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* Classes of call. */
 #define CCS_CLASS_COLL 1 /* collective, sequenced per communicator */
 #define CCS_CLASS_P2P 2  /* point-to-point, counted, not sequenced across ranks */
@@ -223,5 +226,12 @@ const char *ccs_op_name(unsigned op);
 const char *ccs_backend_name(unsigned backend);
 /* Parses a kind name; returns the kind, or -1 when unknown. */
 int ccs_kind_parse(const char *name);
+/* One call as the logs name it, into BUF (N bytes, always terminated when N
+ * > 0): KIND's name, and for a collective but a barrier its arguments,
+ * "allreduce(count=8, float32, sum, root=0, nonblocking, deferred)" (op,
+ * root, nonblocking and deferred only where they apply; FLAGS: enum
+ * ccs_flag).  Desync's verdicts and NCCL's asynchronous errors print it. */
+void ccs_call_str(unsigned kind, uint64_t count, unsigned dtype, unsigned op, int root, unsigned flags, char *buf,
+                  size_t n);
 
 #endif

@@ -30,7 +30,6 @@
 #include "ccs_config.h"
 #include "desync.h"
 #include "desync_collect.h"
-#include "desync_rules.h"
 #include "log.h"
 #include "nccl_internal.h"
 #include "registry.h"
@@ -422,7 +421,7 @@ static void async_error(struct ccs_comm *c, ncclResult_t err)
         char one[160];
         if (!ccs_dsx_collect_find(c->id, s, &op) || op.seq != s)
             continue;
-        ccs_dsx_op_str(&op, one, sizeof one);
+        ccs_call_str(op.kind, op.count, op.dtype, op.op, op.root, op.flags, one, sizeof one);
         o += (size_t)snprintf(ops + o, sizeof ops - o, "%sseq %llu %s", o ? ", " : "", (unsigned long long)s, one);
     }
     CCS_LOG(ERROR,
