@@ -90,6 +90,13 @@ void ccs_features_prepare_signal(void)
         f->prepare_signal();
 }
 
+void ccs_features_verdict(const char *cls, uint64_t comm, uint64_t seq, const char *line)
+{
+    FOR_EACH_FEATURE(f)
+    if (f->verdict)
+        f->verdict(cls, comm, seq, line);
+}
+
 const char *ccs_features_trace_path(void)
 {
     FOR_EACH_FEATURE(f)

@@ -4,9 +4,10 @@
  * so that the core names no feature and no feature names another.
  *
  * Hooks: a feature registers one table of functions (any may be NULL) from
- * its constructor; the core calls them at the moments it owns: the first
- * recorded call of the process, each step marker, the end of the run, a
- * flush, and fork.  Services: one function each, registered by whoever can
+ * its constructor, or when a backend starts it; the core calls them at the
+ * moments it owns: the first recorded call of the process, each step
+ * marker, the end of the run, a flush, and fork; desync passes each verdict
+ * on to them.  Services: one function each, registered by whoever can
  * provide it (desync's side channel agrees on values across ranks; the MPI
  * and NCCL backends can end the job) and used by whoever needs it.
  */
@@ -45,6 +46,12 @@ struct ccs_feature {
     void (*prepare_signal)(void);
     /* Path of the trace file, or NULL (the exit summary names it). */
     const char *(*trace_path)(void);
+    /* A verdict this process learned of, once each: CLS its class as the
+     * logs name it ("MISMATCH", "DESYNC", "STRAGGLER", "DEAD"), on
+     * communicator COMM at sequence number SEQ, LINE what follows the class
+     * on the log line.  Called from desync's thread, which it must not hold
+     * up (no blocking, no I/O; count, copy, signal). */
+    void (*verdict)(const char *cls, uint64_t comm, uint64_t seq, const char *line);
 };
 
 /* Registers F (kept by pointer: static storage).  Returns 0, or -1 when the
@@ -64,6 +71,8 @@ CCS_HIDDEN int ccs_features_flush(int reason, int signo);
 CCS_HIDDEN void ccs_features_fork_child(void);
 CCS_HIDDEN void ccs_features_prepare_signal(void);
 CCS_HIDDEN const char *ccs_features_trace_path(void);
+/* For the feature that reaches verdicts (desync): each feature's verdict hook. */
+CCS_HIDDEN void ccs_features_verdict(const char *cls, uint64_t comm, uint64_t seq, const char *line);
 
 /* ------------------------------------------------------------ agreement */
 

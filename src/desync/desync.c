@@ -118,6 +118,7 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     if (!ccs_dsx_seen_add(reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
         return;
+    ccs_features_verdict(ccs_dsx_class_name(v->cls), v->comm, v->seq, v->line); /* e.g. metrics (registry.h) */
     if (v->cls != CCS_DSX_STRAGGLER)
         ccs_verdict_note(); /* a rank waiting at its step boundary stops waiting (registry.h) */
     /* Under abort the first verdict on a communicator ends the job; what
