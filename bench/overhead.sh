@@ -161,7 +161,7 @@ bookkeeping and +13 ns (+3.3%) on the MPI loop; the loop measured +60 to +110 ns
    core for ccs_call_begin and ccs_call_end, ccs_mpi_comm and the communicator table's
    probe, ccs_mpi_dtype (a chain of comparisons) twice, ccs_mpi_bytes and
    ccs_dtype_size, the call description built in memory.  Now the record is written
-   inline in the wrapper (shim.h), the wrapper's constant kind folds through it, the
+   inline in the wrapper (record.h), the wrapper's constant kind folds through it, the
    thread's last communicator entry is cached (checked the way the table's probe checks
    it), a datatype is one probe of a table of the predefined types with their sizes (two
    probes per call share the hash), and the nested-call flag is the ring's in-flight

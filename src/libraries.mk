@@ -27,6 +27,8 @@ LIB_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -pthread
 noinst_LTLIBRARIES += libccs_core.la
 libccs_core_la_SOURCES = \
 	src/core/ccs_config.h src/core/ccs_kinds.h src/core/config_table.h src/core/log.h src/core/shim.h \
+	src/core/attributes.h src/core/callsite.h src/core/clock.h src/core/comm.h src/core/fingerprint.h \
+	src/core/process.h src/core/pysite.h src/core/real.h src/core/record.h src/core/ring.h src/core/runtime.h \
 	src/core/trace_format.h src/core/registry.h \
 	src/core/callsite.c src/core/clock.c src/core/comm.c src/core/config.c src/core/registry.c \
 	src/core/fingerprint.c src/core/sig_canon.h src/core/sig_canon.c src/core/symbolize_dw.c src/core/log.c src/core/names.c src/core/process.c src/core/real.c src/core/record.c \

@@ -7,7 +7,9 @@
 #include <config.h>
 #include "ccs_config.h"
 #include "log.h"
-#include "shim.h"
+#include "callsite.h"
+#include "fingerprint.h"
+#include <stdatomic.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #ifdef HAVE_LIBUNWIND

@@ -8,74 +8,121 @@
 #ifndef CCS_KINDS_H
 #define CCS_KINDS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* Classes of call. */
 #define CCS_CLASS_COLL 1 /* collective, sequenced per communicator */
 #define CCS_CLASS_P2P 2  /* point-to-point, counted, not sequenced across ranks */
 #define CCS_CLASS_COMM 3 /* communicator management */
 #define CCS_CLASS_MARK 4 /* step marker */
 
-/* X(ENUM, number, "name", class) */
-#define CCS_KIND_LIST(X)                                                      \
-    X(ALLREDUCE, 1, "allreduce", CCS_CLASS_COLL)                              \
-    X(REDUCE, 2, "reduce", CCS_CLASS_COLL)                                    \
-    X(BCAST, 3, "bcast", CCS_CLASS_COLL)                                      \
-    X(ALLGATHER, 4, "allgather", CCS_CLASS_COLL)                              \
-    X(ALLGATHERV, 5, "allgatherv", CCS_CLASS_COLL)                            \
-    X(REDUCE_SCATTER, 6, "reduce_scatter", CCS_CLASS_COLL)                    \
-    X(REDUCE_SCATTER_BLOCK, 7, "reduce_scatter_block", CCS_CLASS_COLL)        \
-    X(ALLTOALL, 8, "alltoall", CCS_CLASS_COLL)                                \
-    X(ALLTOALLV, 9, "alltoallv", CCS_CLASS_COLL)                              \
-    X(GATHER, 10, "gather", CCS_CLASS_COLL)                                   \
-    X(GATHERV, 11, "gatherv", CCS_CLASS_COLL)                                 \
-    X(SCATTER, 12, "scatter", CCS_CLASS_COLL)                                 \
-    X(SCATTERV, 13, "scatterv", CCS_CLASS_COLL)                               \
-    X(BARRIER, 14, "barrier", CCS_CLASS_COLL)                                 \
-    X(SCAN, 15, "scan", CCS_CLASS_COLL)                                       \
-    X(EXSCAN, 16, "exscan", CCS_CLASS_COLL)                                   \
-    X(ALLTOALLW, 17, "alltoallw", CCS_CLASS_COLL)                             \
-    X(SEND, 32, "send", CCS_CLASS_P2P)                                        \
-    X(RECV, 33, "recv", CCS_CLASS_P2P)                                        \
-    X(SENDRECV, 34, "sendrecv", CCS_CLASS_P2P)                                \
-    X(COMM_INIT, 48, "comm_init", CCS_CLASS_COMM)                             \
-    X(COMM_DUP, 49, "comm_dup", CCS_CLASS_COMM)                               \
-    X(COMM_SPLIT, 50, "comm_split", CCS_CLASS_COMM)                           \
-    X(COMM_CREATE, 51, "comm_create", CCS_CLASS_COMM)                         \
-    X(COMM_FREE, 52, "comm_free", CCS_CLASS_COMM)                             \
-    X(COMM_SHRINK, 53, "comm_shrink", CCS_CLASS_COMM)                         \
-    X(COMM_FINALIZE, 54, "comm_finalize", CCS_CLASS_COMM)                     \
-    X(COMM_ABORT, 55, "comm_abort", CCS_CLASS_COMM)                           \
-    X(STEP, 64, "step", CCS_CLASS_MARK)
+/* The kinds of call, one row each, one column per fact about a kind; every
+ * switch over kinds is generated from it (here, names.c, fingerprint.c):
+ *
+ *   X(ENUM, number, "name", class, counter, sig, bytes, op, root, types)
+ *
+ *   class    CCS_CLASS_*
+ *   counter  which counter of the communicator numbers the call (the
+ *            record's seq): SEQ, the collective sequence, for collectives
+ *            and for the calls that make a communicator from the one they
+ *            are called on (dup, split, create, shrink: collective over it);
+ *            P2P, the point-to-point counter; NONE for the rest
+ *            (enum ccs_counter: CCS_COUNTER_ and this)
+ *   sig, bytes, op, root: 1 when that enters the kind's fingerprint, the
+ *            fields every member must agree on under MPI's matching rules
+ *            (fingerprint.c; docs/desync.md, "What must agree"): sig, the
+ *            whole type signature (count, datatype, signature hash); bytes,
+ *            only its size in bytes; op, the reduction operator; root, the
+ *            root.  A collective's kind and nonblocking flag always enter.
+ *            Reductions: the same count, datatype and op on every member,
+ *            so the whole signature enters.  Bcast, gather, scatter,
+ *            allgather, alltoall: every member's type signature of what it
+ *            sends or receives per peer must match, and MPI_PACKED may stand
+ *            for any of them: its size enters.  Allgatherv: every member
+ *            receives the same whole (the size of the sum).  Gatherv,
+ *            scatterv: only the root; alltoallv/w, barrier: nothing more.
+ *   types    1 when members compare the basic types beside the signature's
+ *            size (ccs_sig_key): in desync's published history, where a
+ *            side that cannot name them is left out (desync_rules.c)
+ *
+ * A row that leaves out a column does not build, and the assertions below
+ * reject a row whose facts contradict each other (a non-collective with
+ * fingerprint fields, a collective not on the collective sequence, ...). */
+#define CCS_KIND_LIST(X)                                                                                        \
+    /* ENUM                 number  "name"                  class           counter sig bytes op root types */  \
+    X(ALLREDUCE,             1,      "allreduce",            CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0)       \
+    X(REDUCE,                2,      "reduce",               CCS_CLASS_COLL, SEQ,    1,  0,    1, 1,   0)       \
+    X(BCAST,                 3,      "bcast",                CCS_CLASS_COLL, SEQ,    0,  1,    0, 1,   1)       \
+    X(ALLGATHER,             4,      "allgather",            CCS_CLASS_COLL, SEQ,    0,  1,    0, 0,   1)       \
+    X(ALLGATHERV,            5,      "allgatherv",           CCS_CLASS_COLL, SEQ,    0,  1,    0, 0,   1)       \
+    X(REDUCE_SCATTER,        6,      "reduce_scatter",       CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0)       \
+    X(REDUCE_SCATTER_BLOCK,  7,      "reduce_scatter_block", CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0)       \
+    X(ALLTOALL,              8,      "alltoall",             CCS_CLASS_COLL, SEQ,    0,  1,    0, 0,   1)       \
+    X(ALLTOALLV,             9,      "alltoallv",            CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0)       \
+    X(GATHER,                10,     "gather",               CCS_CLASS_COLL, SEQ,    0,  1,    0, 1,   1)       \
+    X(GATHERV,               11,     "gatherv",              CCS_CLASS_COLL, SEQ,    0,  0,    0, 1,   1)       \
+    X(SCATTER,               12,     "scatter",              CCS_CLASS_COLL, SEQ,    0,  1,    0, 1,   1)       \
+    X(SCATTERV,              13,     "scatterv",             CCS_CLASS_COLL, SEQ,    0,  0,    0, 1,   1)       \
+    X(BARRIER,               14,     "barrier",              CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0)       \
+    X(SCAN,                  15,     "scan",                 CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0)       \
+    X(EXSCAN,                16,     "exscan",               CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0)       \
+    X(ALLTOALLW,             17,     "alltoallw",            CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0)       \
+    X(SEND,                  32,     "send",                 CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0)       \
+    X(RECV,                  33,     "recv",                 CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0)       \
+    X(SENDRECV,              34,     "sendrecv",             CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0)       \
+    X(COMM_INIT,             48,     "comm_init",            CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0)       \
+    X(COMM_DUP,              49,     "comm_dup",             CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0)       \
+    X(COMM_SPLIT,            50,     "comm_split",           CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0)       \
+    X(COMM_CREATE,           51,     "comm_create",          CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0)       \
+    X(COMM_FREE,             52,     "comm_free",            CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0)       \
+    X(COMM_SHRINK,           53,     "comm_shrink",          CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0)       \
+    X(COMM_FINALIZE,         54,     "comm_finalize",        CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0)       \
+    X(COMM_ABORT,            55,     "comm_abort",           CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0)       \
+    X(STEP,                  64,     "step",                 CCS_CLASS_MARK, NONE,   0,  0,    0, 0,   0)
 
 enum ccs_kind {
-#define CCS_X(e, n, s, c) CCS_KIND_##e = n,
+#define CCS_X(e, n, s, ...) CCS_KIND_##e = n,
     CCS_KIND_LIST(CCS_X)
 #undef CCS_X
     CCS_KIND_MAX = 65
 };
 
-/* Which counter of a communicator numbers a call of KIND (the record's seq):
- * the collective sequence for collectives and for the calls that make a
- * communicator from the one they are called on (dup, split, create, shrink:
- * collective over it), the point-to-point counter for point-to-point
- * calls, none for the rest.  The one definition: the hot path numbers
- * calls with it and desync compares exactly the calls it sequences.  A
- * switch over constants: it folds where KIND does. */
+/* Which counter of a communicator numbers a call of KIND (the list's
+ * counter column).  The one definition: the hot path numbers calls with it
+ * and desync compares exactly the calls it sequences.  A switch over
+ * constants: it folds where KIND does. */
 enum ccs_counter { CCS_COUNTER_NONE = 0, CCS_COUNTER_SEQ = 1, CCS_COUNTER_P2P = 2 };
 
 static inline enum ccs_counter ccs_kind_counter(unsigned kind)
 {
-    if (kind == CCS_KIND_COMM_DUP || kind == CCS_KIND_COMM_SPLIT || kind == CCS_KIND_COMM_CREATE ||
-        kind == CCS_KIND_COMM_SHRINK)
-        return CCS_COUNTER_SEQ;
     switch (kind) {
-#define CCS_X(e, n, s, c)                                                                                  \
+#define CCS_X(e, n, s, c, cnt, ...)                                                                        \
     case n:                                                                                                \
-        return c == CCS_CLASS_COLL ? CCS_COUNTER_SEQ : c == CCS_CLASS_P2P ? CCS_COUNTER_P2P : CCS_COUNTER_NONE;
+        return CCS_COUNTER_##cnt;
         CCS_KIND_LIST(CCS_X)
 #undef CCS_X
     }
     return CCS_COUNTER_NONE;
 }
+
+/* The facts of one row agree: asserted for every row wherever this header
+ * is read, so that a new kind that contradicts itself fails to build
+ * (tests/unit/kinds-table.sh feeds it bad rows). */
+#define CCS_KIND_FACTS_AGREE(e, n, s, c, cnt, sig, bytes, op, root, types)                                 \
+    _Static_assert(n > 0 && n < CCS_KIND_MAX, "kind " s ": number out of range");                         \
+    _Static_assert((c) == CCS_CLASS_COLL || !((sig) | (bytes) | (op) | (root) | (types)),                  \
+                   "kind " s ": only a collective has fingerprint fields");                               \
+    _Static_assert(!((sig) && (bytes)), "kind " s ": the whole signature or its size, not both");        \
+    _Static_assert(!(op) || (sig), "kind " s ": a reduction's whole signature enters with its op");       \
+    _Static_assert(!(types) || !(sig), "kind " s ": basic types are compared beside the size only");      \
+    _Static_assert((c) != CCS_CLASS_COLL || CCS_COUNTER_##cnt == CCS_COUNTER_SEQ,                          \
+                   "kind " s ": a collective is on the collective sequence");                            \
+    _Static_assert(((c) == CCS_CLASS_P2P) == (CCS_COUNTER_##cnt == CCS_COUNTER_P2P),                      \
+                   "kind " s ": point-to-point calls, and they alone, on the point-to-point counter");   \
+    _Static_assert((c) != CCS_CLASS_MARK || CCS_COUNTER_##cnt == CCS_COUNTER_NONE,                         \
+                   "kind " s ": a marker is not numbered");
+CCS_KIND_LIST(CCS_KIND_FACTS_AGREE)
 
 /* Nonzero when KIND takes the collective sequence number. */
 static inline int ccs_kind_sequenced(unsigned kind) { return ccs_kind_counter(kind) == CCS_COUNTER_SEQ; }
@@ -179,5 +226,12 @@ const char *ccs_op_name(unsigned op);
 const char *ccs_backend_name(unsigned backend);
 /* Parses a kind name; returns the kind, or -1 when unknown. */
 int ccs_kind_parse(const char *name);
+/* One call as the logs name it, into BUF (N bytes, always terminated when N
+ * > 0): KIND's name, and for a collective but a barrier its arguments,
+ * "allreduce(count=8, float32, sum, root=0, nonblocking, deferred)" (op,
+ * root, nonblocking and deferred only where they apply; FLAGS: enum
+ * ccs_flag).  Desync's verdicts and NCCL's asynchronous errors print it. */
+void ccs_call_str(unsigned kind, uint64_t count, unsigned dtype, unsigned op, int root, unsigned flags, char *buf,
+                  size_t n);
 
 #endif

@@ -5,7 +5,7 @@
  * writer recalibrates, so the longer a job runs the better the ratio.
  * Also the slow paths' milliseconds: a monotonic clock and a sleep.
  */
-#include "shim.h"
+#include "clock.h"
 #include <errno.h>
 #include <time.h>
 

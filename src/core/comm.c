@@ -5,8 +5,12 @@
  * communicator creation and destruction only).  Retired slots become
  * tombstones so probe chains stay intact; handles may be reused.
  */
+#include "ccs_kinds.h"
+#include "clock.h"
+#include "comm.h"
+#include "fingerprint.h"
 #include "log.h"
-#include "shim.h"
+#include "process.h"
 #include <pthread.h>
 #include <string.h>
 

@@ -2,7 +2,8 @@
  * fingerprint.c - hashing of identities and of the fields that every member
  * of a communicator must agree on for one collective.
  */
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "fingerprint.h"
 #include <string.h>
 
 /* Finalizer of splitmix64: a cheap, well-mixed 64-bit permutation. */
@@ -34,43 +35,36 @@ uint64_t ccs_hash_bytes(const void *p, size_t n, uint64_t seed)
     return h;
 }
 
-/* Which fields enter a kind's fingerprint (bits below), from MPI's
- * matching rules (docs/desync.md, "What must agree"):
- *   - reductions: the same count, datatype (type signature) and op on
- *     every member, so the whole signature enters (FP_SIG);
- *   - bcast, gather, scatter, allgather, alltoall: every member's type
- *     signature of what it sends or receives per peer must match, and
- *     MPI_PACKED may stand for any of them: its size in bytes enters
- *     (FP_BYTES); the basic types are compared in the published history,
- *     where a side that cannot name them is left out (see desync_rules.c);
- *   - allgatherv: every member receives the same whole (FP_BYTES of the sum);
- *   - gatherv, scatterv: only the root; alltoallv/w, barrier: nothing but
- *     the kind and whether it is nonblocking.
- * Rooted kinds add the root. */
+/* Which fields enter a kind's fingerprint (bits below): the columns sig,
+ * bytes, op and root of CCS_KIND_LIST (ccs_kinds.h says why each kind has
+ * its own), and FP_COLL, the nonblocking flag, for every collective.
+ * Anything else hashes the kind only. */
 enum { FP_SIG = 1, FP_BYTES = 2, FP_OP = 4, FP_ROOT = 8, FP_COLL = 16 };
 
 static uint8_t fp_fields(unsigned kind)
 {
     switch (kind) {
-    case CCS_KIND_ALLREDUCE:
-    case CCS_KIND_REDUCE_SCATTER_BLOCK:
-    case CCS_KIND_REDUCE_SCATTER:
-    case CCS_KIND_SCAN:
-    case CCS_KIND_EXSCAN: return FP_COLL | FP_SIG | FP_OP;
-    case CCS_KIND_REDUCE: return FP_COLL | FP_SIG | FP_OP | FP_ROOT;
-    case CCS_KIND_BCAST:
-    case CCS_KIND_GATHER:
-    case CCS_KIND_SCATTER: return FP_COLL | FP_BYTES | FP_ROOT;
-    case CCS_KIND_GATHERV:
-    case CCS_KIND_SCATTERV: return FP_COLL | FP_ROOT;
-    case CCS_KIND_ALLGATHER:
-    case CCS_KIND_ALLGATHERV:
-    case CCS_KIND_ALLTOALL: return FP_COLL | FP_BYTES;
-    case CCS_KIND_ALLTOALLV:
-    case CCS_KIND_ALLTOALLW:
-    case CCS_KIND_BARRIER: return FP_COLL;
-    default: return 0;
+#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types)                                                \
+    case n:                                                                                                \
+        return (uint8_t)(((c) == CCS_CLASS_COLL ? FP_COLL : 0) | ((sig) ? FP_SIG : 0) |                   \
+                         ((bytes) ? FP_BYTES : 0) | ((op) ? FP_OP : 0) | ((root) ? FP_ROOT : 0));
+        CCS_KIND_LIST(CCS_X)
+#undef CCS_X
     }
+    return 0;
+}
+
+/* The types column of CCS_KIND_LIST. */
+static int types_compared(unsigned kind)
+{
+    switch (kind) {
+#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types)                                                \
+    case n:                                                                                                \
+        return types;
+        CCS_KIND_LIST(CCS_X)
+#undef CCS_X
+    }
+    return 0;
 }
 
 uint64_t ccs_sig_bytes(uint64_t count, unsigned dtype)
@@ -111,17 +105,8 @@ uint64_t ccs_fingerprint(unsigned kind, unsigned flags, uint64_t count, unsigned
 
 uint32_t ccs_sig_key(unsigned kind, unsigned dtype, uint32_t sig)
 {
-    switch (kind) {
-    case CCS_KIND_BCAST:
-    case CCS_KIND_GATHER:
-    case CCS_KIND_SCATTER:
-    case CCS_KIND_ALLGATHER:
-    case CCS_KIND_ALLTOALL:
-    case CCS_KIND_GATHERV:
-    case CCS_KIND_SCATTERV:
-    case CCS_KIND_ALLGATHERV: break;
-    default: return 0; /* in the fingerprint, or nothing to compare */
-    }
+    if (!types_compared(kind))
+        return 0; /* in the fingerprint, or nothing to compare */
     if (dtype == CCS_DT_DERIVED)
         return sig;
     if (dtype == CCS_DT_NONE || dtype >= CCS_DT_DERIVED)

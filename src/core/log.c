@@ -1,7 +1,7 @@
 /* log.c - one prefix, one destination, one write(2) per line. */
 #include "log.h"
 #include "ccs_config.h"
-#include "shim.h"
+#include "process.h"
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>

@@ -3,12 +3,14 @@
  * expansion (a switch the compiler makes a table of), and the lists differ
  * in their columns. */
 #include "ccs_kinds.h"
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *ccs_kind_name(unsigned kind)
 {
     switch (kind) {
-#define CCS_X(e, n, s, c) case n: return s;
+#define CCS_X(e, n, s, ...) case n: return s;
         CCS_KIND_LIST(CCS_X)
 #undef CCS_X
     }
@@ -18,7 +20,7 @@ const char *ccs_kind_name(unsigned kind)
 int ccs_kind_class(unsigned kind)
 {
     switch (kind) {
-#define CCS_X(e, n, s, c) case n: return c;
+#define CCS_X(e, n, s, c, ...) case n: return c;
         CCS_KIND_LIST(CCS_X)
 #undef CCS_X
     }
@@ -27,7 +29,7 @@ int ccs_kind_class(unsigned kind)
 
 int ccs_kind_parse(const char *name)
 {
-#define CCS_X(e, n, s, c) if (strcmp(name, s) == 0) return n;
+#define CCS_X(e, n, s, ...) if (strcmp(name, s) == 0) return n;
     CCS_KIND_LIST(CCS_X)
 #undef CCS_X
     return -1;
@@ -71,4 +73,39 @@ const char *ccs_backend_name(unsigned backend)
 #undef CCS_X
     }
     return "?";
+}
+
+__attribute__((format(printf, 3, 4))) static int sfmt(char *dst, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(dst, n, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+void ccs_call_str(unsigned kind, uint64_t count, unsigned dtype, unsigned op, int root, unsigned flags, char *buf,
+                  size_t n)
+{
+    int o = sfmt(buf, n, "%s", ccs_kind_name(kind));
+    if (o < 0 || (size_t)o >= n)
+        return;
+    if (ccs_kind_class(kind) != CCS_CLASS_COLL || kind == CCS_KIND_BARRIER) {
+        if (flags & CCS_F_DEFERRED)
+            sfmt(buf + o, n - (size_t)o, "(deferred)");
+        return;
+    }
+    int m = sfmt(buf + o, n - (size_t)o, "(count=%llu, %s", (unsigned long long)count, ccs_dtype_name(dtype));
+    if (m < 0 || (size_t)(o += m) >= n)
+        return;
+    if (op)
+        o += sfmt(buf + o, n - (size_t)o, ", %s", ccs_op_name(op));
+    if ((size_t)o < n && root >= 0)
+        o += sfmt(buf + o, n - (size_t)o, ", root=%d", root);
+    if ((size_t)o < n && (flags & CCS_F_NONBLOCKING))
+        o += sfmt(buf + o, n - (size_t)o, ", nonblocking");
+    if ((size_t)o < n && (flags & CCS_F_DEFERRED))
+        o += sfmt(buf + o, n - (size_t)o, ", deferred");
+    if ((size_t)o < n)
+        sfmt(buf + o, n - (size_t)o, ")");
 }

@@ -5,7 +5,7 @@
  * ccshim that names the rank, host or job asks here.
  */
 #include "ccs_config.h"
-#include "shim.h"
+#include "process.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

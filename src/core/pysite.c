@@ -17,8 +17,9 @@
  * the lock, up to the published count.
  */
 #include "ccshim.h"
+#include "fingerprint.h"
 #include "log.h"
-#include "shim.h"
+#include "pysite.h"
 #include <string.h>
 
 #define PYSITE_SLOTS 4096 /* distinct sites per process */

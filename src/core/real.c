@@ -5,7 +5,8 @@
  * RTLD_LOCAL, so RTLD_NEXT cannot see them), the library itself, looked up
  * with RTLD_NOLOAD so that nothing is ever loaded on our account.
  */
-#include "shim.h"
+#include "real.h"
+#include <stddef.h>
 #include <dlfcn.h>
 
 void *ccs_real_symbol(const char *name, const char *const *sonames)

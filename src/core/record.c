@@ -1,14 +1,13 @@
 /*
  * record.c - the hot path: one record per intercepted call, written straight
  * into the calling thread's ring and published when the call returns.  The
- * common case is inline in shim.h (ccs_call_begin/ccs_call_end); this file
+ * common case is inline in record.h (ccs_call_begin/ccs_call_end); this file
  * holds the rare parts: a thread's or the process's first call, a call from
  * a new site, and markers.
  */
+#include "callsite.h"
+#include "record.h"
 #include "registry.h"
-#include "shim.h"
-
-__thread struct ccs_ring *ccs_tls_call_ring __attribute__((tls_model("initial-exec")));
 
 struct ccs_ring *ccs_call_first(void)
 {

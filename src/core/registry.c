@@ -59,9 +59,10 @@ void ccs_features_step(uint64_t step)
 
 void ccs_features_finish(int reason)
 {
-    FOR_EACH_FEATURE(f)
-    if (f->finish)
-        f->finish(reason);
+    /* Last registered, first finished (registry.h). */
+    for (int i = atomic_load_explicit(&nfeatures, memory_order_acquire) - 1; i >= 0; i--)
+        if (features[i]->finish)
+            features[i]->finish(reason);
 }
 
 int ccs_features_flush(int reason, int signo)
@@ -89,19 +90,19 @@ void ccs_features_prepare_signal(void)
         f->prepare_signal();
 }
 
+void ccs_features_verdict(const char *cls, uint64_t comm, uint64_t seq, const char *line)
+{
+    FOR_EACH_FEATURE(f)
+    if (f->verdict)
+        f->verdict(cls, comm, seq, line);
+}
+
 const char *ccs_features_trace_path(void)
 {
     FOR_EACH_FEATURE(f)
     if (f->trace_path && f->trace_path())
         return f->trace_path();
     return NULL;
-}
-
-void ccs_features_verdict(const char *cls)
-{
-    FOR_EACH_FEATURE(f)
-    if (f->verdict)
-        f->verdict(cls);
 }
 
 /* ------------------------------------------------------------ agreement */

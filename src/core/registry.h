@@ -4,16 +4,20 @@
  * so that the core names no feature and no feature names another.
  *
  * Hooks: a feature registers one table of functions (any may be NULL) from
- * its constructor; the core calls them at the moments it owns: the first
- * recorded call of the process, each step marker, the end of the run, a
- * flush, and fork.  Services: one function each, registered by whoever can
+ * its constructor, or when a backend starts it; the core calls them at the
+ * moments it owns: the first recorded call of the process, each step
+ * marker, the end of the run, a flush, and fork; desync passes each verdict
+ * on to them.  Services: one function each, registered by whoever can
  * provide it (desync's side channel agrees on values across ranks; the MPI
  * and NCCL backends can end the job) and used by whoever needs it.
  */
 #ifndef CCS_REGISTRY_H
 #define CCS_REGISTRY_H
 
-#include "shim.h"
+#include "attributes.h"
+#include "comm.h"
+#include <stdatomic.h>
+#include <stdint.h>
 
 struct ccs_feature {
     const char *name;
@@ -21,13 +25,20 @@ struct ccs_feature {
     void (*first_call)(void);
     /* A step marker: STEP begins (the first marker passes 1). */
     void (*step)(uint64_t step);
-    /* The run ends (enum ccs_end_reason); not called for CCS_END_SIGNAL. */
+    /* The run ends (enum ccs_end_reason): MPI_Finalize, then (again) the
+     * process's exit; not called for CCS_END_SIGNAL.  In the reverse order of
+     * registration, as atexit would: the features a backend starts while the
+     * job runs (desync detection, NCCL completion tracking) finish before
+     * those registered from constructors (coalescing), and every finish hook
+     * runs before the features flush and the summary is written
+     * (ccs_runtime_finish). */
     void (*finish)(int reason);
     /* Write what is buffered; REASON < 0: a periodic or ccshim_flush flush.
      * Must be async-signal-safe when REASON is CCS_END_SIGNAL.  Returns 0,
      * or -1 (nothing to flush, or it failed). */
     int (*flush)(int reason, int signo);
-    /* In the child after fork. */
+    /* In the child after fork (the core's own pthread_atfork handler, after
+     * the core has reset its rings and identity), in registration order. */
     void (*fork_child)(void);
     /* Before fatal-signal handlers are installed (and again when the
      * identity changes): prepare what flush(CCS_END_SIGNAL) needs, so that
@@ -35,10 +46,12 @@ struct ccs_feature {
     void (*prepare_signal)(void);
     /* Path of the trace file, or NULL (the exit summary names it). */
     const char *(*trace_path)(void);
-    /* A verdict this process saw (desync; once each), by its class
-     * ("MISMATCH", "DESYNC", "DEAD", "STRAGGLER"; static storage).  From the
-     * detector's thread: slow path, but it must not block. */
-    void (*verdict)(const char *cls);
+    /* A verdict this process learned of, once each: CLS its class as the
+     * logs name it ("MISMATCH", "DESYNC", "STRAGGLER", "DEAD"), on
+     * communicator COMM at sequence number SEQ, LINE what follows the class
+     * on the log line.  Called from desync's thread, which it must not hold
+     * up (no blocking, no I/O; count, copy, signal). */
+    void (*verdict)(const char *cls, uint64_t comm, uint64_t seq, const char *line);
 };
 
 /* Registers F (kept by pointer: static storage).  Returns 0, or -1 when the
@@ -58,7 +71,8 @@ CCS_HIDDEN int ccs_features_flush(int reason, int signo);
 CCS_HIDDEN void ccs_features_fork_child(void);
 CCS_HIDDEN void ccs_features_prepare_signal(void);
 CCS_HIDDEN const char *ccs_features_trace_path(void);
-CCS_HIDDEN void ccs_features_verdict(const char *cls);
+/* For the feature that reaches verdicts (desync): each feature's verdict hook. */
+CCS_HIDDEN void ccs_features_verdict(const char *cls, uint64_t comm, uint64_t seq, const char *line);
 
 /* ------------------------------------------------------------ agreement */
 

@@ -8,7 +8,7 @@
  */
 #include "ccs_config.h"
 #include "log.h"
-#include "shim.h"
+#include "ring.h"
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -16,6 +16,7 @@
 static _Atomic(struct ccs_ring *) all_rings;
 static atomic_uint nrings;
 __thread struct ccs_ring *ccs_tls_ring __attribute__((tls_model("initial-exec")));
+__thread struct ccs_ring *ccs_tls_call_ring __attribute__((tls_model("initial-exec")));
 static __thread int self_failed __attribute__((tls_model("initial-exec")));
 static int oom_logged;
 

@@ -6,9 +6,15 @@
 #include <config.h>
 #include "ccs_config.h"
 #include "ccshim.h"
-#include "registry.h"
+#include "clock.h"
+#include "comm.h"
 #include "log.h"
-#include "shim.h"
+#include "process.h"
+#include "pysite.h"
+#include "record.h"
+#include "registry.h"
+#include "ring.h"
+#include "runtime.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>

@@ -118,9 +118,9 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     if (!ccs_dsx_seen_add(reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
         return;
+    ccs_features_verdict(ccs_dsx_class_name(v->cls), v->comm, v->seq, v->line); /* e.g. metrics (registry.h) */
     if (v->cls != CCS_DSX_STRAGGLER)
         ccs_verdict_note(); /* a rank waiting at its step boundary stops waiting (registry.h) */
-    ccs_features_verdict(ccs_dsx_class_name(v->cls)); /* e.g. live metrics */
     /* Under abort the first verdict on a communicator ends the job; what
      * the ranks see on it while the job ends (the others now blocked behind
      * the departed rank, a rank in MPI_Finalize) follows from it.  Reporting
@@ -477,9 +477,12 @@ void ccs_desync_note_exit(int how)
     }
 }
 
-static void at_exit(void)
+/* The end of the run (registry.h: before coalescing's finish, the trace's
+ * flush and the summary): at the process's exit, say so and linger. */
+static void finish_hook(int reason)
 {
-    ccs_desync_note_exit(CCS_DESYNC_EXITED);
+    if (reason == CCS_END_EXIT)
+        ccs_desync_note_exit(CCS_DESYNC_EXITED);
 }
 
 static void atfork_child(void)
@@ -492,6 +495,12 @@ static void atfork_child(void)
     coord = NULL;
     ccs_dsx_collect_reset();
 }
+
+static const struct ccs_feature desync_feature = {
+    .name = "desync detection",
+    .finish = finish_hook,
+    .fork_child = atfork_child,
+};
 
 /* ------------------------------------------------------------ start-up */
 
@@ -695,8 +704,7 @@ static int start_common(int local_size, const char *coord_host, int coord_port)
     ccs_dsx_collect_want(wanted_seq, NULL);
     if (!hooks_done) {
         hooks_done = 1;
-        pthread_atfork(NULL, NULL, atfork_child);
-        atexit(at_exit);
+        ccs_feature_register(&desync_feature);
     }
     atomic_store(&state, RUNNING);
     ccs_agree_register(ccs_desync_agree_u64); /* for coalescing's auto (registry.h) */

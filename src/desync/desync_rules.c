@@ -126,29 +126,7 @@ static uint64_t seen_since(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, 
 
 void ccs_dsx_op_str(const struct ccs_dsx_op *op, char *buf, size_t n)
 {
-    unsigned k = op->kind;
-    int o = sfmt(buf, n, "%s", ccs_kind_name(k));
-    if (o < 0 || (size_t)o >= n)
-        return;
-    if (ccs_kind_class(k) != CCS_CLASS_COLL || k == CCS_KIND_BARRIER) {
-        if (op->flags & CCS_F_DEFERRED)
-            sfmt(buf + o, n - (size_t)o, "(deferred)");
-        return;
-    }
-    int m =
-        sfmt(buf + o, n - (size_t)o, "(count=%llu, %s", (unsigned long long)op->count, ccs_dtype_name(op->dtype));
-    if (m < 0 || (size_t)(o += m) >= n)
-        return;
-    if (op->op)
-        o += sfmt(buf + o, n - (size_t)o, ", %s", ccs_op_name(op->op));
-    if ((size_t)o < n && op->root >= 0)
-        o += sfmt(buf + o, n - (size_t)o, ", root=%d", op->root);
-    if ((size_t)o < n && (op->flags & CCS_F_NONBLOCKING))
-        o += sfmt(buf + o, n - (size_t)o, ", nonblocking");
-    if ((size_t)o < n && (op->flags & CCS_F_DEFERRED))
-        o += sfmt(buf + o, n - (size_t)o, ", deferred");
-    if ((size_t)o < n)
-        sfmt(buf + o, n - (size_t)o, ")");
+    ccs_call_str(op->kind, op->count, op->dtype, op->op, op->root, op->flags, buf, n);
 }
 
 void ccs_dsx_ranks_str(const int32_t *r, size_t n, char *buf, size_t cap)

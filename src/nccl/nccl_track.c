@@ -30,9 +30,9 @@
 #include "ccs_config.h"
 #include "desync.h"
 #include "desync_collect.h"
-#include "desync_rules.h"
 #include "log.h"
 #include "nccl_internal.h"
+#include "registry.h"
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -120,8 +120,10 @@ static void *proc(CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriv
 }
 
 /* At exit: what tracking did (INFO; the GPU checks read it). */
-static void say_stats(void)
+static void finish_hook(int reason)
 {
+    if (reason != CCS_END_EXIT)
+        return;
     CCS_LOG(INFO,
             "NCCL completion tracking: %llu events recorded, %llu stream queries, %llu completions reported, %llu "
             "calls on captured streams, %llu asynchronous errors, %llu polls",
@@ -136,6 +138,12 @@ static void atfork_child(void)
 {
     atomic_store(&ccs_ntrack_on, 0);
 }
+
+static const struct ccs_feature ntrack_feature = {
+    .name = "NCCL completion tracking",
+    .finish = finish_hook,
+    .fork_child = atfork_child,
+};
 
 void ccs_ntrack_init(void)
 {
@@ -181,8 +189,7 @@ void ccs_ntrack_init(void)
         return;
     }
     pthread_attr_destroy(&a);
-    atexit(say_stats);
-    pthread_atfork(NULL, NULL, atfork_child);
+    ccs_feature_register(&ntrack_feature);
     if (ccs_cfg.nccl_completion)
         CCS_LOG(INFO, "NCCL completion tracking on (CUDA events, at most one per stream every %ld ms)",
                 (long)ccs_cfg.desync_period_ms);
@@ -414,7 +421,7 @@ static void async_error(struct ccs_comm *c, ncclResult_t err)
         char one[160];
         if (!ccs_dsx_collect_find(c->id, s, &op) || op.seq != s)
             continue;
-        ccs_dsx_op_str(&op, one, sizeof one);
+        ccs_call_str(op.kind, op.count, op.dtype, op.op, op.root, op.flags, one, sizeof one);
         o += (size_t)snprintf(ops + o, sizeof ops - o, "%sseq %llu %s", o ? ", " : "", (unsigned long long)s, one);
     }
     CCS_LOG(ERROR,

@@ -1,0 +1,84 @@
+/*
+ * comm.h - the communicator table (comm.c): one entry per live
+ * communicator of either backend, its identity (the same on every member)
+ * and its sequence counters.  Lookup is lock-free (the hot path);
+ * registration takes a mutex.
+ */
+#ifndef CCS_COMM_H
+#define CCS_COMM_H
+
+#include "attributes.h"
+#include "trace_format.h"
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ccs_comm {
+    /* Line-aligned: every field a call reads or writes (handle, id, size,
+     * backend, seq, p2p) is on the entry's first cache line. */
+    _Alignas(64) _Atomic uintptr_t handle; /* local handle; 0 = free slot, 1 = tombstone */
+    uint64_t id;              /* identity, the same on every member */
+    uint64_t parent;          /* parent's identity, 0 when none */
+    int32_t rank, size;       /* this process's rank; member count */
+    uint16_t backend;         /* enum ccs_backend */
+    uint16_t how;             /* enum ccs_kind of the creating call */
+    int32_t color;            /* split color or -1 */
+    uint64_t t_created;       /* ticks */
+    /* Sequence counters.  Relaxed load+store, not an atomic RMW: a correct
+     * program never issues two collectives on one communicator at once
+     * (MPI and NCCL both forbid it), so no update can be lost. */
+    _Atomic uint64_t seq;     /* next collective sequence number (from 1) */
+    _Atomic uint64_t p2p;     /* point-to-point calls so far */
+    _Atomic uint64_t children;/* communicators created from this one so far */
+    int agreed;               /* 1 when every member derives the same id */
+    int32_t remote_size;      /* MPI intercommunicator: the remote group's size (the length of
+                                 its collectives' per-peer arrays); 0 for any other */
+    uint8_t nonblocking;      /* NCCL: made with config.blocking = 0 (or split from one) */
+    void *feature[2];         /* per-communicator state of later features */
+};
+
+_Static_assert(offsetof(struct ccs_comm, p2p) + sizeof(uint64_t) <= 64,
+               "the fields of a communicator entry every call uses share one cache line");
+
+#define CCS_COMM_SLOT_BITS 12
+#define CCS_COMM_SLOTS (1u << CCS_COMM_SLOT_BITS)
+
+/* Hot path: the live entry for HANDLE, or NULL.  Lock-free. */
+CCS_HIDDEN struct ccs_comm *ccs_comm_lookup(int backend, uintptr_t handle);
+
+/* Registers a new communicator (slow path, takes a mutex).  Returns the
+ * entry, or NULL when the table is full (logged once; calls on it are then
+ * forwarded unrecorded). */
+CCS_HIDDEN struct ccs_comm *ccs_comm_register(int backend, uintptr_t handle, uint64_t id, uint64_t parent,
+                                              int rank, int size, int how, int color);
+/* The same for an MPI intercommunicator whose remote group has REMOTE_SIZE
+ * (> 0) members, set before the entry is published; an intercommunicator
+ * is never agreed (its calls are counted, not compared).  REMOTE_SIZE 0 is
+ * ccs_comm_register. */
+CCS_HIDDEN struct ccs_comm *ccs_comm_register_inter(int backend, uintptr_t handle, uint64_t id, uint64_t parent,
+                                                    int rank, int size, int remote_size, int how, int color);
+
+/* Sets the rank and size of C once known (a communicator registered before
+ * it was ready: nonblocking, or created inside a group).  Slow path. */
+CCS_HIDDEN void ccs_comm_set_rank(struct ccs_comm *c, int rank, int size);
+/* Retires an entry (its handle may be reused for a new communicator). */
+CCS_HIDDEN void ccs_comm_retire(struct ccs_comm *c);
+
+/* Identity of the N-th child of PARENT (N counted per parent on every member
+ * alike), of the given creating call and color/discriminator. */
+CCS_HIDDEN uint64_t ccs_comm_child_id(struct ccs_comm *parent, int how, int64_t discriminator);
+
+/* For a handle the shim never saw created: registers it with a local-only
+ * identity (agreed = 0) and logs that once.  Slow path. */
+CCS_HIDDEN struct ccs_comm *ccs_comm_adopt(int backend, uintptr_t handle, int rank, int size);
+/* The same for an MPI intercommunicator (REMOTE_SIZE as above). */
+CCS_HIDDEN struct ccs_comm *ccs_comm_adopt_inter(int backend, uintptr_t handle, int rank, int size, int remote_size);
+
+/* Visits every live entry (for the writer and the features). */
+CCS_HIDDEN void ccs_comm_foreach(void (*fn)(struct ccs_comm *, void *), void *arg);
+
+/* Copies up to MAX communicator definitions, the FROM-th registered onwards,
+ * into OUT (for the trace writer, which keeps its own cursor).  Returns how many. */
+CCS_HIDDEN size_t ccs_comm_defs(size_t from, struct ccs_trace_comm *out, size_t max);
+
+#endif

@@ -1,0 +1,110 @@
+/*
+ * ring.h - the per-thread single-producer rings of records (ring.c) and
+ * the words a record is written in.  Readers (the trace writer, desync's
+ * collector, the flight recorder) copy through cursors of their own; the
+ * producer never waits.
+ */
+#ifndef CCS_RING_H
+#define CCS_RING_H
+
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "trace_format.h"
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The record is written in 8-byte words where its fields are narrower: the
+ * bytes in memory are exactly the fields' (docs/trace-format.md), in the
+ * machine's byte order.  CCS_AT(v, off, size): the unsigned V of SIZE
+ * bytes at byte OFF of such a word (the compiler folds the constant ones
+ * into one). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define CCS_AT(v, off, size) ((uint64_t)(v) << (64 - 8 * ((off) + (size))))
+#else
+#define CCS_AT(v, off, size) ((uint64_t)(v) << (8 * (off)))
+#endif
+
+/* A reader's place in one ring: a cursor of its own and the records it
+ * lost (overwritten by the producer before or while it read them).  Atomic
+ * only so that others may look at it (the summary reads a ring's lost
+ * count); one thread reads through a cursor at a time. */
+struct ccs_ring_cursor {
+    _Atomic uint64_t next; /* index of the next record to read */
+    _Atomic uint64_t lost; /* records lost to overflow so far */
+};
+
+/* Per-thread single-producer ring of records.  Readers copy [cursor, head)
+ * through ccs_ring_read; the producer never waits: when it laps a reader
+ * the oldest records are lost and counted in that reader's cursor.  The
+ * last records stay readable as the flight recorder. */
+struct ccs_ring {
+    /* The producer's line, written by every call. */
+    _Atomic uint64_t head;          /* records published (producer) */
+    _Atomic(struct ccs_record *) inflight; /* record of a call in progress; non-NULL
+                                       also means "inside a recorded call": a call
+                                       nested in it is not recorded again */
+    uint64_t mask;                  /* capacity - 1 */
+    struct ccs_ring *next;          /* list of all rings */
+    uint32_t index;                 /* small thread index */
+    uint32_t pid;                   /* process that owns it (fork check) */
+    /* For the hot path, on the line every call reads anyway (producer
+     * only): the thread's last call site (most calls come from where the
+     * last one did), and fields of the record already in place in the
+     * 8-byte words it is written in (see ccs_call_record). */
+    uintptr_t last_pc;              /* return address of the last call */
+    uint64_t last_site_word;        /* its site id at the site's place in the word at 64 */
+    uint64_t thread_word;           /* the thread byte (index) at its place in the word at 80 */
+    /* The draining reader's cursor (the trace writer's; its lost count is
+     * the summary's), kept off the producer's line so that a drain does
+     * not take the line every call writes away from its core. */
+    _Alignas(64) struct ccs_ring_cursor drain;
+    _Alignas(64) uint64_t counts[CCS_KIND_MAX]; /* calls by kind (producer only) */
+    _Alignas(64) struct ccs_record rec[]; /* capacity records */
+};
+
+_Static_assert(offsetof(struct ccs_ring, drain) == 64, "a ring's producer fields fill one cache line, no more");
+
+/* The calling thread's ring, mapped on first use; NULL when out of memory
+ * (logged once; recording is then off in that thread).  The fast path is
+ * inline: one thread-local load. */
+extern CCS_HIDDEN __thread struct ccs_ring *ccs_tls_ring __attribute__((tls_model("initial-exec")));
+CCS_HIDDEN struct ccs_ring *ccs_ring_self_slow(void);
+static inline struct ccs_ring *ccs_ring_self(void)
+{
+    struct ccs_ring *r = ccs_tls_ring;
+    return CCS_LIKELY(r != NULL) ? r : ccs_ring_self_slow();
+}
+
+/* The ring the hot path records into: the thread's ring once the features
+ * have started (ccs_call_first sets it); NULL sends the call through
+ * ccs_call_first.  One test on the hot path for "first call of this thread"
+ * and "first call of this process", cleared in a forked child (whose first
+ * call starts the child's features) by ccs_ring_reset_all. */
+extern CCS_HIDDEN __thread struct ccs_ring *ccs_tls_call_ring __attribute__((tls_model("initial-exec")));
+
+/* First ring in the list of all rings (walk with ->next). */
+CCS_HIDDEN struct ccs_ring *ccs_ring_first(void);
+
+/* Copies up to MAX records of R from C's cursor on into OUT, oldest first,
+ * and moves the cursor past them.  Records the producer overwrote before
+ * or while they were copied are left out and counted in C->lost.  Returns
+ * how many records OUT holds: 0 only when R has nothing new for C.  Any
+ * thread but R's producer; one thread at a time per cursor.  No lock, no
+ * allocation, no system call (a signal handler may read). */
+CCS_HIDDEN size_t ccs_ring_read(struct ccs_ring *r, struct ccs_ring_cursor *c, struct ccs_record *out, size_t max);
+
+/* ccs_ring_read through the ring's own draining cursor (R->drain). */
+CCS_HIDDEN size_t ccs_ring_drain(struct ccs_ring *r, struct ccs_record *out, size_t max);
+
+/* Sets C at R's current head (what R holds now is not new to C), no loss. */
+CCS_HIDDEN void ccs_ring_cursor_at_end(struct ccs_ring *r, struct ccs_ring_cursor *c);
+
+/* Copies the last N published records of R, oldest first (flight recorder);
+ * any of them overwritten while copied are left out.  Returns how many. */
+CCS_HIDDEN size_t ccs_ring_last(struct ccs_ring *r, struct ccs_record *out, size_t n);
+
+/* After fork: forget the parent's unconsumed records. */
+CCS_HIDDEN void ccs_ring_reset_all(void);
+
+#endif

@@ -1,0 +1,46 @@
+/* test_registry.c - the registry's hooks (src/core/registry.h): finish
+ * hooks last registered first, verdicts to every feature that takes them. */
+#include "registry.h"
+#include "trace_format.h"
+#include "unit_main.h"
+#include <stdio.h>
+#include <string.h>
+
+static char order[8];
+static int norder;
+static void finish_a(int reason) { order[norder++] = reason == CCS_END_EXIT ? 'a' : 'x'; }
+static void finish_b(int reason) { order[norder++] = reason == CCS_END_EXIT ? 'b' : 'x'; }
+
+static int nverdicts;
+static char last[128];
+static void verdict(const char *cls, uint64_t comm, uint64_t seq, const char *line)
+{
+    nverdicts++;
+    snprintf(last, sizeof last, "%s %#llx %llu %s", cls, (unsigned long long)comm, (unsigned long long)seq, line);
+}
+
+static const struct ccs_feature fa = {.name = "a", .finish = finish_a, .verdict = verdict};
+static const struct ccs_feature fb = {.name = "b", .finish = finish_b};
+
+START_TEST(finish_last_registered_first_verdicts_to_those_that_take_them)
+{
+    ck_assert_int_eq(ccs_feature_register(&fa), 0);
+    ck_assert_int_eq(ccs_feature_register(&fb), 0);
+    ccs_features_finish(CCS_END_EXIT);
+    order[norder] = 0;
+    ck_assert_str_eq(order, "ba");
+    ccs_features_verdict("DESYNC", 0xabc, 7, "comm=0xabc size=2 seq=7: ...");
+    ck_assert_int_eq(nverdicts, 1); /* b takes none */
+    ck_assert_str_eq(last, "DESYNC 0xabc 7 comm=0xabc size=2 seq=7: ...");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("registry");
+    TCase *t = tcase_create("hooks");
+    tcase_add_test(t, finish_last_registered_first_verdicts_to_those_that_take_them);
+    suite_add_tcase(s, t);
+    return s;
+}
+CCS_UNIT_MAIN(suite)
