@@ -6,13 +6,17 @@
 # take seconds), with the Trainer's max_grad_norm (clip_grad_norm_), a linear
 # warm-up scheduler, gradient_accumulation_steps=2 (accelerate runs the
 # first micro-batch under no_sync()).  Without coalescing: 16 reductions of
-# each bucket per optimizer step.  auto learns in steps 0 and 1; from step 3
-# on each bucket gets exactly one real reduction per step (15 answered
-# locally); the parameters end bitwise equal across the ranks and within
-# 1e-5 of the run without coalescing; one step marked per optimizer step.
+# each bucket per optimizer step.  auto learns in steps 0 and 1; from step 2
+# on DDP itself skips the synchronisation of all but the 16th backward of
+# each step (the torch helper, as no_sync), so each bucket gets exactly one
+# real reduction per step and nothing is answered locally; with
+# --torch-ddp-skip 0 ccshim coalesces the all-reduces instead (from step 3
+# one real, 15 answered locally).  Either way the parameters end bitwise
+# equal across the ranks and within 1e-5 of the run without coalescing;
+# one step marked per optimizer step.
 . "$top_srcdir/tests/realstack/lib.sh"
 rs_require
-tap_plan 14
+tap_plan 18
 JOB="--model tiny --steps 6 --batch 64 --mini-batch 8 --grad-accum 2 --max-grad-norm 1.0 --warmup-steps 2
      --lr 2e-3"
 
@@ -30,23 +34,33 @@ rs auto 2 --coalesce auto -- trainer_job.py --out "$CCS_TMP/auto" $JOB --ref "$C
 tap_eq "--coalesce auto: runs, 6 optimizer steps" "0 6" "$? $(val auto optimizer_steps)"
 tap_eq "auto: steps 0 and 1 (learning) all real" "$(expect_steps 0 1 2 $((16 * B)) 0)" \
     "$(per_step auto | awk '$1 <= 1')"
-echo "# auto, step 2: $(per_step auto | awk '$1 == 2' | tr '\n' ';')"
-tap_eq "auto: from step 3 on one real reduction per bucket per step (15 answered locally), every rank" \
-    "$(expect_steps 3 5 2 "$B" $((15 * B)))" "$(per_step auto 3)"
+tap_eq "auto: from step 2 on one real reduction per bucket per step and nothing answered locally (DDP skipped 15 synchronisations), every rank" \
+    "$(expect_steps 2 5 2 "$B" 0)" "$(per_step auto 2)"
 tap_eq "auto: parameters bitwise equal across ranks, within 1e-5 of the run without coalescing" \
     "ranks_equal 1, within 1e-5" "$(close auto)"
 echo "# auto: largest parameter difference to the run without coalescing: $(val auto maxdiff)"
 tap_eq "one step marked per optimizer step (6 on each rank)" 2 "$(grep -c 'summary: .*, 6 steps,' "$CCS_TMP/auto.err")"
-# the closing line, as it stands, its numbers those of the traces
-D=$(per_step auto | awk '$2==0 {d+=$4} END {print d+0}')
-R=$(per_step auto | awk '$2==0 && $4 > 0 {r+=$3} END {print r+0}')
-tap_check "the closing line: coalescing: $D all-reduces answered locally, $R real ones carrying them" \
-    grep -q "^ccshim\[0@[^]]*\]: coalescing: $D all-reduces answered locally, $R real ones carrying them" \
+# the closing line: 15 avoided per bucket in each of steps 2-5, by the helper
+tap_check "the closing line: coalescing: $((60 * B)) all-reduces answered locally, $((4 * B)) real ones carrying them; all avoided by the torch helper" \
+    grep -q "^ccshim\[0@[^]]*\]: coalescing: $((60 * B)) all-reduces answered locally, $((4 * B)) real ones carrying them, .*; $((60 * B)) of them avoided by the torch helper" \
     "$CCS_TMP/auto.err"
 tap_eq "auto: the same learning rates and gradient norms as without coalescing" \
     "$(val ref lrs) $(val ref grad_norms)" "$(val auto lrs) $(val auto grad_norms)"
 tap_eq "auto: nothing was pending at clip_grad_norm_ or at a step (no repair needed)" 0 \
     "$(grep -c 'pending before' "$CCS_TMP/auto.err")"
+
+rs autoar 2 --coalesce auto --torch-ddp-skip 0 -- trainer_job.py --out "$CCS_TMP/autoar" $JOB --ref "$CCS_TMP/ref.npy"
+tap_eq "auto at the all-reduce level (--torch-ddp-skip 0): runs; from step 3 on one real reduction per bucket per step (15 answered locally)" \
+    "0 $(expect_steps 3 5 2 "$B" $((15 * B)))" "$? $(per_step autoar 3)"
+tap_eq "... parameters bitwise equal across ranks, within 1e-5 of the run without coalescing" \
+    "ranks_equal 1, within 1e-5" "$(close autoar)"
+D=$(per_step autoar | awk '$2==0 {d+=$4} END {print d+0}')
+R=$(per_step autoar | awk '$2==0 && $4 > 0 {r+=$3} END {print r+0}')
+tap_check "... the closing line, its numbers those of the traces: coalescing: $D all-reduces answered locally, $R real ones carrying them" \
+    grep -q "^ccshim\[0@[^]]*\]: coalescing: $D all-reduces answered locally, $R real ones carrying them" \
+    "$CCS_TMP/autoar.err"
+tap_eq "... the same learning rates and gradient norms as without coalescing" \
+    "$(val ref lrs) $(val ref grad_norms)" "$(val autoar lrs) $(val autoar grad_norms)"
 
 # A wrong every:N (5; 16 per step): every step ends with reductions pending
 # when accelerate's clip_grad_norm_ reads the gradients (through
