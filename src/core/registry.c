@@ -7,6 +7,7 @@
  * published with a release store of the count, and read without a lock.
  */
 #include "registry.h"
+#include "clock.h"
 #include "log.h"
 
 #define MAX_FEATURES 8
