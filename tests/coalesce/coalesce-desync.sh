@@ -11,7 +11,7 @@
 tr_need_trainer
 [ -x "$CCSHIM_RUN" ] || tap_skip_all "ccshim-run not built"
 tap_plan 29
-T=$CCS_TMP
+
 # 8 all-reduces per step on 2 ranks (16 rows per rank, 2 columns of 4-row
 # mini-batches), 4 on 4 ranks.
 A="--batch 32 --mini-batch 4 --steps 8"
@@ -22,17 +22,17 @@ run() {
     while [ "$1" != "--" ]; do opts="$opts $1"; shift; done
     shift
     # shellcheck disable=SC2086
-    ccs_mpirun "$secs" "$np" "$CCSHIM_RUN" --mpi $opts -- "$CCSHIM_TRAINER" "$@" >"$T/$name.out" 2>"$T/$name.err"
+    ccs_mpirun "$secs" "$np" "$CCSHIM_RUN" --mpi $opts -- "$CCSHIM_TRAINER" "$@" >"$CCS_TMP/$name.out" 2>"$CCS_TMP/$name.err"
 }
 # verdict NAME: the first boundary DESYNC line, from "rank"
-verdict() { grep -m1 '^ccshim DESYNC .* ended step' "$T/$1.err" | sed 's/^ccshim DESYNC comm=[^:]*: //'; }
+verdict() { grep -m1 '^ccshim DESYNC .* ended step' "$CCS_TMP/$1.err" | sed 's/^ccshim DESYNC comm=[^:]*: //'; }
 # counts NAME: "rank R ended step S after X all-reduces where the others made Y"
 counts() { verdict "$1" | sed -n 's/^\(ranks* [0-9,-]* ended step [0-9]* after [0-9]* all-reduces where the others made [0-9]*\).*/\1/p'; }
 # blocked_s NAME: the seconds the others had waited when it was reported
 blocked_s() { verdict "$1" | sed -n 's/.* blocked in .* for \([0-9.]*\) s.*/\1/p'; }
 within() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 <= b + 0) }'; }
 ended() { [ "$1" -ne 0 ] && [ "$1" -ne 124 ]; }
-stragglers() { grep -c '^ccshim STRAGGLER' "$T/$1.err"; }
+stragglers() { grep -c '^ccshim STRAGGLER' "$CCS_TMP/$1.err"; }
 
 # --- MPI, under abort: the job ends with the verdict ------------------------
 run skip2 60 2 --coalesce auto --on-desync abort -- $A --inject skip-minibatch:1:3; rc=$?
@@ -69,7 +69,7 @@ tap_eq "MPI auto, warn: the same DESYNC" \
     "rank 1 ended step 3 after 7 all-reduces where the others made 8" "$(counts skipw)"
 tap_check "... and the rank says its deferred reductions were not completed" \
     grep -q 'coalescing: step 3: this rank ended the step with 7 deferred all-reduce(s) pending, and the other ranks did not end it alike' \
-    "$T/skipw.err"
+    "$CCS_TMP/skipw.err"
 
 run extraw 15 4 --coalesce every:4 -- $A --inject extra-minibatch:2:3
 tap_eq "MPI every:4, 4 ranks, warn, rank 2 replays one more: DESYNC with both counts" \
@@ -78,12 +78,12 @@ tap_eq "MPI every:4, 4 ranks, warn, rank 2 replays one more: DESYNC with both co
 # --- MPI, healthy ------------------------------------------------------------
 run ok2 120 2 --coalesce auto --on-desync abort -- --batch 32 --mini-batch 4 --steps 100; rc=$?
 tap_eq "MPI auto, healthy, 100 steps: rc 0" 0 $rc
-tap_eq "... no verdict of any kind" 0 "$(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$T/ok2.err")"
+tap_eq "... no verdict of any kind" 0 "$(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$CCS_TMP/ok2.err")"
 tap_eq "... coalesced: 7 of every 8 answered locally from step 2 (686 local and 98 real ones carrying them on rank 0)" \
-    "686 98" "$(sed -n 's/^ccshim\[0@[^]]*\]: coalescing: \([0-9]*\) all-reduces answered locally, \([0-9]*\) real.*/\1 \2/p' "$T/ok2.err")"
+    "686 98" "$(sed -n 's/^ccshim\[0@[^]]*\]: coalescing: \([0-9]*\) all-reduces answered locally, \([0-9]*\) real.*/\1 \2/p' "$CCS_TMP/ok2.err")"
 run ok4 120 4 --coalesce every:4 --on-desync abort -- --batch 32 --mini-batch 4 --steps 100; rc=$?
 tap_eq "MPI every:4, 4 ranks, healthy, 100 steps: rc 0, no verdict" "0 0" \
-    "$rc $(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$T/ok4.err")"
+    "$rc $(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$CCS_TMP/ok4.err")"
 
 # --- NCCL (test NCCL, asynchronous: calls return once queued) ----------------
 TN="$top_builddir/ccshim-trainer-nccl"
@@ -92,64 +92,45 @@ if [ ! -x "$TN" ] || [ ! -f "$top_builddir/tests/nccl/libnccl.so.2" ] || [ ! -f 
     tap_done
     exit $?
 fi
-LD_LIBRARY_PATH="$top_builddir/tests/nccl:$top_builddir/tests/cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export LD_LIBRARY_PATH
-# njob NAME SECS SHIM-OPTIONS -- TRAINER-OPTIONS: 4 ranks started by hand
-# (RANK/WORLD_SIZE, as torchrun would), each in its own process group.
+. "$top_srcdir/tests/nccl/lib.sh"
+# njob NAME SECS [VAR=VALUE...] -- TRAINER-OPTIONS: 4 ranks started by hand
+# (RANK/WORLD_SIZE, as torchrun would) marking their steps (tests/nccl/lib.sh);
+# their logs together in $CCS_TMP/NAME.err.
 njob() {
-    local name=$1 secs=$2 opts="" r p pids=""; shift 2
-    while [ "$1" != "--" ]; do opts="$opts $1"; shift; done
-    shift
-    mkdir -p "$T/$name"
-    for r in 0 1 2 3; do
-        # shellcheck disable=SC2086
-        setsid env RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 FAKENCCL_ASYNC=1 CCSHIM_LOG="$T/$name/log-%r.txt" \
-            "$CCSHIM_RUN" --no-mpi $opts -- "$TN" --device host --nccl-id-file "$T/$name/id" "$@" \
-            >"$T/$name/out-$r" 2>&1 &
-        p=$!
-        pids="$pids $p"
-        CCS_PGIDS="$CCS_PGIDS $p"
-    done
-    local waited=0 alive=1
-    while [ "$alive" -eq 1 ] && [ "$waited" -lt $((secs * 10)) ]; do
-        alive=0
-        for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
-        [ "$alive" -eq 1 ] && { sleep 0.1; waited=$((waited + 1)); }
-    done
-    NJOB_LEFT=0
-    for p in $pids; do kill -0 "$p" 2>/dev/null && { NJOB_LEFT=$((NJOB_LEFT + 1)); kill -KILL "-$p"; }; done
-    NJOB_RCS=""
-    for p in $pids; do wait "$p"; NJOB_RCS="$NJOB_RCS $?"; done
-    cat "$T/$name"/log-*.txt >"$T/$name.err" 2>/dev/null
+    local name=$1
+    JOB_MARKS=1 job "$@"
+    NJOB_LEFT=$JOB_TIMEOUTS
+    NJOB_RCS=$JOB_RCS
+    cat "$CCS_TMP/$name"/log-*.txt >"$CCS_TMP/$name.err" 2>/dev/null
 }
 NA="--batch 32 --mini-batch 4 --steps 8"
-njob nskip 60 --coalesce auto --on-desync abort -- $NA --inject skip-minibatch:1:3
+njob nskip 60 CCSHIM_COALESCE=auto CCSHIM_ON_DESYNC=abort -- $NA --inject skip-minibatch:1:3
 tap_eq "NCCL auto, rank 1 skips in step 3: DESYNC with both counts" \
     "rank 1 ended step 3 after 3 all-reduces where the others made 4" "$(counts nskip)"
 tap_check "... reported within 2 s of the others blocking on the device ($(blocked_s nskip) s)" within "$(blocked_s nskip)" 2.0
 tap_eq "... every rank ended, none waited for the timeout" 0 "$NJOB_LEFT"
 tap_eq "... no straggler" 0 "$(stragglers nskip)"
 
-njob nextra 60 --coalesce every:4 --on-desync abort -- $NA --inject extra-minibatch:2:3
+njob nextra 60 CCSHIM_COALESCE=every:4 CCSHIM_ON_DESYNC=abort -- $NA --inject extra-minibatch:2:3
 tap_eq "NCCL every:4, rank 2 replays one more: DESYNC with both counts" \
     "rank 2 ended step 3 after 5 all-reduces where the others made 4" "$(counts nextra)"
 tap_eq "... every rank ended" 0 "$NJOB_LEFT"
 
-njob nskipw 12 --coalesce auto -- $NA --inject skip-minibatch:3:2
+njob nskipw 12 CCSHIM_COALESCE=auto -- $NA --inject skip-minibatch:3:2
 tap_eq "NCCL auto, warn, rank 3 skips in step 2: DESYNC with both counts" \
     "rank 3 ended step 2 after 3 all-reduces where the others made 4" "$(counts nskipw)"
 
-njob nextraw 12 --coalesce every:4 -- $NA --inject extra-minibatch:0:3
+njob nextraw 12 CCSHIM_COALESCE=every:4 -- $NA --inject extra-minibatch:0:3
 tap_eq "NCCL every:4, warn, rank 0 replays one more: DESYNC with both counts" \
     "rank 0 ended step 3 after 5 all-reduces where the others made 4" "$(counts nextraw)"
 
-njob nok 60 --coalesce auto --on-desync abort -- --batch 32 --mini-batch 4 --steps 100
+njob nok 60 CCSHIM_COALESCE=auto CCSHIM_ON_DESYNC=abort CCSHIM_SUMMARY=1 -- --batch 32 --mini-batch 4 --steps 100
 tap_eq "NCCL auto, healthy, 100 steps: every rank ended with status 0" " 0 0 0 0" "$NJOB_RCS"
-tap_eq "... no verdict of any kind" 0 "$(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$T/nok.err")"
+tap_eq "... no verdict of any kind" 0 "$(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$CCS_TMP/nok.err")"
 tap_eq "... coalesced: 3 of every 4 answered locally from step 2 on rank 0" "294 98" \
-    "$(sed -n 's/^ccshim\[0@[^]]*\]: coalescing: \([0-9]*\) all-reduces answered locally, \([0-9]*\) real.*/\1 \2/p' "$T/nok.err")"
+    "$(sed -n 's/^ccshim\[0@[^]]*\]: coalescing: \([0-9]*\) all-reduces answered locally, \([0-9]*\) real.*/\1 \2/p' "$CCS_TMP/nok.err")"
 
-njob nhang 30 --on-desync abort -- $NA --no-step-marks --inject skip-minibatch:1:3
+njob nhang 30 CCSHIM_ON_DESYNC=abort -- $NA --no-step-marks --inject skip-minibatch:1:3
 tap_check "NCCL without step marks nor coalescing (the source report's hang): DESYNC naming rank 1 as before" \
-    grep -q '^ccshim DESYNC .*rank 1 ' "$T/nhang.err"
+    grep -q '^ccshim DESYNC .*rank 1 ' "$CCS_TMP/nhang.err"
 tap_done

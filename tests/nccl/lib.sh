@@ -7,7 +7,8 @@
 # $CCS_TMP/NAME/log-R.txt and outputs in out-R; waits up to SECONDS; sets
 # JOB_WALL (seconds taken), JOB_TIMEOUTS (ranks killed at the limit) and
 # JOB_RCS (exit statuses in rank order).  JOB_KILL_AFTER=S kills rank 2
-# with SIGKILL S seconds after the start.
+# with SIGKILL S seconds after the start.  JOB_MARKS=1 lets the trainer mark
+# its steps (the default runs it with --no-step-marks).
 T="$top_builddir/ccshim-trainer-nccl"
 LD_LIBRARY_PATH="$top_builddir/tests/nccl:$top_builddir/tests/cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
@@ -22,7 +23,7 @@ job() {
         # shellcheck disable=SC2086
         setsid env RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 FAKENCCL_ASYNC=1 CCSHIM_SUMMARY=0 \
             CCSHIM_LOG="$d/log-%r.txt" $envs "$CCSHIM_RUN" --no-mpi -- "$T" --device host \
-            --nccl-id-file "$d/id" --no-step-marks "$@" >"$d/out-$r" 2>&1 &
+            --nccl-id-file "$d/id" $([ "${JOB_MARKS:-0}" = 1 ] || echo --no-step-marks) "$@" >"$d/out-$r" 2>&1 &
         p=$!
         pids="$pids $p"
         CCS_PGIDS="$CCS_PGIDS $p"
