@@ -136,8 +136,11 @@ static int handshake(struct ccs_dsx_client *cl, struct ccs_dsx_conn *co, int fie
         queue_welcome(co, &w);
     }
     fuzz_deliver(&cl->c, co);
-    if (!serve(cl))
+    if (!serve(cl)) {
+        if (!fields)
+            abort(); /* an honest coordinator's WELCOME is answered */
         return -1;
+    }
     if (cl->c.state != CCS_DSX_C_HELLO)
         abort(); /* a WELCOME is answered with the client's proof, or refused */
     fuzz_deliver(co, &cl->c);
@@ -151,8 +154,11 @@ static int handshake(struct ccs_dsx_client *cl, struct ccs_dsx_conn *co, int fie
         queue_welcome(co, &w);
     }
     fuzz_deliver(&cl->c, co);
-    if (!serve(cl))
+    if (!serve(cl)) {
+        if (!fields)
+            abort(); /* an honest coordinator's proof verifies */
         return -1;
+    }
     if (!cl->c.sealed || (how & 1))
         abort(); /* a proof that verifies seals the client; one without the key is refused */
     return 0;

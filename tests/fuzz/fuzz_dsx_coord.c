@@ -205,8 +205,11 @@ static int handshake(struct ccs_dsx_coord *k, size_t i, struct ccs_dsx_conn *cc,
             abort();
     }
     fuzz_deliver(&k->cl[i], cc);
-    if (!serve(k, i))
+    if (!serve(k, i)) {
+        if (!fields)
+            abort(); /* an honest member's ticket is taken */
         return -1;
+    }
     if (how & 8)
         abort(); /* a ticket without the key is refused */
     fuzz_deliver(cc, &k->cl[i]);
@@ -232,8 +235,11 @@ static int handshake(struct ccs_dsx_coord *k, size_t i, struct ccs_dsx_conn *cc,
         cc->state = CCS_DSX_C_HELLO;
     }
     fuzz_deliver(&k->cl[i], cc);
-    if (!serve(k, i))
+    if (!serve(k, i)) {
+        if (!fields)
+            abort(); /* an honest member's proof is taken */
         return -1;
+    }
     if (!k->cl[i].sealed || (how & 2))
         abort(); /* both HELLOs answered: authenticated, or dropped when the MAC is not the key's */
     /* The coordinator's proof, which its clients verify. */
