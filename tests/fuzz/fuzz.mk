@@ -53,8 +53,11 @@ FUZZ_DSX_SRCS = $(FUZZ_CORE_H) tests/fuzz/fuzz_dsx.h tests/fuzz/fuzz_log.c src/d
 	src/desync/desync_search.h src/desync/desync_tcp.h src/core/names.c src/core/clock.c src/core/fingerprint.c \
 	src/core/sig_canon.c src/core/sig_canon.h
 
+# The audit's sources include its OTF2 export (out_otf2.c, optional at
+# configure time: HAVE_OTF2): its flags and library as libccsaudit gets
+# them (tools/audit/audit.mk).
 tests/fuzz/fuzz_trace: tests/fuzz/fuzz_trace.c $(FUZZ_CORE_H) src/core/trace_format.h $(libccsaudit_la_SOURCES)
-	$(FUZZ_LINK)
+	$(FUZZ_LINK) $(OTF2_CFLAGS) $(OTF2_LIBS)
 tests/fuzz/fuzz_dsx_proto: tests/fuzz/fuzz_dsx_proto.c $(FUZZ_CORE_H) src/desync/desync_proto.c \
 		src/desync/desync_proto.h src/core/names.c
 	$(FUZZ_LINK)

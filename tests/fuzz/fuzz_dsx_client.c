@@ -5,14 +5,17 @@
  * frame handling (client_frames: WELCOME and the handshake's proof,
  * VERDICT, DETAIL, AGREE, BYE) runs on the fuzzer's bytes as in the rank.
  *
- * Input: byte 0 picks the mode, byte 1 the world size (1..64) and the
- * client's rank; the rest is, by mode,
+ * Input: byte 0 picks the mode (bits 0-1) and the keys (bit 2: the rank's
+ * from an X25519 key exchange with the coordinator, else the job's secret),
+ * byte 1 the world size (1..64) and the client's rank; the rest is, by mode,
  *   0  raw bytes from a "coordinator" that knows no secret;
  *   1  an honest handshake, then raw bytes (injected: must not authenticate);
  *   2  an honest handshake, then frames [type][length, 2 bytes][payload]
  *      sealed with the session key: what a coordinator of the job can send;
- *   3  a WELCOME whose fields come from the input (sizeof WELCOME bytes)
- *      with a correct MAC unless a flag byte says otherwise, then as in 2.
+ *   3  the coordinator's two WELCOMEs with fields from the input (sizeof
+ *      WELCOME bytes, then a byte: 1 keeps the input's MAC in the second
+ *      (forged), 2 its job tag), the second with a correct proof unless
+ *      forged, then as in 2.
  * What reaches the callbacks must be what the client promises them: a
  * verdict that passes ccs_dsx_check_verdict, agreements of size within the
  * world and complete.
@@ -22,13 +25,22 @@
 #include "fuzz_dsx.h"
 #include <fcntl.h>
 
-#define FUZZ_SECRET "ccshim-fuzz-secret-of-this-job"
 /* A host name as the client holds it: CCS_DSX_HOST bytes (the handshake
  * copies that many). */
 static const char FUZZ_HOST[CCS_DSX_HOST] = "fuzzhost";
 
-static struct ccs_dsx_key fkey;
+static struct fuzz_keys fk;
 static int devnull = -1;
+static int kx; /* this input's keys: the key exchange's, else the secret's */
+
+/* The coordinator's key for the rank R a peer claims. */
+static const struct ccs_dsx_key *coord_key(int32_t r, void *arg)
+{
+    (void)arg;
+    if (!kx)
+        return &fk.secret;
+    return r >= 0 && r < FUZZ_RANKS ? &fk.coord[r] : NULL;
+}
 static int32_t cur_wsize;
 
 static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
@@ -88,6 +100,18 @@ static void raw(struct ccs_dsx_client *cl, struct fz *z)
     close(peer);
 }
 
+/* Queues W as a WELCOME on CO unsealed, as the coordinator sends its
+ * WELCOMEs (the second just before it seals the connection). */
+static void queue_welcome(struct ccs_dsx_conn *co, const struct ccs_dsx_hello *w)
+{
+    int sealed = co->sealed;
+    co->outlen = co->outoff = 0; /* in place of the one the coordinator queued */
+    co->sealed = 0;
+    if (ccs_dsx_conn_queue(co, CCS_DSX_M_WELCOME, w, sizeof *w) != 0)
+        abort();
+    co->sealed = sealed;
+}
+
 /* The coordinator's side of the handshake, honest or with WELCOME fields
  * from the input (FIELDS).  0 once both ends are sealed, -1 when the
  * client refused. */
@@ -96,66 +120,73 @@ static int handshake(struct ccs_dsx_client *cl, struct ccs_dsx_conn *co, int fie
     char why[256];
     struct ccs_dsx_frame f;
     const unsigned char *p;
-    int forged = 0;
+    struct ccs_dsx_hello w;
+    uint8_t how = 0;
     fuzz_deliver(co, &cl->c);
-    if (ccs_dsx_conn_next_frame(co, &f, &p, why, sizeof why) != 1)
-        abort(); /* the client opens with a HELLO */
-    if (!fields) {
-        if (ccs_dsx_conn_on_hello(co, &fkey, cl->wsize, &f, p, why, sizeof why) != 0)
-            abort();
-        ccs_dsx_conn_consume(co);
-    } else {
-        struct ccs_dsx_hello h, w;
-        memcpy(&h, p, sizeof h);
-        ccs_dsx_conn_consume(co);
-        memcpy(co->nonce_c, h.nonce, sizeof co->nonce_c);
+    if (ccs_dsx_conn_next_frame(co, &f, &p, why, sizeof why) != 1 ||
+        ccs_dsx_conn_on_hello(co, coord_key, NULL, cl->wsize, fk.job, &f, p, why, sizeof why) != 0)
+        abort(); /* the client opens with a HELLO whose ticket verifies */
+    ccs_dsx_conn_consume(co);
+    if (fields) {
         fz_copy(z, &w, sizeof w);
+        how = fz_u8(z);
+        if (!(how & 2))
+            memcpy(w.job, fk.job, sizeof w.job);
         memcpy(co->nonce_s, w.nonce, sizeof co->nonce_s);
-        forged = fz_u8(z) & 1; /* the MAC as the input has it */
-        if (!forged)
-            ccs_dsx_auth_mac(&fkey, CCS_DSX_AUTH_COORD, co->nonce_c, co->nonce_s, &w, w.mac);
-        if (ccs_dsx_conn_queue(co, CCS_DSX_M_WELCOME, &w, sizeof w) != 0)
-            abort();
-        co->state = CCS_DSX_C_HELLO;
+        queue_welcome(co, &w);
     }
     fuzz_deliver(&cl->c, co);
-    if (!serve(cl))
+    if (!serve(cl)) {
+        if (!fields)
+            abort(); /* an honest coordinator's WELCOME is answered */
         return -1;
-    if (!cl->c.sealed || forged)
-        abort(); /* a WELCOME is answered or refused; one without the secret's MAC refused */
-    fuzz_deliver(co, &cl->c);
-    if (ccs_dsx_conn_next_frame(co, &f, &p, why, sizeof why) != 1)
-        abort(); /* the client's proof */
-    if (!fields) {
-        if (ccs_dsx_conn_on_hello(co, &fkey, cl->wsize, &f, p, why, sizeof why) != 1)
-            abort(); /* an honest client's proof verifies */
-    } else {
-        ccs_dsx_auth_session(&fkey, CCS_DSX_AUTH_COORD, co->nonce_c, co->nonce_s, &co->sess);
-        co->sealed = 1;
-        co->state = CCS_DSX_C_AUTHED;
     }
+    if (cl->c.state != CCS_DSX_C_HELLO)
+        abort(); /* a WELCOME is answered with the client's proof, or refused */
+    fuzz_deliver(co, &cl->c);
+    if (ccs_dsx_conn_next_frame(co, &f, &p, why, sizeof why) != 1 ||
+        ccs_dsx_conn_on_hello(co, coord_key, NULL, cl->wsize, fk.job, &f, p, why, sizeof why) != 1)
+        abort(); /* an honest client's proof verifies */
     ccs_dsx_conn_consume(co);
+    if (fields) { /* the second WELCOME: the same fields, with the coordinator's proof unless forged */
+        if (!(how & 1))
+            ccs_dsx_auth_mac(&co->key, CCS_DSX_AUTH_COORD, co->nonce_c, co->nonce_s, &w, w.mac);
+        queue_welcome(co, &w);
+    }
+    fuzz_deliver(&cl->c, co);
+    if (!serve(cl)) {
+        if (!fields)
+            abort(); /* an honest coordinator's proof verifies */
+        return -1;
+    }
+    if (!cl->c.sealed || (how & 1))
+        abort(); /* a proof that verifies seals the client; one without the key is refused */
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (devnull < 0) {
-        char why[128];
         devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (devnull < 0 || ccs_dsx_auth_key(FUZZ_SECRET, &fkey, why, sizeof why) != 0)
+        if (devnull < 0)
             abort();
+        fuzz_keys_init(&fk);
     }
     struct fz z = {data, size};
-    uint8_t mode = fz_u8(&z) % 4, ws = fz_u8(&z);
+    uint8_t m = fz_u8(&z), mode = m % 4, ws = fz_u8(&z);
+    kx = (m >> 2) & 1;
     int32_t wsize = 1 + ws % 64, rank = (ws >> 6) % wsize;
     cur_wsize = wsize;
     struct ccs_dsx_client_cb cb = {.verdict = on_verdict, .agreed = on_agreed, .want = on_want, .bye = on_bye};
-    struct ccs_dsx_client *cl = ccs_dsx_client_new("127.0.0.1", 9, wsize, rank, FUZZ_SECRET, FUZZ_HOST, &cb);
+    struct ccs_dsx_cred cred = {.secret = kx ? NULL : FUZZ_SECRET, .peers = fk.cpk};
+    memcpy(cred.job, fk.job, sizeof cred.job);
+    memcpy(cred.pk, fk.pk[rank], sizeof cred.pk);
+    memcpy(cred.sk, fk.sk[rank], sizeof cred.sk);
+    struct ccs_dsx_client *cl = ccs_dsx_client_new_cred("127.0.0.1", 9, wsize, rank, &cred, FUZZ_HOST, &cb);
     if (!cl)
         abort();
     /* As client_connect leaves it: a socket, the first HELLO queued. */
-    if (ccs_dsx_conn_hello(&cl->c, dup(devnull), wsize, rank, cl->hostname) != 0)
+    if (ccs_dsx_conn_hello(&cl->c, dup(devnull), &cl->key, wsize, rank, cl->hostname, cl->job) != 0)
         abort();
     struct ccs_dsx_conn co = {.fd = -1, .state = CCS_DSX_C_CONNECTING};
     if (mode == 0) {

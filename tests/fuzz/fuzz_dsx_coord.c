@@ -7,8 +7,9 @@
  * pass (coord_eval, coord_probe) run on the fuzzer's bytes exactly as in
  * the coordinator thread.
  *
- * Input: byte 0 picks the mode, byte 1 the world size (1..64) and the
- * client's rank, byte 2 flags (1: a rules pass after every frame; 2: two
+ * Input: byte 0 picks the mode (bits 0-1) and the keys (bit 2: each rank's
+ * from an X25519 key exchange with the coordinator, else the job's secret),
+ * byte 1 the world size (1..64) and the client's rank, byte 2 flags (1: a rules pass after every frame; 2: two
  * clients, mode 2 only); the rest is, by mode,
  *   0  raw bytes from a peer that knows no secret (the handshake's checks);
  *   1  an honest handshake, then raw bytes (injected: must not authenticate);
@@ -17,7 +18,10 @@
  *      (with two clients, each frame after a byte naming the client, 0 or 1,
  *      or 0xff then a byte: that client's connection closes);
  *   3  a handshake whose HELLO fields come from the input (sizeof HELLO
- *      bytes, twice), the second carrying a correct MAC, then as in 2.
+ *      bytes, twice, then a byte: 1 keeps the input's nonce in the second,
+ *      2 its MAC (forged), 4 its job tag in both, 8 the first's ticket
+ *      (forged)); otherwise the first carries a correct ticket and the
+ *      second a correct proof; then as in 2.
  * Whatever the coordinator sends back must be frames its clients accept:
  * authentic, and every VERDICT passing ccs_dsx_check_verdict.
  */
@@ -26,13 +30,19 @@
 #include "fuzz_dsx.h"
 #include <fcntl.h>
 
-#define FUZZ_SECRET "ccshim-fuzz-secret-of-this-job"
 /* A host name as the client holds it: CCS_DSX_HOST bytes (the handshake
  * copies that many). */
 static const char FUZZ_HOST[CCS_DSX_HOST] = "fuzzhost";
 
-static struct ccs_dsx_key fkey;
+static struct fuzz_keys fk;
 static int devnull = -1;
+static int kx; /* this input's keys: the key exchange's, else the secret's */
+
+/* The key rank R's leader proves. */
+static const struct ccs_dsx_key *client_key(int32_t r)
+{
+    return kx ? &fk.client[r >= 0 && r < FUZZ_RANKS ? r : 0] : &fk.secret;
+}
 
 #define NCONN 2
 
@@ -43,7 +53,20 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
         abort();
     k->wsize = wsize;
     k->lfd = -1;
-    k->key = fkey;
+    memcpy(k->job, fk.job, sizeof k->job);
+    if (kx) { /* as ccs_dsx_coord_start_cred with every rank's public key */
+        k->kx = 1;
+        memcpy(k->pk, fk.cpk, sizeof k->pk);
+        memcpy(k->sk, fk.csk, sizeof k->sk);
+        k->peers = malloc((size_t)wsize * CCS_DSX_PKBYTES);
+        k->rkeys = calloc((size_t)wsize, sizeof *k->rkeys);
+        k->rkey_ok = calloc((size_t)wsize, 1);
+        if (!k->peers || !k->rkeys || !k->rkey_ok)
+            abort();
+        memcpy(k->peers, fk.pk, (size_t)wsize * CCS_DSX_PKBYTES);
+    } else {
+        k->key = fk.secret;
+    }
     pthread_mutex_init(&k->lock, NULL);
     /* Short thresholds: the statuses say how long a rank has been blocked. */
     k->t = (struct ccs_dsx_thresholds){.block_ms = 10,
@@ -59,12 +82,14 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
     k->dead = calloc((size_t)wsize, 1);
     k->beat = calloc((size_t)wsize, sizeof *k->beat);
     k->beat_ms = calloc((size_t)wsize, sizeof *k->beat_ms);
+    k->unreach_ms = calloc((size_t)wsize, sizeof *k->unreach_ms);
+    k->recent = calloc(NRECENT, sizeof *k->recent);
     k->owner = malloc((size_t)wsize * sizeof *k->owner);
     k->seen = ccs_dsx_seen_new();
     k->scratch = malloc(sizeof *k->scratch);
     k->cl = calloc(nconn, sizeof *k->cl);
-    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->owner || !k->seen ||
-        !k->scratch || !k->cl)
+    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms || !k->recent ||
+        !k->owner || !k->seen || !k->scratch || !k->cl)
         abort();
     for (int32_t r = 0; r < wsize; r++)
         k->owner[r] = -1;
@@ -94,7 +119,8 @@ static void coord_free(struct ccs_dsx_coord *k)
         free(k->folds[i].bits);
     free(k->folds), free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
         free(k->beat_ms);
-    free(k->owner), free(k->scratch);
+    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->recent), free(k->peers), free(k->rkeys),
+        free(k->rkey_ok);
     ccs_dsx_seen_free(k->seen);
     pthread_mutex_destroy(&k->lock);
     free(k);
@@ -147,59 +173,81 @@ static void client_reads(struct ccs_dsx_coord *k, size_t i, struct ccs_dsx_conn 
     }
 }
 
-/* The client's two HELLOs.  FIELDS: take them from the input (mode 3). */
+/* The client's two HELLOs (its ticket, then its proof), and the
+ * coordinator's proof checked.  FIELDS: take them from the input (mode 3). */
 static int handshake(struct ccs_dsx_coord *k, size_t i, struct ccs_dsx_conn *cc, int32_t rank, int fields,
                      struct fz *z)
 {
+    static const unsigned char zero_nonce[CCS_DSX_NONCE];
     char why[256];
     struct ccs_dsx_frame f;
     const unsigned char *p;
-    int forged = 0;
+    const struct ccs_dsx_key *key = client_key(rank);
+    struct ccs_dsx_hello h1, h2;
+    uint8_t how = 0;
     if (!fields) {
-        if (ccs_dsx_conn_hello(cc, -1, k->wsize, rank, FUZZ_HOST) != 0)
+        if (ccs_dsx_conn_hello(cc, -1, key, k->wsize, rank, FUZZ_HOST, fk.job) != 0)
             abort();
     } else {
-        struct ccs_dsx_hello h;
-        fz_copy(z, &h, sizeof h);
+        fz_copy(z, &h1, sizeof h1);
+        fz_copy(z, &h2, sizeof h2);
+        how = fz_u8(z);
+        if (!(how & 4))
+            memcpy(h1.job, fk.job, sizeof h1.job), memcpy(h2.job, fk.job, sizeof h2.job);
+        key = client_key(h1.rank);
         memset(cc, 0, sizeof *cc);
         cc->fd = -1;
-        memcpy(cc->nonce_c, h.nonce, sizeof cc->nonce_c);
-        if (ccs_dsx_conn_queue(cc, CCS_DSX_M_HELLO, &h, sizeof h) != 0)
+        cc->state = CCS_DSX_C_CONNECTING;
+        memcpy(cc->nonce_c, h1.nonce, sizeof cc->nonce_c);
+        if (!(how & 8))
+            ccs_dsx_auth_mac(key, CCS_DSX_AUTH_TICKET, cc->nonce_c, zero_nonce, &h1, h1.mac);
+        if (ccs_dsx_conn_queue(cc, CCS_DSX_M_HELLO, &h1, sizeof h1) != 0)
             abort();
     }
     fuzz_deliver(&k->cl[i], cc);
-    if (!serve(k, i))
+    if (!serve(k, i)) {
+        if (!fields)
+            abort(); /* an honest member's ticket is taken */
         return -1;
+    }
+    if (how & 8)
+        abort(); /* a ticket without the key is refused */
     fuzz_deliver(cc, &k->cl[i]);
     if (ccs_dsx_conn_next_frame(cc, &f, &p, why, sizeof why) != 1)
-        abort(); /* the coordinator answers a HELLO with a WELCOME */
+        abort(); /* the coordinator answers a ticket with a WELCOME */
     if (!fields) {
-        if (ccs_dsx_conn_welcome(cc, &fkey, k->wsize, rank, FUZZ_HOST, &f, p, why, sizeof why) != 0)
-            abort(); /* an honest coordinator's WELCOME verifies */
+        if (ccs_dsx_conn_welcome(cc, key, k->wsize, rank, FUZZ_HOST, fk.job, &f, p, why, sizeof why) != 0)
+            abort(); /* an honest client answers it with its proof */
         ccs_dsx_conn_consume(cc);
     } else {
-        struct ccs_dsx_hello w, h;
+        struct ccs_dsx_hello w;
+        if (f.type != CCS_DSX_M_WELCOME || f.length != sizeof w)
+            abort();
         memcpy(&w, p, sizeof w);
         ccs_dsx_conn_consume(cc);
         memcpy(cc->nonce_s, w.nonce, sizeof cc->nonce_s);
-        fz_copy(z, &h, sizeof h);
-        uint8_t how = fz_u8(z);
-        forged = how & 2; /* the MAC as the input has it */
         if (!(how & 1))
-            memcpy(h.nonce, cc->nonce_c, sizeof h.nonce);
-        if (!forged)
-            ccs_dsx_auth_mac(&fkey, CCS_DSX_AUTH_CLIENT, cc->nonce_c, cc->nonce_s, &h, h.mac);
-        if (ccs_dsx_conn_queue(cc, CCS_DSX_M_HELLO, &h, sizeof h) != 0)
+            memcpy(h2.nonce, cc->nonce_c, sizeof h2.nonce);
+        if (!(how & 2))
+            ccs_dsx_auth_mac(key, CCS_DSX_AUTH_CLIENT, cc->nonce_c, cc->nonce_s, &h2, h2.mac);
+        if (ccs_dsx_conn_queue(cc, CCS_DSX_M_HELLO, &h2, sizeof h2) != 0)
             abort();
-        ccs_dsx_auth_session(&fkey, CCS_DSX_AUTH_CLIENT, cc->nonce_c, cc->nonce_s, &cc->sess);
-        cc->sealed = 1;
-        cc->state = CCS_DSX_C_AUTHED;
+        cc->state = CCS_DSX_C_HELLO;
     }
     fuzz_deliver(&k->cl[i], cc);
-    if (!serve(k, i))
+    if (!serve(k, i)) {
+        if (!fields)
+            abort(); /* an honest member's proof is taken */
         return -1;
-    if (!k->cl[i].sealed || forged)
-        abort(); /* both HELLOs answered: authenticated, or dropped when the MAC is not the secret's */
+    }
+    if (!k->cl[i].sealed || (how & 2))
+        abort(); /* both HELLOs answered: authenticated, or dropped when the MAC is not the key's */
+    /* The coordinator's proof, which its clients verify. */
+    fuzz_deliver(cc, &k->cl[i]);
+    if (ccs_dsx_conn_next_frame(cc, &f, &p, why, sizeof why) != 1 ||
+        ccs_dsx_conn_welcome(cc, key, k->wsize, rank, FUZZ_HOST, fk.job, &f, p, why, sizeof why) != 1)
+        abort();
+    ccs_dsx_conn_consume(cc);
     return 0;
 }
 
@@ -267,14 +315,15 @@ static void frames(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, size_t n, u
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (devnull < 0) {
-        char why[128];
         devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (devnull < 0 || ccs_dsx_auth_key(FUZZ_SECRET, &fkey, why, sizeof why) != 0)
+        if (devnull < 0)
             abort();
+        fuzz_keys_init(&fk);
     }
     struct fz z = {data, size};
-    uint8_t mode = fz_u8(&z) % 4, ws = fz_u8(&z), flags = fz_u8(&z);
+    uint8_t m = fz_u8(&z), mode = m % 4, ws = fz_u8(&z), flags = fz_u8(&z);
     int32_t wsize = 1 + ws % 64, rank = (ws >> 6) % wsize;
+    kx = (m >> 2) & 1;
     size_t n = mode == 2 && (flags & 2) ? NCONN : 1;
     struct ccs_dsx_coord *k = coord_new(wsize, n);
     struct ccs_dsx_conn cc[NCONN] = {{.fd = -1}, {.fd = -1}};
