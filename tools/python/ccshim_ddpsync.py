@@ -85,23 +85,25 @@ def wrap(cls, functions, warn):
     if "_ccshim_forward" in cls.__dict__:
         return
     orig = cls.forward
+    # Looked up once: the wrapper runs on every forward.
+    import torch
+    grad_enabled = torch.is_grad_enabled
+    units_fn = functions().get("ccshim_step_units")
+    skipped_fn = functions().get("ccshim_coalesce_helper_skipped")
+    if units_fn is None or skipped_fn is None:
+        return
 
     def forward(self, *args, **kwargs):
         global _units
-        try:
-            import torch
-            counted = torch.is_grad_enabled()
-        except Exception:
-            counted = False
-        if not counted or not _lib().get("ccshim_step_units"):
+        if not grad_enabled():
             return orig(self, *args, **kwargs)
-        st = _state(self)
+        st = _states.get(self) or _state(self)
         if not self.require_backward_grad_sync:
             st.user_nosync = True
             return orig(self, *args, **kwargs)
         st.fw += 1
         _units += 1
-        _lib()["ccshim_step_units"](_units)
+        units_fn(_units)
         if st.K and st.fw != st.K:
             # Not the step's N-th backward: DDP accumulates locally.
             st.skipped += 1
@@ -112,9 +114,7 @@ def wrap(cls, functions, warn):
             finally:
                 self.require_backward_grad_sync = True
         if st.K:
-            skipped = _lib().get("ccshim_coalesce_helper_skipped")
-            if skipped is not None:
-                skipped(st.skipped)
+            skipped_fn(st.skipped)
         st.synced_last = True
         return orig(self, *args, **kwargs)
 
