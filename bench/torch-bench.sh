@@ -61,7 +61,7 @@ rows() { # NAME: the table's rows
     echo "$n: per-mini-batch $pm, no_sync $ns, no_sync under --torch $nt, auto $au, all-reduce level $ar ms" >&2
 }
 shape issue --batch 256 --minibatch 8 --steps "$STEPS" --time
-ROUNDS=${REPORT_ROUNDS:-3} shape report --batch 1024 --minibatch 32 --steps "$STEPS" --time
+ROUNDS=${REPORT_ROUNDS:-5} shape report --batch 1024 --minibatch 32 --steps "$STEPS" --time
 doc="$top_srcdir/docs/performance.md"
 bench_write_section "$doc" torch-ddp <<MD
 ## Real PyTorch DDP with a cached loss (bench/torch-bench.sh)
@@ -82,7 +82,7 @@ costs.  Target: auto at most 1.05x no_sync.
 | --- | --- | --- | --- |
 $(rows issue)
 
-The source report's numbers, batch 1024 per rank, mini-batch 32 (${REPORT_ROUNDS:-3} rounds):
+The source report's numbers, batch 1024 per rank, mini-batch 32 (${REPORT_ROUNDS:-5} rounds):
 
 | way | step time | ratio to no_sync | ratio to no_sync under \`--torch\` |
 | --- | --- | --- | --- |
