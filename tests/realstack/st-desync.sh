@@ -18,8 +18,11 @@ tap_check "one mini-batch fewer on rank 1 in step 2, --on-desync abort: the job 
 tap_check "DESYNC: ranks out of step in step 2, rank 0 issued 8 (or at least 7 when seen from rank 1), rank 1 issued 6" \
     grep -qE 'ccshim DESYNC comm=.*: ranks out of step: in step 2 rank 0 issued (8|at least 7), rank 1 issued 6;' \
     "$CCS_TMP/skip.err"
-tap_check "  ... naming gradcache.py's line on both ranks" \
-    grep -qE 'ranks out of step: .*rank 0 last at gradcache.py:[0-9]+ in _backward_hook .*rank 1 last at gradcache.py:[0-9]+ in _backward_hook' \
+# (Each rank's "last" is its newest folded record when the verdict is made:
+# under load one rank's may already be a later call of the Trainer's, so
+# the line of the backward is asked of one of them, not of both.)
+tap_check "  ... naming gradcache.py's line (the backward's)" \
+    grep -qE 'ranks out of step: .*rank [01] last at gradcache.py:[0-9]+ in _backward_hook' \
     "$CCS_TMP/skip.err"
 # the first verdict's wall clock time (UTC, milliseconds) to the job's end
 v=$(sed -n 's/^ccshim DESYNC .*\[seen by rank [0-9]* wall=\([0-9T:.-]*\)Z .*/\1/p' "$CCS_TMP/skip.err" | sort | head -n 1)
