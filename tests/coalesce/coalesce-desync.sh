@@ -24,8 +24,13 @@ run() {
     # shellcheck disable=SC2086
     ccs_mpirun "$secs" "$np" "$CCSHIM_RUN" --mpi $opts -- "$CCSHIM_TRAINER" "$@" >"$CCS_TMP/$name.out" 2>"$CCS_TMP/$name.err"
 }
-# verdict NAME: the first boundary DESYNC line, from "rank"
-verdict() { grep -m1 '^ccshim DESYNC .* ended step' "$CCS_TMP/$1.err" | sed 's/^ccshim DESYNC comm=[^:]*: //'; }
+# verdict NAME: the first boundary DESYNC line that gives both counts (each
+# rank logs what its own view showed: one that saw the others gone, after
+# the job was stopped, names no count of theirs)
+verdict() {
+    { grep '^ccshim DESYNC .* ended step .* where the others' "$CCS_TMP/$1.err"
+      grep '^ccshim DESYNC .* ended step' "$CCS_TMP/$1.err"; } | head -n 1 | sed 's/^ccshim DESYNC comm=[^:]*: //'
+}
 # counts NAME: "rank R ended step S after X all-reduces where the others made Y"
 counts() { verdict "$1" | sed -n 's/^\(ranks* [0-9,-]* ended step [0-9]* after [0-9]* all-reduces where the others made [0-9]*\).*/\1/p'; }
 # blocked_s NAME: the seconds the others had waited when it was reported

@@ -15,7 +15,13 @@
 torch_require
 tap_plan 14
 J="--batch 64 --minibatch 8 --steps 8"
-verdict() { grep -m1 '^ccshim DESYNC .* ended step' "$CCS_TMP/$1.err" | sed 's/^ccshim DESYNC comm=[^:]*: //'; }
+# verdict NAME: the first boundary DESYNC line that gives both counts (each
+# rank logs what its own view showed: one that saw the others gone, after
+# the job was stopped, names no count of theirs)
+verdict() {
+    { grep '^ccshim DESYNC .* ended step .* where the others' "$CCS_TMP/$1.err"
+      grep '^ccshim DESYNC .* ended step' "$CCS_TMP/$1.err"; } | head -n 1 | sed 's/^ccshim DESYNC comm=[^:]*: //'
+}
 counts() { verdict "$1" | sed -n 's/^\(ranks* [0-9,-]* ended step [0-9]* after [0-9]* [a-z -]* where the others made [0-9]*\).*/\1/p'; }
 blocked_s() { verdict "$1" | sed -n 's/.* blocked in .* for \([0-9.]*\) s.*/\1/p'; }
 within() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 <= b + 0) }'; }
