@@ -46,7 +46,7 @@ ddp sref 2 -- $J --last-batch 40 --save "$CCS_TMP/sref.npy"
 ddp short 2 --coalesce auto -- $J --last-batch 40 --ref "$CCS_TMP/sref.npy"
 tap_eq "short last batch (10 backward passes in step 5): runs" 0 $?
 tap_check "... averaged before the last step, then learned again" \
-    grep -q "^ccshim_torch\[0\]: step 5: DDP skipped the synchronisation of the step's last backward pass" "$CCS_TMP/short.err"
+    grep -q "ccshim_torch\[[01]\]: step 5: DDP skipped the synchronisation of the step's last backward pass" "$CCS_TMP/short.err"
 tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close short)"
 
 
@@ -57,7 +57,7 @@ tap_eq "an extra mini-batch on every rank in step 4 (17 backward passes): runs, 
     "$? $(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$CCS_TMP/xtra.err")"
 tap_eq "... averaged before the step (the 17th skipped its synchronisation), parameters" \
     "1 ranks_equal 1, within 1e-5" \
-    "$(grep -c "^ccshim_torch\[0\]: step 4: DDP skipped the synchronisation" "$CCS_TMP/xtra.err") $(close xtra)"
+    "$(grep -c "ccshim_torch\[0\]: step 4: DDP skipped the synchronisation" "$CCS_TMP/xtra.err") $(close xtra)"
 
 ddp ev5 2 --coalesce every:5 -- $J --ref "$CCS_TMP/ref1.npy"
 tap_eq "every:5 on 16 per step: runs, the helper stays out (its count is not the step's)" "0 0" "$? $(engaged ev5)"
