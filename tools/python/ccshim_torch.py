@@ -190,16 +190,19 @@ def _average_grads(group, params):
         grads = by_kind[key]
         flat = _flatten_dense_tensors(grads)
         try:
-            dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
+            work = dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True)
+            work.wait()
         except RuntimeError as e:  # a timeout: another rank is not repairing
             raise _CollectiveFailed(e)
         flat.div_(world)
-        # Keep the flat buffer referenced from Python until a later repair:
-        # gloo's worker may drop its own reference after all_reduce returned,
-        # and a tensor freed last on that thread takes the GIL in its
-        # destructor, which deadlocks against the interpreter's shutdown
-        # (torch 1.13: the main thread joins gloo's threads holding the GIL).
-        _recent_buffers.append(flat)
+        # Keep the flat buffer and the work referenced from Python until a
+        # later repair: gloo's worker may drop its own references after the
+        # all-reduce completed, and a tensor or work freed last on that
+        # thread takes the GIL in its destructor, which deadlocks against the
+        # interpreter's shutdown (the main thread destroys the process group
+        # holding the GIL: seen on torch 1.13, and on torch 2.13 about once
+        # in five runs of a GradScaler job while only the tensor was kept).
+        _recent_buffers.append((flat, work))
         del _recent_buffers[:-4]
         with torch.no_grad():
             for g, v in zip(grads, _unflatten_dense_tensors(flat, grads)):
