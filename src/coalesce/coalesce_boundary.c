@@ -105,6 +105,31 @@ static int agree_all(struct pending_comms *p, uint32_t step)
     return 0;
 }
 
+/* Waits at the end of STEP for the members of P's communicators (published
+ * meanwhile) and remembers the outcome for the step: as agree_all. */
+static int wait_at_boundary(struct pending_comms *p, uint32_t step)
+{
+    sort_by_comm(p);
+    ccs_boundary_enter(step, p->comm, (uint32_t)p->n);
+    int r = agree_all(p, step);
+    ccs_boundary_leave();
+    if (r == 0)
+        agreed_step1 = step + 1;
+    else if (r > 0)
+        failed_step1 = step + 1;
+    return r;
+}
+
+/* After a failed boundary under CCSHIM_ON_DESYNC=abort: desync ends the job
+ * once its report is out (docs/desync.md); the rank waits for that here
+ * rather than racing it with its own abort. */
+static void await_abort(void)
+{
+    if (ccs_coalesce_abort_on_error())
+        for (int i = 0; i < 100; i++)
+            ccs_sleep_ms(100);
+}
+
 int ccs_coalesce_boundary(void) { return ccs_coalesce_boundary_of(ccs_step_now()); }
 
 int ccs_coalesce_boundary_of(uint32_t step)
@@ -132,10 +157,7 @@ int ccs_coalesce_boundary_of(uint32_t step)
                      "completion wait");
         return 0;
     }
-    sort_by_comm(&p);
-    ccs_boundary_enter(step, p.comm, (uint32_t)p.n);
-    int r = agree_all(&p, step);
-    ccs_boundary_leave();
+    int r = wait_at_boundary(&p, step);
     if (r < 0) {
         ccs_log_once(&unchecked_logged, CCS_LOG_WARN,
                      "coalescing: the side channel stopped while this rank waited at the end of step %u; deferred "
@@ -143,21 +165,13 @@ int ccs_coalesce_boundary_of(uint32_t step)
                      step);
         return 0;
     }
-    if (r == 0) {
-        agreed_step1 = step + 1;
+    if (r == 0)
         return 0;
-    }
-    failed_step1 = step + 1;
     CCS_LOG(ERROR,
             "coalescing: step %u: this rank ended the step with %llu deferred all-reduce(s) pending, and the other "
             "ranks did not end it alike (see the DESYNC): they are not completed, no optimizer step may read them",
             step, (unsigned long long)p.calls);
-    if (ccs_coalesce_abort_on_error()) {
-        /* Desync ends the job once its report is out (docs/desync.md); the
-         * rank waits for that here rather than racing it with its own abort. */
-        for (int i = 0; i < 100; i++)
-            ccs_sleep_ms(100);
-    }
+    await_abort();
     return -1;
 }
 
@@ -200,22 +214,12 @@ int ccshim_step_boundary(uint32_t units)
         return 0;
     for (size_t i = 0; i < p.n; i++)
         p.dig[i] = ccs_hash_mix(0x756e697473000000ULL /* "units" */, units);
-    sort_by_comm(&p);
-    ccs_boundary_enter(step, p.comm, (uint32_t)p.n);
-    int r = agree_all(&p, step);
-    ccs_boundary_leave();
-    if (r <= 0) {
-        if (r == 0)
-            agreed_step1 = step + 1;
+    if (wait_at_boundary(&p, step) <= 0)
         return 0;
-    }
-    failed_step1 = step + 1;
     CCS_LOG(ERROR,
             "coalescing: step %u: this rank ended the step after %u backward pass(es) with its gradients not yet "
             "reduced, and the other ranks did not end it alike (see the DESYNC): no optimizer step may read them",
             step, units);
-    if (ccs_coalesce_abort_on_error())
-        for (int i = 0; i < 100; i++)
-            ccs_sleep_ms(100);
+    await_abort();
     return -1;
 }
