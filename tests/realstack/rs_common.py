@@ -12,6 +12,7 @@ process per rank under mpirun.
   bucket reduction.  gloo only sets the group up.
 - finish(): rank 0 gathers every rank's parameters and prints
   "ranks_equal 1" when they are bitwise equal, "digest SHA256",
+  "dist_all_reduces N" (its torch.distributed.all_reduce calls from Python),
   "maxdiff X" against --ref FILE, and saves them to --save FILE.
 """
 import hashlib
@@ -32,6 +33,9 @@ os.environ.setdefault("DISABLE_TQDM", "1")
 os.environ.setdefault("WANDB_DISABLED", "true")
 
 hook_calls = {}  # bucket index -> comm hook calls since the last clear
+# torch.distributed.all_reduce calls from Python since start(): besides the
+# job's own, ccshim_torch's gradient averagings (gloo)
+dist_all_reduces = [0]
 
 
 def fail(msg):
@@ -88,6 +92,13 @@ def start(need_st=True, timeout_s=0):
         import datetime
         kw["timeout"] = datetime.timedelta(seconds=timeout_s)
     dist.init_process_group("gloo", rank=rank, world_size=world, **kw)
+    real_all_reduce = dist.all_reduce
+
+    def counting_all_reduce(*args, **kwargs):
+        dist_all_reduces[0] += 1
+        return real_all_reduce(*args, **kwargs)
+
+    dist.all_reduce = counting_all_reduce
     return comm, rank, world
 
 
@@ -141,6 +152,7 @@ def finish(params, save="", ref="", extra=()):
         print("ranks_equal %d" % int(equal))
         print("params %d" % allp[0].size)
         print("digest %s" % hashlib.sha256(allp[0].tobytes()).hexdigest())
+        print("dist_all_reduces %d" % dist_all_reduces[0])
         for line in extra:
             print(line)
         if save:

@@ -17,6 +17,13 @@ sequences short (--max-seq-length), so that a step takes about a second.
   mpirun -np 2 ccshim-run --torch -- python trainer_job.py --out DIR [--steps 3]
       [--batch 64] [--mini-batch 8] [--grad-accum 1] [--max-grad-norm 1.0]
       [--warmup-steps 0] [--bf16] [--mini-batch-num-tokens N] [--save F] [--ref F]
+      [--fix no_sync] [--time]
+
+--fix no_sync is the code fix the report's finding recommends, for
+bench/torch-bench.sh to time coalescing against: every mini-batch's forward
+in CachedMNRL's backward hook but the step's last runs with DDP's
+synchronisation off (what DDP.no_sync() sets), so DDP reduces once per step.
+--time prints the mean optimizer-step time of steps 3 on ("step_ms").
 """
 import argparse
 import os
@@ -66,6 +73,46 @@ def tiny_model(minilm, where, max_seq_length, comm):
                                         Pooling(32, pooling_mode="mean")], device="cpu")
 
 
+def no_sync_fix(ddp_models, model):
+    """The code fix: sentence-transformers' GradCache backward hook re-embeds
+    each cached mini-batch with grad and back-propagates it; every forward of
+    it but the last of the step runs with the DDP model's
+    require_backward_grad_sync off, as under DDP.no_sync(), so DDP
+    accumulates locally and reduces once, at the last mini-batch."""
+    from sentence_transformers.base.losses import gradcache
+    hook = gradcache._backward_hook
+
+    def fixed_hook(grad_output, sentence_features, loss_obj, cache, random_states, ranges):
+        ddp = [m for m in ddp_models if m.module is model]
+        if not ddp:
+            return hook(grad_output, sentence_features, loss_obj, cache, random_states, ranges)
+        ddp = ddp[0]
+        total = sum(len(c) for c in cache)
+        done = [0]  # mini-batches re-embedded so far, over both columns
+        minibatches = loss_obj.embed_minibatch_iter
+
+        def embed_minibatch_iter(*args, **kw):
+            it = minibatches(*args, **kw)
+            while True:
+                # read by the forward that next() runs: only the step's last synchronises
+                ddp.require_backward_grad_sync = done[0] + 1 >= total
+                try:
+                    item = next(it)
+                except StopIteration:
+                    return
+                done[0] += 1
+                yield item
+
+        loss_obj.embed_minibatch_iter = embed_minibatch_iter
+        try:
+            return hook(grad_output, sentence_features, loss_obj, cache, random_states, ranges)
+        finally:
+            del loss_obj.embed_minibatch_iter
+            ddp.require_backward_grad_sync = True
+
+    gradcache._backward_hook = fixed_hook
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="the Trainer's output_dir (nothing is saved there)")
@@ -86,6 +133,9 @@ def main():
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--long-rank", type=int, default=-1,
                     help="this rank's sentences are longer (with --mini-batch-num-tokens: more mini-batches)")
+    ap.add_argument("--fix", choices=("none", "no_sync"), default="none",
+                    help="no_sync: the report's code fix (DDP synchronises only the last mini-batch)")
+    ap.add_argument("--time", action="store_true", help="print the mean step time of steps 3 on")
     ap.add_argument("--save", default="")
     ap.add_argument("--ref", default="")
     a = ap.parse_args()
@@ -142,9 +192,20 @@ def main():
 
     accelerate.Accelerator.clip_grad_norm_ = clip_grad_norm_
 
+    if a.fix == "no_sync":
+        no_sync_fix(models, model)
+    import time
+    step_s = []
+
     class Record(transformers.TrainerCallback):
         def on_pre_optimizer_step(self, args_, state, control, optimizer=None, **kw):
             lrs.append(optimizer.param_groups[0]["lr"])
+
+        def on_step_begin(self, args_, state, control, **kw):
+            step_s.append(-time.perf_counter())
+
+        def on_step_end(self, args_, state, control, **kw):
+            step_s[-1] += time.perf_counter()
 
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=loss,
                                          callbacks=[Record()])
@@ -160,6 +221,8 @@ def main():
              % (torch.__version__, __import__("sentence_transformers").__version__, transformers.__version__)]
     if ddp:
         lines.append("buckets %d" % len(rs_common.hook_calls))
+    if a.time and len(step_s) > 3:
+        lines.append("step_ms %.3f" % (1000.0 * sum(step_s[3:]) / len(step_s[3:])))
     rs_common.finish([p for p in model.parameters() if p.requires_grad], a.save, a.ref, lines)
 
 

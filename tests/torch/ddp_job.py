@@ -16,7 +16,9 @@ reducing every bucket, per optimizer step (--mode per-minibatch), or only the
 last one (--mode no_sync).
 
 At the end rank 0 gathers every rank's parameters: prints "ranks_equal 1"
-when they are bitwise equal, "digest SHA256", and with --ref FILE the largest
+when they are bitwise equal, "digest SHA256", "dist_all_reduces N" (rank
+0's torch.distributed.all_reduce calls from Python: the job makes none, so
+these are ccshim_torch's gradient averagings), and with --ref FILE the largest
 absolute difference to the parameters saved there ("maxdiff X"); --save FILE
 writes them.  Rank r may skip one mini-batch (--skip-rank r --skip-step s) or
 replay one more (--extra-rank r --extra-step s).
@@ -107,6 +109,16 @@ def main():
         dist.init_process_group("gloo", rank=rank, world_size=world)
 
     torch.manual_seed(a.seed)
+    # torch.distributed.all_reduce calls from Python (the job makes none:
+    # these are ccshim_torch's gradient averagings, through gloo)
+    dist_all_reduces = [0]
+    real_all_reduce = dist.all_reduce
+
+    def counting_all_reduce(*args, **kw):
+        dist_all_reduces[0] += 1
+        return real_all_reduce(*args, **kw)
+
+    dist.all_reduce = counting_all_reduce
 
     class Encoder(nn.Module):
         def __init__(self):
@@ -246,6 +258,7 @@ def main():
         print("digest %s" % hashlib.sha256(allp[0].tobytes()).hexdigest())
         print("buckets %d" % len(hook_calls))  # in the last step
         print("last_step_hook_calls %d" % sum(hook_calls.values()))
+        print("dist_all_reduces %d" % dist_all_reduces[0])
         if a.find_unused:
             print("bitmap_wrong %d" % wrong)
         if a.save:

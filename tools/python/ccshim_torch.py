@@ -126,14 +126,15 @@ def step_mark_function():
     return _functions().get("ccshim_step_mark")
 
 
-def _ddp_params(only_unreached=False):
+def _ddp_params(only_unreached=False, but=()):
     """(process group, [parameters]) of every DDP model seen, in a fixed
     order; with ONLY_UNREACHED, only the models whose .grad coalescing can
-    leave local without anything pending (_unreached)."""
+    leave local without anything pending (_unreached), less those in BUT
+    (their gradients were averaged already)."""
     out = []
     for ddp in list(_ddps):
         try:
-            if only_unreached and not _unreached(ddp):
+            if only_unreached and (not _unreached(ddp) or any(ddp is m for m in but)):
                 continue
             ignore = set(getattr(ddp, "parameters_to_ignore", ()) or ())
             params = []
@@ -158,9 +159,13 @@ def _unreached(ddp):
     not get the bucket's reduced value copied into its .grad.  When an
     earlier pass that used it was answered locally, its .grad keeps that
     rank's local sum although the bucket's last reduction was real and
-    nothing is pending.  Its gradients are averaged before every step."""
+    nothing is pending.  Its gradients are averaged before every step --
+    except in a step DDP itself synchronised once (ccshim_ddpsync): then
+    DDP kept its own record of the parameters used in the unsynchronised
+    passes, as under no_sync(), and its one reduction is exact."""
     return bool(getattr(ddp, "find_unused_parameters", False)) and \
-        not bool(getattr(ddp, "gradient_as_bucket_view", False))
+        not bool(getattr(ddp, "gradient_as_bucket_view", False)) and \
+        not ccshim_ddpsync.reduced_by_ddp(ddp)
 
 
 class _CollectiveFailed(Exception):
@@ -219,7 +224,7 @@ def _repair_skipped(lib, step, where):
     all-reduce-level coalescing."""
     models = ccshim_ddpsync.unreduced(list(_ddps))
     if not models:
-        return
+        return models
     units = ccshim_ddpsync.units()
     boundary = lib.get("ccshim_step_boundary")
     if boundary is not None and boundary(units) != 0:
@@ -243,6 +248,7 @@ def _repair_skipped(lib, step, where):
     ccshim_ddpsync.repaired(models, "step %d ended after %d backward pass(es)" % (step, units))
     _warn("step %d: DDP skipped the synchronisation of the step's last backward pass before %s: "
           "averaged the gradients of %d parameter(s) over %d rank(s)" % (step, where, count, world))
+    return models
 
 
 def repair(where="the optimizer step"):
@@ -256,10 +262,10 @@ def repair(where="the optimizer step"):
     if pending is None or complete is None:
         return 0
     step = lib["ccshim_step_current"]() if "ccshim_step_current" in lib else 0
-    _repair_skipped(lib, step, where)
+    averaged = _repair_skipped(lib, step, where)
     n = pending()
     if n == 0:
-        unreached = _ddp_params(only_unreached=True) if _coalescing() else []
+        unreached = _ddp_params(only_unreached=True, but=averaged) if _coalescing() else []
         if unreached:
             try:
                 count = 0
@@ -278,8 +284,10 @@ def repair(where="the optimizer step"):
                   "gradient_as_bucket_view=False under coalescing: DDP does not copy a reduced "
                   "bucket into the .grad of a parameter unused in that backward pass, so the "
                   "gradients of such a model (%d parameter(s)) are averaged before every "
-                  "optimizer step (one extra all-reduce per step; gradient_as_bucket_view=True "
-                  "avoids it)" % count, once="unreached")
+                  "optimizer step that ccshim coalesces itself (one extra all-reduce per step; "
+                  "gradient_as_bucket_view=True avoids it; not once DDP synchronises once per "
+                  "step, on torch >= %d.%d)" % ((count,) + ccshim_ddpsync.UNUSED_MAP_KEPT_SINCE),
+                  once="unreached")
         return 0
     # Every rank ended the step alike before any collective repair: a rank
     # that skipped (or added) a mini-batch is a DESYNC, and the repair's
