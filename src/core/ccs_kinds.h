@@ -233,5 +233,10 @@ int ccs_kind_parse(const char *name);
  * ccs_flag).  Desync's verdicts and NCCL's asynchronous errors print it. */
 void ccs_call_str(unsigned kind, uint64_t count, unsigned dtype, unsigned op, int root, unsigned flags, char *buf,
                   size_t n);
+/* A sorted list of N ranks as the logs and ccshim-audit name it, "0,2-5,9",
+ * into BUF (CAP bytes, terminated when CAP > 0); "..." after the last range
+ * that fits when they do not all fit.  Desync's verdicts and the audit's
+ * findings and table print it. */
+void ccs_ranks_str(const int32_t *ranks, size_t n, char *buf, size_t cap);
 
 #endif

@@ -1,7 +1,8 @@
 /* names.c - number-to-name tables expanded from ccs_kinds.h.  One function
  * per list and column, alike in shape on purpose: each is the list's own
  * expansion (a switch the compiler makes a table of), and the lists differ
- * in their columns. */
+ * in their columns.  Then the text of a call and of a list of ranks, as the
+ * library's logs and the tools print them (both link this file). */
 #include "ccs_kinds.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -108,4 +109,30 @@ void ccs_call_str(unsigned kind, uint64_t count, unsigned dtype, unsigned op, in
         o += sfmt(buf + o, n - (size_t)o, ", deferred");
     if ((size_t)o < n)
         sfmt(buf + o, n - (size_t)o, ")");
+}
+
+void ccs_ranks_str(const int32_t *r, size_t n, char *buf, size_t cap)
+{
+    size_t o = 0;
+    if (cap)
+        buf[0] = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && r[j + 1] == r[j] + 1)
+            j++;
+        char part[32];
+        if (j > i)
+            sfmt(part, sizeof part, "%s%d-%d", i ? "," : "", r[i], r[j]);
+        else
+            sfmt(part, sizeof part, "%s%d", i ? "," : "", r[i]);
+        size_t l = strlen(part);
+        if (o + l + 4 >= cap) {
+            if (o + 4 < cap)
+                sfmt(buf + o, cap - o, "...");
+            return;
+        }
+        memcpy(buf + o, part, l + 1);
+        o += l;
+        i = j + 1;
+    }
 }

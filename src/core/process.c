@@ -2,7 +2,8 @@
  * process.c - what this process is: whether interception is on, whether
  * records carry times, the step, the world rank and size (from MPI, else
  * from the launcher's environment), the host and the job.  Everything in
- * ccshim that names the rank, host or job asks here.
+ * ccshim that names the rank, host or job asks here, and so does what reads
+ * the launcher's other integers (ccs_env_int).
  */
 #include "ccs_config.h"
 #include "process.h"
@@ -19,17 +20,23 @@ static int world_rank = -1, world_size = -1;
 static char host[256] = "?";
 static char job[256] = "local";
 
+int ccs_env_int(const char *name, int min)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (!v || !*v)
+        return -1;
+    long x = strtol(v, &end, 10);
+    return *end == 0 && x >= min && x < (1L << 30) ? (int)x : -1;
+}
+
 /* The first of NAMES that is set to a decimal integer, or -1. */
-static int env_int(const char *const *names)
+static int env_int_first(const char *const *names)
 {
     for (; *names; names++) {
-        const char *v = getenv(*names);
-        char *end;
-        if (!v || !*v)
-            continue;
-        long x = strtol(v, &end, 10);
-        if (*end == 0 && x >= 0 && x < (1L << 30))
-            return (int)x;
+        int x = ccs_env_int(*names, 0);
+        if (x >= 0)
+            return x;
     }
     return -1;
 }
@@ -39,8 +46,8 @@ static void detect_world(void)
     static const char *const ranks[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID",
                                         NULL};
     static const char *const sizes[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
-    world_rank = env_int(ranks);
-    world_size = env_int(sizes);
+    world_rank = env_int_first(ranks);
+    world_size = env_int_first(sizes);
 }
 
 static void detect_job(void)

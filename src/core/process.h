@@ -25,6 +25,10 @@ CCS_HIDDEN int ccs_world_size(void);
 CCS_HIDDEN const char *ccs_hostname(void);
 CCS_HIDDEN const char *ccs_job_id(void);
 
+/* The launcher's variable NAME (LOCAL_WORLD_SIZE, MASTER_PORT, ...) when it
+ * is set to a decimal integer from MIN (>= 0) to 2^30 - 1; else -1. */
+CCS_HIDDEN int ccs_env_int(const char *name, int min);
+
 /* The step: ccshim_step_mark increments it; records carry it. */
 extern CCS_HIDDEN _Atomic uint64_t ccs_step;
 

@@ -17,6 +17,9 @@
  * agreement service (registry.h), which coalescing's auto uses; a verdict
  * under CCSHIM_ON_DESYNC=abort ends the job through the core's abort
  * service, which the MPI and NCCL backends fill in.
+ *
+ * Where each is defined: the two start-ups in desync_start.c, everything
+ * else in desync.c (the running detector).
  */
 #ifndef CCS_DESYNC_H
 #define CCS_DESYNC_H

@@ -585,7 +585,7 @@ static void unreachable_verdict(struct ccs_dsx_coord *k, uint64_t comm, int32_t 
     if (ok && nw && nl && seen_members == (size_t)size && ccs_dsx_seen_add(k->seen, CCS_DSX_DESYNC, comm, seq)) {
         char rw[256], ops[160], lt[400] = "";
         size_t o = 0;
-        ccs_dsx_ranks_str(wait, nw, rw, sizeof rw);
+        ccs_ranks_str(wait, nw, rw, sizeof rw);
         ccs_dsx_op_str(&wop->blocked, ops, sizeof ops);
         for (size_t j = 0; j < nl && j < 4 && o + 8 < sizeof lt; j++) {
             const struct ccs_dsx_status *x = k->st[lost[j]];

@@ -129,32 +129,6 @@ void ccs_dsx_op_str(const struct ccs_dsx_op *op, char *buf, size_t n)
     ccs_call_str(op->kind, op->count, op->dtype, op->op, op->root, op->flags, buf, n);
 }
 
-void ccs_dsx_ranks_str(const int32_t *r, size_t n, char *buf, size_t cap)
-{
-    size_t o = 0;
-    if (cap)
-        buf[0] = 0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j + 1 < n && r[j + 1] == r[j] + 1)
-            j++;
-        char part[32];
-        if (j > i)
-            sfmt(part, sizeof part, "%s%d-%d", i ? "," : "", r[i], r[j]);
-        else
-            sfmt(part, sizeof part, "%s%d", i ? "," : "", r[i]);
-        size_t l = strlen(part);
-        if (o + l + 4 >= cap) {
-            if (o + 4 < cap)
-                sfmt(buf + o, cap - o, "...");
-            return;
-        }
-        memcpy(buf + o, part, l + 1);
-        o += l;
-        i = j + 1;
-    }
-}
-
 /* The most frequent of N values (ties: the larger), in O(n log n). */
 static int cmp_u64(const void *a, const void *b)
 {
@@ -342,7 +316,7 @@ static int cmp_i32(const void *a, const void *b)
 static void ranks_of(int32_t *r, size_t n, char *buf, size_t cap)
 {
     qsort(r, n, sizeof *r, cmp_i32);
-    ccs_dsx_ranks_str(r, n, buf, cap);
+    ccs_ranks_str(r, n, buf, cap);
 }
 
 /* --- MISMATCH */

@@ -56,7 +56,4 @@ int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thre
 /* "allreduce(count=4, float32, sum)" */
 void ccs_dsx_op_str(const struct ccs_dsx_op *op, char *buf, size_t n);
 
-/* "0,2-5,9" from a sorted list of ranks; "..." when it does not fit. */
-void ccs_dsx_ranks_str(const int32_t *ranks, size_t n, char *buf, size_t cap);
-
 #endif

@@ -559,17 +559,6 @@ START_TEST(format_has_the_greppable_line)
 }
 END_TEST
 
-START_TEST(ranks_text)
-{
-    int32_t r[] = {0, 2, 3, 4, 9};
-    char b[64];
-    ccs_dsx_ranks_str(r, 5, b, sizeof b);
-    ck_assert_str_eq(b, "0,2-4,9");
-    ccs_dsx_ranks_str(r, 5, b, 6);
-    ck_assert_str_eq(b, "0...");
-}
-END_TEST
-
 static uint64_t want_comm, want_seq;
 static int nwant;
 static void on_want(uint64_t c, uint64_t seq, void *a)
@@ -856,7 +845,6 @@ static Suite *suite(void)
     tcase_add_test(t, comm_larger_than_world_gives_no_verdict);
     tcase_add_test(t, format_has_the_greppable_line);
     tcase_add_test(t, peer_seq_is_bounded);
-    tcase_add_test(t, ranks_text);
     tcase_add_test(t, mismatch_basic_types_beside_size);
     tcase_add_test(t, unknown_and_empty_types_are_left_out);
     tcase_add_test(t, two_ranks_no_majority);

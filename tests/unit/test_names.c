@@ -47,6 +47,35 @@ START_TEST(cut_to_the_buffer)
 }
 END_TEST
 
+/* ccs_ranks_str: desync's verdicts and ccshim-audit print rank lists with it. */
+START_TEST(ranks_as_ranges)
+{
+    int32_t r[] = {0, 2, 3, 4, 9};
+    char b[64];
+    ccs_ranks_str(r, 5, b, sizeof b);
+    ck_assert_str_eq(b, "0,2-4,9");
+    ccs_ranks_str(r, 0, b, sizeof b);
+    ck_assert_str_eq(b, "");
+    ccs_ranks_str(r, 5, b, 6);
+    ck_assert_str_eq(b, "0...");
+}
+END_TEST
+
+START_TEST(ranks_cut_at_a_range)
+{
+    /* 32 even ranks into the audit table's 64-byte column: cut after the
+     * last whole entry that leaves room for "...". */
+    int32_t r[32];
+    for (int i = 0; i < 32; i++)
+        r[i] = 2 * i;
+    char b[64];
+    memset(b, 'x', sizeof b);
+    ccs_ranks_str(r, 32, b, sizeof b);
+    ck_assert_str_eq(b, "0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40...");
+    ck_assert_int_eq(b[sizeof b - 1], 'x'); /* nothing written past the terminator's room */
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("names");
@@ -54,6 +83,10 @@ static Suite *suite(void)
     tcase_add_test(t, collectives_with_their_arguments);
     tcase_add_test(t, other_kinds_by_name_only);
     tcase_add_test(t, cut_to_the_buffer);
+    suite_add_tcase(s, t);
+    t = tcase_create("ranks");
+    tcase_add_test(t, ranks_as_ranges);
+    tcase_add_test(t, ranks_cut_at_a_range);
     suite_add_tcase(s, t);
     return s;
 }

@@ -308,7 +308,6 @@ struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n);
  * NULL when out of memory. */
 struct audit_site **audit_sorted_sites(const struct audit *a, size_t *n);
 struct audit_stepcomm **audit_sorted_stepcomms(const struct audit *a, size_t *n);
-const char *rank_list(const int32_t *r, size_t n, char *buf, size_t len);
 
 /* ------------------------------------------------------ sinks (sinks.c) */
 /* An output of ccshim-audit.  The reader calls every chosen sink while the

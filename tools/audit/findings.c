@@ -255,7 +255,7 @@ static void mismatch_findings(struct audit *a)
         if (!f)
             return;
         char ranks_text[128], norm_text[64];
-        rank_list(ranks, nr, ranks_text, sizeof ranks_text);
+        ccs_ranks_str(ranks, nr, ranks_text, sizeof ranks_text);
         f->step_first = first;
         f->step_last = last;
         f->steps = nsteps;

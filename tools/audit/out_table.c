@@ -66,7 +66,7 @@ static struct trow *step_rows(const struct audit *a, struct audit_cell **v, size
         }
         /* ranks came sorted by rank within the group */
         r.nranks = j - *i;
-        rank_list(ranks, nk, r.ranks, sizeof r.ranks);
+        ccs_ranks_str(ranks, nk, r.ranks, sizeof r.ranks);
         if (nr == cap) {
             cap *= 2;
             struct trow *nrw = realloc(rows, cap * sizeof *nrw);

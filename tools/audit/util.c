@@ -195,23 +195,3 @@ struct audit_stepcomm **audit_sorted_stepcomms(const struct audit *a, size_t *n)
     *n = k;
     return v;
 }
-
-/* "0,2-5,9" from a sorted list. */
-const char *rank_list(const int32_t *r, size_t n, char *buf, size_t len)
-{
-    size_t o = 0;
-    buf[0] = 0;
-    for (size_t i = 0; i < n && o + 24 < len;) {
-        size_t j = i;
-        while (j + 1 < n && r[j + 1] == r[j] + 1)
-            j++;
-        if (j == i)
-            o += snprintf(buf + o, len - o, "%s%d", o ? "," : "", (int)r[i]);
-        else
-            o += snprintf(buf + o, len - o, "%s%d-%d", o ? "," : "", (int)r[i], (int)r[j]);
-        i = j + 1;
-        if (i < n && o + 24 >= len)
-            snprintf(buf + o, len - o, ",...");
-    }
-    return buf;
-}
