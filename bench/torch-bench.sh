@@ -1,91 +1,184 @@
 #!/bin/sh
-# bench/torch-bench.sh - step time of real DDP with a cached loss
-# (tests/torch/ddp_job.py: Debian's torch on CPU, 2 ranks, DDP's buckets
-# all-reduced through MPI by a comm hook; GradCache-style loss, 2 columns)
-# four ways, alternated round by round in one run, medians:
-#   per-mini-batch        what the job does (a reduction per bucket per backward)
-#   no_sync               the code fix (no_sync() on all but the last backward),
-#                         under ccshim's interception only, and under the same
-#                         set-up as auto (--torch, desync on): what coalescing
-#                         costs is auto against the latter
-#   auto                  per-mini-batch under ccshim-run --torch --coalesce auto
-#                         (the helper makes DDP skip all but the N-th backward's
-#                         synchronisation once the pattern is agreed)
-#   auto, all-reduce level  the same with --torch-ddp-skip 0 (ccshim answers
-#                         N-1 reductions locally; DDP still copies buckets)
-# on two shapes: 64 backward passes per step with batch 256 and mini-batch 8
-# (the coalescing issue's), and the source report's numbers (batch 1024,
-# mini-batch 32).  Writes docs/performance.md's section "torch-ddp".
+# bench/torch-bench.sh - step time of real DDP with a cached loss against the
+# code fix (no_sync), alternated round by round in one run, medians:
+#
+# 1. tests/torch/ddp_job.py (Debian's torch on CPU, 2 ranks, DDP's buckets
+#    all-reduced through MPI by a comm hook; GradCache-style loss, 2 columns),
+#    five ways:
+#      per-mini-batch    what the job does (a reduction per bucket per backward)
+#      no_sync           the code fix (no_sync() on all but the last backward),
+#                        under ccshim's interception only, and under the same
+#                        set-up as auto (--torch, desync on)
+#      auto              per-mini-batch under ccshim-run --torch --coalesce auto
+#                        (DDP skips all but the N-th backward's synchronisation
+#                        once the pattern is agreed)
+#      auto, all-reduce level  the same with --torch-ddp-skip 0
+#    on two shapes (the coalescing issue's: batch 256, mini-batch 8; the source
+#    report's: batch 1024, mini-batch 32), each under glibc's default malloc
+#    and under a steady heap (GLIBC_TUNABLES fixing the trim and mmap
+#    thresholds): the job's 4 MiB loss tensors are given back to the kernel
+#    and faulted in again on every step, between 1 and 6 of them per step
+#    depending on where the heap's top happens to lie, a difference of up to
+#    ~8 ms a step that moves from run to run and between ways; the steady
+#    heap takes it out, so that what is left is the ways' own cost.
+# 2. sentence-transformers' Trainer (tests/realstack/trainer_job.py, torch 2.13
+#    from the real-stack venv, all-MiniLM-L6-v2, batch 64, mini-batch 8): the
+#    report's code fix (--fix no_sync) against per-mini-batch under auto.
+# Writes docs/performance.md's section "torch-ddp".
 set -eu
 : "${top_srcdir:?run through make bench}" "${top_builddir:?run through make bench}"
 . "$top_srcdir/bench/lib.sh"
 PY=/usr/bin/python3
 $PY -c 'import torch, mpi4py' 2>/dev/null || { echo "torch-bench: skipped (python3-torch or python3-mpi4py missing)"; exit 0; }
-ROUNDS=${ROUNDS:-5}
-STEPS=${STEPS:-10}
+ROUNDS=${ROUNDS:-7}
+STEPS=${STEPS:-30}
+ST_ROUNDS=${ST_ROUNDS:-3}
+VENV=${CCSHIM_VENV:-$HOME/.cache/ccshim/venv-st}
+STEADY="glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_threshold=33554432"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 JOB="$top_srcdir/tests/torch/ddp_job.py"
-mpirun_() { timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$@"; }
+TJOB="$top_srcdir/tests/realstack/trainer_job.py"
+# mpirun_ HEAP ARGS: 2 ranks, GLIBC_TUNABLES=HEAP (empty: glibc's defaults)
+mpirun_() {
+    local heap=$1; shift
+    GLIBC_TUNABLES=$heap timeout 900 "${MPIRUN:-mpirun}" -x GLIBC_TUNABLES --allow-run-as-root --oversubscribe \
+        --mca btl self,vader -np 2 "$@" 2>"$tmp/last.err"
+}
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 range() { sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s-%s", lo, hi}'; }
-step_ms() { awk '$1=="step_ms" {print $2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 RUN="$top_builddir/ccshim-run --mpi --summary 0"
-# shape NAME ARGS: the four ways, alternated, ROUNDS rounds
+# one NAME HEAP ARGS: one run, its step_ms and faults_per_step appended to NAME.ms / NAME.pf
+one() {
+    local name=$1 heap=$2; shift 2
+    mpirun_ "$heap" "$@" >"$tmp/last.out" || { echo "torch-bench: failed: $*" >&2; cat "$tmp/last.err" >&2; exit 1; }
+    awk '$1=="step_ms" {print $2}' "$tmp/last.out" >>"$tmp/$name.ms"
+    awk '$1=="faults_per_step" {print $2}' "$tmp/last.out" >>"$tmp/$name.pf"
+}
+# shape NAME ARGS: the ways, alternated, ROUNDS rounds, under both heaps
 shape() {
     local name=$1 r; shift
-    : >"$tmp/$name.pm"; : >"$tmp/$name.ns"; : >"$tmp/$name.nt"; : >"$tmp/$name.au"; : >"$tmp/$name.ar"
     for r in $(seq "$ROUNDS"); do
         # shellcheck disable=SC2086
-        mpirun_ $RUN --desync 0 -- $PY "$JOB" "$@" --mode per-minibatch | step_ms >>"$tmp/$name.pm"
-        # shellcheck disable=SC2086
-        mpirun_ $RUN --desync 0 -- $PY "$JOB" "$@" --mode no_sync | step_ms >>"$tmp/$name.ns"
-        # shellcheck disable=SC2086
-        mpirun_ $RUN --torch -- $PY "$JOB" "$@" --mode no_sync | step_ms >>"$tmp/$name.nt"
-        # shellcheck disable=SC2086
-        mpirun_ $RUN --torch --coalesce auto -- $PY "$JOB" "$@" --mode per-minibatch | step_ms >>"$tmp/$name.au"
-        # shellcheck disable=SC2086
-        mpirun_ $RUN --torch --coalesce auto --torch-ddp-skip 0 -- $PY "$JOB" "$@" --mode per-minibatch |
-            step_ms >>"$tmp/$name.ar"
+        {
+            one "$name.d.pm" "" $RUN --desync 0 -- $PY "$JOB" "$@" --mode per-minibatch
+            one "$name.d.ns" "" $RUN --desync 0 -- $PY "$JOB" "$@" --mode no_sync
+            one "$name.d.nt" "" $RUN --torch -- $PY "$JOB" "$@" --mode no_sync
+            one "$name.d.au" "" $RUN --torch --coalesce auto -- $PY "$JOB" "$@" --mode per-minibatch
+            one "$name.d.ar" "" $RUN --torch --coalesce auto --torch-ddp-skip 0 -- $PY "$JOB" "$@" --mode per-minibatch
+            one "$name.s.ns" "$STEADY" $RUN --desync 0 -- $PY "$JOB" "$@" --mode no_sync
+            one "$name.s.nt" "$STEADY" $RUN --torch -- $PY "$JOB" "$@" --mode no_sync
+            one "$name.s.au" "$STEADY" $RUN --torch --coalesce auto -- $PY "$JOB" "$@" --mode per-minibatch
+        }
     done
 }
-rows() { # NAME: the table's rows
-    local n=$1 pm ns nt au ar
-    pm=$(median <"$tmp/$n.pm"); ns=$(median <"$tmp/$n.ns"); nt=$(median <"$tmp/$n.nt")
-    au=$(median <"$tmp/$n.au"); ar=$(median <"$tmp/$n.ar")
-    echo "| per-mini-batch (the job as written) | $pm ms ($(range <"$tmp/$n.pm")) | $(ratio "$pm" "$ns") | $(ratio "$pm" "$nt") |"
-    echo "| no_sync() on all but the last backward (the code fix), interception only | $ns ms ($(range <"$tmp/$n.ns")) | 1 | $(ratio "$ns" "$nt") |"
-    echo "| the same under \`--torch\` with desync on (auto's set-up) | $nt ms ($(range <"$tmp/$n.nt")) | $(ratio "$nt" "$ns") | 1 |"
-    echo "| per-mini-batch under \`--torch --coalesce auto\` (DDP skips, from step 3) | $au ms ($(range <"$tmp/$n.au")) | $(ratio "$au" "$ns") | $(ratio "$au" "$nt") |"
-    echo "| the same with \`--torch-ddp-skip 0\` (ccshim answers locally) | $ar ms ($(range <"$tmp/$n.ar")) | $(ratio "$ar" "$ns") | $(ratio "$ar" "$nt") |"
-    echo "$n: per-mini-batch $pm, no_sync $ns, no_sync under --torch $nt, auto $au, all-reduce level $ar ms" >&2
+# row LABEL FILE NS NT: a table row (median and range, faults, ratios to NS and NT)
+row() {
+    local m
+    m=$(median <"$tmp/$2.ms")
+    echo "| $1 | $m ms ($(range <"$tmp/$2.ms")) | $(median <"$tmp/$2.pf") | $(ratio "$m" "$3") | $(ratio "$m" "$4") |"
+}
+rows() { # NAME: the tables' rows, default heap then steady heap
+    local n=$1 ns nt sns snt
+    ns=$(median <"$tmp/$n.d.ns.ms"); nt=$(median <"$tmp/$n.d.nt.ms")
+    sns=$(median <"$tmp/$n.s.ns.ms"); snt=$(median <"$tmp/$n.s.nt.ms")
+    echo "glibc's default malloc:"
+    echo
+    echo "| way | step time | page faults per step (rank 0) | ratio to no_sync | ratio to no_sync under \`--torch\` |"
+    echo "| --- | --- | --- | --- | --- |"
+    row "per-mini-batch (the job as written)" "$n.d.pm" "$ns" "$nt"
+    row "no_sync() on all but the last backward (the code fix), interception only" "$n.d.ns" "$ns" "$nt"
+    row "the same under \`--torch\` with desync on (auto's set-up)" "$n.d.nt" "$ns" "$nt"
+    row "**per-mini-batch under \`--torch --coalesce auto\`** (DDP skips, from step 2)" "$n.d.au" "$ns" "$nt"
+    row "the same with \`--torch-ddp-skip 0\` (ccshim answers locally)" "$n.d.ar" "$ns" "$nt"
+    echo
+    echo "Steady heap (\`GLIBC_TUNABLES=$STEADY\`):"
+    echo
+    echo "| way | step time | page faults per step (rank 0) | ratio to no_sync | ratio to no_sync under \`--torch\` |"
+    echo "| --- | --- | --- | --- | --- |"
+    row "no_sync() on all but the last backward, interception only" "$n.s.ns" "$sns" "$snt"
+    row "the same under \`--torch\` with desync on" "$n.s.nt" "$sns" "$snt"
+    row "**per-mini-batch under \`--torch --coalesce auto\`**" "$n.s.au" "$sns" "$snt"
+    echo "$n: default heap: no_sync $ns, under --torch $nt, auto $(median <"$tmp/$n.d.au.ms") ms; steady heap: no_sync $sns, under --torch $snt, auto $(median <"$tmp/$n.s.au.ms") ms" >&2
 }
 shape issue --batch 256 --minibatch 8 --steps "$STEPS" --time
-ROUNDS=${REPORT_ROUNDS:-5} shape report --batch 1024 --minibatch 32 --steps "$STEPS" --time
+shape report --batch 1024 --minibatch 32 --steps "$STEPS" --time
+
+# sentence-transformers' Trainer, when the real-stack venv is there
+st_rows() {
+    echo "The real-stack venv ($VENV) is missing: not measured (scripts/realstack-venv.sh makes it)."
+}
+if [ -x "$VENV/bin/python" ]; then
+    for r in $(seq "$ST_ROUNDS"); do
+        for w in fix fixt auto; do
+            case $w in
+            fix) set -- $RUN --desync 0 -- "$VENV/bin/python" "$TJOB" --fix no_sync ;;
+            fixt) set -- $RUN --torch -- "$VENV/bin/python" "$TJOB" --fix no_sync ;;
+            auto) set -- $RUN --torch --coalesce auto -- "$VENV/bin/python" "$TJOB" ;;
+            esac
+            mpirun_ "" "$@" --out "$tmp/st" --steps 8 --batch 64 --mini-batch 8 --time >"$tmp/last.out" ||
+                { echo "torch-bench: failed: $*" >&2; cat "$tmp/last.err" >&2; exit 1; }
+            awk '$1=="step_ms" {print $2}' "$tmp/last.out" >>"$tmp/st.$w.ms"
+        done
+    done
+    st_rows() {
+        local f ft a
+        f=$(median <"$tmp/st.fix.ms"); ft=$(median <"$tmp/st.fixt.ms"); a=$(median <"$tmp/st.auto.ms")
+        echo "| way | step time | ratio to the fix | ratio to the fix under \`--torch\` |"
+        echo "| --- | --- | --- | --- |"
+        echo "| the code fix (\`trainer_job.py --fix no_sync\`), interception only | $f ms ($(range <"$tmp/st.fix.ms")) | 1 | $(ratio "$f" "$ft") |"
+        echo "| the same under \`--torch\` with desync on | $ft ms ($(range <"$tmp/st.fixt.ms")) | $(ratio "$ft" "$f") | 1 |"
+        echo "| **the job as written under \`--torch --coalesce auto\`** | $a ms ($(range <"$tmp/st.auto.ms")) | $(ratio "$a" "$f") | $(ratio "$a" "$ft") |"
+        echo "sentence-transformers: fix $f, under --torch $ft, auto $a ms" >&2
+    }
+fi
+
 doc="$top_srcdir/docs/performance.md"
 bench_write_section "$doc" torch-ddp <<MD
 ## Real PyTorch DDP with a cached loss (bench/torch-bench.sh)
 
-Measured by \`make bench\` on $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) cores, Debian's torch
-$($PY -c 'import torch; print(torch.__version__)') on CPU, 2 ranks (Open MPI, vader), tests/torch/ddp_job.py
-(2 columns; every backward all-reduces every DDP bucket through an mpi4py
-comm hook unless DDP skips it), $STEPS steps; mean step time of steps 3 on,
-median (and range) of the rounds, the five ways alternated in each round.
-per-mini-batch and no_sync run under ccshim (interception only) so that the
-hook's path is the same; no_sync also runs under auto's own set-up
+Measured by \`make bench\` on $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) cores, 2 ranks (Open MPI, vader),
+every way alternated in each round; median (and range) over the rounds of
+each run's median step time of steps 3 on.  Target (the coalescing issue):
+the job as written under \`--coalesce auto\` at most 1.05x the code fix.
+per-mini-batch and no_sync run under ccshim's interception only, so that the
+comm hook's path is the same; no_sync also runs under auto's own set-up
 (\`--torch\`, desync on), so that the last column is what coalescing itself
-costs.  Target: auto at most 1.05x no_sync.
+costs.
 
-64 backward passes per step, batch 256 per rank, mini-batch 8 ($ROUNDS rounds):
+**Page faults.** Each step of this job allocates and frees 4 MiB tensors
+(the in-batch score matrix, its softmax and their gradients).  glibc gives
+the top of its heap back to the kernel when more than its trim threshold is
+free there, and the next step faults the pages in again: between 1 and 6 of
+those tensors per step, depending on where the heap's top lies after the
+allocations before it, which differs from run to run and between ways (even
+with no ccshim: ~3,700-10,900 faults per step over both ranks measured while
+this was found).  At ~1.5 us a fault that is up to ~8 ms of a ~25 ms step.
+The second table of each shape fixes glibc's thresholds
+(\`GLIBC_TUNABLES\`), which removes those faults: what is left is the ways'
+own cost.
 
-| way | step time | ratio to no_sync | ratio to no_sync under \`--torch\` |
-| --- | --- | --- | --- |
+### Debian's torch $($PY -c 'import torch; print(torch.__version__)'), tests/torch/ddp_job.py ($STEPS steps, $ROUNDS rounds)
+
+64 backward passes per step, batch 256 per rank, mini-batch 8:
+
 $(rows issue)
 
-The source report's numbers, batch 1024 per rank, mini-batch 32 (${REPORT_ROUNDS:-5} rounds):
+The source report's numbers, batch 1024 per rank, mini-batch 32:
 
-| way | step time | ratio to no_sync | ratio to no_sync under \`--torch\` |
-| --- | --- | --- | --- |
 $(rows report)
+
+### sentence-transformers' Trainer on torch 2.13 ($ST_ROUNDS rounds)
+
+tests/realstack/trainer_job.py: SentenceTransformerTrainer with
+CachedMultipleNegativesRankingLoss, all-MiniLM-L6-v2, batch 64 per rank,
+mini-batch 8 (16 backward passes per step), 8 steps.  The code fix is the
+one the report's finding recommends: every mini-batch's forward in the
+loss's backward hook but the step's last with DDP's synchronisation off.
+The Trainer's DDP model has \`find_unused_parameters=True\`; on torch 2.13
+the helper's steps need no extra averaging of its gradients
+(docs/coalescing.md).
+
+$(st_rows)
 MD
 echo "updated $doc"
