@@ -30,4 +30,4 @@ bench_nccl_loop_DEPENDENCIES = tests/nccl/libnccl.so.2
 endif
 EXTRA_DIST += bench/nccl-track-bench.sh
 bench_list += bench/torch-bench.sh
-EXTRA_DIST += bench/torch-bench.sh
+EXTRA_DIST += bench/torch-bench.sh bench/ddpsync_forward.py

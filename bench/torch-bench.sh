@@ -104,6 +104,17 @@ rows() { # NAME: the tables' rows, default heap then steady heap
 shape issue --batch 256 --minibatch 8 --steps "$STEPS" --time
 shape report --batch 1024 --minibatch 32 --steps "$STEPS" --time
 
+# the helper's own cost per DDP forward against the job's no_sync(), in one
+# process each, alternated
+FW="$top_srcdir/bench/ddpsync_forward.py"
+for r in $(seq 5); do
+    OMP_NUM_THREADS=1 $PY "$FW" no_sync | awk '{print $2}' >>"$tmp/fw.ns"
+    OMP_NUM_THREADS=1 $RUN --no-mpi --torch --coalesce auto -- $PY "$FW" helper 2>/dev/null |
+        awk '$1=="helper" {print $2}' >>"$tmp/fw.h"
+done
+fw_ns=$(median <"$tmp/fw.ns"); fw_h=$(median <"$tmp/fw.h")
+echo "DDP forward: under no_sync() $fw_ns us, through the helper (skipping) $fw_h us" >&2
+
 # sentence-transformers' Trainer, when the real-stack venv is there
 st_rows() {
     echo "The real-stack venv ($VENV) is missing: not measured (scripts/realstack-venv.sh makes it)."
@@ -167,6 +178,11 @@ $(rows issue)
 The source report's numbers, batch 1024 per rank, mini-batch 32:
 
 $(rows report)
+
+What the helper itself adds (bench/ddpsync_forward.py, one process, the
+best of 7 x 5000 forwards of this model, median of 5 alternated runs): a DDP
+forward under the job's \`with ddp.no_sync():\` $fw_ns us, the same forward
+through the helper's wrapper on its skipping path $fw_h us.
 
 ### sentence-transformers' Trainer on torch 2.13 ($ST_ROUNDS rounds)
 

@@ -130,6 +130,8 @@ CCSHIM_API int ccshim_coalesce_boundary(void);
  * that carries K skipped mini-batches, counts them in the closing line.
  * ccshim_step_units(N): this rank made N units of work (backward passes)
  * in this step so far; desync names them in its verdicts.
+ * ccshim_step_units_word(): the same count as a 32-bit word to store into
+ * (from ctypes, say: a store, not a foreign call, per forward pass).
  * ccshim_step_boundary(N): as ccshim_coalesce_boundary, for a rank whose
  * gradients are left unreduced by the helper after N units: waits until
  * every rank ended the step with N; 0 when they did, -1 when they did not.
@@ -138,6 +140,7 @@ CCSHIM_API uint32_t ccshim_coalesce_period(void);
 CCSHIM_API int ccshim_coalesce_helper(int on);
 CCSHIM_API void ccshim_coalesce_helper_skipped(uint32_t skipped);
 CCSHIM_API void ccshim_step_units(uint32_t units);
+CCSHIM_API uint32_t *ccshim_step_units_word(void);
 CCSHIM_API int ccshim_step_boundary(uint32_t units);
 
 /*

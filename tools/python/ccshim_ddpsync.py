@@ -52,19 +52,28 @@ class _State(object):
         self.user_nosync = False  # the job ran forwards under its own no_sync()
 
 
-_states = weakref.WeakKeyDictionary()
+# Each model's state, by id(model) (read on every forward: a dictionary
+# look-up, where a WeakKeyDictionary makes a weak reference per call;
+# nothing is stored in the model itself, which the job may pickle); a
+# finalizer drops it with the model.
+_by_id = {}
 _lib = None
 _warn = None
 _units = 0  # grad-enabled, synchronising forwards of every model this step
 _engaged = False
 
 
-def _state(model):
-    st = _states.get(model)
-    if st is None:
+def _state(model, create=True):
+    st = _by_id.get(id(model))
+    if st is None and create:
         st = _State()
-        _states[model] = st
+        _by_id[id(model)] = st
+        weakref.finalize(model, _by_id.pop, id(model), None)
     return st
+
+
+def _all_states():
+    return list(_by_id.values())
 
 
 def enabled():
@@ -86,33 +95,43 @@ def wrap(cls, functions, warn):
         return
     orig = cls.forward
     # Looked up once: the wrapper runs on every forward.
+    import ctypes
     import torch
     grad_enabled = torch.is_grad_enabled
-    units_fn = functions().get("ccshim_step_units")
+    word_fn = functions().get("ccshim_step_units_word")
     skipped_fn = functions().get("ccshim_coalesce_helper_skipped")
-    if units_fn is None or skipped_fn is None:
+    if word_fn is None or skipped_fn is None:
         return
+    units_word = ctypes.c_uint32.from_address(word_fn())  # a store per forward, not a foreign call
+    states = _by_id
 
     def forward(self, *args, **kwargs):
         global _units
         if not grad_enabled():
             return orig(self, *args, **kwargs)
-        st = _states.get(self) or _state(self)
-        if not self.require_backward_grad_sync:
+        # DDP reads require_backward_grad_sync, a plain attribute in its
+        # __dict__ (set directly here: nn.Module.__setattr__ costs more); a
+        # model without it there is not one this helper can see through
+        d = self.__dict__
+        sync = d.get("require_backward_grad_sync")
+        if sync is None:
+            return orig(self, *args, **kwargs)
+        st = states.get(id(self)) or _state(self)
+        if not sync:
             st.user_nosync = True
             return orig(self, *args, **kwargs)
         st.fw += 1
         _units += 1
-        units_fn(_units)
+        units_word.value = _units
         if st.K and st.fw != st.K:
             # Not the step's N-th backward: DDP accumulates locally.
             st.skipped += 1
             st.synced_last = False
-            self.require_backward_grad_sync = False
+            d["require_backward_grad_sync"] = False
             try:
                 return orig(self, *args, **kwargs)
             finally:
-                self.require_backward_grad_sync = True
+                d["require_backward_grad_sync"] = True
         if st.K:
             skipped_fn(st.skipped)
         st.synced_last = True
@@ -120,6 +139,11 @@ def wrap(cls, functions, warn):
 
     cls.forward = forward
     cls._ccshim_forward = True
+
+
+def wrapped(cls):
+    """CLS.forward is this module's wrapper (bench/ddpsync_forward.py)."""
+    return "_ccshim_forward" in cls.__dict__
 
 
 def units():
@@ -132,7 +156,12 @@ def unreduced(models):
     counted forward skipped its synchronisation)."""
     if _lib is None:
         return []
-    return [m for m in models if m in _states and _states[m].K and not _states[m].synced_last]
+    out = []
+    for m in models:
+        st = _state(m, create=False)
+        if st is not None and st.K and not st.synced_last:
+            out.append(m)
+    return out
 
 
 # DDP with find_unused_parameters=True keeps its record of the parameters
@@ -164,7 +193,7 @@ def reduced_by_ddp(model):
     under no_sync(): with find_unused_parameters only on a torch whose DDP
     keeps the record of the parameters used across the unsynchronised
     passes (UNUSED_MAP_KEPT_SINCE)."""
-    st = _states.get(model) if _lib is not None else None
+    st = _state(model, create=False) if _lib is not None else None
     if st is None or not st.K or not st.synced_last or st.fw != st.K:
         return False
     return not getattr(model, "find_unused_parameters", False) or _ddp_keeps_unused_map()
@@ -174,12 +203,12 @@ def repaired(models, why):
     """MODELS' gradients were averaged: they go back to ccshim's coalescing."""
     global _engaged
     for m in models:
-        st = _states.get(m)
+        st = _state(m, create=False)
         if st is not None:
             st.synced_last = True
             st.K = 0
             st.hist = []
-    if _engaged and not any(st.K for st in _states.values()):
+    if _engaged and not any(st.K for st in _all_states()):
         _engaged = False
         helper = _lib().get("ccshim_coalesce_helper")
         if helper is not None:
@@ -200,7 +229,7 @@ def step_ended(models):
     helper = lib.get("ccshim_coalesce_helper")
     n = period() if period is not None and helper is not None else 0
     for m in models:
-        st = _states.get(m)
+        st = _state(m, create=False)
         if st is None:
             continue
         st.hist = (st.hist + [st.fw])[-2:]
@@ -216,14 +245,14 @@ def step_ended(models):
         st.skipped = 0
         st.synced_last = True
         st.user_nosync = False
-    want = any(st.K for st in _states.values())
+    want = any(st.K for st in _all_states())
     if want and not _engaged:
         if helper(1) == 0:
             _engaged = True
             _warn("DDP now synchronises once per step (at the %d-th backward), as under no_sync(): "
                   "ccshim agreed the pattern on every rank" % n, once="ddpsync-on")
         else:
-            for st in _states.values():
+            for st in _all_states():
                 st.K = 0
     elif not want and _engaged:
         _engaged = False
