@@ -48,10 +48,14 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 range() { sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s-%s", lo, hi}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 RUN="$top_builddir/ccshim-run --mpi --summary 0"
+# run_ok HEAP ARGS: one run into last.out, or the benchmark ends with its error
+run_ok() {
+    mpirun_ "$@" >"$tmp/last.out" || { echo "torch-bench: failed: $*" >&2; cat "$tmp/last.err" >&2; exit 1; }
+}
 # one NAME HEAP ARGS: one run, its step_ms and faults_per_step appended to NAME.ms / NAME.pf
 one() {
-    local name=$1 heap=$2; shift 2
-    mpirun_ "$heap" "$@" >"$tmp/last.out" || { echo "torch-bench: failed: $*" >&2; cat "$tmp/last.err" >&2; exit 1; }
+    local name=$1; shift
+    run_ok "$@"
     awk '$1=="step_ms" {print $2}' "$tmp/last.out" >>"$tmp/$name.ms"
     awk '$1=="faults_per_step" {print $2}' "$tmp/last.out" >>"$tmp/$name.pf"
 }
@@ -127,8 +131,7 @@ if [ -x "$VENV/bin/python" ]; then
             fixt) set -- $RUN --torch -- "$VENV/bin/python" "$TJOB" --fix no_sync ;;
             auto) set -- $RUN --torch --coalesce auto -- "$VENV/bin/python" "$TJOB" ;;
             esac
-            mpirun_ "" "$@" --out "$tmp/st" --steps 8 --batch 64 --mini-batch 8 --time >"$tmp/last.out" ||
-                { echo "torch-bench: failed: $*" >&2; cat "$tmp/last.err" >&2; exit 1; }
+            run_ok "" "$@" --out "$tmp/st" --steps 8 --batch 64 --mini-batch 8 --time
             awk '$1=="step_ms" {print $2}' "$tmp/last.out" >>"$tmp/st.$w.ms"
         done
     done

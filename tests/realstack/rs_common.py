@@ -38,6 +38,12 @@ hook_calls = {}  # bucket index -> comm hook calls since the last clear
 dist_all_reduces = [0]
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
 def fail(msg):
     sys.stderr.write("realstack: error: %s\n" % msg)
     sys.stderr.flush()

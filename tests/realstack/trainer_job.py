@@ -222,8 +222,7 @@ def main():
     if ddp:
         lines.append("buckets %d" % len(rs_common.hook_calls))
     if a.time and len(step_s) > 3:
-        t = sorted(step_s[3:])
-        lines.append("step_ms %.3f" % (1000.0 * (t[len(t) // 2] if len(t) % 2 else (t[len(t) // 2 - 1] + t[len(t) // 2]) / 2)))
+        lines.append("step_ms %.3f" % (1000.0 * rs_common.median(step_s[3:])))
     rs_common.finish([p for p in model.parameters() if p.requires_grad], a.save, a.ref, lines)
 
 

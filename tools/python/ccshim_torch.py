@@ -108,7 +108,6 @@ def _functions():
                                 ("ccshim_coalesce_period", ctypes.c_uint32, []),
                                 ("ccshim_coalesce_helper", ctypes.c_int, [ctypes.c_int]),
                                 ("ccshim_coalesce_helper_skipped", None, [ctypes.c_uint32]),
-                                ("ccshim_step_units", None, [ctypes.c_uint32]),
                                 ("ccshim_step_units_word", ctypes.c_void_p, []),
                                 ("ccshim_step_boundary", ctypes.c_int, [ctypes.c_uint32])):
             try:
