@@ -151,9 +151,23 @@ tap_eq "killed: the others end through the abort" 0 "$JOB_TIMEOUTS"
 job healthy 60 CCSHIM_LOG_LEVEL=info -- --loss siglip-ring --steps 150
 tap_eq "healthy run with groups (send/recv ring): every rank succeeds" " 0 0 0 0" "$JOB_RCS"
 tap_eq "healthy run: no verdict, no warning" "" "$(cat "$CCS_TMP"/healthy/log-*.txt | grep -E '^ccshim (MISMATCH|DESYNC|DEAD|STRAGGLER) |warning')"
-done_counts=$(cat "$CCS_TMP"/healthy/log-*.txt | sed -n 's/.*NCCL completion tracking: \([0-9]*\) events recorded, [0-9]* stream queries, \([0-9]*\) completions reported.*/\1 \2/p')
-tap_check "healthy run: on every rank events were recorded (rate limited) and their completions reported ($(echo $done_counts))" \
-    sh -c '[ "$(echo "$1" | awk "\$1 >= 10 && \$1 <= 1000 && \$2 >= 10" | wc -l)" = 4 ]' _ "$done_counts" ||
+# Per rank: events recorded E, stream queries Q, completions reported C,
+# polls P (the closing tracking line).  What tracking guarantees: the first
+# call's event, and then at most one event per poll period (E <= P + 1,
+# never more than 1000 here); every event completes (each call is waited
+# for) and is reported at a later poll, but for the last few recorded before
+# the exit (C >= E - 4, the events a stream holds; C <= E + Q).  How often a
+# rank polls is the scheduler's business: the poller runs on the desync
+# thread at nice 10, and under a loaded CI machine one rank's thread was
+# once kept off the CPU for this whole ~1 s job (1 event, 0 completions,
+# the other ranks ~57); so the count of polls is not asserted per rank,
+# only that the job's pollers ran (some rank reported >= 10 completions).
+track=$(for f in "$CCS_TMP"/healthy/log-*.txt; do
+    sed -n 's/.*NCCL completion tracking: \([0-9]*\) events recorded, \([0-9]*\) stream queries, \([0-9]*\) completions reported, .* \([0-9]*\) polls$/\1 \2 \3 \4/p' "$f"
+done)
+tap_check "healthy run: on every rank events recorded at most one per period and their completions reported (E Q C P: $(echo "$track" | paste -sd, -))" \
+    sh -c '[ "$(echo "$1" | awk "NF == 4 && \$1 >= 1 && \$1 <= \$4 + 1 && \$1 <= 1000 && \$3 >= \$1 - 4 && \$3 <= \$1 + \$2" | wc -l)" = 4 ] &&
+           [ "$(echo "$1" | awk "\$3 >= 10" | wc -l)" -ge 1 ]' _ "$track" ||
     diag healthy # each rank's closing tracking line, with how many times its poller ran
 
 job slow 60 FAKENCCL_DELAY_MS=1300 -- --steps 1
