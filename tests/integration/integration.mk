@@ -2,6 +2,8 @@
 INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.sh tests/integration/lifecycle.sh tests/integration/ccshim-run.sh \
 	tests/integration/hygiene.sh
 INTEGRATION_TESTS += tests/integration/mpi-every-call.sh
+# LAMMPS and HPCC from Debian (lammps, hpcc), unmodified.
+INTEGRATION_TESTS += tests/integration/mpi-apps.sh
 TESTS += $(INTEGRATION_TESTS)
 dist_check_SCRIPTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += tests/integration/symbols-api.txt tests/integration/symbols-mpi.txt tests/integration/symbols-nccl.txt
