@@ -1,4 +1,7 @@
 # bench/bench.mk - `make bench`: each script in bench_list, in order.
+# First the whole-process ratios (docs/performance.md "job"), then the details.
+bench_list += bench/job-bench.sh
+EXTRA_DIST += bench/job-bench.sh bench/wrapper_probe.c
 bench_list += bench/overhead.sh
 EXTRA_DIST += bench/overhead.sh bench/lib.sh
 if HAVE_MPI

@@ -4,6 +4,7 @@ INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.s
 INTEGRATION_TESTS += tests/integration/mpi-every-call.sh
 # LAMMPS and HPCC from Debian (lammps, hpcc), unmodified.
 INTEGRATION_TESTS += tests/integration/mpi-apps.sh
+EXTRA_DIST += tests/integration/apps/in.lj tests/integration/apps/hpccinf.txt
 TESTS += $(INTEGRATION_TESTS)
 dist_check_SCRIPTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += tests/integration/symbols-api.txt tests/integration/symbols-mpi.txt tests/integration/symbols-nccl.txt

@@ -15,6 +15,7 @@ LMP=$(command -v lmp || true)
 HPCC=$(command -v hpcc || true)
 [ -n "$LMP" ] || [ -n "$HPCC" ] || tap_skip_all "neither lmp (lammps) nor hpcc installed"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
+APPS="$top_srcdir/tests/integration/apps" # the inputs (bench/job-bench.sh runs them too)
 tap_plan 10
 
 verdicts() { # DIR: verdict and warning lines of its logs
@@ -25,27 +26,10 @@ verdicts() { # DIR: verdict and warning lines of its logs
 if [ -n "$LMP" ]; then
     d="$CCS_TMP/lmp"
     mkdir -p "$d/plain" "$d/shim"
-    cat > "$d/in.lj" <<'EOF'
-units lj
-atom_style atomic
-lattice fcc 0.8442
-region box block 0 16 0 16 0 16
-create_box 1 box
-create_atoms 1 box
-mass 1 1.0
-velocity all create 3.0 87287 loop geom
-pair_style lj/cut 2.5
-pair_coeff 1 1 1.0 1.0 2.5
-neighbor 0.3 bin
-neigh_modify delay 0 every 20 check no
-fix 1 all nve
-thermo 50
-run 500
-EOF
-    (cd "$d/plain" && ccs_mpirun 120 2 "$LMP" -in ../in.lj -log none -screen out.txt > err.txt 2>&1)
+    (cd "$d/plain" && ccs_mpirun 120 2 "$LMP" -in "$APPS/in.lj" -log none -screen out.txt > err.txt 2>&1)
     tap_eq "LAMMPS without the shim" 0 $?
     (cd "$d/shim" && ccs_mpirun 120 2 "$CCSHIM_RUN" --trace-dir "$d/trace" --log "$d/shim/log-%r.txt" -- \
-        "$LMP" -in ../in.lj -log none -screen out.txt > err.txt 2>&1)
+        "$LMP" -in "$APPS/in.lj" -log none -screen out.txt > err.txt 2>&1)
     tap_eq "LAMMPS under ccshim-run (defaults, a trace)" 0 $?
     thermo() { sed -n '/^ *Step /,/^Loop time/p' "$1" | grep -v '^Loop time'; }
     thermo "$d/plain/out.txt" > "$d/plain/thermo"
@@ -68,47 +52,8 @@ fi
 if [ -n "$HPCC" ]; then
     d="$CCS_TMP/hpcc"
     mkdir -p "$d/plain" "$d/shim"
-    # The input format of HPCC's hpccinf.txt (HPL's, then PTRANS's sizes).
-    cat > "$d/hpccinf.txt" <<'EOF'
-HPLinpack benchmark input file
-ccshim tests/integration/mpi-apps.sh
-HPL.out      output file name (if any)
-8            device out (6=stdout,7=stderr,file)
-1            # of problems sizes (N)
-2000         Ns
-1            # of NBs
-80           NBs
-0            PMAP process mapping (0=Row-,1=Column-major)
-1            # of process grids (P x Q)
-1            Ps
-2            Qs
-16.0         threshold
-1            # of panel fact
-2            PFACTs (0=left, 1=Crout, 2=Right)
-1            # of recursive stopping criterium
-4            NBMINs (>= 1)
-1            # of panels in recursion
-2            NDIVs
-1            # of recursive panel fact.
-1            RFACTs (0=left, 1=Crout, 2=Right)
-1            # of broadcast
-1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
-1            # of lookahead depth
-1            DEPTHs (>=0)
-2            SWAP (0=bin-exch,1=long,2=mix)
-64           swapping threshold
-0            L1 in (0=transposed,1=no-transposed) form
-0            U  in (0=transposed,1=no-transposed) form
-1            Equilibration (0=no,1=yes)
-8            memory alignment in double (> 0)
-##### This line (no. 32) is ignored (it serves as a separator). ######
-0                               Number of additional problem sizes for PTRANS
-1200 10000 30000                values of N
-0                               number of additional blocking sizes for PTRANS
-40 9 8 13 13 20 16 32 64        values of NB
-EOF
-    cp "$d/hpccinf.txt" "$d/plain/"
-    cp "$d/hpccinf.txt" "$d/shim/"
+    cp "$APPS/hpccinf.txt" "$d/plain/"
+    cp "$APPS/hpccinf.txt" "$d/shim/"
     (cd "$d/plain" && ccs_mpirun 180 2 "$HPCC" > out.txt 2>&1)
     tap_eq "HPCC without the shim" 0 $?
     (cd "$d/shim" && ccs_mpirun 180 2 "$CCSHIM_RUN" --log "$d/shim/log-%r.txt" -- "$HPCC" > out.txt 2>&1)
