@@ -32,7 +32,6 @@ run() { # OUT-FILE TRAINER-ARGS SHIM-SETTINGS...
         --mca mpi_yield_when_idle 1 -np $NP "$top_builddir/ccshim-run" --summary 0 "$@" -- "$trainer" $run_args \
         2> "$tmp/err" | awk '/^step/ && $2 >= 3 { s += $NF; n++ } END { printf "%.4f\n", s / n }' >> "$tmp/$run_out"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 
 rows=""
@@ -47,8 +46,8 @@ for cfg in "A 128 1" "B 512 4"; do
         run "$name.every" "$args --sync per-minibatch" --coalesce every:$N
         run "$name.auto" "$args --sync per-minibatch" --coalesce auto
     done
-    step=$(median < "$tmp/$name.step"); mb_t=$(median < "$tmp/$name.mb")
-    every=$(median < "$tmp/$name.every"); auto=$(median < "$tmp/$name.auto")
+    step=$(bench_median < "$tmp/$name.step"); mb_t=$(bench_median < "$tmp/$name.mb")
+    every=$(bench_median < "$tmp/$name.every"); auto=$(bench_median < "$tmp/$name.auto")
     echo "coalesce-bench $name ($args): step time (ms, median of $TRIALS): per-step $step," \
         "per-minibatch $mb_t, every:$N $every, auto $auto"
     echo "  every:$N / per-step $(ratio "$every" "$step"), per-minibatch / every:$N $(ratio "$mb_t" "$every")," \

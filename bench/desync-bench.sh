@@ -21,7 +21,6 @@ run="$top_builddir/ccshim-run"
 sc="$top_builddir/tests/desync/desync_scenario"
 mpirun_() { np=$1; shift; timeout 60 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader \
     --mca btl_vader_single_copy_mechanism none -np "$np" "$@"; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 maxof() { sort -n | tail -1; }
 
 # 1. per call
@@ -31,7 +30,7 @@ for t in $(seq "$TRIALS"); do
     mpirun_ 2 env CCSHIM_DESYNC=0 "$run" --mpi --summary 0 -- "$loop" "$ITERS" | awk '/ns_per_call/ {print $2}' >> "$tmp/off"
     mpirun_ 2 env CCSHIM_DESYNC=1 "$run" --mpi --summary 0 -- "$loop" "$ITERS" | awk '/ns_per_call/ {print $2}' >> "$tmp/on"
 done
-off=$(median < "$tmp/off"); on=$(median < "$tmp/on")
+off=$(bench_median < "$tmp/off"); on=$(bench_median < "$tmp/on")
 echo "MPI_Allreduce 8 B, 2 ranks: $off ns/call detection off, $on ns/call on"
 
 # 2. background thread CPU
@@ -57,7 +56,7 @@ measure() { # LABEL NP CLASS EXTRA_MS SCENARIO [ARGS] -- env...: median and max 
             --mpi --summary 0 -- sh -c "${TWO:-exec \"\$@\"}" _ "$sc" $scen >"$tmp/$label.out" 2>/dev/null || true
         latency "$label" "$cls" "$extra" >> "$tmp/lat" || true
     done
-    echo "$(median < "$tmp/lat") $(maxof < "$tmp/lat") $(wc -l < "$tmp/lat")"
+    echo "$(bench_median < "$tmp/lat") $(maxof < "$tmp/lat") $(wc -l < "$tmp/lat")"
 }
 TWO=''
 m1=$(measure mm 4 MISMATCH 0 "op")

@@ -19,8 +19,6 @@ LOOP_ROUNDS=${LOOP_ROUNDS:-21}
 ITERS=${ITERS:-300000}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 mpirun_() { timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$@"; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-range() { sort -n "$1" | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s to %s", lo, hi}'; }
 run="$top_builddir/ccshim-run"
 loop="$top_builddir/bench/mpi_loop"
 apps="$top_srcdir/tests/integration/apps"
@@ -65,12 +63,12 @@ done
 # so a drift of the machine's speed between rounds cancels in it).
 ratio() { # NAME WAY: median and range of WAY/plain per round
     paste "$tmp/$1.plain" "$tmp/$1.$2" | awk '$1 > 0 {printf "%.4f\n", $2 / $1}' > "$tmp/$1.$2.ratio"
-    printf '%s (%s)' "$(median < "$tmp/$1.$2.ratio")" "$(range "$tmp/$1.$2.ratio")"
+    printf '%s (%s)' "$(bench_median < "$tmp/$1.$2.ratio")" "$(bench_range "$tmp/$1.$2.ratio")"
 }
 row() { # LABEL NAME UNIT
     [ -s "$tmp/$2.plain" ] || { echo "| $1 | not run ($2 not installed) | | | | |"; return; }
-    echo "| $1 | $(median < "$tmp/$2.plain") $3 ($(range "$tmp/$2.plain")) |" \
-        "$(median < "$tmp/$2.int") $3 ($(range "$tmp/$2.int")) | $(median < "$tmp/$2.def") $3 ($(range "$tmp/$2.def")) |" \
+    echo "| $1 | $(bench_median < "$tmp/$2.plain") $3 ($(bench_range "$tmp/$2.plain")) |" \
+        "$(bench_median < "$tmp/$2.int") $3 ($(bench_range "$tmp/$2.int")) | $(bench_median < "$tmp/$2.def") $3 ($(bench_range "$tmp/$2.def")) |" \
         "$(ratio "$2" int) | $(ratio "$2" def) |"
 }
 whole=$(
@@ -88,7 +86,7 @@ probe_ns() { # PRELOAD [VAR=VALUE...]: median ab_added_ns over the rounds, with 
         mpirun_ -x LD_PRELOAD="$so" -x CCSHIM_SUMMARY=0 -x CCSHIM_DESYNC=0 "$@" "$loop" 200000 8 ab |
             awk '$1 == "ab_added_ns" {print $2}' >> "$f"
     done
-    printf '%s ns (%s)' "$(median < "$f")" "$(range "$f")"
+    printf '%s ns (%s)' "$(bench_median < "$f")" "$(bench_range "$f")"
 }
 mpicc_=${MPICC:-mpicc}
 anatomy=""

@@ -17,3 +17,10 @@ bench_write_section() {
     cat "$tmp" >"$doc"
     rm -f "$tmp" "$tmp.sec"
 }
+
+# bench_median < NUMBERS: their median (the mean of the middle two for an
+# even count).
+bench_median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+# bench_range FILE: "LOW to HIGH" of the numbers in FILE.
+bench_range() { sort -n "$1" | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s to %s", lo, hi}'; }

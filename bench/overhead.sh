@@ -16,7 +16,6 @@ ITERS=${ITERS:-200000}
 TRIALS=${TRIALS:-7}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 mpirun_() { timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$@"; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 field() { echo "$1" | awk -v k="$2" '$1 == k {print $2}'; }
 run="$top_builddir/ccshim-run"
 loop="$top_builddir/bench/mpi_loop"
@@ -72,13 +71,12 @@ for t in $(seq "$TRIALS"); do
     mpirun_ "$run" --summary 0 --trace-dir "$tmp/tr" -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/c"
     rm -rf "$tmp/tr"
 done
-a=$(median < "$tmp/a"); b=$(median < "$tmp/b"); c=$(median < "$tmp/c"); d=$(median < "$tmp/d")
-p=$(median < "$tmp/p"); q=$(median < "$tmp/q"); z=$(median < "$tmp/z")
-pr=$(median < "$tmp/pr"); pw=$(median < "$tmp/pw"); qr=$(median < "$tmp/qr"); qw=$(median < "$tmp/qw")
-range() { sort -n "$1" | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s to %s", lo, hi}'; }
+a=$(bench_median < "$tmp/a"); b=$(bench_median < "$tmp/b"); c=$(bench_median < "$tmp/c"); d=$(bench_median < "$tmp/d")
+p=$(bench_median < "$tmp/p"); q=$(bench_median < "$tmp/q"); z=$(bench_median < "$tmp/z")
+pr=$(bench_median < "$tmp/pr"); pw=$(bench_median < "$tmp/pw"); qr=$(bench_median < "$tmp/qr"); qw=$(bench_median < "$tmp/qw")
 line() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f ns added (%+.2f%%, ratio %.4f)", b - a, (b - a) * 100 / a, b / a}'; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.1f%%", b * 100 / a}'; }
-echo "side by side in one run: wrapper adds $p ns ($(range "$tmp/p")) interception only, $q ns ($(range "$tmp/q")) defaults; no preload: $z ns"
+echo "side by side in one run: wrapper adds $p ns ($(bench_range "$tmp/p")) interception only, $q ns ($(bench_range "$tmp/q")) defaults; no preload: $z ns"
 echo "MPI_Allreduce 8 B, 2 ranks: $a ns/call without, $b ns with the shim: $(line "$a" "$b")"
 echo "  defaults (desync detection on):                 $d ns: $(line "$a" "$d")"
 echo "  with a trace written:                           $c ns: $(line "$a" "$c")"
@@ -100,12 +98,12 @@ load average $load0 before, $load1 after.
 | bookkeeping alone, ring as in a job: $(field "$hp" ring_records) records mapped fresh, a reader draining it every 20 ms, a locked instruction per call | $(field "$hp" real_plain_ns) ns | $(field "$hp" real_shim_ns) ns | $(field "$hp" real_added_ns) ns (first lap $(field "$hp" real_first_lap_added_ns) ns) |
 | instructions per MPI_Allreduce (callgrind), interception only | | | $ir_off |
 | same, defaults | | | $ir_def in the call; $ir_thr per call in the desync thread |
-| MPI_Allreduce 8 B, 2 ranks, side by side in one run (\`mpi_loop N 8 ab\`), interception only (\`--summary 0 --desync 0\`) | $pr ns | $pw ns | $p ns, $(pct "$pr" "$p") ($(range "$tmp/p")) |
-| same, defaults (\`--summary 0\`; the desync thread's CPU is not in this row, see below) | $qr ns | $qw ns | $q ns, $(pct "$qr" "$q") ($(range "$tmp/q")) |
-| same, no preload (both paths are the MPI's: the noise floor) | | | $z ns ($(range "$tmp/z")) |
-| MPI_Allreduce 8 B, 2 ranks, separate runs, interception only | $a ns ($(range "$tmp/a")) | $b ns ($(range "$tmp/b")) | $(added "$a" "$b") |
-| same, defaults: desync detection on, no trace | $a ns | $d ns ($(range "$tmp/d")) | $(added "$a" "$d") |
-| same, trace written to disk, desync on | $a ns | $c ns ($(range "$tmp/c")) | $(added "$a" "$c") |
+| MPI_Allreduce 8 B, 2 ranks, side by side in one run (\`mpi_loop N 8 ab\`), interception only (\`--summary 0 --desync 0\`) | $pr ns | $pw ns | $p ns, $(pct "$pr" "$p") ($(bench_range "$tmp/p")) |
+| same, defaults (\`--summary 0\`; the desync thread's CPU is not in this row, see below) | $qr ns | $qw ns | $q ns, $(pct "$qr" "$q") ($(bench_range "$tmp/q")) |
+| same, no preload (both paths are the MPI's: the noise floor) | | | $z ns ($(bench_range "$tmp/z")) |
+| MPI_Allreduce 8 B, 2 ranks, separate runs, interception only | $a ns ($(bench_range "$tmp/a")) | $b ns ($(bench_range "$tmp/b")) | $(added "$a" "$b") |
+| same, defaults: desync detection on, no trace | $a ns | $d ns ($(bench_range "$tmp/d")) | $(added "$a" "$d") |
+| same, trace written to disk, desync on | $a ns | $c ns ($(bench_range "$tmp/c")) | $(added "$a" "$c") |
 
 MPI rows: median (and range) over $TRIALS rounds; in each round the side-by-side runs, then
 the four separate runs one after the other.  A run times chunks of 1000 calls and reports
