@@ -156,12 +156,13 @@ tap_eq "healthy run: no verdict, no warning" "" "$(cat "$CCS_TMP"/healthy/log-*.
 # call's event, and then at most one event per poll period (E <= P + 1,
 # never more than 1000 here); every event completes (each call is waited
 # for) and is reported at a later poll, but for the last few recorded before
-# the exit (C >= E - 4, the events a stream holds; C <= E + Q).  How often a
-# rank polls is the scheduler's business: the poller runs on the desync
-# thread at nice 10, and under a loaded CI machine one rank's thread was
-# once kept off the CPU for this whole ~1 s job (1 event, 0 completions,
-# the other ranks ~57); so the count of polls is not asserted per rank,
-# only that the job's pollers ran (some rank reported >= 10 completions).
+# the exit (C >= E - 4, the events a stream holds; C <= E + Q).  The number
+# of polls is not asserted per rank, only that the job's pollers ran (some
+# rank reported >= 10 completions): in one CI run (2026-12-04) one rank's
+# poller did not run during this ~1 s job (1 event, 0 completions; the other
+# ranks ~57).  Why is not known: starving the nice-10 thread does not do it
+# (all ranks and six busy loops on one CPU: every rank polled every period),
+# and the per-rank figures are in this point's name when it fails.
 track=$(for f in "$CCS_TMP"/healthy/log-*.txt; do
     sed -n 's/.*NCCL completion tracking: \([0-9]*\) events recorded, \([0-9]*\) stream queries, \([0-9]*\) completions reported, .* \([0-9]*\) polls$/\1 \2 \3 \4/p' "$f"
 done)
