@@ -90,7 +90,7 @@ probe_ns() { # PRELOAD [VAR=VALUE...]: median ab_added_ns over the rounds, with 
 }
 mpicc_=${MPICC:-mpicc}
 anatomy=""
-for v in BARE STORES STORES_AFTER CHAIN RING_SMALL RING_BIG; do
+for v in BARE STORES STORES_AFTER CHAIN RING_SMALL RING_BIG RING_TLS; do
     if "$mpicc_" -O2 -shared -fPIC -DPROBE="$v" -o "$tmp/probe_$v.so" "$top_srcdir/bench/wrapper_probe.c" 2>/dev/null; then
         anatomy="$anatomy
 | wrapper_probe $(echo "$v" | tr 'A-Z' 'a-z') | $(probe_ns "$tmp/probe_$v.so") |"
@@ -140,8 +140,11 @@ ranks every call ends waiting for the other rank, and the time from one call's r
 next call's send is on the critical path of the exchange; Open MPI's shared-memory send
 writes its FIFO with \`xchg\` (a locked instruction: it waits until every older instruction
 has retired and every older store has reached the cache), so the wrapper's work in that window
-is paid at its latency.  The shim's figure is its dependent loads (the thread's ring and its
-last communicator entry through thread-local storage, then their fields, then the slot) and
-the stores that wait on them: about twice what the ring_small probe, which writes the same
-96-byte record and publishes it, costs.
+is paid at its latency.  The shim costs about twice the ring_small probe, which writes the
+same 96-byte record and publishes it; reaching the ring through thread-local storage and a
+sequence counter through a pointer (ring_tls) costs about what ring_small does, so the
+difference is not that indirection but the sum of the shim's checks and lookups (active,
+coalescing, the op, the datatype table, the communicator cache, the in-flight and call-site
+tests) and the rest of its record (the per-kind counter, the in-flight pointer); no one of
+them alone moved the figure beyond the noise (docs/performance.md, "what it is").
 MD
