@@ -50,10 +50,11 @@ struct rec {
 static struct rec *ring;
 static struct rec one __attribute__((unused)); /* the stores variants */
 static uint64_t head;
+/* ring_tls's: a communicator's counter behind a pointer, the ring's thread-local one. */
 static struct counter {
     uint64_t seq;
-} comm_entry, *_Atomic comm_ptr = &comm_entry;
-static __thread struct rec *tls_ring __attribute__((tls_model("initial-exec")));
+} comm_entry, *_Atomic comm_ptr __attribute__((unused)) = &comm_entry;
+static __thread struct rec *tls_ring __attribute__((tls_model("initial-exec"), unused));
 static volatile uint64_t src[12], sink;
 static int (*real)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
 
