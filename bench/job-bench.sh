@@ -142,7 +142,7 @@ writes its FIFO with \`xchg\` (a locked instruction: it waits until every older 
 has retired and every older store has reached the cache), so the wrapper's work in that window
 is paid at its latency.  The shim costs about twice the ring_small probe, which writes the
 same 96-byte record and publishes it; reaching the ring through thread-local storage and a
-sequence counter through a pointer (ring_tls) costs about what ring_small does, so the
+sequence counter through a pointer (ring_tls) costs little more than ring_small, so the
 difference is not that indirection but the sum of the shim's checks and lookups (active,
 coalescing, the op, the datatype table, the communicator cache, the in-flight and call-site
 tests) and the rest of its record (the per-kind counter, the in-flight pointer); no one of
