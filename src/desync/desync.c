@@ -89,6 +89,7 @@ static struct {
     pthread_t th;
     uint64_t started_ms;
     void (*_Atomic poll_fn)(uint64_t now_ms); /* ccs_desync_set_poll's */
+    _Atomic uint64_t periods; /* periods the thread has run (the exit line: a stalled thread shows) */
 
     /* Verdicts.  Who writes the whole diagnosis of a verdict into the log
      * (the others write its line only; every rank still writes its full
@@ -441,6 +442,7 @@ static void *thread_main(void *arg)
         if (poll)
             poll(ccs_clock_mono_ms());
         tick();
+        atomic_fetch_add_explicit(&ds.periods, 1, memory_order_relaxed);
         if (atomic_load(&ds.abort_pending) == 1) {
             atomic_store(&ds.abort_pending, 2);
             do_abort();
@@ -465,8 +467,9 @@ void ccs_desync_note_exit(int how)
     struct timespec ts;
     if (pthread_getcpuclockid(ds.th, &cid) == 0 && clock_gettime(cid, &ts) == 0) {
         double cpu_ms = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6, wall = (double)(ccs_clock_mono_ms() - ds.started_ms);
-        CCS_LOG(INFO, "desync: background thread used %.1f ms of CPU in %.1f s (%.3f%% of a core)", cpu_ms,
-                wall / 1e3, wall > 0 ? cpu_ms * 100 / wall : 0.0);
+        CCS_LOG(INFO, "desync: background thread used %.1f ms of CPU in %.1f s (%.3f%% of a core), %llu periods of %ld ms",
+                cpu_ms, wall / 1e3, wall > 0 ? cpu_ms * 100 / wall : 0.0,
+                (unsigned long long)atomic_load_explicit(&ds.periods, memory_order_relaxed), ccs_cfg.desync_period_ms);
     }
     /* Linger a few periods while local ranks are blocked: they (and we) can
      * then tell that they wait for a rank that is gone. */

@@ -166,7 +166,8 @@ tap_eq "healthy run: no verdict, no warning" "" "$(cat "$CCS_TMP"/healthy/log-*.
 track=$(for f in "$CCS_TMP"/healthy/log-*.txt; do
     sed -n 's/.*NCCL completion tracking: \([0-9]*\) events recorded, \([0-9]*\) stream queries, \([0-9]*\) completions reported, .* \([0-9]*\) polls$/\1 \2 \3 \4/p' "$f"
 done)
-tap_check "healthy run: on every rank events recorded at most one per period and their completions reported (E Q C P: $(echo "$track" | paste -sd, -))" \
+periods=$(cat "$CCS_TMP"/healthy/log-*.txt | sed -n 's/.*desync: background thread used .*, \([0-9]*\) periods of .*/\1/p' | paste -sd' ' -)
+tap_check "healthy run: on every rank events recorded at most one per period and their completions reported (E Q C P: $(echo "$track" | paste -sd, -); desync periods: $periods)" \
     sh -c '[ "$(echo "$1" | awk "NF == 4 && \$1 >= 1 && \$1 <= \$4 + 1 && \$1 <= 1000 && \$3 >= \$1 - 4 && \$3 <= \$1 + \$2" | wc -l)" = 4 ] &&
            [ "$(echo "$1" | awk "\$3 >= 10" | wc -l)" -ge 1 ]' _ "$track" ||
     diag healthy # each rank's closing tracking line, with how many times its poller ran
