@@ -1,15 +1,19 @@
 /*
  * desync_rule_blocked.c - the DESYNC, DEAD and STRAGGLER rules
- * (docs/desync.md): a wait-for analysis over the ranks blocked in a
- * collective.  Applied by ccs_dsx_rules_run (desync_rules.c).
+ * (docs/desync.md), applied by ccs_dsx_rules_run (desync_rules.c).
+ *
+ * A wait-for analysis: a rank blocked at (comm X, seq s) waits for the
+ * members of X that have not issued s.  It is stuck only if every rank it
+ * waits for is itself stuck, or gone (exited, finalizing, dead, or freed X
+ * before s).  Ranks that compute are never stuck, so a healthy run with long
+ * uneven compute yields at most a STRAGGLER warning.
  */
-#include "desync_rules_ctx.h"
 #include "ccs_kinds.h"
+#include "desync_rules_ctx.h"
 #include "shim.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 /* 1 when member M of its group is stuck and blocked in that group. */
 static int stuck_here(const struct ctx *c, const struct ent *m)
@@ -51,7 +55,7 @@ static void behind_what(const struct ctx *c, const struct ent *m, uint64_t comm,
     } else if (b) {
         ccs_dsx_op_str(&b->blocked, os, sizeof os);
         ccs_dsx_rules_fmt(what, n, "blocked in %s on comm=%#llx seq %llu", os, (unsigned long long)b->id,
-             (unsigned long long)b->blocked.seq);
+                          (unsigned long long)b->blocked.seq);
     } else
         ccs_dsx_rules_fmt(what, n, "running");
 }
@@ -84,8 +88,8 @@ static void desync_parts(struct ctx *c, struct grp *g, uint64_t sref, struct des
             else
                 ccs_dsx_rules_fmt(how, sizeof how, "%llu behind", (unsigned long long)(sref - m->e->issued));
             if (d->nb <= 6 && bo + 8 < sizeof d->behind) {
-                int w = ccs_dsx_rules_fmt(d->behind + bo, sizeof d->behind - bo, "; rank %d at seq %llu (%s, %s)", m->wrank,
-                             (unsigned long long)(in ? sref : m->e->issued), how, what);
+                int w = ccs_dsx_rules_fmt(d->behind + bo, sizeof d->behind - bo, "; rank %d at seq %llu (%s, %s)",
+                                          m->wrank, (unsigned long long)(in ? sref : m->e->issued), how, what);
                 if (w > 0)
                     bo += (size_t)w < sizeof d->behind - bo ? (size_t)w : sizeof d->behind - bo - 1;
             }
@@ -108,7 +112,8 @@ static void desync_parts(struct ctx *c, struct grp *g, uint64_t sref, struct des
 static void desync_parties(struct ctx *c, struct grp *g, uint64_t sref, struct ccs_dsx_verdict *v)
 {
     for (size_t i = g->lo; i < g->hi; i++)
-        if ((c->ents[i].e->issued < sref || ccs_dsx_rules_died_in(c, &c->ents[i], sref)) && v->nparty < CCS_DSX_PARTIES / 2)
+        if ((c->ents[i].e->issued < sref || ccs_dsx_rules_died_in(c, &c->ents[i], sref)) &&
+            v->nparty < CCS_DSX_PARTIES / 2)
             ccs_dsx_rules_party(c, v, &c->ents[i], CCS_DSX_R_BEHIND);
     for (size_t i = g->lo; i < g->hi; i++)
         if (stuck_here(c, &c->ents[i]) && c->ents[i].e->blocked.seq > sref)
@@ -159,15 +164,17 @@ static void desync_verdict(struct ctx *c, struct grp *g, int certain)
     ccs_dsx_op_str(d.wop, ops, sizeof ops);
     if (d.na) {
         ccs_dsx_rules_ranks(d.ahead, d.na, ra, sizeof ra);
-        ccs_dsx_rules_fmt(aheadtxt, sizeof aheadtxt, "; rank%s %s blocked at a later seq (ahead)", d.na > 1 ? "s" : "", ra);
+        ccs_dsx_rules_fmt(aheadtxt, sizeof aheadtxt, "; rank%s %s blocked at a later seq (ahead)",
+                          d.na > 1 ? "s" : "", ra);
     }
     v->cls = cls;
     v->comm = comm;
     v->seq = sref;
     v->comm_size = g->size;
-    ccs_dsx_rules_fmt(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s%s",
-         (unsigned long long)comm, g->size, (unsigned long long)sref, d.nw > 1 ? "s" : "", rw, ops,
-         (unsigned long long)sref, d.wms / 1000.0, d.behind, aheadtxt);
+    ccs_dsx_rules_fmt(v->line, sizeof v->line,
+                      "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s%s",
+                      (unsigned long long)comm, g->size, (unsigned long long)sref, d.nw > 1 ? "s" : "", rw, ops,
+                      (unsigned long long)sref, d.wms / 1000.0, d.behind, aheadtxt);
     ccs_dsx_rules_emit(c, v);
     free(d.wait), free(d.ahead), free(v);
 }
@@ -188,7 +195,8 @@ static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t
     const struct ccs_dsx_op *wop = NULL;
     for (size_t i = g->lo; i < g->hi; i++) {
         const struct ent *m = &c->ents[i];
-        if (m->e->issued < s && !c->be[m->wrank] && !ccs_dsx_rules_gone(c, m) && !ccs_dsx_rules_at_boundary(c, m, NULL)) {
+        if (m->e->issued < s && !c->be[m->wrank] && !ccs_dsx_rules_gone(c, m) &&
+            !ccs_dsx_rules_at_boundary(c, m, NULL)) {
             late[nl++] = m->wrank;
             ccs_dsx_rules_party(c, v, m, CCS_DSX_R_BEHIND);
         }
@@ -209,11 +217,12 @@ static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t
     v->comm = comm;
     v->seq = s;
     v->comm_size = g->size;
-    ccs_dsx_rules_fmt(v->line, sizeof v->line,
-         "comm=%#llx size=%d seq=%llu: rank%s %s waited %.1f s in %s for rank%s %s (not in any collective: "
-         "computing or in point-to-point); a warning, not a desync",
-         (unsigned long long)comm, g->size, (unsigned long long)s, nw > 1 ? "s" : "", rw, waited_ms / 1000.0, ops,
-         nl > 1 ? "s" : "", rl);
+    ccs_dsx_rules_fmt(
+        v->line, sizeof v->line,
+        "comm=%#llx size=%d seq=%llu: rank%s %s waited %.1f s in %s for rank%s %s (not in any collective: "
+        "computing or in point-to-point); a warning, not a desync",
+        (unsigned long long)comm, g->size, (unsigned long long)s, nw > 1 ? "s" : "", rw, waited_ms / 1000.0, ops,
+        nl > 1 ? "s" : "", rl);
     if (nl)
         ccs_dsx_rules_emit(c, v);
     free(wait), free(late), free(v);

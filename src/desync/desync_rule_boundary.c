@@ -4,8 +4,8 @@
  * step boundary", under coalescing).  Applied by ccs_dsx_rules_run
  * (desync_rules.c).
  */
-#include "desync_rules_ctx.h"
 #include "ccs_kinds.h"
+#include "desync_rules_ctx.h"
 #include "shim.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,17 +22,6 @@
  * same boundary after different numbers of calls, can never meet it: the
  * ranks made different numbers of calls in that step.  A member still
  * computing in the step is only late: no verdict. */
-
-/* 1 when member M waits at the end of step S for the members of its comm. */
-int ccs_dsx_rules_at_boundary(const struct ctx *c, const struct ent *m, uint32_t *s)
-{
-    const struct ccs_dsx_status *st = c->v->st[m->wrank];
-    if (!(m->e->flags & CCS_DSX_BOUNDARY) || !st->boundary || c->term[m->wrank])
-        return 0;
-    if (s)
-        *s = st->boundary - 1;
-    return 1;
-}
 
 /* E's calls in step S, from its published counts plus the call it is
  * blocked in; -1 when they do not say (E's newest records are from later
@@ -90,7 +79,7 @@ struct bnd {
     int passed, waits, gone, dead, differ;
     int passed_unknown; /* went on, its count in the step not known: judged after block_ms */
     int undecided;      /* a rank at the boundary whose count is not known yet: no verdict this pass */
-    int units; /* the counts are the helper's backward passes (it skipped DDP's reductions) */
+    int units;          /* the counts are the helper's backward passes (it skipped DDP's reductions) */
     uint32_t passed_to; /* the furthest step a member went on to */
 };
 
@@ -119,7 +108,8 @@ static void boundary_classify(struct ctx *c, struct grp *g, struct bnd *b)
         const struct ent *m = &c->ents[i];
         uint32_t ms;
         if (!ccs_dsx_rules_gone(c, m) && ccs_dsx_rules_at_boundary(c, m, &ms) && ms == b->s) {
-            long n = b->units ? units_in_step(c->v->st[m->wrank], b->s) : calls_in_step(m->e, b->s, c->v->st[m->wrank]->step);
+            long n = b->units ? units_in_step(c->v->st[m->wrank], b->s)
+                              : calls_in_step(m->e, b->s, c->v->st[m->wrank]->step);
             if (n < 0)
                 b->undecided = 1;
             if (at_count != -2 && at_count != n)
@@ -220,44 +210,51 @@ static void boundary_line(struct ctx *c, struct grp *g, const struct bnd *b, str
         for (size_t i = g->lo, k = 0; i < g->hi; i++, k++)
             if (b->what[k] == B_AT)
                 odd[nodd++] = c->ents[i].wrank;
-        oddc = !first_at ? -1
+        oddc = !first_at  ? -1
                : b->units ? units_in_step(c->v->st[first_at->wrank], b->s)
                           : calls_in_step(first_at->e, b->s, c->v->st[first_at->wrank]->step);
         odd_at = 1;
     }
     ccs_dsx_rules_ranks(odd, nodd, ro, sizeof ro);
-    int w = odd_at ? ccs_dsx_rules_fmt(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s ended step %u after %ld %s",
-                          (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nodd > 1 ? "s" : "",
-                          ro, b->s, oddc, calls_word(kind, oddc))
-                   : ccs_dsx_rules_fmt(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s made %ld %s in step %u",
-                          (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nodd > 1 ? "s" : "",
-                          ro, oddc, calls_word(kind, oddc), b->s);
+    int w = odd_at ? ccs_dsx_rules_fmt(v->line, sizeof v->line,
+                                       "comm=%#llx size=%d seq=%llu: rank%s %s ended step %u after %ld %s",
+                                       (unsigned long long)v->comm, g->size, (unsigned long long)v->seq,
+                                       nodd > 1 ? "s" : "", ro, b->s, oddc, calls_word(kind, oddc))
+                   : ccs_dsx_rules_fmt(v->line, sizeof v->line,
+                                       "comm=%#llx size=%d seq=%llu: rank%s %s made %ld %s in step %u",
+                                       (unsigned long long)v->comm, g->size, (unsigned long long)v->seq,
+                                       nodd > 1 ? "s" : "", ro, oddc, calls_word(kind, oddc), b->s);
     o = w > 0 ? (size_t)w : 0;
     if (o < sizeof v->line && mode >= 0 && mode != oddc)
-        o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, " where the others %s %ld", odd_at ? "made" : "ended it after",
-                          mode);
+        o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, " where the others %s %ld",
+                                       odd_at ? "made" : "ended it after", mode);
     if (o < sizeof v->line && b->passed)
-        o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, "%s went on to step %u",
-                          mode >= 0 && mode != oddc ? (b->passed > 1 ? " and they" : " and it") : "; the others",
-                          b->passed_to);
+        o += (size_t)ccs_dsx_rules_fmt(
+            v->line + o, sizeof v->line - o, "%s went on to step %u",
+            mode >= 0 && mode != oddc ? (b->passed > 1 ? " and they" : " and it") : "; the others", b->passed_to);
     if (first_blk && o < sizeof v->line) {
         ccs_dsx_rules_ranks(blk, nblk, rb, sizeof rb);
         ccs_dsx_op_str(&first_blk->e->blocked, ops, sizeof ops);
-        o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, "; rank%s %s blocked in %s at seq %llu for %.1f s",
-                          nblk > 1 ? "s" : "", rb, ops, (unsigned long long)first_blk->e->blocked.seq,
-                          first_blk->e->blocked_ms / 1000.0);
+        o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o,
+                                       "; rank%s %s blocked in %s at seq %llu for %.1f s", nblk > 1 ? "s" : "", rb,
+                                       ops, (unsigned long long)first_blk->e->blocked.seq,
+                                       first_blk->e->blocked_ms / 1000.0);
     }
     if (b->gone && o < sizeof v->line)
-        o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, "; %d member%s gone", b->gone, b->gone > 1 ? "s" : "");
+        o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, "; %d member%s gone", b->gone,
+                                       b->gone > 1 ? "s" : "");
     if (first_at && first_at->e->site_last[0])
         ccs_dsx_rules_fmt(tail, sizeof tail, "; rank %d last at %s", first_at->wrank, first_at->e->site_last);
     if (first_blk && first_blk->e->site_blocked[0]) {
         size_t t = strlen(tail);
-        ccs_dsx_rules_fmt(tail + t, sizeof tail - t, "; rank %d at %s", first_blk->wrank, first_blk->e->site_blocked);
+        ccs_dsx_rules_fmt(tail + t, sizeof tail - t, "; rank %d at %s", first_blk->wrank,
+                          first_blk->e->site_blocked);
     }
     if (o < sizeof v->line)
-        ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, " (at the end of the step, before its optimizer step: the ranks made "
-                                                "different numbers of calls)%s", tail);
+        ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o,
+                          " (at the end of the step, before its optimizer step: the ranks made "
+                          "different numbers of calls)%s",
+                          tail);
     (void)nat;
     free(odd), free(blk);
 }
@@ -265,8 +262,8 @@ static void boundary_line(struct ctx *c, struct grp *g, const struct bnd *b, str
 static void boundary_verdict(struct ctx *c, struct grp *g, uint32_t s)
 {
     size_t n = g->hi - g->lo;
-    struct bnd b = {.what = calloc(n, sizeof *b.what), .count = calloc(n, sizeof *b.count), .s = s,
-                    .min_issued = UINT64_MAX};
+    struct bnd b = {
+        .what = calloc(n, sizeof *b.what), .count = calloc(n, sizeof *b.count), .s = s, .min_issued = UINT64_MAX};
     struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
     if (!b.what || !b.count || !v)
         goto out;
@@ -294,8 +291,10 @@ static void boundary_verdict(struct ctx *c, struct grp *g, uint32_t s)
     v->seq = sref;
     v->comm_size = g->size;
     for (size_t i = g->lo, k = 0; i < g->hi; i++, k++) {
-        static const uint32_t role[] = {[B_RUNNING] = CCS_DSX_R_AGREES, [B_AT] = CCS_DSX_R_BEHIND,
-                                        [B_PASSED] = CCS_DSX_R_AHEAD, [B_WAITS] = CCS_DSX_R_WAITING,
+        static const uint32_t role[] = {[B_RUNNING] = CCS_DSX_R_AGREES,
+                                        [B_AT] = CCS_DSX_R_BEHIND,
+                                        [B_PASSED] = CCS_DSX_R_AHEAD,
+                                        [B_WAITS] = CCS_DSX_R_WAITING,
                                         [B_GONE] = CCS_DSX_R_BEHIND};
         ccs_dsx_rules_party(c, v, &c->ents[i], role[b.what[k]]);
     }

@@ -4,13 +4,12 @@
  * without them, from their running hashes.  Applied by ccs_dsx_rules_run
  * (desync_rules.c).
  */
-#include "desync_rules_ctx.h"
 #include "ccs_kinds.h"
+#include "desync_rules_ctx.h"
 #include "shim.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 struct opref {
     uint64_t seq, key;
@@ -76,12 +75,12 @@ static void skew_line_two_ranks(struct ctx *c, struct grp *g, struct ccs_dsx_ver
     char cx[48], cy[48];
     step_count(x->e, where, cx, sizeof cx);
     step_count(y->e, where, cy, sizeof cy);
-    ccs_dsx_rules_fmt(v->line, sizeof v->line,
-         "comm=%#llx size=%d seq=%llu: ranks out of step: in step %u rank %d issued %s, rank %d issued %s; "
-         "from there on they issue the same operations in different steps (rank %d last at %s; rank %d last at %s)",
-         (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, where, x->wrank, cx, y->wrank, cy,
-         x->wrank, x->e->site_last[0] ? x->e->site_last : "?", y->wrank,
-         y->e->site_last[0] ? y->e->site_last : "?");
+    ccs_dsx_rules_fmt(
+        v->line, sizeof v->line,
+        "comm=%#llx size=%d seq=%llu: ranks out of step: in step %u rank %d issued %s, rank %d issued %s; "
+        "from there on they issue the same operations in different steps (rank %d last at %s; rank %d last at %s)",
+        (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, where, x->wrank, cx, y->wrank, cy,
+        x->wrank, x->e->site_last[0] ? x->e->site_last : "?", y->wrank, y->e->site_last[0] ? y->e->site_last : "?");
 }
 
 /* The DESYNC of ranks out of step at OPS[0..N)'s seq: the majority step
@@ -129,12 +128,13 @@ static void skew_verdict(struct ctx *c, struct grp *g, const struct opref *ops, 
         ccs_dsx_rules_ranks(odd, nodd, ro, sizeof ro);
         ccs_dsx_rules_ranks(agree, nagree, ra, sizeof ra);
         ccs_dsx_op_str(ops[0].op, os, sizeof os);
-        ccs_dsx_rules_fmt(v->line, sizeof v->line,
-             "comm=%#llx size=%d seq=%llu: rank%s %s issued seq %llu (%s) in step %u where rank%s %s issued it in "
-             "step %u: rank%s %s issued %s collectives than the others in step %u and %s behind from there on",
-             (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nodd > 1 ? "s" : "", ro,
-             (unsigned long long)v->seq, os, oddstep, nagree > 1 ? "s" : "", ra, maj, nodd > 1 ? "s" : "", ro,
-             oddstep > maj ? "fewer" : "more", where, oddstep > maj ? (nodd > 1 ? "are" : "is") : "the others are");
+        ccs_dsx_rules_fmt(
+            v->line, sizeof v->line,
+            "comm=%#llx size=%d seq=%llu: rank%s %s issued seq %llu (%s) in step %u where rank%s %s issued it in "
+            "step %u: rank%s %s issued %s collectives than the others in step %u and %s behind from there on",
+            (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nodd > 1 ? "s" : "", ro,
+            (unsigned long long)v->seq, os, oddstep, nagree > 1 ? "s" : "", ra, maj, nodd > 1 ? "s" : "", ro,
+            oddstep > maj ? "fewer" : "more", where, oddstep > maj ? (nodd > 1 ? "are" : "is") : "the others are");
     }
     ccs_dsx_rules_emit(c, v);
     free(v), free(odd), free(agree);
@@ -291,15 +291,16 @@ static void mismatch_verdict(struct ctx *c, struct grp *g, const struct opref *o
     if (tie)
         /* No majority (two ranks, or two halves): both sides, neutrally,
          * the lower ranks first. */
-        ccs_dsx_rules_fmt(v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s issued %s, rank%s %s issued %s",
-             (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nagree > 1 ? "s" : "",
-             odd[0] < agree[0] ? ro : ra, odd[0] < agree[0] ? so : sa, nodd > 1 ? "s" : "",
-             odd[0] < agree[0] ? ra : ro, odd[0] < agree[0] ? sa : so);
+        ccs_dsx_rules_fmt(v->line, sizeof v->line,
+                          "comm=%#llx size=%d seq=%llu: rank%s %s issued %s, rank%s %s issued %s",
+                          (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nagree > 1 ? "s" : "",
+                          odd[0] < agree[0] ? ro : ra, odd[0] < agree[0] ? so : sa, nodd > 1 ? "s" : "",
+                          odd[0] < agree[0] ? ra : ro, odd[0] < agree[0] ? sa : so);
     else
         ccs_dsx_rules_fmt(v->line, sizeof v->line,
-             "comm=%#llx size=%d seq=%llu: rank%s %s issued %s where rank%s %s issued %s%s",
-             (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nodd > 1 ? "s" : "", ro, so,
-             nagree > 1 ? "s" : "", ra, sa, variants ? " (and other variants)" : "");
+                          "comm=%#llx size=%d seq=%llu: rank%s %s issued %s where rank%s %s issued %s%s",
+                          (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, nodd > 1 ? "s" : "", ro,
+                          so, nagree > 1 ? "s" : "", ra, sa, variants ? " (and other variants)" : "");
     ccs_dsx_rules_emit(c, v);
     free(v), free(odd), free(agree);
 }
@@ -395,10 +396,11 @@ static void mismatch_hashes(struct ctx *c, struct grp *g)
     v->comm_size = g->size;
     ccs_dsx_rules_party(c, v, x, CCS_DSX_R_DIFFERS);
     ccs_dsx_rules_party(c, v, y, CCS_DSX_R_DIFFERS);
-    ccs_dsx_rules_fmt(v->line, sizeof v->line,
-         "comm=%#llx size=%d seq=%llu: ranks %d and %d issued different operations at or before seq %llu "
-         "(fingerprint hashes differ; the records are no longer kept)",
-         (unsigned long long)comm, g->size, (unsigned long long)at, x->wrank, y->wrank, (unsigned long long)at);
+    ccs_dsx_rules_fmt(
+        v->line, sizeof v->line,
+        "comm=%#llx size=%d seq=%llu: ranks %d and %d issued different operations at or before seq %llu "
+        "(fingerprint hashes differ; the records are no longer kept)",
+        (unsigned long long)comm, g->size, (unsigned long long)at, x->wrank, y->wrank, (unsigned long long)at);
     ccs_dsx_rules_emit(c, v);
     free(v);
 }

@@ -1,68 +1,18 @@
 /*
- * desync_rules.c - MISMATCH, DESYNC, STRAGGLER and DEAD from a view of all
- * ranks (docs/desync.md).  Run by every rank over shared memory and by the
- * coordinator over the whole job, every period; allocation is fine here.
- *
- * The DESYNC rule is a wait-for analysis: a rank blocked at (comm X, seq s)
- * waits for the members of X that have not issued s.  It is stuck only if
- * every rank it waits for is itself stuck, or gone (exited, finalizing,
- * dead, or freed X before s).  Ranks that compute are never stuck, so a
- * healthy run with long uneven compute yields at most a STRAGGLER warning.
+ * desync_rules.c - one pass of the detection rules (docs/desync.md) over a
+ * view of all ranks: the members of each communicator grouped, then the
+ * step-boundary, MISMATCH and blocked rules (desync_rule_*.c) applied in
+ * turn, their helpers below them (desync_rules_ctx.c).  Run by every rank
+ * over shared memory and by the coordinator over the whole job, every
+ * period; allocation is fine here.
  */
 #include "desync_rules.h"
-#include "desync_rules_ctx.h"
 #include "ccs_kinds.h"
+#include "desync_rules_ctx.h"
 #include "shim.h"
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* snprintf through a va_list: texts here are cut to their buffers on
- * purpose, which the compiler's truncation warnings cannot know. */
-__attribute__((format(printf, 3, 4))) int ccs_dsx_rules_fmt(char *dst, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int r = vsnprintf(dst, n, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-/* ------------------------------------------------------------ text */
-
-void ccs_dsx_op_str(const struct ccs_dsx_op *op, char *buf, size_t n)
-{
-    ccs_call_str(op->kind, op->count, op->dtype, op->op, op->root, op->flags, buf, n);
-}
-
-/* The most frequent of N values (ties: the larger), in O(n log n). */
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-uint64_t ccs_dsx_mode_u64(uint64_t *v, size_t n, size_t *count)
-{
-    qsort(v, n, sizeof *v, cmp_u64);
-    uint64_t best = n ? v[0] : 0;
-    size_t bc = 0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && v[j] == v[i])
-            j++;
-        if (j - i >= bc)
-            bc = j - i, best = v[i];
-        i = j;
-    }
-    if (count)
-        *count = bc;
-    return best;
-}
-
-/* ------------------------------------------------------------ the view */
-
 
 static int cmp_ent(const void *a, const void *b)
 {
@@ -72,129 +22,6 @@ static int cmp_ent(const void *a, const void *b)
     if (x->crank != y->crank)
         return x->crank < y->crank ? -1 : 1;
     return x->wrank < y->wrank ? -1 : x->wrank > y->wrank;
-}
-
-struct grp *ccs_dsx_rules_group(struct ctx *c, uint64_t comm)
-{
-    size_t lo = 0, hi = c->ng;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        uint64_t id = c->ents[c->g[mid].lo].comm;
-        if (id == comm)
-            return &c->g[mid];
-        if (id < comm)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
-
-int ccs_dsx_rules_gone(struct ctx *c, const struct ent *m)
-{
-    return c->term[m->wrank] || m->e->state == CCS_DSX_FREED;
-}
-
-/* Member M died (its process is gone without exiting: killed, or its
- * heartbeat stopped) having issued S without finishing it, as its last
- * status says: blocked in S, or S not known complete (on the device, what
- * completed; else the calls that returned).  Its part of S never comes, so
- * it holds the others at S like a member behind: a dead process is dead
- * whatever seq it last published.  (A rank killed between enqueueing its
- * part of S and the device running it published the same seq as the
- * others, and was never named.) */
-int ccs_dsx_rules_died_in(const struct ctx *c, const struct ent *m, uint64_t s)
-{
-    const struct ccs_dsx_comm *e = m->e;
-    int died = (c->v->dead && c->v->dead[m->wrank]) || c->v->st[m->wrank]->life == CCS_DSX_DIED;
-    if (!died || e->issued < s || e->state == CCS_DSX_FREED)
-        return 0;
-    if (e->state == CCS_DSX_BLOCKED && e->blocked.seq <= s)
-        return 1;
-    uint64_t pending = e->dev_pending < e->issued ? e->dev_pending : e->issued;
-    uint64_t complete = (e->flags & CCS_DSX_DEVICE) ? e->issued - pending : e->done;
-    return complete < s;
-}
-
-/* Members of G that have not issued S: all stuck or gone (MODE 0), or all
- * gone (MODE 1, "certain", needs at least one).  When none is behind, mode
- * 0 holds if a stuck member is blocked in G at another seq.  A member that
- * died inside S (died_in) counts as one behind, gone, but never makes the
- * verdict certain: its last status may be a period old, so the others must
- * have been blocked block_ms first.  Memoised per group for one pass (MODE
- * is the same for a whole pass). */
-int ccs_dsx_rules_holds(struct ctx *c, struct grp *g, uint64_t s, int mode)
-{
-    if (g->memo_r >= 0 && g->memo_s == s)
-        return g->memo_r;
-    int behind = 0, ok = g->complete, other = 0;
-    for (size_t i = g->lo; i < g->hi && ok; i++) {
-        const struct ent *m = &c->ents[i];
-        if (m->e->issued < s) {
-            behind++;
-            if (mode == 1)
-                ok = ccs_dsx_rules_gone(c, m);
-            else
-                ok = c->stuck[m->wrank] || ccs_dsx_rules_gone(c, m);
-        } else if (ccs_dsx_rules_died_in(c, m, s)) {
-            behind++;
-            ok = mode == 0;
-        } else if (mode == 0 && c->stuck[m->wrank] && c->be[m->wrank] && c->be[m->wrank]->id == c->ents[i].comm &&
-                   c->be[m->wrank]->blocked.seq != s) {
-            other = 1;
-        }
-    }
-    int r = ok && (behind > 0 || (mode == 0 && other));
-    g->memo_s = s;
-    g->memo_r = r;
-    return r;
-}
-
-void ccs_dsx_rules_reset_memo(struct ctx *c)
-{
-    for (size_t i = 0; i < c->ng; i++)
-        c->g[i].memo_r = -1;
-}
-
-/* ------------------------------------------------------------ verdicts */
-
-void ccs_dsx_rules_party(struct ctx *c, struct ccs_dsx_verdict *v, const struct ent *m, uint32_t role)
-{
-    if (v->nparty >= CCS_DSX_PARTIES)
-        return;
-    struct ccs_dsx_party *p = &v->party[v->nparty++];
-    const struct ccs_dsx_status *st = c->v->st[m->wrank];
-    memset(p, 0, sizeof *p);
-    p->wrank = m->wrank;
-    p->role = role;
-    p->life = c->v->dead && c->v->dead[m->wrank] ? CCS_DSX_DIED : st->life;
-    p->pid = st->pid;
-    memcpy(p->host, st->host, sizeof p->host);
-    p->c = *m->e;
-    const struct ccs_dsx_comm *b = c->be[m->wrank];
-    if (b && b->id != m->comm) {
-        p->other_comm = b->id;
-        p->other_op = b->blocked;
-    }
-}
-
-void ccs_dsx_rules_emit(struct ctx *c, struct ccs_dsx_verdict *v)
-{
-    c->emitted++;
-    if (c->sink && c->sink->verdict)
-        c->sink->verdict(v, c->sink->arg);
-}
-
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-void ccs_dsx_rules_ranks(int32_t *r, size_t n, char *buf, size_t cap)
-{
-    qsort(r, n, sizeof *r, cmp_i32);
-    ccs_ranks_str(r, n, buf, cap);
 }
 
 int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thresholds *t,

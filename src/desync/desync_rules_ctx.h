@@ -1,8 +1,8 @@
 /*
  * desync_rules_ctx.h - what the rule files (desync_rules.c, desync_rule_*.c)
  * share while one pass of ccs_dsx_rules_run applies the rules: the view as
- * members grouped by communicator, and the helpers every rule uses.  Private
- * to the rules.
+ * members grouped by communicator, and the helpers every rule uses
+ * (desync_rules_ctx.c).  Private to the rules.
  */
 #ifndef CCS_DESYNC_RULES_CTX_H
 #define CCS_DESYNC_RULES_CTX_H
@@ -59,13 +59,13 @@ uint64_t ccs_dsx_mode_u64(uint64_t *v, size_t n, size_t *count);
 struct grp *ccs_dsx_rules_group(struct ctx *c, uint64_t comm);
 /* M's rank has ended, or freed M's communicator. */
 int ccs_dsx_rules_gone(struct ctx *c, const struct ent *m);
-/* M died having issued S without finishing it (see desync_rules.c). */
+/* M died having issued S without finishing it (see desync_rules_ctx.c). */
 int ccs_dsx_rules_died_in(const struct ctx *c, const struct ent *m, uint64_t s);
 /* The members of G that have not issued S are all stuck or gone (MODE 0) or
  * all gone (MODE 1); memoised per group for one pass. */
 int ccs_dsx_rules_holds(struct ctx *c, struct grp *g, uint64_t s, int mode);
 void ccs_dsx_rules_reset_memo(struct ctx *c);
-/* M's rank waits at its step boundary (desync_rule_boundary.c); *S: the step. */
+/* M's rank waits at its step boundary; *S: the step. */
 int ccs_dsx_rules_at_boundary(const struct ctx *c, const struct ent *m, uint32_t *s);
 
 /* Adds M to V's parties in ROLE; hands V to the sink; sorts R and formats
