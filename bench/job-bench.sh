@@ -18,7 +18,6 @@ ROUNDS=${ROUNDS:-7}
 LOOP_ROUNDS=${LOOP_ROUNDS:-21}
 ITERS=${ITERS:-300000}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-mpirun_() { timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$@"; }
 run="$top_builddir/ccshim-run"
 loop="$top_builddir/bench/mpi_loop"
 apps="$top_srcdir/tests/integration/apps"
@@ -30,9 +29,9 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 way() { # WAY PROGRAM...
     local w=$1; shift
     case $w in
-    plain) mpirun_ "$@" ;;
-    int) mpirun_ "$run" --mpi --summary 0 --desync 0 -- "$@" ;;
-    def) mpirun_ "$run" --mpi --summary 0 -- "$@" ;;
+    plain) bench_mpirun2 "$@" ;;
+    int) bench_mpirun2 "$run" --mpi --summary 0 --desync 0 -- "$@" ;;
+    def) bench_mpirun2 "$run" --mpi --summary 0 -- "$@" ;;
     esac
 }
 wall() { # prints the wall seconds of "$@" (its output discarded; fails with it)
@@ -83,7 +82,7 @@ probe_ns() { # PRELOAD [VAR=VALUE...]: median ab_added_ns over the rounds, with 
     local so=$1 f="$tmp/ab.$(basename "$1").$#"; shift
     : > "$f"
     for r in $(seq "$ROUNDS"); do
-        mpirun_ -x LD_PRELOAD="$so" -x CCSHIM_SUMMARY=0 -x CCSHIM_DESYNC=0 "$@" "$loop" 200000 8 ab |
+        bench_mpirun2 -x LD_PRELOAD="$so" -x CCSHIM_SUMMARY=0 -x CCSHIM_DESYNC=0 "$@" "$loop" 200000 8 ab |
             awk '$1 == "ab_added_ns" {print $2}' >> "$f"
     done
     printf '%s ns (%s)' "$(bench_median < "$f")" "$(bench_range "$f")"

@@ -19,8 +19,12 @@ bench_write_section() {
 }
 
 # bench_median < NUMBERS: their median (the mean of the middle two for an
-# even count).
-bench_median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# even count; sort -g: numbers with exponents too).
+bench_median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 # bench_range FILE: "LOW to HIGH" of the numbers in FILE.
 bench_range() { sort -n "$1" | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s to %s", lo, hi}'; }
+
+# bench_mpirun2 PROGRAM...: 2 ranks over shared memory (vader), as root if
+# need be, killed after 600 s.
+bench_mpirun2() { timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$@"; }

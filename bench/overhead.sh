@@ -15,7 +15,6 @@ set -eu
 ITERS=${ITERS:-200000}
 TRIALS=${TRIALS:-7}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-mpirun_() { timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$@"; }
 field() { echo "$1" | awk -v k="$2" '$1 == k {print $2}'; }
 run="$top_builddir/ccshim-run"
 loop="$top_builddir/bench/mpi_loop"
@@ -33,7 +32,7 @@ echo "$hp"
 # calibration, which runs for a time, is left out).  Rank 0's files.
 ir_per_call() { # $1: extra ccshim-run options; prints wrapper and thread Ir per call
     for n in 4000 12000; do
-        mpirun_ "$run" --mpi --summary 0 $1 -- valgrind --tool=callgrind --separate-threads=yes \
+        bench_mpirun2 "$run" --mpi --summary 0 $1 -- valgrind --tool=callgrind --separate-threads=yes \
             --callgrind-out-file="$tmp/cg.$n.%q{OMPI_COMM_WORLD_RANK}" "$loop" "$n" >/dev/null 2>&1
         w=$(callgrind_annotate --inclusive=no --auto=no --threshold=100 "$tmp/cg.$n.0-01" 2>/dev/null |
             awk '/^ *[0-9,]+ \([ 0-9.]+%\)  / && /\/src\/(core|mpi|nccl|desync|coalesce|trace)\// && !/ccs_clock_/ {
@@ -59,16 +58,16 @@ fi
 ns() { awk -v k="$1" '$1 == k {print $2}'; }
 for t in $(seq "$TRIALS"); do
     # side by side in one process: wrapper against libmpi's own PMPI_Allreduce
-    mpirun_ "$loop" "$ITERS" 8 ab | ns ab_added_ns >> "$tmp/z"
-    mpirun_ "$run" --summary 0 --desync 0 -- "$loop" "$ITERS" 8 ab > "$tmp/ab"
+    bench_mpirun2 "$loop" "$ITERS" 8 ab | ns ab_added_ns >> "$tmp/z"
+    bench_mpirun2 "$run" --summary 0 --desync 0 -- "$loop" "$ITERS" 8 ab > "$tmp/ab"
     ns ab_added_ns < "$tmp/ab" >> "$tmp/p"; ns ab_real_ns < "$tmp/ab" >> "$tmp/pr"; ns ab_wrapped_ns < "$tmp/ab" >> "$tmp/pw"
-    mpirun_ "$run" --summary 0 -- "$loop" "$ITERS" 8 ab > "$tmp/ab"
+    bench_mpirun2 "$run" --summary 0 -- "$loop" "$ITERS" 8 ab > "$tmp/ab"
     ns ab_added_ns < "$tmp/ab" >> "$tmp/q"; ns ab_real_ns < "$tmp/ab" >> "$tmp/qr"; ns ab_wrapped_ns < "$tmp/ab" >> "$tmp/qw"
     # separate runs, median of 1000-call chunks
-    mpirun_ "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/a"
-    mpirun_ "$run" --summary 0 --desync 0 -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/b"
-    mpirun_ "$run" --summary 0 -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/d"
-    mpirun_ "$run" --summary 0 --trace-dir "$tmp/tr" -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/c"
+    bench_mpirun2 "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/a"
+    bench_mpirun2 "$run" --summary 0 --desync 0 -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/b"
+    bench_mpirun2 "$run" --summary 0 -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/d"
+    bench_mpirun2 "$run" --summary 0 --trace-dir "$tmp/tr" -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/c"
     rm -rf "$tmp/tr"
 done
 a=$(bench_median < "$tmp/a"); b=$(bench_median < "$tmp/b"); c=$(bench_median < "$tmp/c"); d=$(bench_median < "$tmp/d")

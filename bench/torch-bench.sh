@@ -44,7 +44,6 @@ mpirun_() {
     GLIBC_TUNABLES=$heap timeout 900 "${MPIRUN:-mpirun}" -x GLIBC_TUNABLES --allow-run-as-root --oversubscribe \
         --mca btl self,vader -np 2 "$@" 2>"$tmp/last.err"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 range() { sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s-%s", lo, hi}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 RUN="$top_builddir/ccshim-run --mpi --summary 0"
@@ -79,13 +78,13 @@ shape() {
 # row LABEL FILE NS NT: a table row (median and range, faults, ratios to NS and NT)
 row() {
     local m
-    m=$(median <"$tmp/$2.ms")
-    echo "| $1 | $m ms ($(range <"$tmp/$2.ms")) | $(median <"$tmp/$2.pf") | $(ratio "$m" "$3") | $(ratio "$m" "$4") |"
+    m=$(bench_median <"$tmp/$2.ms")
+    echo "| $1 | $m ms ($(range <"$tmp/$2.ms")) | $(bench_median <"$tmp/$2.pf") | $(ratio "$m" "$3") | $(ratio "$m" "$4") |"
 }
 rows() { # NAME: the tables' rows, default heap then steady heap
     local n=$1 ns nt sns snt
-    ns=$(median <"$tmp/$n.d.ns.ms"); nt=$(median <"$tmp/$n.d.nt.ms")
-    sns=$(median <"$tmp/$n.s.ns.ms"); snt=$(median <"$tmp/$n.s.nt.ms")
+    ns=$(bench_median <"$tmp/$n.d.ns.ms"); nt=$(bench_median <"$tmp/$n.d.nt.ms")
+    sns=$(bench_median <"$tmp/$n.s.ns.ms"); snt=$(bench_median <"$tmp/$n.s.nt.ms")
     echo "glibc's default malloc:"
     echo
     echo "| way | step time | page faults per step (rank 0) | ratio to no_sync | ratio to no_sync under \`--torch\` |"
@@ -103,7 +102,7 @@ rows() { # NAME: the tables' rows, default heap then steady heap
     row "no_sync() on all but the last backward, interception only" "$n.s.ns" "$sns" "$snt"
     row "the same under \`--torch\` with desync on" "$n.s.nt" "$sns" "$snt"
     row "**per-mini-batch under \`--torch --coalesce auto\`**" "$n.s.au" "$sns" "$snt"
-    echo "$n: default heap: no_sync $ns, under --torch $nt, auto $(median <"$tmp/$n.d.au.ms") ms; steady heap: no_sync $sns, under --torch $snt, auto $(median <"$tmp/$n.s.au.ms") ms" >&2
+    echo "$n: default heap: no_sync $ns, under --torch $nt, auto $(bench_median <"$tmp/$n.d.au.ms") ms; steady heap: no_sync $sns, under --torch $snt, auto $(bench_median <"$tmp/$n.s.au.ms") ms" >&2
 }
 shape issue --batch 256 --minibatch 8 --steps "$STEPS" --time
 shape report --batch 1024 --minibatch 32 --steps "$STEPS" --time
@@ -116,7 +115,7 @@ for r in $(seq 5); do
     OMP_NUM_THREADS=1 $RUN --no-mpi --torch --coalesce auto -- $PY "$FW" helper 2>/dev/null |
         awk '$1=="helper" {print $2}' >>"$tmp/fw.h"
 done
-fw_ns=$(median <"$tmp/fw.ns"); fw_h=$(median <"$tmp/fw.h")
+fw_ns=$(bench_median <"$tmp/fw.ns"); fw_h=$(bench_median <"$tmp/fw.h")
 echo "DDP forward: under no_sync() $fw_ns us, through the helper (skipping) $fw_h us" >&2
 
 # sentence-transformers' Trainer, when the real-stack venv is there
@@ -137,7 +136,7 @@ if [ -x "$VENV/bin/python" ]; then
     done
     st_rows() {
         local f ft a
-        f=$(median <"$tmp/st.fix.ms"); ft=$(median <"$tmp/st.fixt.ms"); a=$(median <"$tmp/st.auto.ms")
+        f=$(bench_median <"$tmp/st.fix.ms"); ft=$(bench_median <"$tmp/st.fixt.ms"); a=$(bench_median <"$tmp/st.auto.ms")
         echo "| way | step time | ratio to the fix | ratio to the fix under \`--torch\` |"
         echo "| --- | --- | --- | --- |"
         echo "| the code fix (\`trainer_job.py --fix no_sync\`), interception only | $f ms ($(range <"$tmp/st.fix.ms")) | 1 | $(ratio "$f" "$ft") |"

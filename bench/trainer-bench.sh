@@ -19,7 +19,6 @@ step_ms() {
     timeout 300 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 4 \
         "$TRAINER" --steps 6 "$@" | sed -n 's/^{.*"step_time_ms":\([0-9.]*\).*/\1/p'
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # row LABEL ARGS...: a table row, per-minibatch and per-step alternated.
 row() {
@@ -30,7 +29,7 @@ row() {
         step_ms "$@" --sync per-step >>"$TMP/b"
     done
     local a b
-    a=$(median <"$TMP/a"); b=$(median <"$TMP/b")
+    a=$(bench_median <"$TMP/a"); b=$(bench_median <"$TMP/b")
     printf '| %s | %.2f ms | %.2f ms | %.2f |\n' "$label" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { print a / b }')"
     echo "trainer-bench: $label: per-minibatch $a ms, per-step $b ms" >&2
 }
