@@ -7,12 +7,8 @@
  * period; allocation is fine here.
  */
 #include "desync_rules.h"
-#include "ccs_kinds.h"
 #include "desync_rules_ctx.h"
-#include "shim.h"
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 static int cmp_ent(const void *a, const void *b)
 {
