@@ -100,9 +100,11 @@ static struct {
     int32_t local_reporter;
     atomic_int life;          /* enum ccs_dsx_life: alive, finalizing, exited */
     atomic_int report_busy;   /* this process is writing a report */
-    atomic_int abort_pending; /* 1: end the job after ABORT_GRACE_MS; 2: ending it */
+    atomic_int abort_pending; /* 1: end the job when due (abort_when_due); 2: ending it */
     uint64_t abort_comm;
-    long abort_grace_ms; /* before ending the job (see on_verdict) */
+    uint64_t abort_armed_ms;  /* monotonic ms of the verdict that armed it */
+    uint64_t abort_due_ms;    /* not before (monotonic ms; see on_verdict) */
+    uint64_t abort_cap_ms;    /* nor, waiting for this process's report, after */
     /* The communicator of the first verdict this process reported under
      * abort (0: none yet). */
     _Atomic uint64_t ending_comm;
@@ -114,7 +116,6 @@ static struct {
     .tick_lock = PTHREAD_MUTEX_INITIALIZER,
     .agree_lock = PTHREAD_MUTEX_INITIALIZER,
     .local_reporter = -1,
-    .abort_grace_ms = 60,
 };
 
 /* The address marks the verdicts of this host's rules (on_verdict's ARG);
@@ -128,6 +129,80 @@ int ccs_desync_active(void)
 }
 
 /* ------------------------------------------------------------ verdicts */
+
+/* Under abort, when the job ends (on_verdict sets the times): at the rank
+ * reporting in full, once its report is out, and never later than
+ * REPORT_BUDGET_MS after its grace, whatever the report does: naming the
+ * frames of a large library without debug information (libtorch_cpu.so)
+ * takes libdw seconds, more on a loaded host, and the job must end in
+ * seconds, not when a report is done. */
+#define REPORT_BUDGET_MS 3000
+
+/* If the abort function itself hangs (an MPI_Abort from a second thread of
+ * a job that asked for MPI_THREAD_SINGLE is not guaranteed to return or to
+ * end anything), the process ends on its own: the launcher then ends the job. */
+static void *abort_watchdog(void *arg)
+{
+    (void)arg;
+    ccs_sleep_ms(5000);
+    ccs_log(CCS_LOG_ERROR,
+            "CCSHIM_ON_DESYNC=abort: the job did not end within 5 s of the abort; ending this process "
+            "(exit status 134)");
+    _exit(134);
+    return NULL;
+}
+
+static void detached_thread(void *(*fn)(void *))
+{
+    pthread_t t;
+    pthread_attr_t a;
+    sigset_t all, old;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all); /* the job's signals stay with the job's threads */
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(&t, &a, fn, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    if (rc != 0)
+        CCS_LOG(WARN, "desync: cannot start a thread (%s); the job ends when this process's report is out",
+                strerror(rc));
+}
+
+/* Called by the abort timer, by the desync thread after its tick and by a
+ * process at its exit: the first to find the abort due ends the job. */
+static void abort_when_due(void)
+{
+    uint64_t now;
+    while ((now = ccs_clock_mono_ms()) < ds.abort_due_ms)
+        ccs_sleep_ms((long)(ds.abort_due_ms - now));
+    while (atomic_load(&ds.report_busy) && ccs_clock_mono_ms() < ds.abort_cap_ms)
+        ccs_sleep_ms(10);
+    int one = 1;
+    if (!atomic_compare_exchange_strong(&ds.abort_pending, &one, 2))
+        return;
+    if (atomic_load(&ds.report_busy))
+        ccs_log(CCS_LOG_WARN,
+                "CCSHIM_ON_DESYNC=abort: this rank's report was still being written %d ms after the verdict "
+                "(naming frames, or a trace directory that does not answer); the job ends without the rest of it",
+                (int)(ccs_clock_mono_ms() - ds.abort_armed_ms));
+    ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
+            (unsigned long long)ds.abort_comm);
+    detached_thread(abort_watchdog);
+    if (ccs_abort_job(ds.abort_comm) == 0) /* what MPI or NCCL registered (registry.h) */
+        return;
+    ccs_log(CCS_LOG_ERROR, "no abort function succeeded: ending this process (exit status 134)");
+    _exit(134);
+}
+
+static void *abort_timer(void *arg)
+{
+    (void)arg;
+    abort_when_due();
+    return NULL;
+}
+
+static void start_abort_timer(void) { detached_thread(abort_timer); }
 
 /* A verdict, from this host's rules (ARG FROM_LOCAL_RULES) or from the
  * coordinator: to the features, then reported, in full where
@@ -166,52 +241,22 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
         atomic_load(&ds.life) == CCS_DSX_ALIVE && !atomic_load(&ds.abort_pending)) {
         ds.abort_comm = v->comm;
         /* The rank reporting in full ends the job once its report is out
-         * (three periods later, as before: the others have written their
-         * line by then, at once, and their files while it named frames);
-         * the others give it time to, and end the job if it does not. */
-        ds.abort_grace_ms = full ? 3 * ccs_cfg.desync_period_ms : 1000;
+         * (three periods later at least: the others have written their
+         * line by then, at once), or REPORT_BUDGET_MS later without it;
+         * the others give it that time, and a second more, and end the job
+         * if it did not. */
+        long period3 = 3 * ccs_cfg.desync_period_ms;
+        ds.abort_armed_ms = ccs_clock_mono_ms();
+        ds.abort_due_ms = ds.abort_armed_ms + (uint64_t)(full ? (period3 < 100 ? 100 : period3)
+                                                               : period3 + REPORT_BUDGET_MS + 1000);
+        ds.abort_cap_ms = full ? ds.abort_due_ms + REPORT_BUDGET_MS : ds.abort_due_ms;
         atomic_store(&ds.abort_pending, 1);
+        start_abort_timer();
     }
     ccs_dsx_report(v, full);
     atomic_store(&ds.report_busy, 0);
 }
 
-/* After the diagnostics: give the other ranks a few periods to write
- * theirs, then end the job through what MPI or NCCL registered. */
-/* If the abort function itself hangs (an MPI_Abort from a second thread of
- * a job that asked for MPI_THREAD_SINGLE is not guaranteed to return or to
- * end anything), the process ends on its own: the launcher then ends the job. */
-static void *abort_watchdog(void *arg)
-{
-    (void)arg;
-    ccs_sleep_ms(5000);
-    ccs_log(CCS_LOG_ERROR,
-            "CCSHIM_ON_DESYNC=abort: the job did not end within 5 s of the abort; ending this process "
-            "(exit status 134)");
-    _exit(134);
-    return NULL;
-}
-
-static void do_abort(void)
-{
-    long grace = ds.abort_grace_ms;
-    ccs_sleep_ms(grace < 100 ? 100 : grace);
-    /* This process's own report first (bounded: it is only text). */
-    for (int i = 0; i < 300 && atomic_load(&ds.report_busy); i++)
-        ccs_sleep_ms(10);
-    ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
-            (unsigned long long)ds.abort_comm);
-    pthread_t w;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_create(&w, &a, abort_watchdog, NULL);
-    pthread_attr_destroy(&a);
-    if (ccs_abort_job(ds.abort_comm) == 0) /* what MPI or NCCL registered (registry.h) */
-        return;
-    ccs_log(CCS_LOG_ERROR, "no abort function succeeded: ending this process (exit status 134)");
-    _exit(134);
-}
 
 static void post_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
@@ -443,10 +488,8 @@ static void *thread_main(void *arg)
             poll(ccs_clock_mono_ms());
         tick();
         atomic_fetch_add_explicit(&ds.periods, 1, memory_order_relaxed);
-        if (atomic_load(&ds.abort_pending) == 1) {
-            atomic_store(&ds.abort_pending, 2);
-            do_abort();
-        }
+        if (atomic_load(&ds.abort_pending) == 1)
+            abort_when_due();
     }
     return NULL;
 }
@@ -498,10 +541,8 @@ void ccs_desync_note_exit(int how)
     ccs_dsx_shm_resign(ds.shm);
     pthread_mutex_unlock(&ds.tick_lock);
     ccs_dsx_shm_release(ds.shm);
-    if (atomic_load(&ds.abort_pending) == 1) {
-        atomic_store(&ds.abort_pending, 2);
-        do_abort();
-    }
+    if (atomic_load(&ds.abort_pending) == 1)
+        abort_when_due(); /* the job still ends, from here if the timer has not yet ended it */
 }
 
 /* The end of the run (registry.h: before coalescing's finish, the trace's

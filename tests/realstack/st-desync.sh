@@ -7,9 +7,13 @@
 # steps and MPI would silently mix them; ccshim says DESYNC at once, naming
 # the step, both counts and gradcache.py's line, and with --on-desync abort
 # the job ends (rc != 0) within seconds instead of hanging at the end.
+# The job ends in seconds whatever the full report does: with the report's
+# trace file stalled (a FIFO nobody reads, as a hung file system) the job
+# ends REPORT_BUDGET_MS after the verdict without it; with DEBUGINFOD_URLS
+# naming a server that never answers, the report does not ask it.
 . "$top_srcdir/tests/realstack/lib.sh"
 rs_require
-tap_plan 4
+tap_plan 10
 rs skip 2 --on-desync abort -- report_job.py --steps 5 --skip-rank 1 --skip-step 2
 rc=$?
 end=$(date +%s.%N)
@@ -29,5 +33,58 @@ v=$(sed -n 's/^ccshim DESYNC .*\[seen by rank [0-9]* wall=\([0-9T:.-]*\)Z .*/\1/
 lat=$(awk -v a="$(date -u -d "${v:-1970-01-01}" +%s.%N)" -v b="$end" 'BEGIN {printf "%.1f", b - a}')
 echo "# verdict at $v UTC; the job ended ${lat} s later"
 tap_check "the job ended within 10 s of the verdict (${lat} s), not at a timeout" \
+    awk -v l="$lat" 'BEGIN {exit !(l >= 0 && l <= 10)}'
+
+# latency NAME: seconds from NAME's first verdict to END
+latency() {
+    local v
+    v=$(sed -n 's/^ccshim DESYNC .*\[seen by rank [0-9]* wall=\([0-9T:.-]*\)Z .*/\1/p' "$CCS_TMP/$1.err" | sort | head -n 1)
+    awk -v a="$(date -u -d "${v:-1970-01-01}" +%s.%N)" -v b="$end" 'BEGIN {printf "%.1f", b - a}'
+}
+
+# Rank 0 writes the full report; its file in the trace directory is a FIFO
+# nobody opens for reading: the report blocks in open(2) for good.
+mkdir -p "$CCS_TMP/stall.tr"
+mkfifo "$CCS_TMP/stall.tr/ccshim-desync-stall-r0.txt"
+CCSHIM_JOB_ID=stall rs stall 2 --on-desync abort -- report_job.py --steps 5 --skip-rank 1 --skip-step 2
+rc=$?
+end=$(date +%s.%N)
+lat=$(latency stall)
+tap_check "rank 0's report stalled on its trace file: the job still ends with an error (rc $rc)" \
+    test "$rc" != 0 -a "$rc" != 124
+tap_check "  ... rank 0 says its report was cut short, then aborts" \
+    sh -c "grep -A1 \"ccshim\\[0@[^]]*\\]: warning: CCSHIM_ON_DESYNC=abort: this rank's report was still being written\" '$CCS_TMP/stall.err' |
+           grep -q 'aborting the job'"
+tap_check "  ... within 10 s of the verdict (${lat} s): 3 s of report budget, not the report's time" \
+    awk -v l="$lat" 'BEGIN {exit !(l >= 0 && l <= 10)}'
+
+# A debuginfod server that accepts connections and never answers.
+"$RS_PY" -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+open(sys.argv[1], "w").write("%d\n" % s.getsockname()[1])
+held = []
+t = time.time() + 120
+while time.time() < t:
+    s.settimeout(t - time.time())
+    try: held.append(s.accept()[0])
+    except OSError: break
+' "$CCS_TMP/dbgd.port" &
+dbgd=$!
+for _ in $(seq 50); do [ -s "$CCS_TMP/dbgd.port" ] && break; sleep 0.1; done
+DEBUGINFOD_URLS=http://127.0.0.1:$(cat "$CCS_TMP/dbgd.port") DEBUGINFOD_TIMEOUT=60 CCSHIM_LOG_LEVEL=info \
+    rs dbgd 2 --on-desync abort -- report_job.py --steps 5 --skip-rank 1 --skip-step 2
+rc=$?
+end=$(date +%s.%N)
+kill "$dbgd" 2>/dev/null
+wait "$dbgd" 2>/dev/null
+lat=$(latency dbgd)
+tap_check "DEBUGINFOD_URLS names a server that never answers: the job ends with an error (rc $rc)" \
+    test "$rc" != 0 -a "$rc" != 124
+tap_check "  ... rank 0's full report is out (its stack, named), the server not asked" \
+    sh -c "grep -q 'DEBUGINFOD_URLS is set: desync reports do not ask a debuginfod server' '$CCS_TMP/dbgd.err' &&
+           grep -qE '^ccshim desync\\|   #[0-9]+ .*\\(libtorch_cpu.so\\+0x' '$CCS_TMP/dbgd.err' &&
+           ! grep -q 'report was still being written' '$CCS_TMP/dbgd.err'"
+tap_check "  ... within 10 s of the verdict (${lat} s)" \
     awk -v l="$lat" 'BEGIN {exit !(l >= 0 && l <= 10)}'
 tap_done
