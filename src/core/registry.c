@@ -192,10 +192,11 @@ uint64_t ccs_detector_last_pass_ms(void) { return atomic_load_explicit(&detector
 static struct {
     int (*fn)(void *, uint64_t);
     void *arg;
+    int job_wide;
 } aborts[MAX_ABORTS];
 static atomic_int naborts;
 
-int ccs_abort_register(int (*fn)(void *, uint64_t), void *arg)
+int ccs_abort_register(int (*fn)(void *, uint64_t), void *arg, int job_wide)
 {
     static atomic_int claimed;
     int i = atomic_fetch_add(&claimed, 1);
@@ -203,11 +204,14 @@ int ccs_abort_register(int (*fn)(void *, uint64_t), void *arg)
         return -1;
     aborts[i].fn = fn;
     aborts[i].arg = arg;
+    aborts[i].job_wide = job_wide;
     int expect = i;
     while (!atomic_compare_exchange_weak(&naborts, &expect, i + 1))
         expect = i;
     return 0;
 }
+
+int ccs_abort_job_wide(void) { return atomic_load(&naborts) > 0 && aborts[0].job_wide; }
 
 int ccs_abort_job(uint64_t comm)
 {

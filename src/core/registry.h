@@ -128,8 +128,13 @@ CCS_HIDDEN uint64_t ccs_detector_last_pass_ms(void);
 
 /* A way to end the whole job: FN(ARG, COMM) aborts the job (COMM: the
  * communicator concerned, 0 when none) and returns only on failure, with
- * -1.  Backends register theirs (MPI_Abort, ncclCommAbort); up to 4. */
-CCS_HIDDEN int ccs_abort_register(int (*fn)(void *arg, uint64_t comm), void *arg);
+ * -1.  Backends register theirs (MPI_Abort, ncclCommAbort); up to 4.
+ * JOB_WIDE: one process's call ends every process of the job (MPI_Abort);
+ * 0 where each process must end its own part (ncclCommAbort is local). */
+CCS_HIDDEN int ccs_abort_register(int (*fn)(void *arg, uint64_t comm), void *arg, int job_wide);
+/* 1 when the first registered way (the one ccs_abort_job tries first) ends
+ * every process of the job from one. */
+CCS_HIDDEN int ccs_abort_job_wide(void);
 /* Tries each registered way in turn; returns -1 when none ended the job
  * (the caller then ends this process). */
 CCS_HIDDEN int ccs_abort_job(uint64_t comm);

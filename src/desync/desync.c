@@ -242,14 +242,19 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
         ds.abort_comm = v->comm;
         /* The rank reporting in full ends the job once its report is out
          * (three periods later at least: the others have written their
-         * line by then, at once), or REPORT_BUDGET_MS later without it;
-         * the others give it that time, and a second more, and end the job
-         * if it did not. */
+         * line by then, at once), or REPORT_BUDGET_MS later without it.
+         * Where one process's abort ends the whole job (MPI_Abort), the
+         * others give it that time and a second more, and end the job if
+         * it did not; where each process ends its own part (ncclCommAbort),
+         * each does so a second after the verdict, once its report is out
+         * or REPORT_BUDGET_MS later. */
         long period3 = 3 * ccs_cfg.desync_period_ms;
+        int wide = ccs_abort_job_wide();
         ds.abort_armed_ms = ccs_clock_mono_ms();
-        ds.abort_due_ms = ds.abort_armed_ms + (uint64_t)(full ? (period3 < 100 ? 100 : period3)
-                                                               : period3 + REPORT_BUDGET_MS + 1000);
-        ds.abort_cap_ms = full ? ds.abort_due_ms + REPORT_BUDGET_MS : ds.abort_due_ms;
+        ds.abort_due_ms = ds.abort_armed_ms + (uint64_t)(full    ? (period3 < 100 ? 100 : period3)
+                                                         : wide ? period3 + REPORT_BUDGET_MS + 1000
+                                                                : 1000);
+        ds.abort_cap_ms = full || !wide ? ds.abort_due_ms + REPORT_BUDGET_MS : ds.abort_due_ms;
         atomic_store(&ds.abort_pending, 1);
         start_abort_timer();
     }

@@ -35,6 +35,6 @@ static int abort_world(void *arg, uint64_t comm_id)
 void ccs_desync_mpi_init(void)
 {
     struct ccs_dsx_mpi_ops ops = {.allgather = allgather, .bcast = bcast, .arg = NULL};
-    ccs_abort_register(abort_world, NULL);
+    ccs_abort_register(abort_world, NULL, 1);
     ccs_desync_start_mpi(&ops);
 }
