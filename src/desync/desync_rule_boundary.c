@@ -121,7 +121,12 @@ static void boundary_classify(struct ctx *c, struct grp *g, struct bnd *b)
         const struct ent *m = &c->ents[i];
         const struct ccs_dsx_status *st = c->v->st[m->wrank];
         uint32_t ms = 0;
-        b->count[k] = b->units ? units_in_step(st, b->s) : calls_in_step(m->e, b->s, c->v->st[m->wrank]->step);
+        /* A rank whose status is still in an earlier step (its thread may
+         * not have published for a while) has no count of step S yet: a 0
+         * there would read "the others made 0" in the line. */
+        b->count[k] = st->step < b->s ? -1
+                      : b->units      ? units_in_step(st, b->s)
+                                      : calls_in_step(m->e, b->s, c->v->st[m->wrank]->step);
         if (ccs_dsx_rules_gone(c, m)) {
             b->what[k] = B_GONE;
             b->gone++;

@@ -723,6 +723,34 @@ START_TEST(boundary_extra_with_others_gone_on)
 }
 END_TEST
 
+/* Ranks 1 and 3 not heard from since step 3 (their threads did not run for
+ * a while: statuses are not one instant): they have no count of step 5
+ * yet, and the line gives the count of the rank that went on, not their 0. */
+START_TEST(boundary_extra_beside_ranks_not_heard_from)
+{
+    reset();
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, r == 2 ? 117 : r == 0 ? 118 : 90);
+        if (r == 2) {
+            in_step(c, 5, 17);
+            at_boundary(2, c, 5);
+        } else if (r == 0) { /* went on: 16 in step 5, one (deferred) in step 6 */
+            in_step(c, 6, 1);
+            c->step_prev = 5;
+            c->prev_calls = 16;
+            c->prev_kind = CCS_KIND_ALLREDUCE;
+            st[r].step = 6;
+        } else {
+            in_step(c, 3, 10);
+            st[r].step = 3;
+        }
+    }
+    ck_assert_int_eq(run(0), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 2 ended step 5 after 17 all-reduces where the others made 16"));
+}
+END_TEST
+
 START_TEST(boundary_alike_or_computing_is_healthy)
 {
     reset();
@@ -852,6 +880,7 @@ static Suite *suite(void)
     tcase_add_test(t, setting_names_match_the_table);
     tcase_add_test(t, boundary_skip_is_a_desync_not_a_straggler);
     tcase_add_test(t, boundary_extra_with_others_gone_on);
+    tcase_add_test(t, boundary_extra_beside_ranks_not_heard_from);
     tcase_add_test(t, boundary_alike_or_computing_is_healthy);
     tcase_add_test(t, boundary_counts_differ);
     tcase_add_test(t, boundary_agreed_and_gone_on_is_healthy);
