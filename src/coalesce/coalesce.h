@@ -100,7 +100,14 @@ struct ccs_coal_id {
     uint8_t dtype, op, backend;
     int32_t size;            /* communicator size W */
     uint32_t ordinal;        /* order of first sight on its communicator: the
-                                same on every member, unlike the addresses */
+                                same on every member, unlike the addresses,
+                                where no member's allocator reused a freed
+                                bucket's address for a new one */
+    uint32_t agreed_ord;     /* its place among the identities its members
+                                agreed on (auto), else ORDINAL: what every
+                                member orders and compares it by */
+    uint32_t seen_step1;     /* 1 + the last step that called it (0: none) */
+    uint32_t agree_waits;    /* auto: markers it waited for members to learn it */
     _Atomic uint32_t period; /* N: every N-th call is real; 0 = pass through */
     _Atomic uint32_t pending;/* deferred calls since the last real one */
     _Atomic uint32_t in_step;/* calls since the last step marker */

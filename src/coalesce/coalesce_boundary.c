@@ -11,7 +11,7 @@
  * next step because nothing was pending for them.  So a rank with pending
  * calls first agrees with the members of each such communicator, over
  * desync's side channel, on a digest of what it called in the step (per
- * pending identity: its ordinal, its calls in the step, its pending calls).
+ * pending identity: its agreed place, its calls in the step, its pending calls).
  * While it waits it is published as "at its step boundary" (registry.h),
  * and desync's boundary rule turns a member that can never join it into a
  * DESYNC naming the ranks, the step and both counts (docs/coalescing.md).
@@ -58,7 +58,7 @@ static void collect_one(struct ccs_coal_id *id, void *arg)
         p->dig[i] = 0x626f756e64617279ULL; /* "boundary" */
         p->n++;
     }
-    uint64_t h = ccs_hash_mix(id->comm, id->ordinal);
+    uint64_t h = ccs_hash_mix(id->comm, id->agreed_ord);
     h = ccs_hash_mix(h, atomic_load_explicit(&id->in_step, memory_order_relaxed));
     h = ccs_hash_mix(h, pending);
     p->dig[i] += h;

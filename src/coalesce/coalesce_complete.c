@@ -57,14 +57,15 @@ uint64_t ccs_coalesce_pending_calls(void)
 }
 
 /* Completions are collectives: every rank must make them in one order.
- * Communicator identities and per-communicator ordinals are the same on
- * every member, table slots and addresses are not. */
+ * Communicator identities and per-communicator agreed places
+ * (ccs_coal_id.agreed_ord) are the same on every member, table slots and
+ * addresses are not. */
 static int by_comm_then_ordinal(const void *a, const void *b)
 {
     const struct ccs_coal_id *x = *(struct ccs_coal_id *const *)a, *y = *(struct ccs_coal_id *const *)b;
     if (x->comm != y->comm)
         return x->comm < y->comm ? -1 : 1;
-    return x->ordinal < y->ordinal ? -1 : x->ordinal > y->ordinal;
+    return x->agreed_ord < y->agreed_ord ? -1 : x->agreed_ord > y->agreed_ord;
 }
 
 static int completions_logged;

@@ -27,6 +27,7 @@
 ccs_coalesce_agree_fn ccs_coalesce_agree;
 
 #define MAX_COMMS 64 /* communicators with candidates, per agreement */
+#define EMPTY_DIGEST 0x6469676573740000ULL /* a communicator's digest with no candidate */
 
 static int overflow_logged, no_agreement_logged;
 
@@ -100,6 +101,7 @@ static void learn_one(struct ccs_coal_id *id, void *arg)
     uint32_t period = atomic_load_explicit(&id->period, memory_order_relaxed);
     if (n == 0)
         return;
+    id->seen_step1 = l->step + 1;
     if (period >= 2) {
         if (n == period)
             return;
@@ -121,6 +123,7 @@ static void learn_one(struct ccs_coal_id *id, void *arg)
     else {
         id->learned = n;
         id->learn_run = 1;
+        id->agree_waits = 0;
     }
 }
 
@@ -131,6 +134,7 @@ struct digest {
     uint8_t backend[MAX_COMMS];
     int32_t size[MAX_COMMS];
     uint64_t dig[MAX_COMMS];
+    uint64_t hi[MAX_COMMS], lo[MAX_COMMS]; /* the members' largest and smallest digest (side channel) */
     uint8_t agreed[MAX_COMMS];
     int overflow;
 };
@@ -156,12 +160,38 @@ static int comm_slot(struct digest *d, const struct ccs_coal_id *id)
     d->handle[d->n] = id->handle;
     d->backend[d->n] = id->backend;
     d->size[d->n] = id->size;
-    d->dig[d->n] = 0x6469676573740000ULL;
+    d->dig[d->n] = EMPTY_DIGEST;
     return (int)d->n++;
 }
 
+/* ID's place among the identities of its communicator that the step just
+ * ended called, in order of first sight.  Not its ordinal: DDP rebuilds its
+ * buckets in step 0 and frees the first one, and where one rank's
+ * allocator hands the freed address to a new bucket (that identity goes
+ * on) and another's does not (a new identity, one ordinal further), the
+ * ordinals differ while the buckets in use match. */
+struct place {
+    const struct ccs_coal_id *id;
+    uint32_t step1, n;
+};
+
+static void place_one(struct ccs_coal_id *x, void *arg)
+{
+    struct place *p = arg;
+    if (x != p->id && x->comm == p->id->comm && x->handle == p->id->handle && x->seen_step1 == p->step1 &&
+        x->ordinal < p->id->ordinal)
+        p->n++;
+}
+
+static uint32_t live_place(const struct ccs_coal_id *id)
+{
+    struct place p = {id, id->seen_step1, 0};
+    ccs_coalesce_foreach(place_one, &p);
+    return p.n;
+}
+
 /* Order-independent digest per communicator: the sum of one hash per
- * qualified identity (table order differs between ranks, ordinals do not). */
+ * qualified identity (table order differs between ranks, places do not). */
 static void digest_one(struct ccs_coal_id *id, void *arg)
 {
     struct digest *d = arg;
@@ -170,12 +200,25 @@ static void digest_one(struct ccs_coal_id *id, void *arg)
     int i = comm_slot(d, id);
     if (i < 0)
         return;
-    uint64_t h = ccs_hash_mix(id->comm, id->ordinal);
+    id->agreed_ord = live_place(id); /* kept when agreed: ordered and compared by it from then on */
+    uint64_t h = ccs_hash_mix(id->comm, id->agreed_ord);
     h = ccs_hash_mix(h, id->count);
     h = ccs_hash_mix(h, (uint64_t)id->dtype << 8 | id->op);
     h = ccs_hash_mix(h, id->scalar);
     h = ccs_hash_mix(h, id->learned);
     d->dig[i] += h;
+}
+
+/* The members differ only in that some had no candidate there yet (their
+ * empty digest against this rank's): an identity they first saw a step
+ * later (a bucket rebuilt at a new address on one rank only) qualifies
+ * there a marker later.  Asked again at the next AGREE_WAIT_MARKERS
+ * markers before it counts as refused. */
+#define AGREE_WAIT_MARKERS 4
+static int not_learned_yet(const struct digest *d, size_t i)
+{
+    return !d->agreed[i] && ((d->lo[i] == EMPTY_DIGEST && d->hi[i] == d->dig[i]) ||
+                             (d->hi[i] == EMPTY_DIGEST && d->lo[i] == d->dig[i]));
 }
 
 static void enable_one(struct ccs_coal_id *id, void *arg)
@@ -189,6 +232,14 @@ static void enable_one(struct ccs_coal_id *id, void *arg)
         char desc[256];
         ccs_coalesce_describe(id, desc, sizeof desc);
         if (!d->agreed[i]) {
+            if (not_learned_yet(d, i) && id->agree_waits < AGREE_WAIT_MARKERS) {
+                id->agree_waits++; /* asked again at the next marker */
+                return;
+            }
+            if (not_learned_yet(d, i))
+                CCS_LOG(WARN, "coalescing auto: %s: the other members had no candidate for it at %d markers in a "
+                              "row; not coalesced",
+                        desc, AGREE_WAIT_MARKERS + 1);
             id->agree_failed = id->learned; /* not again with the same count */
             return;
         }
@@ -198,13 +249,55 @@ static void enable_one(struct ccs_coal_id *id, void *arg)
     }
 }
 
+/* The communicators where this rank has identities but no candidate at
+ * this marker: it answers there without waiting (below). */
+struct answers {
+    size_t n;
+    uint64_t comm[MAX_COMMS];
+    uintptr_t handle[MAX_COMMS];
+    uint8_t backend[MAX_COMMS];
+};
+
+static void answer_one(struct ccs_coal_id *id, void *arg)
+{
+    struct answers *a = arg;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->comm[i] == id->comm)
+            return;
+    if (a->n < MAX_COMMS) {
+        a->comm[a->n] = id->comm;
+        a->handle[a->n] = id->handle;
+        a->backend[a->n++] = id->backend;
+    }
+}
+
 /* Agreement over desync's side channel: one ccs_desync_agree_u64 per
  * communicator, in increasing identity order on every rank (so two ranks
  * never wait for each other on different communicators); agreed when the
- * largest and the smallest digest of the members are equal.  A member with
- * no candidates there never answers: the others time out, once per count,
- * and coalesce nothing on it either. */
+ * largest and the smallest digest of the members are equal.  First, on
+ * every communicator where this rank has identities but no candidate, it
+ * puts its empty digest without waiting: a member with candidates there
+ * then finds the two differ at once (its candidates are refused, once per
+ * count) instead of waiting AGREE_TIMEOUT_MS for an answer that never came
+ * (under load, one rank's DDP bucket reused its buffer's address after the
+ * rebuild and the other's did not: 1 identity against 2, and the job
+ * stalled until a STRAGGLER warning 10 s later ended the wait). */
 #define AGREE_TIMEOUT_MS 30000
+static uint64_t agree_key(void) { return ccs_hash_mix(0x636f616c65736365ULL /* "coalesce" */, ccs_step_now()); }
+
+static void desync_answer(const struct answers *a, const struct digest *d, uint64_t key)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        int cand = 0;
+        for (size_t k = 0; k < d->n; k++)
+            cand |= d->comm[k] == a->comm[i];
+        struct ccs_comm *c = cand ? NULL : ccs_comm_lookup(a->backend[i], a->handle[i]);
+        uint64_t hi = 0, lo = 1;
+        if (c && c->agreed)
+            (void)ccs_agree_u64(c, key, EMPTY_DIGEST, &hi, &lo, 0); /* put, look once, go on */
+    }
+}
+
 static void desync_agree(struct digest *d)
 {
     size_t order[MAX_COMMS];
@@ -220,10 +313,12 @@ static void desync_agree(struct digest *d)
         size_t i = order[k];
         uint64_t hi = 0, lo = 1;
         struct ccs_comm *c = ccs_comm_lookup(d->backend[i], d->handle[i]);
-        uint64_t key = ccs_hash_mix(0x636f616c65736365ULL /* "coalesce" */, ccs_step_now());
+        uint64_t key = agree_key();
         d->agreed[i] = c && c->agreed &&
                        ccs_agree_u64(c, key, d->dig[i], &hi, &lo, AGREE_TIMEOUT_MS) == 0 && hi == lo &&
                        hi == d->dig[i];
+        d->hi[i] = hi;
+        d->lo[i] = lo;
     }
 }
 
@@ -253,6 +348,10 @@ static void agree_and_enable(uint64_t step)
                      MAX_COMMS);
     const char *how;
     if (ccs_agree_available()) {
+        static struct answers a;
+        memset(&a, 0, sizeof a);
+        ccs_coalesce_foreach(answer_one, &a);
+        desync_answer(&a, &d, agree_key());
         if (d.n == 0)
             return;
         how = "the side channel";
@@ -278,7 +377,13 @@ static void agree_and_enable(uint64_t step)
     size_t ok = 0;
     for (size_t i = 0; i < d.n; i++) {
         ok += d.agreed[i];
-        if (!d.agreed[i])
+        if (d.agreed[i])
+            continue;
+        if (not_learned_yet(&d, i))
+            CCS_LOG(INFO, "coalescing auto: communicator %016llx: a member has no candidate there yet; asked again "
+                          "at the next marker (at most %d times)",
+                    (unsigned long long)d.comm[i], AGREE_WAIT_MARKERS);
+        else
             CCS_LOG(WARN, "coalescing auto: the members of communicator %016llx learned different schedules; "
                           "its new candidates are not coalesced",
                     (unsigned long long)d.comm[i]);

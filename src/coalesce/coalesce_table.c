@@ -74,6 +74,9 @@ static struct ccs_coal_id *insert(uint64_t h, uint64_t comm, uintptr_t handle, i
             e->op = (uint8_t)op;
             e->backend = (uint8_t)backend;
             e->ordinal = ordinal;
+            e->agreed_ord = ordinal;
+            e->seen_step1 = 0;
+            e->agree_waits = 0;
             e->first_step = ccs_step_now();
             e->learned = 0;
             e->learn_run = 0;

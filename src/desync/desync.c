@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -154,6 +155,7 @@ static struct {
 static void *reporter_main(void *arg)
 {
     (void)arg;
+    prctl(PR_SET_NAME, "ccs-report", 0, 0, 0); /* top -H, /proc/PID/task/TID/comm */
     pthread_mutex_lock(&rw.lock);
     for (;;) {
         while (rw.state != RW_POSTED)
@@ -565,6 +567,7 @@ static void *thread_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    prctl(PR_SET_NAME, "ccs-desync", 0, 0, 0);
     /* Below the job's threads: where ranks outnumber cores, this thread
      * takes its turn in their gaps rather than from them (nice 10 still gets
      * about a tenth of a contended core, so detection is never starved). */

@@ -13,6 +13,12 @@
  *   coal_ddp [--steps S] [--minibatches K] [--buckets NB] [--count N]
  *            [--float] [--out-of-place] [--nonblocking] [--per-step]
  *            [--short-last] [--extra KIND] [--no-mark] [--complete]
+ *            [--rebuild-rank R]
+ *   --rebuild-rank R: after step 0, rank R alone moves its buckets to new
+ *            buffers (DDP rebuilds its buckets after the first iteration,
+ *            and the allocator may give one rank the old addresses back and
+ *            another new ones): the ranks then see different identities.
+ *            R = -2: every rank moves them.
  *   --complete: before each optimizer step, when coalescing left deferred
  *            reductions pending, complete them (ccshim_coalesce_complete)
  *            and take the gradient from the completed buckets again.
@@ -29,6 +35,7 @@
 #include <string.h>
 
 static int steps = 4, kmb = 8, nb = 2, count = 1000, use_float, oop, nonblocking, per_step, short_last, no_mark, complete;
+static int rebuild_rank = -1;
 static const char *extra = "";
 static int rank, W;
 
@@ -50,6 +57,7 @@ static void parse(int argc, char **argv)
         else if (!strcmp(a, "--buckets") && i + 1 < argc) nb = atoi(argv[++i]);
         else if (!strcmp(a, "--count") && i + 1 < argc) count = atoi(argv[++i]);
         else if (!strcmp(a, "--extra") && i + 1 < argc) extra = argv[++i];
+        else if (!strcmp(a, "--rebuild-rank") && i + 1 < argc) rebuild_rank = atoi(argv[++i]);
         else if (!strcmp(a, "--float")) use_float = 1;
         else if (!strcmp(a, "--out-of-place")) oop = 1;
         else if (!strcmp(a, "--nonblocking")) nonblocking = 1;
@@ -181,6 +189,11 @@ int main(int argc, char **argv)
             put(p, i, get(p, i) - 0.05 * get(g, i));
         if (!no_mark)
             CCSHIM_STEP_MARK();
+        if (s == 0 && (rank == rebuild_rank || rebuild_rank == -2))
+            for (int j = 0; j < nb; j++) { /* the old ones stay allocated: new addresses */
+                bk[j].buf = calloc((size_t)count, es);
+                bk[j].recv = calloc((size_t)count, es);
+            }
     }
     double sum = 0;
     uint64_t h = 1469598103934665603ULL;

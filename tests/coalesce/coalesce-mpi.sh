@@ -12,7 +12,7 @@ ccs_have_mpi || tap_skip_all "built without MPI"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 prog="$top_builddir/tests/coalesce/coal_ddp"
 [ -x "$prog" ] || tap_skip_all "tests/coalesce/coal_ddp not built"
-tap_plan 35
+tap_plan 37
 
 K=6 STEPS=3 NB=2
 # run NAME NP [--set ...] -- ARGS: coal_ddp under ccshim-run; out/err in $CCS_TMP/NAME.*
@@ -161,4 +161,25 @@ tap_eq "  ... per step and rank: one real call per bucket in the trace, five def
 tap_eq "auto, shorter last step completed under abort: rc 0, parameters within 1e-12 of per-step" \
     "0 ok" "$? $(rel_to refs autos)"
 tap_check "  ... the job was coalesced before the short step" grep -q "answered locally" "$CCS_TMP/autos.err"
+
+# 9. auto where rank 1 alone moved its buckets to new buffers after step 0
+# (DDP's bucket rebuild, the allocator giving only rank 0 the old addresses
+# back): rank 0's identities qualify a marker before rank 1's, and their
+# ordinals differ (rank 1's first buffers are dead identities).  At the
+# first marker rank 1 answers with its empty digest (it used not to answer:
+# rank 0 waited 30 s, and 30 s more the other way a marker later); rank 0
+# asks again at the next one, where the two agree on the buckets in use by
+# their places among the identities the step called.  Both coalesce from
+# step 3, exactly as when every rank moved its buckets.
+run rball 2 --set CCSHIM_COALESCE=auto -- --steps 6 --rebuild-rank -2
+t0=$(date +%s.%N)
+run rebuilt 2 --set CCSHIM_COALESCE=auto --set CCSHIM_LOG_LEVEL=info -- --steps 6 --rebuild-rank 1
+rc=$?
+secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+tap_eq "auto, rank 1 alone rebuilt its buckets after step 0: rc 0, no verdict, bitwise the parameters of every rank rebuilding (${secs} s)" \
+    "0 0 $(digest rball)" \
+    "$rc $(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$CCS_TMP/rebuilt.err") $(digest rebuilt)"
+tap_check "  ... rank 0 asked again a marker later; both coalesced steps 3-5 (30 answered locally, 6 real)" \
+    sh -c "grep -q 'ccshim\[0@[^]]*\]: coalescing auto: communicator [0-9a-f]*: a member has no candidate there yet' '$CCS_TMP/rebuilt.err' &&
+           [ \$(grep -c '^ccshim\[[01]@[^]]*\]: coalescing: 30 all-reduces answered locally, 6 real' '$CCS_TMP/rebuilt.err') = 2 ]"
 tap_done
