@@ -19,8 +19,12 @@ rc=$?
 end=$(date +%s.%N)
 tap_check "one mini-batch fewer on rank 1 in step 2, --on-desync abort: the job ends with an error (rc $rc)" \
     test "$rc" != 0 -a "$rc" != 124
-tap_check "DESYNC: ranks out of step in step 2, rank 0 issued 8 (or at least 7 when seen from rank 1), rank 1 issued 6" \
-    grep -qE 'ccshim DESYNC comm=.*: ranks out of step: in step 2 rank 0 issued (8|at least 7), rank 1 issued 6;' \
+# (A rank whose records of the step are not all folded yet when the verdict
+# is made is counted as "at least" what was folded: rank 0's 8 reads "at
+# least 7" or "at least 8" in about half of the runs beside busy loops,
+# seen from either rank.)
+tap_check "DESYNC: ranks out of step in step 2, rank 0 issued 8 (or at least 7 or 8), rank 1 issued 6" \
+    grep -qE 'ccshim DESYNC comm=.*: ranks out of step: in step 2 rank 0 issued (8|at least [78]), rank 1 issued 6;' \
     "$CCS_TMP/skip.err"
 # (Each rank's "last" is its newest folded record when the verdict is made:
 # under load one rank's may already be a later call of the Trainer's, so
