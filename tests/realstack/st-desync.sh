@@ -14,6 +14,14 @@
 . "$top_srcdir/tests/realstack/lib.sh"
 rs_require
 tap_plan 10
+# latency NAME: seconds from NAME's first verdict (its wall clock time, UTC,
+# milliseconds) to END, the job's end
+latency() {
+    local v
+    v=$(sed -n 's/^ccshim DESYNC .*\[seen by rank [0-9]* wall=\([0-9T:.-]*\)Z .*/\1/p' "$CCS_TMP/$1.err" | sort | head -n 1)
+    awk -v a="$(date -u -d "${v:-1970-01-01}" +%s.%N)" -v b="$end" 'BEGIN {printf "%.1f", b - a}'
+}
+
 rs skip 2 --on-desync abort -- report_job.py --steps 5 --skip-rank 1 --skip-step 2
 rc=$?
 end=$(date +%s.%N)
@@ -32,19 +40,10 @@ tap_check "DESYNC: ranks out of step in step 2, rank 0 issued 8 (or at least 7 o
 tap_check "  ... naming gradcache.py's line (the backward's)" \
     grep -qE 'ranks out of step: .*rank [01] last at gradcache.py:[0-9]+ in _backward_hook' \
     "$CCS_TMP/skip.err"
-# the first verdict's wall clock time (UTC, milliseconds) to the job's end
-v=$(sed -n 's/^ccshim DESYNC .*\[seen by rank [0-9]* wall=\([0-9T:.-]*\)Z .*/\1/p' "$CCS_TMP/skip.err" | sort | head -n 1)
-lat=$(awk -v a="$(date -u -d "${v:-1970-01-01}" +%s.%N)" -v b="$end" 'BEGIN {printf "%.1f", b - a}')
-echo "# verdict at $v UTC; the job ended ${lat} s later"
+lat=$(latency skip)
+echo "# the job ended ${lat} s after the first verdict"
 tap_check "the job ended within 10 s of the verdict (${lat} s), not at a timeout" \
     awk -v l="$lat" 'BEGIN {exit !(l >= 0 && l <= 10)}'
-
-# latency NAME: seconds from NAME's first verdict to END
-latency() {
-    local v
-    v=$(sed -n 's/^ccshim DESYNC .*\[seen by rank [0-9]* wall=\([0-9T:.-]*\)Z .*/\1/p' "$CCS_TMP/$1.err" | sort | head -n 1)
-    awk -v a="$(date -u -d "${v:-1970-01-01}" +%s.%N)" -v b="$end" 'BEGIN {printf "%.1f", b - a}'
-}
 
 # Rank 0 writes the full report; its file in the trace directory is a FIFO
 # nobody opens for reading: the report blocks in open(2) for good.
