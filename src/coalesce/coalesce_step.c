@@ -249,27 +249,8 @@ static void enable_one(struct ccs_coal_id *id, void *arg)
     }
 }
 
-/* The communicators where this rank has identities but no candidate at
- * this marker: it answers there without waiting (below). */
-struct answers {
-    size_t n;
-    uint64_t comm[MAX_COMMS];
-    uintptr_t handle[MAX_COMMS];
-    uint8_t backend[MAX_COMMS];
-};
-
-static void answer_one(struct ccs_coal_id *id, void *arg)
-{
-    struct answers *a = arg;
-    for (size_t i = 0; i < a->n; i++)
-        if (a->comm[i] == id->comm)
-            return;
-    if (a->n < MAX_COMMS) {
-        a->comm[a->n] = id->comm;
-        a->handle[a->n] = id->handle;
-        a->backend[a->n++] = id->backend;
-    }
-}
+/* Every communicator this rank has identities on (their digests unused). */
+static void comm_of_one(struct ccs_coal_id *id, void *arg) { (void)comm_slot(arg, id); }
 
 /* Agreement over desync's side channel: one ccs_desync_agree_u64 per
  * communicator, in increasing identity order on every rank (so two ranks
@@ -285,13 +266,14 @@ static void answer_one(struct ccs_coal_id *id, void *arg)
 #define AGREE_TIMEOUT_MS 30000
 static uint64_t agree_key(void) { return ccs_hash_mix(0x636f616c65736365ULL /* "coalesce" */, ccs_step_now()); }
 
-static void desync_answer(const struct answers *a, const struct digest *d, uint64_t key)
+/* On the communicators of ALL without a candidate in D: the empty digest. */
+static void desync_answer(const struct digest *all, const struct digest *d, uint64_t key)
 {
-    for (size_t i = 0; i < a->n; i++) {
+    for (size_t i = 0; i < all->n; i++) {
         int cand = 0;
         for (size_t k = 0; k < d->n; k++)
-            cand |= d->comm[k] == a->comm[i];
-        struct ccs_comm *c = cand ? NULL : ccs_comm_lookup(a->backend[i], a->handle[i]);
+            cand |= d->comm[k] == all->comm[i];
+        struct ccs_comm *c = cand ? NULL : ccs_comm_lookup(all->backend[i], all->handle[i]);
         uint64_t hi = 0, lo = 1;
         if (c && c->agreed)
             (void)ccs_agree_u64(c, key, EMPTY_DIGEST, &hi, &lo, 0); /* put, look once, go on */
@@ -348,10 +330,10 @@ static void agree_and_enable(uint64_t step)
                      MAX_COMMS);
     const char *how;
     if (ccs_agree_available()) {
-        static struct answers a;
-        memset(&a, 0, sizeof a);
-        ccs_coalesce_foreach(answer_one, &a);
-        desync_answer(&a, &d, agree_key());
+        static struct digest all;
+        memset(&all, 0, sizeof all);
+        ccs_coalesce_foreach(comm_of_one, &all);
+        desync_answer(&all, &d, agree_key());
         if (d.n == 0)
             return;
         how = "the side channel";

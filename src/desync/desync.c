@@ -564,9 +564,7 @@ void ccs_desync_set_poll(void (*fn)(uint64_t now_ms))
 static void *thread_main(void *arg)
 {
     (void)arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    /* (All signals blocked: started by detached_thread.) */
     prctl(PR_SET_NAME, "ccs-desync", 0, 0, 0);
     /* Below the job's threads: where ranks outnumber cores, this thread
      * takes its turn in their gaps rather than from them (nice 10 still gets
@@ -767,20 +765,14 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
     }
     atomic_store(&ds.state, RUNNING);
     ccs_agree_register(ccs_desync_agree_u64); /* for coalescing's auto (registry.h) */
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&a, 512 * 1024);
     ds.started_ms = ccs_clock_mono_ms();
     if (!rw.up) /* (once per process: it outlives a restart of detection) */
         rw.up = detached_thread(reporter_main, &ds.reporter, 1024 * 1024) == 0;
-    if (pthread_create(&ds.th, &a, thread_main, NULL) != 0) {
-        pthread_attr_destroy(&a);
+    if (detached_thread(thread_main, &ds.th, 512 * 1024) != 0) {
         ccs_dsx_say_off("cannot start the background thread");
         atomic_store(&ds.state, OFF);
         return -1;
     }
-    pthread_attr_destroy(&a);
     if (ds.client)
         CCS_LOG(INFO,
                 "desync detection on: rank %d of %d, host '%s', host leader, coordinator at %s:%d, period %ld ms",
