@@ -221,7 +221,18 @@ enum ccs_backend {
 const char *ccs_kind_name(unsigned kind);
 int ccs_kind_class(unsigned kind);
 const char *ccs_dtype_name(unsigned dtype);
-unsigned ccs_dtype_size(unsigned dtype);
+/* Bytes of one element of DTYPE, 0 when not a fixed-size basic type.
+ * Inline: the hot path's fingerprint key needs it for the kinds whose
+ * signature is compared by size (a switch the compiler makes a table). */
+static inline unsigned ccs_dtype_size(unsigned dtype)
+{
+    switch (dtype) {
+#define CCS_X(e, n, s, z) case n: return z;
+        CCS_DTYPE_LIST(CCS_X)
+#undef CCS_X
+    }
+    return 0;
+}
 const char *ccs_op_name(unsigned op);
 const char *ccs_backend_name(unsigned backend);
 /* Parses a kind name; returns the kind, or -1 when unknown. */

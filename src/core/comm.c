@@ -94,6 +94,15 @@ struct ccs_comm *ccs_comm_register_inter(int backend, uintptr_t handle, uint64_t
     c->feature[0] = c->feature[1] = NULL;
     atomic_store_explicit(&c->seq, 0, memory_order_relaxed);
     atomic_store_explicit(&c->p2p, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->hash, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->step_at, UINT32_MAX, memory_order_relaxed);
+    atomic_store_explicit(&c->kinds, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->turn_gen, 0, memory_order_relaxed);
+    for (int i = 0; i < 3; i++) {
+        atomic_store_explicit(&c->turn[i].step, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->turn[i].seq0, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->turn[i].kinds, 0, memory_order_relaxed);
+    }
     atomic_store_explicit(&c->children, 0, memory_order_relaxed);
     atomic_store_explicit(&c->handle, handle, memory_order_release);
     size_t n = atomic_load_explicit(&ndefs, memory_order_relaxed);
@@ -108,6 +117,48 @@ struct ccs_comm *ccs_comm_register_inter(int backend, uintptr_t handle, uint64_t
         ccs_log_once(&defs_logged, CCS_LOG_WARN,
                      "more than %d communicators created; later ones are missing from the trace", MAX_DEFS);
     return c;
+}
+
+void ccs_comm_step_turn(struct ccs_comm *c, uint32_t step, uint64_t seq)
+{
+#define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define ST(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
+    uint32_t g = LD(c->turn_gen);
+    ST(c->turn_gen, g + 1); /* odd: being written */
+    atomic_thread_fence(memory_order_release);
+    for (int i = 2; i > 0; i--) {
+        ST(c->turn[i].step, LD(c->turn[i - 1].step));
+        ST(c->turn[i].seq0, LD(c->turn[i - 1].seq0));
+        ST(c->turn[i].kinds, LD(c->turn[i - 1].kinds));
+    }
+    ST(c->turn[1].kinds, LD(c->kinds)); /* the step that ended: its kinds were live */
+    ST(c->turn[0].step, step);
+    ST(c->turn[0].seq0, seq);
+    ST(c->turn[0].kinds, 0);
+    ST(c->kinds, 0);
+    ST(c->step_at, step);
+    atomic_store_explicit(&c->turn_gen, g + 2, memory_order_release);
+}
+
+void ccs_comm_turns(struct ccs_comm *c, struct ccs_comm_turns *out)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        uint32_t g = atomic_load_explicit(&c->turn_gen, memory_order_acquire);
+        if (g & 1)
+            continue;
+        for (int i = 0; i < 3; i++) {
+            out->step[i] = LD(c->turn[i].step);
+            out->seq0[i] = LD(c->turn[i].seq0);
+            out->kinds[i] = LD(c->turn[i].kinds);
+        }
+        out->kinds[0] = LD(c->kinds);
+        atomic_thread_fence(memory_order_acquire);
+        if (LD(c->turn_gen) == g)
+            return;
+    }
+    memset(out, 0, sizeof *out); /* never consistent: nothing known */
+#undef LD
+#undef ST
 }
 
 void ccs_comm_set_rank(struct ccs_comm *c, int rank, int size)

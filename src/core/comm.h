@@ -13,32 +13,70 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* One step's collectives on a communicator, as the hot path leaves them at
+ * the first collective of the next step (ccs_comm_step_turn). */
+struct ccs_comm_turn {
+    _Atomic uint32_t step;  /* the step (ccs_step at issue) */
+    _Atomic uint64_t seq0;  /* seq of its first collective here; 0: none */
+    _Atomic uint64_t kinds; /* bit K: a collective of kind K issued in it */
+};
+
 struct ccs_comm {
     /* Line-aligned: every field a call reads or writes (handle, id, size,
-     * backend, seq, p2p) is on the entry's first cache line. */
+     * backend, seq, p2p, hash, step_at, kinds) is on the entry's first cache line. */
     _Alignas(64) _Atomic uintptr_t handle; /* local handle; 0 = free slot, 1 = tombstone */
     uint64_t id;              /* identity, the same on every member */
-    uint64_t parent;          /* parent's identity, 0 when none */
+    /* Sequence counters.  Relaxed load+store, not an atomic RMW: a correct
+     * program never issues two collectives on one communicator at once
+     * (MPI and NCCL both forbid it), so no update can be lost.  The same
+     * holds for hash, step_at and kinds. */
+    _Atomic uint64_t seq;     /* next collective sequence number (from 1) */
+    _Atomic uint64_t p2p;     /* point-to-point calls so far */
+    /* Running hash (ccs_running_hash) of the fingerprint keys of the
+     * collectives issued so far; each record also carries it through its
+     * own call, so that desync's thread reads a (seq, hash) pair from the
+     * newest record instead of hashing every record (docs/desync.md). */
+    _Atomic uint64_t hash;
     int32_t rank, size;       /* this process's rank; member count */
     uint16_t backend;         /* enum ccs_backend */
     uint16_t how;             /* enum ccs_kind of the creating call */
+    _Atomic uint32_t step_at; /* step of the last collective issued (UINT32_MAX: none yet) */
+    _Atomic uint64_t kinds;   /* bit K: a collective of kind K issued in step step_at */
+    /* Off the hot path's line. */
+    uint64_t parent;          /* parent's identity, 0 when none */
     int32_t color;            /* split color or -1 */
     uint64_t t_created;       /* ticks */
-    /* Sequence counters.  Relaxed load+store, not an atomic RMW: a correct
-     * program never issues two collectives on one communicator at once
-     * (MPI and NCCL both forbid it), so no update can be lost. */
-    _Atomic uint64_t seq;     /* next collective sequence number (from 1) */
-    _Atomic uint64_t p2p;     /* point-to-point calls so far */
     _Atomic uint64_t children;/* communicators created from this one so far */
     int agreed;               /* 1 when every member derives the same id */
     int32_t remote_size;      /* MPI intercommunicator: the remote group's size (the length of
                                  its collectives' per-peer arrays); 0 for any other */
     uint8_t nonblocking;      /* NCCL: made with config.blocking = 0 (or split from one) */
     void *feature[2];         /* per-communicator state of later features */
+    /* The last three steps with collectives here, newest first (turn[0] is
+     * step_at's, its kinds live in KINDS), written by ccs_comm_step_turn
+     * between two changes of turn_gen (odd while writing), so that a reader
+     * can tell a consistent copy (ccs_comm_turns). */
+    _Atomic uint32_t turn_gen;
+    struct ccs_comm_turn turn[3];
 };
 
-_Static_assert(offsetof(struct ccs_comm, p2p) + sizeof(uint64_t) <= 64,
+_Static_assert(offsetof(struct ccs_comm, parent) <= 64,
                "the fields of a communicator entry every call uses share one cache line");
+
+/* Hot path, at the first collective of a new step STEP on C (seq SEQ):
+ * shifts C's turns.  Cold, out of line. */
+CCS_HIDDEN void ccs_comm_step_turn(struct ccs_comm *c, uint32_t step, uint64_t seq)
+    __attribute__((cold, noinline));
+
+/* A consistent copy of C's turns into OUT (3, newest first, OUT[0].kinds
+ * the live kinds of the current step).  Any thread; retries while the hot
+ * path is inside ccs_comm_step_turn. */
+struct ccs_comm_turns {
+    uint32_t step[3];
+    uint64_t seq0[3];
+    uint64_t kinds[3];
+};
+CCS_HIDDEN void ccs_comm_turns(struct ccs_comm *c, struct ccs_comm_turns *out);
 
 #define CCS_COMM_SLOT_BITS 12
 #define CCS_COMM_SLOTS (1u << CCS_COMM_SLOT_BITS)

@@ -35,25 +35,6 @@ uint64_t ccs_hash_bytes(const void *p, size_t n, uint64_t seed)
     return h;
 }
 
-/* Which fields enter a kind's fingerprint (bits below): the columns sig,
- * bytes, op and root of CCS_KIND_LIST (ccs_kinds.h says why each kind has
- * its own), and FP_COLL, the nonblocking flag, for every collective.
- * Anything else hashes the kind only. */
-enum { FP_SIG = 1, FP_BYTES = 2, FP_OP = 4, FP_ROOT = 8, FP_COLL = 16 };
-
-static uint8_t fp_fields(unsigned kind)
-{
-    switch (kind) {
-#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types)                                                \
-    case n:                                                                                                \
-        return (uint8_t)(((c) == CCS_CLASS_COLL ? FP_COLL : 0) | ((sig) ? FP_SIG : 0) |                   \
-                         ((bytes) ? FP_BYTES : 0) | ((op) ? FP_OP : 0) | ((root) ? FP_ROOT : 0));
-        CCS_KIND_LIST(CCS_X)
-#undef CCS_X
-    }
-    return 0;
-}
-
 /* The types column of CCS_KIND_LIST. */
 static int types_compared(unsigned kind)
 {
@@ -74,28 +55,10 @@ uint64_t ccs_sig_bytes(uint64_t count, unsigned dtype)
     return count * ccs_dtype_size(dtype);
 }
 
-/* Hot path of the readers: the relevant fields are packed into two words
- * and mixed once. */
 uint64_t ccs_fingerprint_sig(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op, int root,
                              uint32_t sig)
 {
-    uint8_t f = fp_fields(kind);
-    uint64_t w = (uint64_t)kind;
-    uint64_t c = 0;
-    if (f & FP_COLL)
-        w |= (uint64_t)(flags & CCS_F_NONBLOCKING) << 16;
-    if (f & FP_SIG) {
-        w |= (uint64_t)(dtype & 0xff) << 24;
-        c = count ^ ((uint64_t)sig << 40) ^ ((uint64_t)sig >> 24);
-    } else if (f & FP_BYTES) {
-        c = ccs_sig_bytes(count, dtype);
-    }
-    if (f & FP_OP)
-        w |= (uint64_t)(op & 0xff) << 32;
-    if (f & FP_ROOT)
-        w |= (uint64_t)((uint32_t)root & 0xffffff) << 40;
-    /* The count enters through an odd multiplier (a bijection). */
-    return mix64(w ^ 0x63637368696dULL /* "ccshim" */ ^ (c * 0xd6e8feb86659fd93ULL));
+    return mix64(ccs_fp_key(kind, flags, count, dtype, op, root, sig));
 }
 
 uint64_t ccs_fingerprint(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op, int root)

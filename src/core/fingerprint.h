@@ -7,6 +7,7 @@
 #define CCS_FINGERPRINT_H
 
 #include "attributes.h"
+#include "ccs_kinds.h"
 #include "trace_format.h"
 #include <stddef.h>
 #include <stdint.h>
@@ -22,13 +23,70 @@ static inline size_t ccs_slot_hash(uint64_t key, unsigned bits)
     return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> (64 - bits));
 }
 
-/* Fingerprint of the fields every member must agree on for KIND under MPI's
- * matching rules (fingerprint.c): the kind and the nonblocking flag always;
- * for reductions the whole type signature (COUNT, DTYPE, SIG) and the op;
- * for bcast/gather/scatter/allgather(v)/alltoall the signature's size in
- * bytes; the root for rooted kinds.  SIG: hash of a multi-type signature's
- * repeating unit (DTYPE CCS_DT_DERIVED, COUNT then in bytes), else 0.
- * Point-to-point kinds hash the kind only. */
+/* Which fields enter a kind's fingerprint: the columns sig, bytes, op and
+ * root of CCS_KIND_LIST (ccs_kinds.h says why each kind has its own), and
+ * CCS_FP_COLL, the nonblocking flag, for every collective.  Anything else
+ * hashes the kind only.  A switch over constants: it folds where KIND does. */
+enum { CCS_FP_SIG = 1, CCS_FP_BYTES = 2, CCS_FP_OP = 4, CCS_FP_ROOT = 8, CCS_FP_COLL = 16 };
+
+static inline unsigned ccs_fp_fields(unsigned kind)
+{
+    switch (kind) {
+#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types)                                                \
+    case n:                                                                                                \
+        return ((c) == CCS_CLASS_COLL ? CCS_FP_COLL : 0) | ((sig) ? CCS_FP_SIG : 0) |                      \
+               ((bytes) ? CCS_FP_BYTES : 0) | ((op) ? CCS_FP_OP : 0) | ((root) ? CCS_FP_ROOT : 0);
+        CCS_KIND_LIST(CCS_X)
+#undef CCS_X
+    }
+    return 0;
+}
+
+/* The fields every member must agree on for KIND under MPI's matching
+ * rules, packed into one word (not mixed): the kind and the nonblocking
+ * flag always; for reductions the whole type signature (COUNT, DTYPE, SIG)
+ * and the op; for bcast/gather/scatter/allgather(v)/alltoall the
+ * signature's size in bytes; the root for rooted kinds.  SIG: hash of a
+ * multi-type signature's repeating unit (DTYPE CCS_DT_DERIVED, COUNT then
+ * in bytes), else 0.  Point-to-point kinds: the kind only.  Inline and
+ * cheap (one multiplication; the field choice folds with a constant KIND):
+ * the hot path folds it into its communicator's running hash. */
+static inline uint64_t ccs_fp_key(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op,
+                                  int root, uint32_t sig)
+{
+    unsigned f = ccs_fp_fields(kind);
+    uint64_t w = (uint64_t)kind;
+    uint64_t c = 0;
+    if (f & CCS_FP_COLL)
+        w |= (uint64_t)(flags & CCS_F_NONBLOCKING) << 16;
+    if (f & CCS_FP_SIG) {
+        w |= (uint64_t)(dtype & 0xff) << 24;
+        c = count ^ ((uint64_t)sig << 40) ^ ((uint64_t)sig >> 24);
+    } else if (f & CCS_FP_BYTES) {
+        c = dtype == CCS_DT_DERIVED ? count : count * ccs_dtype_size(dtype);
+    }
+    if (f & CCS_FP_OP)
+        w |= (uint64_t)(op & 0xff) << 32;
+    if (f & CCS_FP_ROOT)
+        w |= (uint64_t)((uint32_t)root & 0xffffff) << 40;
+    /* The count enters through an odd multiplier (a bijection). */
+    return w ^ 0x63637368696dULL /* "ccshim" */ ^ (c * 0xd6e8feb86659fd93ULL);
+}
+
+/* The running hash of a communicator's collectives, through one more call
+ * whose ccs_fp_key is KEY and which coalescing answered locally or not
+ * (DEFERRED): H * B + KEY', a polynomial hash with B odd.  Each step is a
+ * bijection of H for a given key, so two sequences that differ in one call
+ * never hash alike afterwards, whatever follows alike.  The hot path folds
+ * every collective into its communicator's hash with it (record.h); the
+ * ranks compare these hashes at equal seqs (docs/desync.md). */
+static inline uint64_t ccs_running_hash(uint64_t h, uint64_t key, int deferred)
+{
+    return h * 0x9e3779b97f4a7c15ULL + (key ^ (deferred ? 0x7f4a7c159e3779b9ULL : 0));
+}
+
+/* Fingerprint of the fields every member must agree on for one collective:
+ * ccs_fp_key, mixed (the operations in a status carry it). */
 CCS_HIDDEN uint64_t ccs_fingerprint_sig(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op,
                                         int root, uint32_t sig);
 /* The same with SIG 0 (one basic type, as NCCL always has). */
@@ -43,7 +101,8 @@ CCS_HIDDEN uint64_t ccs_sig_bytes(uint64_t count, unsigned dtype);
  * both nonzero must have equal keys. */
 CCS_HIDDEN uint32_t ccs_sig_key(unsigned kind, unsigned dtype, uint32_t sig);
 
-/* The fingerprint of a record read from a ring. */
+/* The fingerprint of a record read from a ring (whose own fingerprint
+ * field holds its communicator's running hash there, see ccs_call_store). */
 static inline uint64_t ccs_record_fingerprint(const struct ccs_record *r)
 {
     return ccs_fingerprint_sig(r->kind, r->flags, r->count, r->dtype, r->op, r->root, r->sig);

@@ -46,16 +46,6 @@ const char *ccs_dtype_name(unsigned dtype)
     return "?";
 }
 
-unsigned ccs_dtype_size(unsigned dtype)
-{
-    switch (dtype) {
-#define CCS_X(e, n, s, z) case n: return z;
-        CCS_DTYPE_LIST(CCS_X)
-#undef CCS_X
-    }
-    return 0;
-}
-
 const char *ccs_op_name(unsigned op)
 {
     switch (op) {

@@ -30,6 +30,7 @@
 #include "ccs_kinds.h"
 #include "clock.h"
 #include "comm.h"
+#include "fingerprint.h"
 #include "process.h"
 #include "pysite.h"
 #include "ring.h"
@@ -55,9 +56,11 @@ struct ccs_call {
 
 /* Starts recording one call on C (NULL C: recorded with comm 0, unsequenced).
  * Returns the record to pass to ccs_call_end, or NULL when not recording.
- * rec->fingerprint stays 0 in a ring: it is a pure function of fields
- * the record holds, so whoever reads a ring computes it with
- * ccs_record_fingerprint() (the trace writer fills it in the file).
+ * In a ring, rec->fingerprint holds the communicator's running hash
+ * through the call (0 for a call not on the collective sequence); the
+ * fingerprint itself is a pure function of fields the record holds, so
+ * whoever needs it computes it with ccs_record_fingerprint() (the trace
+ * writer fills it in the file).
  * Inline (below): a wrapper's call costs no call of
  * its own and its constant fields (kind, backend) fold. */
 static inline struct ccs_record *ccs_call_begin(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr);
@@ -144,9 +147,8 @@ CCS_INLINE void ccs_record_word(struct ccs_record *rec, size_t off, uint64_t w)
  * in ccs_call_record and ccs_call_fast (always inline: with a wrapper's
  * constant kind the counter choice folds away).
  *
- * What it does not store, because a ring slot always holds 0 there: the
- * fingerprint (left to readers, see ccs_record_fingerprint; no one writes
- * a ring slot's fingerprint), and without ccs_timing the times (ccs_timing
+ * What it does not store, because a ring slot always holds 0 there:
+ * without ccs_timing the times (ccs_timing
  * is set before the shim turns active and never changes, so a process's
  * slots either always get times or never do).  A ring is mapped zeroed, so
  * a slot reused on a later lap, and one a reader copies while it is in
@@ -158,23 +160,38 @@ CCS_INLINE struct ccs_record *ccs_call_store(struct ccs_ring *r, struct ccs_comm
     /* One register for the slot's address: left to itself the compiler
      * rebuilds it from the index for each differently typed store. */
     __asm__("" : "+r"(rec));
-    uint64_t seq = 0, comm = 0;
+    uint64_t seq = 0, comm = 0, hash = 0;
+    uint32_t step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed);
     if (c) {
         /* Load + store, not an atomic RMW: see struct ccs_comm. */
         enum ccs_counter which = ccs_kind_counter(kind);
         if (which == CCS_COUNTER_SEQ) {
             seq = atomic_load_explicit(&c->seq, memory_order_relaxed) + 1;
             atomic_store_explicit(&c->seq, seq, memory_order_relaxed);
+            /* The communicator's running hash through this call, and its
+             * step bookkeeping: what desync's thread would otherwise fold
+             * from every record (docs/performance.md, "the detector's
+             * cost").  A multiply-add and a test on the line just used. */
+            hash = ccs_running_hash(atomic_load_explicit(&c->hash, memory_order_relaxed),
+                                    ccs_fp_key(kind, call->flags, call->count, call->dtype, call->op, call->root,
+                                               call->sig),
+                                    call->flags & CCS_F_DEFERRED);
+            atomic_store_explicit(&c->hash, hash, memory_order_relaxed);
+            if (CCS_UNLIKELY(atomic_load_explicit(&c->step_at, memory_order_relaxed) != step))
+                ccs_comm_step_turn(c, step, seq);
+            atomic_store_explicit(&c->kinds,
+                                  atomic_load_explicit(&c->kinds, memory_order_relaxed) | (1ull << (kind & 63)),
+                                  memory_order_relaxed);
         } else if (which == CCS_COUNTER_P2P) {
             seq = atomic_load_explicit(&c->p2p, memory_order_relaxed) + 1;
             atomic_store_explicit(&c->p2p, seq, memory_order_relaxed);
         }
         comm = c->id;
     }
-    uint32_t step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed);
     uint32_t pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed); /* ccshim_annotate */
     rec->seq = seq;
     rec->comm = comm;
+    rec->fingerprint = hash; /* in a ring: the running hash (see ccs_record_fingerprint) */
     rec->bytes = call->bytes;
     rec->count = call->count;
     rec->buf = (uint64_t)(uintptr_t)call->buf;

@@ -1,10 +1,13 @@
 /*
- * desync_collect.c - this rank's side of the protocol: folds the records of
- * every ring (a cursor of its own per ring, independent of the trace
- * writer's) into per-communicator running hashes and histories, and looks
- * at each ring's in-flight record to tell "blocked in a collective" from
- * "computing".  Runs on the background thread only; the hot path is not
- * touched.
+ * desync_collect.c - this rank's side of the protocol: reads the newest
+ * records of every ring (a cursor of its own per ring, independent of the
+ * trace writer's) into per-communicator histories, takes each
+ * communicator's running hash from its newest record (the hot path keeps
+ * it, see struct ccs_comm) and its calls per step from the communicator's
+ * turns, and looks at each ring's in-flight record to tell "blocked in a
+ * collective" from "computing".  A pass reads at most TAIL records of a
+ * ring, whatever the call rate: older ones are read from the ring only
+ * when the coordinator asks for them.  Background thread only.
  */
 #include "desync_collect.h"
 #include <stdio.h>
@@ -17,29 +20,30 @@
 
 #define MAX_TRACKED 64
 #define MAX_RINGS 1024
-#define MAX_PENDING 1024
 #define NSITE_CACHE 64
 #define NCCL_SLOTS 64
-/* Operations kept per communicator beyond the published history, so that
- * records asked for by the coordinator (a seq where records differ) are
- * still there when the request comes: 4096 operations cover 0.4 s of a
- * job issuing 10,000 collectives a second.  Allocated for the first
- * RET_COMMS communicators only (224 KiB each, with the hashes). */
-#define RET 4096u
-#define RET_COMMS 8
+/* Records a pass reads per ring at most, the newest: enough for every
+ * communicator's published history (CCS_DSX_HIST) and a checkpoint
+ * (CCS_DSX_CHECKPOINT) in the jobs that matter, and a bound on the
+ * thread's work per period that does not grow with the call rate (25,600
+ * records a second at the default 20 ms period; a job calling less often
+ * is read whole, as before). */
+#define TAIL 512u
+/* Records looked through, newest first, for one record the coordinator
+ * asks for (a probe's hash, the records around a differing seq) when it is
+ * not where a communicator of one thread would have it. */
+#define FIND_SCAN 8192u
 
 struct tracked {
     uint64_t id;
     int32_t rank, size;
     uint16_t backend;
-    int used, live, lost, mark, boundary;
+    int used, live, mark, boundary;
     uint64_t issued, done, hash;
+    uint32_t done_step;       /* the step of the record DONE */
     uint64_t cp_seq[2], cp_hash[2];
     struct ccs_dsx_op hist[CCS_DSX_HIST]; /* a ring: the next goes at hnext */
     unsigned nhist, hnext;
-    struct ccs_dsx_op *ret;  /* RET kept operations, a ring indexed by seq % RET (NULL: none) */
-    uint64_t *reth;          /* the running hash through each kept operation */
-    uint64_t held;           /* pass in which a record of it was held back */
     struct ccs_record fpkey; /* fields of the last fingerprint computed, */
     uint64_t fp;             /* and it: consecutive calls are mostly alike */
     uint64_t active_ms;      /* last change, to pick what to publish */
@@ -57,8 +61,6 @@ struct tracked {
 
 static struct tracked tc[MAX_TRACKED];
 static struct ccs_ring_cursor cursor[MAX_RINGS]; /* ours, apart from the trace writer's */
-static struct ccs_record pend[MAX_PENDING];
-static size_t npend;
 static struct ccs_record *batch;
 static size_t batch_cap;
 
@@ -74,7 +76,6 @@ static struct {
 
 static uint64_t (*want_fn)(uint64_t comm, int probe, void *arg);
 static void *want_arg;
-static int nret;
 
 void ccs_dsx_collect_want(uint64_t (*fn)(uint64_t comm, int probe, void *arg), void *arg)
 {
@@ -129,49 +130,32 @@ static struct tracked *find(uint64_t id, int create)
     struct tracked *t = free_slot ? free_slot : oldest; /* reuse the longest-freed one */
     if (!t)
         return NULL;
-    struct ccs_dsx_op *ret = t->ret; /* the kept operations' buffers stay with the slot */
-    uint64_t *reth = t->reth;
     memset(t, 0, sizeof *t);
-    t->ret = ret;
-    t->reth = reth;
-    if (ret)
-        memset(ret, 0, RET * sizeof *ret);
     t->used = 1;
     t->id = id;
     t->rank = -1;
     return t;
 }
 
+/* Takes record R of T's communicator, the next newer than T->done (seqs
+ * skipped by a pass that read only the tail are fine: the hash is the
+ * record's own, and the calls per step come from the turns). */
 static void fold(struct tracked *t, const struct ccs_record *r, uint64_t now)
 {
     struct ccs_dsx_op o = op_of(r, t);
-    if (r->seq != t->done + 1) {
-        /* Records lost (ring overflow, or started late): the hash is no
-         * longer comparable, the history still is. */
-        t->lost = 1;
-    }
-    uint64_t key = o.fp ^ ((o.flags & CCS_F_DEFERRED) ? 0x9e3779b97f4a7c15ULL : 0);
-    t->hash = ccs_hash_mix(t->hash, key);
+    uint64_t before = t->done;
+    t->hash = r->fingerprint; /* the running hash through it (ccs_call_store) */
     t->done = r->seq;
+    t->done_step = r->step;
     if (t->done % CCS_DSX_CHECKPOINT == 0) {
         t->cp_seq[1] = t->cp_seq[0];
         t->cp_hash[1] = t->cp_hash[0];
         t->cp_seq[0] = t->done;
         t->cp_hash[0] = t->hash;
     }
-    if (!t->ret && nret < RET_COMMS) {
-        t->ret = calloc(RET, sizeof *t->ret);
-        t->reth = calloc(RET, sizeof *t->reth);
-        if (!t->ret || !t->reth) {
-            free(t->ret), free(t->reth);
-            t->ret = NULL, t->reth = NULL;
-        } else
-            nret++;
-    }
-    if (t->ret) {
-        t->ret[r->seq % RET] = o;
-        t->reth[r->seq % RET] = t->hash;
-    }
+    /* Calls per step counted from the records, for a communicator already
+     * gone from the table when it is read (sync_comm takes the exact ones
+     * from a live communicator's turns). */
     if (o.step != t->step_now || !t->step_calls) {
         if (t->step_calls) {
             t->step_prev = t->step_now;
@@ -179,10 +163,13 @@ static void fold(struct tracked *t, const struct ccs_record *r, uint64_t now)
             t->prev_kind = t->step_kind;
         }
         t->step_now = o.step;
-        t->step_calls = 0;
+        t->step_calls = 1; /* (records skipped before it: its place in the step is not known here) */
         t->step_kind = o.kind;
+    } else {
+        /* Steps only grow: every seq skipped since the last record of the
+         * same step was issued in it. */
+        t->step_calls += (uint32_t)(r->seq - before);
     }
-    t->step_calls++;
     if (t->step_kind != o.kind)
         t->step_kind = CCS_KIND_MAX; /* mixed */
     t->hist[t->hnext] = o;
@@ -221,93 +208,97 @@ static int grow_batch(size_t need)
     return 0;
 }
 
-/* Folds one record (the common path) or holds it back: a gap may close
- * next pass (a record of another thread not yet published), so the record
- * and what follows it on that communicator wait once. */
-static void take(const struct ccs_record *r, uint64_t pass, uint64_t now, struct tracked **tp)
+/* Reads the newest records of every ring through the collector's own
+ * cursors (at most TAIL per ring: a cursor further back skips to there)
+ * and folds the sequenced ones (the only ones compared), in seq order per
+ * communicator, records at or before a communicator's last one left out
+ * (another thread's, published late). */
+static void fold_all(uint64_t now)
 {
-    struct tracked *t = *tp;
-    if (!t || t->id != r->comm)
-        t = *tp = find(r->comm, 1);
-    if (!t || r->seq <= t->done)
-        return;
-    /* A held record is marked in its fingerprint, which the hot path leaves
-     * 0 and nothing here reads (op_of computes it). */
-    if ((t->held == pass || (r->seq != t->done + 1 && r->fingerprint == 0)) && npend < MAX_PENDING) {
-        pend[npend] = *r;
-        pend[npend++].fingerprint = 1;
-        t->held = pass;
-        return;
-    }
-    fold(t, r, now);
-}
-
-/* How read_rings passes records on: folded one by one (the common path),
- * or gathered into BATCH to be merged in seq order with the records held
- * back last pass. */
-enum read_mode { FOLD, GATHER };
-
-/* Reads every ring's new records through the collector's own cursors and
- * passes the sequenced ones (the only ones compared) on as MODE says.
- * N: records BATCH holds already; returns how many it holds (GATHER). */
-static size_t read_rings(enum read_mode mode, uint64_t pass, uint64_t now, size_t n)
-{
-    enum { CHUNK = 256 }; /* 24 KiB: copied and folded while still in cache */
-    static struct ccs_record chunk[CHUNK];
+    enum { CHUNK = 256 }; /* 24 KiB: copied while still in cache */
     uint32_t pid = (uint32_t)getpid();
-    struct tracked *t = NULL;
+    size_t n = 0;
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
         if (r->index >= MAX_RINGS || r->pid != pid)
             continue;
         struct ccs_ring_cursor *c = &cursor[r->index];
-        uint64_t lost = atomic_load_explicit(&c->lost, memory_order_relaxed);
-        int dropped = 0; /* records we had no room for (GATHER) */
+        uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+        if (head - atomic_load_explicit(&c->next, memory_order_relaxed) > TAIL &&
+            head > atomic_load_explicit(&c->next, memory_order_relaxed))
+            atomic_store_explicit(&c->next, head - TAIL, memory_order_relaxed);
+        if (grow_batch(n + TAIL + CHUNK) != 0)
+            break;
         size_t k;
-        while ((k = ccs_ring_read(r, c, chunk, CHUNK)) > 0)
+        while (n + CHUNK <= batch_cap && (k = ccs_ring_read(r, c, batch + n, CHUNK)) > 0) {
+            size_t kept = 0;
             for (size_t i = 0; i < k; i++) {
-                const struct ccs_record *rec = &chunk[i];
-                if (!rec->comm || !rec->seq || !ccs_kind_sequenced(rec->kind))
-                    continue;
-                if (mode == FOLD)
-                    take(rec, pass, now, &t);
-                else if (grow_batch(n + 1) == 0)
-                    batch[n++] = *rec;
-                else
-                    dropped = 1;
+                const struct ccs_record *rec = &batch[n + i];
+                if (rec->comm && rec->seq && ccs_kind_sequenced(rec->kind))
+                    batch[n + kept++] = *rec;
             }
-        if (dropped || atomic_load_explicit(&c->lost, memory_order_relaxed) != lost) {
-            /* Records of this ring were lost: which communicators lost them
-             * is unknown.  (Folding, the histories restart too, as they
-             * always did after a loss.) */
-            for (int i = 0; i < MAX_TRACKED; i++)
-                if (tc[i].used) {
-                    tc[i].lost = 1;
-                    if (mode == FOLD)
-                        tc[i].nhist = 0;
-                }
+            n += kept;
         }
     }
-    return n;
-}
-
-static void fold_all(uint64_t now)
-{
-    static uint64_t pass;
-    pass++;
-    if (npend == 0) {
-        read_rings(FOLD, pass, now, 0);
-        return;
-    }
-    /* Records held back last pass: merge them in seq order with the new. */
-    if (grow_batch(npend) != 0)
-        return; /* they wait for the next pass */
-    memcpy(batch, pend, npend * sizeof *pend);
-    size_t n = read_rings(GATHER, pass, now, npend);
-    npend = 0;
     qsort(batch, n, sizeof *batch, cmp_rec);
     struct tracked *t = NULL;
-    for (size_t i = 0; i < n; i++)
-        take(&batch[i], pass, now, &t);
+    for (size_t i = 0; i < n; i++) {
+        const struct ccs_record *r = &batch[i];
+        if (!t || t->id != r->comm)
+            t = find(r->comm, 1);
+        if (t && r->seq > t->done)
+            fold(t, r, now);
+    }
+}
+
+/* Copies R's record at index IDX into OUT: 1 when it was intact. */
+static int ring_at(struct ccs_ring *r, uint64_t idx, struct ccs_record *out)
+{
+    struct ccs_ring_cursor c;
+    atomic_init(&c.next, idx);
+    atomic_init(&c.lost, 0);
+    return ccs_ring_read(r, &c, out, 1) == 1 && atomic_load_explicit(&c.lost, memory_order_relaxed) == 0;
+}
+
+/* The record of T's communicator with SEQ (<= T->done) from the rings,
+ * newest first: where a communicator used by one thread has it (as many
+ * slots back as seqs back, one read), else among the newest FIND_SCAN
+ * records of each ring.  1 and *OUT when found.  The diagnostic path (a
+ * probe, records asked for), not every pass. */
+static int ring_find(const struct tracked *t, uint64_t seq, struct ccs_record *out)
+{
+    enum { CH = 64 };
+    struct ccs_record chunk[CH];
+    uint32_t pid = (uint32_t)getpid();
+    uint64_t back = t->done - seq;
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
+        if (r->pid != pid)
+            continue;
+        uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+        if (back < head && ring_at(r, head - 1 - back, out) && out->comm == t->id && out->seq == seq)
+            return 1;
+        uint64_t stop = head > FIND_SCAN ? head - FIND_SCAN : 0;
+        for (uint64_t to = head; to > stop;) {
+            uint64_t from = to - stop > CH ? to - CH : stop;
+            struct ccs_ring_cursor c;
+            atomic_init(&c.next, from);
+            atomic_init(&c.lost, 0);
+            size_t k = ccs_ring_read(r, &c, chunk, (size_t)(to - from));
+            int passed = 0;
+            for (size_t i = k; i-- > 0;) {
+                if (chunk[i].comm != t->id || !ccs_kind_sequenced(chunk[i].kind))
+                    continue;
+                if (chunk[i].seq == seq) {
+                    *out = chunk[i];
+                    return 1;
+                }
+                passed |= chunk[i].seq < seq;
+            }
+            if (passed || atomic_load_explicit(&c.lost, memory_order_relaxed))
+                break; /* further back is older still, or overwritten */
+            to = from;
+        }
+    }
+    return 0;
 }
 
 /* The text every rank shows for OP: its annotated (Python) site, when it
@@ -370,6 +361,43 @@ static void scan_inflight(uint64_t now)
             tc[i].blocked = 0;
 }
 
+/* The single kind of a step's kinds mask, or CCS_KIND_MAX when mixed. */
+static uint16_t kind_of(uint64_t kinds)
+{
+    if (!kinds)
+        return 0;
+    return (kinds & (kinds - 1)) ? CCS_KIND_MAX : (uint16_t)__builtin_ctzll(kinds);
+}
+
+/* Calls per step of a live communicator, exact whatever the pass read:
+ * the completed calls of the step of T's last record (T->done) and of the
+ * step before it with calls here, from C's turns (the seq each step's
+ * first collective had). */
+static void step_counts(struct tracked *t, struct ccs_comm *c)
+{
+    if (!t->done)
+        return;
+    struct ccs_comm_turns tu;
+    ccs_comm_turns(c, &tu);
+    for (int j = 0; j < 3; j++) {
+        if (!tu.seq0[j] || tu.step[j] != t->done_step || tu.seq0[j] > t->done)
+            continue;
+        t->step_now = tu.step[j];
+        t->step_calls = (uint32_t)(t->done - tu.seq0[j] + 1);
+        t->step_kind = kind_of(tu.kinds[j]);
+        if (j + 1 < 3 && tu.seq0[j + 1]) {
+            t->step_prev = tu.step[j + 1];
+            t->prev_calls = (uint32_t)(tu.seq0[j] - tu.seq0[j + 1]);
+            t->prev_kind = kind_of(tu.kinds[j + 1]);
+        } else if (j + 1 < 3) { /* the first step with calls here */
+            t->step_prev = 0;
+            t->prev_calls = 0;
+            t->prev_kind = 0;
+        } /* (else the step before is older than the turns kept: as folded) */
+        return;
+    }
+}
+
 /* Sequence counters and membership from the comm table. */
 static void sync_comm(struct ccs_comm *c, void *arg)
 {
@@ -390,6 +418,7 @@ static void sync_comm(struct ccs_comm *c, void *arg)
         t->iss_since_ms = now;
     }
     t->issued = s;
+    step_counts(t, c);
 }
 
 /* Rank and size of communicators seen only in records (created and freed
@@ -517,7 +546,7 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
         e->hash = t->hash;
         memcpy(e->cp_seq, t->cp_seq, sizeof e->cp_seq);
         memcpy(e->cp_hash, t->cp_hash, sizeof e->cp_hash);
-        e->flags = (uint16_t)((t->lost ? CCS_DSX_HASH_LOST : 0) | (t->dev ? CCS_DSX_DEVICE : 0));
+        e->flags = (uint16_t)(t->dev ? CCS_DSX_DEVICE : 0); /* (the hash is never lost: the hot path keeps it) */
         if (t->dev && t->live && t->issued > t->dev_done) /* a freed one finished its work first */
             e->dev_pending = (uint16_t)(t->issued - t->dev_done > UINT16_MAX ? UINT16_MAX : t->issued - t->dev_done);
         e->state = t->blocked ? CCS_DSX_BLOCKED : t->live ? CCS_DSX_IDLE : CCS_DSX_FREED;
@@ -540,23 +569,28 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
         e->nhist = (uint16_t)t->nhist;
         for (unsigned h = 0; h < t->nhist; h++)
             e->hist[h] = *hist_at(t, h);
-        /* Records asked for: the kept operations around that seq instead of
-         * the newest (the newest are what is published otherwise). */
-        uint64_t w = want_fn && t->ret && !t->lost ? want_fn(t->id, 0, want_arg) : 0;
-        if (w && w <= t->done && t->done - w < RET - CCS_DSX_HIST) {
+        /* Records asked for: the operations around that seq instead of
+         * the newest (the newest are what is published otherwise), read
+         * back from the rings. */
+        uint64_t w = want_fn ? want_fn(t->id, 0, want_arg) : 0;
+        if (w && w <= t->done) {
             uint64_t lo = w > CCS_DSX_HIST / 2 ? w - CCS_DSX_HIST / 2 + 1 : 1;
             unsigned n = 0;
+            struct ccs_record rec;
             for (uint64_t q = lo; q < lo + CCS_DSX_HIST && q <= t->done; q++)
-                if (t->ret[q % RET].seq == q)
-                    e->hist[n++] = t->ret[q % RET];
-            e->nhist = (uint16_t)n;
-            e->flags |= CCS_DSX_PINNED;
+                if (ring_find(t, q, &rec))
+                    e->hist[n++] = op_of(&rec, t);
+            if (n) {
+                e->nhist = (uint16_t)n;
+                e->flags |= CCS_DSX_PINNED;
+            }
         }
         /* A probe: the hash through that seq, in the second checkpoint. */
-        uint64_t p = want_fn && t->ret && !t->lost ? want_fn(t->id, 1, want_arg) : 0;
-        if (p && p <= t->done && t->done - p < RET && t->ret[p % RET].seq == p) {
+        uint64_t p = want_fn ? want_fn(t->id, 1, want_arg) : 0;
+        struct ccs_record prec;
+        if (p && p <= t->done && ring_find(t, p, &prec)) {
             e->cp_seq[1] = p;
-            e->cp_hash[1] = t->reth[p % RET];
+            e->cp_hash[1] = prec.fingerprint;
             e->flags |= CCS_DSX_PROBED;
         }
     }
@@ -638,12 +672,8 @@ void ccs_dsx_device_align(const struct ccs_dsx_status **st, int32_t w)
 
 void ccs_dsx_collect_reset(void)
 {
-    for (int i = 0; i < MAX_TRACKED; i++)
-        free(tc[i].ret), free(tc[i].reth);
-    nret = 0;
     memset(tc, 0, sizeof tc);
     memset(cursor, 0, sizeof cursor);
-    npend = 0;
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next)
         if (r->index < MAX_RINGS)
             ccs_ring_cursor_at_end(r, &cursor[r->index]);

@@ -209,18 +209,36 @@ static const struct ccs_dsx_comm *status_of(const struct ccs_dsx_status *st, uin
     return NULL;
 }
 
-/* The desync collector reads the rings through cursors of its own: it
- * folds what the trace writer's drain has not read, and a lap of its own
- * cursor marks every hash lost, also of a communicator whose lost records
- * leave no gap that it could see. */
+/* The running hash the hot path should have for N calls of CALL after H. */
+static uint64_t hash_after(uint64_t h, struct ccs_call call, uint64_t n)
+{
+    uint64_t key = ccs_fp_key(call.kind, call.flags, call.count, call.dtype, call.op, call.root, call.sig);
+    while (n--)
+        h = ccs_running_hash(h, key, (call.flags & CCS_F_DEFERRED) != 0);
+    return h;
+}
+
+static uint64_t probe_seq, want_seq;
+static uint64_t want(uint64_t comm, int probe, void *arg)
+{
+    (void)arg;
+    return comm == 10 ? (probe ? probe_seq : want_seq) : 0;
+}
+
+/* The desync collector reads the rings through cursors of its own (the
+ * trace writer's drain is not moved), and of a ring at most its newest
+ * records: the hash of a communicator is its newest record's, which the
+ * hot path computed for every call, so a lap loses nothing of it; a probe
+ * and the records around a seq are read back from the ring. */
 START_TEST(collector_reads_with_its_own_cursor)
 {
     struct ccs_comm *a = ccs_comm_register(CCS_BE_MPI, 0x3f0, 10, 0, 0, 2, 0, -1);
     struct ccs_comm *b = ccs_comm_register(CCS_BE_MPI, 0x3f8, 11, 0, 0, 2, 0, -1);
+    struct ccs_call ar = coll(CCS_KIND_ALLREDUCE, 1), bc = coll(CCS_KIND_BCAST, 1);
     for (int i = 0; i < 5; i++)
-        one(a, coll(CCS_KIND_ALLREDUCE, 1));
+        one(a, ar);
     one(a, coll(CCS_KIND_SEND, 1)); /* not sequenced: not folded */
-    one(b, coll(CCS_KIND_BCAST, 1));
+    one(b, bc);
     struct ccs_ring *r = ccs_ring_self();
     uint64_t drained = atomic_load(&r->drain.next);
     static struct ccs_dsx_status st;
@@ -231,24 +249,93 @@ START_TEST(collector_reads_with_its_own_cursor)
     ck_assert_uint_eq(e->issued, 5);
     ck_assert_uint_eq(e->nhist, 5);
     ck_assert_uint_eq(e->hist[4].seq, 5);
+    ck_assert_uint_eq(e->hash, hash_after(0, ar, 5));
+    ck_assert_uint_eq(e->hash, atomic_load(&a->hash));
     ck_assert_uint_eq(e->flags & CCS_DSX_HASH_LOST, 0);
     ck_assert_uint_eq(status_of(&st, 11)->done, 1);
-    ck_assert_uint_eq(status_of(&st, 11)->flags & CCS_DSX_HASH_LOST, 0);
+    ck_assert_uint_eq(status_of(&st, 11)->hash, hash_after(0, bc, 1));
     ck_assert_uint_eq(atomic_load(&r->drain.next), drained); /* the writer's cursor is its own */
     /* B's second call is overwritten before the collector reads it: B
-     * shows no gap (done 1, nothing after), yet its hash is not whole. */
-    one(b, coll(CCS_KIND_BCAST, 1));
+     * stays at done 1 with the hash through 1, A's hash is whole. */
+    one(b, bc);
     uint64_t cap = r->mask + 1;
     for (uint64_t i = 0; i < cap; i++)
-        one(a, coll(CCS_KIND_ALLREDUCE, 1));
+        one(a, ar);
     ccs_dsx_collect(&st, 2);
-    ccs_dsx_collect(&st, 3); /* records held back for a gap are taken on the next pass */
     e = status_of(&st, 10);
     ck_assert_ptr_nonnull(e);
     ck_assert_uint_eq(e->done, 5 + cap);
-    ck_assert_uint_ne(e->flags & CCS_DSX_HASH_LOST, 0);
+    ck_assert_uint_eq(e->hash, hash_after(0, ar, 5 + cap));
+    ck_assert_uint_eq(e->flags & CCS_DSX_HASH_LOST, 0);
+    ck_assert_uint_eq(e->nhist, CCS_DSX_HIST);
+    ck_assert_uint_eq(e->hist[CCS_DSX_HIST - 1].seq, 5 + cap);
+    ck_assert_uint_eq(e->cp_seq[0], (5 + cap) / CCS_DSX_CHECKPOINT * CCS_DSX_CHECKPOINT);
+    ck_assert_uint_eq(e->cp_hash[0], hash_after(0, ar, e->cp_seq[0]));
     ck_assert_uint_eq(status_of(&st, 11)->done, 1);
-    ck_assert_uint_ne(status_of(&st, 11)->flags & CCS_DSX_HASH_LOST, 0);
+    ck_assert_uint_eq(status_of(&st, 11)->hash, hash_after(0, bc, 1));
+    /* Only the newest records were read: the cursor skipped the rest
+     * without counting them lost. */
+    /* A probe 1000 seqs back and the records around a seq 3000 back: read
+     * back from the ring. */
+    probe_seq = 5 + cap - 1000;
+    want_seq = 5 + cap - 3000;
+    ccs_dsx_collect_want(want, NULL);
+    one(a, ar);
+    ccs_dsx_collect(&st, 3);
+    e = status_of(&st, 10);
+    ck_assert_uint_ne(e->flags & CCS_DSX_PROBED, 0);
+    ck_assert_uint_eq(e->cp_seq[1], probe_seq);
+    ck_assert_uint_eq(e->cp_hash[1], hash_after(0, ar, probe_seq));
+    ck_assert_uint_ne(e->flags & CCS_DSX_PINNED, 0);
+    ck_assert_uint_eq(e->nhist, CCS_DSX_HIST);
+    ck_assert_uint_eq(e->hist[0].seq, want_seq - CCS_DSX_HIST / 2 + 1);
+    ck_assert_uint_eq(e->hist[CCS_DSX_HIST - 1].seq, want_seq + CCS_DSX_HIST / 2);
+    /* Overwritten long ago: not answered. */
+    probe_seq = 3;
+    want_seq = 0;
+    ccs_dsx_collect(&st, 4);
+    ck_assert_uint_eq(status_of(&st, 10)->flags & (CCS_DSX_PROBED | CCS_DSX_PINNED), 0);
+    ccs_dsx_collect_want(NULL, NULL);
+}
+END_TEST
+
+/* Calls per step come from the communicator's turns, exact although the
+ * collector read only the newest records: a step of 3 calls, then one of
+ * 2 * ring size, then the current one. */
+START_TEST(collector_counts_steps_from_turns)
+{
+    struct ccs_comm *a = ccs_comm_register(CCS_BE_MPI, 0x4f0, 12, 0, 0, 2, 0, -1);
+    struct ccs_ring *r = ccs_ring_self();
+    uint64_t cap = r->mask + 1;
+    static struct ccs_dsx_status st;
+    ccshim_step_mark();
+    for (int i = 0; i < 3; i++)
+        one(a, coll(CCS_KIND_ALLREDUCE, 1));
+    one(a, coll(CCS_KIND_BCAST, 1));
+    uint32_t s1 = (uint32_t)ccshim_step_current();
+    ccshim_step_mark();
+    for (uint64_t i = 0; i < 2 * cap; i++)
+        one(a, coll(CCS_KIND_ALLREDUCE, 1));
+    uint32_t s2 = (uint32_t)ccshim_step_current();
+    ccs_dsx_collect(&st, 1);
+    const struct ccs_dsx_comm *e = status_of(&st, 12);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(e->step_now, s2);
+    ck_assert_uint_eq(e->step_calls, 2 * cap);
+    ck_assert_uint_eq(e->step_kind, CCS_KIND_ALLREDUCE);
+    ck_assert_uint_eq(e->step_prev, s1);
+    ck_assert_uint_eq(e->prev_calls, 4);
+    ck_assert_uint_eq(e->prev_kind, CCS_KIND_MAX); /* all-reduces and a bcast */
+    ccshim_step_mark();
+    one(a, coll(CCS_KIND_BARRIER, 0));
+    ccs_dsx_collect(&st, 2);
+    e = status_of(&st, 12);
+    ck_assert_uint_eq(e->step_now, s2 + 1);
+    ck_assert_uint_eq(e->step_calls, 1);
+    ck_assert_uint_eq(e->step_kind, CCS_KIND_BARRIER);
+    ck_assert_uint_eq(e->step_prev, s2);
+    ck_assert_uint_eq(e->prev_calls, 2 * cap);
+    ck_assert_uint_eq(e->prev_kind, CCS_KIND_ALLREDUCE);
 }
 END_TEST
 
@@ -264,6 +351,7 @@ static Suite *suite(void)
     tcase_add_test(t, ring_overflow_counts_drops);
     tcase_add_test(t, readers_keep_their_own_cursors);
     tcase_add_test(t, collector_reads_with_its_own_cursor);
+    tcase_add_test(t, collector_counts_steps_from_turns);
     suite_add_tcase(s, t);
     return s;
 }
