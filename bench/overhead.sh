@@ -201,12 +201,12 @@ neither batch shows the +15 ns target met or missed; the instruction count is th
 that does not move (291, then 172, now 124 per call), and no hardware counters are
 available here (`perf stat` reports none) to give cycles per call.
 
-**Defaults (desync detection on).**  The hot path is the same, so the side-by-side row
+**Defaults (desync detection on).**  The hot path is the same (it keeps each
+communicator's running hash whether detection is on or not), so the side-by-side row
 barely moves; what the defaults add is the desync thread of each rank, which every 20 ms
-reads every record written since and folds it into the running hash ($ir_thr
-instructions per call in ccs_dsx_collect under callgrind, an upper bound: valgrind's
-slowdown makes its per-pass work weigh more per record).  With 2 ranks spinning on 2 cores
-that thread's time comes straight out of the loop, as the separate-run rows show; with a
-core to spare per rank it does not (see the desync section below for its CPU share).
+reads the newest records of each ring, at most 512 ($ir_thr instructions per call in
+ccs_dsx_collect under callgrind, where valgrind's slowdown keeps the call rate below that
+bound so that the thread reads every record; at full speed its work per period is
+bounded, see "The detector's cost" below).
 MD
 echo "updated $doc"

@@ -65,8 +65,7 @@ _Static_assert(offsetof(struct ccs_comm, parent) <= 64,
 
 /* Hot path, at the first collective of a new step STEP on C (seq SEQ):
  * shifts C's turns.  Cold, out of line. */
-CCS_HIDDEN void ccs_comm_step_turn(struct ccs_comm *c, uint32_t step, uint64_t seq)
-    __attribute__((cold, noinline));
+CCS_HIDDEN void ccs_comm_step_turn(struct ccs_comm *c, uint32_t step, uint64_t seq) __attribute__((cold, noinline));
 
 /* A consistent copy of C's turns into OUT (3, newest first, OUT[0].kinds
  * the live kinds of the current step).  Any thread; retries while the hot

@@ -58,7 +58,7 @@ uint64_t ccs_sig_bytes(uint64_t count, unsigned dtype)
 uint64_t ccs_fingerprint_sig(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op, int root,
                              uint32_t sig)
 {
-    return mix64(ccs_fp_key(kind, flags, count, dtype, op, root, sig));
+    return mix64(ccs_fp_key(kind, flags, count, dtype, op, root, sig) ^ 0x63637368696dULL /* "ccshim" */);
 }
 
 uint64_t ccs_fingerprint(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op, int root)

@@ -27,6 +27,10 @@ static inline size_t ccs_slot_hash(uint64_t key, unsigned bits)
  * root of CCS_KIND_LIST (ccs_kinds.h says why each kind has its own), and
  * CCS_FP_COLL, the nonblocking flag, for every collective.  Anything else
  * hashes the kind only.  A switch over constants: it folds where KIND does. */
+/* The odd multiplier of the fingerprint key and the running hash (one
+ * constant: the hot path loads it once for both). */
+#define CCS_HASH_MUL 0xd6e8feb86659fd93ULL
+
 enum { CCS_FP_SIG = 1, CCS_FP_BYTES = 2, CCS_FP_OP = 4, CCS_FP_ROOT = 8, CCS_FP_COLL = 16 };
 
 static inline unsigned ccs_fp_fields(unsigned kind)
@@ -70,7 +74,7 @@ static inline uint64_t ccs_fp_key(unsigned kind, unsigned flags, uint64_t count,
     if (f & CCS_FP_ROOT)
         w |= (uint64_t)((uint32_t)root & 0xffffff) << 40;
     /* The count enters through an odd multiplier (a bijection). */
-    return w ^ 0x63637368696dULL /* "ccshim" */ ^ (c * 0xd6e8feb86659fd93ULL);
+    return w ^ (c * CCS_HASH_MUL);
 }
 
 /* The running hash of a communicator's collectives, through one more call
@@ -82,7 +86,7 @@ static inline uint64_t ccs_fp_key(unsigned kind, unsigned flags, uint64_t count,
  * ranks compare these hashes at equal seqs (docs/desync.md). */
 static inline uint64_t ccs_running_hash(uint64_t h, uint64_t key, int deferred)
 {
-    return h * 0x9e3779b97f4a7c15ULL + (key ^ (deferred ? 0x7f4a7c159e3779b9ULL : 0));
+    return h * CCS_HASH_MUL + (key ^ (deferred ? 0x7f4a7c159e3779b9ULL : 0));
 }
 
 /* Fingerprint of the fields every member must agree on for one collective:

@@ -162,26 +162,21 @@ CCS_INLINE struct ccs_record *ccs_call_store(struct ccs_ring *r, struct ccs_comm
     __asm__("" : "+r"(rec));
     uint64_t seq = 0, comm = 0, hash = 0;
     uint32_t step = (uint32_t)atomic_load_explicit(&ccs_step, memory_order_relaxed);
+    enum ccs_counter which = c ? ccs_kind_counter(kind) : CCS_COUNTER_NONE;
     if (c) {
         /* Load + store, not an atomic RMW: see struct ccs_comm. */
-        enum ccs_counter which = ccs_kind_counter(kind);
         if (which == CCS_COUNTER_SEQ) {
             seq = atomic_load_explicit(&c->seq, memory_order_relaxed) + 1;
             atomic_store_explicit(&c->seq, seq, memory_order_relaxed);
-            /* The communicator's running hash through this call, and its
-             * step bookkeeping: what desync's thread would otherwise fold
-             * from every record (docs/performance.md, "the detector's
-             * cost").  A multiply-add and a test on the line just used. */
+            /* The communicator's running hash through this call: what
+             * desync's thread would otherwise fold from every record
+             * (docs/performance.md, "The detector's cost").  A multiply-add
+             * on the line just used. */
             hash = ccs_running_hash(atomic_load_explicit(&c->hash, memory_order_relaxed),
                                     ccs_fp_key(kind, call->flags, call->count, call->dtype, call->op, call->root,
                                                call->sig),
                                     call->flags & CCS_F_DEFERRED);
             atomic_store_explicit(&c->hash, hash, memory_order_relaxed);
-            if (CCS_UNLIKELY(atomic_load_explicit(&c->step_at, memory_order_relaxed) != step))
-                ccs_comm_step_turn(c, step, seq);
-            atomic_store_explicit(&c->kinds,
-                                  atomic_load_explicit(&c->kinds, memory_order_relaxed) | (1ull << (kind & 63)),
-                                  memory_order_relaxed);
         } else if (which == CCS_COUNTER_P2P) {
             seq = atomic_load_explicit(&c->p2p, memory_order_relaxed) + 1;
             atomic_store_explicit(&c->p2p, seq, memory_order_relaxed);
@@ -206,6 +201,15 @@ CCS_INLINE struct ccs_record *ccs_call_store(struct ccs_ring *r, struct ccs_comm
                                  CCS_AT(call->group_depth, 2, 1) | r->thread_word |
                                  CCS_AT(call->sig, 4, 4));
     ccs_record_word(rec, 88, CCS_AT(pysite, 0, 4)); /* reserved2 0 */
+    if (which == CCS_COUNTER_SEQ) {
+        /* The communicator's step bookkeeping (calls per step for desync),
+         * last, where fewest values are live: a test and an OR. */
+        if (CCS_UNLIKELY(atomic_load_explicit(&c->step_at, memory_order_relaxed) != step))
+            ccs_comm_step_turn(c, step, seq);
+        atomic_store_explicit(&c->kinds,
+                              atomic_load_explicit(&c->kinds, memory_order_relaxed) | (1ull << (kind & 63)),
+                              memory_order_relaxed);
+    }
     r->counts[kind]++;
     return rec;
 }

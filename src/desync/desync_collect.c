@@ -76,6 +76,9 @@ static struct {
 
 static uint64_t (*want_fn)(uint64_t comm, int probe, void *arg);
 static void *want_arg;
+static uint64_t records_read;
+
+uint64_t ccs_dsx_collect_records_read(void) { return records_read; }
 
 void ccs_dsx_collect_want(uint64_t (*fn)(uint64_t comm, int probe, void *arg), void *arg)
 {
@@ -231,6 +234,7 @@ static void fold_all(uint64_t now)
         size_t k;
         while (n + CHUNK <= batch_cap && (k = ccs_ring_read(r, c, batch + n, CHUNK)) > 0) {
             size_t kept = 0;
+            records_read += k;
             for (size_t i = 0; i < k; i++) {
                 const struct ccs_record *rec = &batch[n + i];
                 if (rec->comm && rec->seq && ccs_kind_sequenced(rec->kind))

@@ -34,6 +34,10 @@ void ccs_dsx_device_align(const struct ccs_dsx_status **st, int32_t w);
  * the running hash through that seq (flag PROBED). */
 void ccs_dsx_collect_want(uint64_t (*fn)(uint64_t comm, int probe, void *arg), void *arg);
 
+/* Records the passes have copied out of the rings so far (a pass copies at
+ * most 512 per ring, whatever the call rate). */
+uint64_t ccs_dsx_collect_records_read(void);
+
 /* After fork, in the child: forget everything. */
 void ccs_dsx_collect_reset(void);
 
