@@ -87,9 +87,10 @@ bench_write_section "$doc" desync <<MD
 Measured by \`make bench\` (bench/desync-bench.sh) on $(date -u +%Y-%m-%d), $(nproc) cores ($cpu),
 Open MPI $(mpirun --version 2>/dev/null | awk 'NR==1 {print $NF}'), default settings (period 20 ms, block threshold 1 s).
 
-**Hot path.** Detection adds nothing to \`ccs_call_begin\`/\`ccs_call_end\` (record.c is
-unchanged: the background thread reads the rings, their in-flight records and the
-comm table).  End to end, 8-byte MPI_Allreduce on 2 ranks, median of $TRIALS alternated
+**Hot path.** Detection adds nothing to \`ccs_call_begin\`/\`ccs_call_end\`: the hot
+path keeps each communicator's running hash whether detection is on or not, and the
+background thread reads the rings, their in-flight records and the comm table.  End to
+end, 8-byte MPI_Allreduce on 2 ranks, median of $TRIALS alternated
 runs of $ITERS calls: $off ns/call with detection off, $on ns/call on
 ($(awk -v a="$off" -v b="$on" 'BEGIN {printf "%+.1f ns, ratio %.4f", b - a, b / a}'); the difference of two medians of a noisy loop).
 On this 2-core machine the two ranks spin on both cores, so the background
@@ -98,12 +99,11 @@ that, not the hot path, is the difference (with a spare core it should not show;
 
 **Background thread** (its own CPU clock, the busiest rank): $idle % of a core while
 3 ranks compute between all-reduces (target: at most 1 %), and $busy % while 2 ranks run
-8-byte all-reduces flat out ($(awk -v n="$on" 'BEGIN {printf "%.0f", 1e9 / n}') calls/s per rank).  Its cost grows with the call rate,
-about $(awk -v b="$busy" -v n="$on" 'BEGIN {printf "%.0f", b / 100 * n}') ns of background work per collective (reading each record the
-other core just wrote, folding it into the hash): 1 % of a core at about
-$(awk -v b="$busy" -v n="$on" 'BEGIN {c = b / 100 * n; printf "%.0f", (c > 0 ? 1e7 / c : 0)}') collectives/s per rank, far above a trainer's rate (a few hundred to a few
-thousand per second).  The thread runs at nice 10, so where ranks outnumber cores
-it takes the gaps rather than their time.
+8-byte all-reduces flat out ($(awk -v n="$on" 'BEGIN {printf "%.0f", 1e9 / n}') calls/s per rank).  Its work per period does not
+grow with the call rate: each 20 ms it reads at most the newest 512 records of a ring
+and takes the running hash from the newest (the hot path computed it), so flat out it
+costs about what it costs a job calling a few hundred times a second.  The thread runs
+at nice 10, so where ranks outnumber cores it takes the gaps rather than their time.
 
 **Detection latency** on one host (shared memory), from the culprit's call to the
 first rank's report, $REPS runs each:
