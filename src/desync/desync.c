@@ -16,6 +16,7 @@
  * untouched: the thread only reads the rings, their in-flight records and
  * the comm table.  Everything this file holds is in one struct, DS, below.
  */
+#include "thread.h"
 #include "desync.h"
 #include "ccs_config.h"
 #include "desync_auth.h"
@@ -215,27 +216,6 @@ static void *abort_watchdog(void *arg)
     return NULL;
 }
 
-/* A detached thread running FN, all signals blocked (the job's signals
- * stay with the job's threads); 0 or pthread_create's error. */
-static int detached_thread(void *(*fn)(void *), pthread_t *out, size_t stack)
-{
-    pthread_t t;
-    pthread_attr_t a;
-    sigset_t all, old;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (stack)
-        pthread_attr_setstacksize(&a, stack);
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(&t, &a, fn, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&a);
-    if (rc == 0 && out)
-        *out = t;
-    return rc;
-}
-
 /* Called by the abort timer, by the desync thread after its tick and by a
  * process at its exit: the first to find the abort due ends the job. */
 static void abort_when_due(void)
@@ -255,7 +235,7 @@ static void abort_when_due(void)
                 (int)(ccs_clock_mono_ms() - ds.abort_armed_ms));
     ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
             (unsigned long long)ds.abort_comm);
-    detached_thread(abort_watchdog, NULL, 0);
+    ccs_thread_start(abort_watchdog, NULL, 0, NULL);
     if (ccs_abort_job(ds.abort_comm) == 0) /* what MPI or NCCL registered (registry.h) */
         return;
     ccs_log(CCS_LOG_ERROR, "no abort function succeeded: ending this process (exit status 134)");
@@ -273,7 +253,7 @@ static void *abort_timer(void *arg)
 static void start_abort_timer(void *arg)
 {
     (void)arg;
-    int rc = detached_thread(abort_timer, NULL, 0);
+    int rc = ccs_thread_start(abort_timer, NULL, 0, NULL);
     if (rc != 0)
         CCS_LOG(WARN, "desync: cannot start the abort timer (%s); the job ends when this process's report is out",
                 strerror(rc));
@@ -564,7 +544,7 @@ void ccs_desync_set_poll(void (*fn)(uint64_t now_ms))
 static void *thread_main(void *arg)
 {
     (void)arg;
-    /* (All signals blocked: started by detached_thread.) */
+    /* (All signals blocked: started by ccs_thread_start.) */
     prctl(PR_SET_NAME, "ccs-desync", 0, 0, 0);
     /* Below the job's threads: where ranks outnumber cores, this thread
      * takes its turn in their gaps rather than from them (nice 10 still gets
@@ -767,8 +747,8 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
     ccs_agree_register(ccs_desync_agree_u64); /* for coalescing's auto (registry.h) */
     ds.started_ms = ccs_clock_mono_ms();
     if (!rw.up) /* (once per process: it outlives a restart of detection) */
-        rw.up = detached_thread(reporter_main, &ds.reporter, 1024 * 1024) == 0;
-    if (detached_thread(thread_main, &ds.th, 512 * 1024) != 0) {
+        rw.up = ccs_thread_start(reporter_main, NULL, 1024 * 1024, &ds.reporter) == 0;
+    if (ccs_thread_start(thread_main, NULL, 512 * 1024, &ds.th) != 0) {
         ccs_dsx_say_off("cannot start the background thread");
         atomic_store(&ds.state, OFF);
         return -1;

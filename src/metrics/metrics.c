@@ -11,6 +11,7 @@
  * renames it over PATTERN: a reader sees the old file or the new one, never
  * half of one.  Nothing here runs on the hot path.
  */
+#include "thread.h"
 #include "ccs_config.h"
 #include "ccs_kinds.h"
 #include "ccshim.h"
@@ -289,9 +290,6 @@ static void pass(int final)
 static void *metrics_main(void *arg)
 {
     (void)arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL); /* the job's signals are not ours to take */
     for (;;) {
         ccs_sleep_ms(ccs_cfg.metrics_period_ms);
         pass(0);
@@ -310,14 +308,8 @@ static void metrics_start(void)
 {
     if (!enabled() || atomic_exchange(&start_once, 1))
         return;
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&a, 256 * 1024);
-    if (pthread_create(&t, &a, metrics_main, NULL) != 0)
+    if (ccs_thread_start(metrics_main, NULL, 256 * 1024, NULL) != 0)
         CCS_LOG(WARN, "CCSHIM_METRICS: cannot start the metrics thread; the file is written only at exit");
-    pthread_attr_destroy(&a);
 }
 
 /* The run ends (MPI_Finalize, then exit): the file's last version. */

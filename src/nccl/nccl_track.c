@@ -26,6 +26,7 @@
  * thread sets its capture mode to relaxed first, so that its queries never
  * disturb a capture made by the job in global mode.
  */
+#include "thread.h"
 #include "nccl_track.h"
 #include "ccs_config.h"
 #include "desync.h"
@@ -179,16 +180,10 @@ void ccs_ntrack_init(void)
         CCS_LOG(WARN, "NCCL completion tracking is off: the CUDA driver lacks an entry point it needs");
         return;
     }
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &a, own_poller, NULL) != 0) {
-        pthread_attr_destroy(&a);
+    if (ccs_thread_start(own_poller, NULL, 0, NULL) != 0) {
         CCS_LOG(WARN, "NCCL completion tracking is off: no thread for its poller");
         return;
     }
-    pthread_attr_destroy(&a);
     ccs_feature_register(&ntrack_feature);
     if (ccs_cfg.nccl_completion)
         CCS_LOG(INFO, "NCCL completion tracking on (CUDA events, at most one per stream every %ld ms)",
@@ -593,9 +588,6 @@ void ccs_ntrack_poll(uint64_t now)
 static void *own_poller(void *arg)
 {
     (void)arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
     for (;;) {
         long ms = ccs_cfg.desync_period_ms > 0 ? ccs_cfg.desync_period_ms : 20;
         nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);

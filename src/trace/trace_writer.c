@@ -8,6 +8,7 @@
  * compare-and-swap rather than a mutex, so a fatal-signal handler can try to
  * take it without deadlocking on a lock its own thread already holds.
  */
+#include "thread.h"
 #include "ccs_config.h"
 #include "ccshim.h"
 #include "log.h"
@@ -360,9 +361,6 @@ int ccs_writer_flush(int reason, int signo)
 static void *writer_main(void *arg)
 {
     (void)arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL); /* the job's signals are not ours to take */
     for (;;) {
         struct timespec ts = {ccs_cfg.flush_ms / 1000, (ccs_cfg.flush_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
@@ -382,13 +380,8 @@ void ccs_writer_start(void)
     if (atomic_exchange(&start_once, 1))
         return;
     if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir) {
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&a, 256 * 1024);
-        if (pthread_create(&thread, &a, writer_main, NULL) != 0)
+        if (ccs_thread_start(writer_main, NULL, 256 * 1024, &thread) != 0)
             CCS_LOG(WARN, "cannot start the background writer thread; the trace is written only at exit");
-        pthread_attr_destroy(&a);
     }
 }
 
