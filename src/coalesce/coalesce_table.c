@@ -145,6 +145,17 @@ enum ccs_coalesce_action ccs_coalesce_decide(struct ccs_coal_id *id)
     uint32_t period = atomic_load_explicit(&id->period, memory_order_relaxed);
     if (period < 2)
         return CCS_COALESCE_PASS;
+    /* every:N under the PyTorch helper: nothing deferred in the step in
+     * which an identity was first seen.  DDP rebuilds its buckets in its
+     * first iteration, after the first backward; a rank whose allocator
+     * hands the freed buffer to the new bucket would go on counting that
+     * identity's cycle where another starts a new one, and the two would
+     * defer different calls.  From the next step on (a step that ends is
+     * completed, so every cycle starts at its first call) every identity
+     * in use starts its cycle at the same call on every rank.  (auto has
+     * no period before an identity's third step.) */
+    if (ccs_cfg.torch_helper && ccs_step_now() == id->first_step)
+        return CCS_COALESCE_PASS;
     uint32_t k = atomic_load_explicit(&id->pending, memory_order_relaxed) + 1;
     if (k < period) {
         atomic_store_explicit(&id->pending, k, memory_order_relaxed);

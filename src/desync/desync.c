@@ -380,7 +380,7 @@ static void forward_tcp(size_t nlocal, uint64_t now)
     (void)now;
     size_t nag = 0;
     for (size_t i = 0; i < nlocal; i++) {
-        if (ds.agree_cap < nag + 4) {
+        if (ds.agree_cap < nag + CCS_DSX_SHM_NAGREE) {
             size_t nc = ds.agree_cap ? ds.agree_cap * 2 : 64;
             struct ccs_dsx_agree *nb = realloc(ds.agree_buf, nc * sizeof *nb);
             if (!nb)
@@ -388,7 +388,7 @@ static void forward_tcp(size_t nlocal, uint64_t now)
             ds.agree_buf = nb;
             ds.agree_cap = nc;
         }
-        struct ccs_dsx_agree got[4];
+        struct ccs_dsx_agree got[CCS_DSX_SHM_NAGREE];
         int k = ccs_dsx_shm_agree_get(ds.shm, ds.local[i]->wrank, got);
         for (int j = 0; j < k; j++)
             if (got[j].comm)
@@ -807,7 +807,7 @@ int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64
          * never come (a rank at its step boundary, docs/coalescing.md). */
         if (atomic_load(&ds.state) != RUNNING || ccs_verdicts_seen() != verdicts)
             break;
-        struct ccs_dsx_agree res, got[4];
+        struct ccs_dsx_agree res, got[CCS_DSX_SHM_NAGREE];
         if (ds.client || ccs_dsx_shm_find_agreed(ds.shm, c->id, key, &res)) {
             if (ccs_dsx_shm_find_agreed(ds.shm, c->id, key, &res) && (int32_t)res.n == c->size) {
                 *agreed_max = res.max;
@@ -836,6 +836,12 @@ int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64
             *agreed_max = mx;
             *agreed_min = mn;
             rc = 0;
+            /* For a member that looks later, when this rank's own value
+             * may have made room for newer ones. */
+            struct ccs_dsx_agree done = {.comm = c->id, .key = key, .max = mx, .min = mn, .crank = c->rank,
+                                         .size = c->size, .n = (uint32_t)c->size};
+            if (!ds.client && !ccs_dsx_shm_find_agreed(ds.shm, c->id, key, &res)) /* once */
+                ccs_dsx_shm_post_agreed(ds.shm, &done);
             break;
         }
         if (ccs_clock_mono_ms() >= deadline)

@@ -25,7 +25,7 @@
 
 #define NVERDICT 16
 #define NAGREED 32
-#define NAGREE 4
+#define NAGREE CCS_DSX_SHM_NAGREE
 #define NWANT 4
 #define WANT_MS 2000
 #define PROBE_MS 1000
@@ -64,8 +64,8 @@ struct slot {
     _Atomic uint64_t gen; /* odd while being written */
     struct ccs_dsx_status st;
     _Atomic uint64_t agen;
-    uint32_t anext;
-    uint32_t pad;
+    uint64_t anext;
+    uint64_t aorder[NAGREE]; /* when each value was put (anext then) */
     struct ccs_dsx_agree agree[NAGREE];
 };
 
@@ -377,8 +377,27 @@ void ccs_dsx_shm_agree_put(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a)
     uint64_t g = atomic_load_explicit(&sl->agen, memory_order_relaxed);
     atomic_store_explicit(&sl->agen, g + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    sl->agree[sl->anext % NAGREE] = *a;
-    sl->anext++;
+    /* A value for the same agreement (communicator and key) replaces the
+     * old one; else an empty place, else the oldest.  So up to NAGREE
+     * values put in a row (answers that do not wait, one per communicator
+     * at a step marker) all stay for the others to read, and a rank that
+     * went on to its next agreement leaves its last one for the slower
+     * (who also find a completed one posted, ccs_dsx_shm_find_agreed). */
+    int j = -1, empty = -1, oldest = 0;
+    for (int i = 0; i < NAGREE; i++) {
+        if (sl->agree[i].comm == a->comm && sl->agree[i].key == a->key) {
+            j = i;
+            break;
+        }
+        if (!sl->agree[i].comm && empty < 0)
+            empty = i;
+        if (sl->aorder[i] < sl->aorder[oldest])
+            oldest = i;
+    }
+    if (j < 0)
+        j = empty >= 0 ? empty : oldest;
+    sl->agree[j] = *a;
+    sl->aorder[j] = ++sl->anext;
     atomic_store_explicit(&sl->agen, g + 2, memory_order_release);
 }
 

@@ -52,7 +52,11 @@ int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, uint64_t *cursor, struct ccs
 /* Agreement values: a rank writes its own (a ring of 4 per rank); anyone
  * reads them.  Results folded by the coordinator are posted by the leader. */
 void ccs_dsx_shm_agree_put(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a);
-/* Copies rank R's agreement values (up to 4); returns how many. */
+/* Agreement values kept per rank: its newest value on each of up to this
+ * many communicators. */
+#define CCS_DSX_SHM_NAGREE 16
+/* Copies rank R's agreement values (CCS_DSX_SHM_NAGREE places, an empty
+ * one with comm 0) into OUT; returns how many places (0: none yet). */
 int ccs_dsx_shm_agree_get(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_agree *out);
 void ccs_dsx_shm_post_agreed(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a);
 /* The folded result for (COMM, KEY) if posted: 1, else 0. */

@@ -13,12 +13,14 @@
  *   coal_ddp [--steps S] [--minibatches K] [--buckets NB] [--count N]
  *            [--float] [--out-of-place] [--nonblocking] [--per-step]
  *            [--short-last] [--extra KIND] [--no-mark] [--complete]
- *            [--rebuild-rank R]
+ *            [--rebuild-rank R [--rebuild-mid]]
  *   --rebuild-rank R: after step 0, rank R alone moves its buckets to new
  *            buffers (DDP rebuilds its buckets after the first iteration,
  *            and the allocator may give one rank the old addresses back and
  *            another new ones): the ranks then see different identities.
- *            R = -2: every rank moves them.
+ *            R = -2: every rank moves them.  --rebuild-mid: the move comes
+ *            after the first mini-batch of step 0 instead, where DDP makes
+ *            it in a job with several backward passes per step.
  *   --complete: before each optimizer step, when coalescing left deferred
  *            reductions pending, complete them (ccshim_coalesce_complete)
  *            and take the gradient from the completed buckets again.
@@ -35,7 +37,7 @@
 #include <string.h>
 
 static int steps = 4, kmb = 8, nb = 2, count = 1000, use_float, oop, nonblocking, per_step, short_last, no_mark, complete;
-static int rebuild_rank = -1;
+static int rebuild_rank = -1, rebuild_mid;
 static const char *extra = "";
 static int rank, W;
 
@@ -58,6 +60,7 @@ static void parse(int argc, char **argv)
         else if (!strcmp(a, "--count") && i + 1 < argc) count = atoi(argv[++i]);
         else if (!strcmp(a, "--extra") && i + 1 < argc) extra = argv[++i];
         else if (!strcmp(a, "--rebuild-rank") && i + 1 < argc) rebuild_rank = atoi(argv[++i]);
+        else if (!strcmp(a, "--rebuild-mid")) rebuild_mid = 1;
         else if (!strcmp(a, "--float")) use_float = 1;
         else if (!strcmp(a, "--out-of-place")) oop = 1;
         else if (!strcmp(a, "--nonblocking")) nonblocking = 1;
@@ -148,6 +151,18 @@ static int extra_reductions(int step, int mb)
     return bad;
 }
 
+/* --rebuild-rank: on the rank(s) named, the buckets move to new buffers
+ * (the old ones stay allocated, so the addresses are new). */
+static void move_buckets(struct bucket *bk, size_t es)
+{
+    if (rank != rebuild_rank && rebuild_rank != -2)
+        return;
+    for (int j = 0; j < nb; j++) {
+        bk[j].buf = calloc((size_t)count, es);
+        bk[j].recv = calloc((size_t)count, es);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -178,6 +193,8 @@ int main(int argc, char **argv)
             if (!per_step)
                 sync(bk, g);
             bad += extra_reductions(s, mb);
+            if (rebuild_mid && s == 0 && mb == 0)
+                move_buckets(bk, es);
         }
         if (per_step)
             sync(bk, g);
@@ -189,11 +206,8 @@ int main(int argc, char **argv)
             put(p, i, get(p, i) - 0.05 * get(g, i));
         if (!no_mark)
             CCSHIM_STEP_MARK();
-        if (s == 0 && (rank == rebuild_rank || rebuild_rank == -2))
-            for (int j = 0; j < nb; j++) { /* the old ones stay allocated: new addresses */
-                bk[j].buf = calloc((size_t)count, es);
-                bk[j].recv = calloc((size_t)count, es);
-            }
+        if (s == 0 && !rebuild_mid)
+            move_buckets(bk, es);
     }
     double sum = 0;
     uint64_t h = 1469598103934665603ULL;

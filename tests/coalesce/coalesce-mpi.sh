@@ -12,7 +12,7 @@ ccs_have_mpi || tap_skip_all "built without MPI"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 prog="$top_builddir/tests/coalesce/coal_ddp"
 [ -x "$prog" ] || tap_skip_all "tests/coalesce/coal_ddp not built"
-tap_plan 37
+tap_plan 41
 
 K=6 STEPS=3 NB=2
 # run NAME NP [--set ...] -- ARGS: coal_ddp under ccshim-run; out/err in $CCS_TMP/NAME.*
@@ -182,4 +182,30 @@ tap_eq "auto, rank 1 alone rebuilt its buckets after step 0: rc 0, no verdict, b
 tap_check "  ... rank 0 asked again a marker later; both coalesced steps 3-5 (30 answered locally, 6 real)" \
     sh -c "grep -q 'ccshim\[0@[^]]*\]: coalescing auto: communicator [0-9a-f]*: a member has no candidate there yet' '$CCS_TMP/rebuilt.err' &&
            [ \$(grep -c '^ccshim\[[01]@[^]]*\]: coalescing: 30 all-reduces answered locally, 6 real' '$CCS_TMP/rebuilt.err') = 2 ]"
+
+# 10. every:K where rank 1 alone moved its buckets after the first mini-batch
+# of step 0 (DDP's rebuild, mid-step in a job with several backward passes
+# per step).  Rank 0 goes on counting its identities' cycles, rank 1 starts
+# new ones: they would defer different calls (a MISMATCH, and different
+# real reductions).  Under the PyTorch helper (CCSHIM_TORCH_HELPER=1, set
+# by ccshim-run --torch) every:N answers nothing locally in step 0, so both
+# start their cycles at step 1: bitwise the result of every rank moving.
+run evall 2 --set CCSHIM_COALESCE=every:$K --set CCSHIM_TORCH_HELPER=1 -- --steps 4 --complete --rebuild-rank -2 --rebuild-mid
+run evmid 2 --set CCSHIM_COALESCE=every:$K --set CCSHIM_TORCH_HELPER=1 -- --steps 4 --complete --rebuild-rank 1 --rebuild-mid
+tap_eq "every:$K, rank 1 alone rebuilt mid-step 0, under the helper: rc 0, no verdict, bitwise every rank rebuilding" \
+    "0 0 $(digest evall)" \
+    "$? $(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$CCS_TMP/evmid.err") $(digest evmid)"
+tap_eq "  ... step 0 all real ($((K * NB)) a rank), steps 1-3 one real and $((K - 1)) deferred per bucket" \
+    "0 0 $((K * NB)) 0
+0 1 $((K * NB)) 0
+1 0 $NB $(((K - 1) * NB))
+1 1 $NB $(((K - 1) * NB))
+2 0 $NB $(((K - 1) * NB))
+2 1 $NB $(((K - 1) * NB))
+3 0 $NB $(((K - 1) * NB))
+3 1 $NB $(((K - 1) * NB))" "$(per_step evmid)"
+tap_eq "  ... parameters within 1e-12 of the per-step reduction" "ok" "$(run ref4 2 -- --steps 4 --per-step; rel_to ref4 evmid)"
+run evno 2 --set CCSHIM_COALESCE=every:$K -- --steps 4 --complete --rebuild-rank 1 --rebuild-mid
+tap_check "  ... without the helper (no CCSHIM_TORCH_HELPER): the ranks defer different calls, a MISMATCH ends the job" \
+    sh -c "[ $? != 0 ] && grep -q '^ccshim MISMATCH .*rank 1 issued allreduce(count=1000, float64, sum, deferred)' '$CCS_TMP/evno.err'"
 tap_done

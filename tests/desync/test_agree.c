@@ -44,6 +44,60 @@ static int child(int r, int absent)
     return rc == 0 && mx == 100 && mn == 98 ? 0 : 14;
 }
 
+/* Child for many_answers_in_a_row: rank 0 puts its values on NCOMM
+ * communicators at once without waiting (as a rank with nothing to defer
+ * answers at a step marker), then stays; the others agree on each in
+ * turn, which needs every one of rank 0's values to be still there. */
+#define NCOMM 12
+static int answers_child(int r)
+{
+    ccs_runtime_set_world(r, N);
+    struct ccs_comm *c[NCOMM];
+    for (int i = 0; i < NCOMM; i++)
+        if (!(c[i] = ccs_comm_register(CCS_BE_MPI, 0x3000 + 8 * (uintptr_t)i, 0xc00ull + (uint64_t)i, 0, r, N,
+                                       CCS_KIND_COMM_INIT, -1)))
+            return 30;
+    if (ccs_desync_start() != 0)
+        return 31;
+    uint64_t mx = 0, mn = 0;
+    if (r == 0) {
+        for (int i = 0; i < NCOMM; i++)
+            ccs_desync_agree_u64(c[i], 9, (uint64_t)(1000 + i), &mx, &mn, 0);
+        usleep(1500 * 1000);
+        return 0;
+    }
+    usleep(100 * 1000); /* rank 0 has put all of them */
+    for (int i = 0; i < NCOMM; i++) {
+        if (ccs_desync_agree_u64(c[i], 9, (uint64_t)(i + r), &mx, &mn, 1000) != 0)
+            return 40 + i;
+        if (mx != (uint64_t)(1000 + i) || mn != (uint64_t)i + 1)
+            return 60 + i;
+    }
+    return 0;
+}
+
+static void run_children(int (*fn)(int), const char *tag)
+{
+    static char secret[64];
+    snprintf(secret, sizeof secret, "agree-%d-%s-0123456789abcdef0123456789", (int)getpid(), tag);
+    ccs_cfg.secret = secret;
+    ccs_cfg.summary = 0;
+    pid_t pid[N];
+    for (int r = 0; r < N; r++) {
+        pid[r] = fork();
+        if (pid[r] == 0) {
+            int rc = fn(r);
+            ccs_desync_note_exit(CCS_DESYNC_EXITED);
+            _exit(rc);
+        }
+    }
+    for (int r = 0; r < N; r++) {
+        int st = 0;
+        waitpid(pid[r], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: exit status %d", r, WEXITSTATUS(st));
+    }
+}
+
 static void run(int absent)
 {
     static char secret[64];
@@ -277,6 +331,14 @@ START_TEST(absent_member_times_out)
 }
 END_TEST
 
+/* Twelve communicators' values put in a row by one rank all stay readable
+ * (a ring of 4 lost the first 8: the others waited for their timeout). */
+START_TEST(many_answers_in_a_row)
+{
+    run_children(answers_child, "many");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_agree");
@@ -284,6 +346,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 30);
     tcase_add_test(t, three_ranks_agree);
     tcase_add_test(t, absent_member_times_out);
+    tcase_add_test(t, many_answers_in_a_row);
     tcase_add_test(t, agree_across_hosts_over_tcp);
     tcase_add_test(t, no_secret_no_tcp_across_hosts);
     tcase_add_test(t, short_secret_refused);

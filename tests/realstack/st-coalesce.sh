@@ -67,12 +67,13 @@ tap_check "... the closing line, its numbers those of the traces: coalescing: $D
 tap_eq "... the same learning rates and gradient norms as without coalescing" \
     "$(val ref lrs) $(val ref grad_norms)" "$(val autoar lrs) $(val autoar grad_norms)"
 
-# A wrong every:N (5; 16 per step): every step ends with reductions pending
+# A wrong every:N (5; 16 per step): every step from 1 (under --torch step 0,
+# DDP's bucket rebuild, is all real) ends with reductions pending
 # when accelerate's clip_grad_norm_ reads the gradients (through
 # torch.nn.utils.get_total_norm on torch 2.13): the helper averages them
 # there, first, so the norms, the clipping and the parameters are right.
 rs ev5 2 --set CCSHIM_COALESCE=every:5 -- trainer_job.py --out "$CCS_TMP/ev5" $JOB --ref "$CCS_TMP/ref.npy"
-tap_eq "every:5: runs; every step repaired before get_total_norm, on each rank" "0 6 6" \
+tap_eq "every:5: runs; every step but 0 repaired before get_total_norm, on each rank" "0 5 5" \
     "$? $(grep -c '^ccshim_torch\[0\]: step .* pending before get_total_norm: averaged' "$CCS_TMP/ev5.err") $(grep -c '^ccshim_torch\[1\]: step .* pending before get_total_norm: averaged' "$CCS_TMP/ev5.err")"
 tap_eq "every:5: the gradient norms of the run without coalescing" "$(val ref grad_norms)" "$(val ev5 grad_norms)"
 tap_eq "every:5: parameters" "ranks_equal 1, within 1e-5" "$(close ev5)"
