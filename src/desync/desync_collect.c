@@ -259,55 +259,65 @@ static void fold_all(uint64_t now)
     }
 }
 
-/* Copies R's record at index IDX into OUT: 1 when it was intact. */
-static int ring_at(struct ccs_ring *r, uint64_t idx, struct ccs_record *out)
+/* Keeps REC in OUT (indexed by seq - LO) when it is of T's communicator
+ * with a seq in [LO, HI]; 1 when it was kept. */
+static int keep_in_range(const struct tracked *t, const struct ccs_record *rec, uint64_t lo, uint64_t hi,
+                         struct ccs_record *out, uint8_t *have)
 {
-    struct ccs_ring_cursor c;
-    atomic_init(&c.next, idx);
-    atomic_init(&c.lost, 0);
-    return ccs_ring_read(r, &c, out, 1) == 1 && atomic_load_explicit(&c.lost, memory_order_relaxed) == 0;
+    if (rec->comm != t->id || rec->seq < lo || rec->seq > hi || !ccs_kind_sequenced(rec->kind) ||
+        have[rec->seq - lo])
+        return 0;
+    out[rec->seq - lo] = *rec;
+    have[rec->seq - lo] = 1;
+    return 1;
 }
 
-/* The record of T's communicator with SEQ (<= T->done) from the rings,
- * newest first: where a communicator used by one thread has it (as many
- * slots back as seqs back, one read), else among the newest FIND_SCAN
- * records of each ring.  1 and *OUT when found.  The diagnostic path (a
- * probe, records asked for), not every pass. */
-static int ring_find(const struct tracked *t, uint64_t seq, struct ccs_record *out)
+/* The records of T's communicator with seqs LO..HI (HI <= T->done, at most
+ * CCS_DSX_HIST of them) from the rings, into OUT[seq - LO] with HAVE[] set;
+ * returns how many were found.  Where a communicator used by one thread
+ * has them (as many slots back as seqs back) that is one read; else the
+ * newest FIND_SCAN records of each ring are looked through, newest first,
+ * until older seqs show.  The diagnostic path (a probe, records asked
+ * for), not every pass. */
+static unsigned ring_range(const struct tracked *t, uint64_t lo, uint64_t hi, struct ccs_record *out, uint8_t *have)
 {
     enum { CH = 64 };
     struct ccs_record chunk[CH];
     uint32_t pid = (uint32_t)getpid();
-    uint64_t back = t->done - seq;
-    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
+    unsigned want = (unsigned)(hi - lo + 1), found = 0;
+    memset(have, 0, want);
+    for (struct ccs_ring *r = ccs_ring_first(); r && found < want; r = r->next) {
         if (r->pid != pid)
             continue;
         uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-        if (back < head && ring_at(r, head - 1 - back, out) && out->comm == t->id && out->seq == seq)
-            return 1;
+        uint64_t back = t->done - lo; /* slots back from the newest to LO's, if alone in this ring */
+        struct ccs_ring_cursor c;
+        if (back < head && want <= CH) {
+            atomic_init(&c.next, head - 1 - back);
+            atomic_init(&c.lost, 0);
+            size_t k = ccs_ring_read(r, &c, chunk, want);
+            for (size_t i = 0; i < k; i++)
+                found += (unsigned)keep_in_range(t, &chunk[i], lo, hi, out, have);
+            if (found == want)
+                break;
+        }
         uint64_t stop = head > FIND_SCAN ? head - FIND_SCAN : 0;
-        for (uint64_t to = head; to > stop;) {
+        for (uint64_t to = head; to > stop && found < want;) {
             uint64_t from = to - stop > CH ? to - CH : stop;
-            struct ccs_ring_cursor c;
             atomic_init(&c.next, from);
             atomic_init(&c.lost, 0);
             size_t k = ccs_ring_read(r, &c, chunk, (size_t)(to - from));
-            int passed = 0;
+            int older = 0;
             for (size_t i = k; i-- > 0;) {
-                if (chunk[i].comm != t->id || !ccs_kind_sequenced(chunk[i].kind))
-                    continue;
-                if (chunk[i].seq == seq) {
-                    *out = chunk[i];
-                    return 1;
-                }
-                passed |= chunk[i].seq < seq;
+                found += (unsigned)keep_in_range(t, &chunk[i], lo, hi, out, have);
+                older |= chunk[i].comm == t->id && ccs_kind_sequenced(chunk[i].kind) && chunk[i].seq < lo;
             }
-            if (passed || atomic_load_explicit(&c.lost, memory_order_relaxed))
+            if (older || atomic_load_explicit(&c.lost, memory_order_relaxed))
                 break; /* further back is older still, or overwritten */
             to = from;
         }
     }
-    return 0;
+    return found;
 }
 
 /* The text every rank shows for OP: its annotated (Python) site, when it
@@ -582,24 +592,25 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
          * the newest (the newest are what is published otherwise), read
          * back from the rings. */
         uint64_t w = want_fn ? want_fn(t->id, 0, want_arg) : 0;
+        static struct ccs_record found[CCS_DSX_HIST];
+        uint8_t have[CCS_DSX_HIST];
         if (w && w <= t->done) {
             uint64_t lo = w > CCS_DSX_HIST / 2 ? w - CCS_DSX_HIST / 2 + 1 : 1;
-            unsigned n = 0;
-            struct ccs_record rec;
-            for (uint64_t q = lo; q < lo + CCS_DSX_HIST && q <= t->done; q++)
-                if (ring_find(t, q, &rec))
-                    e->hist[n++] = op_of(&rec, t);
-            if (n) {
+            uint64_t hi = lo + CCS_DSX_HIST - 1 < t->done ? lo + CCS_DSX_HIST - 1 : t->done;
+            if (ring_range(t, lo, hi, found, have)) {
+                unsigned n = 0;
+                for (uint64_t q = lo; q <= hi; q++)
+                    if (have[q - lo])
+                        e->hist[n++] = op_of(&found[q - lo], t);
                 e->nhist = (uint16_t)n;
                 e->flags |= CCS_DSX_PINNED;
             }
         }
         /* A probe: the hash through that seq, in the second checkpoint. */
         uint64_t p = want_fn ? want_fn(t->id, 1, want_arg) : 0;
-        struct ccs_record prec;
-        if (p && p <= t->done && ring_find(t, p, &prec)) {
+        if (p && p <= t->done && ring_range(t, p, p, found, have)) {
             e->cp_seq[1] = p;
-            e->cp_hash[1] = prec.fingerprint;
+            e->cp_hash[1] = found[0].fingerprint;
             e->flags |= CCS_DSX_PROBED;
         }
     }
