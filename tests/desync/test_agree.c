@@ -63,12 +63,12 @@ static int answers_child(int r)
     if (r == 0) {
         for (int i = 0; i < NCOMM; i++)
             ccs_desync_agree_u64(c[i], 9, (uint64_t)(1000 + i), &mx, &mn, 0);
-        usleep(1500 * 1000);
+        usleep(4000 * 1000); /* attached while the others look */
         return 0;
     }
-    usleep(100 * 1000); /* rank 0 has put all of them */
+    usleep(100 * 1000); /* rank 0 has put all of them (or soon will: the first wait covers it) */
     for (int i = 0; i < NCOMM; i++) {
-        if (ccs_desync_agree_u64(c[i], 9, (uint64_t)(i + r), &mx, &mn, 1000) != 0)
+        if (ccs_desync_agree_u64(c[i], 9, (uint64_t)(i + r), &mx, &mn, 3000) != 0)
             return 40 + i;
         if (mx != (uint64_t)(1000 + i) || mn != (uint64_t)i + 1)
             return 60 + i;
