@@ -53,7 +53,9 @@ struct ccs_record {
     uint64_t seq;         /* per-communicator sequence number (collectives) or
                              per-communicator p2p counter (point-to-point) */
     uint64_t comm;        /* communicator identity (same on every member) */
-    uint64_t fingerprint; /* hash of the fields every member must agree on */
+    uint64_t fingerprint; /* in a file: hash of the fields every member must agree on;
+                             in a ring: the communicator's running hash through this
+                             call, 0 off the collective sequence (record.h) */
     uint64_t bytes;       /* payload bytes this rank contributes */
     uint64_t count;       /* element count as passed */
     uint64_t buf;         /* address of the (receive) buffer, for identity */
