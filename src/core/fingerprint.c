@@ -48,13 +48,6 @@ static int types_compared(unsigned kind)
     return 0;
 }
 
-uint64_t ccs_sig_bytes(uint64_t count, unsigned dtype)
-{
-    if (dtype == CCS_DT_DERIVED)
-        return count;
-    return count * ccs_dtype_size(dtype);
-}
-
 uint64_t ccs_fingerprint_sig(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op, int root,
                              uint32_t sig)
 {

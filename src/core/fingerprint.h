@@ -23,14 +23,20 @@ static inline size_t ccs_slot_hash(uint64_t key, unsigned bits)
     return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> (64 - bits));
 }
 
-/* Which fields enter a kind's fingerprint: the columns sig, bytes, op and
- * root of CCS_KIND_LIST (ccs_kinds.h says why each kind has its own), and
- * CCS_FP_COLL, the nonblocking flag, for every collective.  Anything else
- * hashes the kind only.  A switch over constants: it folds where KIND does. */
 /* The odd multiplier of the fingerprint key and the running hash (one
  * constant: the hot path loads it once for both). */
 #define CCS_HASH_MUL 0xd6e8feb86659fd93ULL
 
+/* Bytes of COUNT elements of DTYPE (COUNT itself for CCS_DT_DERIVED). */
+static inline uint64_t ccs_sig_bytes(uint64_t count, unsigned dtype)
+{
+    return dtype == CCS_DT_DERIVED ? count : count * ccs_dtype_size(dtype);
+}
+
+/* Which fields enter a kind's fingerprint: the columns sig, bytes, op and
+ * root of CCS_KIND_LIST (ccs_kinds.h says why each kind has its own), and
+ * CCS_FP_COLL, the nonblocking flag, for every collective.  Anything else
+ * hashes the kind only.  A switch over constants: it folds where KIND does. */
 enum { CCS_FP_SIG = 1, CCS_FP_BYTES = 2, CCS_FP_OP = 4, CCS_FP_ROOT = 8, CCS_FP_COLL = 16 };
 
 static inline unsigned ccs_fp_fields(unsigned kind)
@@ -67,7 +73,7 @@ static inline uint64_t ccs_fp_key(unsigned kind, unsigned flags, uint64_t count,
         w |= (uint64_t)(dtype & 0xff) << 24;
         c = count ^ ((uint64_t)sig << 40) ^ ((uint64_t)sig >> 24);
     } else if (f & CCS_FP_BYTES) {
-        c = dtype == CCS_DT_DERIVED ? count : count * ccs_dtype_size(dtype);
+        c = ccs_sig_bytes(count, dtype);
     }
     if (f & CCS_FP_OP)
         w |= (uint64_t)(op & 0xff) << 32;
@@ -96,8 +102,6 @@ CCS_HIDDEN uint64_t ccs_fingerprint_sig(unsigned kind, unsigned flags, uint64_t 
 /* The same with SIG 0 (one basic type, as NCCL always has). */
 CCS_HIDDEN uint64_t ccs_fingerprint(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op,
                                     int root);
-/* Bytes of COUNT elements of DTYPE (COUNT itself for CCS_DT_DERIVED). */
-CCS_HIDDEN uint64_t ccs_sig_bytes(uint64_t count, unsigned dtype);
 /* For the kinds whose fingerprint has the signature's size only: the
  * basic-type pattern to compare beside it (a dtype, or SIG for a derived
  * one), 0 when there is none to compare (empty, MPI_PACKED, not known, or
