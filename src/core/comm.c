@@ -126,15 +126,14 @@ void ccs_comm_step_turn(struct ccs_comm *c, uint32_t step, uint64_t seq)
     uint32_t g = LD(c->turn_gen);
     ST(c->turn_gen, g + 1); /* odd: being written */
     atomic_thread_fence(memory_order_release);
-    for (int i = 2; i > 0; i--) {
-        ST(c->turn[i].step, LD(c->turn[i - 1].step));
-        ST(c->turn[i].seq0, LD(c->turn[i - 1].seq0));
-        ST(c->turn[i].kinds, LD(c->turn[i - 1].kinds));
-    }
+    ST(c->turn[2].step, LD(c->turn[1].step));
+    ST(c->turn[2].seq0, LD(c->turn[1].seq0));
+    ST(c->turn[2].kinds, LD(c->turn[1].kinds));
+    ST(c->turn[1].step, LD(c->turn[0].step));
+    ST(c->turn[1].seq0, LD(c->turn[0].seq0));
     ST(c->turn[1].kinds, LD(c->kinds)); /* the step that ended: its kinds were live */
     ST(c->turn[0].step, step);
     ST(c->turn[0].seq0, seq);
-    ST(c->turn[0].kinds, 0);
     ST(c->kinds, 0);
     ST(c->step_at, step);
     atomic_store_explicit(&c->turn_gen, g + 2, memory_order_release);
@@ -149,9 +148,8 @@ void ccs_comm_turns(struct ccs_comm *c, struct ccs_comm_turns *out)
         for (int i = 0; i < 3; i++) {
             out->step[i] = LD(c->turn[i].step);
             out->seq0[i] = LD(c->turn[i].seq0);
-            out->kinds[i] = LD(c->turn[i].kinds);
+            out->kinds[i] = i ? LD(c->turn[i].kinds) : LD(c->kinds);
         }
-        out->kinds[0] = LD(c->kinds);
         atomic_thread_fence(memory_order_acquire);
         if (LD(c->turn_gen) == g)
             return;

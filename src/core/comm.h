@@ -18,7 +18,7 @@
 struct ccs_comm_turn {
     _Atomic uint32_t step;  /* the step (ccs_step at issue) */
     _Atomic uint64_t seq0;  /* seq of its first collective here; 0: none */
-    _Atomic uint64_t kinds; /* bit K: a collective of kind K issued in it */
+    _Atomic uint64_t kinds; /* bit K: a collective of kind K issued in it (turn[0]'s: in KINDS) */
 };
 
 struct ccs_comm {
