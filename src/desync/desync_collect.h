@@ -28,8 +28,9 @@ void ccs_dsx_collect_nccl_done(uint64_t comm, uint64_t seq_done);
 void ccs_dsx_device_align(const struct ccs_dsx_status **st, int32_t w);
 
 /* FN(COMM, 0, ARG): the seq whose records the coordinator asked for on
- * COMM, or 0.  While nonzero (and kept), COMM's published history is the
- * kept operations around that seq rather than the newest (flag PINNED).
+ * COMM, or 0.  While nonzero (and in a ring still), COMM's published
+ * history is the operations around that seq, read back from the rings,
+ * rather than the newest (flag PINNED).
  * FN(COMM, 1, ARG): the seq of a probe, or 0: the second checkpoint is then
  * the running hash through that seq (flag PROBED). */
 void ccs_dsx_collect_want(uint64_t (*fn)(uint64_t comm, int probe, void *arg), void *arg);

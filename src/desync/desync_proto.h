@@ -58,8 +58,8 @@ enum ccs_dsx_state { CCS_DSX_IDLE = 0, CCS_DSX_BLOCKED = 1, CCS_DSX_FREED = 2 };
  * complete, at its last enqueued seq (the first uncompleted one lies in
  * (issued - dev_pending, issued]: events are rate limited). */
 enum ccs_dsx_cflags {
-    CCS_DSX_HASH_LOST = 1,
-    CCS_DSX_PINNED = 2, /* hist: the kept operations around a seq the coordinator asked for */
+    CCS_DSX_HASH_LOST = 1, /* retired: the hot path keeps the hash, so it is never lost (bit not reused) */
+    CCS_DSX_PINNED = 2, /* hist: the operations around a seq the coordinator asked for, read back from the rings */
     CCS_DSX_PROBED = 4, /* cp_seq[1]/cp_hash[1]: the hash at a seq the coordinator asked for */
     CCS_DSX_DEVICE = 8,
     CCS_DSX_BOUNDARY = 16, /* the rank waits at the end of step (status boundary - 1) for this comm's members */

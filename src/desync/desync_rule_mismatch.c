@@ -367,8 +367,6 @@ static void mismatch_hashes(struct ctx *c, struct grp *g)
         return;
     for (size_t i = g->lo; i < g->hi; i++) {
         const struct ccs_dsx_comm *e = c->ents[i].e;
-        if (e->flags & CCS_DSX_HASH_LOST)
-            continue;
         if (e->done)
             hv[n++] = (struct hk){e->done, e->hash, i};
         for (int p = 0; p < 2; p++)

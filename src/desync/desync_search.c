@@ -51,7 +51,7 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
         struct ccs_dsx_search *x = &srch[i];
         x->n = x->answered = x->alive = 0;
         x->min_done = UINT64_MAX;
-        x->differ = x->lost = 0;
+        x->differ = 0;
     }
     for (int32_t r = 0; r < wsize; r++) {
         const struct ccs_dsx_status *st = sts[r];
@@ -67,7 +67,6 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
             x->seen_ms = now;
             x->n++;
             x->alive += st->life == CCS_DSX_ALIVE && !dead[r] && e->state != CCS_DSX_FREED;
-            x->lost |= (e->flags & CCS_DSX_HASH_LOST) != 0;
             x->min_done = e->done < x->min_done ? e->done : x->min_done;
             uint64_t h;
             if (x->probe && hash_at(e, x->probe, &h)) {
@@ -82,8 +81,8 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
         struct ccs_dsx_search *x = &srch[i];
         if (!x->comm || x->seen_ms != now)
             continue;
-        if (x->lost || x->n != x->size || x->alive != x->size) {
-            x->probe = 0; /* members gone, unknown or without comparable hashes: the rules judge */
+        if (x->n != x->size || x->alive != x->size) {
+            x->probe = 0; /* members gone or unknown: the rules judge */
             continue;
         }
         if (x->probe && (x->differ || x->answered == x->size)) {

@@ -24,7 +24,7 @@ struct ccs_dsx_search {
     /* this pass */
     int32_t n, answered, alive;
     uint64_t min_done, hash;
-    int differ, lost;
+    int differ;
 };
 
 struct ccs_dsx_search_out {

@@ -25,7 +25,6 @@
 
 #define NVERDICT 16
 #define NAGREED 32
-#define NAGREE CCS_DSX_SHM_NAGREE
 #define NWANT 4
 #define WANT_MS 2000
 #define PROBE_MS 1000
@@ -65,8 +64,8 @@ struct slot {
     struct ccs_dsx_status st;
     _Atomic uint64_t agen;
     uint64_t anext;
-    uint64_t aorder[NAGREE]; /* when each value was put (anext then) */
-    struct ccs_dsx_agree agree[NAGREE];
+    uint64_t aorder[CCS_DSX_SHM_NAGREE]; /* when each value was put (anext then) */
+    struct ccs_dsx_agree agree[CCS_DSX_SHM_NAGREE];
 };
 
 struct ccs_dsx_shm {
@@ -378,13 +377,13 @@ void ccs_dsx_shm_agree_put(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a)
     atomic_store_explicit(&sl->agen, g + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     /* A value for the same agreement (communicator and key) replaces the
-     * old one; else an empty place, else the oldest.  So up to NAGREE
+     * old one; else an empty place, else the oldest.  So up to CCS_DSX_SHM_NAGREE
      * values put in a row (answers that do not wait, one per communicator
      * at a step marker) all stay for the others to read, and a rank that
      * went on to its next agreement leaves its last one for the slower
      * (who also find a completed one posted, ccs_dsx_shm_find_agreed). */
     int j = -1, empty = -1, oldest = 0;
-    for (int i = 0; i < NAGREE; i++) {
+    for (int i = 0; i < CCS_DSX_SHM_NAGREE; i++) {
         if (sl->agree[i].comm == a->comm && sl->agree[i].key == a->key) {
             j = i;
             break;
@@ -415,7 +414,7 @@ int ccs_dsx_shm_agree_get(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_agree
         memcpy(out, sl->agree, sizeof sl->agree);
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&sl->agen, memory_order_relaxed) == g1)
-            return NAGREE;
+            return CCS_DSX_SHM_NAGREE;
     }
     return 0;
 }

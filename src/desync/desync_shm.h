@@ -49,11 +49,12 @@ void ccs_dsx_shm_post_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdic
 /* Next verdict after *CURSOR: 1 and advances it, or 0 when none. */
 int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, uint64_t *cursor, struct ccs_dsx_verdict *out);
 
-/* Agreement values: a rank writes its own (a ring of 4 per rank); anyone
- * reads them.  Results folded by the coordinator are posted by the leader. */
+/* Agreement values: a rank writes its own (CCS_DSX_SHM_NAGREE per rank);
+ * anyone reads them.  Results folded by the coordinator are posted by the
+ * leader, and on one host by the first member to see every value. */
 void ccs_dsx_shm_agree_put(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a);
-/* Agreement values kept per rank: its newest value on each of up to this
- * many communicators. */
+/* Agreement values kept per rank: one per agreement (communicator and key),
+ * the oldest giving way to a new one. */
 #define CCS_DSX_SHM_NAGREE 16
 /* Copies rank R's agreement values (CCS_DSX_SHM_NAGREE places, an empty
  * one with comm 0) into OUT; returns how many places (0: none yet). */
