@@ -16,7 +16,6 @@
  * untouched: the thread only reads the rings, their in-flight records and
  * the comm table.  Everything this file holds is in one struct, DS, below.
  */
-#include "thread.h"
 #include "desync.h"
 #include "ccs_config.h"
 #include "desync_auth.h"
@@ -29,6 +28,7 @@
 #include "desync_tcp.h"
 #include "log.h"
 #include "registry.h"
+#include "thread.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>

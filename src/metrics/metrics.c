@@ -11,13 +11,13 @@
  * renames it over PATTERN: a reader sees the old file or the new one, never
  * half of one.  Nothing here runs on the hot path.
  */
-#include "thread.h"
 #include "ccs_config.h"
 #include "ccs_kinds.h"
 #include "ccshim.h"
 #include "log.h"
 #include "registry.h"
 #include "shim.h"
+#include "thread.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>

@@ -26,7 +26,6 @@
  * thread sets its capture mode to relaxed first, so that its queries never
  * disturb a capture made by the job in global mode.
  */
-#include "thread.h"
 #include "nccl_track.h"
 #include "ccs_config.h"
 #include "desync.h"
@@ -34,6 +33,7 @@
 #include "log.h"
 #include "nccl_internal.h"
 #include "registry.h"
+#include "thread.h"
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>

@@ -8,12 +8,12 @@
  * compare-and-swap rather than a mutex, so a fatal-signal handler can try to
  * take it without deadlocking on a lock its own thread already holds.
  */
-#include "thread.h"
 #include "ccs_config.h"
 #include "ccshim.h"
 #include "log.h"
 #include "registry.h"
 #include "shim.h"
+#include "thread.h"
 #include "trace_writer.h"
 #include <dlfcn.h>
 #include <errno.h>

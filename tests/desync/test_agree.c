@@ -49,8 +49,9 @@ static int child(int r, int absent)
  * answers at a step marker), then stays; the others agree on each in
  * turn, which needs every one of rank 0's values to be still there. */
 #define NCOMM 12
-static int answers_child(int r)
+static int answers_child(int r, int unused)
 {
+    (void)unused;
     ccs_runtime_set_world(r, N);
     struct ccs_comm *c[NCOMM];
     for (int i = 0; i < NCOMM; i++)
@@ -76,39 +77,19 @@ static int answers_child(int r)
     return 0;
 }
 
-static void run_children(int (*fn)(int), const char *tag)
+/* Forks N ranks, each running FN(r, ARG) on a segment of its own (TAG),
+ * and asserts that every one exits 0. */
+static void run_children(int (*fn)(int, int), int arg, const char *tag)
 {
     static char secret[64];
-    snprintf(secret, sizeof secret, "agree-%d-%s-0123456789abcdef0123456789", (int)getpid(), tag);
-    ccs_cfg.secret = secret;
-    ccs_cfg.summary = 0;
-    pid_t pid[N];
-    for (int r = 0; r < N; r++) {
-        pid[r] = fork();
-        if (pid[r] == 0) {
-            int rc = fn(r);
-            ccs_desync_note_exit(CCS_DESYNC_EXITED);
-            _exit(rc);
-        }
-    }
-    for (int r = 0; r < N; r++) {
-        int st = 0;
-        waitpid(pid[r], &st, 0);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: exit status %d", r, WEXITSTATUS(st));
-    }
-}
-
-static void run(int absent)
-{
-    static char secret[64];
-    snprintf(secret, sizeof secret, "agree-%d-%d-0123456789abcdef0123456789", (int)getpid(), absent);
+    snprintf(secret, sizeof secret, "agree-%d-%s-%d-0123456789abcdef0123456789", (int)getpid(), tag, arg);
     ccs_cfg.secret = secret; /* a segment of our own, whatever else runs */
     ccs_cfg.summary = 0;
     pid_t pid[N];
     for (int r = 0; r < N; r++) {
         pid[r] = fork();
         if (pid[r] == 0) {
-            int rc = child(r, absent);
+            int rc = fn(r, arg);
             ccs_desync_note_exit(CCS_DESYNC_EXITED); /* as at exit: leaves no segment behind */
             _exit(rc);
         }
@@ -321,13 +302,13 @@ END_TEST
 
 START_TEST(three_ranks_agree)
 {
-    run(-1);
+    run_children(child, -1, "agree");
 }
 END_TEST
 
 START_TEST(absent_member_times_out)
 {
-    run(1);
+    run_children(child, 1, "agree");
 }
 END_TEST
 
@@ -335,7 +316,7 @@ END_TEST
  * (a ring of 4 lost the first 8: the others waited for their timeout). */
 START_TEST(many_answers_in_a_row)
 {
-    run_children(answers_child, "many");
+    run_children(answers_child, 0, "many");
 }
 END_TEST
 
