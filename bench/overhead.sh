@@ -136,7 +136,7 @@ and 65536 records alike: the state of the shared host, not the shim, sets where 
 band a run falls.  In one such minute (8 rounds at 11:34), the shim added 14 ns (12 to 29)
 and the preload with \`CCSHIM_DISABLE=1\` (interposition and forwarding only) 4 ns (2 to 10).
 Instructions added per MPI_Allreduce (callgrind, steady state): 291
-before, $ir_off after.
+before, 124 after (now $ir_off: the communicator's running hash, below).
 
 **Where the per-call cost was.**  The first version of this page gave 9.2 ns of
 bookkeeping and +13 ns (+3.3%) on the MPI loop; the loop measured +60 to +110 ns
@@ -180,13 +180,15 @@ the desync collector, which reads the rings every 20 ms, lose records above abou
 calls/s).  The ring's producer fields (head, in-flight pointer) no longer share a cache
 line with the fields the trace writer writes (its drain cursor: position and records lost).
 
-What is left: about $ir_off instructions per call.  A second round (after 172) took the
+What is left: about $ir_off instructions per call (124 after the rounds below; the
+running hash that spares the desync thread hashing every record added the rest, see "The
+detector's cost").  A second round (after 172) took the
 record's writer and the wrappers apart under callgrind: the record written as four
 8-byte words built in registers instead of about 20 narrow stores (the bytes in memory
-unchanged), no store of fields no reader takes from a slot (the fingerprint; the times
-when no trace is written), the slot address in one register, the last call site and the
+unchanged), no store of fields no reader takes from a slot (the times when no trace is
+written; the fingerprint too, until the running hash took its word), the slot address in one register, the last call site and the
 thread byte kept on the ring's producer line, one test for a thread's first call, no
-second look at `ccs_active`, rare paths (first call, new call site, comm table misses)
+second look at \`ccs_active\`, rare paths (first call, new call site, comm table misses)
 out of line and cold so the fast path saves no registers around them, and for
 MPI_Allreduce and ncclAllReduce a fast path for the common case (predefined type,
 built-in op, the thread's last communicator and call site, coalescing off) that makes no
@@ -198,8 +200,8 @@ Wall time: $p ns per call side by side in this run (range in the table).  A sepa
 53), -12 ns (defaults, -31 to 38) and 1.2 ns without a preload (-4.5 to 8.8): on this VM
 the side-by-side figure for the same build moves by tens of ns between batches, so
 neither batch shows the +15 ns target met or missed; the instruction count is the figure
-that does not move (291, then 172, now 124 per call), and no hardware counters are
-available here (`perf stat` reports none) to give cycles per call.
+that does not move (291, then 172, then 124, now $ir_off per call with the running hash), and no hardware counters are
+available here (\`perf stat\` reports none) to give cycles per call.
 
 **Defaults (desync detection on).**  The hot path is the same (it keeps each
 communicator's running hash whether detection is on or not), so the side-by-side row
