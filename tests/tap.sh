@@ -93,6 +93,31 @@ ccs_mpirun() {
         -np "$np" "$@"
 }
 
+# ccs_ports N: the first of N consecutive TCP ports for 127.0.0.1, given
+# to no other test of this machine's runs (a counter in $TMPDIR, under
+# flock; the C tests' ccs_test_ports in test_ports.h shares it) and on which
+# nothing listens.  Ports from the process id collided when make -j started
+# two tests with pids one apart (one test's PORT + 1 was the other's PORT).
+# The range, 20000-31999, lies below the kernel's ephemeral ports.
+ccs_ports() {
+    local n=$1 f="${TMPDIR:-/tmp}/ccshim-test-ports"
+    (
+        flock 9 || exit 1
+        p=$(cat "$f" 2>/dev/null) || p=
+        case $p in '' | *[!0-9]*) p=$((20000 + $$ % 12000)) ;; esac
+        tries=0
+        while [ $tries -lt 1000 ]; do
+            [ $((p + n)) -le 32000 ] || p=20000
+            i=0
+            while [ $i -lt "$n" ] && [ -z "$(ss -Hltn "sport = :$((p + i))" 2>/dev/null)" ]; do i=$((i + 1)); done
+            [ $i -eq "$n" ] && break
+            p=$((p + i + 1)); tries=$((tries + 1))
+        done
+        echo $((p + n)) >"$f"
+        echo "$p"
+    ) 9>>"$f.lock"
+}
+
 ccs_have_mpi() { [ -n "${MPIRUN:-}" ] && [ -x "$top_builddir/.libs/libccshim-mpi.so" ]; }
 
 # Paths every test uses.

@@ -16,7 +16,7 @@ command -v ss >/dev/null || tap_skip_all "ss (iproute2) not installed"
 [ "$(ulimit -n)" -ge 700 ] 2>/dev/null || ulimit -n 1024 2>/dev/null || tap_skip_all "fewer than 700 descriptors"
 tap_plan 7
 
-PORT=$((21000 + $$ % 20000))
+PORT=$(ccs_ports 2)
 PPORT=$((PORT + 1))
 VIA='if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then c=$P0; else c=$P1; fi; CCSHIM_DESYNC_HOST=h$OMPI_COMM_WORLD_RANK CCSHIM_COORD=127.0.0.1:$c exec "$@"'
 D="$CCS_TMP/admission"

@@ -14,9 +14,10 @@
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
 command -v python3 >/dev/null || tap_skip_all "python3 not installed"
+command -v ss >/dev/null || tap_skip_all "ss (iproute2) not installed"
 tap_plan 11
 
-PORT=$((21000 + $$ % 20000))
+PORT=$(ccs_ports 2)
 PPORT=$((PORT + 1))
 # Rank 0 listens on PORT; rank 1 (host h1) reaches it through the proxy.
 VIA='if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then c=$P0; else c=$P1; fi; CCSHIM_DESYNC_HOST=h$OMPI_COMM_WORLD_RANK CCSHIM_COORD=127.0.0.1:$c exec "$@"'
@@ -26,6 +27,11 @@ proxy() { # NAME EVENTS...: the proxy in the background, its output in NAME/prox
     mkdir -p "$CCS_TMP/$name"
     python3 "$top_srcdir/tests/desync/faultproxy.py" "$PPORT" "$PORT" "$@" >"$CCS_TMP/$name/proxy.txt" 2>&1 &
     PROXY=$!
+    # The job starts once the proxy listens (a leader refused at its first
+    # connection only retries later); if it never does, its output says why.
+    local i=0
+    while [ $i -lt 100 ] && [ -z "$(ss -Hltn "sport = :$PPORT")" ]; do sleep 0.1; i=$((i + 1)); done
+    [ $i -lt 100 ] || { echo "# the proxy does not listen on $PPORT after 10 s:"; tap_diag <"$CCS_TMP/$name/proxy.txt"; }
 }
 proxy_stop() { kill "$PROXY" 2>/dev/null; wait "$PROXY" 2>/dev/null; }
 

@@ -17,7 +17,7 @@ command -v python3 >/dev/null || tap_skip_all "python3 not installed"
 tap_plan 9
 
 TWO_HOSTS='CCSHIM_DESYNC_HOST=h$((OMPI_COMM_WORLD_RANK)) exec "$@"'
-PORT=$((21000 + $$ % 20000))
+PORT=$(ccs_ports 2)
 D="$CCS_TMP/flood"
 
 # The job, in the background, with few descriptors.  A small ring: the

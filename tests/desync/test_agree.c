@@ -7,6 +7,7 @@
 #include "log.h"
 #include "shim.h"
 #include "unit_main.h"
+#include "../test_ports.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -135,7 +136,8 @@ START_TEST(agree_across_hosts_over_tcp)
     snprintf(secret, sizeof secret, "agree-tcp-%d-0123456789abcdef0123456789", (int)getpid());
     ccs_cfg.secret = secret;
     ccs_cfg.summary = 0;
-    int port = 20000 + (int)(getpid() % 20000) * 2;
+    int port = ccs_test_ports(2); /* MASTER_PORT and the coordinator at + 1 */
+    ck_assert_int_gt(port, 0);
     pid_t pid[4];
     for (int r = 0; r < 4; r++) {
         pid[r] = fork();
@@ -210,7 +212,8 @@ START_TEST(no_secret_no_tcp_across_hosts)
 {
     char lines[4][1024];
     int n;
-    int port = 20001 + (int)(getpid() % 20000) * 2;
+    int port = ccs_test_ports(2);
+    ck_assert_int_gt(port, 0);
     ck_assert_int_eq(start_rank0("", port, lines, &n), 0);
     ck_assert_int_eq(n, 1);
     ck_assert_ptr_nonnull(strstr(lines[0], "neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; unauthenticated TCP "
@@ -225,7 +228,8 @@ START_TEST(short_secret_refused)
 {
     char lines[4][1024];
     int n;
-    int port = 20001 + (int)(getpid() % 20000) * 2;
+    int port = ccs_test_ports(2);
+    ck_assert_int_gt(port, 0);
     ck_assert_int_eq(start_rank0("k9x", port, lines, &n), 0);
     ck_assert_int_eq(n, 1);
     ck_assert_msg(strstr(lines[0], "desync: CCSHIM_SECRET holds 3 characters; at least 32 expected (128 random "
@@ -249,7 +253,8 @@ START_TEST(squatted_segment_falls_back_to_tcp)
     snprintf(log, sizeof log, "/tmp/ccshim-test-squat-%d-%%r.log", (int)getpid());
     ccs_cfg.secret = secret;
     ccs_cfg.summary = 0;
-    int port = 20000 + (int)(getpid() % 20000) * 2;
+    int port = ccs_test_ports(2); /* MASTER_PORT and the coordinator at + 1 */
+    ck_assert_int_gt(port, 0);
     /* The name h0's ranks will use (desync.c: job|host|secret|first world
      * communicator), created by "another user": not private to us. */
     char key[400], path[256];

@@ -27,7 +27,6 @@ PYTHONDONTWRITEBYTECODE=1 # nothing written into the source tree
 export PYTHONDONTWRITEBYTECODE
 
 # run NAME SECONDS TORCHFLAG [VAR=VALUE...] -- ARGS: the job on 2 ranks; RC set.
-port=$((20000 + $$ % 20000))
 run() {
     local name=$1 secs=$2 flag=$3 d="$CCS_TMP/$1"
     shift 3
@@ -35,7 +34,8 @@ run() {
     local envs=""
     while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
     shift
-    port=$((port + 1))
+    local port
+    port=$(ccs_ports 2) # MASTER_PORT, and the coordinator's at + 1
     # shellcheck disable=SC2086
     ccs_mpirun "$secs" 2 env MASTER_ADDR=127.0.0.1 MASTER_PORT=$port CCSHIM_LOG="$d/log-%r.txt" \
         CCSHIM_TRACE_DIR="$d/trace" CCSHIM_SUMMARY=0 CCSHIM_JOB_ID="$name" $envs \

@@ -29,9 +29,9 @@ meta() {
         "$CCS_TMP/$run" "$@"
 }
 
-one pmb gpu_ddp_cached.py --impl st --mode per-minibatch --port "$((20000 + $$ % 20000))"
+one pmb gpu_ddp_cached.py --impl st --mode per-minibatch --port "$(ccs_ports 2)"
 rc1=$?
-one nos gpu_ddp_cached.py --impl st --mode no-sync --port "$((20001 + $$ % 20000))"
+one nos gpu_ddp_cached.py --impl st --mode no-sync --port "$(ccs_ports 2)"
 tap_eq "gpu_ddp_cached.py --impl st: both modes run, on sentence-transformers' CachedLossMixin, 5 steps marked each" \
     "0 0 st st 2 8" "$rc1 $? $(meta pmb impl) $(meta nos impl) $(cat "$CCS_TMP"/pmb.err "$CCS_TMP"/nos.err | grep -c 'summary: .*, 5 steps,') $(meta pmb reductions_per_step)"
 cmp=$("$RS_PY" "$GPU/gpu_common.py" compare "$CCS_TMP/pmb" "$CCS_TMP/nos")
@@ -41,7 +41,7 @@ tap_eq "per-mini-batch and no_sync() runs: the same losses, gradients and parame
 print(d["losses_equal"], "ok" if d["grad_max_abs_diff"] <= 1e-6 else d["grad_max_abs_diff"],
       "ok" if d["param_max_abs_diff"] <= 1e-6 else d["param_max_abs_diff"])')"
 
-one cmnrl gpu_st_cmnrl.py --steps 3 --port "$((20002 + $$ % 20000))"
+one cmnrl gpu_st_cmnrl.py --steps 3 --port "$(ccs_ports 2)"
 tap_eq "gpu_st_cmnrl.py: runs with sentence-transformers 6.0.1's CachedMultipleNegativesRankingLoss, 3 steps marked" \
     "0 6.0.1 1" "$? $(meta cmnrl sentence_transformers) $(grep -c 'summary: .*, 3 steps,' "$CCS_TMP/cmnrl.err")"
 tap_eq "  ... 3 finite losses; on the device: 8 reductions per bucket per step (32 / 8 x 2 columns)" "3 8" \
