@@ -94,14 +94,14 @@ ccs_mpirun() {
 }
 
 # ccs_ports N: the first of N consecutive TCP ports for 127.0.0.1, given
-# to no other test of this machine's runs (a counter in $TMPDIR, under
+# to no other test of this user's runs (a counter in $TMPDIR, under
 # flock; the C tests' ccs_test_ports in test_ports.h shares it) and on which
 # nothing listens.  Ports from the process id collided when make -j started
 # two tests with pids one apart (one test's PORT + 1 was the other's PORT).
 # The range, 20000-31999, lies below the kernel's ephemeral ports.
 ccs_ports() {
-    local n=$1 f="${TMPDIR:-/tmp}/ccshim-test-ports"
-    (
+    local n=$1 f="${TMPDIR:-/tmp}/ccshim-test-ports-$(id -u)" p
+    p=$( (
         flock 9 || exit 1
         p=$(cat "$f" 2>/dev/null) || p=
         case $p in '' | *[!0-9]*) p=$((20000 + $$ % 12000)) ;; esac
@@ -115,7 +115,9 @@ ccs_ports() {
         done
         echo $((p + n)) >"$f"
         echo "$p"
-    ) 9>>"$f.lock"
+    ) 2>/dev/null 9>>"$f.lock")
+    # Without flock (util-linux) or a writable $TMPDIR: the process id's.
+    echo "${p:-$((20000 + $$ % 12000))}"
 }
 
 ccs_have_mpi() { [ -n "${MPIRUN:-}" ] && [ -x "$top_builddir/.libs/libccshim-mpi.so" ]; }

@@ -1,7 +1,8 @@
 /*
  * test_ports.h - TCP ports for 127.0.0.1 that no other test of this
- * machine's runs was given: the C side of tap.sh's ccs_ports, sharing its
- * counter ($TMPDIR/ccshim-test-ports, under flock on the same file + .lock).
+ * user's runs was given: the C side of tap.sh's ccs_ports, sharing its
+ * counter ($TMPDIR/ccshim-test-ports-UID, under flock on the same name +
+ * .lock; per user, so that another user's files in /tmp do not stop it).
  * Ports derived from the process id collided when make -j started two tests
  * whose pids were one or two apart.
  */
@@ -37,7 +38,7 @@ static inline int ccs_test_ports(int n)
 {
     const char *tmp = getenv("TMPDIR");
     char path[512], lock[520];
-    snprintf(path, sizeof path, "%s/ccshim-test-ports", tmp && *tmp ? tmp : "/tmp");
+    snprintf(path, sizeof path, "%s/ccshim-test-ports-%u", tmp && *tmp ? tmp : "/tmp", (unsigned)getuid());
     snprintf(lock, sizeof lock, "%s.lock", path);
     int lk = open(lock, O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0666);
     if (lk < 0 || flock(lk, LOCK_EX) != 0) {
