@@ -159,6 +159,23 @@ void ccs_comm_turns(struct ccs_comm *c, struct ccs_comm_turns *out)
 #undef ST
 }
 
+void ccs_comm_forked(void)
+{
+    for (size_t i = 0; i < CCS_COMM_SLOTS; i++) {
+        struct ccs_comm *c = &table[i];
+        uint32_t g = atomic_load_explicit(&c->turn_gen, memory_order_relaxed);
+        if (!(g & 1))
+            continue;
+        for (int j = 0; j < 3; j++) {
+            atomic_store_explicit(&c->turn[j].step, 0, memory_order_relaxed);
+            atomic_store_explicit(&c->turn[j].seq0, 0, memory_order_relaxed);
+            atomic_store_explicit(&c->turn[j].kinds, 0, memory_order_relaxed);
+        }
+        atomic_store_explicit(&c->kinds, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->turn_gen, g + 1, memory_order_release);
+    }
+}
+
 void ccs_comm_set_rank(struct ccs_comm *c, int rank, int size)
 {
     pthread_mutex_lock(&lock);

@@ -69,13 +69,20 @@ CCS_HIDDEN void ccs_comm_step_turn(struct ccs_comm *c, uint32_t step, uint64_t s
 
 /* A consistent copy of C's turns into OUT (3, newest first, OUT[0].kinds
  * the live kinds of the current step).  Any thread; retries while the hot
- * path is inside ccs_comm_step_turn. */
+ * path is inside ccs_comm_step_turn, and after 1000 tries gives all zeros
+ * (seq0 0: no turn known; readers then keep what they counted). */
 struct ccs_comm_turns {
     uint32_t step[3];
     uint64_t seq0[3];
     uint64_t kinds[3];
 };
 CCS_HIDDEN void ccs_comm_turns(struct ccs_comm *c, struct ccs_comm_turns *out);
+
+/* In a forked child: a communicator whose turns another thread of the
+ * parent was writing at the fork (turn_gen odd, and no thread left to
+ * finish) gets no turns and an even turn_gen, so that readers see "none
+ * known" instead of giving up on it, or reading half a turn, for good. */
+CCS_HIDDEN void ccs_comm_forked(void);
 
 #define CCS_COMM_SLOT_BITS 12
 #define CCS_COMM_SLOTS (1u << CCS_COMM_SLOT_BITS)

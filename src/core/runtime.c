@@ -154,6 +154,7 @@ static void atfork_child(void)
 {
     ccs_process_forked(); /* a different process: its identity from env again */
     ccs_ring_reset_all(); /* the parent's records are the parent's */
+    ccs_comm_forked();    /* no half-written step turns left behind */
     ccs_pysite_forked();
     ccs_features_fork_child();
 }

@@ -40,6 +40,9 @@ struct tracked {
     uint16_t backend;
     int used, live, mark, boundary;
     uint64_t issued, done, hash;
+    int issued_moved;         /* ISSUED changed in this pass */
+    uint64_t caught;          /* the ISSUED a catch-up settled (catch_up) */
+    unsigned catch_tries;     /* catch-ups that did not find it yet */
     uint32_t done_step;       /* the step of the record DONE */
     uint64_t cp_seq[2], cp_hash[2];
     struct ccs_dsx_op hist[CCS_DSX_HIST]; /* a ring: the next goes at hnext */
@@ -91,7 +94,8 @@ static struct ccs_dsx_op op_of(const struct ccs_record *r, struct tracked *t)
     struct ccs_dsx_op o;
     memset(&o, 0, sizeof o);
     o.seq = r->seq;
-    /* The hot path leaves rec->fingerprint 0: computed here, once per
+    /* The call's own fingerprint (a ring record's fingerprint word holds
+     * the communicator's running hash instead): computed here, once per
      * distinct call when T remembers the last one. */
     if (t && t->fp && t->fpkey.kind == r->kind && t->fpkey.flags == r->flags && t->fpkey.count == r->count &&
         t->fpkey.dtype == r->dtype && t->fpkey.op == r->op && t->fpkey.root == r->root &&
@@ -229,11 +233,14 @@ static void fold_all(uint64_t now)
         if (head - atomic_load_explicit(&c->next, memory_order_relaxed) > TAIL &&
             head > atomic_load_explicit(&c->next, memory_order_relaxed))
             atomic_store_explicit(&c->next, head - TAIL, memory_order_relaxed);
-        if (grow_batch(n + TAIL + CHUNK) != 0)
+        if (grow_batch(n + TAIL) != 0)
             break;
-        size_t k;
-        while (n + CHUNK <= batch_cap && (k = ccs_ring_read(r, c, batch + n, CHUNK)) > 0) {
+        /* At most TAIL: what a producer adds while this pass reads is the
+         * next pass's. */
+        size_t k, left = TAIL;
+        while (left > 0 && (k = ccs_ring_read(r, c, batch + n, left < CHUNK ? left : CHUNK)) > 0) {
             size_t kept = 0;
+            left -= k;
             records_read += k;
             for (size_t i = 0; i < k; i++) {
                 const struct ccs_record *rec = &batch[n + i];
@@ -272,10 +279,11 @@ static int keep_in_range(const struct tracked *t, const struct ccs_record *rec, 
     return 1;
 }
 
-/* The records of T's communicator with seqs LO..HI (HI <= T->done, at most
- * CCS_DSX_HIST of them) from the rings, into OUT[seq - LO] with HAVE[] set;
- * returns how many were found.  Where a communicator used by one thread
- * has them (as many slots back as seqs back) that is one read; else the
+/* The records of T's communicator with seqs LO..HI (at most CCS_DSX_HIST
+ * of them; completed ones only, as every record in a ring) from the rings,
+ * into OUT[seq - LO] with HAVE[] set; returns how many were found.  Where
+ * HI <= T->done and a communicator used by one thread has them (as many
+ * slots back as seqs back) that is one read; else the
  * newest FIND_SCAN records of each ring are looked through, newest first,
  * until older seqs show.  The diagnostic path (a probe, records asked
  * for), not every pass. */
@@ -292,7 +300,7 @@ static unsigned ring_range(const struct tracked *t, uint64_t lo, uint64_t hi, st
         uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
         uint64_t back = t->done - lo; /* slots back from the newest to LO's, if alone in this ring */
         struct ccs_ring_cursor c;
-        if (back < head && want <= CH) {
+        if (lo <= t->done && back < head && want <= CH) {
             atomic_init(&c.next, head - 1 - back);
             atomic_init(&c.lost, 0);
             size_t k = ccs_ring_read(r, &c, chunk, want);
@@ -432,6 +440,7 @@ static void sync_comm(struct ccs_comm *c, void *arg)
     t->live = 1;
     t->mark = 1; /* seen in the table this pass */
     uint64_t s = atomic_load_explicit(&c->seq, memory_order_relaxed);
+    t->issued_moved = s != t->issued;
     if (s != t->issued) {
         t->active_ms = now;
         t->iss_since_ms = now;
@@ -463,6 +472,37 @@ static void resolve_unknown(void)
                     tc[i].issued = tc[i].done; /* freed: what it completed is all it issued */
                 }
         from += k;
+    }
+}
+
+/* A communicator whose calls stopped (ISSUED unchanged over a pass) with
+ * completed calls that no pass read: more than TAIL records of other
+ * communicators followed them in the same period, and the cursor skipped
+ * them.  Left so, T's DONE would stay behind its last call for good (its
+ * hash and probes, the records asked for, a device hang at its last seq,
+ * the step counts).  So its newest completed records, up to CCS_DSX_HIST,
+ * are read back from the rings once, when the calls stop: not every pass
+ * (an active communicator's newest records come with a later pass's
+ * tail), so the thread's work still does not grow with the call rate.
+ * A call still in flight is not complete: it stays out.  Up to three
+ * passes for one ISSUED, in case its record was being published. */
+static void catch_up(struct tracked *t, uint64_t now)
+{
+    uint64_t hi = t->issued;
+    if (t->blocked && t->bop.seq == hi)
+        hi--;
+    if (hi <= t->done || t->issued_moved || hi == t->caught)
+        return;
+    uint64_t lo = hi - t->done > CCS_DSX_HIST ? hi - CCS_DSX_HIST + 1 : t->done + 1;
+    static struct ccs_record got[CCS_DSX_HIST];
+    uint8_t have[CCS_DSX_HIST];
+    if (ring_range(t, lo, hi, got, have))
+        for (uint64_t q = lo; q <= hi; q++)
+            if (have[q - lo] && q > t->done)
+                fold(t, &got[q - lo], now);
+    if (t->done == hi || ++t->catch_tries >= 3) {
+        t->caught = hi;
+        t->catch_tries = 0;
     }
 }
 
@@ -536,8 +576,10 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
             t->live = 0; /* gone from the table: freed */
             t->active_ms = now;
         }
-        if (t->live)
+        if (t->live) {
+            catch_up(t, now);
             nccl_progress(t, now);
+        }
     }
     /* The most relevant communicators: waited for at a step boundary,
      * blocked, live, recently active. */

@@ -31,20 +31,27 @@ static uint64_t op_key(const struct ccs_dsx_op *op)
 }
 
 /* "16" or "at least 12": E's collectives in STEP, from its history (exact
- * when the history reaches back before the step and on past it). */
+ * when the history reaches back before the step and on past it with no seq
+ * missing in between: a pass that read only the newest records can leave
+ * gaps in it). */
 static void step_count(const struct ccs_dsx_comm *e, uint32_t step, char *buf, size_t n)
 {
-    unsigned k = 0, before = 0, after = 0;
+    unsigned k = 0, before = 0, after = 0, gap = 0;
     for (unsigned h = 0; h < e->nhist && h < CCS_DSX_HIST; h++) {
         k += e->hist[h].step == step;
         before |= e->hist[h].step < step || e->hist[h].seq == 1;
         after |= e->hist[h].step > step;
+        gap |= h > 0 && e->hist[h].seq != e->hist[h - 1].seq + 1 && e->hist[h].step >= step &&
+               e->hist[h - 1].step <= step;
     }
     if (e->state == CCS_DSX_BLOCKED) {
+        unsigned last = e->nhist && e->nhist <= CCS_DSX_HIST ? e->nhist - 1 : 0;
         k += e->blocked.step == step;
         after |= e->blocked.step > step;
+        gap |= e->nhist && e->blocked.seq != e->hist[last].seq + 1 && e->blocked.step >= step &&
+               e->hist[last].step <= step;
     }
-    ccs_dsx_rules_fmt(buf, n, "%s%u", before && after ? "" : "at least ", k);
+    ccs_dsx_rules_fmt(buf, n, "%s%u", before && after && !gap ? "" : "at least ", k);
 }
 
 /* 1 when every member of G issued SEQ or is gone (and G is complete). */

@@ -421,14 +421,24 @@ int ccs_dsx_shm_agree_get(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_agree
 
 void ccs_dsx_shm_post_agreed(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a)
 {
-    uint64_t i = atomic_load(&s->h->nagreed);
-    struct aslot *as = &s->h->agreed[i % NAGREED];
-    uint64_t g = atomic_load_explicit(&as->gen, memory_order_relaxed);
-    atomic_store_explicit(&as->gen, g + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    as->a = *a;
-    atomic_store_explicit(&as->gen, g + 2, memory_order_release);
-    atomic_store(&s->h->nagreed, i + 1);
+    /* Several processes post at once (every rank of the host whose
+     * agreement completed, and the leader with other hosts' results): a
+     * place is claimed by a fetch-and-add on NAGREED and its generation by
+     * a compare-and-swap from even to odd, so that two never write one
+     * place.  A place whose generation is odd (its writer is in the middle,
+     * or died there) is passed by for the next. */
+    for (int tries = 0; tries < NAGREED; tries++) {
+        uint64_t i = atomic_fetch_add(&s->h->nagreed, 1);
+        struct aslot *as = &s->h->agreed[i % NAGREED];
+        uint64_t g = atomic_load_explicit(&as->gen, memory_order_relaxed);
+        if ((g & 1) || !atomic_compare_exchange_strong_explicit(&as->gen, &g, g + 1, memory_order_relaxed,
+                                                                memory_order_relaxed))
+            continue;
+        atomic_thread_fence(memory_order_release);
+        as->a = *a;
+        atomic_store_explicit(&as->gen, g + 2, memory_order_release);
+        return;
+    }
 }
 
 int ccs_dsx_shm_find_agreed(struct ccs_dsx_shm *s, uint64_t comm, uint64_t key, struct ccs_dsx_agree *out)

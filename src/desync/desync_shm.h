@@ -59,6 +59,8 @@ void ccs_dsx_shm_agree_put(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a)
 /* Copies rank R's agreement values (CCS_DSX_SHM_NAGREE places, an empty
  * one with comm 0) into OUT; returns how many places (0: none yet). */
 int ccs_dsx_shm_agree_get(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_agree *out);
+/* Posts a completed agreement for the host's slower members (any process
+ * of the host, several at once). */
 void ccs_dsx_shm_post_agreed(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *a);
 /* The folded result for (COMM, KEY) if posted: 1, else 0. */
 int ccs_dsx_shm_find_agreed(struct ccs_dsx_shm *s, uint64_t comm, uint64_t key, struct ccs_dsx_agree *out);

@@ -10,11 +10,13 @@
 #include "../test_ports.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -325,6 +327,60 @@ START_TEST(many_answers_in_a_row)
 }
 END_TEST
 
+/* Completed agreements posted by several processes at once (every rank of
+ * a host posts one, the leader others' too): no two take one place, and no
+ * place is left half-written.  Three processes post 100000 each at the
+ * same time into one segment; then 32 (NAGREED) posted one after another are
+ * all found.  A place two writers had shared kept an odd generation, and
+ * what was posted there later was never found. */
+START_TEST(agreed_posts_from_many_processes)
+{
+    char key[128], why[256];
+    snprintf(key, sizeof key, "posts-%d-0123456789abcdef", (int)getpid());
+    struct ccs_dsx_shm *s = ccs_dsx_shm_open(key, N + 1, 0, 0, why, sizeof why);
+    ck_assert_msg(s != NULL, "%s", why);
+    _Atomic int *go = mmap(NULL, sizeof *go, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(go != MAP_FAILED);
+    atomic_init(go, 0);
+    pid_t pid[N];
+    for (int r = 0; r < N; r++) {
+        pid[r] = fork();
+        if (pid[r] == 0) {
+            while (!atomic_load(go)) /* all start together */
+                ;
+            for (uint64_t i = 0; i < 100000; i++) {
+                struct ccs_dsx_agree a = {.comm = 0x100 + (uint64_t)r, .key = i, .max = i, .min = i, .crank = r,
+                                          .size = N, .n = N};
+                ccs_dsx_shm_post_agreed(s, &a);
+            }
+            _exit(0);
+        }
+    }
+    atomic_store(go, 1);
+    for (int r = 0; r < N; r++) {
+        int st = 0;
+        waitpid(pid[r], &st, 0);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    munmap(go, sizeof *go);
+    for (uint64_t i = 0; i < 32; i++) {
+        struct ccs_dsx_agree a = {.comm = 0x900, .key = i, .max = 7 * i, .min = i, .size = N, .n = N};
+        ccs_dsx_shm_post_agreed(s, &a);
+    }
+    int found = 0;
+    for (uint64_t i = 0; i < 32; i++) {
+        struct ccs_dsx_agree got;
+        if (ccs_dsx_shm_find_agreed(s, 0x900, i, &got) && got.max == 7 * i && got.min == i)
+            found++;
+    }
+    ccs_dsx_shm_close(s);
+    char path[256];
+    ccs_dsx_shm_path(key, N + 1, path, sizeof path);
+    unlink(path);
+    ck_assert_int_eq(found, 32);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_agree");
@@ -333,6 +389,7 @@ static Suite *suite(void)
     tcase_add_test(t, three_ranks_agree);
     tcase_add_test(t, absent_member_times_out);
     tcase_add_test(t, many_answers_in_a_row);
+    tcase_add_test(t, agreed_posts_from_many_processes);
     tcase_add_test(t, agree_across_hosts_over_tcp);
     tcase_add_test(t, no_secret_no_tcp_across_hosts);
     tcase_add_test(t, short_secret_refused);

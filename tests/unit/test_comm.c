@@ -1,6 +1,9 @@
 /* test_comm.c - communicator table and identities. */
 #include "shim.h"
 #include "unit_main.h"
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 START_TEST(register_lookup_retire)
 {
@@ -108,6 +111,37 @@ START_TEST(intercommunicator_entries)
 }
 END_TEST
 
+/* A process forked while another thread of the parent was inside a step
+ * turn (turn_gen odd, with no thread left in the child to finish it): the
+ * child reads "no turn known" at once instead of giving up on every read,
+ * and its next turn is read back whole. */
+START_TEST(fork_in_a_step_turn)
+{
+    struct ccs_comm *c = ccs_comm_register(CCS_BE_MPI, 0x7700, 0x77, 0, 0, 2, 0, -1);
+    ck_assert_ptr_nonnull(c);
+    ccs_comm_step_turn(c, 5, 10);
+    struct ccs_comm_turns tu;
+    ccs_comm_turns(c, &tu);
+    ck_assert_uint_eq(tu.step[0], 5);
+    ck_assert_uint_eq(tu.seq0[0], 10);
+    uint32_t g = atomic_load(&c->turn_gen);
+    atomic_store(&c->turn_gen, g + 1); /* as a writer in the middle of a turn leaves it */
+    pid_t pid = fork();
+    if (pid == 0) {
+        ccs_comm_turns(c, &tu);
+        if ((atomic_load(&c->turn_gen) & 1) || tu.seq0[0] || tu.seq0[1] || tu.seq0[2])
+            _exit(1);
+        ccs_comm_step_turn(c, 6, 11);
+        ccs_comm_turns(c, &tu);
+        _exit(tu.step[0] == 6 && tu.seq0[0] == 11 ? 0 : 2);
+    }
+    atomic_store(&c->turn_gen, g); /* the parent's writer "finished" */
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child exit status %d", WEXITSTATUS(st));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("comm");
@@ -118,6 +152,7 @@ static Suite *suite(void)
     tcase_add_test(t, definitions_log_keeps_retired);
     tcase_add_test(t, adopted_is_local);
     tcase_add_test(t, intercommunicator_entries);
+    tcase_add_test(t, fork_in_a_step_turn);
     suite_add_tcase(s, t);
     return s;
 }

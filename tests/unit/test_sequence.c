@@ -340,6 +340,71 @@ START_TEST(collector_counts_steps_from_turns)
 }
 END_TEST
 
+/* A communicator whose last call was followed, within one period, by more
+ * than a pass reads of another's (512), and then stopped: the pass skipped
+ * its last record, and once its calls stop that record is read back, so
+ * that its DONE, hash and history reach its last call (the ring did not
+ * lap).  While a communicator keeps calling, nothing is read back. */
+START_TEST(collector_catches_up_a_quiet_comm)
+{
+    struct ccs_comm *x = ccs_comm_register(CCS_BE_MPI, 0x5f0, 20, 0, 0, 2, 0, -1);
+    struct ccs_comm *y = ccs_comm_register(CCS_BE_MPI, 0x5f8, 21, 0, 0, 2, 0, -1);
+    struct ccs_call ar = coll(CCS_KIND_ALLREDUCE, 1), bc = coll(CCS_KIND_BCAST, 1);
+    static struct ccs_dsx_status st;
+    one(x, ar);
+    ccs_dsx_collect(&st, 1);
+    one(x, bc); /* X's last call, seq 2 */
+    for (int i = 0; i < 600; i++)
+        one(y, ar);
+    ccs_dsx_collect(&st, 2); /* X's seq 2 skipped; X moved this pass */
+    const struct ccs_dsx_comm *e = status_of(&st, 20);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(e->done, 1);
+    ck_assert_uint_eq(e->issued, 2);
+    for (int i = 0; i < 600; i++)
+        one(y, ar);
+    ccs_dsx_collect(&st, 3); /* X quiet: read back */
+    e = status_of(&st, 20);
+    ck_assert_uint_eq(e->done, 2);
+    ck_assert_uint_eq(e->issued, 2);
+    ck_assert_uint_eq(e->hash, atomic_load(&x->hash));
+    ck_assert_uint_eq(e->hash, hash_after(hash_after(0, ar, 1), bc, 1));
+    ck_assert_uint_eq(e->nhist, 2);
+    ck_assert_uint_eq(e->hist[1].seq, 2);
+    ck_assert_uint_eq(e->hist[1].kind, CCS_KIND_BCAST);
+    ck_assert_uint_eq(status_of(&st, 21)->done, 1200);
+}
+END_TEST
+
+/* The same for an NCCL communicator whose last enqueued call never
+ * completes on the device while another communicator goes on: it is
+ * blocked at that call, as with fewer calls after it. */
+START_TEST(collector_sees_a_device_hang_behind_a_busy_comm)
+{
+    for (int variant = 0; variant < 2; variant++) {
+        uint64_t xid = 30 + (uint64_t)variant * 2;
+        struct ccs_comm *x = ccs_comm_register(CCS_BE_NCCL, 0x6f0 + (uintptr_t)variant * 16, xid, 0, 0, 2, 0, -1);
+        struct ccs_comm *y = ccs_comm_register(CCS_BE_NCCL, 0x6f8 + (uintptr_t)variant * 16, xid + 1, 0, 0, 2, 0, -1);
+        static struct ccs_dsx_status st;
+        struct ccs_call ar = coll(CCS_KIND_ALLREDUCE, 1);
+        ar.backend = CCS_BE_NCCL;
+        one(x, ar);
+        ccs_dsx_collect(&st, 1);
+        one(x, ar); /* enqueued; the device completes seq 1 only */
+        ccs_dsx_collect_nccl_done(xid, 1);
+        for (int i = 0; i < (variant ? 600 : 100); i++)
+            one(y, ar);
+        for (int pass = 2; pass < 5; pass++)
+            ccs_dsx_collect(&st, (uint64_t)pass);
+        const struct ccs_dsx_comm *e = status_of(&st, xid);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_msg(e->state == CCS_DSX_BLOCKED, "variant %d: state %d", variant, e->state);
+        ck_assert_uint_eq(e->blocked.seq, 2);
+        ck_assert_uint_eq(e->done, 2);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sequence");
@@ -353,6 +418,8 @@ static Suite *suite(void)
     tcase_add_test(t, readers_keep_their_own_cursors);
     tcase_add_test(t, collector_reads_with_its_own_cursor);
     tcase_add_test(t, collector_counts_steps_from_turns);
+    tcase_add_test(t, collector_catches_up_a_quiet_comm);
+    tcase_add_test(t, collector_sees_a_device_hang_behind_a_busy_comm);
     suite_add_tcase(s, t);
     return s;
 }
