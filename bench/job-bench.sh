@@ -70,30 +70,8 @@ row() { # LABEL NAME UNIT
         "$(bench_median < "$tmp/$2.int") $3 ($(bench_range "$tmp/$2.int")) | $(bench_median < "$tmp/$2.def") $3 ($(bench_range "$tmp/$2.def")) |" \
         "$(ratio "$2" int) | $(ratio "$2" def) |"
 }
-# The loop's fastest band: each way's runs within 1.2x of its own fastest
-# run (a run's band is the VM's placement of the two vCPUs, not the way),
-# their median, count and range, and the ratio of those medians to plain's.
-band() { # WAY: the runs of WAY in its fastest band, one per line
-    sort -g "$tmp/loop.$1" | awk 'NR == 1 {lo = $1} $1 <= 1.2 * lo'
-}
-band_row() {
-    local w m p
-    p=$(band plain | bench_median)
-    printf '| same loop, each way'"'"'s fastest band only (its runs within 1.2x of its fastest run) |'
-    for w in plain int def; do
-        band "$w" > "$tmp/band.$w"
-        printf ' %s ns/call (%s; %s runs) |' "$(bench_median < "$tmp/band.$w")" "$(bench_range "$tmp/band.$w")" \
-            "$(wc -l < "$tmp/band.$w")"
-    done
-    for w in int def; do
-        m=$(bench_median < "$tmp/band.$w")
-        printf ' %s (of the medians) |' "$(awk -v a="$m" -v b="$p" 'BEGIN {printf "%.4f", a / b}')"
-    done
-    echo
-}
 whole=$(
     row "MPI_Allreduce 8 B loop (bench/mpi_loop $ITERS), $LOOP_ROUNDS rounds" loop "ns/call"
-    [ ! -s "$tmp/loop.plain" ] || band_row
     row "LAMMPS, Lennard-Jones melt, 16384 atoms, 500 steps, $ROUNDS rounds" lmp s
     row "HPCC, N=2000, 1x2 grid (the whole suite), $ROUNDS rounds" hpcc s
 )
@@ -142,9 +120,7 @@ Targets (issue #25): interception at most 1.03x and the defaults at most 1.05x o
 LAMMPS and HPCC under the defaults at most 1.02x.  On this VM a run of the loop lands in one
 of two bands (about 190-300 and about 450-750 ns per call, for the same binary, whichever way
 it runs: the host's placement of the two vCPUs), so the loop's ranges are wide and its ratio
-is read from many rounds.  The second row compares like with like: each way's runs in its
-fastest band only (within 1.2x of its own fastest run), and the ratio of their medians.  The
-in-process figures below do not move that way.
+is read from many rounds; the in-process figures below do not move that way.
 
 **What a wrapper's work costs per call on two ranks** (\`mpi_loop 200000 8 ab\`: chunks of 1000
 calls alternately through the preload's MPI_Allreduce and straight into libmpi's
