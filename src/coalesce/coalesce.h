@@ -115,7 +115,7 @@ struct ccs_coal_id {
     uint32_t learn_run;      /* auto: consecutive counted steps with LEARNED calls */
     uint32_t agree_failed;   /* auto: its communicator's members disagreed on it */
     uint32_t completions;    /* deferred calls completed before an optimizer step */
-    uint32_t first_step;     /* step of first sight */
+    uint32_t comm_first;     /* step of its communicator's first identity */
     _Atomic int32_t aux;     /* the backend's cached value (NCCL: device), -1 unknown */
     _Atomic uintptr_t stream;/* the backend's last queue for it (NCCL: stream) */
     _Atomic uint64_t deferred, real; /* totals */

@@ -59,10 +59,17 @@ static struct ccs_coal_id *insert(uint64_t h, uint64_t comm, uintptr_t handle, i
             break;
         }
         if (eh == 0) {
+            /* The step of the communicator's first identity: its first
+             * eligible all-reduce, issued in the same step on every member
+             * (an identity's own first step is not: it depends on the
+             * rank's allocator). */
+            uint32_t comm_first = (uint32_t)ccs_step_now();
             for (size_t j = 0; j < CCS_COALESCE_SLOTS; j++)
                 if (atomic_load_explicit(&table[j].hash, memory_order_relaxed) && table[j].comm == comm &&
-                    table[j].handle == handle)
-                    ordinal++;
+                    table[j].handle == handle) {
+                    if (!ordinal++ || table[j].comm_first < comm_first)
+                        comm_first = table[j].comm_first;
+                }
             e->comm = comm;
             e->handle = handle;
             e->size = size;
@@ -77,7 +84,7 @@ static struct ccs_coal_id *insert(uint64_t h, uint64_t comm, uintptr_t handle, i
             e->agreed_ord = ordinal;
             e->seen_step1 = 0;
             e->agree_waits = 0;
-            e->first_step = ccs_step_now();
+            e->comm_first = comm_first;
             e->learned = 0;
             e->learn_run = 0;
             e->agree_failed = 0;
@@ -145,16 +152,21 @@ enum ccs_coalesce_action ccs_coalesce_decide(struct ccs_coal_id *id)
     uint32_t period = atomic_load_explicit(&id->period, memory_order_relaxed);
     if (period < 2)
         return CCS_COALESCE_PASS;
-    /* every:N under the PyTorch helper: nothing deferred in the step in
-     * which an identity was first seen.  DDP rebuilds its buckets in its
-     * first iteration, after the first backward; a rank whose allocator
-     * hands the freed buffer to the new bucket would go on counting that
-     * identity's cycle where another starts a new one, and the two would
-     * defer different calls.  From the next step on (a step that ends is
+    /* every:N under the PyTorch helper: nothing deferred in the step of
+     * the communicator's first all-reduce.  DDP rebuilds its buckets in its
+     * first iteration, after the first backward (step 0 as a rule; the
+     * first step(closure) runs its backward passes after the step marker
+     * that opens it, so step 1 there); a rank whose allocator hands the
+     * freed buffer to the new bucket would go on counting that identity's
+     * cycle where another starts a new one, and the two would defer
+     * different calls.  From the next step on (a step that ends is
      * completed, so every cycle starts at its first call) every identity
-     * in use starts its cycle at the same call on every rank.  (auto has
-     * no period before an identity's third step.) */
-    if (ccs_cfg.torch_helper && ccs_step_now() == id->first_step)
+     * starts its cycle at the same call on every rank.  The communicator's
+     * first step, not the identity's: an identity first seen later (a
+     * fresh tensor at an address one rank had used and the other had not)
+     * would otherwise be passed on one rank and deferred on the other.
+     * (auto has no period before an identity's third step.) */
+    if (ccs_cfg.torch_helper && ccs_step_now() == id->comm_first)
         return CCS_COALESCE_PASS;
     uint32_t k = atomic_load_explicit(&id->pending, memory_order_relaxed) + 1;
     if (k < period) {

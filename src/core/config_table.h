@@ -33,7 +33,7 @@
       "ccshim-run --torch: directory of sitecustomize.py and ccshim_torch.py; default: beside ccshim-run") \
     X(torch_helper, "CCSHIM_TORCH_HELPER", BOOL, "0",                                                     \
       "set by ccshim-run --torch: the PyTorch helper marks the optimizer steps; every:N then answers "     \
-      "nothing locally in step 0, where DDP rebuilds its buckets")                                         \
+      "nothing locally in a communicator's first step, where DDP rebuilds its buckets")                    \
     X(torch_ddp_skip, "CCSHIM_TORCH_DDP_SKIP", BOOL, "1",                                                 \
       "--torch with coalescing: once the pattern is agreed, DDP itself skips the per-mini-batch "         \
       "synchronisation (as under no_sync); 0 keeps coalescing at the all-reduce level")                   \

@@ -188,8 +188,9 @@ tap_check "  ... rank 0 asked again a marker later; both coalesced steps 3-5 (30
 # per step).  Rank 0 goes on counting its identities' cycles, rank 1 starts
 # new ones: they would defer different calls (a MISMATCH, and different
 # real reductions).  Under the PyTorch helper (CCSHIM_TORCH_HELPER=1, set
-# by ccshim-run --torch) every:N answers nothing locally in step 0, so both
-# start their cycles at step 1: bitwise the result of every rank moving.
+# by ccshim-run --torch) every:N answers nothing locally in the
+# communicator's first step (0 here), so both start their cycles at step
+# 1: bitwise the result of every rank moving.
 run evall 2 --set CCSHIM_COALESCE=every:$K --set CCSHIM_TORCH_HELPER=1 -- --steps 4 --complete --rebuild-rank -2 --rebuild-mid
 run evmid 2 --set CCSHIM_COALESCE=every:$K --set CCSHIM_TORCH_HELPER=1 -- --steps 4 --complete --rebuild-rank 1 --rebuild-mid
 tap_eq "every:$K, rank 1 alone rebuilt mid-step 0, under the helper: rc 0, no verdict, bitwise every rank rebuilding" \

@@ -272,6 +272,41 @@ START_TEST(auto_learns_agrees_and_verifies)
 }
 END_TEST
 
+/* every:N under the PyTorch helper: the communicator's first step (DDP's
+ * bucket rebuild) all real, then every identity cycles alike, an identity
+ * first seen in a later step too (a fresh tensor at an address one rank
+ * used before and another did not: the ranks must still defer the same
+ * calls).  A communicator first used in step 1 (the first step(closure))
+ * has all of step 1 real. */
+START_TEST(torch_helper_every_n_after_first_step)
+{
+    static double a[16], b[16], c[16];
+    ccs_cfg.torch_helper = 1;
+    use(CCS_COALESCE_EVERY, 3);
+    struct ccs_coal_id *ia = ident(7, a, 16);
+    ck_assert_ptr_nonnull(ia);
+    ck_assert_uint_eq(ccshim_step_current(), 0);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(ccs_coalesce_decide(ia), CCS_COALESCE_PASS);
+    ccshim_step_mark();
+    ck_assert_uint_eq(ccshim_step_current(), 1);
+    struct ccs_coal_id *ib = ident(7, b, 16); /* first seen in step 1 */
+    ck_assert_ptr_nonnull(ib);
+    enum ccs_coalesce_action want[] = {CCS_COALESCE_DEFER, CCS_COALESCE_DEFER, CCS_COALESCE_REAL};
+    struct ccs_coal_id *ic = ident(8, c, 16); /* another communicator, first used in step 1 */
+    ck_assert_ptr_nonnull(ic);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ccs_coalesce_decide(ia), want[i]);
+        ck_assert_int_eq(ccs_coalesce_decide(ib), want[i]);
+        ck_assert_int_eq(ccs_coalesce_decide(ic), CCS_COALESCE_PASS);
+    }
+    ccshim_step_mark();
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(ccs_coalesce_decide(ic), want[i]);
+    ccs_cfg.torch_helper = 0;
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coalesce");
@@ -284,6 +319,7 @@ static Suite *suite(void)
     tcase_add_test(t, half_and_bfloat16);
     tcase_add_test(t, shorter_step_is_caught_and_switches_off);
     tcase_add_test(t, auto_learns_agrees_and_verifies);
+    tcase_add_test(t, torch_helper_every_n_after_first_step);
     suite_add_tcase(s, t);
     return s;
 }

@@ -23,7 +23,7 @@ ddp ref 2 -- $BUCKETS --save "$CCS_TMP/ref.npy"
 B=$(val ref buckets)
 
 # 1. every:N with the right N.  Under --torch every:N answers nothing
-# locally in the step in which an identity first appears, where DDP
+# locally in the step of the communicator's first all-reduce, where DDP
 # rebuilds its buckets (a rank whose allocator hands it the freed buffer
 # would count other cycles than the rest): step 0 all real, no step
 # repaired, one real reduction per bucket per step after.
