@@ -4,13 +4,13 @@
 #include "thread.h"
 #include <signal.h>
 
-int ccs_thread_start(void *(*fn)(void *), void *arg, size_t stack, pthread_t *out)
+static int start(void *(*fn)(void *), void *arg, size_t stack, pthread_t *out, int detached)
 {
     pthread_t t;
     pthread_attr_t a;
     sigset_t all, old;
     pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setdetachstate(&a, detached ? PTHREAD_CREATE_DETACHED : PTHREAD_CREATE_JOINABLE);
     if (stack)
         pthread_attr_setstacksize(&a, stack);
     /* A new thread inherits the creator's mask: block everything around
@@ -23,4 +23,14 @@ int ccs_thread_start(void *(*fn)(void *), void *arg, size_t stack, pthread_t *ou
     if (rc == 0 && out)
         *out = t;
     return rc;
+}
+
+int ccs_thread_start(void *(*fn)(void *), void *arg, size_t stack, pthread_t *out)
+{
+    return start(fn, arg, stack, out, 1);
+}
+
+int ccs_thread_start_joinable(void *(*fn)(void *), void *arg, pthread_t *out)
+{
+    return start(fn, arg, 0, out, 0);
 }

@@ -226,8 +226,16 @@ static void abort_when_due(void)
     while (atomic_load(&ds.report_busy) && ccs_clock_mono_ms() < ds.abort_cap_ms)
         ccs_sleep_ms(10);
     int one = 1;
-    if (!atomic_compare_exchange_strong(&ds.abort_pending, &one, 2))
+    if (!atomic_compare_exchange_strong(&ds.abort_pending, &one, 2)) {
+        /* Another thread is ending the job (2).  When this one is the
+         * process's exit, going on would end the process with status 0 in
+         * the middle of that abort: it waits instead, for the abort or its
+         * watchdog (5 s) to end the process; bounded, in case the watchdog
+         * could not start. */
+        for (int i = 0; i < 70 && one == 2; i++)
+            ccs_sleep_ms(100);
         return;
+    }
     if (atomic_load(&ds.report_busy))
         ccs_log(CCS_LOG_WARN,
                 "CCSHIM_ON_DESYNC=abort: this rank's report was still being written %d ms after the verdict "
@@ -612,8 +620,9 @@ void ccs_desync_note_exit(int how)
     ccs_dsx_shm_resign(ds.shm);
     pthread_mutex_unlock(&ds.tick_lock);
     ccs_dsx_shm_release(ds.shm);
-    if (atomic_load(&ds.abort_pending) == 1)
-        abort_when_due(); /* the job still ends, from here if the timer has not yet ended it */
+    if (atomic_load(&ds.abort_pending) != 0)
+        abort_when_due(); /* the job still ends, from here if the timer has not yet ended it, and
+                             not with this process's exit in the middle of the timer's abort */
 }
 
 /* The end of the run (registry.h: before coalescing's finish, the trace's

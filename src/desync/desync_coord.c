@@ -27,6 +27,7 @@
 #include "desync_tcp.h"
 #include "log.h"
 #include "shim.h"
+#include "thread.h"
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -824,10 +825,7 @@ static int poll_timeout(const struct ccs_dsx_coord *k, uint64_t now, uint64_t ne
 
 static void *coord_main(void *arg)
 {
-    struct ccs_dsx_coord *k = arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    struct ccs_dsx_coord *k = arg; /* (started with every signal blocked: ccs_thread_start_joinable) */
     /* Below the job's threads, as the ranks' detection threads: a flood of
      * handshakes takes its turn in the job's gaps. */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
@@ -958,7 +956,7 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
     socklen_t sl = sizeof sa;
     getsockname(k->lfd, (struct sockaddr *)&sa, &sl);
     *port_out = ntohs(sa.sin_port);
-    if (pthread_create(&k->th, NULL, coord_main, k) != 0) {
+    if (ccs_thread_start_joinable(coord_main, k, &k->th) != 0) {
         snprintf(why, n, "cannot start the coordinator thread");
         close(k->lfd);
         goto fail;
