@@ -103,7 +103,8 @@ static struct {
     int32_t local_reporter;
     atomic_int life;          /* enum ccs_dsx_life: alive, finalizing, exited */
     atomic_int report_busy;   /* this process is writing a report */
-    atomic_int abort_pending; /* 1: end the job when due (abort_when_due); 2: ending it */
+    atomic_int abort_pending; /* 1: end the job when due (abort_when_due); 2: ending it; 3: the abort
+                                 function returned (NCCL's: the job's own calls now fail and it ends) */
     uint64_t abort_comm;
     uint64_t abort_armed_ms;  /* monotonic ms of the verdict that armed it */
     uint64_t abort_due_ms;    /* not before (monotonic ms; see on_verdict) */
@@ -227,12 +228,12 @@ static void abort_when_due(void)
         ccs_sleep_ms(10);
     int one = 1;
     if (!atomic_compare_exchange_strong(&ds.abort_pending, &one, 2)) {
-        /* Another thread is ending the job (2).  When this one is the
-         * process's exit, going on would end the process with status 0 in
-         * the middle of that abort: it waits instead, for the abort or its
-         * watchdog (5 s) to end the process; bounded, in case the watchdog
-         * could not start. */
-        for (int i = 0; i < 70 && one == 2; i++)
+        /* Another thread is inside the abort function (2).  When this one
+         * is the process's exit, going on would end the process with status
+         * 0 in the middle of it (an MPI_Abort not yet sent): it waits until
+         * the function returns (3) or its watchdog (5 s) ends the process;
+         * bounded, in case the watchdog could not start. */
+        for (int i = 0; i < 70 && atomic_load(&ds.abort_pending) == 2; i++)
             ccs_sleep_ms(100);
         return;
     }
@@ -244,8 +245,10 @@ static void abort_when_due(void)
     ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
             (unsigned long long)ds.abort_comm);
     ccs_thread_start(abort_watchdog, NULL, 0, NULL);
-    if (ccs_abort_job(ds.abort_comm) == 0) /* what MPI or NCCL registered (registry.h) */
+    if (ccs_abort_job(ds.abort_comm) == 0) { /* what MPI or NCCL registered (registry.h) */
+        atomic_store(&ds.abort_pending, 3);
         return;
+    }
     ccs_log(CCS_LOG_ERROR, "no abort function succeeded: ending this process (exit status 134)");
     _exit(134);
 }
