@@ -211,7 +211,13 @@ int ccs_abort_register(int (*fn)(void *, uint64_t), void *arg, int job_wide)
     return 0;
 }
 
-int ccs_abort_job_wide(void) { return atomic_load(&naborts) > 0 && aborts[0].job_wide; }
+int ccs_abort_job_wide(void)
+{
+    int n = atomic_load(&naborts), wide = 0;
+    for (int i = 0; i < n; i++)
+        wide |= aborts[i].job_wide;
+    return wide;
+}
 
 int ccs_abort_job(uint64_t comm)
 {

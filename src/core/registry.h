@@ -132,8 +132,11 @@ CCS_HIDDEN uint64_t ccs_detector_last_pass_ms(void);
  * JOB_WIDE: one process's call ends every process of the job (MPI_Abort);
  * 0 where each process must end its own part (ncclCommAbort is local). */
 CCS_HIDDEN int ccs_abort_register(int (*fn)(void *arg, uint64_t comm), void *arg, int job_wide);
-/* 1 when the first registered way (the one ccs_abort_job tries first) ends
- * every process of the job from one. */
+/* 1 when a registered way that ccs_abort_job may take ends every process of
+ * the job from one (the first that succeeds for the verdict's communicator
+ * is known only by trying: in a process with NCCL and MPI, NCCL's abort
+ * fails for an MPI communicator and MPI_Abort ends the job).  The caller
+ * then gives the reporting rank its time before any abort. */
 CCS_HIDDEN int ccs_abort_job_wide(void);
 /* Tries each registered way in turn; returns -1 when none ended the job
  * (the caller then ends this process). */

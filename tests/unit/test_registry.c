@@ -35,11 +35,46 @@ START_TEST(finish_last_registered_first_verdicts_to_those_that_take_them)
 }
 END_TEST
 
+static int tried[2];
+static int abort_local(void *arg, uint64_t comm)
+{
+    (void)arg;
+    tried[0]++;
+    return comm == 0x11 ? 0 : -1; /* ends only its own communicators */
+}
+static int abort_wide(void *arg, uint64_t comm)
+{
+    (void)arg, (void)comm;
+    tried[1]++;
+    return 0;
+}
+
+/* A process with two ways to abort, the local one (ncclCommAbort)
+ * registered first: the job counts as ended job-wide (the reporting rank
+ * gets its time) since the second, MPI_Abort, is taken for any
+ * communicator the first does not own; ccs_abort_job tries them in order. */
+START_TEST(abort_ways_in_order_job_wide_if_any)
+{
+    ck_assert_int_eq(ccs_abort_job_wide(), 0);
+    ck_assert_int_eq(ccs_abort_register(abort_local, NULL, 0), 0);
+    ck_assert_int_eq(ccs_abort_job_wide(), 0);
+    ck_assert_int_eq(ccs_abort_register(abort_wide, NULL, 1), 0);
+    ck_assert_int_eq(ccs_abort_job_wide(), 1);
+    ck_assert_int_eq(ccs_abort_job(0x11), 0);
+    ck_assert_int_eq(tried[0], 1);
+    ck_assert_int_eq(tried[1], 0);
+    ck_assert_int_eq(ccs_abort_job(0x22), 0);
+    ck_assert_int_eq(tried[0], 2);
+    ck_assert_int_eq(tried[1], 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("registry");
     TCase *t = tcase_create("hooks");
     tcase_add_test(t, finish_last_registered_first_verdicts_to_those_that_take_them);
+    tcase_add_test(t, abort_ways_in_order_job_wide_if_any);
     suite_add_tcase(s, t);
     return s;
 }
