@@ -820,13 +820,11 @@ int ccs_desync_agree_u64(struct ccs_comm *c, uint64_t key, uint64_t mine, uint64
         if (atomic_load(&ds.state) != RUNNING || ccs_verdicts_seen() != verdicts)
             break;
         struct ccs_dsx_agree res, got[CCS_DSX_SHM_NAGREE];
-        if (ds.client || ccs_dsx_shm_find_agreed(ds.shm, c->id, key, &res)) {
-            if (ccs_dsx_shm_find_agreed(ds.shm, c->id, key, &res) && (int32_t)res.n == c->size) {
-                *agreed_max = res.max;
-                *agreed_min = res.min;
-                rc = 0;
-                break;
-            }
+        if (ccs_dsx_shm_find_agreed(ds.shm, c->id, key, &res) && (int32_t)res.n == c->size) {
+            *agreed_max = res.max;
+            *agreed_min = res.min;
+            rc = 0;
+            break;
         }
         memset(bits, 0, words * sizeof *bits);
         int32_t n = 0;

@@ -77,6 +77,10 @@ static struct {
     _Atomic uint64_t done;
 } nccl[NCCL_SLOTS];
 
+/* What ring_range reads back (one caller at a time: the thread's pass). */
+static struct ccs_record range_out[CCS_DSX_HIST];
+static uint8_t range_have[CCS_DSX_HIST];
+
 static uint64_t (*want_fn)(uint64_t comm, int probe, void *arg);
 static void *want_arg;
 static uint64_t records_read;
@@ -494,12 +498,10 @@ static void catch_up(struct tracked *t, uint64_t now)
     if (hi <= t->done || t->issued_moved || hi == t->caught)
         return;
     uint64_t lo = hi - t->done > CCS_DSX_HIST ? hi - CCS_DSX_HIST + 1 : t->done + 1;
-    static struct ccs_record got[CCS_DSX_HIST];
-    uint8_t have[CCS_DSX_HIST];
-    if (ring_range(t, lo, hi, got, have))
-        for (uint64_t q = lo; q <= hi; q++)
-            if (have[q - lo] && q > t->done)
-                fold(t, &got[q - lo], now);
+    if (ring_range(t, lo, hi, range_out, range_have))
+        for (uint64_t q = lo; q <= hi; q++) /* all above DONE, in order */
+            if (range_have[q - lo])
+                fold(t, &range_out[q - lo], now);
     if (t->done == hi || ++t->catch_tries >= 3) {
         t->caught = hi;
         t->catch_tries = 0;
@@ -634,25 +636,23 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
          * the newest (the newest are what is published otherwise), read
          * back from the rings. */
         uint64_t w = want_fn ? want_fn(t->id, 0, want_arg) : 0;
-        static struct ccs_record found[CCS_DSX_HIST];
-        uint8_t have[CCS_DSX_HIST];
         if (w && w <= t->done) {
             uint64_t lo = w > CCS_DSX_HIST / 2 ? w - CCS_DSX_HIST / 2 + 1 : 1;
             uint64_t hi = lo + CCS_DSX_HIST - 1 < t->done ? lo + CCS_DSX_HIST - 1 : t->done;
-            if (ring_range(t, lo, hi, found, have)) {
+            if (ring_range(t, lo, hi, range_out, range_have)) {
                 unsigned n = 0;
                 for (uint64_t q = lo; q <= hi; q++)
-                    if (have[q - lo])
-                        e->hist[n++] = op_of(&found[q - lo], t);
+                    if (range_have[q - lo])
+                        e->hist[n++] = op_of(&range_out[q - lo], t);
                 e->nhist = (uint16_t)n;
                 e->flags |= CCS_DSX_PINNED;
             }
         }
         /* A probe: the hash through that seq, in the second checkpoint. */
         uint64_t p = want_fn ? want_fn(t->id, 1, want_arg) : 0;
-        if (p && p <= t->done && ring_range(t, p, p, found, have)) {
+        if (p && p <= t->done && ring_range(t, p, p, range_out, range_have)) {
             e->cp_seq[1] = p;
-            e->cp_hash[1] = found[0].fingerprint;
+            e->cp_hash[1] = range_out[0].fingerprint;
             e->flags |= CCS_DSX_PROBED;
         }
     }
