@@ -93,6 +93,19 @@ ccs_mpirun() {
         -np "$np" "$@"
 }
 
+# ccs_listening PORT: something listens on TCP PORT (ss, iproute2).
+ccs_listening() { [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
+# ccs_wait_listen PORT SECONDS: waits, at most SECONDS, until something
+# listens on PORT; 1 when nothing did.
+ccs_wait_listen() {
+    local i=0
+    while ! ccs_listening "$1"; do
+        [ $i -lt $(($2 * 10)) ] || return 1
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
 # ccs_ports N: the first of N consecutive TCP ports for 127.0.0.1, given
 # to no other test of this user's runs (a counter in $TMPDIR, under
 # flock; the C tests' ccs_test_ports in test_ports.h shares it) and on which
@@ -109,7 +122,7 @@ ccs_ports() {
         while [ $tries -lt 1000 ]; do
             [ $((p + n)) -le 32000 ] || p=20000
             i=0
-            while [ $i -lt "$n" ] && [ -z "$(ss -Hltn "sport = :$((p + i))" 2>/dev/null)" ]; do i=$((i + 1)); done
+            while [ $i -lt "$n" ] && ! ccs_listening $((p + i)); do i=$((i + 1)); done
             [ $i -eq "$n" ] && break
             p=$((p + i + 1)); tries=$((tries + 1))
         done

@@ -29,8 +29,7 @@ proxy=$!
     echo "$DSX_RC" >"$D.rc"
 ) &
 job=$!
-i=0
-while [ $i -lt 200 ] && ! ss -ltn "sport = :$PORT" | grep -q LISTEN; do sleep 0.1; i=$((i + 1)); done
+ccs_wait_listen "$PORT" 20 || true
 python3 "$top_srcdir/tests/desync/flood.py" "$PORT" 600 0 25 keep >"$D/flood.txt" 2>&1 &
 flood=$!
 # The coordinator's thread (named ccs-coord in rank 0): its nice value, and

@@ -29,9 +29,8 @@ proxy() { # NAME EVENTS...: the proxy in the background, its output in NAME/prox
     PROXY=$!
     # The job starts once the proxy listens (a leader refused at its first
     # connection only retries later); if it never does, its output says why.
-    local i=0
-    while [ $i -lt 100 ] && [ -z "$(ss -Hltn "sport = :$PPORT")" ]; do sleep 0.1; i=$((i + 1)); done
-    [ $i -lt 100 ] || { echo "# the proxy does not listen on $PPORT after 10 s:"; tap_diag <"$CCS_TMP/$name/proxy.txt"; }
+    ccs_wait_listen "$PPORT" 10 ||
+        { echo "# the proxy does not listen on $PPORT after 10 s:"; tap_diag <"$CCS_TMP/$name/proxy.txt"; }
 }
 proxy_stop() { kill "$PROXY" 2>/dev/null; wait "$PROXY" 2>/dev/null; }
 

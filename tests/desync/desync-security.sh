@@ -31,8 +31,7 @@ D="$CCS_TMP/flood"
     echo "$DSX_RC" >"$CCS_TMP/flood.rc"
 ) &
 job=$!
-i=0
-while [ $i -lt 200 ] && ! ss -ltn "sport = :$PORT" | grep -q LISTEN; do sleep 0.1; i=$((i + 1)); done
+ccs_wait_listen "$PORT" 20 || true
 ss -ltnp "sport = :$PORT" >"$CCS_TMP/ss.txt" 2>&1
 tap_check "ss -ltn: the coordinator listens on the announced 127.0.0.1:$PORT only" \
     sh -c "grep -q ' 127.0.0.1:$PORT ' '$CCS_TMP/ss.txt' && ! grep -Eq ' (0\.0\.0\.0|\*|\[::\]):$PORT ' '$CCS_TMP/ss.txt'"
