@@ -433,8 +433,9 @@ static int use_torch_helper(const struct run_request *req, const char *libdir, c
     }
     if (req->verbose)
         fprintf(stderr, "%s: --torch: Python helper from %s\n", prog, pydir);
-    /* For the library: steps will be marked, so every:N can leave step 0,
-     * DDP's bucket rebuild, to the real reductions (docs/coalescing.md). */
+    /* For the library: steps will be marked, so every:N can leave a
+     * communicator's first step, DDP's bucket rebuild, to the real
+     * reductions (docs/coalescing.md, Limits). */
     setenv("CCSHIM_TORCH_HELPER", "1", 1);
     return prepend_to_list("PYTHONPATH", pydir);
 }
