@@ -214,6 +214,21 @@ CCS_INLINE struct ccs_record *ccs_call_store(struct ccs_ring *r, struct ccs_comm
     return rec;
 }
 
+/* Asks for the lines of R's next slot (the record after REC) ahead of its
+ * call, for writing.  A default ring (6 MiB) is too large to stay in the
+ * core's caches between laps, so without this each call's stores missed
+ * and waited in the store buffer; on two ranks Open MPI's locked FIFO
+ * write drains the store buffer before the send, so the miss was paid on
+ * the exchange's critical path (~7 ns a call, docs/performance.md, "the
+ * ring's next slot").  Issued before the real call, the fetch completes
+ * while the call waits for the other rank.  A hint: no fault, no order. */
+CCS_INLINE void ccs_call_warm_next_slot(const struct ccs_ring *r, const struct ccs_record *rec)
+{
+    const struct ccs_record *next = rec == &r->rec[r->mask] ? &r->rec[0] : rec + 1;
+    __builtin_prefetch(next, 1, 3);
+    __builtin_prefetch((const char *)(next + 1) - 1, 1, 3); /* a record spans two lines */
+}
+
 /* Publishes REC: from here on the desync thread may copy it
  * (ccs_record_snapshot), so the fields still written (t_dur, flags, and
  * step for marks) are relaxed atomics: plain moves on x86-64 and aarch64,
@@ -221,6 +236,7 @@ CCS_INLINE struct ccs_record *ccs_call_store(struct ccs_ring *r, struct ccs_comm
 CCS_INLINE struct ccs_record *ccs_call_publish(struct ccs_ring *r, struct ccs_record *rec)
 {
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
+    ccs_call_warm_next_slot(r, rec);
     return rec;
 }
 
