@@ -34,3 +34,5 @@ endif
 EXTRA_DIST += bench/nccl-track-bench.sh
 bench_list += bench/torch-bench.sh
 EXTRA_DIST += bench/torch-bench.sh bench/ddpsync_forward.py
+bench_list += bench/ddp-heap-bench.sh
+EXTRA_DIST += bench/ddp-heap-bench.sh

@@ -117,10 +117,10 @@ Medians, ranges in brackets; a ratio is the median of the rounds' own ratios to 
 $whole
 
 Targets (issue #25): interception at most 1.03x and the defaults at most 1.05x on the loop;
-LAMMPS and HPCC under the defaults at most 1.02x.  On this VM a run of the loop lands in one
-of two bands (about 190-300 and about 450-750 ns per call, for the same binary, whichever way
-it runs: the host's placement of the two vCPUs), so the loop's ranges are wide and its ratio
-is read from many rounds; the in-process figures below do not move that way.
+LAMMPS and HPCC under the defaults at most 1.02x.  On some days a run of the loop on this VM
+lands in one of two bands (about 190-300 and about 450-750 ns per call, for the same binary,
+whichever way it runs: the host's placement of the two vCPUs), so the loop's ratio is read
+from many rounds; the in-process figures below do not move that way.
 
 **What a wrapper's work costs per call on two ranks** (\`mpi_loop 200000 8 ab\`: chunks of 1000
 calls alternately through the preload's MPI_Allreduce and straight into libmpi's
@@ -131,19 +131,18 @@ variants:
 | preload | added per call |
 | --- | --- |$anatomy
 
-How to read it: the interposed layer itself costs about nothing; a dozen stores cost a few ns,
-before or after the real call alike; a chain of a dozen dependent additions (about 17 cycles)
-costs about its whole latency, although it feeds nothing the MPI needs.  On one rank the shim
-adds about 5 ns per call: there the core overlaps a wrapper's work with the MPI's.  On two
-ranks every call ends waiting for the other rank, and the time from one call's return to the
-next call's send is on the critical path of the exchange; Open MPI's shared-memory send
-writes its FIFO with \`xchg\` (a locked instruction: it waits until every older instruction
-has retired and every older store has reached the cache), so the wrapper's work in that window
-is paid at its latency.  The shim costs about twice the ring_small probe, which writes the
-same 96-byte record and publishes it; reaching the ring through thread-local storage and a
-sequence counter through a pointer (ring_tls) costs little more than ring_small, so the
-difference is not that indirection but the sum of the shim's checks and lookups (active,
-coalescing, the op, the datatype table, the communicator cache, the in-flight and call-site
-tests) and the rest of its record (the per-kind counter, the in-flight pointer); no one of
-them alone moved the figure beyond the noise (docs/performance.md, "what it is").
+How to read it: on one rank the shim adds about 5-6 ns per call: there the core overlaps a
+wrapper's work with the MPI's.  On two ranks every call ends waiting for the other rank, and
+the time from one call's return to the next call's send is on the critical path of the
+exchange; Open MPI's shared-memory send writes its FIFO with \`xchg\` (a locked instruction:
+it waits until every older store has reached the cache), so whatever the wrapper's stores
+still wait for is paid there.  Until #25 that was the record's own lines: a default ring (6
+MiB) does not stay in the core's caches between laps, each record's stores missed, and the
+shim cost more with the default ring than with a ring of 1024 records (15-17 against 9 ns
+on 2026-12-05).  The shim now
+asks for the next slot's lines before the real call (record.h, \`ccs_call_warm_next_slot\`),
+so the fetch completes while the call waits for the other rank and both ring sizes cost the
+same (docs/performance.md, "the ring's next slot").  The stand-in probes' figures sit within
+their own noise of zero on a quiet machine (their ranges span tens of ns either side); they
+are kept as the reference for what forwarding and a bare record cost.
 MD

@@ -44,6 +44,12 @@ def parse():
     ap.add_argument("--last-batch", type=int, default=0,
                     help="samples of the last step (a short last batch, drop_last=False); 0: --batch")
     ap.add_argument("--mode", choices=("per-minibatch", "no_sync"), default="per-minibatch")
+    ap.add_argument("--first", type=int, default=0, metavar="K",
+                    help="--mode no_sync from step K only; before it, --first-way "
+                         "(bench/ddp-heap-bench.sh)")
+    ap.add_argument("--first-way", choices=("per-minibatch", "local"), default="per-minibatch",
+                    help="steps before --first: every backward synchronised (what ccshim's helper "
+                         "learns from), or none, the gradients averaged once before the optimizer step")
     ap.add_argument("--dim", type=int, default=16, help="input width")
     ap.add_argument("--hidden", type=int, default=32)
     ap.add_argument("--emb", type=int, default=8)
@@ -221,7 +227,11 @@ def main():
                 if rank == a.skip_rank and step == a.skip_step and k == 0:
                     continue
                 last = k == len(chunks) - 1
-                ctx = ddp.no_sync() if (a.mode == "no_sync" and not last) else _Null()
+                if step < a.first:
+                    skip = a.first_way == "local"
+                else:
+                    skip = a.mode == "no_sync" and not last
+                ctx = ddp.no_sync() if skip else _Null()
                 with ctx:
                     emb = ddp(cols[c][i:i + a.minibatch], c)
                     scale((emb * reps[c].grad[i:i + a.minibatch]).sum()).backward()
@@ -244,6 +254,13 @@ def main():
                 with ddp.no_sync():
                     backward_all()
             backward_all()
+            if step < a.first and a.first_way == "local":
+                # no backward synchronised: the mean of the ranks' local sums
+                # is what the synchronised passes give
+                for p in model.parameters():
+                    if p.grad is not None:
+                        comm.Allreduce(MPI.IN_PLACE, p.grad.numpy(), op=MPI.SUM)
+                        p.grad.div_(world)
             if a.clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
             for o in opts:

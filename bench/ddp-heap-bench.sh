@@ -1,0 +1,68 @@
+#!/bin/sh
+# bench/ddp-heap-bench.sh - what the first steps of a run do to the steps after
+# them, with no ccshim at all: tests/torch/ddp_job.py on the source report's
+# shape (batch 1024 per rank, mini-batch 32, 2 columns; Debian's torch, CPU,
+# 2 ranks, glibc's default malloc), every step from step 2 under the job's own
+# no_sync(), steps 0-1 three ways, alternated round by round:
+#   no_sync        the code fix from the first step
+#   per-minibatch  every backward of steps 0-1 synchronised: what ccshim's
+#                  torch helper learns the step's pattern from before it makes
+#                  DDP skip (docs/coalescing.md)
+#   local          no backward of steps 0-1 synchronised, the gradients
+#                  averaged once before each of their optimizer steps
+# Step time and page faults of steps 3 on, and whether the parameters are
+# bitwise those of no_sync.  Writes docs/performance.md's section "torch-heap".
+set -eu
+: "${top_srcdir:?run through make bench}" "${top_builddir:?run through make bench}"
+. "$top_srcdir/bench/lib.sh"
+PY=/usr/bin/python3
+$PY -c 'import torch, mpi4py' 2>/dev/null || { echo "ddp-heap-bench: skipped (python3-torch or python3-mpi4py missing)"; exit 0; }
+ROUNDS=${ROUNDS:-8}
+STEPS=${STEPS:-30}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+JOB="$top_srcdir/tests/torch/ddp_job.py"
+SHAPE="--batch 1024 --minibatch 32 --steps $STEPS --time --mode no_sync"
+one() { # WAY ARGS: one run; its step_ms, faults_per_step and digest appended to WAY.*
+    local way=$1; shift
+    # shellcheck disable=SC2086
+    timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 \
+        $PY "$JOB" $SHAPE "$@" >"$tmp/last.out" 2>"$tmp/last.err" ||
+        { echo "ddp-heap-bench: failed: $way" >&2; cat "$tmp/last.err" >&2; exit 1; }
+    awk '$1=="step_ms" {print $2}' "$tmp/last.out" >>"$tmp/$way.ms"
+    awk '$1=="faults_per_step" {print $2}' "$tmp/last.out" >>"$tmp/$way.pf"
+    awk '$1=="digest" {print $2}' "$tmp/last.out" >>"$tmp/$way.dg"
+}
+for r in $(seq "$ROUNDS"); do
+    one ns
+    one pm --first 2 --first-way per-minibatch
+    one lo --first 2 --first-way local
+    echo "round $r of $ROUNDS done" >&2
+done
+range() { sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s-%s", lo, hi}'; }
+ns=$(bench_median <"$tmp/ns.ms")
+digest_ns=$(sort -u "$tmp/ns.dg")
+row() { # LABEL WAY
+    local m same
+    m=$(bench_median <"$tmp/$2.ms")
+    same=$(sort -u "$tmp/$2.dg" | awk -v d="$digest_ns" '$1 != d {x = 1} END {print x ? "no" : "yes"}')
+    echo "| $1 | $m ms ($(range <"$tmp/$2.ms")) | $(bench_median <"$tmp/$2.pf") ($(range <"$tmp/$2.pf")) | $(awk -v a="$m" -v b="$ns" 'BEGIN {printf "%.3f", a / b}') | $same |"
+}
+table=$(
+    echo "| steps 0-1 | step time | page faults per step (rank 0) | ratio to no_sync | parameters bitwise those of no_sync |"
+    echo "| --- | --- | --- | --- | --- |"
+    row "no_sync() (the code fix throughout)" ns
+    row "every backward synchronised (what the helper learns from)" pm
+    row "none synchronised, gradients averaged once per step" lo
+)
+echo "$table"
+bench_write_section "$top_srcdir/docs/performance.md" torch-heap <<MD
+### What the learning steps leave behind (bench/ddp-heap-bench.sh)
+
+Measured by \`make bench\` on $(date -u +%Y-%m-%d), no ccshim at all: tests/torch/ddp_job.py
+on the source report's shape (batch 1024 per rank, mini-batch 32), Debian's torch
+$($PY -c 'import torch; print(torch.__version__)'), 2 ranks, glibc's default malloc, $STEPS steps, $ROUNDS
+rounds alternated.  Every step from step 2 runs under the job's own \`no_sync()\`;
+only steps 0-1 differ.  Medians of each run's median over steps 3 on.
+
+$table
+MD
