@@ -221,12 +221,14 @@ CCS_INLINE struct ccs_record *ccs_call_store(struct ccs_ring *r, struct ccs_comm
  * write drains the store buffer before the send, so the miss was paid on
  * the exchange's critical path (~7 ns a call, docs/performance.md, "the
  * ring's next slot").  Issued before the real call, the fetch completes
- * while the call waits for the other rank.  A hint: no fault, no order. */
-CCS_INLINE void ccs_call_warm_next_slot(const struct ccs_ring *r, const struct ccs_record *rec)
+ * while the call waits for the other rank.  A hint: no fault, no order,
+ * so the last slot's successor is not looked for (its address, one record
+ * past the ring, is harmless to prefetch: GCC's documentation of
+ * __builtin_prefetch); the first slot then misses once a lap. */
+CCS_INLINE void ccs_call_warm_next_slot(const struct ccs_record *rec)
 {
-    const struct ccs_record *next = rec == &r->rec[r->mask] ? &r->rec[0] : rec + 1;
-    __builtin_prefetch(next, 1, 3);
-    __builtin_prefetch((const char *)(next + 1) - 1, 1, 3); /* a record spans two lines */
+    __builtin_prefetch(rec + 1, 1, 3);
+    __builtin_prefetch((const char *)(rec + 2) - 1, 1, 3); /* a record spans two lines */
 }
 
 /* Publishes REC: from here on the desync thread may copy it
@@ -236,7 +238,7 @@ CCS_INLINE void ccs_call_warm_next_slot(const struct ccs_ring *r, const struct c
 CCS_INLINE struct ccs_record *ccs_call_publish(struct ccs_ring *r, struct ccs_record *rec)
 {
     atomic_store_explicit(&r->inflight, rec, memory_order_release);
-    ccs_call_warm_next_slot(r, rec);
+    ccs_call_warm_next_slot(rec);
     return rec;
 }
 
