@@ -15,7 +15,7 @@
 # left to ccshim's all-reduce-level coalescing.
 . "$top_srcdir/tests/torch/lib.sh"
 torch_require
-tap_plan 27
+tap_plan 28
 J="--batch 64 --minibatch 8 --steps 6"
 # engaged NAME [WANT]: how many ranks said the helper engaged; when WANT is
 # given and the count differs, the job's own lines go to the log (stderr)
@@ -118,4 +118,16 @@ ddp stref 2 -- $J --static-graph --save "$CCS_TMP/stref.npy"
 ddp static 2 --coalesce auto -- $J --static-graph --ref "$CCS_TMP/stref.npy"
 tap_eq "static_graph=True: the helper stays out, ccshim coalesces the all-reduces" "0 0" "$? $(engaged static)"
 tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close static)"
+
+# bench/ddp-heap-bench.sh's premise, with no ccshim: first steps that
+# synchronise no backward and average the gradients once before the
+# optimizer step give no_sync()'s parameters to the bit (first steps
+# synchronised on every backward round differently: --first took effect)
+ddp nsref 2 -- $J --mode no_sync
+ddp local 2 -- $J --mode no_sync --first 2 --first-way local
+rc=$?
+ddp pmfirst 2 -- $J --mode no_sync --first 2 --first-way per-minibatch
+same_pm=$([ "$(val pmfirst digest)" = "$(val nsref digest)" ] && echo same || echo differs)
+tap_eq "ddp_job --first 2 --first-way local: no_sync's parameters, bitwise (per-minibatch first: $same_pm)" \
+    "0 $(val nsref digest) differs" "$rc $(val local digest) $same_pm"
 tap_done
