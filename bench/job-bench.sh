@@ -136,13 +136,14 @@ wrapper's work with the MPI's.  On two ranks every call ends waiting for the oth
 the time from one call's return to the next call's send is on the critical path of the
 exchange; Open MPI's shared-memory send writes its FIFO with \`xchg\` (a locked instruction:
 it waits until every older store has reached the cache), so whatever the wrapper's stores
-still wait for is paid there.  Until #25 that was the record's own lines: a default ring (6
-MiB) does not stay in the core's caches between laps, each record's stores missed, and the
-shim cost more with the default ring than with a ring of 1024 records (15-17 against 9 ns
-on 2026-12-05).  The shim now
-asks for the next slot's lines before the real call (record.h, \`ccs_call_warm_next_slot\`),
-so the fetch completes while the call waits for the other rank and both ring sizes cost the
-same (docs/performance.md, "the ring's next slot").  The stand-in probes' figures sit within
-their own noise of zero on a quiet machine (their ranges span tens of ns either side); they
-are kept as the reference for what forwarding and a bare record cost.
+still wait for is paid there.  Until the fix for #25 that was, on the Intel host of
+2026-12-05, the record's own lines: a default ring (6 MiB) does not stay in the core's caches
+between laps, each record's stores missed, and the shim cost more with the default ring
+than with a ring of 1024 records (15-17 against 9 ns).  The shim now prefetches the next
+slot's lines before the real call (record.h, \`ccs_call_warm_next_slot\`), so the fetch
+completes while the call waits for the other rank and the two ring sizes cost about the
+same (docs/performance.md, "The ring's next slot", which also says what the AMD host of the
+day before showed).  The probes can read below zero: a little work before the send can
+shorten this exchange, so this measure has a bias of a few ns either way; compare the shim
+with itself rather than with the probes.
 MD

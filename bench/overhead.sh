@@ -175,7 +175,9 @@ What did not matter within the noise, so stayed as it was: the record's size (88
 one or two cache lines per call; a 64-byte line-aligned record in the same synthetic loop
 was no faster, so the trace format is unchanged) and the default ring size (rings of 1024,
 4096 and 65536 records could not be told apart side by side, 5 runs each spread over
-about 40 ns; a smaller default would also make
+about 40 ns, on the host of that run; on the Intel host of 2026-12-05 the default ring
+cost more, until the next slot was prefetched: "The ring's next slot"; a smaller default
+would also make
 the desync collector, which reads the rings every 20 ms, lose records above about 200 K
 calls/s).  The ring's producer fields (head, in-flight pointer) no longer share a cache
 line with the fields the trace writer writes (its drain cursor: position and records lost).

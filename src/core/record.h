@@ -214,21 +214,26 @@ CCS_INLINE struct ccs_record *ccs_call_store(struct ccs_ring *r, struct ccs_comm
     return rec;
 }
 
-/* Asks for the lines of R's next slot (the record after REC) ahead of its
- * call, for writing.  A default ring (6 MiB) is too large to stay in the
- * core's caches between laps, so without this each call's stores missed
- * and waited in the store buffer; on two ranks Open MPI's locked FIFO
- * write drains the store buffer before the send, so the miss was paid on
- * the exchange's critical path (~7 ns a call, docs/performance.md, "the
- * ring's next slot").  Issued before the real call, the fetch completes
- * while the call waits for the other rank.  A hint: no fault, no order,
- * so the last slot's successor is not looked for (its address, one record
- * past the ring, is harmless to prefetch: GCC's documentation of
- * __builtin_prefetch); the first slot then misses once a lap. */
+/* Asks for the lines of the ring's next slot (the record after REC) ahead
+ * of its call.  A default ring (6 MiB) is too large to stay in the core's
+ * caches between laps, so without this each call's stores missed and
+ * waited in the store buffer; on two ranks Open MPI's locked FIFO write
+ * drains the store buffer before the send, so the miss was paid on the
+ * exchange's critical path (about 7 ns a call on the Intel host of
+ * docs/performance.md, "The ring's next slot").  Issued before the real
+ * call, the fetch completes while the call waits for the other rank.
+ * Built for the baseline x86-64 this is a read prefetch (prefetcht0: a
+ * line no other core holds arrives exclusive, so the store that follows
+ * needs no further request); aarch64 gets a store prefetch.  A hint: it
+ * neither faults nor orders, so the last slot's successor is not looked
+ * for: its address, one record past the ring, is computed as an integer
+ * (no pointer beyond the array) and lands in the ring's own last page or
+ * nowhere it matters; the first slot then misses once a lap. */
 CCS_INLINE void ccs_call_warm_next_slot(const struct ccs_record *rec)
 {
-    __builtin_prefetch(rec + 1, 1, 3);
-    __builtin_prefetch((const char *)(rec + 2) - 1, 1, 3); /* a record spans two lines */
+    uintptr_t next = (uintptr_t)rec + sizeof *rec;
+    __builtin_prefetch((const void *)next, 1, 3);
+    __builtin_prefetch((const void *)(next + sizeof *rec - 1), 1, 3); /* a record spans two lines */
 }
 
 /* Publishes REC: from here on the desync thread may copy it

@@ -120,14 +120,17 @@ tap_eq "static_graph=True: the helper stays out, ccshim coalesces the all-reduce
 tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close static)"
 
 # bench/ddp-heap-bench.sh's premise, with no ccshim: first steps that
-# synchronise no backward and average the gradients once before the
-# optimizer step give no_sync()'s parameters to the bit (first steps
-# synchronised on every backward round differently: --first took effect)
+# synchronise no backward (the comm hook never runs in them) and average
+# the gradients once before the optimizer step give no_sync()'s parameters
+# to the bit; first steps synchronised on every backward run the hook 16
+# times per bucket a step and round differently
 ddp nsref 2 -- $J --mode no_sync
 ddp local 2 -- $J --mode no_sync --first 2 --first-way local
-rc=$?
+rc_local=$?
 ddp pmfirst 2 -- $J --mode no_sync --first 2 --first-way per-minibatch
-same_pm=$([ "$(val pmfirst digest)" = "$(val nsref digest)" ] && echo same || echo differs)
-tap_eq "ddp_job --first 2 --first-way local: no_sync's parameters, bitwise (per-minibatch first: $same_pm)" \
-    "0 $(val nsref digest) differs" "$rc $(val local digest) $same_pm"
+rc_pm=$?
+same_pm=$([ -n "$(val pmfirst digest)" ] && [ "$(val pmfirst digest)" = "$(val nsref digest)" ] && echo same || echo differs)
+tap_eq "ddp_job --first 2: local first steps give no_sync's parameters bitwise, per-mini-batch ones do not" \
+    "0 0 hooks 0 $((2 * 16 * $(val nsref buckets))) $(val nsref digest) differs" \
+    "$rc_local $rc_pm hooks $(val local first_hook_calls) $(val pmfirst first_hook_calls) $(val local digest) $same_pm"
 tap_done

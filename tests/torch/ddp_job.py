@@ -45,8 +45,7 @@ def parse():
                     help="samples of the last step (a short last batch, drop_last=False); 0: --batch")
     ap.add_argument("--mode", choices=("per-minibatch", "no_sync"), default="per-minibatch")
     ap.add_argument("--first", type=int, default=0, metavar="K",
-                    help="--mode no_sync from step K only; before it, --first-way "
-                         "(bench/ddp-heap-bench.sh)")
+                    help="--mode from step K only; before it, --first-way (bench/ddp-heap-bench.sh)")
     ap.add_argument("--first-way", choices=("per-minibatch", "local"), default="per-minibatch",
                     help="steps before --first: every backward synchronised (what ccshim's helper "
                          "learns from), or none, the gradients averaged once before the optimizer step")
@@ -93,6 +92,9 @@ def parse():
 
 def main():
     a = parse()
+    if a.first and a.first_way == "local" and a.closure:
+        sys.exit("ddp_job.py: --first-way local averages the gradients before the optimizer step "
+                 "and cannot with --closure (the backward runs inside it)")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from mpi4py import MPI
     import torch
@@ -203,6 +205,7 @@ def main():
         return q, d
 
     times, faults = [], []
+    first_hook_calls = 0  # the comm hook's calls in the steps before --first
     import resource
     for step in range(a.steps):
         t0 = time.perf_counter()
@@ -273,6 +276,8 @@ def main():
         bitmap_wrong += nonlocal_bitmap[1]
         for s in scheds:
             s.step()
+        if step < a.first:
+            first_hook_calls += sum(hook_calls.values())
         times.append(time.perf_counter() - t0)
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
 
@@ -287,6 +292,8 @@ def main():
         print("buckets %d" % len(hook_calls))  # in the last step
         print("last_step_hook_calls %d" % sum(hook_calls.values()))
         print("dist_all_reduces %d" % dist_all_reduces[0])
+        if a.first:
+            print("first_hook_calls %d" % first_hook_calls)
         if a.find_unused:
             print("bitmap_wrong %d" % wrong)
         if a.save:
