@@ -12,7 +12,8 @@
 # optimizers and schedulers, gradient accumulation under the job's own
 # no_sync, gradient_as_bucket_view on 4 ranks, find_unused_parameters,
 # GradScaler with a deep-copied optimizer, step(closure); static_graph is
-# left to ccshim's all-reduce-level coalescing.
+# left to ccshim's all-reduce-level coalescing.  Last, with no ccshim,
+# ddp_job's --first K --first-way that bench/ddp-heap-bench.sh compares.
 . "$top_srcdir/tests/torch/lib.sh"
 torch_require
 tap_plan 28
