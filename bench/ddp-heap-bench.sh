@@ -15,8 +15,7 @@
 set -eu
 : "${top_srcdir:?run through make bench}" "${top_builddir:?run through make bench}"
 . "$top_srcdir/bench/lib.sh"
-PY=/usr/bin/python3
-$PY -c 'import torch, mpi4py' 2>/dev/null || { echo "ddp-heap-bench: skipped (python3-torch or python3-mpi4py missing)"; exit 0; }
+bench_torch_python ddp-heap-bench
 ROUNDS=${ROUNDS:-8}
 STEPS=${STEPS:-30}
 [ "$STEPS" -gt 3 ] || { echo "ddp-heap-bench: STEPS=$STEPS: need more than 3 (steps 3 on are timed)" >&2; exit 1; }

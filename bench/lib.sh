@@ -28,3 +28,11 @@ bench_range() { sort -n "$1" | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s 
 # bench_mpirun2 PROGRAM...: 2 ranks over shared memory (vader), as root if
 # need be, killed after 600 s.
 bench_mpirun2() { timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$@"; }
+
+# bench_torch_python NAME: sets PY to Debian's /usr/bin/python3 when it imports
+# torch and mpi4py; else says that benchmark NAME is skipped and exits 0.
+bench_torch_python() {
+    PY=/usr/bin/python3
+    $PY -c 'import torch, mpi4py' 2>/dev/null ||
+        { echo "$1: skipped (python3-torch or python3-mpi4py missing)"; exit 0; }
+}

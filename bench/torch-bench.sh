@@ -28,8 +28,7 @@
 set -eu
 : "${top_srcdir:?run through make bench}" "${top_builddir:?run through make bench}"
 . "$top_srcdir/bench/lib.sh"
-PY=/usr/bin/python3
-$PY -c 'import torch, mpi4py' 2>/dev/null || { echo "torch-bench: skipped (python3-torch or python3-mpi4py missing)"; exit 0; }
+bench_torch_python torch-bench
 ROUNDS=${ROUNDS:-7}
 STEPS=${STEPS:-30}
 ST_ROUNDS=${ST_ROUNDS:-3}
