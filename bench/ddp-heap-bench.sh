@@ -10,6 +10,12 @@
 #                  DDP skip (docs/coalescing.md)
 #   local          no backward of steps 0-1 synchronised, the gradients
 #                  averaged once before each of their optimizer steps
+#   first-synced   only the first backward of steps 0-1 synchronised, the
+#                  gradients averaged before each optimizer step: DDP rebuilds
+#                  its buckets once, at the forward after its first
+#                  synchronised backward, here in the middle of step 0
+#   late-synced    step 0 as under no_sync (its last backward synchronised),
+#                  every backward of step 1: the rebuild at step 1's start
 # Step time and page faults of steps 3 on, and whether the parameters are
 # bitwise those of no_sync.  Writes docs/performance.md's section "torch-heap".
 set -eu
@@ -36,6 +42,8 @@ for r in $(seq "$ROUNDS"); do
     one ns
     one pm --first 2 --first-way per-minibatch
     one lo --first 2 --first-way local
+    one fs --first 2 --first-way first-synced
+    one ls --first 2 --first-way late-synced
     echo "round $r of $ROUNDS done" >&2
 done
 range() { sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s-%s", lo, hi}'; }
@@ -59,6 +67,8 @@ table=$(
     row "no_sync() (the code fix throughout)" ns
     row "every backward synchronised (what the helper learns from)" pm
     row "none synchronised, gradients averaged once per step" lo
+    row "only each step's first synchronised (DDP's bucket rebuild in the middle of step 0), gradients averaged" fs
+    row "step 0 as no_sync, every backward of step 1 synchronised (the rebuild at step 1's start)" ls
 )
 echo "$table"
 bench_write_section "$top_srcdir/docs/performance.md" torch-heap <<MD

@@ -120,18 +120,23 @@ ddp static 2 --coalesce auto -- $J --static-graph --ref "$CCS_TMP/stref.npy"
 tap_eq "static_graph=True: the helper stays out, ccshim coalesces the all-reduces" "0 0" "$? $(engaged static)"
 tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close static)"
 
-# bench/ddp-heap-bench.sh's premise, with no ccshim: first steps that
+# bench/ddp-heap-bench.sh's ways, with no ccshim: first steps that
 # synchronise no backward (the comm hook never runs in them) and average
 # the gradients once before the optimizer step give no_sync()'s parameters
 # to the bit; first steps synchronised on every backward run the hook 16
-# times per bucket a step and round differently
+# times per bucket a step and round differently; only each first step's
+# first backward synchronised runs it once a step, step 0 as no_sync then
+# step 1 on every backward 1 + 16 times; every way ends with the ranks equal
 ddp nsref 2 -- $J --mode no_sync
-ddp local 2 -- $J --mode no_sync --first 2 --first-way local
-rc_local=$?
-ddp pmfirst 2 -- $J --mode no_sync --first 2 --first-way per-minibatch
-rc_pm=$?
-same_pm=$([ -n "$(val pmfirst digest)" ] && [ "$(val pmfirst digest)" = "$(val nsref digest)" ] && echo same || echo differs)
-tap_eq "ddp_job --first 2: local first steps give no_sync's parameters bitwise, per-mini-batch ones do not" \
-    "0 0 hooks 0 $((2 * 16 * $(val nsref buckets))) $(val nsref digest) differs" \
-    "$rc_local $rc_pm hooks $(val local first_hook_calls) $(val pmfirst first_hook_calls) $(val local digest) $same_pm"
+B1=$(val nsref buckets)
+first_ways=""
+for w in local per-minibatch first-synced late-synced; do
+    ddp "first-$w" 2 -- $J --mode no_sync --first 2 --first-way "$w"
+    first_ways="$first_ways $w:$?:$(val "first-$w" first_hook_calls):$(val "first-$w" ranks_equal)"
+done
+same_pm=$([ -n "$(val first-per-minibatch digest)" ] &&
+    [ "$(val first-per-minibatch digest)" = "$(val nsref digest)" ] && echo same || echo differs)
+tap_eq "ddp_job --first 2: local first steps give no_sync's parameters bitwise, per-mini-batch ones do not; the hook's calls" \
+    " local:0:0:1 per-minibatch:0:$((32 * B1)):1 first-synced:0:$((2 * B1)):1 late-synced:0:$((17 * B1)):1 $(val nsref digest) differs" \
+    "$first_ways $(val first-local digest) $same_pm"
 tap_done

@@ -46,9 +46,12 @@ def parse():
     ap.add_argument("--mode", choices=("per-minibatch", "no_sync"), default="per-minibatch")
     ap.add_argument("--first", type=int, default=0, metavar="K",
                     help="--mode from step K only; before it, --first-way (bench/ddp-heap-bench.sh)")
-    ap.add_argument("--first-way", choices=("per-minibatch", "local"), default="per-minibatch",
+    ap.add_argument("--first-way", choices=("per-minibatch", "local", "first-synced", "late-synced"),
+                    default="per-minibatch",
                     help="steps before --first: every backward synchronised (what ccshim's helper "
-                         "learns from), or none, the gradients averaged once before the optimizer step")
+                         "learns from); none (local), or only each step's first (first-synced), the "
+                         "gradients then averaged once before the optimizer step; or step 0 as "
+                         "under no_sync and every backward of steps 1 to K-1 (late-synced)")
     ap.add_argument("--dim", type=int, default=16, help="input width")
     ap.add_argument("--hidden", type=int, default=32)
     ap.add_argument("--emb", type=int, default=8)
@@ -92,9 +95,9 @@ def parse():
 
 def main():
     a = parse()
-    if a.first and a.first_way == "local" and a.closure:
-        sys.exit("ddp_job.py: --first-way local averages the gradients before the optimizer step "
-                 "and cannot with --closure (the backward runs inside it)")
+    if a.first and a.first_way in ("local", "first-synced") and a.closure:
+        sys.exit("ddp_job.py: --first-way %s averages the gradients before the optimizer step "
+                 "and cannot with --closure (the backward runs inside it)" % a.first_way)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from mpi4py import MPI
     import torch
@@ -231,7 +234,8 @@ def main():
                     continue
                 last = k == len(chunks) - 1
                 if step < a.first:
-                    skip = a.first_way == "local"
+                    skip = {"per-minibatch": False, "local": True, "first-synced": k != 0,
+                            "late-synced": step == 0 and not last}[a.first_way]
                 else:
                     skip = a.mode == "no_sync" and not last
                 ctx = ddp.no_sync() if skip else _Null()
@@ -257,9 +261,10 @@ def main():
                 with ddp.no_sync():
                     backward_all()
             backward_all()
-            if step < a.first and a.first_way == "local":
-                # no backward synchronised: the mean of the ranks' local sums
-                # is what the synchronised passes give
+            if step < a.first and a.first_way in ("local", "first-synced"):
+                # no backward synchronised, or only the first: the mean over the
+                # ranks of .grad (a reduced part, the same on every rank, plus
+                # local sums) is what synchronising every pass gives
                 for p in model.parameters():
                     if p.grad is not None:
                         comm.Allreduce(MPI.IN_PLACE, p.grad.numpy(), op=MPI.SUM)
