@@ -46,6 +46,17 @@ struct ccs_comm *ccs_comm_lookup(int backend, uintptr_t handle)
     return NULL;
 }
 
+/* C's three step turns, none known (a fresh communicator, or a forked
+ * child's half-written one). */
+static void clear_turns(struct ccs_comm *c)
+{
+    for (int i = 0; i < 3; i++) {
+        atomic_store_explicit(&c->turn[i].step, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->turn[i].seq0, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->turn[i].kinds, 0, memory_order_relaxed);
+    }
+}
+
 struct ccs_comm *ccs_comm_register(int backend, uintptr_t handle, uint64_t id, uint64_t parent, int rank, int size,
                                    int how, int color)
 {
@@ -98,11 +109,7 @@ struct ccs_comm *ccs_comm_register_inter(int backend, uintptr_t handle, uint64_t
     atomic_store_explicit(&c->step_at, UINT32_MAX, memory_order_relaxed);
     atomic_store_explicit(&c->kinds, 0, memory_order_relaxed);
     atomic_store_explicit(&c->turn_gen, 0, memory_order_relaxed);
-    for (int i = 0; i < 3; i++) {
-        atomic_store_explicit(&c->turn[i].step, 0, memory_order_relaxed);
-        atomic_store_explicit(&c->turn[i].seq0, 0, memory_order_relaxed);
-        atomic_store_explicit(&c->turn[i].kinds, 0, memory_order_relaxed);
-    }
+    clear_turns(c);
     atomic_store_explicit(&c->children, 0, memory_order_relaxed);
     atomic_store_explicit(&c->handle, handle, memory_order_release);
     size_t n = atomic_load_explicit(&ndefs, memory_order_relaxed);
@@ -166,11 +173,7 @@ void ccs_comm_forked(void)
         uint32_t g = atomic_load_explicit(&c->turn_gen, memory_order_relaxed);
         if (!(g & 1))
             continue;
-        for (int j = 0; j < 3; j++) {
-            atomic_store_explicit(&c->turn[j].step, 0, memory_order_relaxed);
-            atomic_store_explicit(&c->turn[j].seq0, 0, memory_order_relaxed);
-            atomic_store_explicit(&c->turn[j].kinds, 0, memory_order_relaxed);
-        }
+        clear_turns(c);
         atomic_store_explicit(&c->kinds, 0, memory_order_relaxed);
         atomic_store_explicit(&c->turn_gen, g + 1, memory_order_release);
     }
