@@ -46,7 +46,6 @@ for r in $(seq "$ROUNDS"); do
     one ls --first 2 --first-way late-synced
     echo "round $r of $ROUNDS done" >&2
 done
-range() { sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s-%s", lo, hi}'; }
 ns=$(bench_median <"$tmp/ns.ms")
 # the parameters of a way are no_sync's when every run of it ended with the
 # one digest every no_sync run ended with
@@ -59,7 +58,7 @@ row() { # LABEL WAY
     else
         same=$(sort -u "$tmp/$2.dg" | awk -v d="$digest_ns" '$1 != d {x = 1} END {print (NR && !x) ? "yes" : "no"}')
     fi
-    echo "| $1 | $m ms ($(range <"$tmp/$2.ms")) | $(bench_median <"$tmp/$2.pf") ($(range <"$tmp/$2.pf")) | $(awk -v a="$m" -v b="$ns" 'BEGIN {printf "%.3f", a / b}') | $same |"
+    echo "| $1 | $m ms ($(bench_range "$tmp/$2.ms")) | $(bench_median <"$tmp/$2.pf") ($(bench_range "$tmp/$2.pf")) | $(awk -v a="$m" -v b="$ns" 'BEGIN {printf "%.3f", a / b}') | $same |"
 }
 table=$(
     echo "| steps 0-1 | step time | page faults per step (rank 0) | ratio to no_sync | parameters bitwise those of no_sync |"
