@@ -29,13 +29,16 @@ echo "$hp"
 # file), and the desync thread's ccs_dsx_collect (inclusive), for two loop
 # lengths; their difference over the difference in calls leaves out the
 # one-time work (first call, new call site, ring mapping; the clock's
-# calibration, which runs for a time, is left out).  Rank 0's files.
+# calibration, which runs for a time, is left out).  Rank 0's files.  A
+# source path reads "src/..." when the benchmark runs in the source tree
+# (callgrind_annotate strips the working directory) and "/.../src/..." or
+# "../src/..." elsewhere.
 ir_per_call() { # $1: extra ccshim-run options; prints wrapper and thread Ir per call
     for n in 4000 12000; do
         bench_mpirun2 "$run" --mpi --summary 0 $1 -- valgrind --tool=callgrind --separate-threads=yes \
             --callgrind-out-file="$tmp/cg.$n.%q{OMPI_COMM_WORLD_RANK}" "$loop" "$n" >/dev/null 2>&1
         w=$(callgrind_annotate --inclusive=no --auto=no --threshold=100 "$tmp/cg.$n.0-01" 2>/dev/null |
-            awk '/^ *[0-9,]+ \([ 0-9.]+%\)  / && /\/src\/(core|mpi|nccl|desync|coalesce|trace)\// && !/ccs_clock_/ {
+            awk '/^ *[0-9,]+ \([ 0-9.]+%\)  / && /[ \/]src\/(core|mpi|nccl|desync|coalesce|trace)\// && !/ccs_clock_/ {
                      gsub(",", "", $1); s += $1} END {print s + 0}')
         d=$(for f in "$tmp/cg.$n.0"-*; do callgrind_annotate --inclusive=yes --auto=no --threshold=100 "$f" 2>/dev/null; done |
             awk '/desync_collect.c:ccs_dsx_collect \[/ {gsub(",", "", $1); d += $1} END {print d + 0}')
