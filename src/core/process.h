@@ -10,7 +10,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* Nonzero while interception is on; a wrapper that sees 0 just forwards. */
+/* Nonzero while interception is on; a wrapper that sees 0 just forwards.
+ * Set once when the shim starts and never cleared: the wrappers' fast paths
+ * rely on it (record.h, ccs_call_ring). */
 extern CCS_HIDDEN atomic_int ccs_active;
 
 /* Nonzero when records carry times (a trace is written): reading the clock

@@ -262,17 +262,26 @@ CCS_INLINE struct ccs_record *ccs_call_record(struct ccs_ring *r, struct ccs_com
     return ccs_call_publish(r, rec);
 }
 
-/* The common case of ccs_call_begin_active and nothing else, with no call
- * out of line: the thread's ring ready, not inside a recorded call, the
- * call site the thread's last one.  Else NULL, having done nothing: the
- * caller then takes its general path (ccs_call_begin_active).  For a
- * wrapper that keeps its arguments in registers up to the real call.
- * *RING: the ring, for ccs_call_end_in. */
-CCS_INLINE struct ccs_record *ccs_call_fast(struct ccs_comm *c, const struct ccs_call *call, void *ret_addr,
-                                            struct ccs_ring **ring)
+/* The thread's call ring for a wrapper's fast path, or NULL (the thread's
+ * first call, a forked child's first call, or interception off).  Non-NULL
+ * only once ccs_call_first ran, which only a call that saw ccs_active set
+ * reaches, and ccs_active is never cleared: so a fast path that has the ring
+ * needs no test of ccs_active of its own. */
+CCS_INLINE struct ccs_ring *ccs_call_ring(void)
 {
-    struct ccs_ring *r = *ring = ccs_tls_call_ring;
-    if (CCS_UNLIKELY(r == NULL || atomic_load_explicit(&r->inflight, memory_order_relaxed) != NULL ||
+    return ccs_tls_call_ring;
+}
+
+/* The common case of ccs_call_begin_active and nothing else, with no call
+ * out of line: in R, the thread's call ring (ccs_call_ring, not NULL), not
+ * inside a recorded call, the call site the thread's last one.  Else NULL,
+ * having done nothing: the caller then takes its general path
+ * (ccs_call_begin_active).  For a wrapper that keeps its arguments in
+ * registers up to the real call; it ends the record with ccs_call_end_in(R). */
+CCS_INLINE struct ccs_record *ccs_call_fast(struct ccs_ring *r, struct ccs_comm *c, const struct ccs_call *call,
+                                            void *ret_addr)
+{
+    if (CCS_UNLIKELY(atomic_load_explicit(&r->inflight, memory_order_relaxed) != NULL ||
                      (uintptr_t)ret_addr != r->last_pc))
         return NULL;
     return ccs_call_publish(r, ccs_call_store(r, c, call));

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct ccs_comm; /* comm.h */
+
 /* The record is written in 8-byte words where its fields are narrower: the
  * bytes in memory are exactly the fields' (docs/trace-format.md), in the
  * machine's byte order.  CCS_AT(v, off, size): the unsigned V of SIZE
@@ -45,7 +47,11 @@ struct ccs_ring {
                                        also means "inside a recorded call": a call
                                        nested in it is not recorded again */
     uint64_t mask;                  /* capacity - 1 */
-    struct ccs_ring *next;          /* list of all rings */
+    struct ccs_comm *last_comm;     /* the thread's last communicator, either
+                                       backend's: a wrapper's fast path finds
+                                       it on the line it reads anyway (each
+                                       backend's cached look-up tests that the
+                                       entry is its own and holds the handle) */
     uint32_t index;                 /* small thread index */
     uint32_t pid;                   /* process that owns it (fork check) */
     /* For the hot path, on the line every call reads anyway (producer
@@ -59,6 +65,7 @@ struct ccs_ring {
      * the summary's), kept off the producer's line so that a drain does
      * not take the line every call writes away from its core. */
     _Alignas(64) struct ccs_ring_cursor drain;
+    struct ccs_ring *next;          /* list of all rings (set once, before the ring is listed) */
     _Alignas(64) uint64_t counts[CCS_KIND_MAX]; /* calls by kind (producer only) */
     _Alignas(64) struct ccs_record rec[]; /* capacity records */
 };
@@ -74,6 +81,16 @@ static inline struct ccs_ring *ccs_ring_self(void)
 {
     struct ccs_ring *r = ccs_tls_ring;
     return CCS_LIKELY(r != NULL) ? r : ccs_ring_self_slow();
+}
+
+/* Makes C the calling thread's last communicator (a backend's table look-up
+ * that found it), where its wrappers' fast paths look first; nothing before
+ * the thread's ring exists. */
+static inline void ccs_ring_set_last_comm(struct ccs_comm *c)
+{
+    struct ccs_ring *r = ccs_tls_ring;
+    if (r != NULL)
+        r->last_comm = c;
 }
 
 /* The ring the hot path records into: the thread's ring once the features

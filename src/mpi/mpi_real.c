@@ -138,8 +138,6 @@ uint64_t ccs_mpi_bytes_slow(int64_t count, MPI_Datatype dt)
 
 /* ------------------------------------------------------- communicators */
 
-__thread struct ccs_comm *ccs_mpi_last_comm __attribute__((tls_model("initial-exec")));
-
 int ccs_mpi_remote_size(MPI_Comm comm)
 {
     int inter = 0, rsize = 0;
@@ -153,7 +151,7 @@ struct ccs_comm *ccs_mpi_comm_slow(MPI_Comm comm)
 {
     struct ccs_comm *c = ccs_comm_lookup(CCS_BE_MPI, (uintptr_t)comm);
     if (CCS_LIKELY(c != NULL)) {
-        ccs_mpi_last_comm = c;
+        ccs_ring_set_last_comm(c);
         return c;
     }
     if (comm == MPI_COMM_NULL)

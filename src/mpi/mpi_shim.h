@@ -106,9 +106,15 @@ CCS_HIDDEN uint8_t ccs_mpi_dtype_slow(MPI_Datatype dt);
 CCS_HIDDEN uint8_t ccs_mpi_op_slow(MPI_Op op);
 CCS_HIDDEN uint64_t ccs_mpi_bytes_slow(int64_t count, MPI_Datatype dt);
 
+/* The table slot where DT would be: DT's own when slot->dt == DT. */
+static inline const struct ccs_mpi_dt_slot *ccs_mpi_dt_slot(MPI_Datatype dt)
+{
+    return &ccs_mpi_dt_table[ccs_slot_hash((uint64_t)(uintptr_t)dt, CCS_MPI_DT_BITS)];
+}
+
 static inline const struct ccs_mpi_dt_slot *ccs_mpi_dt_probe(MPI_Datatype dt)
 {
-    const struct ccs_mpi_dt_slot *s = &ccs_mpi_dt_table[ccs_slot_hash((uint64_t)(uintptr_t)dt, CCS_MPI_DT_BITS)];
+    const struct ccs_mpi_dt_slot *s = ccs_mpi_dt_slot(dt);
     return CCS_LIKELY(s->dt == dt) ? s : NULL;
 }
 
@@ -134,14 +140,14 @@ static inline uint64_t ccs_mpi_bytes(int64_t count, MPI_Datatype dt, uint8_t nor
 }
 
 /* The table entry of COMM, adopting a communicator never seen created.
- * Hot path: the thread's last entry when it still holds COMM (the test the
- * table's own probe makes: a retired entry no longer holds the handle, a
- * re-registered one is the live entry for it), else the table. */
+ * Hot path: the thread's last entry (its ring's last_comm) when it is an MPI
+ * entry that still holds COMM (the test the table's own probe makes: a
+ * retired entry no longer holds the handle, a re-registered one is the live
+ * entry for it), else the table, which makes the entry the thread's last. */
 CCS_HIDDEN struct ccs_comm *ccs_mpi_comm_slow(MPI_Comm comm);
-extern CCS_HIDDEN __thread struct ccs_comm *ccs_mpi_last_comm __attribute__((tls_model("initial-exec")));
-static inline struct ccs_comm *ccs_mpi_comm_cached(MPI_Comm comm) /* the hot path's part, or NULL */
+static inline struct ccs_comm *ccs_mpi_comm_cached(const struct ccs_ring *r, MPI_Comm comm) /* the hot path's part */
 {
-    struct ccs_comm *c = ccs_mpi_last_comm;
+    struct ccs_comm *c = r->last_comm;
     if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == (uintptr_t)comm &&
         CCS_LIKELY(c->backend == CCS_BE_MPI))
         return c;
@@ -149,7 +155,8 @@ static inline struct ccs_comm *ccs_mpi_comm_cached(MPI_Comm comm) /* the hot pat
 }
 static inline struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
 {
-    struct ccs_comm *c = ccs_mpi_comm_cached(comm);
+    const struct ccs_ring *r = ccs_tls_ring;
+    struct ccs_comm *c = r != NULL ? ccs_mpi_comm_cached(r, comm) : NULL;
     return CCS_LIKELY(c != NULL) ? c : ccs_mpi_comm_slow(comm);
 }
 

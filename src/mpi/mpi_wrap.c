@@ -452,37 +452,37 @@ __attribute__((noinline)) static int allreduce_general(MPI_SHAPE_red_PARAMS, voi
     return allreduce(MPI_SHAPE_red_ARGS, NULL, ra);
 }
 
-/* The common case, a sum of a predefined basic type on the thread's last
- * communicator from its last call site, coalescing off, has no call out of
- * line before the real one (ccs_call_fast), so that the arguments stay in
- * registers up to it; the record is the one describe_red gives.  Anything
- * else takes the general path. */
+/* The common case, a sum of a positive count of a predefined basic type on
+ * the thread's last communicator from its last call site, coalescing off,
+ * has no call out of line before the real one (ccs_call_fast), so that the
+ * arguments stay in registers up to it; the record is the one describe_red
+ * gives (ccs_mpi_sig_basic of a count above 0).  Anything else takes the
+ * general path.  Each test below is one branch: a value the general path
+ * would compute (the clamped count, a slot found or not) is not computed
+ * here for a case that leaves. */
 CCS_INLINE int w_Allreduce(MPI_SHAPE_red_PARAMS, void *ra)
 {
     __typeof__(PMPI_Allreduce) *real = ccs_real_Allreduce;
-    if (CCS_LIKELY(ccs_mpi_active() && real != NULL && op == MPI_SUM &&
-                   !atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed))) {
-        const struct ccs_mpi_dt_slot *s = ccs_mpi_dt_probe(dt);
-        struct ccs_comm *cm = ccs_mpi_comm_cached(comm);
-        if (CCS_LIKELY(s != NULL && s->size != 0 && cm != NULL)) {
-            struct ccs_mpi_sig sig;
-            ccs_mpi_sig_basic(n, s->norm, s->size, &sig);
-            struct ccs_call c = {.kind = CCS_KIND_ALLREDUCE,
-                                 .dtype = sig.dtype,
-                                 .op = CCS_OP_SUM,
-                                 .flags = (uint8_t)INPLACE(sb),
-                                 .backend = CCS_BE_MPI,
-                                 .root = -1,
-                                 .count = sig.count,
-                                 .bytes = sig.bytes,
-                                 .buf = rb};
-            struct ccs_ring *ring;
-            struct ccs_record *r = ccs_call_fast(cm, &c, ra, &ring);
-            if (CCS_LIKELY(r != NULL)) {
-                int rc = real(MPI_SHAPE_red_ARGS);
-                ccs_call_end_in(ring, r, rc != MPI_SUCCESS);
-                return rc;
-            }
+    struct ccs_ring *ring = ccs_call_ring(); /* not NULL: interception is on */
+    const struct ccs_mpi_dt_slot *s = ccs_mpi_dt_slot(dt);
+    struct ccs_comm *cm;
+    if (CCS_LIKELY(ring != NULL) && CCS_LIKELY(real != NULL) && CCS_LIKELY(op == MPI_SUM) && CCS_LIKELY(n > 0) &&
+        CCS_LIKELY(!atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed)) && CCS_LIKELY(s->dt == dt) &&
+        CCS_LIKELY(s->size != 0) && CCS_LIKELY((cm = ccs_mpi_comm_cached(ring, comm)) != NULL)) {
+        struct ccs_call c = {.kind = CCS_KIND_ALLREDUCE,
+                             .dtype = s->norm,
+                             .op = CCS_OP_SUM,
+                             .flags = (uint8_t)INPLACE(sb),
+                             .backend = CCS_BE_MPI,
+                             .root = -1,
+                             .count = (uint64_t)n,
+                             .bytes = (uint64_t)n * s->size,
+                             .buf = rb};
+        struct ccs_record *r = ccs_call_fast(ring, cm, &c, ra);
+        if (CCS_LIKELY(r != NULL)) {
+            int rc = real(MPI_SHAPE_red_ARGS);
+            ccs_call_end_in(ring, r, rc != MPI_SUCCESS);
+            return rc;
         }
     }
     return allreduce_general(MPI_SHAPE_red_ARGS, ra);

@@ -105,10 +105,9 @@ CCS_HIDDEN int ccs_nccl_comm_requery(struct ccs_comm *c);
  * makes: a retired entry no longer holds the handle, a re-registered one
  * is the live entry for it), else the table (nccl_real.c). */
 CCS_HIDDEN struct ccs_comm *ccs_nccl_comm_slow(ncclComm_t comm) __attribute__((cold));
-extern CCS_HIDDEN __thread struct ccs_comm *ccs_nccl_last_comm __attribute__((tls_model("initial-exec")));
-static inline struct ccs_comm *ccs_nccl_comm_cached(ncclComm_t comm) /* the hot path's part, or NULL */
+static inline struct ccs_comm *ccs_nccl_comm_cached(const struct ccs_ring *r, ncclComm_t comm) /* the hot path's part */
 {
-    struct ccs_comm *c = ccs_nccl_last_comm;
+    struct ccs_comm *c = r->last_comm;
     if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == (uintptr_t)comm &&
         CCS_LIKELY((uintptr_t)comm > 1 && c->backend == CCS_BE_NCCL && c->size > 0))
         return c;
@@ -116,7 +115,8 @@ static inline struct ccs_comm *ccs_nccl_comm_cached(ncclComm_t comm) /* the hot 
 }
 static inline struct ccs_comm *ccs_nccl_comm(ncclComm_t comm)
 {
-    struct ccs_comm *c = ccs_nccl_comm_cached(comm);
+    const struct ccs_ring *r = ccs_tls_ring;
+    struct ccs_comm *c = r != NULL ? ccs_nccl_comm_cached(r, comm) : NULL;
     return CCS_LIKELY(c != NULL) ? c : ccs_nccl_comm_slow(comm);
 }
 

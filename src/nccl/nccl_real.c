@@ -54,8 +54,6 @@ int ccs_nccl_first_call(void)
     return atomic_load_explicit(&ccs_active, memory_order_relaxed);
 }
 
-__thread struct ccs_comm *ccs_nccl_last_comm __attribute__((tls_model("initial-exec")));
-
 /* Asks NCCL again for the rank and size of a communicator registered before it was ready. */
 int ccs_nccl_comm_requery(struct ccs_comm *c)
 {
@@ -83,7 +81,7 @@ struct ccs_comm *ccs_nccl_comm_slow(ncclComm_t comm)
     if (CCS_LIKELY(c != NULL)) {
         if (CCS_UNLIKELY(c->size <= 0))
             ccs_nccl_comm_requery(c);
-        ccs_nccl_last_comm = c;
+        ccs_ring_set_last_comm(c);
         return c;
     }
     if (comm == NULL)

@@ -288,11 +288,11 @@ CCS_EXPORT ncclResult_t ncclAllReduce(NCCL_SHAPE_coll_op_PARAMS)
     void *ra = __builtin_return_address(0);
     __typeof__(&pncclAllReduce) real =
         atomic_load_explicit(&ccs_nccl_fns[CCS_NCCL_FN_AllReduce], memory_order_acquire);
+    struct ccs_ring *ring = ccs_call_ring(); /* not NULL: interception is on */
     struct ccs_comm *c;
-    if (CCS_LIKELY(real != NULL && atomic_load_explicit(&ccs_active, memory_order_relaxed) &&
-                   !atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed) &&
+    if (CCS_LIKELY(real != NULL && ring != NULL && !atomic_load_explicit(&ccs_coalesce_on, memory_order_relaxed) &&
                    (unsigned)op < BUILTIN_OPS && (unsigned)datatype < ncclNumTypes &&
-                   (c = ccs_nccl_comm_cached(comm)) != NULL)) {
+                   (c = ccs_nccl_comm_cached(ring, comm)) != NULL)) {
         int depth = group_depth;
         struct ccs_call call = {
             .kind = CCS_KIND_ALLREDUCE,
@@ -307,8 +307,7 @@ CCS_EXPORT ncclResult_t ncclAllReduce(NCCL_SHAPE_coll_op_PARAMS)
             .bytes = (uint64_t)count * ccs_nccl_dt_table[datatype].size,
             .buf = recvbuff,
         };
-        struct ccs_ring *ring;
-        struct ccs_record *r = ccs_call_fast(c, &call, ra, &ring);
+        struct ccs_record *r = ccs_call_fast(ring, c, &call, ra);
         if (CCS_LIKELY(r != NULL)) {
             ncclResult_t rc = real(NCCL_SHAPE_coll_op_ARGS);
             record_end_in(ring, r, rc, comm, stream);
