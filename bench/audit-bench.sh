@@ -45,7 +45,7 @@ set -- $(secs_rss "$AUDIT" "$T/wide"); WIDE_S=$1; WIDE_KB=$2
 rm -rf "$T/wide"
 
 mbps() { echo "$1 $2" | awk '{ if ($2 > 0) printf "%.0f", $1 / 1048576 / $2; else print "-" }'; }
-CPU=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+CPU=$(bench_cpu)
 {
     echo "## ccshim-audit: summarising a trace directory"
     echo

@@ -36,3 +36,5 @@ bench_list += bench/torch-bench.sh
 EXTRA_DIST += bench/torch-bench.sh bench/ddpsync_forward.py
 bench_list += bench/ddp-heap-bench.sh
 EXTRA_DIST += bench/ddp-heap-bench.sh
+bench_list += bench/torch2-report-bench.sh
+EXTRA_DIST += bench/torch2-report-bench.sh

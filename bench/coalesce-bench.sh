@@ -60,7 +60,7 @@ for cfg in "A 128 1" "B 512 4"; do
 done
 
 doc="$top_srcdir/docs/performance.md"
-cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+cpu=$(bench_cpu)
 bench_write_section "$doc" coalesce <<MD
 ## Coalescing per-mini-batch all-reduces
 

@@ -80,7 +80,7 @@ simrows=$(awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s %% | %.1f MiB | %s 
 
 fmt() { echo "$1" | awk '{printf "%s ms (max %s ms, %s runs)", $1, $2, $3}'; }
 doc="$top_srcdir/docs/performance.md"
-cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+cpu=$(bench_cpu)
 bench_write_section "$doc" desync <<MD
 ## Desync detection (docs/desync.md)
 

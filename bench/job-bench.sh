@@ -102,7 +102,7 @@ anatomy="$anatomy
 echo "$anatomy"
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+cpu=$(bench_cpu)
 bench_write_section "$top_srcdir/docs/performance.md" job <<MD
 ## The shim's cost as a job sees it (whole processes)
 

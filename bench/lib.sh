@@ -25,6 +25,9 @@ bench_median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[
 # bench_range FILE: "LOW to HIGH" of the numbers in FILE.
 bench_range() { sort -n "$1" | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s to %s", lo, hi}'; }
 
+# bench_cpu: the processor's model name (which host a figure is from).
+bench_cpu() { awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo; }
+
 # bench_mpirun2 PROGRAM...: 2 ranks over shared memory (vader), as root if
 # need be, killed after 600 s.
 bench_mpirun2() { timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$@"; }

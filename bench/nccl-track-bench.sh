@@ -28,7 +28,7 @@ if [ "${CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null 2>&1 && command 
     ir_nccl=$(awk '{n[NR] = $1; s[NR] = $2} END {printf "%.0f", (s[2] - s[1]) / ((n[2] - n[1]) * 1.1)}' "$tmp/ir")
     echo "instructions per ncclAllReduce added by the wrapper: $ir_nccl"
 fi
-cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+cpu=$(bench_cpu)
 bench_write_section "$top_srcdir/docs/performance.md" nccl-track <<MD
 ## NCCL completion tracking
 

@@ -86,7 +86,7 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 added() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.1f ns (%+.1f%%)", b - a, (b - a) * 100 / a}'; }
 
 doc="$top_srcdir/docs/performance.md"
-cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+cpu=$(bench_cpu)
 bench_write_section "$doc" core <<MD
 ## Hot path of an intercepted call (foundation)
 

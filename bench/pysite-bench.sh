@@ -21,7 +21,7 @@ if "$PY" -c 'import mpi4py, numpy' 2>/dev/null; then
 fi
 p() { echo "$py" | awk -v k="$1" '$1 == k {print $2}'; }
 doc="$top_srcdir/docs/performance.md"
-cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+cpu=$(bench_cpu)
 {
     cat <<MD
 ## Python call sites (annotation on and off)

@@ -39,7 +39,7 @@ DEMO="--local-batch 1024 --mini-batch 32 --columns 2"
     echo "## Reference trainer: per-mini-batch against per-step gradient reduction"
     echo
     echo "Measured by \`make bench\` (bench/trainer-bench.sh) on $(date -u +%Y-%m-%d), $(nproc) cores"
-    echo "($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), $("${MPIRUN:-mpirun}" --version 2>/dev/null | head -1),"
+    echo "($(bench_cpu)), $("${MPIRUN:-mpirun}" --version 2>/dev/null | head -1),"
     echo "4 ranks over shared memory, OpenBLAS with one thread, 6 steps per run, median of $REPEAT alternated runs."
     echo "Both modes compute the same gradient (tests/trainer/trainer-gradients.sh)."
     echo
