@@ -408,7 +408,15 @@ static void forward_tcp(size_t nlocal, uint64_t now)
     char why[256];
     long to = ccs_cfg.desync_period_ms / 2;
     if (ccs_dsx_client_tick(ds.client, ds.local, nlocal, ds.agree_buf, nag, to < 1 ? 1 : (int)to, why,
-                            sizeof why) != 0)
+                            sizeof why) == 0)
+        return;
+    /* This rank is exiting (it may have taken the host's link over from a
+     * leader that left first): the coordinator's rank may have finished
+     * and gone too, which is the job's normal end, and whatever ranks of
+     * this host still run take the link over and say so if it is down. */
+    if (atomic_load(&ds.life) >= CCS_DESYNC_EXITED)
+        CCS_LOG(INFO, "desync side channel: the link to the coordinator ended while this rank was exiting (%s)", why);
+    else
         ccs_log_once(&ds.tcp_logged, CCS_LOG_WARN,
                      "desync side channel: %s; detection across hosts is off until the coordinator answers", why);
 }

@@ -51,6 +51,7 @@ struct ccs_dsx_conn {
     struct ccs_dsx_key key;      /* (coordinator) the key of the rank the peer claims */
     int ticketed;                /* (coordinator) its first HELLO proved the key: a member */
     int prio;                    /* (coordinator) admitted as a member, outside the slots of unknown peers */
+    int said_bye;                /* (coordinator) BYE queued to it */
     size_t cur_wire;             /* bytes on the wire of the frame ccs_dsx_conn_next_frame returned */
 };
 

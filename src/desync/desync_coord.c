@@ -789,22 +789,42 @@ static void flush_all(struct ccs_dsx_coord *k, uint64_t now, int handshake_due)
     }
 }
 
+/* BYE to every authenticated host that was not yet told. */
+static void say_bye(struct ccs_dsx_coord *k)
+{
+    for (size_t i = 0; i < k->ncl; i++) {
+        struct ccs_dsx_conn *c = &k->cl[i];
+        if (c->fd < 0 || c->state != CCS_DSX_C_AUTHED || c->said_bye)
+            continue;
+        c->said_bye = 1;
+        if (ccs_dsx_conn_queue(c, CCS_DSX_M_BYE, NULL, 0) != 0)
+            c->state = CCS_DSX_C_DROP; /* dropped below */
+        else
+            ccs_dsx_conn_flush(c);
+    }
+}
+
 /* The final exchange (ccs_dsx_coord_finish): once every rank has finished
- * (exited, finalizing or dead) or the deadline passed, BYE to every host. */
+ * (exited, finalizing or dead) or the deadline passed, BYE to every host.
+ * Also to a host whose link is made after that, until this process exits:
+ * a rank that took its host's link over from a leader that left first,
+ * while every rank was finishing, would otherwise find the connection
+ * closed without a word and warn of a failure at the job's normal end. */
 static void final_exchange(struct ccs_dsx_coord *k, uint64_t now)
 {
-    if (!atomic_load(&k->finishing) || atomic_load(&k->finished))
+    if (!atomic_load(&k->finishing))
         return;
+    if (atomic_load(&k->finished)) {
+        say_bye(k);
+        return;
+    }
     if (!k->finish_by)
         k->finish_by = now + (uint64_t)atomic_load(&k->finishing);
     int all = 1;
     for (int32_t r = 0; r < k->wsize && all; r++)
         all = k->dead[r] || (k->st[r] && k->st[r]->life != CCS_DSX_ALIVE);
     if (all || now >= k->finish_by) {
-        broadcast(k, CCS_DSX_M_BYE, NULL, 0);
-        for (size_t i = 0; i < k->ncl; i++)
-            if (k->cl[i].fd >= 0)
-                ccs_dsx_conn_flush(&k->cl[i]);
+        say_bye(k);
         atomic_store(&k->finished, all ? 1 : 2);
     }
 }

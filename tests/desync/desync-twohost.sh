@@ -114,7 +114,7 @@ if [ $have_mpi = 1 ]; then
     th_mpi m-healthy 60 CCSHIM_ON_DESYNC=abort CCSHIM_DESYNC_STRAGGLER_MS=2000 CCSHIM_DESYNC_HEARTBEAT_MS=2500 -- healthy 5
     tap_eq "m-healthy: exit 0 (nothing aborted it)" 0 "$DSX_RC"
     tap_eq "m-healthy: no MISMATCH, DESYNC or DEAD, no dropped connection" "" \
-        "$(cat "$CCS_TMP/m-healthy"/log-*.txt 2>/dev/null | grep -E '^ccshim (MISMATCH|DESYNC|DEAD) |closed the connection' || true)"
+        "$(cat "$CCS_TMP/m-healthy"/log-*.txt 2>/dev/null | grep -E '^ccshim (MISMATCH|DESYNC|DEAD) |warning: .*closed the connection' || true)"
     tap_check "m-healthy: the coordinator listened on hA's veth address" \
         grep -q "coordinator at $TH_ADDR_A:" "$CCS_TMP/m-healthy/log-0.txt" "$CCS_TMP/m-healthy/log-1.txt"
 else
@@ -168,17 +168,19 @@ if [ $have_nccl = 1 ]; then
     lines=$(dsx_lines n-count MISMATCH)
     tap_check "n-count: MISMATCH naming rank 1 and both counts at the exact seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$"' _ "$lines"
     tap_check "n-count: seen on both hosts" th_seen_both n-count MISMATCH
-    tap_eq "n-count: no dropped connection" "" "$(cat "$CCS_TMP/n-count"/log-*.txt | grep 'closed the connection' || true)"
+    tap_eq "n-count: no dropped connection" "" "$(cat "$CCS_TMP/n-count"/log-*.txt | grep 'warning: .*closed the connection' || true)"
     t0=$(sed -n 's/^culprit_call_ms=//p' "$CCS_TMP/n-count/out-1" | head -1)
     t1=$(th_first_ms n-count MISMATCH)
     lat=$(awk -v a="${t0:-0}" -v b="${t1:-999999999}" 'BEGIN { printf "%d\n", (a > 0 ? b - a : 999999) }')
     tap_check "n-count: reported $lat ms after rank 1's call (<= $MISMATCH_MS)" test "$lat" -le $MISMATCH_MS
     echo "# figure: nccl n-count MISMATCH $lat ms"
-    # Healthy: nothing to report, every connection kept to the end.
+    # Healthy: nothing to report, every connection kept to the end.  (A rank
+    # that is itself exiting notes a link that ends at INFO: the
+    # coordinator's rank may have gone first at the job's normal end.)
     th_nccl n-healthy 60 CCSHIM_DESYNC_STRAGGLER_MS=60000 -- --steps 40
     tap_eq "n-healthy: exit 0" 0 "$DSX_RC"
     tap_eq "n-healthy: no verdict at all, no dropped connection" "" \
-        "$(cat "$CCS_TMP/n-healthy"/log-*.txt 2>/dev/null | grep -E '^ccshim [A-Z]+ |closed the connection|handshake' || true)"
+        "$(cat "$CCS_TMP/n-healthy"/log-*.txt 2>/dev/null | grep -E '^ccshim [A-Z]+ |warning: .*(closed the connection|handshake)' || true)"
     tap_check "n-healthy: the coordinator listened on MASTER_PORT + 1" \
         grep -q "coordinator at $TH_ADDR_A:29501" "$CCS_TMP/n-healthy/log-0.txt" "$CCS_TMP/n-healthy/log-1.txt"
     # Rank 2 (hB) skips a mini-batch in step 3: the others block in the

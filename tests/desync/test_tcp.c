@@ -2,7 +2,8 @@
  * handshake, a verdict reaching a client, a wrong secret refused (both
  * ways), the reflection attack and a replayed handshake refused without a
  * status or verdict, garbage dropped without harm, agreement folded across
- * hosts, unauthenticated connections bounded. */
+ * hosts, unauthenticated connections bounded, BYE also to a link made
+ * after the final exchange. */
 #include "../test_clock.h"
 #include "desync_auth.h"
 #include "desync_proto.h"
@@ -980,6 +981,64 @@ START_TEST(search_finds_the_first_difference)
 }
 END_TEST
 
+/* A client's BYE seen (struct client_events.agreed set to -1 marks it). */
+static void on_bye(void *arg)
+{
+    struct client_events *g = arg;
+    g->agreed = -1;
+}
+
+START_TEST(bye_reaches_a_link_made_after_the_final_exchange)
+{
+    /* Two hosts, one rank each, both exited.  Host 1's leader leaves first
+     * (its link closes), the coordinator's final exchange says BYE to host
+     * 0, and only then does host 1's next link connect (a rank that took it
+     * over while finishing).  It must be told BYE too, not find the
+     * connection closed when the coordinator's process exits (twohost's
+     * n-healthy warned of a closed connection under load). */
+    int port;
+    char why[256] = "";
+    struct ccs_dsx_coord *coord = start_coord(2, "s3cret", &thresholds, &port);
+    struct client_events g0 = {0}, g1 = {0}, g2 = {0};
+    struct ccs_dsx_client_cb cb0 = {.verdict = on_verdict, .agreed = on_agreed, .arg = &g0, .bye = on_bye};
+    struct ccs_dsx_client_cb cb1 = {.verdict = on_verdict, .agreed = on_agreed, .arg = &g1, .bye = on_bye};
+    struct ccs_dsx_client *a = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "s3cret", "host0", &cb0);
+    struct ccs_dsx_client *b = ccs_dsx_client_new("127.0.0.1", port, 2, 1, "s3cret", "host1", &cb1);
+    struct ccs_dsx_status s0, s1;
+    status(&s0, 0, 2, CCS_DSX_EXITED, 0);
+    status(&s1, 1, 2, CCS_DSX_EXITED, 0);
+    const struct ccs_dsx_status *p0 = &s0, *p1 = &s1;
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(ccs_dsx_client_tick(a, &p0, 1, NULL, 0, 5, why, sizeof why), 0);
+        ck_assert_int_eq(ccs_dsx_client_tick(b, &p1, 1, NULL, 0, 5, why, sizeof why), 0);
+        nap();
+    }
+    ck_assert_int_eq(ccs_dsx_client_connected(b), 1);
+    ccs_dsx_client_free(b); /* host 1's leader leaves */
+    settle();
+    /* Both ranks have exited: the final exchange ends at once. */
+    ck_assert_int_eq(ccs_dsx_coord_finish(coord, 2000), 1);
+    for (int i = 0; i < 50 && g0.agreed != -1; i++) {
+        ck_assert_int_eq(ccs_dsx_client_tick(a, &p0, 1, NULL, 0, 5, why, sizeof why), 0);
+        nap();
+    }
+    ck_assert_int_eq(g0.agreed, -1);
+    /* Host 1's link again, after the BYE: told BYE as well, every tick 0. */
+    struct ccs_dsx_client_cb cb2 = {.verdict = on_verdict, .agreed = on_agreed, .arg = &g2, .bye = on_bye};
+    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 1, "s3cret", "host1", &cb2);
+    for (int i = 0; i < 100 && g2.agreed != -1; i++) {
+        ck_assert_msg(ccs_dsx_client_tick(c, &p1, 1, NULL, 0, 5, why, sizeof why) == 0, "%s", why);
+        nap();
+    }
+    ck_assert_int_eq(g2.agreed, -1);
+    ck_assert_int_eq(g2.verdicts, 0);
+    ck_assert_int_eq(g0.verdicts, 0);
+    ccs_dsx_client_free(a);
+    ccs_dsx_client_free(c);
+    ccs_dsx_coord_stop(coord);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_tcp");
@@ -1000,6 +1059,7 @@ static Suite *suite(void)
     tcase_add_test(t, mitm_alteration_is_refused);
     tcase_add_test(t, emfile_does_not_spin);
     tcase_add_test(t, search_finds_the_first_difference);
+    tcase_add_test(t, bye_reaches_a_link_made_after_the_final_exchange);
     suite_add_tcase(s, t);
     return s;
 }
