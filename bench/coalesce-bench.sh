@@ -32,7 +32,6 @@ run() { # OUT-FILE TRAINER-ARGS SHIM-SETTINGS...
         --mca mpi_yield_when_idle 1 -np $NP "$top_builddir/ccshim-run" --summary 0 "$@" -- "$trainer" $run_args \
         2> "$tmp/err" | awk '/^step/ && $2 >= 3 { s += $NF; n++ } END { printf "%.4f\n", s / n }' >> "$tmp/$run_out"
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 
 rows=""
 for cfg in "A 128 1" "B 512 4"; do
@@ -50,13 +49,13 @@ for cfg in "A 128 1" "B 512 4"; do
     every=$(bench_median < "$tmp/$name.every"); auto=$(bench_median < "$tmp/$name.auto")
     echo "coalesce-bench $name ($args): step time (ms, median of $TRIALS): per-step $step," \
         "per-minibatch $mb_t, every:$N $every, auto $auto"
-    echo "  every:$N / per-step $(ratio "$every" "$step"), per-minibatch / every:$N $(ratio "$mb_t" "$every")," \
-        "auto / per-step $(ratio "$auto" "$step"), per-minibatch / auto $(ratio "$mb_t" "$auto")"
+    echo "  every:$N / per-step $(bench_ratio "$every" "$step"), per-minibatch / every:$N $(bench_ratio "$mb_t" "$every")," \
+        "auto / per-step $(bench_ratio "$auto" "$step"), per-minibatch / auto $(bench_ratio "$mb_t" "$auto")"
     rows="$rows
-| $name | --sync per-step | 1 | $step ms | 1.000 | $(ratio "$mb_t" "$step") |
-| $name | --sync per-minibatch | $N | $mb_t ms | $(ratio "$mb_t" "$step") | 1.000 |
-| $name | --sync per-minibatch, CCSHIM_COALESCE=every:$N | 1 real + $((N - 1)) deferred | $every ms | $(ratio "$every" "$step") | $(ratio "$mb_t" "$every") |
-| $name | --sync per-minibatch, CCSHIM_COALESCE=auto | 1 real + $((N - 1)) deferred | $auto ms | $(ratio "$auto" "$step") | $(ratio "$mb_t" "$auto") |"
+| $name | --sync per-step | 1 | $step ms | 1.000 | $(bench_ratio "$mb_t" "$step") |
+| $name | --sync per-minibatch | $N | $mb_t ms | $(bench_ratio "$mb_t" "$step") | 1.000 |
+| $name | --sync per-minibatch, CCSHIM_COALESCE=every:$N | 1 real + $((N - 1)) deferred | $every ms | $(bench_ratio "$every" "$step") | $(bench_ratio "$mb_t" "$every") |
+| $name | --sync per-minibatch, CCSHIM_COALESCE=auto | 1 real + $((N - 1)) deferred | $auto ms | $(bench_ratio "$auto" "$step") | $(bench_ratio "$mb_t" "$auto") |"
 done
 
 doc="$top_srcdir/docs/performance.md"

@@ -58,7 +58,7 @@ row() { # LABEL WAY
     else
         same=$(sort -u "$tmp/$2.dg" | awk -v d="$digest_ns" '$1 != d {x = 1} END {print (NR && !x) ? "yes" : "no"}')
     fi
-    echo "| $1 | $m ms ($(bench_range "$tmp/$2.ms")) | $(bench_median <"$tmp/$2.pf") ($(bench_range "$tmp/$2.pf")) | $(awk -v a="$m" -v b="$ns" 'BEGIN {printf "%.3f", a / b}') | $same |"
+    echo "| $1 | $m ms ($(bench_range "$tmp/$2.ms")) | $(bench_median <"$tmp/$2.pf") ($(bench_range "$tmp/$2.pf")) | $(bench_ratio "$m" "$ns") | $same |"
 }
 table=$(
     echo "| steps 0-1 | step time | page faults per step (rank 0) | ratio to no_sync | parameters bitwise those of no_sync |"

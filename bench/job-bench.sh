@@ -61,7 +61,7 @@ done
 # the median of the rounds' own ratios (a round runs the three back to back,
 # so a drift of the machine's speed between rounds cancels in it).
 ratio() { # NAME WAY: median and range of WAY/plain per round
-    paste "$tmp/$1.plain" "$tmp/$1.$2" | awk '$1 > 0 {printf "%.4f\n", $2 / $1}' > "$tmp/$1.$2.ratio"
+    bench_round_ratios "$tmp/$1.plain" "$tmp/$1.$2" > "$tmp/$1.$2.ratio"
     printf '%s (%s)' "$(bench_median < "$tmp/$1.$2.ratio")" "$(bench_range "$tmp/$1.$2.ratio")"
 }
 row() { # LABEL NAME UNIT

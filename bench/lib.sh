@@ -25,6 +25,18 @@ bench_median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[
 # bench_range FILE: "LOW to HIGH" of the numbers in FILE.
 bench_range() { sort -n "$1" | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s to %s", lo, hi}'; }
 
+# bench_ratio A B: A / B to three decimals.
+bench_ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+
+# bench_round_ratios A B: B's figure over A's, one line per round (files of
+# one figure per round, in round order; a round where A is 0 left out).
+bench_round_ratios() { paste "$1" "$2" | awk '$1 > 0 {printf "%.4f\n", $2 / $1}'; }
+
+# glibc's trim and mmap thresholds fixed (GLIBC_TUNABLES), so that the torch
+# jobs' 4 MiB tensors are not given back to the kernel and faulted in again
+# every step (docs/performance.md, "Real PyTorch DDP with a cached loss").
+BENCH_STEADY_HEAP="glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_threshold=33554432"
+
 # bench_cpu: the processor's model name (which host a figure is from).
 bench_cpu() { awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo; }
 

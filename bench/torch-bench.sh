@@ -33,7 +33,7 @@ ROUNDS=${ROUNDS:-7}
 STEPS=${STEPS:-30}
 ST_ROUNDS=${ST_ROUNDS:-3}
 VENV=${CCSHIM_VENV:-$HOME/.cache/ccshim/venv-st}
-STEADY="glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_threshold=33554432"
+STEADY=$BENCH_STEADY_HEAP
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 JOB="$top_srcdir/tests/torch/ddp_job.py"
 TJOB="$top_srcdir/tests/realstack/trainer_job.py"
@@ -44,7 +44,6 @@ mpirun_() {
         --mca btl self,vader -np 2 "$@" 2>"$tmp/last.err"
 }
 range() { sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s-%s", lo, hi}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 RUN="$top_builddir/ccshim-run --mpi --summary 0"
 # run_ok HEAP ARGS: one run into last.out, or the benchmark ends with its error
 run_ok() {
@@ -78,7 +77,7 @@ shape() {
 row() {
     local m
     m=$(bench_median <"$tmp/$2.ms")
-    echo "| $1 | $m ms ($(range <"$tmp/$2.ms")) | $(bench_median <"$tmp/$2.pf") | $(ratio "$m" "$3") | $(ratio "$m" "$4") |"
+    echo "| $1 | $m ms ($(range <"$tmp/$2.ms")) | $(bench_median <"$tmp/$2.pf") | $(bench_ratio "$m" "$3") | $(bench_ratio "$m" "$4") |"
 }
 rows() { # NAME: the tables' rows, default heap then steady heap
     local n=$1 ns nt sns snt
@@ -138,9 +137,9 @@ if [ -x "$VENV/bin/python" ]; then
         f=$(bench_median <"$tmp/st.fix.ms"); ft=$(bench_median <"$tmp/st.fixt.ms"); a=$(bench_median <"$tmp/st.auto.ms")
         echo "| way | step time | ratio to the fix | ratio to the fix under \`--torch\` |"
         echo "| --- | --- | --- | --- |"
-        echo "| the code fix (\`trainer_job.py --fix no_sync\`), interception only | $f ms ($(range <"$tmp/st.fix.ms")) | 1 | $(ratio "$f" "$ft") |"
-        echo "| the same under \`--torch\` with desync on | $ft ms ($(range <"$tmp/st.fixt.ms")) | $(ratio "$ft" "$f") | 1 |"
-        echo "| **the job as written under \`--torch --coalesce auto\`** | $a ms ($(range <"$tmp/st.auto.ms")) | $(ratio "$a" "$f") | $(ratio "$a" "$ft") |"
+        echo "| the code fix (\`trainer_job.py --fix no_sync\`), interception only | $f ms ($(range <"$tmp/st.fix.ms")) | 1 | $(bench_ratio "$f" "$ft") |"
+        echo "| the same under \`--torch\` with desync on | $ft ms ($(range <"$tmp/st.fixt.ms")) | $(bench_ratio "$ft" "$f") | 1 |"
+        echo "| **the job as written under \`--torch --coalesce auto\`** | $a ms ($(range <"$tmp/st.auto.ms")) | $(bench_ratio "$a" "$f") | $(bench_ratio "$a" "$ft") |"
         echo "sentence-transformers: fix $f, under --torch $ft, auto $a ms" >&2
     }
 fi

@@ -31,7 +31,7 @@ STEPS=${STEPS:-30}
 JOB="$top_srcdir/tests/torch/ddp_job.py"
 RUN="$top_builddir/ccshim-run --mpi --summary 0"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-STEADY="glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_threshold=33554432"
+STEADY=$BENCH_STEADY_HEAP
 # one WAY HEAP ARGS: one run under GLIBC_TUNABLES=HEAP (empty: glibc's
 # defaults); its step_ms and faults_per_step appended to WAY.ms / WAY.pf
 one() {
@@ -60,8 +60,7 @@ for w in d.ns d.nt d.au s.ns s.nt s.au; do
         { echo "torch2-report-bench: a run of $w printed no step_ms or faults_per_step" >&2; exit 1; }
 done
 # per_round A B: the median of the rounds' own ratios A/B
-per_round() { paste "$tmp/$1.ms" "$tmp/$2.ms" | awk '{print $1 / $2}' | bench_median | awk '{printf "%.3f", $1}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+per_round() { bench_round_ratios "$tmp/$2.ms" "$tmp/$1.ms" | bench_median | awk '{printf "%.3f", $1}'; }
 # table H: the three ways' rows under heap H (d or s)
 table() {
     local h=$1 ns nt w m
@@ -76,7 +75,7 @@ table() {
         au) label="**per-mini-batch under \`--torch --coalesce auto\`** (DDP skips, from step 2)" ;;
         esac
         echo "| $label | $m ms ($(bench_range "$tmp/$h.$w.ms")) | $(bench_median <"$tmp/$h.$w.pf") ($(bench_range "$tmp/$h.$w.pf")) |" \
-            "$(ratio "$m" "$ns") / $(per_round $h.$w $h.ns) | $(ratio "$m" "$nt") / $(per_round $h.$w $h.nt) |"
+            "$(bench_ratio "$m" "$ns") / $(per_round $h.$w $h.ns) | $(bench_ratio "$m" "$nt") / $(per_round $h.$w $h.nt) |"
     done
     echo "torch 2.13, report shape, heap $h: no_sync $ns, under --torch $nt, auto $(bench_median <"$tmp/$h.au.ms") ms;" \
         "auto per round: $(per_round $h.au $h.ns) of no_sync, $(per_round $h.au $h.nt) under --torch" >&2
