@@ -30,9 +30,9 @@
 static const struct ccs_dsx_thresholds thresholds = {
     .block_ms = 1000, .straggler_ms = 60000, .suspect_ms = 2000, .heartbeat_ms = 10000};
 
-/* What a client was told: verdicts and agreements, the last of each. */
+/* What a client was told: verdicts and agreements, the last of each; BYEs. */
 struct client_events {
-    int verdicts, agreed;
+    int verdicts, agreed, byes;
     struct ccs_dsx_verdict v;
     struct ccs_dsx_agree a;
 };
@@ -48,6 +48,11 @@ static void on_agreed(const struct ccs_dsx_agree *a, void *arg)
     struct client_events *g = arg;
     g->a = *a;
     g->agreed++;
+}
+static void on_bye(void *arg)
+{
+    struct client_events *g = arg;
+    g->byes++;
 }
 
 static void status(struct ccs_dsx_status *st, int r, int n, uint32_t life, int blocked)
@@ -106,11 +111,11 @@ static struct ccs_dsx_coord *start_coord(int wsize, const char *secret, const st
     return coord;
 }
 
-/* The client of RANK (of 2) on HOST, its verdicts and agreements counted in EVENTS. */
+/* The client of RANK (of 2) on HOST, its verdicts, agreements and BYEs counted in EVENTS. */
 static struct ccs_dsx_client *new_client(int port, int rank, const char *secret, const char *host,
                                          struct client_events *events)
 {
-    struct ccs_dsx_client_cb cb = {.verdict = on_verdict, .agreed = on_agreed, .arg = events};
+    struct ccs_dsx_client_cb cb = {.verdict = on_verdict, .agreed = on_agreed, .bye = on_bye, .arg = events};
     return ccs_dsx_client_new("127.0.0.1", port, 2, rank, secret, host, &cb);
 }
 
@@ -915,7 +920,7 @@ static void host_want(uint64_t comm, uint64_t seq, void *arg)
 static void host_bye(void *arg)
 {
     struct host *h = arg;
-    h->g.agreed = -1; /* (marks the BYE) */
+    on_bye(&h->g);
 }
 
 START_TEST(search_finds_the_first_difference)
@@ -966,7 +971,7 @@ START_TEST(search_finds_the_first_difference)
     for (int it = 0; it < 100 && !done; it++) {
         for (int i = 0; i < 2; i++)
             ck_assert_int_eq(ccs_dsx_client_tick(cl[i], h[i].p, 2, NULL, 0, 5, why, sizeof why), 0);
-        done = h[0].g.agreed == -1 && h[1].g.agreed == -1;
+        done = h[0].g.byes == 1 && h[1].g.byes == 1;
         if (it == 5)
             ck_assert_int_eq(ccs_dsx_coord_finish(coord, 2000), 1);
         nap();
@@ -981,13 +986,6 @@ START_TEST(search_finds_the_first_difference)
 }
 END_TEST
 
-/* A client's BYE seen (struct client_events.agreed set to -1 marks it). */
-static void on_bye(void *arg)
-{
-    struct client_events *g = arg;
-    g->agreed = -1;
-}
-
 START_TEST(bye_reaches_a_link_made_after_the_final_exchange)
 {
     /* Two hosts, one rank each, both exited.  Host 1's leader leaves first
@@ -1000,10 +998,8 @@ START_TEST(bye_reaches_a_link_made_after_the_final_exchange)
     char why[256] = "";
     struct ccs_dsx_coord *coord = start_coord(2, "s3cret", &thresholds, &port);
     struct client_events g0 = {0}, g1 = {0}, g2 = {0};
-    struct ccs_dsx_client_cb cb0 = {.verdict = on_verdict, .agreed = on_agreed, .arg = &g0, .bye = on_bye};
-    struct ccs_dsx_client_cb cb1 = {.verdict = on_verdict, .agreed = on_agreed, .arg = &g1, .bye = on_bye};
-    struct ccs_dsx_client *a = ccs_dsx_client_new("127.0.0.1", port, 2, 0, "s3cret", "host0", &cb0);
-    struct ccs_dsx_client *b = ccs_dsx_client_new("127.0.0.1", port, 2, 1, "s3cret", "host1", &cb1);
+    struct ccs_dsx_client *a = new_client(port, 0, "s3cret", "host0", &g0);
+    struct ccs_dsx_client *b = new_client(port, 1, "s3cret", "host1", &g1);
     struct ccs_dsx_status s0, s1;
     status(&s0, 0, 2, CCS_DSX_EXITED, 0);
     status(&s1, 1, 2, CCS_DSX_EXITED, 0);
@@ -1018,19 +1014,19 @@ START_TEST(bye_reaches_a_link_made_after_the_final_exchange)
     settle();
     /* Both ranks have exited: the final exchange ends at once. */
     ck_assert_int_eq(ccs_dsx_coord_finish(coord, 2000), 1);
-    for (int i = 0; i < 50 && g0.agreed != -1; i++) {
+    for (int i = 0; i < 50 && g0.byes == 0; i++) {
         ck_assert_int_eq(ccs_dsx_client_tick(a, &p0, 1, NULL, 0, 5, why, sizeof why), 0);
         nap();
     }
-    ck_assert_int_eq(g0.agreed, -1);
+    ck_assert_int_eq(g0.byes, 1);
     /* Host 1's link again, after the BYE: told BYE as well, every tick 0. */
-    struct ccs_dsx_client_cb cb2 = {.verdict = on_verdict, .agreed = on_agreed, .arg = &g2, .bye = on_bye};
-    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 2, 1, "s3cret", "host1", &cb2);
-    for (int i = 0; i < 100 && g2.agreed != -1; i++) {
+    struct ccs_dsx_client *c = new_client(port, 1, "s3cret", "host1", &g2);
+    for (int i = 0; i < 100 && g2.byes == 0; i++) {
         ck_assert_msg(ccs_dsx_client_tick(c, &p1, 1, NULL, 0, 5, why, sizeof why) == 0, "%s", why);
         nap();
     }
-    ck_assert_int_eq(g2.agreed, -1);
+    ck_assert_int_eq(g2.byes, 1);
+    ck_assert_int_eq(g1.byes, 0); /* it had left before the final exchange */
     ck_assert_int_eq(g2.verdicts, 0);
     ck_assert_int_eq(g0.verdicts, 0);
     ccs_dsx_client_free(a);
