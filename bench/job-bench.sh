@@ -131,7 +131,7 @@ variants:
 | preload | added per call |
 | --- | --- |$anatomy
 
-How to read it: on one rank the shim adds about 5-6 ns per call: there the core overlaps a
+How to read it: on one rank the shim adds about 5 ns per call ("One rank" below): there the core overlaps a
 wrapper's work with the MPI's.  On two ranks every call ends waiting for the other rank, and
 the time from one call's return to the next call's send is on the critical path of the
 exchange; Open MPI's shared-memory send writes its FIFO with \`xchg\` (a locked instruction:

@@ -189,7 +189,9 @@ What is left: about $ir_off instructions per call (124 after the rounds below; t
 running hash that spares the desync thread hashing every record added 30, see "The
 detector's cost"; 8 went on 2026-12-05: the thread's last communicator moved onto its ring's
 producer line, the ring standing for the test of \`ccs_active\`, and the fast path's
-conditions one branch each; at one rank that measured no faster, within 0.3 ns).  A second round (after 172) took the
+conditions one branch each; at one rank that measured no faster, within 0.3 ns; 5 more
+the same day: the running hash's one multiplication where it had two, "One rank" below).
+A second round (after 172) took the
 record's writer and the wrappers apart under callgrind: the record written as four
 8-byte words built in registers instead of about 20 narrow stores (the bytes in memory
 unchanged), no store of fields no reader takes from a slot (the times when no trace is

@@ -32,7 +32,7 @@ struct ccs_comm {
      * holds for hash, step_at and kinds. */
     _Atomic uint64_t seq;     /* next collective sequence number (from 1) */
     _Atomic uint64_t p2p;     /* point-to-point calls so far */
-    /* Running hash (ccs_running_hash) of the fingerprint keys of the
+    /* Running hash (ccs_running_hash) of the fingerprint words of the
      * collectives issued so far; each record also carries it through its
      * own call, so that desync's thread reads a (seq, hash) pair from the
      * newest record instead of hashing every record (docs/desync.md). */

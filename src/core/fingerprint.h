@@ -23,8 +23,7 @@ static inline size_t ccs_slot_hash(uint64_t key, unsigned bits)
     return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> (64 - bits));
 }
 
-/* The odd multiplier of the fingerprint key and the running hash (one
- * constant: the hot path loads it once for both). */
+/* The odd multiplier of the fingerprint key and the running hash. */
 #define CCS_HASH_MUL 0xd6e8feb86659fd93ULL
 
 /* Bytes of COUNT elements of DTYPE (COUNT itself for CCS_DT_DERIVED). */
@@ -53,46 +52,61 @@ static inline unsigned ccs_fp_fields(unsigned kind)
 }
 
 /* The fields every member must agree on for KIND under MPI's matching
- * rules, packed into one word (not mixed): the kind and the nonblocking
- * flag always; for reductions the whole type signature (COUNT, DTYPE, SIG)
- * and the op; for bcast/gather/scatter/allgather(v)/alltoall the
- * signature's size in bytes; the root for rooted kinds.  SIG: hash of a
+ * rules, packed into two words (not mixed): W holds the kind and the
+ * nonblocking flag always, the op and the basic type of reductions, the
+ * root of rooted kinds; C the count: for reductions the whole type
+ * signature (COUNT, DTYPE, SIG), for bcast/gather/scatter/allgather(v)/
+ * alltoall the signature's size in bytes, else 0.  SIG: hash of a
  * multi-type signature's repeating unit (DTYPE CCS_DT_DERIVED, COUNT then
  * in bytes), else 0.  Point-to-point kinds: the kind only.  Inline and
- * cheap (one multiplication; the field choice folds with a constant KIND):
- * the hot path folds it into its communicator's running hash. */
+ * without a multiplication (the field choice folds with a constant KIND):
+ * the hot path folds both words into its communicator's running hash. */
+struct ccs_fp_words {
+    uint64_t w, c;
+};
+
+static inline struct ccs_fp_words ccs_fp_words(unsigned kind, unsigned flags, uint64_t count, unsigned dtype,
+                                               unsigned op, int root, uint32_t sig)
+{
+    unsigned f = ccs_fp_fields(kind);
+    struct ccs_fp_words k = {(uint64_t)kind, 0};
+    if (f & CCS_FP_COLL)
+        k.w |= (uint64_t)(flags & CCS_F_NONBLOCKING) << 16;
+    if (f & CCS_FP_SIG) {
+        k.w |= (uint64_t)(dtype & 0xff) << 24;
+        k.c = count ^ ((uint64_t)sig << 40) ^ ((uint64_t)sig >> 24);
+    } else if (f & CCS_FP_BYTES) {
+        k.c = ccs_sig_bytes(count, dtype);
+    }
+    if (f & CCS_FP_OP)
+        k.w |= (uint64_t)(op & 0xff) << 32;
+    if (f & CCS_FP_ROOT)
+        k.w |= (uint64_t)((uint32_t)root & 0xffffff) << 40;
+    return k;
+}
+
+/* The two words in one (the count through an odd multiplier, a
+ * bijection), for the fingerprint (fingerprint.c). */
 static inline uint64_t ccs_fp_key(unsigned kind, unsigned flags, uint64_t count, unsigned dtype, unsigned op,
                                   int root, uint32_t sig)
 {
-    unsigned f = ccs_fp_fields(kind);
-    uint64_t w = (uint64_t)kind;
-    uint64_t c = 0;
-    if (f & CCS_FP_COLL)
-        w |= (uint64_t)(flags & CCS_F_NONBLOCKING) << 16;
-    if (f & CCS_FP_SIG) {
-        w |= (uint64_t)(dtype & 0xff) << 24;
-        c = count ^ ((uint64_t)sig << 40) ^ ((uint64_t)sig >> 24);
-    } else if (f & CCS_FP_BYTES) {
-        c = ccs_sig_bytes(count, dtype);
-    }
-    if (f & CCS_FP_OP)
-        w |= (uint64_t)(op & 0xff) << 32;
-    if (f & CCS_FP_ROOT)
-        w |= (uint64_t)((uint32_t)root & 0xffffff) << 40;
-    /* The count enters through an odd multiplier (a bijection). */
-    return w ^ (c * CCS_HASH_MUL);
+    struct ccs_fp_words k = ccs_fp_words(kind, flags, count, dtype, op, root, sig);
+    return k.w ^ (k.c * CCS_HASH_MUL);
 }
 
 /* The running hash of a communicator's collectives, through one more call
- * whose ccs_fp_key is KEY and which coalescing answered locally or not
- * (DEFERRED): H * B + KEY', a polynomial hash with B odd.  Each step is a
- * bijection of H for a given key, so two sequences that differ in one call
- * never hash alike afterwards, whatever follows alike.  The hot path folds
- * every collective into its communicator's hash with it (record.h); the
- * ranks compare these hashes at equal seqs (docs/desync.md). */
-static inline uint64_t ccs_running_hash(uint64_t h, uint64_t key, int deferred)
+ * whose words are K and which coalescing answered locally or not
+ * (DEFERRED): (H ^ W) * B + C', with B odd and C' the count word, marked
+ * when deferred.  One multiplication, on the hot path of every collective
+ * (record.h).  Each step is a bijection of H for given words, so two
+ * sequences that differ in one call never hash alike afterwards, whatever
+ * follows alike; and for one H, words that differ give hashes that differ
+ * (equal W: C' differs; else the products differ by a multiple of B that a
+ * count's difference would have to equal).  The ranks compare these
+ * hashes at equal seqs (docs/desync.md). */
+static inline uint64_t ccs_running_hash(uint64_t h, struct ccs_fp_words k, int deferred)
 {
-    return h * CCS_HASH_MUL + (key ^ (deferred ? 0x7f4a7c159e3779b9ULL : 0));
+    return (h ^ k.w) * CCS_HASH_MUL + (k.c ^ (deferred ? 0x7f4a7c159e3779b9ULL : 0));
 }
 
 /* Fingerprint of the fields every member must agree on for one collective:

@@ -170,11 +170,11 @@ CCS_INLINE struct ccs_record *ccs_call_store(struct ccs_ring *r, struct ccs_comm
             atomic_store_explicit(&c->seq, seq, memory_order_relaxed);
             /* The communicator's running hash through this call: what
              * desync's thread would otherwise fold from every record
-             * (docs/performance.md, "The detector's cost").  A multiply-add
-             * on the line just used. */
+             * (docs/performance.md, "The detector's cost").  One
+             * multiply-add on the line just used. */
             hash = ccs_running_hash(atomic_load_explicit(&c->hash, memory_order_relaxed),
-                                    ccs_fp_key(kind, call->flags, call->count, call->dtype, call->op, call->root,
-                                               call->sig),
+                                    ccs_fp_words(kind, call->flags, call->count, call->dtype, call->op, call->root,
+                                                 call->sig),
                                     call->flags & CCS_F_DEFERRED);
             atomic_store_explicit(&c->hash, hash, memory_order_relaxed);
         } else if (which == CCS_COUNTER_P2P) {

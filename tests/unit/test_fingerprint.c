@@ -2,6 +2,7 @@
 #include "shim.h"
 #include "sig_canon.h"
 #include "unit_main.h"
+#include <stdlib.h>
 #include <string.h>
 
 START_TEST(deterministic_and_sensitive)
@@ -187,6 +188,108 @@ START_TEST(hash_bytes)
 }
 END_TEST
 
+/* The running hash's guarantees (fingerprint.h): from one hash, calls whose
+ * words differ (or that differ only in being deferred) never give the same
+ * next hash; and a differing call keeps every later hash different.  Over
+ * every sequenced kind with the fields its fingerprint takes varied across
+ * a grid of the values jobs use (small counts, powers of two and their
+ * neighbours up to 2^40, common types and ops, low roots, sigs). */
+struct hashed {
+    uint64_t h, w, c;
+};
+
+static int by_hash(const void *a, const void *b)
+{
+    const struct hashed *x = a, *y = b;
+    return x->h < y->h ? -1 : x->h > y->h;
+}
+
+static int by_words(const void *a, const void *b)
+{
+    const struct hashed *x = a, *y = b;
+    if (x->w != y->w)
+        return x->w < y->w ? -1 : 1;
+    return x->c < y->c ? -1 : x->c > y->c;
+}
+
+START_TEST(running_hash_tells_calls_apart)
+{
+    static const unsigned dtypes[] = {CCS_DT_INT32, CCS_DT_FLOAT32, CCS_DT_FLOAT64, CCS_DT_BFLOAT16, CCS_DT_DERIVED};
+    static const unsigned ops[] = {CCS_OP_SUM, CCS_OP_MAX, CCS_OP_MIN, CCS_OP_USER};
+    static const int roots[] = {-1, 0, 1, 3};
+    static const uint32_t sigs[] = {0, 0x9e3779b9u};
+    uint64_t counts[64 + 3 * 40];
+    size_t ncount = 0;
+    for (uint64_t n = 0; n < 64; n++)
+        counts[ncount++] = n;
+    for (unsigned k = 6; k < 46; k++) {
+        counts[ncount++] = (1ull << k) - 1;
+        counts[ncount++] = 1ull << k;
+        counts[ncount++] = (1ull << k) + 1;
+    }
+    size_t cap = 1u << 20, n = 0;
+    struct hashed *v = malloc(cap * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (unsigned kind = 1; kind < CCS_KIND_MAX; kind++) {
+        if (!ccs_kind_sequenced(kind))
+            continue;
+        for (unsigned nb = 0; nb < 2; nb++)
+            for (size_t ci = 0; ci < ncount; ci++)
+                for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++)
+                    for (size_t oi = 0; oi < sizeof ops / sizeof *ops; oi++)
+                        for (size_t ri = 0; ri < sizeof roots / sizeof *roots; ri++)
+                            for (size_t si = 0; si < sizeof sigs / sizeof *sigs; si++) {
+                                struct ccs_fp_words k =
+                                    ccs_fp_words(kind, nb ? CCS_F_NONBLOCKING : 0, counts[ci], dtypes[di], ops[oi],
+                                                 roots[ri], dtypes[di] == CCS_DT_DERIVED ? sigs[si] : 0);
+                                if (n == cap) {
+                                    cap *= 2;
+                                    v = realloc(v, cap * sizeof *v);
+                                    ck_assert_ptr_nonnull(v);
+                                }
+                                v[n++] = (struct hashed){0, k.w, k.c};
+                            }
+    }
+    /* Distinct words only (a kind ignores fields), then each also deferred. */
+    qsort(v, n, sizeof *v, by_words);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || by_words(&v[u - 1], &v[i]) != 0)
+            v[u++] = v[i];
+    ck_assert_uint_gt(u, 50000);
+    v = realloc(v, 2 * u * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    static const uint64_t from[] = {0, ~0ull, 0x0123456789abcdefull, 1ull << 63};
+    for (size_t f = 0; f < sizeof from / sizeof *from; f++) {
+        for (size_t i = 0; i < u; i++) {
+            struct ccs_fp_words k = {v[i].w, v[i].c};
+            v[i].h = ccs_running_hash(from[f], k, 0);
+            v[u + i] = (struct hashed){ccs_running_hash(from[f], k, 1), v[i].w, v[i].c};
+        }
+        qsort(v, 2 * u, sizeof *v, by_hash);
+        for (size_t i = 1; i < 2 * u; i++)
+            ck_assert_msg(v[i].h != v[i - 1].h, "calls (w %#llx c %#llx) and (w %#llx c %#llx) hash alike from %#llx",
+                          (unsigned long long)v[i - 1].w, (unsigned long long)v[i - 1].c,
+                          (unsigned long long)v[i].w, (unsigned long long)v[i].c, (unsigned long long)from[f]);
+        qsort(v, 2 * u, sizeof *v, by_words); /* back in order of words: v[0..u) the undeferred */
+        size_t w = 0;
+        for (size_t i = 0; i < 2 * u; i += 2)
+            v[w++] = v[i];
+    }
+    free(v);
+
+    /* One differing call (a count off by one), then the same 1000 calls. */
+    struct ccs_fp_words same = ccs_fp_words(CCS_KIND_ALLREDUCE, 0, 4096, CCS_DT_FLOAT32, CCS_OP_SUM, -1, 0);
+    uint64_t a = ccs_running_hash(7, ccs_fp_words(CCS_KIND_ALLREDUCE, 0, 100, CCS_DT_FLOAT32, CCS_OP_SUM, -1, 0), 0);
+    uint64_t b = ccs_running_hash(7, ccs_fp_words(CCS_KIND_ALLREDUCE, 0, 101, CCS_DT_FLOAT32, CCS_OP_SUM, -1, 0), 0);
+    for (int i = 0; i < 1000; i++) {
+        ck_assert_uint_ne(a, b);
+        a = ccs_running_hash(a, same, 0);
+        b = ccs_running_hash(b, same, 0);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("fingerprint");
@@ -198,6 +301,7 @@ static Suite *suite(void)
     tcase_add_test(t, data_movement_by_size);
     tcase_add_test(t, signature_primitive_root);
     tcase_add_test(t, signature_primitive_root_brute_force);
+    tcase_add_test(t, running_hash_tells_calls_apart);
     suite_add_tcase(s, t);
     return s;
 }

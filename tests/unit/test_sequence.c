@@ -212,7 +212,8 @@ static const struct ccs_dsx_comm *status_of(const struct ccs_dsx_status *st, uin
 /* The running hash the hot path should have for N calls of CALL after H. */
 static uint64_t hash_after(uint64_t h, struct ccs_call call, uint64_t n)
 {
-    uint64_t key = ccs_fp_key(call.kind, call.flags, call.count, call.dtype, call.op, call.root, call.sig);
+    struct ccs_fp_words key =
+        ccs_fp_words(call.kind, call.flags, call.count, call.dtype, call.op, call.root, call.sig);
     while (n--)
         h = ccs_running_hash(h, key, (call.flags & CCS_F_DEFERRED) != 0);
     return h;
