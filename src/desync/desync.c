@@ -82,7 +82,7 @@ static struct {
     const struct ccs_dsx_status **view;  /* per world rank: the statuses known this period */
     const struct ccs_dsx_status **local; /* the same, packed: this host's ranks */
     struct ccs_dsx_seen *seen, *reported;
-    uint64_t vcursor;                       /* the next verdict to read from shared memory */
+    struct ccs_dsx_vcursor vcursor;         /* the next verdict to read from shared memory */
     uint64_t last_hash, last_pub, last_dbg; /* own status last published (hash, ms); last debug line (ms) */
     struct ccs_dsx_agree *agree_buf;        /* the host's agreement values, forwarded by its leader */
     size_t agree_cap;

@@ -335,37 +335,54 @@ int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s)
     return s->wsize;
 }
 
+/* Posted by the host's leader, and for a moment at a handover by two (a
+ * leader that resigned while a verdict was in its hands, and the next): a
+ * verdict's index is claimed by a fetch-and-add on NVERDICT, and its
+ * place's generation names the index, 2i+1 while verdict i is written
+ * there and 2i+2 once it is.  So two writers never share a place, and a
+ * reader takes place i only when it holds verdict i, whole. */
 void ccs_dsx_shm_post_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v)
 {
-    uint64_t i = atomic_load(&s->h->nverdict);
+    uint64_t i = atomic_fetch_add(&s->h->nverdict, 1);
     struct vslot *vs = &s->h->verdict[i % NVERDICT];
-    uint64_t g = atomic_load_explicit(&vs->gen, memory_order_relaxed);
-    atomic_store_explicit(&vs->gen, g + 1, memory_order_relaxed);
+    atomic_store_explicit(&vs->gen, 2 * i + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     memcpy(&vs->v, v, sizeof *v);
-    atomic_store_explicit(&vs->gen, g + 2, memory_order_release);
-    atomic_store(&s->h->nverdict, i + 1);
+    atomic_store_explicit(&vs->gen, 2 * i + 2, memory_order_release);
 }
 
-int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, uint64_t *cursor, struct ccs_dsx_verdict *out)
+int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, struct ccs_dsx_vcursor *c, struct ccs_dsx_verdict *out)
 {
     uint64_t n = atomic_load(&s->h->nverdict);
-    if (*cursor >= n)
-        return 0;
-    if (n - *cursor > NVERDICT)
-        *cursor = n - NVERDICT; /* lapped: the oldest are gone */
-    struct vslot *vs = &s->h->verdict[*cursor % NVERDICT];
-    for (int tries = 0; tries < 50; tries++) {
-        uint64_t g1 = atomic_load_explicit(&vs->gen, memory_order_acquire);
-        if (g1 & 1)
-            continue;
-        memcpy(out, &vs->v, sizeof *out);
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&vs->gen, memory_order_relaxed) == g1) {
-            (*cursor)++;
-            char why[128];
-            return ccs_dsx_check_verdict(out, s->wsize, why, sizeof why) == 0;
+    while (c->next < n) {
+        if (n - c->next > NVERDICT) { /* lapped: the oldest are gone */
+            c->next = n - NVERDICT;
+            c->stalls = 0;
         }
+        struct vslot *vs = &s->h->verdict[c->next % NVERDICT];
+        uint64_t whole = 2 * c->next + 2;
+        uint64_t g = atomic_load_explicit(&vs->gen, memory_order_acquire);
+        if (g < whole) {
+            /* Claimed, not yet written: its writer is in the middle, or died
+             * there.  Looked at again in the next periods; after
+             * CCS_DSX_VERDICT_STALLS of them, passed by for the next. */
+            if (++c->stalls < CCS_DSX_VERDICT_STALLS)
+                return 0;
+        } else if (g == whole) {
+            memcpy(out, &vs->v, sizeof *out);
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&vs->gen, memory_order_relaxed) != g)
+                continue; /* a later verdict took the place meanwhile: gone, seen as such next time round */
+            char why[128];
+            c->next++;
+            c->stalls = 0;
+            if (ccs_dsx_check_verdict(out, s->wsize, why, sizeof why) == 0)
+                return 1;
+            continue;
+        }
+        /* Passed by, or the place already holds a later verdict (gone). */
+        c->next++;
+        c->stalls = 0;
     }
     return 0;
 }

@@ -44,10 +44,22 @@ int ccs_dsx_shm_is_leader(struct ccs_dsx_shm *s);
 int ccs_dsx_shm_claim_leader(struct ccs_dsx_shm *s);
 void ccs_dsx_shm_resign(struct ccs_dsx_shm *s);
 
-/* Verdicts from the coordinator, posted by the leader for every local rank. */
+/* Verdicts from the coordinator, posted by the leader for every local rank
+ * (at a handover, two leaders at once are safe). */
 void ccs_dsx_shm_post_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v);
-/* Next verdict after *CURSOR: 1 and advances it, or 0 when none. */
-int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, uint64_t *cursor, struct ccs_dsx_verdict *out);
+/* A reader's place in the verdicts: zeroed to start from the first. */
+struct ccs_dsx_vcursor {
+    uint64_t next;   /* the index of the next verdict to read */
+    uint32_t stalls; /* calls that found it claimed but not yet written */
+};
+/* Calls (periods) a claimed verdict may stay unwritten before a reader
+ * passes it by: its writer died in the middle. */
+#define CCS_DSX_VERDICT_STALLS 50
+/* The next whole, valid verdict at or after C into OUT: 1 and advances C,
+ * or 0 when there is none yet.  Verdicts come in the order they were
+ * claimed; one lapped (more than the segment keeps were posted since) or
+ * invalid is passed by. */
+int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, struct ccs_dsx_vcursor *c, struct ccs_dsx_verdict *out);
 
 /* Agreement values: a rank writes its own (CCS_DSX_SHM_NAGREE per rank);
  * anyone reads them.  Results folded by the coordinator are posted by the

@@ -10,6 +10,7 @@
 #include "../test_ports.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -381,6 +382,92 @@ START_TEST(agreed_posts_from_many_processes)
 }
 END_TEST
 
+/* Verdicts posted by two leaders at once (a handover: the one that resigned
+ * still had one in hand): none lost, none torn, each writer's in its order.
+ * Two processes post 8 each at the same moment, 16 in all (what the
+ * segment keeps), in each of 2000 rounds, and after each round the reader
+ * takes exactly those 16.  Before the index was claimed by a fetch-and-add,
+ * two writers read the same count, wrote one place, and one verdict of the
+ * pair was gone. */
+#define VERDICT_WRITERS 2
+#define VERDICTS_EACH 8
+#define VERDICT_ROUNDS 2000
+
+static void wait_until(_Atomic int *v, int want)
+{
+    while (atomic_load(v) < want)
+        sched_yield();
+}
+
+START_TEST(verdicts_posted_by_two_leaders_at_once)
+{
+    char key[128], why[256];
+    snprintf(key, sizeof key, "verdicts-%d-0123456789abcdef", (int)getpid());
+    struct ccs_dsx_shm *s = ccs_dsx_shm_open(key, N, 0, 0, why, sizeof why);
+    ck_assert_msg(s != NULL, "%s", why);
+    _Atomic int *sync = mmap(NULL, 2 * sizeof *sync, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(sync != MAP_FAILED);
+    _Atomic int *go = &sync[0], *done = &sync[1];
+    atomic_init(go, 0);
+    atomic_init(done, 0);
+    pid_t pid[VERDICT_WRITERS];
+    for (int w = 0; w < VERDICT_WRITERS; w++) {
+        pid[w] = fork();
+        if (pid[w] == 0) {
+            alarm(120);
+            for (int round = 1; round <= VERDICT_ROUNDS; round++) {
+                wait_until(go, round);
+                for (int i = 0; i < VERDICTS_EACH; i++) {
+                    struct ccs_dsx_verdict v = {.cls = CCS_DSX_MISMATCH, .comm = 0x100 + (uint64_t)w,
+                                                .seq = (uint64_t)round * VERDICTS_EACH + (uint64_t)i, .comm_size = N};
+                    snprintf(v.line, sizeof v.line, "writer %d verdict %llu", w, (unsigned long long)v.seq);
+                    ccs_dsx_shm_post_verdict(s, &v);
+                }
+                atomic_fetch_add(done, 1);
+            }
+            _exit(0);
+        }
+    }
+    struct ccs_dsx_vcursor c = {0, 0};
+    uint64_t last[VERDICT_WRITERS] = {0};
+    int short_rounds = 0, torn = 0, disorder = 0;
+    for (int round = 1; round <= VERDICT_ROUNDS; round++) {
+        atomic_store(go, round);
+        wait_until(done, round * VERDICT_WRITERS);
+        struct ccs_dsx_verdict v;
+        int got = 0;
+        while (ccs_dsx_shm_next_verdict(s, &c, &v)) {
+            got++;
+            int w = (int)(v.comm - 0x100);
+            char want[sizeof v.line];
+            snprintf(want, sizeof want, "writer %d verdict %llu", w, (unsigned long long)v.seq);
+            if (w < 0 || w >= VERDICT_WRITERS || strcmp(v.line, want) != 0) {
+                torn++;
+                continue;
+            }
+            disorder += v.seq <= last[w];
+            last[w] = v.seq;
+        }
+        short_rounds += got != VERDICT_WRITERS * VERDICTS_EACH;
+    }
+    for (int w = 0; w < VERDICT_WRITERS; w++) {
+        int st = 0;
+        waitpid(pid[w], &st, 0);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    munmap(sync, 2 * sizeof *sync);
+    ccs_dsx_shm_close(s);
+    char path[256];
+    ccs_dsx_shm_path(key, N, path, sizeof path);
+    unlink(path);
+    ck_assert_int_eq(torn, 0);
+    ck_assert_int_eq(disorder, 0);
+    ck_assert_msg(short_rounds == 0, "%d of %d rounds lost verdicts", short_rounds, VERDICT_ROUNDS);
+    for (int w = 0; w < VERDICT_WRITERS; w++)
+        ck_assert_uint_eq(last[w], (uint64_t)VERDICT_ROUNDS * VERDICTS_EACH + VERDICTS_EACH - 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_agree");
@@ -390,6 +477,7 @@ static Suite *suite(void)
     tcase_add_test(t, absent_member_times_out);
     tcase_add_test(t, many_answers_in_a_row);
     tcase_add_test(t, agreed_posts_from_many_processes);
+    tcase_add_test(t, verdicts_posted_by_two_leaders_at_once);
     tcase_add_test(t, agree_across_hosts_over_tcp);
     tcase_add_test(t, no_secret_no_tcp_across_hosts);
     tcase_add_test(t, short_secret_refused);
