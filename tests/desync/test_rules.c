@@ -5,6 +5,7 @@
 #include "desync_proto.h"
 #include "desync_report.h"
 #include "desync_rules.h"
+#include "desync_search.h"
 #include "shim.h"
 #include "unit_main.h"
 #include <stdlib.h>
@@ -864,6 +865,77 @@ START_TEST(setting_names_match_the_table)
 }
 END_TEST
 
+/* The coordinator's search (desync_search.c) on two hosts' statuses: rank
+ * 1 differs from seq 13 on; probes halve (0, 100] until at most 32 seqs
+ * are left, and the records of that interval are asked for in the very
+ * pass that narrows it, then every 300 ms.  (They were first asked for 300
+ * ms after the last probe: most of a two-host MISMATCH's half-second, and
+ * a short job could end first, desync-twohost.sh n-count.) */
+static uint64_t probe_seq;
+static int nprobe;
+static void on_probe(uint64_t c, uint64_t seq, void *a)
+{
+    (void)a, (void)c;
+    probe_seq = seq;
+    nprobe++;
+}
+
+/* Every member's answer to the probe at SEQ (rank 1's differs past 12). */
+static void answer(uint64_t seq)
+{
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = &st[r].comm[0];
+        c->flags |= CCS_DSX_PROBED;
+        c->cp_seq[1] = seq;
+        c->cp_hash[1] = r == 1 && seq > 12 ? 0xbad0000 + seq : 0x900d0000 + seq;
+    }
+}
+
+START_TEST(search_asks_for_the_records_once_narrowed)
+{
+    reset();
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, 0);
+        c->done = c->issued = 100;
+        c->hash = r == 1 ? 0xbad : 0x900d;
+    }
+    struct ccs_dsx_search srch[CCS_DSX_NSEARCH];
+    memset(srch, 0, sizeof srch);
+    struct ccs_dsx_seen *seen = ccs_dsx_seen_new();
+    struct ccs_dsx_search_out out = {.probe = on_probe, .want = on_want};
+    nprobe = nwant = 0;
+    uint64_t now = 1000;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* probes the newest seq all have done */
+    ck_assert_int_eq(nprobe, 1);
+    ck_assert_uint_eq(probe_seq, 100);
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* 100 differs: halve (0, 100] */
+    ck_assert_int_eq(nprobe, 2);
+    ck_assert_uint_eq(probe_seq, 50);
+    answer(50);
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    ck_assert_int_eq(nprobe, 3);
+    ck_assert_uint_eq(probe_seq, 25);
+    ck_assert_int_eq(nwant, 0);
+    answer(25);
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* (0, 25]: within a history */
+    ck_assert_int_eq(nprobe, 3);
+    ck_assert_int_eq(nwant, 1);
+    ck_assert_uint_eq(want_comm, X);
+    ck_assert_uint_eq(want_seq, CCS_DSX_HIST / 2);
+    now += 299;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    ck_assert_int_eq(nwant, 1);
+    now += 1;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    ck_assert_int_eq(nwant, 2);
+    ck_assert_int_eq(nprobe, 3);
+    ccs_dsx_seen_free(seen);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_rules");
@@ -878,6 +950,7 @@ static Suite *suite(void)
     tcase_add_test(t, dead_rank);
     tcase_add_test(t, dead_rank_inside_the_seq);
     tcase_add_test(t, unknown_member_is_never_stuck);
+    tcase_add_test(t, search_asks_for_the_records_once_narrowed);
     tcase_add_test(t, hash_only_mismatch_asks_for_records);
     tcase_add_test(t, proto_roundtrip_and_rejects);
     tcase_add_test(t, blocked_beyond_issued_gives_no_verdict);
