@@ -218,6 +218,8 @@ barely moves; what the defaults add is the desync thread of each rank, which eve
 reads the newest records of each ring, at most 512 ($ir_thr instructions per call in
 ccs_dsx_collect under callgrind, where valgrind's slowdown keeps the call rate below that
 bound so that the thread reads every record; at full speed its work per period is
-bounded, see "The detector's cost" below).
+bounded, see "The detector's cost" below).  This figure moves between runs of one
+build (20 to 57 in four runs on 2026-12-05, two builds alike): it is the difference
+of two runs of the thread, whose periods fall differently against the calls.
 MD
 echo "updated $doc"
