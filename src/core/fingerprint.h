@@ -100,9 +100,12 @@ static inline uint64_t ccs_fp_key(unsigned kind, unsigned flags, uint64_t count,
  * when deferred.  One multiplication, on the hot path of every collective
  * (record.h).  Each step is a bijection of H for given words, so two
  * sequences that differ in one call never hash alike afterwards, whatever
- * follows alike; and for one H, words that differ give hashes that differ
- * (equal W: C' differs; else the products differ by a multiple of B that a
- * count's difference would have to equal).  The ranks compare these
+ * follows alike; and for one H, words that differ give hashes that differ:
+ * always where W is equal (C' differs), else but for a coincidence (the
+ * products then differ by D * B, D a sum of +-2^k over the bits where the
+ * W differ, which the difference of the C' would have to equal: for the
+ * few bits two calls' W differ in, a chance of the order of 2^-40;
+ * test_fingerprint checks a grid of real calls).  The ranks compare these
  * hashes at equal seqs (docs/desync.md). */
 static inline uint64_t ccs_running_hash(uint64_t h, struct ccs_fp_words k, int deferred)
 {
