@@ -32,6 +32,10 @@ bench_ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 # one figure per round, in round order; a round where A is 0 left out).
 bench_round_ratios() { paste "$1" "$2" | awk '$1 > 0 {printf "%.4f\n", $2 / $1}'; }
 
+# bench_round_diffs A B: B's figure minus A's, one line per round (files as
+# for bench_round_ratios).
+bench_round_diffs() { paste "$1" "$2" | awk '{printf "%.2f\n", $2 - $1}'; }
+
 # glibc's trim and mmap thresholds fixed (GLIBC_TUNABLES), so that the torch
 # jobs' 4 MiB tensors are not given back to the kernel and faulted in again
 # every step (docs/performance.md, "Real PyTorch DDP with a cached loss").
