@@ -192,8 +192,8 @@ END_TEST
  * words differ (or that differ only in being deferred) never give the same
  * next hash; and a differing call keeps every later hash different.  Over
  * every sequenced kind with the fields its fingerprint takes varied across
- * a grid of the values jobs use (small counts, powers of two and their
- * neighbours up to 2^40, common types and ops, low roots, sigs). */
+ * a grid of the values jobs use (counts below 64, powers of two and their
+ * neighbours up to 2^45, common types and ops, low roots, sigs). */
 struct hashed {
     uint64_t h, w, c;
 };
