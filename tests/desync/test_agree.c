@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -468,6 +470,55 @@ START_TEST(verdicts_posted_by_two_leaders_at_once)
 }
 END_TEST
 
+/* A writer that dies between claiming a verdict's place and finishing it
+ * (here: its copy runs into an unmapped page) leaves the place odd for
+ * good: readers wait CCS_DSX_VERDICT_STALLS calls (periods) for it, then
+ * pass it by, and the verdict posted after it is read. */
+START_TEST(verdict_of_a_dead_writer_is_passed_by)
+{
+    char key[128], why[256];
+    snprintf(key, sizeof key, "deadwriter-%d-0123456789abcdef", (int)getpid());
+    struct ccs_dsx_shm *s = ccs_dsx_shm_open(key, N, 0, 0, why, sizeof why);
+    ck_assert_msg(s != NULL, "%s", why);
+    long page = sysconf(_SC_PAGESIZE);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core); /* the crash below is the test's */
+        /* A verdict whose second half lies in a page that is not there. */
+        size_t before = (sizeof(struct ccs_dsx_verdict) / (size_t)page + 1) * (size_t)page;
+        char *m = mmap(NULL, before + (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED || mprotect(m + before, (size_t)page, PROT_NONE) != 0)
+            _exit(2);
+        struct ccs_dsx_verdict *v = (struct ccs_dsx_verdict *)(m + before - (sizeof *v / 2 & ~(size_t)7));
+        v->cls = CCS_DSX_MISMATCH;
+        ccs_dsx_shm_post_verdict(s, v);
+        _exit(3); /* not reached */
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "the writer ended with status %#x", st);
+    struct ccs_dsx_verdict v = {.cls = CCS_DSX_DEAD, .comm = 0x77, .seq = 5, .comm_size = N};
+    snprintf(v.line, sizeof v.line, "after the dead writer's");
+    ccs_dsx_shm_post_verdict(s, &v);
+    struct ccs_dsx_vcursor c = {0, 0};
+    struct ccs_dsx_verdict got;
+    for (int i = 1; i < CCS_DSX_VERDICT_STALLS; i++)
+        ck_assert_msg(ccs_dsx_shm_next_verdict(s, &c, &got) == 0, "a verdict at call %d (comm %#llx): the dead "
+                      "writer's place was not waited for", i, (unsigned long long)got.comm);
+    ck_assert_msg(ccs_dsx_shm_next_verdict(s, &c, &got) == 1, "no verdict after %d calls",
+                  CCS_DSX_VERDICT_STALLS);
+    ck_assert_uint_eq(got.comm, 0x77);
+    ck_assert_str_eq(got.line, "after the dead writer's");
+    ck_assert_msg(ccs_dsx_shm_next_verdict(s, &c, &got) == 0, "a third verdict (comm %#llx)",
+                  (unsigned long long)got.comm);
+    ccs_dsx_shm_close(s);
+    char path[256];
+    ccs_dsx_shm_path(key, N, path, sizeof path);
+    unlink(path);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_agree");
@@ -478,6 +529,7 @@ static Suite *suite(void)
     tcase_add_test(t, many_answers_in_a_row);
     tcase_add_test(t, agreed_posts_from_many_processes);
     tcase_add_test(t, verdicts_posted_by_two_leaders_at_once);
+    tcase_add_test(t, verdict_of_a_dead_writer_is_passed_by);
     tcase_add_test(t, agree_across_hosts_over_tcp);
     tcase_add_test(t, no_secret_no_tcp_across_hosts);
     tcase_add_test(t, short_secret_refused);
