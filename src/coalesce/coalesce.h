@@ -147,6 +147,14 @@ static inline void ccs_coalesce_note_stream(struct ccs_coal_id *id, const void *
 
 /* Visits every identity (step markers, reports). */
 CCS_HIDDEN void ccs_coalesce_foreach(void (*fn)(struct ccs_coal_id *, void *), void *arg);
+/* ID's place among the identities of its communicator for which AMONG(X,
+ * ID) holds, in order of first sight: how many of them came before it.
+ * Not its ordinal, which counts every identity the communicator ever had:
+ * where DDP's bucket rebuild gave one rank's new bucket the freed address
+ * (that identity goes on) and another's a new one (a new identity, one
+ * ordinal further), the ordinals differ while the buckets in use match. */
+CCS_HIDDEN uint32_t ccs_coalesce_place(const struct ccs_coal_id *id,
+                                       int (*among)(const struct ccs_coal_id *x, const struct ccs_coal_id *id));
 
 /* Forgets every identity (unit tests only). */
 CCS_HIDDEN void ccs_coalesce_table_reset(void);

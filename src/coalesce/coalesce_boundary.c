@@ -36,32 +36,16 @@ struct pending_comms {
     uint64_t calls;
 };
 
-/* ID's place among the identities of its communicator with deferred calls
- * pending, in order of first sight: the same on every member that ended
- * the step alike.  Not its agreed_ord: under every:N that is its ordinal,
- * and where DDP's bucket rebuild in step 0 gave one rank's new bucket the
- * freed address (that identity goes on) and another's a new one (a new
- * identity, one ordinal further), the ordinals differ while the buckets in
- * use match (a healthy job was stopped as desynchronised: tests/torch/
- * ddp-skip.sh, every:5, about one run in 60). */
-struct pending_place {
-    const struct ccs_coal_id *id;
-    uint32_t n;
-};
-
-static void pending_place_one(struct ccs_coal_id *x, void *arg)
+/* X has deferred calls pending.  An identity's place among those of its
+ * communicator (ccs_coalesce_place) is the same on every member that ended
+ * the step alike; its agreed_ord is not: under every:N that is its ordinal
+ * (a healthy job was stopped as desynchronised when DDP's rebuild moved
+ * one rank's bucket only: tests/torch/ddp-skip.sh, every:5, about one run
+ * in 60). */
+static int has_pending(const struct ccs_coal_id *x, const struct ccs_coal_id *id)
 {
-    struct pending_place *p = arg;
-    if (x != p->id && x->comm == p->id->comm && x->handle == p->id->handle && x->ordinal < p->id->ordinal &&
-        atomic_load_explicit(&x->pending, memory_order_relaxed))
-        p->n++;
-}
-
-static uint32_t pending_place(const struct ccs_coal_id *id)
-{
-    struct pending_place p = {id, 0};
-    ccs_coalesce_foreach(pending_place_one, &p);
-    return p.n;
+    (void)id;
+    return atomic_load_explicit(&x->pending, memory_order_relaxed) != 0;
 }
 
 /* Order-independent digest per communicator of what this rank called there
@@ -86,7 +70,7 @@ static void collect_one(struct ccs_coal_id *id, void *arg)
         p->dig[i] = 0x626f756e64617279ULL; /* "boundary" */
         p->n++;
     }
-    uint64_t h = ccs_hash_mix(id->comm, pending_place(id));
+    uint64_t h = ccs_hash_mix(id->comm, ccs_coalesce_place(id, has_pending));
     h = ccs_hash_mix(h, atomic_load_explicit(&id->in_step, memory_order_relaxed));
     h = ccs_hash_mix(h, pending);
     p->dig[i] += h;

@@ -164,30 +164,10 @@ static int comm_slot(struct digest *d, const struct ccs_coal_id *id)
     return (int)d->n++;
 }
 
-/* ID's place among the identities of its communicator that the step just
- * ended called, in order of first sight.  Not its ordinal: DDP rebuilds its
- * buckets in step 0 and frees the first one, and where one rank's
- * allocator hands the freed address to a new bucket (that identity goes
- * on) and another's does not (a new identity, one ordinal further), the
- * ordinals differ while the buckets in use match. */
-struct place {
-    const struct ccs_coal_id *id;
-    uint32_t step1, n;
-};
-
-static void place_one(struct ccs_coal_id *x, void *arg)
+/* X was called in the step that ID was last called in. */
+static int same_step(const struct ccs_coal_id *x, const struct ccs_coal_id *id)
 {
-    struct place *p = arg;
-    if (x != p->id && x->comm == p->id->comm && x->handle == p->id->handle && x->seen_step1 == p->step1 &&
-        x->ordinal < p->id->ordinal)
-        p->n++;
-}
-
-static uint32_t live_place(const struct ccs_coal_id *id)
-{
-    struct place p = {id, id->seen_step1, 0};
-    ccs_coalesce_foreach(place_one, &p);
-    return p.n;
+    return x->seen_step1 == id->seen_step1;
 }
 
 /* Order-independent digest per communicator: the sum of one hash per
@@ -200,7 +180,7 @@ static void digest_one(struct ccs_coal_id *id, void *arg)
     int i = comm_slot(d, id);
     if (i < 0)
         return;
-    id->agreed_ord = live_place(id); /* kept when agreed: ordered and compared by it from then on */
+    id->agreed_ord = ccs_coalesce_place(id, same_step); /* among those the step called (ccs_coalesce_place); kept when agreed */
     uint64_t h = ccs_hash_mix(id->comm, id->agreed_ord);
     h = ccs_hash_mix(h, id->count);
     h = ccs_hash_mix(h, (uint64_t)id->dtype << 8 | id->op);

@@ -188,6 +188,28 @@ void ccs_coalesce_foreach(void (*fn)(struct ccs_coal_id *, void *), void *arg)
             fn(&table[i], arg);
 }
 
+struct place {
+    const struct ccs_coal_id *id;
+    int (*among)(const struct ccs_coal_id *, const struct ccs_coal_id *);
+    uint32_t n;
+};
+
+static void place_one(struct ccs_coal_id *x, void *arg)
+{
+    struct place *p = arg;
+    if (x != p->id && x->comm == p->id->comm && x->handle == p->id->handle && x->ordinal < p->id->ordinal &&
+        p->among(x, p->id))
+        p->n++;
+}
+
+uint32_t ccs_coalesce_place(const struct ccs_coal_id *id,
+                            int (*among)(const struct ccs_coal_id *x, const struct ccs_coal_id *id))
+{
+    struct place p = {id, among, 0};
+    ccs_coalesce_foreach(place_one, &p);
+    return p.n;
+}
+
 void ccs_coalesce_table_reset(void)
 {
     pthread_mutex_lock(&insert_lock);
