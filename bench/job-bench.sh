@@ -30,26 +30,17 @@ LMP=$(command -v lmp || true)
 HPCC=$(command -v hpcc || true)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
-# The three ways to run PROGRAM...: plain, interception only, defaults.
-way() { # WAY PROGRAM...
-    local w=$1; shift
+# The three ways to run PROGRAM... on NP ranks: plain, interception only, defaults.
+way_np() { # NP WAY PROGRAM...
+    local np=$1 w=$2
+    shift 2
     case $w in
-    plain) bench_mpirun2 "$@" ;;
-    int) bench_mpirun2 "$run" --mpi --summary 0 --desync 0 -- "$@" ;;
-    def) bench_mpirun2 "$run" --mpi --summary 0 -- "$@" ;;
+    plain) bench_mpirun "$np" "$@" ;;
+    int) bench_mpirun "$np" "$run" --mpi --summary 0 --desync 0 -- "$@" ;;
+    def) bench_mpirun "$np" "$run" --mpi --summary 0 -- "$@" ;;
     esac
 }
-# The same on one rank.
-way1() { # WAY PROGRAM...
-    local w=$1; shift
-    case $w in
-    plain) timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --mca btl self,vader -np 1 "$@" ;;
-    int) timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --mca btl self,vader -np 1 \
-        "$run" --mpi --summary 0 --desync 0 -- "$@" ;;
-    def) timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --mca btl self,vader -np 1 \
-        "$run" --mpi --summary 0 -- "$@" ;;
-    esac
-}
+way() { way_np 2 "$@"; } # WAY PROGRAM...: on 2 ranks
 wall() { # prints the wall seconds of "$@" (its output discarded; fails with it)
     local t0 t1
     t0=$(date +%s%N)
@@ -67,7 +58,7 @@ for r in $(seq "$LOOP_ROUNDS"); do
 done
 for r in $(seq "$ONE_ROUNDS"); do
     for w in plain int def; do
-        way1 "$w" "$loop" "$ONE_ITERS" | awk '$1 == "ns_per_call_median" {print $2}' >> "$tmp/one.$w"
+        way_np 1 "$w" "$loop" "$ONE_ITERS" | awk '$1 == "ns_per_call_median" {print $2}' >> "$tmp/one.$w"
     done
 done
 echo "one-rank rounds done: $ONE_ROUNDS"

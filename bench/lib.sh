@@ -44,9 +44,14 @@ BENCH_STEADY_HEAP="glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_thres
 # bench_cpu: the processor's model name (which host a figure is from).
 bench_cpu() { awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo; }
 
-# bench_mpirun2 PROGRAM...: 2 ranks over shared memory (vader), as root if
-# need be, killed after 600 s.
-bench_mpirun2() { timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$@"; }
+# bench_mpirun NP PROGRAM...: NP ranks over shared memory (vader), as root
+# if need be, killed after 600 s; bench_mpirun2: on 2.
+bench_mpirun() {
+    local np=$1
+    shift
+    timeout 600 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader -np "$np" "$@"
+}
+bench_mpirun2() { bench_mpirun 2 "$@"; }
 
 # bench_torch_python NAME: sets PY to Debian's /usr/bin/python3 when it imports
 # torch and mpi4py; else says that benchmark NAME is skipped and exits 0.
