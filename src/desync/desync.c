@@ -23,6 +23,7 @@
 #include "desync_proto.h"
 #include "desync_report.h"
 #include "desync_rules.h"
+#include "desync_search.h"
 #include "desync_shm.h"
 #include "desync_start.h"
 #include "desync_tcp.h"
@@ -586,6 +587,32 @@ static void *thread_main(void *arg)
 
 /* ------------------------------------------------------------ exit, fork */
 
+/* Across hosts, a rank stays (its thread answering the coordinator's
+ * probes) until the coordinator says BYE: a MISMATCH in the job's last
+ * calls is then still searched for and reported, where the ranks would
+ * otherwise be gone before the search narrows to its seq.  The
+ * coordinator says BYE once every rank finished and no search is under
+ * way (a healthy job: a pass or two, tens of ms), and at most
+ * CCS_DSX_EXIT_SEARCH_MS after the last rank finished; a rank that ends
+ * long before the others waits that long at most. */
+static void exit_linger(void)
+{
+    if (!ds.tcp_mode)
+        return;
+    uint64_t t0 = ccs_clock_mono_ms(), until = t0 + CCS_DSX_EXIT_SEARCH_MS + 4u * (uint64_t)ccs_cfg.desync_period_ms;
+    while (!ccs_dsx_shm_bye(ds.shm) && ccs_clock_mono_ms() < until)
+        ccs_sleep_ms(5);
+    /* The verdicts the coordinator sent before its BYE are in shared
+     * memory now: reported before the process goes. */
+    tick();
+    uint64_t waited = ccs_clock_mono_ms() - t0;
+    if (!ccs_dsx_shm_bye(ds.shm))
+        CCS_LOG(INFO, "desync: no BYE from the coordinator %llu ms after this rank finished; detection ends here",
+                (unsigned long long)waited);
+    else
+        CCS_LOG(DEBUG, "desync: the coordinator said BYE %llu ms after this rank finished", (unsigned long long)waited);
+}
+
 void ccs_desync_note_exit(int how)
 {
     if (atomic_load(&ds.state) != RUNNING || (how != CCS_DESYNC_FINALIZING && how != CCS_DESYNC_EXITED))
@@ -625,6 +652,7 @@ void ccs_desync_note_exit(int how)
                 "desync: ranks still running %d ms after the coordinator's rank finished; detection across "
                 "hosts ends here",
                 FINAL_MS);
+    exit_linger();
     /* Hand the host's link to the coordinator over to a rank still running. */
     pthread_mutex_lock(&ds.tick_lock);
     ds.leaving = 1;

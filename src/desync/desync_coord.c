@@ -113,6 +113,8 @@ struct ccs_dsx_coord {
     atomic_int finishing;           /* the process exits: BYE once every rank finished */
     atomic_int finished;            /* 1: all finished, 2: timed out; BYE sent */
     uint64_t finish_by;             /* (coordinator thread) deadline of the final exchange */
+    uint64_t all_finished_ms;       /* (coordinator thread) when every rank was first seen finished */
+    uint64_t pass_ms;               /* (coordinator thread) the search's last pass */
 };
 
 static void broadcast(struct ccs_dsx_coord *k, uint16_t type, const void *p, size_t n)
@@ -286,6 +288,7 @@ static void coord_probe(struct ccs_dsx_coord *k, uint64_t now)
     struct ccs_dsx_search_out out = {.probe = send_probe, .want = coord_want, .arg = k};
     ccs_dsx_search_pass(k->srch, k->wsize, (const struct ccs_dsx_status *const *)k->st, k->dead, k->seen, now,
                         &out);
+    k->pass_ms = now;
 }
 
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
@@ -823,7 +826,14 @@ static void final_exchange(struct ccs_dsx_coord *k, uint64_t now)
     int all = 1;
     for (int32_t r = 0; r < k->wsize && all; r++)
         all = k->dead[r] || (k->st[r] && k->st[r]->life != CCS_DSX_ALIVE);
-    if (all || now >= k->finish_by) {
+    if (all && !k->all_finished_ms)
+        k->all_finished_ms = now;
+    /* Every rank finished: BYE once no search is under way, judged by a
+     * pass that saw their last statuses (a MISMATCH in a job's last calls
+     * is still found: the ranks linger and answer until BYE), or
+     * CCS_DSX_EXIT_SEARCH_MS later, when the ranks stop lingering. */
+    int settled = all && k->pass_ms > k->all_finished_ms && ccs_dsx_search_settled(k->srch, k->pass_ms);
+    if ((all && (settled || now >= k->all_finished_ms + CCS_DSX_EXIT_SEARCH_MS)) || now >= k->finish_by) {
         say_bye(k);
         atomic_store(&k->finished, all ? 1 : 2);
     }
@@ -876,6 +886,7 @@ static void *coord_main(void *arg)
         if (now >= k->probe_next) {
             coord_probe(k, now);
             k->probe_next = now + CCS_DSX_PROBE_TICK_MS;
+            final_exchange(k, now); /* (once finishing: BYE as soon as the search settles) */
             flush_all(k, now, 0);
         }
         if (now >= next_eval) {

@@ -50,7 +50,7 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
 {
     for (int i = 0; i < CCS_DSX_NSEARCH; i++) {
         struct ccs_dsx_search *x = &srch[i];
-        x->n = x->answered = x->alive = 0;
+        x->n = x->answered = x->alive = x->finished = 0;
         x->min_done = UINT64_MAX;
         x->differ = 0;
     }
@@ -67,7 +67,11 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
                 continue;
             x->seen_ms = now;
             x->n++;
-            x->alive += st->life == CCS_DSX_ALIVE && !dead[r] && e->state != CCS_DSX_FREED;
+            /* A member that freed the communicator, finalizes or exits
+             * still answers: it lingers until the coordinator says BYE
+             * (desync.c, exit_linger). */
+            x->alive += st->life != CCS_DSX_DIED && !dead[r];
+            x->finished += e->state == CCS_DSX_FREED || st->life == CCS_DSX_FINALIZING || st->life == CCS_DSX_EXITED;
             x->min_done = e->done < x->min_done ? e->done : x->min_done;
             uint64_t h;
             if (x->probe && hash_at(e, x->probe, &h)) {
@@ -115,7 +119,10 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
             continue;
         } else if (x->hi) {
             p = x->lo + (x->hi - x->lo) / 2;
-        } else if (now - x->last_ms >= PROBE_EVERY_MS && x->min_done > x->lo && x->min_done != UINT64_MAX) {
+        } else if ((now - x->last_ms >= PROBE_EVERY_MS || x->finished == x->size) && x->min_done > x->lo &&
+                   x->min_done != UINT64_MAX) {
+            /* (every member finished: their last seqs are checked at once,
+             * while they linger, not up to PROBE_EVERY_MS later) */
             p = x->min_done;
         }
         if (p) {
@@ -124,4 +131,18 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
             out->probe(x->comm, p, out->arg);
         }
     }
+}
+
+int ccs_dsx_search_settled(const struct ccs_dsx_search srch[CCS_DSX_NSEARCH], uint64_t pass_ms)
+{
+    for (int i = 0; i < CCS_DSX_NSEARCH; i++) {
+        const struct ccs_dsx_search *x = &srch[i];
+        /* Out of the last pass (no longer in view, or judged: a MISMATCH
+         * is left to the rules), or members gone: nothing to wait for. */
+        if (!x->comm || x->seen_ms != pass_ms || x->n != x->size || x->alive != x->size)
+            continue;
+        if (x->probe || x->hi || (x->min_done != UINT64_MAX && x->min_done > x->lo))
+            return 0;
+    }
+    return 1;
 }

@@ -23,7 +23,7 @@ struct ccs_dsx_search {
     uint64_t want_ms; /* when the records were last asked for (0: not yet) */
     int32_t size;
     /* this pass */
-    int32_t n, answered, alive;
+    int32_t n, answered, alive, finished;
     uint64_t min_done, hash;
     int differ;
 };
@@ -41,5 +41,16 @@ struct ccs_dsx_search_out {
 void ccs_dsx_search_pass(struct ccs_dsx_search s[CCS_DSX_NSEARCH], int32_t wsize,
                          const struct ccs_dsx_status *const *st, const uint8_t *dead,
                          const struct ccs_dsx_seen *seen, uint64_t now, const struct ccs_dsx_search_out *out);
+
+/* 1 when no search of the pass at PASS_MS is under way: every
+ * communicator whose members are all there agrees through the last seq
+ * they all completed, or is judged.  The coordinator holds its BYE at the
+ * job's end until then, so the ranks (lingering until BYE) still answer. */
+int ccs_dsx_search_settled(const struct ccs_dsx_search s[CCS_DSX_NSEARCH], uint64_t pass_ms);
+
+/* How long a rank lingers at its exit for the coordinator's BYE, and how
+ * long the coordinator holds BYE, once every rank finished, for a search
+ * to settle (docs/desync.md, "The end of a job"). */
+#define CCS_DSX_EXIT_SEARCH_MS 1500
 
 #endif

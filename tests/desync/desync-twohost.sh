@@ -23,7 +23,7 @@ have_nccl=1
 have_mpi=1
 { ccs_have_mpi && [ -x "$SCENARIO" ]; } || have_mpi=0
 [ $have_nccl = 1 ] || [ $have_mpi = 1 ] || tap_skip_all "neither MPI nor the test NCCL trainer is built"
-tap_plan 57
+tap_plan 63
 
 # Bounds that hold on 2 shared cores (a verdict while the job runs, not at
 # its end); the latency targets are make check-timing's and make bench's,
@@ -160,8 +160,8 @@ if [ $have_nccl = 1 ]; then
     # Rank 1 (hA) reduces one element less, once, in step 3; the job runs on
     # (the test NCCL lets a count mismatch complete), so the verdict must
     # come from records, not from a hang, and while the job runs: 1000
-    # steps, about 2 s, several times the search's 0.2-0.4 s (with 300
-    # steps the job's end came close; docs/desync.md, "Limits").
+    # steps, about 2 s, several times the search's 0.2-0.4 s (n-last below
+    # has it at the job's end).
     # The secret from a file in a directory both hosts share.
     head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$CCS_TMP/job.secret"
     chmod 600 "$CCS_TMP/job.secret"
@@ -176,6 +176,21 @@ if [ $have_nccl = 1 ]; then
     lat=$(awk -v a="${t0:-0}" -v b="${t1:-999999999}" 'BEGIN { printf "%d\n", (a > 0 ? b - a : 999999) }')
     tap_check "n-count: reported $lat ms after rank 1's call (<= $MISMATCH_MS)" test "$lat" -le $MISMATCH_MS
     echo "# figure: nccl n-count MISMATCH $lat ms"
+    # The same in the job's last step (38 of 40, about 0.1 s in all): the
+    # ranks end ms later and linger until the coordinator's BYE, which
+    # waits for the search (docs/desync.md, "The end of a job").  Before,
+    # the ranks were gone before the search narrowed: never reported.
+    th_nccl n-last 60 -- --inject=wrong-count:1:38 --steps 40
+    tap_eq "n-last: exit 0, no rank hung" "0 0" "$DSX_RC $NCCL_TIMEOUTS"
+    lines=$(dsx_lines n-last MISMATCH)
+    tap_check "n-last: MISMATCH naming rank 1 and both counts at the exact seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$"' _ "$lines"
+    tap_check "n-last: seen on both hosts" th_seen_both n-last MISMATCH
+    tap_eq "n-last: every rank had the coordinator's BYE" "" "$(grep -h 'no BYE from the coordinator' "$CCS_TMP/n-last"/log-*.txt || true)"
+    t0=$(sed -n 's/^culprit_call_ms=//p' "$CCS_TMP/n-last/out-1" | head -1)
+    t1=$(th_first_ms n-last MISMATCH)
+    lat=$(awk -v a="${t0:-0}" -v b="${t1:-999999999}" 'BEGIN { printf "%d\n", (a > 0 ? b - a : 999999) }')
+    tap_check "n-last: reported $lat ms after rank 1's call (<= $MISMATCH_MS)" test "$lat" -le $MISMATCH_MS
+    echo "# figure: nccl n-last MISMATCH $lat ms"
     # Healthy: nothing to report, every connection kept to the end.  (A rank
     # that is itself exiting notes a link that ends at INFO: the
     # coordinator's rank may have gone first at the job's normal end.)
@@ -185,6 +200,7 @@ if [ $have_nccl = 1 ]; then
         "$(cat "$CCS_TMP/n-healthy"/log-*.txt 2>/dev/null | grep -E '^ccshim [A-Z]+ |warning: .*(closed the connection|handshake)' || true)"
     tap_check "n-healthy: the coordinator listened on MASTER_PORT + 1" \
         grep -q "coordinator at $TH_ADDR_A:29501" "$CCS_TMP/n-healthy/log-0.txt" "$CCS_TMP/n-healthy/log-1.txt"
+    tap_eq "n-healthy: every rank had the coordinator's BYE" "" "$(grep -h 'no BYE from the coordinator' "$CCS_TMP/n-healthy"/log-*.txt || true)"
     # Rank 2 (hB) skips a mini-batch in step 3: the others block in the
     # next all-reduce; rank 2 is one behind for good.
     th_nccl n-skip 60 CCSHIM_ON_DESYNC=abort -- --sync=per-minibatch --inject=skip-minibatch:2:3 --steps 5
@@ -203,9 +219,9 @@ if [ $have_nccl = 1 ]; then
     th_nccl n-badfile 60 -u CCSHIM_SECRET CCSHIM_SECRET_FILE="$CCS_TMP/job.secret" -- --steps 3
     tap_check "n-badfile: the file and its mode are named" grep -q "CCSHIM_SECRET_FILE='$CCS_TMP/job.secret' must be yours and private (mode 0600), is uid 0 mode 0644; TCP between hosts refused" "$CCS_TMP/n-badfile/log-0.txt"
 else
-    for i in $(seq 15); do tap_skip "NCCL scenario" "ccshim-trainer-nccl or the test NCCL not built"; done
+    for i in $(seq 21); do tap_skip "NCCL scenario" "ccshim-trainer-nccl or the test NCCL not built"; done
 fi
-[ "$TAP_FAILED" -eq 0 ] || for n in n-count n-healthy n-skip n-nosecret n-badfile; do
+[ "$TAP_FAILED" -eq 0 ] || for n in n-count n-last n-healthy n-skip n-nosecret n-badfile; do
     [ -d "$CCS_TMP/$n" ] && { echo "--- $n"; head -30 "$CCS_TMP/$n"/log-*.txt "$CCS_TMP/$n"/out-*; } | tap_diag
 done
 tap_done

@@ -936,6 +936,84 @@ START_TEST(search_asks_for_the_records_once_narrowed)
 }
 END_TEST
 
+/* At the job's end (desync.c, exit_linger): members that freed the
+ * communicator or exited linger until the coordinator's BYE, and the
+ * search goes on with them.  Once every member finished, their last seq
+ * is probed at once, not PROBE_EVERY_MS later; the search is settled (the
+ * coordinator may say BYE) only when the hashes agree through it, or once
+ * a MISMATCH is judged.  (The search once stopped at the first member
+ * that finished: a MISMATCH in a job's last 0.2-0.3 s went unreported.) */
+START_TEST(search_goes_on_while_the_members_finish)
+{
+    reset();
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, 0);
+        c->done = c->issued = 30;
+        c->hash = 0x900d0000 + 30;
+    }
+    struct ccs_dsx_search srch[CCS_DSX_NSEARCH];
+    memset(srch, 0, sizeof srch);
+    struct ccs_dsx_seen *seen = ccs_dsx_seen_new();
+    struct ccs_dsx_search_out out = {.probe = on_probe, .want = on_want};
+    nprobe = nwant = 0;
+    uint64_t now = 1000;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    ck_assert_int_eq(nprobe, 1);
+    ck_assert_uint_eq(probe_seq, 30);
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0); /* a probe out */
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* 30 agrees */
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
+    /* 70 more calls each, rank 1's different, and everyone finishes: one
+     * frees the communicator, one finalizes, two exit. */
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = &st[r].comm[0];
+        c->done = c->issued = 100;
+        c->hash = r == 1 ? 0xbad0000 + 100 : 0x900d0000 + 100;
+        st[r].life = r == 1 ? CCS_DSX_FINALIZING : CCS_DSX_EXITED;
+    }
+    st[2].life = CCS_DSX_ALIVE;
+    st[2].comm[0].state = CCS_DSX_FREED;
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1); /* (a pass that saw them is needed) */
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* at once, though 30 was probed 20 ms ago */
+    ck_assert_int_eq(nprobe, 2);
+    ck_assert_uint_eq(probe_seq, 100);
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0);
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* 100 differs: halve (30, 100] */
+    ck_assert_int_eq(nprobe, 3);
+    ck_assert_uint_eq(probe_seq, 65);
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0);
+    answer(65);
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* (30, 65] */
+    ck_assert_int_eq(nprobe, 4);
+    ck_assert_uint_eq(probe_seq, 47);
+    answer(47);
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* (30, 47]: the records */
+    ck_assert_int_eq(nwant, 1);
+    ck_assert_uint_eq(want_seq, 30 + CCS_DSX_HIST / 2);
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0); /* until the rules judge */
+    ccs_dsx_seen_add(seen, CCS_DSX_MISMATCH, X, 0); /* (as the rules record it: once per communicator) */
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
+    ck_assert_int_eq(nprobe, 4);
+    /* A member that died is gone: nothing to wait for. */
+    ccs_dsx_seen_free(seen);
+    seen = ccs_dsx_seen_new();
+    memset(srch, 0, sizeof srch);
+    st[3].life = CCS_DSX_DIED;
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    ck_assert_int_eq(nprobe, 4);
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
+    ccs_dsx_seen_free(seen);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_rules");
@@ -951,6 +1029,7 @@ static Suite *suite(void)
     tcase_add_test(t, dead_rank_inside_the_seq);
     tcase_add_test(t, unknown_member_is_never_stuck);
     tcase_add_test(t, search_asks_for_the_records_once_narrowed);
+    tcase_add_test(t, search_goes_on_while_the_members_finish);
     tcase_add_test(t, hash_only_mismatch_asks_for_records);
     tcase_add_test(t, proto_roundtrip_and_rejects);
     tcase_add_test(t, blocked_beyond_issued_gives_no_verdict);
