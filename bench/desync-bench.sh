@@ -65,7 +65,29 @@ e1=$(measure ex 4 DESYNC 0 "exit")
 TWO='CCSHIM_DESYNC_HOST=h$((OMPI_COMM_WORLD_RANK / 2)) exec "$@"'
 m2=$(measure tmm 4 MISMATCH 0 "op 5 2 2" CCSHIM_COORD=127.0.0.1:0)
 d2=$(measure tdd 4 DESYNC 0 "deadlock" CCSHIM_COORD=127.0.0.1:0)
-echo "latency (median max n): mismatch $m1, deadlock $d1, exit $e1; tcp: mismatch $m2, deadlock $d2"
+# A silent MISMATCH on one host: the test NCCL lets rank 1's count, one
+# short in step 3 of the trainer's 1000, complete, so only the running
+# hashes show it and the host's own search finds the seq.
+silent() { # median max n over REPS, or "- - 0" without the NCCL trainer
+    local T="$top_builddir/ccshim-trainer-nccl" lib="$top_builddir/tests/nccl" i r
+    [ -x "$T" ] && [ -f "$lib/libnccl.so.2" ] || { echo "- - 0"; return; }
+    : > "$tmp/lat"
+    for i in $(seq "$REPS"); do
+        rm -f "$tmp"/sil-*.log "$tmp/sil.id"
+        for r in 0 1 2 3; do
+            RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 CCSHIM_LOG="$tmp/sil-%r.log" CCSHIM_SUMMARY=0 \
+                LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 60 "$run" --no-mpi -- "$T" \
+                --device host --nccl-id-file "$tmp/sil.id" --inject=wrong-count:1:3 --steps 1000 \
+                >"$tmp/sil-out-$r" 2>&1 &
+        done
+        wait
+        cp "$tmp/sil-out-1" "$tmp/sil.out"
+        latency sil MISMATCH 0 >> "$tmp/lat" || true
+    done
+    echo "$(bench_median < "$tmp/lat") $(maxof < "$tmp/lat") $(wc -l < "$tmp/lat")"
+}
+s1=$(silent)
+echo "latency (median max n): mismatch $m1, deadlock $d1, exit $e1; tcp: mismatch $m2, deadlock $d2; silent $s1"
 
 # 4. simulation
 sim="$top_builddir/tests/desync/desync_sim"
@@ -111,6 +133,7 @@ first rank's report, $REPS runs each:
 | case | latency (median) | target |
 | --- | --- | --- |
 | MISMATCH (rank 1 reduces with MAX) | $(fmt "$m1") | 100 ms |
+| MISMATCH, silent: the test NCCL completes rank 1's all-reduce one element short (step 3 of 1000), found by the host's search | $(fmt "$s1") | 1 s |
 | DESYNC, real deadlock (both sides blocked) | $(fmt "$d1") | 2 s after the last rank blocks |
 | DESYNC, a rank exits early | $(fmt "$e1") | 2 s |
 | MISMATCH across 2 host identities over TCP | $(fmt "$m2") | 1 s |

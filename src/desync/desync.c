@@ -84,6 +84,9 @@ static struct {
     const struct ccs_dsx_status **local; /* the same, packed: this host's ranks */
     struct ccs_dsx_seen *seen, *reported;
     struct ccs_dsx_vcursor vcursor;         /* the next verdict to read from shared memory */
+    struct ccs_dsx_search srch[CCS_DSX_NSEARCH]; /* the host's own search, while this rank runs it */
+    uint8_t *search_gone;                   /* per world rank: dead, or exited and gone (host_search) */
+    int searching;
     uint64_t last_hash, last_pub, last_dbg; /* own status last published (hash, ms); last debug line (ms) */
     struct ccs_dsx_agree *agree_buf;        /* the host's agreement values, forwarded by its leader */
     size_t agree_cap;
@@ -289,6 +292,24 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     if (!ccs_dsx_seen_add(ds.reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
         return;
+    if (arg == FROM_LOCAL_RULES) {
+        /* Every rank here reports what the first to judge found: each
+         * rank's rules judge the host's statuses as read in its own period,
+         * and a MISMATCH found in one view (the odd seq's records of every
+         * member in it at once) could be missed in the others, or named
+         * there later from the hashes alone. */
+        struct ccs_dsx_verdict *shared = malloc(sizeof *shared);
+        if (shared) {
+            *shared = *v;
+            shared->local = 1;
+            ccs_dsx_shm_post_verdict(ds.shm, shared);
+            free(shared);
+        }
+    } else if (v->local) {
+        arg = FROM_LOCAL_RULES; /* reported as this host's own (LOCAL_REPORTER in full) */
+    }
+    if (v->cls == CCS_DSX_MISMATCH)
+        ccs_dsx_seen_add(ds.seen, CCS_DSX_MISMATCH, v->comm, 0); /* judged: this rank's rules and search stop there */
     ccs_features_verdict(ccs_dsx_class_name(v->cls), v->comm, v->seq, v->line); /* e.g. metrics (registry.h) */
     if (v->cls != CCS_DSX_STRAGGLER)
         ccs_verdict_note(); /* a rank waiting at its step boundary stops waiting (registry.h) */
@@ -365,6 +386,47 @@ static void local_want(uint64_t comm, uint64_t seq, void *arg)
     ccs_dsx_shm_want(ds.shm, comm, seq, ccs_clock_mono_ms());
     if (ds.client)
         ccs_dsx_client_detail(ds.client, comm);
+}
+
+/* ------------------------------------------------ the host's own search
+ *
+ * Without a coordinator (every rank of the job on this host) the search for
+ * the seq where a communicator's members differ (desync_search.c) runs
+ * here, in one rank: the lowest whose process is still there (also while
+ * it lingers at its exit).  Its probes and requests for records go into
+ * shared memory, where every rank here reads them, and every rank's rules
+ * then compare the records it asked for.  Before, a silent MISMATCH (a
+ * count the collective lets complete) was named only where one rank's view
+ * happened to hold every member's record of the odd seq, or 2 s later from
+ * the hashes alone, without the operations, or not at all in a shorter job
+ * (the test NCCL's 1000-step job: 4 runs in 10). */
+static void local_probe(uint64_t comm, uint64_t seq, void *arg)
+{
+    (void)arg;
+    ccs_dsx_shm_want(ds.shm, comm, seq | CCS_DSX_PROBE_BIT, ccs_clock_mono_ms());
+}
+
+static void host_search(uint64_t now)
+{
+    int32_t owner = -1;
+    for (int32_t r = 0; r < ds.world_size; r++) {
+        const struct ccs_dsx_status *o = ds.view[r];
+        /* (a rank that finished is looked for only then: kill(2) at the job's end, not per period) */
+        ds.search_gone[r] = ds.presumed_dead[r] || !o || o->life == CCS_DSX_DIED ||
+                            (r != ds.world_rank && o->life != CCS_DSX_ALIVE && !ccs_dsx_pid_alive(o->pid));
+        if (owner < 0 && o && !ds.search_gone[r])
+            owner = r;
+    }
+    if (owner != ds.world_rank) {
+        if (ds.searching)
+            memset(ds.srch, 0, sizeof ds.srch);
+        ds.searching = 0;
+        return;
+    }
+    ds.searching = 1;
+    struct ccs_dsx_search_out out = {.probe = local_probe, .want = post_want};
+    ccs_dsx_search_pass(ds.srch, ds.world_size, ds.view, ds.search_gone, ds.seen, now, &out);
+    ccs_dsx_shm_set_search(ds.shm, now, ccs_dsx_search_settled(ds.srch, now));
 }
 
 static void post_bye(void *arg)
@@ -545,6 +607,8 @@ static void tick(void)
         ds.last_dbg = now;
         CCS_LOG(DEBUG, "desync: %zu local statuses, %u comms here, %d new verdicts", nlocal, ds.me.ncomm, nv);
     }
+    if (!ds.tcp_mode)
+        host_search(now);
     lead_if_leader_gone();
     if (ds.client)
         forward_tcp(nlocal, now);
@@ -587,6 +651,26 @@ static void *thread_main(void *arg)
 
 /* ------------------------------------------------------------ exit, fork */
 
+/* On one host the same for the host's own search: a rank stays until a
+ * pass of it that saw this rank's exit is settled (the last seqs of every
+ * communicator agree, or a MISMATCH was judged), at most
+ * CCS_DSX_EXIT_SEARCH_MS, and not when no rank has run a pass for five
+ * periods (none is searching). */
+static void exit_linger_host(void)
+{
+    uint64_t t0 = ccs_clock_mono_ms(), now = t0, pass = 0, idle = 5u * (uint64_t)ccs_cfg.desync_period_ms;
+    for (;;) {
+        int settled = ccs_dsx_shm_search(ds.shm, &pass);
+        now = ccs_clock_mono_ms();
+        if ((settled && pass > t0) || now >= t0 + CCS_DSX_EXIT_SEARCH_MS || (now > pass + idle && now > t0 + idle))
+            break;
+        ccs_sleep_ms(5);
+    }
+    tick(); /* the verdicts of the last pass reported */
+    CCS_LOG(DEBUG, "desync: the host's search settled %llu ms after this rank finished",
+            (unsigned long long)(ccs_clock_mono_ms() - t0));
+}
+
 /* Across hosts, a rank stays (its thread answering the coordinator's
  * probes) until the coordinator says BYE: a MISMATCH in the job's last
  * calls is then still searched for and reported, where the ranks would
@@ -597,8 +681,10 @@ static void *thread_main(void *arg)
  * long before the others waits that long at most. */
 static void exit_linger(void)
 {
-    if (!ds.tcp_mode)
+    if (!ds.tcp_mode) {
+        exit_linger_host();
         return;
+    }
     uint64_t t0 = ccs_clock_mono_ms(), until = t0 + CCS_DSX_EXIT_SEARCH_MS + 4u * (uint64_t)ccs_cfg.desync_period_ms;
     while (!ccs_dsx_shm_bye(ds.shm) && ccs_clock_mono_ms() < until)
         ccs_sleep_ms(5);
@@ -762,12 +848,15 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
     ds.view = calloc(w, sizeof *ds.view);
     ds.local = calloc(w, sizeof *ds.local);
     ds.presumed_dead = calloc(w, 1);
+    ds.search_gone = calloc(w, 1);
+    memset(ds.srch, 0, sizeof ds.srch);
+    ds.searching = 0;
     ds.peer_beat = calloc(w, sizeof *ds.peer_beat);
     ds.peer_gen = calloc(w, sizeof *ds.peer_gen);
     ds.peer_beat_ms = calloc(w, sizeof *ds.peer_beat_ms);
     ds.seen = ccs_dsx_seen_new();
     ds.reported = ccs_dsx_seen_new();
-    if (!ds.peer_status || !ds.view || !ds.local || !ds.presumed_dead || !ds.peer_beat || !ds.peer_gen ||
+    if (!ds.peer_status || !ds.view || !ds.local || !ds.presumed_dead || !ds.search_gone || !ds.peer_beat || !ds.peer_gen ||
         !ds.peer_beat_ms || !ds.seen || !ds.reported) {
         ccs_dsx_say_off("out of memory");
         atomic_store(&ds.state, OFF);

@@ -234,6 +234,7 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
             memcpy(cl->vbuf, p, sizeof *cl->vbuf);
             if (ccs_dsx_check_verdict(cl->vbuf, cl->wsize, why, n) != 0)
                 return -1;
+            cl->vbuf->local = 0; /* the coordinator's, whatever the frame says */
             if (cl->cb.verdict)
                 cl->cb.verdict(cl->vbuf, cl->cb.arg);
         } else if (f.type == CCS_DSX_M_BYE && f.length == 0) {

@@ -20,7 +20,8 @@
 #include <stdint.h>
 
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
-#define CCS_DSX_VERSION 4u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries */
+#define CCS_DSX_VERSION 5u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries;
+                                     5: ranks linger at exit for the search (BYE), the host's own search */
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
@@ -165,7 +166,7 @@ struct ccs_dsx_verdict {
     uint64_t comm;
     uint64_t seq;
     int32_t comm_size;
-    uint32_t pad;
+    uint32_t local; /* 1: from a host's own rules, shared through its memory (0 on the wire) */
     char line[CCS_DSX_LINE]; /* "comm=... ranks ... " after "ccshim CLASS " */
     struct ccs_dsx_party party[CCS_DSX_PARTIES];
 };

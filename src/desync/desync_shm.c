@@ -57,6 +57,9 @@ struct header {
     _Atomic uint64_t want_comm[NWANT], want_seq[NWANT], want_until[NWANT];
     _Atomic uint32_t nwant;
     _Atomic uint32_t bye;
+    /* The host's own search (ccs_dsx_shm_set_search): its last pass's
+     * time in ms, shifted left by one, | 1 when settled. */
+    _Atomic uint64_t search;
 };
 
 struct slot {
@@ -541,4 +544,16 @@ void ccs_dsx_shm_set_bye(struct ccs_dsx_shm *s)
 int ccs_dsx_shm_bye(struct ccs_dsx_shm *s)
 {
     return atomic_load(&s->h->bye) != 0;
+}
+
+void ccs_dsx_shm_set_search(struct ccs_dsx_shm *s, uint64_t pass_ms, int settled)
+{
+    atomic_store(&s->h->search, pass_ms << 1 | (settled ? 1u : 0u));
+}
+
+int ccs_dsx_shm_search(struct ccs_dsx_shm *s, uint64_t *pass_ms)
+{
+    uint64_t w = atomic_load(&s->h->search);
+    *pass_ms = w >> 1;
+    return (int)(w & 1u);
 }

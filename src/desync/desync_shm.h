@@ -91,6 +91,14 @@ uint64_t ccs_dsx_shm_wanted(struct ccs_dsx_shm *s, uint64_t comm, int probe, uin
 void ccs_dsx_shm_set_bye(struct ccs_dsx_shm *s);
 int ccs_dsx_shm_bye(struct ccs_dsx_shm *s);
 
+/* The host's own search for the seq where a communicator's members differ
+ * (no coordinator: desync.c, host_search): the rank running it stores the
+ * time of each pass (monotonic ms) and whether no search is under way
+ * then; ccs_dsx_shm_search gives the last (*PASS_MS) and 1 when settled.
+ * An exiting rank lingers until a pass after its exit is settled. */
+void ccs_dsx_shm_set_search(struct ccs_dsx_shm *s, uint64_t pass_ms, int settled);
+int ccs_dsx_shm_search(struct ccs_dsx_shm *s, uint64_t *pass_ms);
+
 /* 1 while process PID exists (also when it is another user's): a rank's
  * process, named by its slot, is still there. */
 int ccs_dsx_pid_alive(uint32_t pid);

@@ -4,6 +4,13 @@
 # from RANK / WORLD_SIZE as torchrun would, rank 1 skipping a mini-batch in
 # step 3.  Detection starts at the first communicator; abort ends the job
 # through ncclCommAbort.
+#
+# Then a silent MISMATCH on one host: rank 1 reduces one element less,
+# once, and the test NCCL lets the call complete, so the job runs on (and
+# ends normally).  The host's own search finds the seq from the running
+# hashes and every rank names the same odd call (docs/desync.md, "Finding
+# the seq"): while the job runs (step 3 of 1000, about 1.6 s) and in its
+# last calls (step 30 of 40: 40 seqs before the end, about 20 ms).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/desync/lib.sh"
 T="$top_builddir/ccshim-trainer-nccl"
@@ -11,7 +18,7 @@ T="$top_builddir/ccshim-trainer-nccl"
 [ -f "$top_builddir/tests/nccl/libnccl.so.2" ] || tap_skip_all "test-only host NCCL not built"
 LD_LIBRARY_PATH="$top_builddir/tests/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
-tap_plan 3
+tap_plan 11
 d="$CCS_TMP/nccl"
 mkdir -p "$d"
 pids=""
@@ -30,4 +37,35 @@ tap_check "DESYNC: rank 1 issued fewer collectives than the others in step 3" sh
 # blocked at the end of the run: the later DESYNC is not required.)
 tap_check "the abort went through ncclCommAbort" grep -q "CCSHIM_ON_DESYNC=abort: aborting the job" "$d/log-0.txt"
 [ "$TAP_FAILED" -eq 0 ] || { echo "$lines"; head -20 "$d"/log-*.txt "$d"/out-*; } | tap_diag
+
+# silent NAME STEP STEPS: rank 1's count one short in STEP of STEPS, 4 ranks
+# under the default policy (warn); sets D, TIMEOUTS.
+silent() {
+    D="$CCS_TMP/$1"
+    mkdir -p "$D"
+    local r p pids=""
+    for r in 0 1 2 3; do
+        RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 CCSHIM_LOG="$D/log-%r.txt" CCSHIM_SUMMARY=0 \
+            ccs_run_timeout 40 "$CCSHIM_RUN" --no-mpi -- "$T" --device host --nccl-id-file "$D/id" \
+            --inject=wrong-count:1:"$2" --steps "$3" >"$D/out-$r" 2>&1 &
+        pids="$pids $!"
+    done
+    TIMEOUTS=0
+    for p in $pids; do wait "$p"; [ $? -eq 124 ] && TIMEOUTS=$((TIMEOUTS + 1)); done
+}
+ODD='^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$'
+for c in "running 3 1000" "last 30 40"; do
+    set -- $c
+    silent "$1" "$2" "$3"
+    tap_eq "$1: no rank hung" 0 "$TIMEOUTS"
+    lines=$(cat "$D"/log-*.txt 2>/dev/null | grep '^ccshim MISMATCH ' | sed 's/ \[seen by rank.*//' | sort -u)
+    tap_check "$1: one MISMATCH naming rank 1 and both counts" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "$2"' _ "$lines" "$ODD"
+    tap_eq "$1: written by every rank" "1 1 1 1" "$(for r in 0 1 2 3; do grep -c '^ccshim MISMATCH ' "$D/log-$r.txt"; done | tr '\n' ' ' | sed 's/ $//')"
+    t0=$(sed -n 's/^culprit_call_ms=//p' "$D/out-1" | head -1)
+    t1=$(cat "$D"/log-*.txt | grep '^ccshim MISMATCH ' | sed -n 's/.* at=\([0-9.]*\)\]$/\1/p' | sort -n | head -1)
+    lat=$(awk -v a="${t0:-0}" -v b="${t1:-999999999}" 'BEGIN { printf "%d\n", (a > 0 ? b - a : 999999) }')
+    tap_check "$1: reported $lat ms after rank 1's call (<= 5000)" test "$lat" -le 5000
+    echo "# figure: one host, silent count mismatch ($1) $lat ms"
+    [ "$TAP_FAILED" -eq 0 ] || { echo "$lines"; head -5 "$D"/log-*.txt; } | tap_diag
+done
 tap_done
