@@ -656,13 +656,49 @@ static void *thread_main(void *arg)
  * communicator agree, or a MISMATCH was judged), at most
  * CCS_DSX_EXIT_SEARCH_MS, and not when no rank has run a pass for five
  * periods (none is searching). */
+/* 1 when every communicator in this rank's status whose members all
+ * publish on this host has them all at this rank's last seq, with its
+ * hash, as their slots say now: their calls agree through it, and nothing
+ * is left to search for this rank to answer (a member's status from
+ * before its last calls only makes this 0). */
+static int last_seqs_agree(void)
+{
+    pthread_mutex_lock(&ds.tick_lock);
+    read_local_statuses(ccs_clock_mono_ms());
+    int ok = 1;
+    for (uint32_t q = 0; q < ds.me.ncomm && q < CCS_DSX_MAXCOMM && ok; q++) {
+        const struct ccs_dsx_comm *m = &ds.me.comm[q];
+        if (m->size < 2)
+            continue;
+        int32_t n = 0;
+        for (int32_t r = 0; r < ds.world_size && ok; r++) {
+            const struct ccs_dsx_status *o = ds.view[r];
+            for (uint32_t k = 0; o && k < o->ncomm && k < CCS_DSX_MAXCOMM; k++)
+                if (o->comm[k].id == m->id) {
+                    n++;
+                    ok = o->comm[k].done == m->done && o->comm[k].hash == m->hash;
+                    break;
+                }
+        }
+        ok = ok && n == m->size;
+    }
+    pthread_mutex_unlock(&ds.tick_lock);
+    return ok;
+}
+
 static void exit_linger_host(void)
 {
+    /* The common end: every member made the same calls, seen at once (a
+     * healthy job's exit waits for nothing; an application of a second
+     * would feel even one period). */
+    if (last_seqs_agree())
+        return;
     uint64_t t0 = ccs_clock_mono_ms(), now = t0, pass = 0, idle = 5u * (uint64_t)ccs_cfg.desync_period_ms;
     for (;;) {
         int settled = ccs_dsx_shm_search(ds.shm, &pass);
         now = ccs_clock_mono_ms();
-        if ((settled && pass > t0) || now >= t0 + CCS_DSX_EXIT_SEARCH_MS || (now > pass + idle && now > t0 + idle))
+        if ((settled && pass > t0) || now >= t0 + CCS_DSX_EXIT_SEARCH_MS || (now > pass + idle && now > t0 + idle) ||
+            last_seqs_agree())
             break;
         ccs_sleep_ms(5);
     }

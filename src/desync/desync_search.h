@@ -26,6 +26,8 @@ struct ccs_dsx_search {
     int32_t n, answered, alive, finished;
     uint64_t min_done, hash;
     int differ;
+    uint64_t max_done, last_hash; /* the members' last seqs, and the first's hash there */
+    int last_differ;              /* a member's hash at its last seq differs from the first's */
 };
 
 struct ccs_dsx_search_out {

@@ -975,19 +975,27 @@ START_TEST(search_goes_on_while_the_members_finish)
     st[2].life = CCS_DSX_ALIVE;
     st[2].comm[0].state = CCS_DSX_FREED;
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1); /* (a pass that saw them is needed) */
+    /* One member still one call short: its last seq is probed at once,
+     * though 30 was probed 20 ms ago. */
+    st[3].comm[0].done = st[3].comm[0].issued = 99;
+    st[3].life = CCS_DSX_EXITED;
     now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* at once, though 30 was probed 20 ms ago */
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
     ck_assert_int_eq(nprobe, 2);
-    ck_assert_uint_eq(probe_seq, 100);
+    ck_assert_uint_eq(probe_seq, 99);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0);
+    /* All at 100: their last hashes answer (rank 1's differs), and the
+     * interval (30, 100] is halved in the same pass. */
+    st[3].comm[0].done = st[3].comm[0].issued = 100;
+    answer(99);
     now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* 100 differs: halve (30, 100] */
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* 99 differs: halve (30, 99] */
     ck_assert_int_eq(nprobe, 3);
-    ck_assert_uint_eq(probe_seq, 65);
+    ck_assert_uint_eq(probe_seq, 64);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0);
-    answer(65);
+    answer(64);
     now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* (30, 65] */
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* (30, 64] */
     ck_assert_int_eq(nprobe, 4);
     ck_assert_uint_eq(probe_seq, 47);
     answer(47);
@@ -1001,6 +1009,20 @@ START_TEST(search_goes_on_while_the_members_finish)
     ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
     ck_assert_int_eq(nprobe, 4);
+    /* A healthy end: every member finished at seq 120 with one hash,
+     * settled in the pass that sees it, with no probe. */
+    ccs_dsx_seen_free(seen);
+    seen = ccs_dsx_seen_new();
+    memset(srch, 0, sizeof srch);
+    for (int r = 0; r < NR; r++) {
+        st[r].comm[0].done = st[r].comm[0].issued = 120;
+        st[r].comm[0].hash = 0x900d0000 + 120;
+        st[r].comm[0].cp_seq[1] = 0;
+    }
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    ck_assert_int_eq(nprobe, 4);
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
     /* A member that died is gone: nothing to wait for. */
     ccs_dsx_seen_free(seen);
     seen = ccs_dsx_seen_new();
