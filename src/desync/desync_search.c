@@ -107,15 +107,19 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
         } else if (x->probe && now - x->probe_ms > PROBE_GIVE_UP_MS) {
             x->probe = 0;
         }
-        if (!x->probe && !x->hi && x->finished == x->size && x->min_done == x->max_done && x->min_done > x->lo) {
+        if (!x->hi && x->finished == x->size && x->min_done == x->max_done && x->min_done > x->lo) {
             /* Every member finished at the same seq: their last hashes
              * answer for it, without a probe (a healthy job's end is
-             * settled in this pass; a difference is halved at once). */
+             * settled in this pass; a difference is halved at once).  A
+             * probe still out below it is moot when they agree (one the
+             * rings no longer held would wait out PROBE_GIVE_UP_MS: HPCC's
+             * exit waited 0.75 s). */
             if (x->last_differ) {
                 x->hi = x->min_done;
                 x->want_ms = 0;
             } else {
                 x->lo = x->min_done;
+                x->probe = 0;
             }
         }
         if (x->probe)

@@ -1023,6 +1023,32 @@ START_TEST(search_goes_on_while_the_members_finish)
     ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
     ck_assert_int_eq(nprobe, 4);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
+    /* A probe the members' rings no longer answer (seq 120 while rank 0
+     * is there and the others have moved on) is moot once they all end at
+     * one seq with one hash: settled then, not PROBE_GIVE_UP_MS later. */
+    memset(srch, 0, sizeof srch);
+    for (int r = 0; r < NR; r++) {
+        st[r].life = CCS_DSX_ALIVE;
+        st[r].comm[0].state = 0;
+        st[r].comm[0].done = st[r].comm[0].issued = r == 0 ? 120 : 150;
+        st[r].comm[0].hash = 0x900d0000 + st[r].comm[0].done;
+    }
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    ck_assert_int_eq(nprobe, 5);
+    ck_assert_uint_eq(probe_seq, 120);
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* rank 0 alone answers */
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0);
+    for (int r = 0; r < NR; r++) {
+        st[r].life = CCS_DSX_EXITED;
+        st[r].comm[0].done = st[r].comm[0].issued = 160;
+        st[r].comm[0].hash = 0x900d0000 + 160;
+    }
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
+    ck_assert_int_eq(nprobe, 5);
     /* A member that died is gone: nothing to wait for. */
     ccs_dsx_seen_free(seen);
     seen = ccs_dsx_seen_new();
@@ -1030,7 +1056,7 @@ START_TEST(search_goes_on_while_the_members_finish)
     st[3].life = CCS_DSX_DIED;
     now += CCS_DSX_PROBE_TICK_MS;
     ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
-    ck_assert_int_eq(nprobe, 4);
+    ck_assert_int_eq(nprobe, 5);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
     ccs_dsx_seen_free(seen);
 }
