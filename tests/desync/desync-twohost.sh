@@ -156,6 +156,21 @@ th_first_ms() {
     cat "$CCS_TMP/$1"/log-*.txt 2>/dev/null | grep "^ccshim $2 " | sed -n 's/.* at=\([0-9.]*\)\]$/\1/p' | sort -n | head -1
 }
 
+# th_count_verdict NAME: the NCCL job NAME, rank 1's count one short once,
+# gave one MISMATCH naming rank 1 and both counts at the exact seq, seen on
+# both hosts, within MISMATCH_MS of the odd call (three checks).
+th_count_verdict() {
+    local lines t0 t1 lat
+    lines=$(dsx_lines "$1" MISMATCH)
+    tap_check "$1: MISMATCH naming rank 1 and both counts at the exact seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$"' _ "$lines"
+    tap_check "$1: seen on both hosts" th_seen_both "$1" MISMATCH
+    t0=$(sed -n 's/^culprit_call_ms=//p' "$CCS_TMP/$1/out-1" | head -1)
+    t1=$(th_first_ms "$1" MISMATCH)
+    lat=$(awk -v a="${t0:-0}" -v b="${t1:-999999999}" 'BEGIN { printf "%d\n", (a > 0 ? b - a : 999999) }')
+    tap_check "$1: reported $lat ms after rank 1's call (<= $MISMATCH_MS)" test "$lat" -le $MISMATCH_MS
+    echo "# figure: nccl $1 MISMATCH $lat ms"
+}
+
 if [ $have_nccl = 1 ]; then
     # Rank 1 (hA) reduces one element less, once, in step 3; the job runs on
     # (the test NCCL lets a count mismatch complete), so the verdict must
@@ -167,30 +182,16 @@ if [ $have_nccl = 1 ]; then
     chmod 600 "$CCS_TMP/job.secret"
     th_nccl n-count 60 -u CCSHIM_SECRET CCSHIM_SECRET_FILE="$CCS_TMP/job.secret" -- --inject=wrong-count:1:3 --steps 1000
     tap_eq "n-count: no rank hung" 0 "$NCCL_TIMEOUTS"
-    lines=$(dsx_lines n-count MISMATCH)
-    tap_check "n-count: MISMATCH naming rank 1 and both counts at the exact seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$"' _ "$lines"
-    tap_check "n-count: seen on both hosts" th_seen_both n-count MISMATCH
+    th_count_verdict n-count
     tap_eq "n-count: no dropped connection" "" "$(cat "$CCS_TMP/n-count"/log-*.txt | grep 'warning: .*closed the connection' || true)"
-    t0=$(sed -n 's/^culprit_call_ms=//p' "$CCS_TMP/n-count/out-1" | head -1)
-    t1=$(th_first_ms n-count MISMATCH)
-    lat=$(awk -v a="${t0:-0}" -v b="${t1:-999999999}" 'BEGIN { printf "%d\n", (a > 0 ? b - a : 999999) }')
-    tap_check "n-count: reported $lat ms after rank 1's call (<= $MISMATCH_MS)" test "$lat" -le $MISMATCH_MS
-    echo "# figure: nccl n-count MISMATCH $lat ms"
     # The same in the job's last step (38 of 40, about 0.1 s in all): the
     # ranks end ms later and linger until the coordinator's BYE, which
     # waits for the search (docs/desync.md, "The end of a job").  Before,
     # the ranks were gone before the search narrowed: never reported.
     th_nccl n-last 60 -- --inject=wrong-count:1:38 --steps 40
     tap_eq "n-last: exit 0, no rank hung" "0 0" "$DSX_RC $NCCL_TIMEOUTS"
-    lines=$(dsx_lines n-last MISMATCH)
-    tap_check "n-last: MISMATCH naming rank 1 and both counts at the exact seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$"' _ "$lines"
-    tap_check "n-last: seen on both hosts" th_seen_both n-last MISMATCH
+    th_count_verdict n-last
     tap_eq "n-last: every rank had the coordinator's BYE" "" "$(grep -h 'no BYE from the coordinator' "$CCS_TMP/n-last"/log-*.txt || true)"
-    t0=$(sed -n 's/^culprit_call_ms=//p' "$CCS_TMP/n-last/out-1" | head -1)
-    t1=$(th_first_ms n-last MISMATCH)
-    lat=$(awk -v a="${t0:-0}" -v b="${t1:-999999999}" 'BEGIN { printf "%d\n", (a > 0 ? b - a : 999999) }')
-    tap_check "n-last: reported $lat ms after rank 1's call (<= $MISMATCH_MS)" test "$lat" -le $MISMATCH_MS
-    echo "# figure: nccl n-last MISMATCH $lat ms"
     # Healthy: nothing to report, every connection kept to the end.  (A rank
     # that is itself exiting notes a link that ends at INFO: the
     # coordinator's rank may have gone first at the job's normal end.)

@@ -891,20 +891,55 @@ static void answer(uint64_t seq)
     }
 }
 
-START_TEST(search_asks_for_the_records_once_narrowed)
+/* Every member's communicator X at SEQ with the same hash, nothing probed. */
+static void all_at(uint64_t seq)
+{
+    for (int r = 0; r < NR; r++) {
+        st[r].comm[0].done = st[r].comm[0].issued = seq;
+        st[r].comm[0].hash = 0x900d0000 + seq;
+        st[r].comm[0].cp_seq[1] = 0;
+    }
+}
+
+/* The search tests' coordinator: its searches, what it judged, its outputs. */
+static struct ccs_dsx_search srch[CCS_DSX_NSEARCH];
+static struct ccs_dsx_seen *seen;
+static const struct ccs_dsx_search_out out = {.probe = on_probe, .want = on_want};
+
+/* Fresh statuses, every rank a member of X at SEQ with one hash, and a
+ * new search with nothing probed or asked yet; returns its start (ms). */
+static uint64_t search_start(uint64_t seq)
 {
     reset();
-    for (int r = 0; r < NR; r++) {
-        struct ccs_dsx_comm *c = add(r, X, NR, -1, 0);
-        c->done = c->issued = 100;
-        c->hash = r == 1 ? 0xbad : 0x900d;
-    }
-    struct ccs_dsx_search srch[CCS_DSX_NSEARCH];
+    for (int r = 0; r < NR; r++)
+        add(r, X, NR, -1, 0);
+    all_at(seq);
     memset(srch, 0, sizeof srch);
-    struct ccs_dsx_seen *seen = ccs_dsx_seen_new();
-    struct ccs_dsx_search_out out = {.probe = on_probe, .want = on_want};
+    seen = ccs_dsx_seen_new();
     nprobe = nwant = 0;
-    uint64_t now = 1000;
+    return 1000;
+}
+
+/* One pass of the search a probe tick after NOW; returns its time. */
+static uint64_t next_pass(uint64_t now)
+{
+    now += CCS_DSX_PROBE_TICK_MS;
+    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    return now;
+}
+
+/* A new search over the same statuses: nothing judged, nothing under way. */
+static void fresh_search(void)
+{
+    ccs_dsx_seen_free(seen);
+    seen = ccs_dsx_seen_new();
+    memset(srch, 0, sizeof srch);
+}
+
+START_TEST(search_asks_for_the_records_once_narrowed)
+{
+    uint64_t now = search_start(100);
+    st[1].comm[0].hash = 0xbad;
     ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* probes the newest seq all have done */
     ck_assert_int_eq(nprobe, 1);
     ck_assert_uint_eq(probe_seq, 100);
@@ -945,24 +980,12 @@ END_TEST
  * that finished: a MISMATCH in a job's last 0.2-0.3 s went unreported.) */
 START_TEST(search_goes_on_while_the_members_finish)
 {
-    reset();
-    for (int r = 0; r < NR; r++) {
-        struct ccs_dsx_comm *c = add(r, X, NR, -1, 0);
-        c->done = c->issued = 30;
-        c->hash = 0x900d0000 + 30;
-    }
-    struct ccs_dsx_search srch[CCS_DSX_NSEARCH];
-    memset(srch, 0, sizeof srch);
-    struct ccs_dsx_seen *seen = ccs_dsx_seen_new();
-    struct ccs_dsx_search_out out = {.probe = on_probe, .want = on_want};
-    nprobe = nwant = 0;
-    uint64_t now = 1000;
+    uint64_t now = search_start(30);
     ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
     ck_assert_int_eq(nprobe, 1);
     ck_assert_uint_eq(probe_seq, 30);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0); /* a probe out */
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* 30 agrees */
+    now = next_pass(now); /* 30 agrees */
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
     /* 70 more calls each, rank 1's different, and everyone finishes: one
      * frees the communicator, one finalizes, two exit. */
@@ -979,8 +1002,7 @@ START_TEST(search_goes_on_while_the_members_finish)
      * though 30 was probed 20 ms ago. */
     st[3].comm[0].done = st[3].comm[0].issued = 99;
     st[3].life = CCS_DSX_EXITED;
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    now = next_pass(now);
     ck_assert_int_eq(nprobe, 2);
     ck_assert_uint_eq(probe_seq, 99);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0);
@@ -988,39 +1010,28 @@ START_TEST(search_goes_on_while_the_members_finish)
      * interval (30, 100] is halved in the same pass. */
     st[3].comm[0].done = st[3].comm[0].issued = 100;
     answer(99);
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* 99 differs: halve (30, 99] */
+    now = next_pass(now); /* 99 differs: halve (30, 99] */
     ck_assert_int_eq(nprobe, 3);
     ck_assert_uint_eq(probe_seq, 64);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0);
     answer(64);
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* (30, 64] */
+    now = next_pass(now); /* (30, 64] */
     ck_assert_int_eq(nprobe, 4);
     ck_assert_uint_eq(probe_seq, 47);
     answer(47);
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* (30, 47]: the records */
+    now = next_pass(now); /* (30, 47]: the records */
     ck_assert_int_eq(nwant, 1);
     ck_assert_uint_eq(want_seq, 30 + CCS_DSX_HIST / 2);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0); /* until the rules judge */
     ccs_dsx_seen_add(seen, CCS_DSX_MISMATCH, X, 0); /* (as the rules record it: once per communicator) */
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    now = next_pass(now);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
     ck_assert_int_eq(nprobe, 4);
     /* A healthy end: every member finished at seq 120 with one hash,
      * settled in the pass that sees it, with no probe. */
-    ccs_dsx_seen_free(seen);
-    seen = ccs_dsx_seen_new();
-    memset(srch, 0, sizeof srch);
-    for (int r = 0; r < NR; r++) {
-        st[r].comm[0].done = st[r].comm[0].issued = 120;
-        st[r].comm[0].hash = 0x900d0000 + 120;
-        st[r].comm[0].cp_seq[1] = 0;
-    }
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    fresh_search();
+    all_at(120);
+    now = next_pass(now);
     ck_assert_int_eq(nprobe, 4);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
     /* A probe the members' rings no longer answer (seq 120 while rank 0
@@ -1033,29 +1044,21 @@ START_TEST(search_goes_on_while_the_members_finish)
         st[r].comm[0].done = st[r].comm[0].issued = r == 0 ? 120 : 150;
         st[r].comm[0].hash = 0x900d0000 + st[r].comm[0].done;
     }
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    now = next_pass(now);
     ck_assert_int_eq(nprobe, 5);
     ck_assert_uint_eq(probe_seq, 120);
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out); /* rank 0 alone answers */
+    now = next_pass(now); /* rank 0 alone answers */
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0);
-    for (int r = 0; r < NR; r++) {
+    all_at(160);
+    for (int r = 0; r < NR; r++)
         st[r].life = CCS_DSX_EXITED;
-        st[r].comm[0].done = st[r].comm[0].issued = 160;
-        st[r].comm[0].hash = 0x900d0000 + 160;
-    }
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    now = next_pass(now);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
     ck_assert_int_eq(nprobe, 5);
     /* A member that died is gone: nothing to wait for. */
-    ccs_dsx_seen_free(seen);
-    seen = ccs_dsx_seen_new();
-    memset(srch, 0, sizeof srch);
+    fresh_search();
     st[3].life = CCS_DSX_DIED;
-    now += CCS_DSX_PROBE_TICK_MS;
-    ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
+    now = next_pass(now);
     ck_assert_int_eq(nprobe, 5);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 1);
     ccs_dsx_seen_free(seen);
