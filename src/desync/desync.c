@@ -292,12 +292,15 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     if (!ccs_dsx_seen_add(ds.reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
         return;
-    if (arg == FROM_LOCAL_RULES) {
+    if (arg == FROM_LOCAL_RULES && v->cls == CCS_DSX_MISMATCH) {
         /* Every rank here reports what the first to judge found: each
          * rank's rules judge the host's statuses as read in its own period,
          * and a MISMATCH found in one view (the odd seq's records of every
          * member in it at once) could be missed in the others, or named
-         * there later from the hashes alone. */
+         * there later from the hashes alone.  (The other classes follow
+         * from states every rank sees for periods: blocked, gone.  Once per
+         * communicator, so the posts of a host's ranks that judge it in
+         * the same period stay few beside the ring's 16 places.) */
         struct ccs_dsx_verdict *shared = malloc(sizeof *shared);
         if (shared) {
             *shared = *v;
