@@ -44,6 +44,60 @@ static int hash_at(const struct ccs_dsx_comm *e, uint64_t seq, uint64_t *h)
     return 0;
 }
 
+/* The first member's entry E: its last seq and checkpoints are the
+ * candidates, each answered by it. */
+static void candidates(struct ccs_dsx_search *x, const struct ccs_dsx_comm *e)
+{
+    uint64_t seq[3] = {e->done, e->cp_seq[0], e->cp_seq[1]}, hash[3] = {e->hash, e->cp_hash[0], e->cp_hash[1]};
+    for (int k = 0; k < 3; k++) {
+        int dup = !seq[k];
+        for (int j = 0; j < x->ncand; j++)
+            dup |= x->cand[j] == seq[k];
+        if (dup)
+            continue;
+        x->cand[x->ncand] = seq[k];
+        x->cand_hash[x->ncand] = hash[k];
+        x->cand_n[x->ncand] = 1;
+        x->cand_differ[x->ncand++] = 0;
+    }
+}
+
+/* Another member's entry E answers the candidates it holds. */
+static void answer_candidates(struct ccs_dsx_search *x, const struct ccs_dsx_comm *e)
+{
+    for (int k = 0; k < x->ncand; k++) {
+        uint64_t h;
+        if (hash_at(e, x->cand[k], &h)) {
+            x->cand_n[k]++;
+            x->cand_differ[k] |= h != x->cand_hash[k];
+        }
+    }
+}
+
+/* A seq every member's status answers for moves the search without a
+ * probe: hashes that agree there raise LO, hashes that differ lower HI.
+ * So members that run (or finished) in step, their last seq or a
+ * checkpoint in common, are checked in every pass without reading their
+ * rings back, and a difference there is halved at once.  A probe out
+ * below LO is moot then (one the rings no longer held would wait out
+ * PROBE_GIVE_UP_MS: HPCC's exit waited 0.75 s for one). */
+static void settle_from_statuses(struct ccs_dsx_search *x)
+{
+    for (int k = 0; k < x->ncand; k++) {
+        uint64_t c = x->cand[k];
+        if (x->cand_n[k] != x->size || c <= x->lo || (x->hi && c >= x->hi))
+            continue;
+        if (x->cand_differ[k]) {
+            x->hi = c;
+            x->want_ms = 0; /* a new interval: its records are asked for at once */
+        } else {
+            x->lo = c;
+        }
+    }
+    if (x->probe && (x->probe <= x->lo || (x->hi && x->probe >= x->hi)))
+        x->probe = 0;
+}
+
 void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t wsize,
                          const struct ccs_dsx_status *const *sts, const uint8_t *dead,
                          const struct ccs_dsx_seen *seen, uint64_t now, const struct ccs_dsx_search_out *out)
@@ -53,8 +107,7 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
         x->n = x->answered = x->alive = x->finished = 0;
         x->min_done = UINT64_MAX;
         x->differ = 0;
-        x->max_done = 0;
-        x->last_differ = 0;
+        x->ncand = 0;
     }
     for (int32_t r = 0; r < wsize; r++) {
         const struct ccs_dsx_status *st = sts[r];
@@ -75,11 +128,10 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
             x->alive += st->life != CCS_DSX_DIED && !dead[r];
             x->finished += e->state == CCS_DSX_FREED || st->life == CCS_DSX_FINALIZING || st->life == CCS_DSX_EXITED;
             x->min_done = e->done < x->min_done ? e->done : x->min_done;
-            x->max_done = e->done > x->max_done ? e->done : x->max_done;
             if (x->n == 1)
-                x->last_hash = e->hash;
+                candidates(x, e);
             else
-                x->last_differ |= e->hash != x->last_hash;
+                answer_candidates(x, e);
             uint64_t h;
             if (x->probe && hash_at(e, x->probe, &h)) {
                 if (x->answered++ == 0)
@@ -107,21 +159,7 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
         } else if (x->probe && now - x->probe_ms > PROBE_GIVE_UP_MS) {
             x->probe = 0;
         }
-        if (!x->hi && x->finished == x->size && x->min_done == x->max_done && x->min_done > x->lo) {
-            /* Every member finished at the same seq: their last hashes
-             * answer for it, without a probe (a healthy job's end is
-             * settled in this pass; a difference is halved at once).  A
-             * probe still out below it is moot when they agree (one the
-             * rings no longer held would wait out PROBE_GIVE_UP_MS: HPCC's
-             * exit waited 0.75 s). */
-            if (x->last_differ) {
-                x->hi = x->min_done;
-                x->want_ms = 0;
-            } else {
-                x->lo = x->min_done;
-                x->probe = 0;
-            }
-        }
+        settle_from_statuses(x);
         if (x->probe)
             continue;
         if (x->hi && x->hi <= x->lo)

@@ -26,8 +26,12 @@ struct ccs_dsx_search {
     int32_t n, answered, alive, finished;
     uint64_t min_done, hash;
     int differ;
-    uint64_t max_done, last_hash; /* the members' last seqs, and the first's hash there */
-    int last_differ;              /* a member's hash at its last seq differs from the first's */
+    /* Seqs the statuses answer for without a probe: the first member's
+     * last seq and checkpoints, with its hashes there; how many members
+     * answer each, and whether one of them differs. */
+    uint64_t cand[3], cand_hash[3];
+    int32_t ncand, cand_n[3];
+    int cand_differ[3];
 };
 
 struct ccs_dsx_search_out {
