@@ -654,11 +654,6 @@ static void *thread_main(void *arg)
 
 /* ------------------------------------------------------------ exit, fork */
 
-/* On one host the same for the host's own search: a rank stays until a
- * pass of it that saw this rank's exit is settled (the last seqs of every
- * communicator agree, or a MISMATCH was judged), at most
- * CCS_DSX_EXIT_SEARCH_MS, and not when no rank has run a pass for five
- * periods (none is searching). */
 /* 1 when every communicator in this rank's status whose members all
  * publish on this host has them all at this rank's last seq, with its
  * hash, as their slots say now: their calls agree through it, and nothing
@@ -691,6 +686,12 @@ static int last_seqs_agree(void)
     return ok;
 }
 
+/* On one host the same for the host's own search: a rank stays until its
+ * last seqs agree with every member's (last_seqs_agree) or a pass of the
+ * search that saw this rank's exit is settled (the last seqs of every
+ * communicator agree, or a MISMATCH was judged), at most
+ * CCS_DSX_EXIT_SEARCH_MS, and not when no rank has run a pass for five
+ * periods (none is searching). */
 static void exit_linger_host(void)
 {
     /* The common end: every member made the same calls, seen at once (a
