@@ -330,6 +330,26 @@ START_TEST(many_answers_in_a_row)
 }
 END_TEST
 
+/* A private segment of SIZE slots for one test, named after NAME and this
+ * process (the key goes into KEY), and its removal: closed, then its name
+ * unlinked. */
+static struct ccs_dsx_shm *test_segment(const char *name, int32_t size, char *key, size_t n)
+{
+    char why[256];
+    snprintf(key, n, "%s-%d-0123456789abcdef", name, (int)getpid());
+    struct ccs_dsx_shm *s = ccs_dsx_shm_open(key, size, 0, 0, why, sizeof why);
+    ck_assert_msg(s != NULL, "%s", why);
+    return s;
+}
+
+static void drop_segment(struct ccs_dsx_shm *s, const char *key, int32_t size)
+{
+    char path[256];
+    ccs_dsx_shm_close(s);
+    ccs_dsx_shm_path(key, size, path, sizeof path);
+    unlink(path);
+}
+
 /* Completed agreements posted by several processes at once (every rank of
  * a host posts one, the leader others' too): no two take one place, and no
  * place is left half-written.  Three processes post 100000 each at the
@@ -338,10 +358,8 @@ END_TEST
  * what was posted there later was never found. */
 START_TEST(agreed_posts_from_many_processes)
 {
-    char key[128], why[256];
-    snprintf(key, sizeof key, "posts-%d-0123456789abcdef", (int)getpid());
-    struct ccs_dsx_shm *s = ccs_dsx_shm_open(key, N + 1, 0, 0, why, sizeof why);
-    ck_assert_msg(s != NULL, "%s", why);
+    char key[128];
+    struct ccs_dsx_shm *s = test_segment("posts", N + 1, key, sizeof key);
     _Atomic int *go = mmap(NULL, sizeof *go, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert(go != MAP_FAILED);
     atomic_init(go, 0);
@@ -376,10 +394,7 @@ START_TEST(agreed_posts_from_many_processes)
         if (ccs_dsx_shm_find_agreed(s, 0x900, i, &got) && got.max == 7 * i && got.min == i)
             found++;
     }
-    ccs_dsx_shm_close(s);
-    char path[256];
-    ccs_dsx_shm_path(key, N + 1, path, sizeof path);
-    unlink(path);
+    drop_segment(s, key, N + 1);
     ck_assert_int_eq(found, 32);
 }
 END_TEST
@@ -403,10 +418,8 @@ static void wait_until(_Atomic int *v, int want)
 
 START_TEST(verdicts_posted_by_two_leaders_at_once)
 {
-    char key[128], why[256];
-    snprintf(key, sizeof key, "verdicts-%d-0123456789abcdef", (int)getpid());
-    struct ccs_dsx_shm *s = ccs_dsx_shm_open(key, N, 0, 0, why, sizeof why);
-    ck_assert_msg(s != NULL, "%s", why);
+    char key[128];
+    struct ccs_dsx_shm *s = test_segment("verdicts", N, key, sizeof key);
     _Atomic int *sync = mmap(NULL, 2 * sizeof *sync, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert(sync != MAP_FAILED);
     _Atomic int *go = &sync[0], *done = &sync[1];
@@ -458,10 +471,7 @@ START_TEST(verdicts_posted_by_two_leaders_at_once)
         ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
     munmap(sync, 2 * sizeof *sync);
-    ccs_dsx_shm_close(s);
-    char path[256];
-    ccs_dsx_shm_path(key, N, path, sizeof path);
-    unlink(path);
+    drop_segment(s, key, N);
     ck_assert_int_eq(torn, 0);
     ck_assert_int_eq(disorder, 0);
     ck_assert_msg(short_rounds == 0, "%d of %d rounds lost verdicts", short_rounds, VERDICT_ROUNDS);
@@ -476,10 +486,8 @@ END_TEST
  * pass it by, and the verdict posted after it is read. */
 START_TEST(verdict_of_a_dead_writer_is_passed_by)
 {
-    char key[128], why[256];
-    snprintf(key, sizeof key, "deadwriter-%d-0123456789abcdef", (int)getpid());
-    struct ccs_dsx_shm *s = ccs_dsx_shm_open(key, N, 0, 0, why, sizeof why);
-    ck_assert_msg(s != NULL, "%s", why);
+    char key[128];
+    struct ccs_dsx_shm *s = test_segment("deadwriter", N, key, sizeof key);
     long page = sysconf(_SC_PAGESIZE);
     pid_t pid = fork();
     if (pid == 0) {
@@ -512,10 +520,7 @@ START_TEST(verdict_of_a_dead_writer_is_passed_by)
     ck_assert_str_eq(got.line, "after the dead writer's");
     ck_assert_msg(ccs_dsx_shm_next_verdict(s, &c, &got) == 0, "a third verdict (comm %#llx)",
                   (unsigned long long)got.comm);
-    ccs_dsx_shm_close(s);
-    char path[256];
-    ccs_dsx_shm_path(key, N, path, sizeof path);
-    unlink(path);
+    drop_segment(s, key, N);
 }
 END_TEST
 
