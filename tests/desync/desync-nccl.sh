@@ -19,44 +19,40 @@ T="$top_builddir/ccshim-trainer-nccl"
 LD_LIBRARY_PATH="$top_builddir/tests/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
 tap_plan 11
-d="$CCS_TMP/nccl"
-mkdir -p "$d"
-pids=""
-for r in 0 1 2 3; do
-    RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 CCSHIM_LOG="$d/log-%r.txt" CCSHIM_SUMMARY=0 CCSHIM_ON_DESYNC=abort \
-        ccs_run_timeout 40 "$CCSHIM_RUN" --no-mpi -- "$T" --device host --nccl-id-file "$d/id" \
-        --sync=per-minibatch --inject=skip-minibatch:1:3 --steps 5 >"$d/out-$r" 2>&1 &
-    pids="$pids $!"
-done
-timeouts=0
-for p in $pids; do wait "$p"; [ $? -eq 124 ] && timeouts=$((timeouts + 1)); done
-tap_eq "no rank left hanging until the timeout" 0 "$timeouts"
-lines=$(cat "$d"/log-*.txt 2>/dev/null | grep '^ccshim DESYNC ' | sed 's/ \[seen by rank.*//; s/ for [0-9.]* s/ for N s/' | sort -u)
-tap_check "DESYNC: rank 1 issued fewer collectives than the others in step 3" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued seq [0-9]+ \(allreduce\(count=[0-9]+, float64, sum\)\) in step 4 where ranks 0,2-3 issued it in step 3: rank 1 issued fewer collectives than the others in step 3 and is behind from there on$"' _ "$lines"
-# (With abort, the job may end on this first verdict, before everyone is
-# blocked at the end of the run: the later DESYNC is not required.)
-tap_check "the abort went through ncclCommAbort" grep -q "CCSHIM_ON_DESYNC=abort: aborting the job" "$d/log-0.txt"
-[ "$TAP_FAILED" -eq 0 ] || { echo "$lines"; head -20 "$d"/log-*.txt "$d"/out-*; } | tap_diag
-
-# silent NAME STEP STEPS: rank 1's count one short in STEP of STEPS, 4 ranks
-# under the default policy (warn); sets D, TIMEOUTS.
-silent() {
+# nccl_job NAME [VAR=VALUE...] -- TRAINER ARGS...: 4 ranks started as
+# torchrun would, each killed after 40 s; sets D (their logs and output)
+# and TIMEOUTS (ranks killed).
+nccl_job() {
     D="$CCS_TMP/$1"
+    shift
+    local envs="" r p pids=""
+    while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+    shift
     mkdir -p "$D"
-    local r p pids=""
     for r in 0 1 2 3; do
+        # shellcheck disable=SC2086
         RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 CCSHIM_LOG="$D/log-%r.txt" CCSHIM_SUMMARY=0 \
-            ccs_run_timeout 40 "$CCSHIM_RUN" --no-mpi -- "$T" --device host --nccl-id-file "$D/id" \
-            --inject=wrong-count:1:"$2" --steps "$3" >"$D/out-$r" 2>&1 &
+            ccs_run_timeout 40 env $envs "$CCSHIM_RUN" --no-mpi -- "$T" --device host --nccl-id-file "$D/id" \
+            "$@" >"$D/out-$r" 2>&1 &
         pids="$pids $!"
     done
     TIMEOUTS=0
     for p in $pids; do wait "$p"; [ $? -eq 124 ] && TIMEOUTS=$((TIMEOUTS + 1)); done
 }
+nccl_job nccl CCSHIM_ON_DESYNC=abort -- --sync=per-minibatch --inject=skip-minibatch:1:3 --steps 5
+tap_eq "no rank left hanging until the timeout" 0 "$TIMEOUTS"
+lines=$(cat "$D"/log-*.txt 2>/dev/null | grep '^ccshim DESYNC ' | sed 's/ \[seen by rank.*//; s/ for [0-9.]* s/ for N s/' | sort -u)
+tap_check "DESYNC: rank 1 issued fewer collectives than the others in step 3" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued seq [0-9]+ \(allreduce\(count=[0-9]+, float64, sum\)\) in step 4 where ranks 0,2-3 issued it in step 3: rank 1 issued fewer collectives than the others in step 3 and is behind from there on$"' _ "$lines"
+# (With abort, the job may end on this first verdict, before everyone is
+# blocked at the end of the run: the later DESYNC is not required.)
+tap_check "the abort went through ncclCommAbort" grep -q "CCSHIM_ON_DESYNC=abort: aborting the job" "$D/log-0.txt"
+[ "$TAP_FAILED" -eq 0 ] || { echo "$lines"; head -20 "$D"/log-*.txt "$D"/out-*; } | tap_diag
+
 ODD='^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$'
 for c in "running 3 1000" "last 30 40"; do
     set -- $c
-    silent "$1" "$2" "$3"
+    # rank 1's count one short in step $2 of $3, under the default policy (warn)
+    nccl_job "$1" -- --inject=wrong-count:1:"$2" --steps "$3"
     tap_eq "$1: no rank hung" 0 "$TIMEOUTS"
     lines=$(cat "$D"/log-*.txt 2>/dev/null | grep '^ccshim MISMATCH ' | sed 's/ \[seen by rank.*//' | sort -u)
     tap_check "$1: one MISMATCH naming rank 1 and both counts" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "$2"' _ "$lines" "$ODD"
