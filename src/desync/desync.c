@@ -86,7 +86,6 @@ static struct {
     struct ccs_dsx_vcursor vcursor;         /* the next verdict to read from shared memory */
     struct ccs_dsx_search srch[CCS_DSX_NSEARCH]; /* the host's own search, while this rank runs it */
     uint8_t *search_gone;                   /* per world rank: dead, or exited and gone (host_search) */
-    int searching;
     uint64_t last_hash, last_pub, last_dbg; /* own status last published (hash, ms); last debug line (ms) */
     struct ccs_dsx_agree *agree_buf;        /* the host's agreement values, forwarded by its leader */
     size_t agree_cap;
@@ -421,12 +420,9 @@ static void host_search(uint64_t now)
             owner = r;
     }
     if (owner != ds.world_rank) {
-        if (ds.searching)
-            memset(ds.srch, 0, sizeof ds.srch);
-        ds.searching = 0;
+        memset(ds.srch, 0, sizeof ds.srch); /* (a search this rank ran is the new owner's to start again) */
         return;
     }
-    ds.searching = 1;
     struct ccs_dsx_search_out out = {.probe = local_probe, .want = post_want};
     ccs_dsx_search_pass(ds.srch, ds.world_size, ds.view, ds.search_gone, ds.seen, now, &out);
     ccs_dsx_shm_set_search(ds.shm, now, ccs_dsx_search_settled(ds.srch, now));
@@ -892,7 +888,6 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
     ds.presumed_dead = calloc(w, 1);
     ds.search_gone = calloc(w, 1);
     memset(ds.srch, 0, sizeof ds.srch);
-    ds.searching = 0;
     ds.peer_beat = calloc(w, sizeof *ds.peer_beat);
     ds.peer_gen = calloc(w, sizeof *ds.peer_gen);
     ds.peer_beat_ms = calloc(w, sizeof *ds.peer_beat_ms);
