@@ -4,8 +4,10 @@
 # test and the desync scenario with -fsanitize=thread in a build directory of
 # their own, runs them on 2 ranks with the desync thread and the trace writer
 # on (ranks blocked in collectives while the desync thread copies their
-# in-flight records), and fails if ThreadSanitizer reports a race with a
-# frame in ccshim's sources.  Races wholly inside the (uninstrumented) MPI
+# in-flight records), then a silent MISMATCH on 3 ranks (the host's search
+# and a verdict shared through shared memory), and fails if ThreadSanitizer
+# reports a race with a frame in ccshim's sources, or the MISMATCH is not
+# seen by all 3 ranks.  Races wholly inside the (uninstrumented) MPI
 # library are not ccshim's and are suppressed (tests/tsan.supp).
 # Environment: CCSHIM_TSAN_BUILD (default _tsan in the source tree).
 set -uo pipefail
@@ -33,17 +35,23 @@ logs="$build/tsan-logs"
 rm -rf "$logs" "$build/trace"
 mkdir -p "$logs" "$build/trace"
 export TSAN_OPTIONS="suppressions=$top/tests/tsan.supp log_path=$logs/tsan history_size=4 exitcode=0 report_signal_unsafe=0"
-run() { # NAME PROGRAM ARGS...
-    local name=$1; shift
+run() { # NAME NP PROGRAM ARGS...
+    local name=$1 np=$2; shift 2
     timeout 300 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader \
-        --mca btl_vader_single_copy_mechanism none -np 2 \
+        --mca btl_vader_single_copy_mechanism none -np "$np" \
         -x TSAN_OPTIONS -x LD_PRELOAD="$tsan:$build/.libs/libccshim-mpi.so" \
         -x CCSHIM_TRACE_DIR="$build/trace" -x CCSHIM_SUMMARY=0 -x CCSHIM_JOB_ID="tsan-$name" \
         "$@" >"$logs/$name.out" 2>&1
     echo "check-tsan: $name: exit $?"
 }
-run pattern "$build/tests/integration/mpi_pattern"
-run blocked "$build/tests/desync/desync_scenario" healthy 3
+run pattern 2 "$build/tests/integration/mpi_pattern"
+run blocked 2 "$build/tests/desync/desync_scenario" healthy 3
+# A silent MISMATCH found while the ranks run (rank 1 takes MPI_MAX at seq 51
+# of 300, 10 ms apart): the host's search, its probes through shared memory,
+# the verdict shared and reported by every rank.
+run mismatch 3 env ITER_MS=10 SETTLE_MS=300 "$build/tests/desync/desync_scenario" op 300 50
+seen=$(grep -c '^ccshim MISMATCH .* seq=51: rank 1 ' "$logs/mismatch.out")
+echo "check-tsan: mismatch: seen by $seen of 3 ranks"
 # Reports with a frame in ccshim's sources (src/, under its own directory).
 ours=0 total=0
 for f in "$logs"/tsan.*; do
@@ -60,4 +68,4 @@ for f in "$logs"/tsan.*; do
     [ "$m" -gt 0 ] && { echo "--- $f"; cat "$f"; }
 done
 echo "check-tsan: $total ThreadSanitizer reports, $ours data races in ccshim's code"
-[ "$ours" -eq 0 ]
+[ "$ours" -eq 0 ] && [ "$seen" -eq 3 ]
