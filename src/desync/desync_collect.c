@@ -12,6 +12,8 @@
 #include "desync_collect.h"
 #include <stdio.h>
 #include "ccs_kinds.h"
+#include "clock.h"
+#include "fingerprint.h"
 #include "registry.h"
 #include "shim.h"
 #include <stdlib.h>
@@ -39,6 +41,7 @@ struct tracked {
     int32_t rank, size;
     uint16_t backend;
     int used, live, mark, boundary;
+    int asked; /* records asked for, or a probe narrowing (this pass) */
     uint64_t issued, done, hash;
     int issued_moved;         /* ISSUED changed in this pass */
     uint64_t caught;          /* the ISSUED a catch-up settled (catch_up) */
@@ -287,17 +290,96 @@ static int keep_in_range(const struct tracked *t, const struct ccs_record *rec, 
     return 1;
 }
 
+/* Up to MAX records of R from position POS on into OUT; *AT: the
+ * position of OUT[0] (later than POS where the producer has overwritten
+ * them meanwhile).  Returns how many. */
+static size_t read_at(struct ccs_ring *r, uint64_t pos, struct ccs_record *out, size_t max, uint64_t *at)
+{
+    struct ccs_ring_cursor c;
+    atomic_init(&c.next, pos);
+    atomic_init(&c.lost, 0);
+    size_t k = ccs_ring_read(r, &c, out, max);
+    *at = atomic_load_explicit(&c.next, memory_order_relaxed) - k;
+    return k;
+}
+
+enum { RANGE_CHUNK = 64 };
+
+/* The seq of T's first sequenced record at a position in [POS, END) of R,
+ * and that position (*AT); 0 when there is none. */
+static uint64_t first_seq_from(struct ccs_ring *r, const struct tracked *t, uint64_t pos, uint64_t end, uint64_t *at)
+{
+    struct ccs_record chunk[RANGE_CHUNK];
+    while (pos < end) {
+        uint64_t from;
+        size_t k = read_at(r, pos, chunk, end - pos < RANGE_CHUNK ? (size_t)(end - pos) : RANGE_CHUNK, &from);
+        if (k == 0)
+            return 0;
+        for (size_t i = 0; i < k; i++)
+            if (chunk[i].comm == t->id && chunk[i].seq && ccs_kind_sequenced(chunk[i].kind)) {
+                *at = from + i;
+                return chunk[i].seq;
+            }
+        pos = from + k;
+    }
+    return 0;
+}
+
+/* LO..HI among R's records older than its newest FIND_SCAN (positions
+ * below END), where a communicator's records are interleaved with many
+ * others' (HPCC's, a job of a dozen communicators): a communicator's seqs
+ * grow along a ring (but for nonblocking calls completed out of order, a
+ * few places apart), so halving the positions finds where LO lies, each
+ * step reading on to T's next record; then the records from there are
+ * read until T's seqs pass HI.  At most about twice the ring's records,
+ * once per probe or request (before, such a seq was "no longer kept" and
+ * the search never named it). */
+static unsigned ring_deep(struct ccs_ring *r, const struct tracked *t, uint64_t head, uint64_t end, uint64_t lo,
+                          uint64_t hi, struct ccs_record *out, uint8_t *have)
+{
+    uint64_t cap = r->mask + 1;
+    /* (the oldest eighth is left to the producer, which overwrites it
+     * while this reads) */
+    uint64_t left = head > cap - cap / 8 ? head - (cap - cap / 8) : 0, right = end;
+    while (right - left > RANGE_CHUNK) {
+        uint64_t mid = left + (right - left) / 2, at = 0;
+        uint64_t s = first_seq_from(r, t, mid, right, &at);
+        if (s && s < lo)
+            left = at + 1; /* LO lies after T's record at AT */
+        else if (s == lo)
+            left = right = at; /* found */
+        else
+            right = mid; /* none of T's in [mid, right), or a later seq: LO lies before MID */
+    }
+    /* Back a few records for calls completed out of order, then forward. */
+    struct ccs_record chunk[RANGE_CHUNK];
+    unsigned found = 0, want = (unsigned)(hi - lo + 1);
+    uint64_t pos = left > RANGE_CHUNK ? left - RANGE_CHUNK : 0, past = 0;
+    while (pos < end && found < want && past < RANGE_CHUNK) {
+        uint64_t from;
+        size_t k = read_at(r, pos, chunk, end - pos < RANGE_CHUNK ? (size_t)(end - pos) : RANGE_CHUNK, &from);
+        if (k == 0)
+            break;
+        for (size_t i = 0; i < k; i++) {
+            found += (unsigned)keep_in_range(t, &chunk[i], lo, hi, out, have);
+            past += chunk[i].comm == t->id && ccs_kind_sequenced(chunk[i].kind) && chunk[i].seq > hi;
+        }
+        pos = from + k;
+    }
+    return found;
+}
+
 /* The records of T's communicator with seqs LO..HI (at most CCS_DSX_HIST
  * of them; completed ones only, as every record in a ring) from the rings,
  * into OUT[seq - LO] with HAVE[] set; returns how many were found.  Where
  * HI <= T->done and a communicator used by one thread has them (as many
  * slots back as seqs back) that is one read; else the
  * newest FIND_SCAN records of each ring are looked through, newest first,
- * until older seqs show.  The diagnostic path (a probe, records asked
- * for), not every pass. */
+ * until older seqs show, and the ring's older records by ring_deep.  The
+ * diagnostic path (a probe, records asked for), not every pass. */
 static unsigned ring_range(const struct tracked *t, uint64_t lo, uint64_t hi, struct ccs_record *out, uint8_t *have)
 {
-    enum { CH = 64 };
+    enum { CH = RANGE_CHUNK };
     struct ccs_record chunk[CH];
     uint32_t pid = (uint32_t)getpid();
     unsigned want = (unsigned)(hi - lo + 1), found = 0;
@@ -317,21 +399,22 @@ static unsigned ring_range(const struct tracked *t, uint64_t lo, uint64_t hi, st
             if (found == want)
                 break;
         }
-        uint64_t stop = head > FIND_SCAN ? head - FIND_SCAN : 0;
-        for (uint64_t to = head; to > stop && found < want;) {
+        uint64_t stop = head > FIND_SCAN ? head - FIND_SCAN : 0, to = head;
+        int ended = 0; /* older seqs seen, or records overwritten: nothing further back */
+        while (to > stop && found < want && !ended) {
             uint64_t from = to - stop > CH ? to - CH : stop;
             atomic_init(&c.next, from);
             atomic_init(&c.lost, 0);
             size_t k = ccs_ring_read(r, &c, chunk, (size_t)(to - from));
-            int older = 0;
             for (size_t i = k; i-- > 0;) {
                 found += (unsigned)keep_in_range(t, &chunk[i], lo, hi, out, have);
-                older |= chunk[i].comm == t->id && ccs_kind_sequenced(chunk[i].kind) && chunk[i].seq < lo;
+                ended |= chunk[i].comm == t->id && ccs_kind_sequenced(chunk[i].kind) && chunk[i].seq < lo;
             }
-            if (older || atomic_load_explicit(&c.lost, memory_order_relaxed))
-                break; /* further back is older still, or overwritten */
+            ended |= atomic_load_explicit(&c.lost, memory_order_relaxed) != 0;
             to = from;
         }
+        if (found < want && !ended && to > 0)
+            found += ring_deep(r, t, head, to, lo, hi, out, have);
     }
     return found;
 }
@@ -540,6 +623,30 @@ static void nccl_progress(struct tracked *t, uint64_t now)
     }
 }
 
+/* More communicators than a status holds (CCS_DSX_MAXCOMM): which to
+ * publish.  The rules and the search see a communicator only in a pass in
+ * which every member published it, so the members must pick alike.  First
+ * by tiers that every member sees the same way: waited for at a step
+ * boundary, blocked, asked about by a search that narrows its interval or
+ * wants its records (it asks every member alike), live, active in the
+ * last RECENT_MS.  Then by turns that the wall clock gives every rank
+ * alike: each communicator's place on a circle (its mixed id) is measured
+ * from a pointer that moves a sixteenth of the circle every ROTATE_MS, and
+ * the communicators just past the pointer come first.  Each so gets its
+ * turn for several passes in a row (every member publishes it, the search
+ * sees its hashes; a search that narrows then keeps it in view), and every
+ * one comes round within 16 turns (1.6 s).  Across hosts the turns overlap
+ * as long as the wall clocks differ by less than a turn's length (800 ms
+ * with 16 communicators).  (Before: the most recently active first, which
+ * with more than 8 active communicators picked a different subset on each
+ * rank and in each pass, and with more than 8 idle ones the same 8 for
+ * good: a MISMATCH on the others was never reported.) */
+#define ROTATE_MS 100
+#define RECENT_MS 1000
+static uint64_t pick_now, pick_pointer;
+
+static uint64_t pick_turn(const struct tracked *t) { return ccs_hash_mix(0, t->id) - pick_pointer; }
+
 static int cmp_pick(const void *a, const void *b)
 {
     const struct tracked *x = *(const struct tracked *const *)a, *y = *(const struct tracked *const *)b;
@@ -547,9 +654,15 @@ static int cmp_pick(const void *a, const void *b)
         return x->boundary ? -1 : 1;
     if (x->blocked != y->blocked)
         return x->blocked ? -1 : 1;
+    if (x->asked != y->asked)
+        return x->asked ? -1 : 1;
     if ((x->live != 0) != (y->live != 0))
         return x->live ? -1 : 1;
-    return x->active_ms > y->active_ms ? -1 : x->active_ms < y->active_ms;
+    int xr = pick_now - x->active_ms < RECENT_MS, yr = pick_now - y->active_ms < RECENT_MS;
+    if (xr != yr)
+        return xr ? -1 : 1;
+    uint64_t tx = pick_turn(x), ty = pick_turn(y);
+    return tx < ty ? -1 : tx > ty;
 }
 
 /* 1 when this rank waits at its step boundary for the members of ID. */
@@ -594,8 +707,17 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
     for (int i = 0; i < MAX_TRACKED; i++)
         if (tc[i].used && tc[i].rank >= 0 && tc[i].size > 0) {
             tc[i].boundary = nb && at_boundary(tc[i].id, bcomm, nb);
+            tc[i].asked = want_fn && ((want_fn(tc[i].id, 1, want_arg) & CCS_DSX_NARROW_BIT) ||
+                                      want_fn(tc[i].id, 0, want_arg));
             pick[np++] = &tc[i];
         }
+    pick_now = now;
+    /* (All fit: no turns, so an idle rank's status stays the same and goes
+     * out as a heartbeat only.) */
+    pick_pointer = np <= CCS_DSX_MAXCOMM ? 0
+                                          : (ccs_clock_start_realtime_ns() / 1000000u +
+                                             (now - ccs_clock_start_mono_ns() / 1000000u)) /
+                                                ROTATE_MS * (UINT64_MAX / 16 + 1);
     qsort(pick, (size_t)np, sizeof pick[0], cmp_pick);
     st->ncomm = 0;
     for (int i = 0; i < np && st->ncomm < CCS_DSX_MAXCOMM; i++) {
@@ -653,7 +775,7 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
             }
         }
         /* A probe: the hash through that seq, in the second checkpoint. */
-        uint64_t p = want_fn ? want_fn(t->id, 1, want_arg) : 0;
+        uint64_t p = want_fn ? want_fn(t->id, 1, want_arg) & ~CCS_DSX_NARROW_BIT : 0;
         if (p && p <= t->done && p != t->probe_seq) {
             /* Read back once per probe, not in every pass while it is
              * asked for: a completed record's hash does not change, and

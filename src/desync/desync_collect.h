@@ -32,7 +32,8 @@ void ccs_dsx_device_align(const struct ccs_dsx_status **st, int32_t w);
  * history is the operations around that seq, read back from the rings,
  * rather than the newest (flag PINNED).
  * FN(COMM, 1, ARG): the seq of a probe, or 0: the second checkpoint is then
- * the running hash through that seq (flag PROBED). */
+ * the running hash through that seq (flag PROBED); with CCS_DSX_NARROW_BIT
+ * (or records asked for) COMM is published before the others. */
 void ccs_dsx_collect_want(uint64_t (*fn)(uint64_t comm, int probe, void *arg), void *arg);
 
 /* Records the passes have copied out of the rings so far (a pass copies at

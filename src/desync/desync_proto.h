@@ -20,8 +20,9 @@
 #include <stdint.h>
 
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
-#define CCS_DSX_VERSION 5u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries;
-                                     5: ranks linger at exit for the search (BYE), the host's own search */
+#define CCS_DSX_VERSION 6u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries;
+                                     5: ranks linger at exit for the search (BYE), the host's own search;
+                                     6: a probe may carry CCS_DSX_NARROW_BIT */
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
@@ -67,6 +68,10 @@ enum ccs_dsx_cflags {
 };
 /* A wanted seq with this bit asks only for the hash there (a probe). */
 #define CCS_DSX_PROBE_BIT (1ull << 63)
+/* A probe with this bit too comes from a search narrowing an interval
+ * (hashes that differ): every member keeps the communicator in its status
+ * meanwhile, however many others it has (desync_collect.c, cmp_pick). */
+#define CCS_DSX_NARROW_BIT (1ull << 62)
 
 struct ccs_dsx_comm {
     uint64_t id;

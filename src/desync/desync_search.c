@@ -9,17 +9,27 @@
 #define PROBE_EVERY_MS 100 /* a new probe of a communicator whose hashes agree */
 #define PROBE_GIVE_UP_MS 1000
 
-/* The search of COMM (of SIZE members), started in a free slot (or one
- * not seen for 10 s) when new; NULL when none is free. */
+/* The search of COMM (of SIZE members), started when new in a free slot,
+ * one not seen for 10 s, or else the one seen longest ago that is not
+ * narrowing an interval (it only knows the seq its hashes agree through,
+ * which a probe finds again); NULL when none is.  (Communicators take
+ * turns in the statuses when a rank has more than CCS_DSX_MAXCOMM: the
+ * first ones seen kept every slot before, and the others were never
+ * searched.) */
 static struct ccs_dsx_search *search_of(struct ccs_dsx_search *srch, uint64_t comm, int32_t size, uint64_t now)
 {
-    struct ccs_dsx_search *free_slot = NULL;
+    struct ccs_dsx_search *free_slot = NULL, *idle = NULL;
     for (int i = 0; i < CCS_DSX_NSEARCH; i++) {
-        if (srch[i].comm == comm)
-            return &srch[i];
-        if (!free_slot && (!srch[i].comm || now - srch[i].seen_ms > 10000))
-            free_slot = &srch[i];
+        struct ccs_dsx_search *x = &srch[i];
+        if (x->comm == comm)
+            return x;
+        if (!free_slot && (!x->comm || now - x->seen_ms > 10000))
+            free_slot = x;
+        if (x->comm && x->seen_ms != now && !x->probe && !x->hi && (!idle || x->seen_ms < idle->seen_ms))
+            idle = x;
     }
+    if (!free_slot)
+        free_slot = idle;
     if (!free_slot || size < 2)
         return NULL;
     memset(free_slot, 0, sizeof *free_slot);
@@ -164,7 +174,7 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
             continue;
         if (x->hi && x->hi <= x->lo)
             x->hi = 0; /* (stale) */
-        uint64_t p = 0;
+        uint64_t p = 0, narrow = 0;
         if (x->hi && x->hi - x->lo <= CCS_DSX_HIST) {
             /* Found within a history's length: the records of (lo, lo + 32],
              * asked for at once, then again every 300 ms until the rules
@@ -179,6 +189,7 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
             continue;
         } else if (x->hi) {
             p = x->lo + (x->hi - x->lo) / 2;
+            narrow = CCS_DSX_NARROW_BIT;
         } else if ((now - x->last_ms >= PROBE_EVERY_MS || x->finished == x->size) && x->min_done > x->lo &&
                    x->min_done != UINT64_MAX) {
             /* (every member finished: their last seqs are checked at once,
@@ -188,7 +199,7 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
         if (p) {
             x->probe = p;
             x->probe_ms = x->last_ms = now;
-            out->probe(x->comm, p, out->arg);
+            out->probe(x->comm, p | narrow, out->arg);
         }
     }
 }

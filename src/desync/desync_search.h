@@ -1,8 +1,8 @@
 /*
  * desync_search.h - the coordinator's search for the first seq where a
  * communicator's members differ (docs/desync.md, "Finding the seq"):
- * probes ask every member for its running hash through one seq (kept by the
- * ranks for the last 4096 operations); the hashes agree through LO and
+ * probes ask every member for its running hash through one seq (read back
+ * from its rings while they hold it); the hashes agree through LO and
  * differ at HI; halving the interval ends with the records of
  * (LO, LO + 32], which the rules compare.  Pure logic over the statuses the
  * coordinator holds: it sends the probes and the requests for records.
@@ -35,7 +35,8 @@ struct ccs_dsx_search {
 };
 
 struct ccs_dsx_search_out {
-    void (*probe)(uint64_t comm, uint64_t seq, void *arg); /* every member: your hash through SEQ */
+    void (*probe)(uint64_t comm, uint64_t seq, void *arg); /* every member: your hash through SEQ
+                                                              (| CCS_DSX_NARROW_BIT while narrowing) */
     void (*want)(uint64_t comm, uint64_t seq, void *arg);  /* every member: your records around SEQ */
     void *arg;
 };

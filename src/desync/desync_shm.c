@@ -9,6 +9,7 @@
  * replace it.
  */
 #include "desync_shm.h"
+#include "desync_search.h"
 #include "shim.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +26,7 @@
 
 #define NVERDICT 16
 #define NAGREED 32
-#define NWANT 4
+#define NWANT (2 * CCS_DSX_NSEARCH) /* a probe and a request for records of every search at once */
 #define WANT_MS 2000
 #define PROBE_MS 1000
 #define READY 0x52454459u /* "READY" */

@@ -78,11 +78,12 @@ void ccs_dsx_shm_post_agreed(struct ccs_dsx_shm *s, const struct ccs_dsx_agree *
 int ccs_dsx_shm_find_agreed(struct ccs_dsx_shm *s, uint64_t comm, uint64_t key, struct ccs_dsx_agree *out);
 
 /* Records asked for: every local rank publishes its kept operations of
- * COMM around SEQ for the next 2 s (up to 4 requests; a newer one replaces
- * the oldest); SEQ | CCS_DSX_PROBE_BIT asks for the hash through SEQ only,
- * for 1 s (a newer probe of COMM replaces it).  ccs_dsx_shm_wanted gives
- * the earliest seq whose records are wanted for COMM (PROBE 0) or the
- * latest probe (PROBE 1), without the bit, or 0. */
+ * COMM around SEQ for the next 2 s (up to 16 requests and probes; a newer
+ * one replaces the oldest); SEQ | CCS_DSX_PROBE_BIT asks for the hash
+ * through SEQ only, for 1 s (a newer probe of COMM replaces it).
+ * ccs_dsx_shm_wanted gives the earliest seq whose records are wanted for
+ * COMM (PROBE 0) or the latest probe (PROBE 1), without CCS_DSX_PROBE_BIT
+ * (with CCS_DSX_NARROW_BIT where the probe has it), or 0. */
 void ccs_dsx_shm_want(struct ccs_dsx_shm *s, uint64_t comm, uint64_t seq, uint64_t now_ms);
 uint64_t ccs_dsx_shm_wanted(struct ccs_dsx_shm *s, uint64_t comm, int probe, uint64_t now_ms);
 

@@ -8,7 +8,7 @@
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 58
+tap_plan 62
 
 # Latency: a verdict must come from the detector while the job still runs,
 # not from its end: these bounds hold on 2 shared cores.  The targets
@@ -110,9 +110,31 @@ tap_eq "op on 2 ranks: both sides named, no majority" \
 tap_eq "op on 2 ranks: one block in the combined output" 1 \
     "$(cat "$CCS_TMP/op2"/log-*.txt | grep -c '^ccshim desync| comm ')"
 
+# More communicators than a rank's status holds (8): 12, every rank's calls
+# on them interleaved, the odd one on the last made at its seq 501 of 2000.
+# They take turns in the statuses, alike on every rank, and the search
+# keeps the one it narrows in view: every rank names the call at its seq,
+# with both operations.  (Before: named 2 s later from the hashes alone, "at
+# or before seq 1984", or, with the odd one among idle communicators that
+# never came into view, not at all.)
+dsx_run many 60 4 SETTLE_MS=$WSETTLE COMMS=12 -- "$SCENARIO" op 2000 500
+tap_eq "12 communicators: the odd call named at its seq" \
+    "ccshim MISMATCH comm=X size=4 seq=501: rank 1 issued allreduce(count=4, float32, max) where ranks 0,2-3 issued allreduce(count=4, float32, sum)" \
+    "$(dsx_lines many MISMATCH | sed 's/comm=0x[0-9a-f]*/comm=X/')"
+tap_eq "12 communicators: by all 4 ranks" 4 "$(dsx_count many MISMATCH)"
+# A seq whose records lie beyond the newest 8192 of every ring when the
+# search asks (6 communicators, the odd call at seq 1001 of 4000: about
+# 18,000 records back) is still read back and named.  (Before: "the
+# records are no longer kept", though the rings held them.)
+dsx_run deep 60 4 SETTLE_MS=$WSETTLE COMMS=6 -- "$SCENARIO" op 4000 1000
+tap_eq "records 18,000 back in the rings: the odd call named at its seq" \
+    "ccshim MISMATCH comm=X size=4 seq=1001: rank 1 issued allreduce(count=4, float32, max) where ranks 0,2-3 issued allreduce(count=4, float32, sum)" \
+    "$(dsx_lines deep MISMATCH | sed 's/comm=0x[0-9a-f]*/comm=X/')"
+tap_eq "records 18,000 back: by all 4 ranks" 4 "$(dsx_count deep MISMATCH)"
+
 # A healthy run says nothing; no segment is left in /dev/shm.
 dsx_run ok 40 4 -- "$SCENARIO" ok 20
 tap_eq "ok: exit 0" 0 "$DSX_RC"
 tap_eq "ok: no verdict at all" "" "$(cat "$CCS_TMP/ok"/log-*.txt 2>/dev/null | grep '^ccshim [A-Z]' || true)"
-tap_eq "no shared-memory segment left behind" "" "$(ls /dev/shm 2>/dev/null | grep "^ccshim-dsx-$(id -u)-.*-\(skip\|extra\|count\|dtype\|op\|root\|kind\|sigtype\|derived\|exit\|split\|warn\|op2\|ok\)-" || true)"
+tap_eq "no shared-memory segment left behind" "" "$(ls /dev/shm 2>/dev/null | grep "^ccshim-dsx-$(id -u)-.*-\(skip\|extra\|count\|dtype\|op\|root\|kind\|sigtype\|derived\|exit\|split\|warn\|op2\|many\|deep\|ok\)-" || true)"
 tap_done

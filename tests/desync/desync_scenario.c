@@ -31,6 +31,10 @@
  * SETTLE_MS (env, default 600) before finalizing so the detector has time.
  * ITER_MS (env, default 0): every rank sleeps this long before each
  * iteration (a job that lasts, for the network-fault tests).
+ * COMMS (env, default 1): each iteration makes its call on each of COMMS
+ * duplicates of the communicator in turn (their records interleaved in
+ * every rank's ring); the culprit's odd call is on the last of them (the
+ * last duplicate made: its seqs count from 1).
  *
  * Prints "culprit_call_ms=<CLOCK_MONOTONIC ms>" on the culprit just before
  * the odd call, for the latency checks.
@@ -151,6 +155,16 @@ int main(int argc, char **argv)
     MPI_Comm dup = MPI_COMM_NULL;
     if (strcmp(scenario, "deadlock") == 0)
         MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    int ncomms = getenv("COMMS") ? atoi(getenv("COMMS")) : 1;
+    if (ncomms < 1 || ncomms > 64) {
+        fprintf(stderr, "desync_scenario: COMMS=%d: expected 1 to 64\n", ncomms);
+        return 2;
+    }
+    MPI_Comm many[64];
+    many[0] = comm;
+    for (int i = 1; i < ncomms; i++)
+        MPI_Comm_dup(many[0], &many[i]);
+    comm = many[ncomms - 1];
     float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
     unsigned seed = 12345;
     long iter_ms = getenv("ITER_MS") ? atol(getenv("ITER_MS")) : 0;
@@ -162,12 +176,16 @@ int main(int argc, char **argv)
         int culprit_now = rank == culprit && it == inject_at;
         if (culprit_now && culprit_departs(scenario, comm, dup, in, out))
             continue;
+        for (int i = 0; i < ncomms - 1; i++)
+            MPI_Allreduce(in, out, 4, MPI_FLOAT, MPI_SUM, many[i]);
         iteration_call(scenario, culprit_now, it == inject_at, comm, in, out);
     }
     if (strcmp(scenario, "ok") != 0 && strcmp(scenario, "healthy") != 0)
         sleep_ms(settle);
-    if (comm != MPI_COMM_WORLD)
-        MPI_Comm_free(&comm);
+    for (int i = 1; i < ncomms; i++)
+        MPI_Comm_free(&many[i]);
+    if (many[0] != MPI_COMM_WORLD)
+        MPI_Comm_free(&many[0]);
     MPI_Finalize();
     return 0;
 }

@@ -871,12 +871,14 @@ END_TEST
  * pass that narrows it, then every 300 ms.  (They were first asked for 300
  * ms after the last probe: most of a two-host MISMATCH's half-second, and
  * a short job could end first, desync-twohost.sh n-count.) */
-static uint64_t probe_seq;
-static int nprobe;
+static uint64_t probe_seq, probe_comm;
+static int nprobe, probe_narrows;
 static void on_probe(uint64_t c, uint64_t seq, void *a)
 {
-    (void)a, (void)c;
-    probe_seq = seq;
+    (void)a;
+    probe_comm = c;
+    probe_seq = seq & ~CCS_DSX_NARROW_BIT;
+    probe_narrows = (seq & CCS_DSX_NARROW_BIT) != 0;
     nprobe++;
 }
 
@@ -945,6 +947,7 @@ START_TEST(search_asks_for_the_records_once_narrowed)
     ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
     ck_assert_int_eq(nprobe, 1);
     ck_assert_uint_eq(probe_seq, 50);
+    ck_assert_int_eq(probe_narrows, 1); /* the members keep X in view meanwhile */
     answer(50);
     now += CCS_DSX_PROBE_TICK_MS;
     ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
@@ -991,6 +994,7 @@ START_TEST(search_goes_on_while_the_members_finish)
     ccs_dsx_search_pass(srch, NR, ptr, dead, seen, now, &out);
     ck_assert_int_eq(nprobe, 1);
     ck_assert_uint_eq(probe_seq, 30);
+    ck_assert_int_eq(probe_narrows, 0); /* a look, not a search that narrows */
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0); /* a probe out */
     st[0].comm[0].cp_seq[1] = 30; /* rank 0's answer */
     st[0].comm[0].cp_hash[1] = 0x900d0000 + 30;
@@ -1022,6 +1026,7 @@ START_TEST(search_goes_on_while_the_members_finish)
     now = next_pass(now); /* 99 differs: halve (30, 99] */
     ck_assert_int_eq(nprobe, 3);
     ck_assert_uint_eq(probe_seq, 64);
+    ck_assert_int_eq(probe_narrows, 1);
     ck_assert_int_eq(ccs_dsx_search_settled(srch, now), 0);
     answer(64);
     now = next_pass(now); /* (30, 64] */
@@ -1074,6 +1079,57 @@ START_TEST(search_goes_on_while_the_members_finish)
 }
 END_TEST
 
+/* More communicators than a search has slots (CCS_DSX_NSEARCH): ranks
+ * with more than CCS_DSX_MAXCOMM take turns publishing them, so new ones
+ * keep coming into view.  A slot whose search only knows where the hashes
+ * agree goes to a newcomer; one that narrows an interval is kept.  (The
+ * first 8 communicators seen kept every slot before: a MISMATCH on a
+ * ninth was never searched for, in a job of 12 communicators.) */
+START_TEST(search_slots_go_round)
+{
+    uint64_t now = search_start(40);
+    /* Eight communicators in view, every member at seq 40 with one hash:
+     * each search agrees through 40 from the statuses, no probe. */
+    for (int r = 0; r < NR; r++) {
+        st[r].ncomm = 0;
+        for (uint64_t k = 0; k < CCS_DSX_NSEARCH; k++)
+            add(r, X + k, NR, -1, 40)->hash = 0x900d0000 + 40;
+    }
+    now = next_pass(now);
+    ck_assert_int_eq(nprobe, 0);
+    /* Their turn ends; the ninth comes into view, rank 1's hash differing
+     * at its last seq: its search takes a slot and halves (0, 40] at once,
+     * a probe that narrows. */
+    for (int r = 0; r < NR; r++) {
+        st[r].ncomm = 0;
+        add(r, X + 100, NR, -1, 40)->hash = r == 1 ? 0xbad : 0x900d0000 + 40;
+    }
+    now = next_pass(now);
+    ck_assert_int_eq(nprobe, 1);
+    ck_assert_uint_eq(probe_comm, X + 100);
+    ck_assert_uint_eq(probe_seq, 20);
+    ck_assert_int_eq(probe_narrows, 1);
+    /* Eight more newcomers while it narrows (its probe unanswered, and it
+     * out of view): seven take the idle slots; the narrowing search keeps
+     * its own, so the eighth finds none. */
+    for (int r = 0; r < NR; r++) {
+        st[r].ncomm = 0;
+        for (uint64_t k = 0; k < CCS_DSX_NSEARCH; k++)
+            add(r, X + 200 + k, NR, -1, 40)->hash = k == CCS_DSX_NSEARCH - 1 && r == 1 ? 0xbad : 0x900d0000 + 40;
+    }
+    now = next_pass(now);
+    ck_assert_int_eq(nprobe, 1); /* X + 207, which differs, is not searched yet */
+    int narrowing = 0, newcomers = 0;
+    for (int i = 0; i < CCS_DSX_NSEARCH; i++) {
+        narrowing += srch[i].comm == X + 100 && srch[i].hi == 40 && srch[i].probe == 20;
+        newcomers += srch[i].comm >= X + 200 && srch[i].comm < X + 207;
+    }
+    ck_assert_int_eq(narrowing, 1);
+    ck_assert_int_eq(newcomers, CCS_DSX_NSEARCH - 1);
+    ccs_dsx_seen_free(seen);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_rules");
@@ -1090,6 +1146,7 @@ static Suite *suite(void)
     tcase_add_test(t, unknown_member_is_never_stuck);
     tcase_add_test(t, search_asks_for_the_records_once_narrowed);
     tcase_add_test(t, search_goes_on_while_the_members_finish);
+    tcase_add_test(t, search_slots_go_round);
     tcase_add_test(t, hash_only_mismatch_asks_for_records);
     tcase_add_test(t, proto_roundtrip_and_rejects);
     tcase_add_test(t, blocked_beyond_issued_gives_no_verdict);

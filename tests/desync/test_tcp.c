@@ -896,7 +896,7 @@ static void host_want(uint64_t comm, uint64_t seq, void *arg)
 {
     struct host *h = arg;
     int probe = (seq & CCS_DSX_PROBE_BIT) != 0;
-    seq &= ~CCS_DSX_PROBE_BIT;
+    seq &= ~(CCS_DSX_PROBE_BIT | CCS_DSX_NARROW_BIT); /* (a probe that narrows: kept in view, desync_collect.c) */
     if (comm != 0xabc || seq < 1 || seq > LOG)
         return;
     for (int i = 0; i < 2; i++) {
