@@ -23,7 +23,7 @@ have_nccl=1
 have_mpi=1
 { ccs_have_mpi && [ -x "$SCENARIO" ]; } || have_mpi=0
 [ $have_nccl = 1 ] || [ $have_mpi = 1 ] || tap_skip_all "neither MPI nor the test NCCL trainer is built"
-tap_plan 63
+tap_plan 66
 
 # Bounds that hold on 2 shared cores (a verdict while the job runs, not at
 # its end); the latency targets are make check-timing's and make bench's,
@@ -85,6 +85,15 @@ if [ $have_mpi = 1 ]; then
     mpi_case m-kind kind 1 MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=3: rank 1 issued bcast\(count=4, float32, root=0\) where ranks 0,2-3 issued $AR$" $MISMATCH_MS
     mpi_case m-extra extra 2 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=6: rank 2 blocked in $AR at seq 6 for N s; rank 0 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 1 at seq 5 \(1 behind, (in MPI_Finalize|exited)\); rank 3 at seq 5 \(1 behind, (in MPI_Finalize|exited)\)$" $((SETTLE + LATE))
     mpi_case m-exit exit 3 DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=3: ranks 0-2 blocked in $AR at seq 3 for N s; rank 3 at seq 2 \(1 behind, exited\)$" $LATE
+    # 12 communicators, more than a status holds: both hosts' ranks take the
+    # same turns (from the wall clock) and keep the one the coordinator's
+    # search narrows in view; the odd call on hB, at seq 501 of 2000 of
+    # the last communicator made.
+    th_mpi m-many 60 CCSHIM_ON_DESYNC=abort SETTLE_MS=$MISMATCH_MS COMMS=12 -- op 2000 500 2
+    dsx_check_verdict m-many MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=501: rank 2 issued allreduce\(count=4, float32, max\) where ranks 0-1,3 issued $AR$"
+    tap_check "m-many: seen on both hosts" th_seen_both m-many MISMATCH
+    lat=$(dsx_latency_ms m-many MISMATCH)
+    echo "# figure: mpi m-many MISMATCH $lat ms"
     # Rank 3 (hB, not its host's leader) dies of SIGKILL: its leader tells
     # the coordinator at once.  (mpirun would end the job as soon as a
     # process is killed, racing the detector: --enable-recovery lets the
@@ -118,7 +127,7 @@ if [ $have_mpi = 1 ]; then
     tap_check "m-healthy: the coordinator listened on hA's veth address" \
         grep -q "coordinator at $TH_ADDR_A:" "$CCS_TMP/m-healthy/log-0.txt" "$CCS_TMP/m-healthy/log-1.txt"
 else
-    for i in $(seq 42); do tap_skip "MPI scenario" "MPI or desync_scenario not available"; done
+    for i in $(seq 45); do tap_skip "MPI scenario" "MPI or desync_scenario not available"; done
 fi
 
 # ---------------------------------------------------------------- NCCL, torchrun-style
