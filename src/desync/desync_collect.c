@@ -48,8 +48,9 @@ struct tracked {
     unsigned catch_tries;     /* catch-ups that did not find it yet */
     uint32_t done_step;       /* the step of the record DONE */
     uint64_t cp_seq[2], cp_hash[2];
-    /* The newest probe read back (a probe stays asked for 1 s): its seq,
-     * whether the rings still held it, and its hash. */
+    /* The newest probe read back (a probe stays asked for 1 s): its seq
+     * (with CCS_DSX_NARROW_BIT as asked), whether the rings held it, and
+     * its hash. */
     uint64_t probe_seq, probe_hash;
     int probe_found;
     struct ccs_dsx_op hist[CCS_DSX_HIST]; /* a ring: the next goes at hnext */
@@ -375,9 +376,14 @@ static unsigned ring_deep(struct ccs_ring *r, const struct tracked *t, uint64_t 
  * HI <= T->done and a communicator used by one thread has them (as many
  * slots back as seqs back) that is one read; else the
  * newest FIND_SCAN records of each ring are looked through, newest first,
- * until older seqs show, and the ring's older records by ring_deep.  The
- * diagnostic path (a probe, records asked for), not every pass. */
-static unsigned ring_range(const struct tracked *t, uint64_t lo, uint64_t hi, struct ccs_record *out, uint8_t *have)
+ * until older seqs show, and where DEEP the ring's older records by
+ * ring_deep: for a search that narrows and the records it asks for, not
+ * for the look at the members' last common seq that a search of agreeing
+ * members makes every 100 ms (a rank far ahead of the others would have
+ * its rings read through at that rate).  The diagnostic path, not every
+ * pass. */
+static unsigned ring_range(const struct tracked *t, uint64_t lo, uint64_t hi, struct ccs_record *out, uint8_t *have,
+                           int deep)
 {
     enum { CH = RANGE_CHUNK };
     struct ccs_record chunk[CH];
@@ -413,7 +419,7 @@ static unsigned ring_range(const struct tracked *t, uint64_t lo, uint64_t hi, st
             ended |= atomic_load_explicit(&c.lost, memory_order_relaxed) != 0;
             to = from;
         }
-        if (found < want && !ended && to > 0)
+        if (deep && found < want && !ended && to > 0)
             found += ring_deep(r, t, head, to, lo, hi, out, have);
     }
     return found;
@@ -585,7 +591,7 @@ static void catch_up(struct tracked *t, uint64_t now)
     if (hi <= t->done || t->issued_moved || hi == t->caught)
         return;
     uint64_t lo = hi - t->done > CCS_DSX_HIST ? hi - CCS_DSX_HIST + 1 : t->done + 1;
-    if (ring_range(t, lo, hi, range_out, range_have))
+    if (ring_range(t, lo, hi, range_out, range_have, 0))
         for (uint64_t q = lo; q <= hi; q++) /* all above DONE, in order */
             if (range_have[q - lo])
                 fold(t, &range_out[q - lo], now);
@@ -765,7 +771,7 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
         if (w && w <= t->done) {
             uint64_t lo = w > CCS_DSX_HIST / 2 ? w - CCS_DSX_HIST / 2 + 1 : 1;
             uint64_t hi = lo + CCS_DSX_HIST - 1 < t->done ? lo + CCS_DSX_HIST - 1 : t->done;
-            if (ring_range(t, lo, hi, range_out, range_have)) {
+            if (ring_range(t, lo, hi, range_out, range_have, 1)) {
                 unsigned n = 0;
                 for (uint64_t q = lo; q <= hi; q++)
                     if (range_have[q - lo])
@@ -775,19 +781,19 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
             }
         }
         /* A probe: the hash through that seq, in the second checkpoint. */
-        uint64_t p = want_fn ? want_fn(t->id, 1, want_arg) & ~CCS_DSX_NARROW_BIT : 0;
-        if (p && p <= t->done && p != t->probe_seq) {
+        uint64_t praw = want_fn ? want_fn(t->id, 1, want_arg) : 0, p = praw & ~CCS_DSX_NARROW_BIT;
+        if (p && p <= t->done && praw != t->probe_seq) {
             /* Read back once per probe, not in every pass while it is
              * asked for: a completed record's hash does not change, and
              * one the rings no longer hold does not come back.  (Every
              * pass read it back, up to FIND_SCAN records, before: a
              * third of the thread's time in a loop of 2.4 million calls
              * a second.) */
-            t->probe_seq = p;
-            t->probe_found = ring_range(t, p, p, range_out, range_have) != 0;
+            t->probe_seq = praw; /* (with its bit: a look that was not read deep is read deep once narrowing) */
+            t->probe_found = ring_range(t, p, p, range_out, range_have, (praw & CCS_DSX_NARROW_BIT) != 0) != 0;
             t->probe_hash = t->probe_found ? range_out[0].fingerprint : 0;
         }
-        if (p && p == t->probe_seq && t->probe_found) {
+        if (p && praw == t->probe_seq && t->probe_found) {
             e->cp_seq[1] = p;
             e->cp_hash[1] = t->probe_hash;
             e->flags |= CCS_DSX_PROBED;
