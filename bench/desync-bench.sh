@@ -2,8 +2,8 @@
 # bench/desync-bench.sh - what desync detection costs and how fast it is.
 #  1. per call: a tight loop of 8-byte MPI_Allreduce on 2 ranks under the
 #     shim, CCSHIM_DESYNC=0 and =1 alternated (ABAB...), medians;
-#  2. the background thread's CPU (its own clock) with calls flowing and
-#     with ranks computing;
+#  2. the background thread's CPU (its own clock) with calls flowing, with
+#     ranks computing, and with 12 communicators taking turns;
 #  3. detection latency on one host (shared memory) and on two host
 #     identities over TCP (loopback), REPS runs each, median and max;
 #  4. the scale simulation (tests/desync/desync_sim): real coordinator and
@@ -39,7 +39,10 @@ mpirun_ 2 env CCSHIM_LOG_LEVEL=info CCSHIM_LOG="$tmp/busy-%r.log" "$run" --mpi -
 busy=$(cpu_of "$tmp"/busy-*.log)
 mpirun_ 3 env CCSHIM_LOG_LEVEL=info CCSHIM_LOG="$tmp/idle-%r.log" "$run" --mpi --summary 0 -- "$sc" healthy 3 >/dev/null
 idle=$(cpu_of "$tmp"/idle-*.log)
-echo "background thread: $busy% of a core with calls flowing, $idle% with ranks computing"
+# more communicators than a status holds: they take turns (docs/desync.md, "Which 8")
+mpirun_ 3 env CCSHIM_LOG_LEVEL=info CCSHIM_LOG="$tmp/many-%r.log" COMMS=12 "$run" --mpi --summary 0 -- "$sc" ok 200000 >/dev/null
+many=$(cpu_of "$tmp"/many-*.log)
+echo "background thread: $busy% of a core with calls flowing, $idle% with ranks computing, $many% with 12 communicators"
 
 # 3. latency
 latency() { # NAME CLASS EXTRA_MS: report time - culprit call - EXTRA_MS
@@ -62,6 +65,9 @@ TWO=''
 m1=$(measure mm 4 MISMATCH 0 "op")
 d1=$(measure dd 4 DESYNC 0 "deadlock")
 e1=$(measure ex 4 DESYNC 0 "exit")
+# 12 communicators, more than a status holds; the odd call (seq 501 of 2000
+# on the last one) completes, so the search finds it.
+c1=$(measure many 4 MISMATCH 0 "op 2000 500" COMMS=12 SETTLE_MS=3000)
 TWO='CCSHIM_DESYNC_HOST=h$((OMPI_COMM_WORLD_RANK / 2)) exec "$@"'
 m2=$(measure tmm 4 MISMATCH 0 "op 5 2 2" CCSHIM_COORD=127.0.0.1:0)
 d2=$(measure tdd 4 DESYNC 0 "deadlock" CCSHIM_COORD=127.0.0.1:0)
@@ -87,7 +93,7 @@ silent() { # median max n over REPS, or "- - 0" without the NCCL trainer
     echo "$(bench_median < "$tmp/lat") $(maxof < "$tmp/lat") $(wc -l < "$tmp/lat")"
 }
 s1=$(silent)
-echo "latency (median max n): mismatch $m1, deadlock $d1, exit $e1; tcp: mismatch $m2, deadlock $d2; silent $s1"
+echo "latency (median max n): mismatch $m1, deadlock $d1, exit $e1; tcp: mismatch $m2, deadlock $d2; silent $s1; 12 communicators $c1"
 
 # 4. simulation
 sim="$top_builddir/tests/desync/desync_sim"
@@ -124,7 +130,9 @@ that, not the hot path, is the difference (with a spare core it should not show;
 8-byte all-reduces flat out ($(awk -v n="$on" 'BEGIN {printf "%.0f", 1e9 / n}') calls/s per rank).  Its work per period does not
 grow with the call rate: each 20 ms it reads at most the newest 512 records of a ring
 and takes the running hash from the newest (the hot path computed it), so flat out it
-costs about what it costs a job calling a few hundred times a second.  The thread runs
+costs about what it costs a job calling a few hundred times a second.  With 12
+communicators, more than a status holds, which take turns in it (3 ranks, an all-reduce
+on each in every iteration, flat out): $many %.  The thread runs
 at nice 10, so where ranks outnumber cores it takes the gaps rather than their time.
 
 **Detection latency** on one host (shared memory), from the culprit's call to the
@@ -134,6 +142,7 @@ first rank's report, $REPS runs each:
 | --- | --- | --- |
 | MISMATCH (rank 1 reduces with MAX) | $(fmt "$m1") | 100 ms |
 | MISMATCH, silent: the test NCCL completes rank 1's all-reduce one element short (step 3 of 1000), found by the host's search | $(fmt "$s1") | 1 s |
+| MISMATCH, silent, on the last of 12 communicators (rank 1 reduces with MAX at seq 501 of 2000; more communicators than a status holds), found by the host's search | $(fmt "$c1") | 1 s |
 | DESYNC, real deadlock (both sides blocked) | $(fmt "$d1") | 2 s after the last rank blocks |
 | DESYNC, a rank exits early | $(fmt "$e1") | 2 s |
 | MISMATCH across 2 host identities over TCP | $(fmt "$m2") | 1 s |

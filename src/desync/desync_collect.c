@@ -641,13 +641,13 @@ static void nccl_progress(struct tracked *t, uint64_t now)
  * the communicators just past the pointer come first.  Each so gets its
  * turn for several passes in a row (every member publishes it, the search
  * sees its hashes; a search that narrows then keeps it in view), and every
- * one comes round within 16 turns (1.6 s).  Across hosts the turns overlap
- * as long as the wall clocks differ by less than a turn's length (800 ms
+ * one comes round within 16 turns (0.8 s).  Across hosts the turns overlap
+ * as long as the wall clocks differ by less than a turn's length (400 ms
  * with 16 communicators).  (Before: the most recently active first, which
  * with more than 8 active communicators picked a different subset on each
  * rank and in each pass, and with more than 8 idle ones the same 8 for
  * good: a MISMATCH on the others was never reported.) */
-#define ROTATE_MS 100
+#define ROTATE_MS 50
 #define RECENT_MS 1000
 static uint64_t pick_now, pick_pointer;
 

@@ -104,7 +104,11 @@ static void settle_from_statuses(struct ccs_dsx_search *x)
             x->lo = c;
         }
     }
-    if (x->probe && (x->probe <= x->lo || (x->hi && x->probe >= x->hi)))
+    /* A look out when the hashes are found to differ is dropped too: the
+     * halving starts at once.  (At a high call rate the members' rings no
+     * longer hold the seq of a look by the time it arrives, and it was
+     * waited out, PROBE_GIVE_UP_MS, before the halving began.) */
+    if (x->probe && (x->probe <= x->lo || (x->hi && (x->probe >= x->hi || x->look))))
         x->probe = 0;
 }
 
@@ -198,6 +202,7 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
         }
         if (p) {
             x->probe = p;
+            x->look = !narrow;
             x->probe_ms = x->last_ms = now;
             out->probe(x->comm, p | narrow, out->arg);
         }
