@@ -352,11 +352,12 @@ static unsigned ring_deep(struct ccs_ring *r, const struct tracked *t, uint64_t 
         else
             right = mid; /* none of T's in [mid, right), or a later seq: LO lies before MID */
     }
-    /* Back a few records for calls completed out of order, then forward. */
+    /* Back a few records for calls completed out of order, then forward
+     * until a few of T's records past HI. */
     struct ccs_record chunk[RANGE_CHUNK];
     unsigned found = 0, want = (unsigned)(hi - lo + 1);
     uint64_t pos = left > RANGE_CHUNK ? left - RANGE_CHUNK : 0, past = 0;
-    while (pos < end && found < want && past < RANGE_CHUNK) {
+    while (pos < end && found < want && past < 8) {
         uint64_t from;
         size_t k = read_at(r, pos, chunk, end - pos < RANGE_CHUNK ? (size_t)(end - pos) : RANGE_CHUNK, &from);
         if (k == 0)
