@@ -362,6 +362,66 @@ static int cmp_hk(const void *a, const void *b)
     return x->hash < y->hash ? -1 : x->hash > y->hash;
 }
 
+/* The verdict from the hashes alone at AT, HV[i..j) every member's hash
+ * there when ALL (sorted by hash), else X and Y the first two that differ:
+ * with every member's hash and a majority among them, the odd ranks are
+ * named against it; otherwise the two. */
+static void hash_verdict(struct ctx *c, struct grp *g, uint64_t at, const struct hk *hv, size_t i, size_t j, int all,
+                         const struct ent *x, const struct ent *y)
+{
+    uint64_t comm = c->ents[g->lo].comm, maj = 0;
+    size_t best = 0;
+    for (size_t a = i, b; all && a < j; a = b) { /* the largest run of one hash */
+        for (b = a; b < j && hv[b].hash == hv[a].hash; b++)
+            ;
+        if (b - a > best)
+            best = b - a, maj = hv[a].hash;
+    }
+    struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
+    int32_t *odd = malloc((j - i + 1) * sizeof *odd), *agree = malloc((j - i + 1) * sizeof *agree);
+    if (!v || !odd || !agree) {
+        free(v), free(odd), free(agree);
+        return;
+    }
+    v->cls = CCS_DSX_MISMATCH;
+    v->comm = comm;
+    v->seq = at;
+    v->comm_size = g->size;
+    if (all && 2 * best > j - i) {
+        size_t nodd = 0, nagree = 0;
+        for (size_t a = i; a < j; a++)
+            if (hv[a].hash != maj && v->nparty < CCS_DSX_PARTIES / 2)
+                ccs_dsx_rules_party(c, v, &c->ents[hv[a].ent], CCS_DSX_R_DIFFERS);
+        for (size_t a = i; a < j; a++) {
+            const struct ent *m = &c->ents[hv[a].ent];
+            if (hv[a].hash != maj)
+                odd[nodd++] = m->wrank;
+            else {
+                agree[nagree++] = m->wrank;
+                ccs_dsx_rules_party(c, v, m, CCS_DSX_R_AGREES);
+            }
+        }
+        char ro[256], ra[256];
+        ccs_dsx_rules_ranks(odd, nodd, ro, sizeof ro);
+        ccs_dsx_rules_ranks(agree, nagree, ra, sizeof ra);
+        ccs_dsx_rules_fmt(v->line, sizeof v->line,
+                          "comm=%#llx size=%d seq=%llu: rank%s %s issued other operations than rank%s %s at or before "
+                          "seq %llu (fingerprint hashes differ; the records are no longer kept)",
+                          (unsigned long long)comm, g->size, (unsigned long long)at, nodd > 1 ? "s" : "", ro,
+                          nagree > 1 ? "s" : "", ra, (unsigned long long)at);
+    } else {
+        ccs_dsx_rules_party(c, v, x, CCS_DSX_R_DIFFERS);
+        ccs_dsx_rules_party(c, v, y, CCS_DSX_R_DIFFERS);
+        ccs_dsx_rules_fmt(
+            v->line, sizeof v->line,
+            "comm=%#llx size=%d seq=%llu: ranks %d and %d issued different operations at or before seq %llu "
+            "(fingerprint hashes differ; the records are no longer kept)",
+            (unsigned long long)comm, g->size, (unsigned long long)at, x->wrank, y->wrank, (unsigned long long)at);
+    }
+    ccs_dsx_rules_emit(c, v);
+    free(v), free(odd), free(agree);
+}
+
 static void mismatch_hashes(struct ctx *c, struct grp *g)
 {
     uint64_t comm = c->ents[g->lo].comm, at = 0;
@@ -369,7 +429,7 @@ static void mismatch_hashes(struct ctx *c, struct grp *g)
     /* (seq, hash) of every member at its last seq and checkpoints, sorted:
      * two hashes at one seq differ -> the sequences differ at or before it. */
     struct hk *hv = malloc((g->hi - g->lo) * 3 * sizeof *hv);
-    size_t n = 0;
+    size_t n = 0, i0 = 0;
     if (!hv)
         return;
     for (size_t i = g->lo; i < g->hi; i++) {
@@ -384,30 +444,23 @@ static void mismatch_hashes(struct ctx *c, struct grp *g)
     for (size_t i = 0; i + 1 < n && !at; i++)
         if (hv[i].seq == hv[i + 1].seq && hv[i].hash != hv[i + 1].hash)
             at = hv[i].seq, x = &c->ents[hv[i].ent], y = &c->ents[hv[i + 1].ent];
-    free(hv);
-    if (!at)
+    if (!at) {
+        free(hv);
         return;
+    }
     if (c->sink && c->sink->detail)
         c->sink->detail(comm, c->sink->arg);
     uint64_t since = ccs_dsx_seen_since(c->seen, SUSPECT_HASH, comm, 0, c->v->now_ms);
-    if (c->v->now_ms - since < c->t->suspect_ms || !ccs_dsx_seen_add(c->seen, CCS_DSX_MISMATCH, comm, 0))
-        return;
-    struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
-    if (!v)
-        return;
-    v->cls = CCS_DSX_MISMATCH;
-    v->comm = comm;
-    v->seq = at;
-    v->comm_size = g->size;
-    ccs_dsx_rules_party(c, v, x, CCS_DSX_R_DIFFERS);
-    ccs_dsx_rules_party(c, v, y, CCS_DSX_R_DIFFERS);
-    ccs_dsx_rules_fmt(
-        v->line, sizeof v->line,
-        "comm=%#llx size=%d seq=%llu: ranks %d and %d issued different operations at or before seq %llu "
-        "(fingerprint hashes differ; the records are no longer kept)",
-        (unsigned long long)comm, g->size, (unsigned long long)at, x->wrank, y->wrank, (unsigned long long)at);
-    ccs_dsx_rules_emit(c, v);
-    free(v);
+    if (c->v->now_ms - since >= c->t->suspect_ms && ccs_dsx_seen_add(c->seen, CCS_DSX_MISMATCH, comm, 0)) {
+        while (hv[i0].seq != at)
+            i0++;
+        size_t j0 = i0;
+        while (j0 < n && hv[j0].seq == at)
+            j0++;
+        /* (a member has one entry per seq: its last seq is not a checkpoint too) */
+        hash_verdict(c, g, at, hv, i0, j0, g->complete && j0 - i0 == (size_t)g->size, x, y);
+    }
+    free(hv);
 }
 
 void ccs_dsx_rule_mismatch(struct ctx *c)

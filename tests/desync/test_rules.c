@@ -124,6 +124,39 @@ START_TEST(mismatch_in_history)
 }
 END_TEST
 
+/* Hashes that differ where no record in view does (the odd call is no
+ * longer in any ring: a job of tens of thousands of calls a second): after
+ * suspect_ms, a MISMATCH "at or before" the seq.  With every member's hash
+ * there and a majority among them, the odd rank is named against the
+ * others; two ranks, or no majority, name the two that differ.  (It named
+ * the first two hashes in sorted order before, "ranks 2 and 1", where
+ * rank 1 alone differed from three.) */
+START_TEST(mismatch_from_the_hashes_names_the_odd_rank)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        add(r, X, NR, -1, 100)->hash = r == 1 ? 0xbad : 0x900d;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(1999), 0); /* suspected for 2 s first */
+    ck_assert_int_eq(run(2000), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_MISMATCH);
+    ck_assert_uint_eq(got[0].seq, 100);
+    ck_assert_str_eq(got[0].line, "comm=0x1111 size=4 seq=100: rank 1 issued other operations than ranks 0,2-3 at "
+                                  "or before seq 100 (fingerprint hashes differ; the records are no longer kept)");
+    ck_assert_int_eq(got[0].party[0].wrank, 1);
+    ck_assert_uint_eq(got[0].party[0].role, CCS_DSX_R_DIFFERS);
+    ck_assert_uint_eq(got[0].party[1].role, CCS_DSX_R_AGREES);
+    /* Two against two: no majority. */
+    reset();
+    for (int r = 0; r < NR; r++)
+        add(r, X, NR, -1, 100)->hash = r >= 2 ? 0xbad : 0x900d;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(2000), 1);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "seq=100: ranks "));
+    ck_assert_ptr_nonnull(strstr(got[0].line, " issued different operations at or before seq 100"));
+}
+END_TEST
+
 /* A gatherv at seq 3 on every rank: what each contributes (DT, SIG). */
 static void gatherv_at3(int r, unsigned dt, uint32_t sig, uint64_t count)
 {
@@ -1177,6 +1210,7 @@ static Suite *suite(void)
     tcase_add_test(t, search_asks_for_the_records_once_narrowed);
     tcase_add_test(t, search_goes_on_while_the_members_finish);
     tcase_add_test(t, search_slots_go_round);
+    tcase_add_test(t, mismatch_from_the_hashes_names_the_odd_rank);
     tcase_add_test(t, search_drops_a_look_once_the_hashes_differ);
     tcase_add_test(t, hash_only_mismatch_asks_for_records);
     tcase_add_test(t, proto_roundtrip_and_rejects);
