@@ -85,13 +85,21 @@ ccs_run_timeout() {
     return $rc
 }
 
-# ccs_mpirun SECONDS NP CMD...: mpirun with a timeout, as root if need be.
+# ccs_mpirun SECONDS NP CMD...: the MPI launcher with a timeout: Open MPI's
+# mpirun (as root if need be, shared memory only), or MPICH's Hydra
+# mpiexec for a build against MPICH (scripts/check-mpich.sh).
 ccs_mpirun() {
     local secs=$1 np=$2; shift 2
+    if [ "$CCS_MPI_HYDRA" = 1 ]; then
+        CCS_LAUNCHER=1 ccs_run_timeout "$secs" "$MPIRUN" -n "$np" "$@"
+        return
+    fi
     CCS_LAUNCHER=1 ccs_run_timeout "$secs" "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe \
         --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
         -np "$np" "$@"
 }
+CCS_MPI_HYDRA=0
+case "$([ -n "${MPIRUN:-}" ] && "$MPIRUN" --version 2>/dev/null | head -2)" in *HYDRA*) CCS_MPI_HYDRA=1 ;; esac
 
 # ccs_listening PORT: something listens on TCP PORT (ss, iproute2).
 ccs_listening() { [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
