@@ -93,6 +93,7 @@ static void answer_candidates(struct ccs_dsx_search *x, const struct ccs_dsx_com
  * PROBE_GIVE_UP_MS: HPCC's exit waited 0.75 s for one). */
 static void settle_from_statuses(struct ccs_dsx_search *x)
 {
+    int halving = x->hi != 0; /* a probe out now halves an interval; else it is a look */
     for (int k = 0; k < x->ncand; k++) {
         uint64_t c = x->cand[k];
         if (x->cand_n[k] != x->size || c <= x->lo || (x->hi && c >= x->hi))
@@ -108,7 +109,7 @@ static void settle_from_statuses(struct ccs_dsx_search *x)
      * halving starts at once.  (At a high call rate the members' rings no
      * longer hold the seq of a look by the time it arrives, and it was
      * waited out, PROBE_GIVE_UP_MS, before the halving began.) */
-    if (x->probe && (x->probe <= x->lo || (x->hi && (x->probe >= x->hi || x->look))))
+    if (x->probe && (x->probe <= x->lo || (x->hi && (x->probe >= x->hi || !halving))))
         x->probe = 0;
 }
 
@@ -202,7 +203,6 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
         }
         if (p) {
             x->probe = p;
-            x->look = !narrow;
             x->probe_ms = x->last_ms = now;
             out->probe(x->comm, p | narrow, out->arg);
         }

@@ -20,7 +20,6 @@
 /* One communicator's search. */
 struct ccs_dsx_search {
     uint64_t comm, lo, hi, probe, probe_ms, last_ms, seen_ms;
-    int look; /* the probe out is a look at the members' last common seq, not a halving */
     uint64_t want_ms; /* when the records were last asked for (0: not yet) */
     int32_t size;
     /* this pass */
