@@ -41,7 +41,9 @@ struct tracked {
     int32_t rank, size;
     uint16_t backend;
     int used, live, mark, boundary;
-    int asked; /* records asked for, or a probe narrowing (this pass) */
+    /* This pass: the seq whose records are asked for, and the probe (with
+     * CCS_DSX_NARROW_BIT as asked); 0 when none. */
+    uint64_t want_rec, want_probe;
     uint64_t issued, done, hash;
     int issued_moved;         /* ISSUED changed in this pass */
     uint64_t caught;          /* the ISSUED a catch-up settled (catch_up) */
@@ -395,12 +397,9 @@ static unsigned ring_range(const struct tracked *t, uint64_t lo, uint64_t hi, st
         if (r->pid != pid)
             continue;
         uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-        uint64_t back = t->done - lo; /* slots back from the newest to LO's, if alone in this ring */
-        struct ccs_ring_cursor c;
+        uint64_t back = t->done - lo, at; /* slots back from the newest to LO's, if alone in this ring */
         if (lo <= t->done && back < head && want <= CH) {
-            atomic_init(&c.next, head - 1 - back);
-            atomic_init(&c.lost, 0);
-            size_t k = ccs_ring_read(r, &c, chunk, want);
+            size_t k = read_at(r, head - 1 - back, chunk, want, &at);
             for (size_t i = 0; i < k; i++)
                 found += (unsigned)keep_in_range(t, &chunk[i], lo, hi, out, have);
             if (found == want)
@@ -410,14 +409,12 @@ static unsigned ring_range(const struct tracked *t, uint64_t lo, uint64_t hi, st
         int ended = 0; /* older seqs seen, or records overwritten: nothing further back */
         while (to > stop && found < want && !ended) {
             uint64_t from = to - stop > CH ? to - CH : stop;
-            atomic_init(&c.next, from);
-            atomic_init(&c.lost, 0);
-            size_t k = ccs_ring_read(r, &c, chunk, (size_t)(to - from));
+            size_t k = read_at(r, from, chunk, (size_t)(to - from), &at);
             for (size_t i = k; i-- > 0;) {
                 found += (unsigned)keep_in_range(t, &chunk[i], lo, hi, out, have);
                 ended |= chunk[i].comm == t->id && ccs_kind_sequenced(chunk[i].kind) && chunk[i].seq < lo;
             }
-            ended |= atomic_load_explicit(&c.lost, memory_order_relaxed) != 0;
+            ended |= at != from; /* (read from later on: the producer overwrote them) */
             to = from;
         }
         if (deep && found < want && !ended && to > 0)
@@ -661,8 +658,10 @@ static int cmp_pick(const void *a, const void *b)
         return x->boundary ? -1 : 1;
     if (x->blocked != y->blocked)
         return x->blocked ? -1 : 1;
-    if (x->asked != y->asked)
-        return x->asked ? -1 : 1;
+    int xa = x->want_rec || (x->want_probe & CCS_DSX_NARROW_BIT);
+    int ya = y->want_rec || (y->want_probe & CCS_DSX_NARROW_BIT);
+    if (xa != ya)
+        return xa ? -1 : 1;
     if ((x->live != 0) != (y->live != 0))
         return x->live ? -1 : 1;
     int xr = pick_now - x->active_ms < RECENT_MS, yr = pick_now - y->active_ms < RECENT_MS;
@@ -714,8 +713,8 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
     for (int i = 0; i < MAX_TRACKED; i++)
         if (tc[i].used && tc[i].rank >= 0 && tc[i].size > 0) {
             tc[i].boundary = nb && at_boundary(tc[i].id, bcomm, nb);
-            tc[i].asked = want_fn && ((want_fn(tc[i].id, 1, want_arg) & CCS_DSX_NARROW_BIT) ||
-                                      want_fn(tc[i].id, 0, want_arg));
+            tc[i].want_rec = want_fn ? want_fn(tc[i].id, 0, want_arg) : 0;
+            tc[i].want_probe = want_fn ? want_fn(tc[i].id, 1, want_arg) : 0;
             pick[np++] = &tc[i];
         }
     pick_now = now;
@@ -768,7 +767,7 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
         /* Records asked for: the operations around that seq instead of
          * the newest (the newest are what is published otherwise), read
          * back from the rings. */
-        uint64_t w = want_fn ? want_fn(t->id, 0, want_arg) : 0;
+        uint64_t w = t->want_rec;
         if (w && w <= t->done) {
             uint64_t lo = w > CCS_DSX_HIST / 2 ? w - CCS_DSX_HIST / 2 + 1 : 1;
             uint64_t hi = lo + CCS_DSX_HIST - 1 < t->done ? lo + CCS_DSX_HIST - 1 : t->done;
@@ -782,7 +781,7 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
             }
         }
         /* A probe: the hash through that seq, in the second checkpoint. */
-        uint64_t praw = want_fn ? want_fn(t->id, 1, want_arg) : 0, p = praw & ~CCS_DSX_NARROW_BIT;
+        uint64_t praw = t->want_probe, p = praw & ~CCS_DSX_NARROW_BIT;
         if (p && p <= t->done && praw != t->probe_seq) {
             /* Read back once per probe, not in every pass while it is
              * asked for: a completed record's hash does not change, and
