@@ -91,7 +91,10 @@ ccs_run_timeout() {
 ccs_mpirun() {
     local secs=$1 np=$2; shift 2
     if [ "$CCS_MPI_HYDRA" = 1 ]; then
-        CCS_LAUNCHER=1 ccs_run_timeout "$secs" "$MPIRUN" -n "$np" "$@"
+        # (Not CCS_LAUNCHER: Hydra starts its proxy and each rank in a session
+        # of their own, so the launcher is always "alone" in its session;
+        # ending it ends them.)
+        ccs_run_timeout "$secs" "$MPIRUN" -n "$np" "$@"
         return
     fi
     CCS_LAUNCHER=1 ccs_run_timeout "$secs" "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe \
