@@ -170,9 +170,10 @@ th_first_ms() {
 # gave one MISMATCH naming rank 1 and both counts at the exact seq, seen on
 # both hosts, within MISMATCH_MS of the odd call (three checks).
 th_count_verdict() {
-    local lines t0 t1 lat
+    local lines t0 t1 lat failed_before=$TAP_FAILED
     lines=$(dsx_lines "$1" MISMATCH)
     tap_check "$1: MISMATCH naming rank 1 and both counts at the exact seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$"' _ "$lines"
+    [ "$TAP_FAILED" -eq "$failed_before" ] || { echo "$lines" | tap_diag; dsx_diag "$1"; }
     tap_check "$1: seen on both hosts" th_seen_both "$1" MISMATCH
     t0=$(sed -n 's/^culprit_call_ms=//p' "$CCS_TMP/$1/out-1" | head -1)
     t1=$(th_first_ms "$1" MISMATCH)
