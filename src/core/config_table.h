@@ -37,6 +37,9 @@
     X(torch_ddp_skip, "CCSHIM_TORCH_DDP_SKIP", BOOL, "1",                                                 \
       "--torch with coalescing: once the pattern is agreed, DDP itself skips the per-mini-batch "         \
       "synchronisation (as under no_sync); 0 keeps coalescing at the all-reduce level")                   \
+    X(torch_predict, "CCSHIM_TORCH_PREDICT", BOOL, "1",                                                   \
+      "--torch with DDP skipping: a first step whose no-grad forwards announce its backward passes (a "   \
+      "cached loss) skips from the start once the ranks agree; 0 learns it from synchronised passes")     \
     /* --- desync detection (docs/desync.md) ----------------------------------------------- */          \
     X(desync, "CCSHIM_DESYNC", BOOL, "1", "early desync detection over a side channel (docs/desync.md)")     \
     X(on_desync, "CCSHIM_ON_DESYNC", ENUM, "warn",                                                        \

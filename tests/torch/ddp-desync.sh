@@ -13,7 +13,7 @@
 # (ccshim's all-reduce-level coalescing) they are all-reduces.
 . "$top_srcdir/tests/torch/lib.sh"
 torch_require
-tap_plan 14
+tap_plan 18
 J="--batch 64 --minibatch 8 --steps 8"
 # verdict NAME: the first boundary DESYNC line that gives both counts (each
 # rank logs what its own view showed: one that saw the others gone, after
@@ -55,6 +55,24 @@ DDP_LIMIT=90 ddp extra4 4 --coalesce auto --on-desync abort --torch-ddp-skip 0 -
 tap_eq "auto (all-reduce level), 4 ranks, rank 2 replays one more in step 4: DESYNC with both counts" \
     "rank 2 ended step 4 after 17 all-reduces where the others made 16" "$(counts extra4)"
 tap_eq "... the job ended (rc $rc)" 1 "$(ended $rc)"
+
+# In the first step, announced by the no-grad forwards, no rank has reduced
+# a bucket yet: the ranks compare their counts over the model's process
+# group, before DDP's one synchronisation (or at the step's end for a rank
+# that never reaches it); nobody synchronises, nobody steps, nobody waits.
+DDP_LIMIT=90 ddp skip0 2 --coalesce auto --on-desync abort -- $J --skip-rank 1 --skip-step 0; rc=$?
+tap_eq "auto, announced first step, 2 ranks, rank 1 skips a mini-batch in step 0: DESYNC with both counts" \
+    "rank 1 ended step 0 after 15 backward passes where the others made 16" "$(counts skip0)"
+tap_eq "... both ranks refuse the optimizer step (RuntimeError), the job ended (rc $rc), no straggler" "2 1 0" \
+    "$(grep -c 'RuntimeError: ccshim: step 0: the ranks made different numbers of backward passes' "$CCS_TMP/skip0.err") $(ended $rc) $(stragglers skip0)"
+DDP_LIMIT=90 ddp skip04 4 --coalesce auto -- $J --skip-rank 3 --skip-step 0; rc=$?
+tap_eq "... 4 ranks, rank 3 skips in step 0, warn: DESYNC with both counts, the job ended (rc $rc), no straggler" \
+    "rank 3 ended step 0 after 15 backward passes where the others made 16 1 0" "$(counts skip04) $(ended $rc) $(stragglers skip04)"
+# One more: it reaches the K-th forward with the others and synchronises
+# there; its 17th leaves its sums, and ccshim's side channel compares.
+DDP_LIMIT=90 ddp extra0 2 --coalesce auto --on-desync abort -- $J --extra-rank 1 --extra-step 0; rc=$?
+tap_eq "auto, announced first step, rank 1 replays one more in step 0: DESYNC with both counts, the job ended (rc $rc)" \
+    "rank 1 ended step 0 after 17 backward passes where the others made 16 1" "$(counts extra0) $(ended $rc)"
 
 # Under warn the job is left as it is (it cannot go on: the ranks are out of
 # step); the helper refuses the step instead of waiting in a repair.

@@ -1,13 +1,18 @@
 #!/bin/sh
 # ddp-skip.sh - coalescing as DDP's own no_sync (tools/python/ccshim_ddpsync.py):
-# under `ccshim-run --torch --coalesce auto`, once ccshim agreed N bucket
-# reductions per step, DDP skips the synchronisation of all but the N-th
-# backward of each step.  Real DDP (torch 1.13, CPU, 16 backward passes per
-# step): exactly one real reduction per bucket per step from step 3 (flagged
-# `helper`, nothing answered locally), the closing line says which mechanism
-# avoided them, and the parameters are bitwise equal across ranks and within
-# 1e-5 of the per-mini-batch run's in every case: several buckets with DDP's
-# rebuild, a short last batch (averaged before the step, then learned again),
+# under `ccshim-run --torch --coalesce auto`, DDP skips the synchronisation
+# of all but the N-th backward of each step: from the first step when the
+# ranks agree that their no-grad forwards (the cached embedding) announced N
+# backward passes, else once ccshim agreed N bucket reductions per step.
+# Real DDP (torch 1.13, CPU, 16 backward passes per step): announced, one
+# real reduction per step from step 0 and the parameters of the job's own
+# no_sync() to the bit; announced wrong (probe forwards without grad, an
+# extra mini-batch in the first step): averaged, then learned; learned
+# (--torch-predict 0): exactly one real reduction per bucket per step from
+# step 3 (flagged `helper`, nothing answered locally), the closing line says
+# which mechanism avoided them, and the parameters are bitwise equal across
+# ranks and within 1e-5 of the per-mini-batch run's in every case: several
+# buckets with DDP's rebuild, a short last batch (averaged before the step, then learned again),
 # a wrong every:N (the helper stays out, ccshim repairs), AdamW with two
 # optimizers and schedulers, gradient accumulation under the job's own
 # no_sync, gradient_as_bucket_view on 4 ranks, find_unused_parameters,
@@ -16,23 +21,29 @@
 # ddp_job's --first K --first-way that bench/ddp-heap-bench.sh compares.
 . "$top_srcdir/tests/torch/lib.sh"
 torch_require
-tap_plan 28
+tap_plan 38
 J="--batch 64 --minibatch 8 --steps 6"
-# engaged NAME [WANT]: how many ranks said the helper engaged; when WANT is
+# engaged NAME [WANT]: how many ranks said the helper engaged from the first
+# step (its no-grad forwards announced 16 backward passes); when WANT is
 # given and the count differs, the job's own lines go to the log (stderr)
 # so that a failure says why (the verdicts, the helper's and ccshim's lines)
-engaged() {
-    local n
-    n=$(grep -c "DDP now synchronises once per step (at the 16-th backward)" "$CCS_TMP/$1.err")
+engaged() { engaged_by "DDP synchronises once per step from the first step (at the 16-th backward)" "$@"; }
+# learned NAME [WANT]: the same for the helper engaging once ccshim learned
+# the pattern from synchronised steps
+learned() { engaged_by "DDP now synchronises once per step (at the 16-th backward)" "$@"; }
+engaged_by() {
+    local n msg=$1
+    shift
+    n=$(grep -c "$msg" "$CCS_TMP/$1.err")
     if [ -n "${2:-}" ] && [ "$n" != "$2" ]; then
         grep -E '^ccshim|ccshim_torch' "$CCS_TMP/$1.err" | tail -n 30 | sed "s/^/# $1: /" >&2
         "$CCSHIM_AUDIT" "$CCS_TMP/$1.tr" 2>&1 | tail -n 20 | sed "s/^/# $1 audit: /" >&2
     fi
     echo "$n"
 }
-helper_rows() { # NAME: "step rank real" of the helper-flagged reductions, steps >= 3
-    "$CCSHIM_AUDIT" --tsv-records "$CCS_TMP/$1.tr" 2>/dev/null | awk -F'\t' '
-        !/^#/ && $4=="allreduce" && $11 ~ /helper/ && $10 >= 3 { n[$10" "$1]++ }
+helper_rows() { # NAME [FIRST]: "step rank real" of the helper-flagged reductions, steps >= FIRST (3)
+    "$CCSHIM_AUDIT" --tsv-records "$CCS_TMP/$1.tr" 2>/dev/null | awk -F'\t' -v f="${2:-3}" '
+        !/^#/ && $4=="allreduce" && $11 ~ /helper/ && $10 >= f { n[$10" "$1]++ }
         END { for (k in n) print k, n[k] }' | sort -n -k1 -k2 | tr '\n' ';'
 }
 expect_helper() { # FIRST LAST NP PER
@@ -40,10 +51,38 @@ expect_helper() { # FIRST LAST NP PER
     for s in $(seq "$1" "$2"); do for r in $(seq 0 $(($3 - 1))); do printf '%s %s %s;' "$s" "$r" "$4"; done; done
 }
 
+# The first step announced by its no-grad forwards (the cached embedding):
+# DDP skips from step 0, as the job's own no_sync() would, to the bit.
+ddp ref1 2 -- $J --save "$CCS_TMP/ref1.npy"
+ddp nsref 2 -- $J --mode no_sync
+ddp ann 2 --coalesce auto -- $J --ref "$CCS_TMP/ref1.npy"
+tap_eq "auto: runs, the helper engaged from the first step on every rank (16 no-grad forwards announced 16 backward passes)" \
+    "0 2" "$? $(engaged ann 2)"
+tap_eq "... from step 0 exactly one real reduction per step, flagged helper; nothing answered locally" \
+    "$(expect_helper 0 5 2 1) $(expect_steps 0 5 2 1 0 | tr '\n' ';')" "$(helper_rows ann 0) $(per_step ann | tr '\n' ';')"
+tap_eq "... parameters: bitwise those of the job's own no_sync() run, equal across ranks, within 1e-5 of per-mini-batch" \
+    "$(val nsref digest) ranks_equal 1, within 1e-5" "$(val ann digest) $(close ann)"
+tap_check "... the closing line counts 15 x 6 steps avoided by the torch helper" \
+    grep -q "coalescing: .* 90 of them avoided by the torch helper" "$CCS_TMP/ann.err"
+
+# SGD written by hand, no torch.optim optimizer: no step is marked, so DDP
+# must not skip from the first step (nothing would reduce the step's sums).
+ddp href 2 -- $J --opt by-hand
+ddp hand 2 --coalesce auto -- $J --opt by-hand
+tap_eq "an optimizer written by hand (no step marked): the helper stays out, the parameters of the run without ccshim to the bit" \
+    "0 0 0 $(val href digest)" "$? $(engaged hand) $(learned hand) $(val hand digest)"
+
 ddp ref 2 -- $J $BUCKETS --save "$CCS_TMP/ref.npy"
 B=$(val ref buckets)
-ddp auto 2 --coalesce auto -- $J $BUCKETS --ref "$CCS_TMP/ref.npy"
-tap_eq "auto, $B buckets with DDP's rebuild: runs, the helper engaged on every rank" "0 2" "$? $(engaged auto 2)"
+ddp annb 2 --coalesce auto -- $J $BUCKETS --ref "$CCS_TMP/ref.npy"
+tap_eq "auto, announced, $B buckets (DDP rebuilds them at step 1's first forward): from step 1 one real reduction per bucket per step" \
+    "0 2 $(expect_helper 1 5 2 "$B")" "$? $(engaged annb 2) $(helper_rows annb 1)"
+tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close annb)"
+
+# Learned from synchronised steps (--torch-predict 0): steps 0-1 as written.
+ddp auto 2 --coalesce auto --torch-predict 0 -- $J $BUCKETS --ref "$CCS_TMP/ref.npy"
+tap_eq "auto learning from synchronised steps (--torch-predict 0), $B buckets with DDP's rebuild: runs, the helper engaged on every rank" \
+    "0 2" "$? $(learned auto 2)"
 tap_eq "... from step 3 exactly one real reduction per bucket per step, flagged helper" \
     "$(expect_helper 3 5 2 "$B")" "$(helper_rows auto)"
 tap_eq "... nothing answered locally from step 3 (DDP skipped 15 of 16 synchronisations)" \
@@ -62,7 +101,19 @@ tap_check "... averaged before the last step, then learned again" \
 tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close short)"
 
 
-ddp ref1 2 -- $J --save "$CCS_TMP/ref1.npy"
+# Announced wrong: 3 probe forwards without grad before each step's
+# embedding announce 19; the first step ends after 16, unsynchronised on
+# every rank: they compare counts over the group, average, learn again.
+ddp probe 2 --coalesce auto -- $J --probe-forwards 3 --ref "$CCS_TMP/ref1.npy"
+tap_eq "3 probe forwards announce 19 backward passes, the first step makes 16: runs, no verdict, averaged, then learned" \
+    "0 0 1 2" "$? $(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$CCS_TMP/probe.err") $(grep -c "ccshim_torch\[0\]: step 0: DDP skipped the synchronisation" "$CCS_TMP/probe.err") $(learned probe)"
+tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close probe)"
+ddp xref0 2 -- $J --extra-rank -2 --extra-step 0 --save "$CCS_TMP/xref0.npy"
+ddp xtra0 2 --coalesce auto -- $J --extra-rank -2 --extra-step 0 --ref "$CCS_TMP/xref0.npy"
+tap_eq "an extra mini-batch on every rank in the first step (17, 16 announced): runs, no verdict, averaged, parameters" \
+    "0 0 1 ranks_equal 1, within 1e-5" \
+    "$? $(grep -c '^ccshim \(DESYNC\|STRAGGLER\|DEAD\|MISMATCH\)' "$CCS_TMP/xtra0.err") $(grep -c "ccshim_torch\[0\]: step 0: DDP skipped the synchronisation" "$CCS_TMP/xtra0.err") $(close xtra0)"
+
 ddp xref 2 -- $J --extra-rank -2 --extra-step 4 --save "$CCS_TMP/xref.npy"
 ddp xtra 2 --coalesce auto -- $J --extra-rank -2 --extra-step 4 --ref "$CCS_TMP/xref.npy"
 tap_eq "an extra mini-batch on every rank in step 4 (17 backward passes): runs, no verdict" "0 0" \
@@ -72,7 +123,8 @@ tap_eq "... averaged before the step (the 17th skipped its synchronisation), par
     "$(grep -c "ccshim_torch\[0\]: step 4: DDP skipped the synchronisation" "$CCS_TMP/xtra.err") $(close xtra)"
 
 ddp ev5 2 --coalesce every:5 -- $J --ref "$CCS_TMP/ref1.npy"
-tap_eq "every:5 on 16 per step: runs, the helper stays out (its count is not the step's)" "0 0" "$? $(engaged ev5)"
+tap_eq "every:5 on 16 per step: runs, the helper stays out (its count is not the step's)" "0 0 0" \
+    "$? $(engaged ev5) $(learned ev5)"
 tap_eq "... ccshim's repairs keep the parameters" "ranks_equal 1, within 1e-5" "$(close ev5)"
 
 ddp aref 2 -- $J --opt adamw --two-opt --sched --save "$CCS_TMP/aref.npy"
@@ -117,7 +169,8 @@ tap_eq "step(closure): runs, helper engaged, parameters, no verdict" "0 2 ranks_
 
 ddp stref 2 -- $J --static-graph --save "$CCS_TMP/stref.npy"
 ddp static 2 --coalesce auto -- $J --static-graph --ref "$CCS_TMP/stref.npy"
-tap_eq "static_graph=True: the helper stays out, ccshim coalesces the all-reduces" "0 0" "$? $(engaged static)"
+tap_eq "static_graph=True: the helper stays out, ccshim coalesces the all-reduces" "0 0 0" \
+    "$? $(engaged static) $(learned static)"
 tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close static)"
 
 # bench/ddp-heap-bench.sh's ways, with no ccshim: first steps that
@@ -127,7 +180,6 @@ tap_eq "... parameters" "ranks_equal 1, within 1e-5" "$(close static)"
 # times per bucket a step and round differently; only each first step's
 # first backward synchronised runs it once a step, step 0 as no_sync then
 # step 1 on every backward 1 + 16 times; every way ends with the ranks equal
-ddp nsref 2 -- $J --mode no_sync
 B1=$(val nsref buckets)
 first_ways=""
 for w in local per-minibatch first-synced late-synced; do

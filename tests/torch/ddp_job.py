@@ -21,7 +21,10 @@ when they are bitwise equal, "digest SHA256", "dist_all_reduces N" (rank
 these are ccshim_torch's gradient averagings), and with --ref FILE the largest
 absolute difference to the parameters saved there ("maxdiff X"); --save FILE
 writes them.  Rank r may skip one mini-batch (--skip-rank r --skip-step s) or
-replay one more (--extra-rank r --extra-step s).
+replay one more (--extra-rank r --extra-step s).  --probe-forwards N runs N
+more forwards without grad before each step's embedding (what ccshim's torch
+helper counts to announce a step's backward passes: it then announces N too
+many).
 """
 import argparse
 import hashlib
@@ -65,7 +68,8 @@ def parse():
                     help="find_unused_parameters=True and one head per column (each backward leaves "
                          "the other head unused); also an integer bitmap all-reduced through MPI after "
                          "every backward, as DDP does on NCCL, which must never be deferred")
-    ap.add_argument("--opt", choices=("sgd", "adamw"), default="sgd")
+    ap.add_argument("--opt", choices=("sgd", "adamw", "by-hand"), default="sgd",
+                    help="by-hand: plain SGD written in the job, no torch.optim optimizer")
     ap.add_argument("--two-opt", action="store_true", help="encoder and head in two optimizers")
     ap.add_argument("--sched", action="store_true", help="an lr scheduler (StepLR) on every optimizer")
     ap.add_argument("--closure", action="store_true", help="the backward passes run in step(closure)")
@@ -83,6 +87,9 @@ def parse():
                     help="gradient accumulation: this many cached-loss passes per optimizer step, all but "
                          "the last under the job's own ddp.no_sync() (as accelerate does)")
     ap.add_argument("--extra-step", type=int, default=-1)
+    ap.add_argument("--probe-forwards", type=int, default=0, metavar="N",
+                    help="N more no-grad forwards of the model before each step's cached embedding "
+                         "(a probe, as an evaluation between steps would make)")
     ap.add_argument("--pg-timeout", type=float, default=0, help="process group timeout in s (0: torch's)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--save", default="")
@@ -173,7 +180,26 @@ def main():
 
     ddp.register_comm_hook(None, mpi_allreduce_hook)
 
+    class ByHand:
+        """SGD the job writes itself: no torch.optim optimizer, so no step hook."""
+        def __init__(self, params):
+            self.params = list(params)
+
+        def zero_grad(self):
+            for p in self.params:
+                p.grad = None
+
+        def step(self, closure=None):
+            loss = closure() if closure is not None else None
+            with torch.no_grad():
+                for p in self.params:
+                    if p.grad is not None:
+                        p.add_(p.grad, alpha=-0.05)
+            return loss
+
     def make_opt(params):
+        if a.opt == "by-hand":
+            return ByHand(params)
         if a.opt == "sgd":
             return torch.optim.SGD(params, lr=0.05, momentum=0.9)
         return torch.optim.AdamW(params, lr=0.01, weight_decay=0.01)
@@ -221,6 +247,8 @@ def main():
         def backward_all():
             # 1. embed everything without grad, 2. loss on the cached embeddings
             with torch.no_grad():
+                for _ in range(a.probe_forwards):
+                    ddp(cols[0][:a.minibatch], 0)
                 reps = [torch.cat([ddp(cols[c][i:i + a.minibatch], c)
                                    for i in range(0, n, a.minibatch)]) for c in range(2)]
             reps = [r.detach().requires_grad_() for r in reps]

@@ -15,6 +15,23 @@ then reduces once per step, from the gradients accumulated locally: the
 result of the per-mini-batch reductions (docs/coalescing.md proves it), and
 exactly what no_sync() gives.
 
+The model's first step need not be learned from synchronised passes when the
+job announces it: a cached loss (GradCache, sentence-transformers' Cached*
+losses) first embeds every mini-batch without gradients, then runs one
+backward pass per mini-batch.  At the model's first grad-enabled,
+synchronising forward the ranks agree over the model's process group (one
+all_gather of the no-grad forwards each made since its last grad-enabled one)
+that they all announced the same K >= 2 (under every:N, K == N).  Then DDP
+skips from that first step on (CCSHIM_TORCH_PREDICT=0 keeps the learning).
+No rank has reduced a bucket yet, so ccshim's side channel knows no
+communicator to compare the step's counts on; the ranks compare them over the
+process group instead, once per rank in that step: right before DDP's one
+synchronisation (the K-th forward), or at the step's end for a rank that
+never reaches it.  A rank that ended the step with a different count is a
+DESYNC named as at later steps, and no rank synchronises or steps (no rank is
+left waiting in DDP's reduction for one that will never come).  From the next
+step on every rank has reduced there, and the checks are ccshim's own.
+
 Exactness rules:
 - A step whose last backward did not synchronise (fewer forwards than N: a
   short last batch; or more: the extra ones skip too) leaves local sums in
@@ -37,11 +54,12 @@ and step that carries them (`coalesced` in the traces).
 import sys
 import weakref
 
-__all__ = ["wrap", "unreduced", "reduced_by_ddp", "repaired", "step_ended", "units"]
+__all__ = ["wrap", "unreduced", "reduced_by_ddp", "repaired", "step_ended", "units", "first_step_checked"]
 
 
 class _State(object):
-    __slots__ = ("fw", "skipped", "synced_last", "K", "hist", "user_nosync")
+    __slots__ = ("fw", "skipped", "synced_last", "K", "hist", "user_nosync", "nograd", "planned", "first",
+                 "compared", "refused")
 
     def __init__(self):
         self.fw = 0  # forwards of this step that would synchronise
@@ -50,6 +68,11 @@ class _State(object):
         self.K = 0  # engaged: synchronise at the K-th forward only
         self.hist = []  # forwards of the last two steps
         self.user_nosync = False  # the job ran forwards under its own no_sync()
+        self.nograd = 0  # no-grad forwards since the last grad-enabled one (until planned)
+        self.planned = False  # the first step's plan was made (once per model)
+        self.first = False  # this step's K was announced, not learned: counts compared over the group
+        self.compared = False  # ... and compared in this step
+        self.refused = None  # the DESYNC line when they differed: no rank synchronises or steps
 
 
 # Each model's state, by id(model) (read on every forward: a dictionary
@@ -59,6 +82,7 @@ class _State(object):
 _by_id = {}
 _lib = None
 _warn = None
+_optimizers = None
 _units = 0  # grad-enabled, synchronising forwards of every model this step
 _engaged = False
 
@@ -82,15 +106,23 @@ def enabled():
     return os.environ.get("CCSHIM_TORCH_DDP_SKIP", "1").strip().lower() not in ("0", "no", "off", "false")
 
 
+def predicting():
+    """CCSHIM_TORCH_PREDICT (default on; 0/no/off/false learns the first
+    steps from synchronised passes instead)."""
+    import os
+    return os.environ.get("CCSHIM_TORCH_PREDICT", "1").strip().lower() not in ("0", "no", "off", "false")
+
+
 def _eligible(model):
     return not getattr(model, "static_graph", False) and getattr(model, "process_group", None) is not None
 
 
-def wrap(cls, functions, warn):
+def wrap(cls, functions, warn, optimizers=lambda: []):
     """Wraps CLS.forward (DistributedDataParallel).  FUNCTIONS() returns
-    ccshim's functions by name, WARN(msg, once=None) logs."""
-    global _lib, _warn
-    _lib, _warn = functions, warn
+    ccshim's functions by name, WARN(msg, once=None) logs, OPTIMIZERS()
+    lists the job's optimizers."""
+    global _lib, _warn, _optimizers
+    _lib, _warn, _optimizers = functions, warn, optimizers
     if "_ccshim_forward" in cls.__dict__:
         return
     orig = cls.forward
@@ -104,10 +136,15 @@ def wrap(cls, functions, warn):
         return
     units_word = ctypes.c_uint32.from_address(word_fn())  # a store per forward, not a foreign call
     states = _by_id
+    predict = predicting()
 
     def forward(self, *args, **kwargs):
         global _units
         if not grad_enabled():
+            if predict:
+                st = states.get(id(self)) or _state(self)
+                if not st.planned:
+                    st.nograd += 1
             return orig(self, *args, **kwargs)
         # DDP reads require_backward_grad_sync, a plain attribute in its
         # __dict__ (set directly here: nn.Module.__setattr__ costs more); a
@@ -119,10 +156,23 @@ def wrap(cls, functions, warn):
         st = states.get(id(self)) or _state(self)
         if not sync:
             st.user_nosync = True
+            st.nograd = 0
             return orig(self, *args, **kwargs)
         st.fw += 1
         _units += 1
         units_word.value = _units
+        if not st.planned:
+            _plan_first_step(self, st)
+        if st.first and not st.compared and st.fw == st.K and not _compare_first_step(self, st):
+            # The ranks' counts differ: nobody synchronises (a rank that
+            # ended its step would never join), and nobody steps.
+            st.skipped += 1
+            st.synced_last = False
+            d["require_backward_grad_sync"] = False
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                d["require_backward_grad_sync"] = True
         if st.K and st.fw != st.K:
             # Not the step's N-th backward: DDP accumulates locally.
             st.skipped += 1
@@ -139,6 +189,157 @@ def wrap(cls, functions, warn):
 
     cls.forward = forward
     cls._ccshim_forward = True
+
+
+# The tensors of the group's last exchanges, kept referenced from Python
+# (ccshim_torch._average_grads says why: a tensor freed last on gloo's worker
+# thread takes the GIL in its destructor).
+_kept = []
+
+
+def _gather(model, value):
+    """VALUE of every member of MODEL's process group, in group rank order
+    (one all_gather of one integer, on the group's device)."""
+    import torch
+    import torch.distributed as dist
+    group = model.process_group
+    device = torch.device("cpu")
+    try:
+        if dist.get_backend(group) == "nccl":
+            device = next(model.module.parameters()).device
+    except (RuntimeError, ValueError, StopIteration, AttributeError):
+        pass
+    n = dist.get_world_size(group)
+    mine = torch.tensor([value], dtype=torch.int64, device=device)
+    out = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(n)]
+    dist.all_gather(out, mine, group=group)
+    _kept[:] = [mine] + out
+    return [int(t.item()) for t in out]
+
+
+def _global_ranks(model, n):
+    """The job-wide ranks of MODEL's process group members 0..N-1."""
+    import torch.distributed as dist
+    get = getattr(dist, "get_global_rank", None) or getattr(dist.distributed_c10d, "_get_global_rank", None)
+    try:
+        return [get(model.process_group, r) for r in range(n)]
+    except Exception:
+        return list(range(n))
+
+
+def _plan_first_step(model, st):
+    """At MODEL's first grad-enabled, synchronising forward: the ranks agree
+    over its process group on the backward passes its no-grad forwards
+    announced; when all announced the same K >= 2, DDP skips from now on
+    (the same decision on every rank: it follows from the values agreed and
+    from settings that every rank shares)."""
+    global _engaged
+    st.planned = True
+    announced, st.nograd = st.nograd, 0
+    if not predicting() or not _eligible(model) or not _stepped_by_optimizer(model):
+        return
+    lib = _lib()
+    helper, period = lib.get("ccshim_coalesce_helper"), lib.get("ccshim_coalesce_period")
+    if helper is None or period is None:
+        return
+    import os
+    try:
+        counts = _gather(model, announced)
+    except Exception as e:  # the group failed: the job's next collective says so
+        _warn("the ranks' no-grad forwards could not be compared over the model's process group (%r): "
+              "ccshim learns the step's pattern from synchronised passes" % (e,), once="ddpsync-plan")
+        return
+    k = counts[0]
+    if k < 2 or any(c != k for c in counts):
+        if any(c != k for c in counts):
+            _warn("the ranks made different numbers of no-grad forwards before their first backward pass "
+                  "(%s): ccshim learns the step's pattern from synchronised passes" %
+                  ", ".join(str(c) for c in counts), once="ddpsync-plan")
+        return
+    if os.environ.get("CCSHIM_COALESCE", "").strip().startswith("every") and period() != k:
+        return  # every:N that the job does not announce: ccshim's coalescing repairs it
+    if not _engaged:
+        if helper(1) != 0:
+            return
+        _engaged = True
+    st.K = k
+    st.first = True
+    st.compared = False
+    _warn("DDP synchronises once per step from the first step (at the %d-th backward), as under no_sync(): "
+          "every rank announced %d backward passes by as many no-grad forwards (a cached loss)" % (k, k),
+          once="ddpsync-first")
+
+
+def _stepped_by_optimizer(model):
+    """A torch.optim optimizer holds MODEL's parameters: its steps are
+    marked, and the step's end is where the gradients are checked.  A job
+    that updates them otherwise marks no step; the learning path (which
+    needs the markers) then never engages either."""
+    try:
+        held = set(id(p) for o in _optimizers() for g in o.param_groups for p in g["params"])
+        return any(id(p) in held for p in model.module.parameters())
+    except Exception:
+        return False
+
+
+def _compare_first_step(model, st):
+    """Once per rank in a model's first, announced step: right before DDP's
+    one synchronisation (the K-th forward) or at the step's end for a rank
+    that did not reach it.  True when every rank made the same number of
+    backward passes; else the DESYNC line goes to st.refused (and out)."""
+    st.compared = True
+    counts = _gather(model, st.fw)
+    if all(c == counts[0] for c in counts):
+        return True
+    ranks = _global_ranks(model, len(counts))
+    made = max(set(counts), key=lambda c: (counts.count(c), c))
+    odd = [(ranks[i], c) for i, c in enumerate(counts) if c != made]
+    step = _lib()["ccshim_step_current"]() if "ccshim_step_current" in _lib() else 0
+    what = ", ".join("rank %d ended step %d after %d backward passes" % (r, step, c) if i == 0 else
+                     "rank %d after %d" % (r, c) for i, (r, c) in enumerate(odd))
+    st.refused = "%s where the others made %d" % (what, made)
+    sys.stderr.write("ccshim DESYNC comm=torch-%s size=%d step=%d: %s (compared over the model's process group "
+                     "before DDP's one synchronisation of the first step; no rank synchronises it or steps) "
+                     "[seen by rank %s]\n" % (_backend(model), len(counts), step, st.refused, _my_rank()))
+    sys.stderr.flush()
+    return False
+
+
+def _backend(model):
+    try:
+        import torch.distributed as dist
+        return str(dist.get_backend(model.process_group))
+    except Exception:
+        return "group"
+
+
+def _my_rank():
+    try:
+        import torch.distributed as dist
+        return str(dist.get_rank())
+    except Exception:
+        return "?"
+
+
+def first_step_checked(models):
+    """For MODELS whose .grad holds local sums: compares the counts of those
+    in their first, announced step that did not yet (this rank ended the
+    step before the K-th forward).  Returns (the DESYNC line or None, whether
+    every one of them was compared over its group: ccshim's side channel
+    knows no communicator of theirs to compare on)."""
+    refused, compared = None, True
+    for m in models:
+        st = _state(m, create=False)
+        if st is not None and st.first and not st.compared:
+            _compare_first_step(m, st)
+        elif st is None or not st.first or st.refused is None:
+            # Not announced, or compared at the K-th forward and gone past it
+            # (more mini-batches than announced): DDP has reduced there, and
+            # ccshim's side channel compares the counts.
+            compared = False
+        if st is not None:
+            refused = refused or st.refused
+    return refused, compared
 
 
 def wrapped(cls):
@@ -245,6 +446,9 @@ def step_ended(models):
         st.skipped = 0
         st.synced_last = True
         st.user_nosync = False
+        st.first = False
+        st.compared = False
+        st.refused = None
     want = any(st.K for st in _all_states())
     if want and not _engaged:
         if helper(1) == 0:

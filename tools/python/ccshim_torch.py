@@ -59,6 +59,7 @@ _installed = False
 _lib = None  # dict of the library's functions, {} when absent
 _warned = set()
 _optimizers = weakref.WeakSet()  # every optimizer seen
+_constructed = weakref.WeakSet()  # every optimizer made (or copied)
 _ddps = weakref.WeakSet()  # every DistributedDataParallel model seen
 _stepped = weakref.WeakSet()  # optimizers that stepped since the last mark
 _marked = False  # a step was marked by this helper
@@ -226,8 +227,17 @@ def _repair_skipped(lib, step, where):
     if not models:
         return models
     units = ccshim_ddpsync.units()
+    # A model's first, announced step: its ranks compare their counts over
+    # its process group (ccshim has seen no reduction of theirs to compare on).
+    refused, compared = ccshim_ddpsync.first_step_checked(models)
+    if refused is not None:
+        _warn("error: step %d: DDP's gradients are not synchronised before %s: %s (see the DESYNC line)"
+              % (step, where, refused))
+        raise RuntimeError("ccshim: step %d: the ranks made different numbers of backward passes in this "
+                           "step (desynchronised, see the DESYNC line); this rank's gradients were not "
+                           "synchronised, so the optimizer step cannot run" % step)
     boundary = lib.get("ccshim_step_boundary")
-    if boundary is not None and boundary(units) != 0:
+    if not compared and boundary is not None and boundary(units) != 0:
         _warn("error: step %d: DDP's gradients are not synchronised before %s (the step ended after %d "
               "backward pass(es), not the agreed number) and the ranks did not end the step alike (see "
               "ccshim's DESYNC)" % (step, where, units))
@@ -425,19 +435,24 @@ def _hook_optimizers(optmod):
     register = getattr(optmod, "register_optimizer_step_pre_hook", None)
     if register is not None:
         register(_global_pre_hook)
-        return
     base = optmod.Optimizer
     if getattr(base, "_ccshim_wrapped", False):
         return
     orig_init = base.__init__
     orig_setstate = getattr(base, "__setstate__", None)
+    wrap_step = register is None
 
+    # Every optimizer is remembered (ccshim_ddpsync skips from a model's
+    # first step only when one steps its parameters: the steps are marked);
+    # before torch 2.0 its step is wrapped as well.
     def __init__(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
-        try:
-            _wrap_instance(self)
-        except Exception as e:
-            _warn("could not wrap an optimizer's step: %r" % (e,), once="wrap")
+        _constructed.add(self)
+        if wrap_step:
+            try:
+                _wrap_instance(self)
+            except Exception as e:
+                _warn("could not wrap an optimizer's step: %r" % (e,), once="wrap")
 
     base.__init__ = __init__
     if orig_setstate is not None:
@@ -445,6 +460,9 @@ def _hook_optimizers(optmod):
         # not __init__ (and __getstate__ leaves the wrapper out).
         def __setstate__(self, state):
             orig_setstate(self, state)
+            _constructed.add(self)
+            if not wrap_step:
+                return
             try:
                 self.__dict__.pop("_ccshim_step", None)
                 self.__dict__.pop("step", None)
@@ -470,7 +488,7 @@ def _hook_ddp(mod):
     cls.__init__ = __init__
     cls._ccshim_wrapped = True
     if _coalescing() and ccshim_ddpsync.enabled() and "ccshim_coalesce_helper" in _functions():
-        ccshim_ddpsync.wrap(cls, _functions, _warn)
+        ccshim_ddpsync.wrap(cls, _functions, _warn, lambda: list(_constructed))
 
 
 def _hook_scaler(mod):
