@@ -135,6 +135,10 @@ CCSHIM_API int ccshim_coalesce_boundary(void);
  * ccshim_step_boundary(N): as ccshim_coalesce_boundary, for a rank whose
  * gradients are left unreduced by the helper after N units: waits until
  * every rank ended the step with N; 0 when they did, -1 when they did not.
+ * ccshim_coalesce_step_calls(): the all-reduces coalescing has seen since
+ * the last step marker (0 when coalescing is off): a helper that made the
+ * step's reductions itself learns whether ccshim saw them, and so whether
+ * its side channel can compare the ranks' counts in later steps.
  */
 CCSHIM_API uint32_t ccshim_coalesce_period(void);
 CCSHIM_API int ccshim_coalesce_helper(int on);
@@ -142,6 +146,7 @@ CCSHIM_API void ccshim_coalesce_helper_skipped(uint32_t skipped);
 CCSHIM_API void ccshim_step_units(uint32_t units);
 CCSHIM_API uint32_t *ccshim_step_units_word(void);
 CCSHIM_API int ccshim_step_boundary(uint32_t units);
+CCSHIM_API uint64_t ccshim_coalesce_step_calls(void);
 
 /*
  * Annotated call sites (docs/python-sites.md): a language helper names the

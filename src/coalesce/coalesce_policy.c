@@ -216,6 +216,20 @@ uint32_t ccshim_coalesce_period(void)
     return c.mixed ? 0 : c.n;
 }
 
+static void step_calls_one(struct ccs_coal_id *id, void *arg)
+{
+    *(uint64_t *)arg += atomic_load_explicit(&id->in_step, memory_order_relaxed);
+}
+
+uint64_t ccshim_coalesce_step_calls(void)
+{
+    if (policy.mode == CCS_COALESCE_OFF)
+        return 0;
+    uint64_t n = 0;
+    ccs_coalesce_foreach(step_calls_one, &n);
+    return n;
+}
+
 static void relearn_one(struct ccs_coal_id *id, void *arg)
 {
     (void)arg;

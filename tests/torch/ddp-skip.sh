@@ -21,7 +21,7 @@
 # ddp_job's --first K --first-way that bench/ddp-heap-bench.sh compares.
 . "$top_srcdir/tests/torch/lib.sh"
 torch_require
-tap_plan 38
+tap_plan 39
 J="--batch 64 --minibatch 8 --steps 6"
 # engaged NAME [WANT]: how many ranks said the helper engaged from the first
 # step (its no-grad forwards announced 16 backward passes); when WANT is
@@ -71,6 +71,15 @@ ddp href 2 -- $J --opt by-hand
 ddp hand 2 --coalesce auto -- $J --opt by-hand
 tap_eq "an optimizer written by hand (no step marked): the helper stays out, the parameters of the run without ccshim to the bit" \
     "0 0 0 $(val href digest)" "$? $(engaged hand) $(learned hand) $(val hand digest)"
+
+# DDP's buckets through gloo (no comm hook): ccshim sees none of them, so its
+# side channel could not compare later steps' counts; after the announced
+# first step DDP synchronises every backward again, as written.
+ddp glref 2 -- $J --gloo-buckets --save "$CCS_TMP/gloo.npy"
+ddp gloo 2 --coalesce auto -- $J --gloo-buckets --ref "$CCS_TMP/gloo.npy"
+tap_eq "DDP's buckets through gloo (not intercepted): announced, then DDP synchronises every backward again after step 0; parameters" \
+    "0 2 2 ranks_equal 1, within 1e-5" \
+    "$? $(engaged gloo) $(grep -c "DDP's reductions of the first step did not pass through ccshim" "$CCS_TMP/gloo.err") $(close gloo)"
 
 ddp ref 2 -- $J $BUCKETS --save "$CCS_TMP/ref.npy"
 B=$(val ref buckets)

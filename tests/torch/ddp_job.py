@@ -87,6 +87,8 @@ def parse():
                     help="gradient accumulation: this many cached-loss passes per optimizer step, all but "
                          "the last under the job's own ddp.no_sync() (as accelerate does)")
     ap.add_argument("--extra-step", type=int, default=-1)
+    ap.add_argument("--gloo-buckets", action="store_true",
+                    help="no comm hook: DDP reduces its buckets through gloo, which ccshim does not see")
     ap.add_argument("--probe-forwards", type=int, default=0, metavar="N",
                     help="N more no-grad forwards of the model before each step's cached embedding "
                          "(a probe, as an evaluation between steps would make)")
@@ -178,7 +180,8 @@ def main():
         fut.set_result(buf)
         return fut
 
-    ddp.register_comm_hook(None, mpi_allreduce_hook)
+    if not a.gloo_buckets:
+        ddp.register_comm_hook(None, mpi_allreduce_hook)
 
     class ByHand:
         """SGD the job writes itself: no torch.optim optimizer, so no step hook."""

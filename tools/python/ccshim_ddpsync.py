@@ -54,7 +54,8 @@ and step that carries them (`coalesced` in the traces).
 import sys
 import weakref
 
-__all__ = ["wrap", "unreduced", "reduced_by_ddp", "repaired", "step_ended", "units", "first_step_checked"]
+__all__ = ["wrap", "unreduced", "reduced_by_ddp", "repaired", "step_ended", "units", "first_step_checked",
+           "first_step_seen"]
 
 
 class _State(object):
@@ -340,6 +341,34 @@ def first_step_checked(models):
         if st is not None:
             refused = refused or st.refused
     return refused, compared
+
+
+def first_step_seen(models):
+    """Before the marker that ends a model's first, announced step: DDP
+    synchronised at the K-th backward, but if ccshim saw no all-reduce of
+    the step (DDP's reductions go through a backend it does not intercept,
+    such as gloo), its side channel cannot compare the ranks' counts in the
+    steps to come: a rank that skipped a mini-batch there would average its
+    gradients against another's bucket reduction.  DDP then synchronises
+    every backward again, as the job was written (the learning path needs
+    those reductions seen, so it does not engage either).  Every rank
+    decides alike: the same backend on each."""
+    calls = _lib().get("ccshim_coalesce_step_calls") if _lib is not None else None
+    first = []
+    for m in models:
+        st = _state(m, create=False)
+        if st is not None and st.first and st.K and st.fw == st.K and st.synced_last:
+            first.append(m)  # announced, and DDP synchronised at the K-th
+    if not first or calls is None or calls() > 0:
+        return
+    for m in first:
+        st = _state(m, create=False)
+        st.K = 0
+        st.hist = []
+    _warn("DDP's reductions of the first step did not pass through ccshim (the process group's backend is "
+          "not intercepted: %s), so its side channel could not compare the ranks' backward passes in later "
+          "steps: DDP synchronises every backward again, as the job is written" % _backend(first[0]),
+          once="ddpsync-unseen")
 
 
 def wrapped(cls):

@@ -110,7 +110,8 @@ def _functions():
                                 ("ccshim_coalesce_helper", ctypes.c_int, [ctypes.c_int]),
                                 ("ccshim_coalesce_helper_skipped", None, [ctypes.c_uint32]),
                                 ("ccshim_step_units_word", ctypes.c_void_p, []),
-                                ("ccshim_step_boundary", ctypes.c_int, [ctypes.c_uint32])):
+                                ("ccshim_step_boundary", ctypes.c_int, [ctypes.c_uint32]),
+                                ("ccshim_coalesce_step_calls", ctypes.c_uint64, [])):
             try:
                 fn = getattr(handle, name)
             except (AttributeError, TypeError):
@@ -362,6 +363,8 @@ def before_step(optimizer):
         _stepped.add(optimizer)  # another optimizer of the iteration already marked
         return
     repair()
+    if _coalescing():
+        ccshim_ddpsync.first_step_seen(list(_ddps))
     mark()
     _marked = True
     _stepped = weakref.WeakSet([optimizer])
