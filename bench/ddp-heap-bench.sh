@@ -7,7 +7,8 @@
 #   no_sync        the code fix from the first step
 #   per-minibatch  every backward of steps 0-1 synchronised: what ccshim's
 #                  torch helper learns the step's pattern from before it makes
-#                  DDP skip (docs/coalescing.md)
+#                  DDP skip, when the step is not announced by a cached loss's
+#                  no-grad forwards or under --torch-predict 0 (docs/coalescing.md)
 #   local          no backward of steps 0-1 synchronised, the gradients
 #                  averaged once before each of their optimizer steps
 #   first-synced   only the first backward of steps 0-1 synchronised, the
@@ -64,7 +65,7 @@ table=$(
     echo "| steps 0-1 | step time | page faults per step (rank 0) | ratio to no_sync | parameters bitwise those of no_sync |"
     echo "| --- | --- | --- | --- | --- |"
     row "no_sync() (the code fix throughout)" ns
-    row "every backward synchronised (what the helper learns from)" pm
+    row "every backward synchronised (what the helper learns from under \`--torch-predict 0\`)" pm
     row "none synchronised, gradients averaged once per step" lo
     row "only each step's first synchronised (DDP's bucket rebuild in the middle of step 0), gradients averaged" fs
     row "step 0 as no_sync, every backward of step 1 synchronised (the rebuild at step 1's start)" ls

@@ -4,14 +4,16 @@
 #
 # 1. tests/torch/ddp_job.py (Debian's torch on CPU, 2 ranks, DDP's buckets
 #    all-reduced through MPI by a comm hook; GradCache-style loss, 2 columns),
-#    five ways:
+#    six ways:
 #      per-mini-batch    what the job does (a reduction per bucket per backward)
 #      no_sync           the code fix (no_sync() on all but the last backward),
 #                        under ccshim's interception only, and under the same
 #                        set-up as auto (--torch, desync on)
 #      auto              per-mini-batch under ccshim-run --torch --coalesce auto
 #                        (DDP skips all but the N-th backward's synchronisation
-#                        once the pattern is agreed)
+#                        from the first step, which the cached loss's no-grad
+#                        forwards announce), and the same learning the pattern
+#                        from synchronised steps first (--torch-predict 0)
 #      auto, all-reduce level  the same with --torch-ddp-skip 0
 #    on two shapes (the coalescing issue's: batch 256, mini-batch 8; the source
 #    report's: batch 1024, mini-batch 32), each under glibc's default malloc
@@ -66,6 +68,7 @@ shape() {
             one "$name.d.ns" "" $RUN --desync 0 -- $PY "$JOB" "$@" --mode no_sync
             one "$name.d.nt" "" $RUN --torch -- $PY "$JOB" "$@" --mode no_sync
             one "$name.d.au" "" $RUN --torch --coalesce auto -- $PY "$JOB" "$@" --mode per-minibatch
+            one "$name.d.al" "" $RUN --torch --coalesce auto --torch-predict 0 -- $PY "$JOB" "$@" --mode per-minibatch
             one "$name.d.ar" "" $RUN --torch --coalesce auto --torch-ddp-skip 0 -- $PY "$JOB" "$@" --mode per-minibatch
             one "$name.s.ns" "$STEADY" $RUN --desync 0 -- $PY "$JOB" "$@" --mode no_sync
             one "$name.s.nt" "$STEADY" $RUN --torch -- $PY "$JOB" "$@" --mode no_sync
@@ -90,7 +93,8 @@ rows() { # NAME: the tables' rows, default heap then steady heap
     row "per-mini-batch (the job as written)" "$n.d.pm" "$ns" "$nt"
     row "no_sync() on all but the last backward (the code fix), interception only" "$n.d.ns" "$ns" "$nt"
     row "the same under \`--torch\` with desync on (auto's set-up)" "$n.d.nt" "$ns" "$nt"
-    row "**per-mini-batch under \`--torch --coalesce auto\`** (DDP skips, from step 2)" "$n.d.au" "$ns" "$nt"
+    row "**per-mini-batch under \`--torch --coalesce auto\`** (DDP skips from step 0, announced by the no-grad forwards)" "$n.d.au" "$ns" "$nt"
+    row "the same learning from synchronised steps (\`--torch-predict 0\`: DDP skips from step 2)" "$n.d.al" "$ns" "$nt"
     row "the same with \`--torch-ddp-skip 0\` (ccshim answers locally)" "$n.d.ar" "$ns" "$nt"
     echo
     echo "Steady heap (\`GLIBC_TUNABLES=$STEADY\`):"

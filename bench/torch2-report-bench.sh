@@ -72,7 +72,7 @@ table() {
         case $w in
         ns) label="no_sync() on all but the last backward (the code fix), interception only" ;;
         nt) label="the same under \`--torch\` with desync on (auto's set-up)" ;;
-        au) label="**per-mini-batch under \`--torch --coalesce auto\`** (DDP skips, from step 2)" ;;
+        au) label="**per-mini-batch under \`--torch --coalesce auto\`** (DDP skips from step 0, announced)" ;;
         esac
         echo "| $label | $m ms ($(bench_range "$tmp/$h.$w.ms")) | $(bench_median <"$tmp/$h.$w.pf") ($(bench_range "$tmp/$h.$w.pf")) |" \
             "$(bench_ratio "$m" "$ns") / $(per_round $h.$w $h.ns) | $(bench_ratio "$m" "$nt") / $(per_round $h.$w $h.nt) |"
