@@ -10,7 +10,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CCSHIM_BUILD:-$top/_build}
 pkgs=(build-essential autoconf automake libtool pkg-config make gawk
-      libopenmpi-dev openmpi-bin mpich libmpich-dev valgrind check libunwind-dev libdw-dev libsodium-dev libopenblas-dev
+      libopenmpi-dev openmpi-bin mpich libmpich-dev valgrind gdb check libunwind-dev libdw-dev libsodium-dev libopenblas-dev
       python3 python3-torch python3-mpi4py python3-venv python3-dev binutils clang chromium
       libotf2-trace-dev otf2-tools prometheus hpcc lammps)
 if [ "${CCSHIM_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then

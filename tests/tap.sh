@@ -47,6 +47,19 @@ ccs_kill_all() {
 
 # ccs_run_timeout SECONDS CMD...: runs CMD in its own process group; on
 # timeout kills the whole group (TERM, then KILL) and returns 124.
+# ccs_dump_stacks SID: the threads' stacks of every process of session SID,
+# as TAP comments (gdb, where installed): what a test that timed out was
+# waiting in, kept in its log (a hang seen once is a bug to find).
+ccs_dump_stacks() {
+    command -v gdb >/dev/null 2>&1 || return 0
+    local p
+    for p in $(ps -eo pid=,sid=,stat= | awk -v s="$1" '$2 == s && $3 !~ /^Z/ {print $1}'); do
+        echo "# stacks of $(ps -o pid=,args= -p "$p" 2>/dev/null | cut -c1-160):"
+        timeout 30 gdb -nx -p "$p" -batch -ex "set pagination off" -ex "thread apply all bt 16" 2>/dev/null |
+            grep -E '^(Thread|#[0-9])' | cut -c1-200 | head -n 120 | sed 's/^/#   /'
+    done
+}
+
 ccs_run_timeout() {
     local secs=$1; shift
     setsid "$@" &
@@ -73,6 +86,7 @@ ccs_run_timeout() {
             fi
         fi
         if [ "$waited" -ge $((secs * 10)) ]; then
+            ccs_dump_stacks "$pid"
             kill -TERM "-$pid" 2>/dev/null; sleep 1; kill -KILL "-$pid" 2>/dev/null
             wait "$pid" 2>/dev/null
             echo "# timed out after ${secs}s: $*"

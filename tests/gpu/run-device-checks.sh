@@ -277,7 +277,8 @@ print(g.per_buffer_max(sys.argv[2], sys.argv[3], 64))' "$here" "$AUDIT" "$d/tr-p
             figure "check 2: plain: $plain_real allreduce per step = $nb bucket(s) x $per (2 columns x ceil(32/8)); most on one buffer in a step: $pb"
         else
             # auto: DDP itself skips from the first step (announced), nothing deferred
-            local nb=$((plain_real / per)) nd=$((plain_real / per * (per - 1)))
+            local nb=$((plain_real / per))
+            local nd=$((nb * (per - 1)))
             [ "$name" = auto ] && nd=0
             steps_are "$cnt" "$nb" "$nd" 1 ||
                 fails="$fails; $name: expected $nb real + $nd deferred per step from step 1, got $cnt"

@@ -21,7 +21,7 @@
 # ddp_job's --first K --first-way that bench/ddp-heap-bench.sh compares.
 . "$top_srcdir/tests/torch/lib.sh"
 torch_require
-tap_plan 39
+tap_plan 40
 J="--batch 64 --minibatch 8 --steps 6"
 # engaged NAME [WANT]: how many ranks said the helper engaged from the first
 # step (its no-grad forwards announced 16 backward passes); when WANT is
@@ -131,6 +131,9 @@ tap_eq "... averaged before the step (the 17th skipped its synchronisation), par
     "1 ranks_equal 1, within 1e-5" \
     "$(grep -c "ccshim_torch\[0\]: step 4: DDP skipped the synchronisation" "$CCS_TMP/xtra.err") $(close xtra)"
 
+ddp ev16 2 --coalesce every:16 -- $J --ref "$CCS_TMP/ref1.npy"
+tap_eq "every:16, as announced: DDP skips from the first step, one real reduction per step from step 0; parameters" \
+    "0 2 $(expect_helper 0 5 2 1) ranks_equal 1, within 1e-5" "$? $(engaged ev16) $(helper_rows ev16 0) $(close ev16)"
 ddp ev5 2 --coalesce every:5 -- $J --ref "$CCS_TMP/ref1.npy"
 tap_eq "every:5 on 16 per step: runs, the helper stays out (its count is not the step's)" "0 0 0" \
     "$? $(engaged ev5) $(learned ev5)"
