@@ -13,7 +13,7 @@
 # naming a server that never answers, the report does not ask it.
 . "$top_srcdir/tests/realstack/lib.sh"
 rs_require
-tap_plan 10
+tap_plan 12
 # latency NAME: seconds from NAME's first verdict (its wall clock time, UTC,
 # milliseconds) to END, the job's end
 latency() {
@@ -92,4 +92,19 @@ tap_check "  ... the server not asked ($(cat "$CCS_TMP/dbgd.conns") connections)
            grep -q 'DEBUGINFOD_URLS is set: desync reports do not ask a debuginfod server' '$CCS_TMP/dbgd.err'"
 tap_check "  ... within 10 s of the verdict (${lat} s)" \
     awk -v l="$lat" 'BEGIN {exit !(l >= 0 && l <= 10)}'
+
+# The same with coalescing on.  In the first step rank 1's shorter batch
+# makes fewer no-grad forwards too (6 against 8): the torch helper does not
+# take the step as announced, and the detector names the ranks as above.
+# In step 2 (after an announced first step, which the report's 80-byte
+# buckets, below CCSHIM_COALESCE_MIN_BYTES, then hand back to the job as
+# written) the same.
+rs cskip0 2 --coalesce auto --on-desync abort -- report_job.py --steps 5 --skip-rank 1 --skip-step 0
+rc=$?
+tap_eq "coalescing on, rank 1 short in step 0: not announced (no-grad forwards 8 and 6), DESYNC ranks out of step, the job ended" \
+    "1 1 1" "$(grep -c 'ccshim_torch\[0\]: the ranks made different numbers of no-grad forwards before their first backward pass (8, 6)' "$CCS_TMP/cskip0.err") $(grep -qE 'ccshim DESYNC comm=.*: ranks out of step: in step [01] ' "$CCS_TMP/cskip0.err" && echo 1) $([ "$rc" != 0 ] && [ "$rc" != 124 ] && echo 1)"
+rs cskip2 2 --coalesce auto --on-desync abort -- report_job.py --steps 5 --skip-rank 1 --skip-step 2
+rc=$?
+tap_eq "coalescing on, rank 1 short in step 2: announced first step handed back (buckets below CCSHIM_COALESCE_MIN_BYTES), DESYNC in step 2, the job ended" \
+    "1 1 1" "$(grep -c "ccshim_torch\[0\]: ccshim's coalescing saw none of the first step's all-reduces" "$CCS_TMP/cskip2.err") $(grep -qE 'ccshim DESYNC comm=.*: ranks out of step: in step 2 rank 0 issued (8|at least [78]), rank 1 issued 6;' "$CCS_TMP/cskip2.err" && echo 1) $([ "$rc" != 0 ] && [ "$rc" != 124 ] && echo 1)"
 tap_done

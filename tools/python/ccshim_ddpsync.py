@@ -345,9 +345,10 @@ def first_step_checked(models):
 
 def first_step_seen(models):
     """Before the marker that ends a model's first, announced step: DDP
-    synchronised at the K-th backward, but if ccshim saw no all-reduce of
-    the step (DDP's reductions go through a backend it does not intercept,
-    such as gloo), its side channel cannot compare the ranks' counts in the
+    synchronised at the K-th backward, but if ccshim's coalescing saw no
+    all-reduce of the step (DDP's reductions go through a backend it does
+    not intercept, such as gloo, or are too small or excluded for
+    coalescing), its side channel cannot compare the ranks' counts in the
     steps to come: a rank that skipped a mini-batch there would average its
     gradients against another's bucket reduction.  DDP then synchronises
     every backward again, as the job was written (the learning path needs
@@ -365,10 +366,11 @@ def first_step_seen(models):
         st = _state(m, create=False)
         st.K = 0
         st.hist = []
-    _warn("DDP's reductions of the first step did not pass through ccshim (the process group's backend is "
-          "not intercepted: %s), so its side channel could not compare the ranks' backward passes in later "
-          "steps: DDP synchronises every backward again, as the job is written" % _backend(first[0]),
-          once="ddpsync-unseen")
+    _warn("ccshim's coalescing saw none of the first step's all-reduces (DDP's buckets go through a backend "
+          "ccshim does not intercept, its process group's being %s, or are below CCSHIM_COALESCE_MIN_BYTES, or "
+          "excluded by CCSHIM_COALESCE_INCLUDE/EXCLUDE), so its side channel could not compare the ranks' "
+          "backward passes in later steps: DDP synchronises every backward again, as the job is written"
+          % _backend(first[0]), once="ddpsync-unseen")
 
 
 def wrapped(cls):
