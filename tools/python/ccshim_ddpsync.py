@@ -164,18 +164,12 @@ def wrap(cls, functions, warn, optimizers=lambda: []):
         units_word.value = _units
         if not st.planned:
             _plan_first_step(self, st)
-        if st.first and not st.compared and st.fw == st.K and not _compare_first_step(self, st):
-            # The ranks' counts differ: nobody synchronises (a rank that
-            # ended its step would never join), and nobody steps.
-            st.skipped += 1
-            st.synced_last = False
-            d["require_backward_grad_sync"] = False
-            try:
-                return orig(self, *args, **kwargs)
-            finally:
-                d["require_backward_grad_sync"] = True
-        if st.K and st.fw != st.K:
-            # Not the step's N-th backward: DDP accumulates locally.
+        # Not the step's N-th backward: DDP accumulates locally.  Nor the
+        # N-th of a first, announced step whose ranks' counts differ: nobody
+        # synchronises it (a rank that ended its step would never join) and
+        # nobody steps.
+        if (st.K and st.fw != st.K) or (st.first and not st.compared and st.fw == st.K and
+                                        not _compare_first_step(self, st)):
             st.skipped += 1
             st.synced_last = False
             d["require_backward_grad_sync"] = False
