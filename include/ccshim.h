@@ -149,6 +149,17 @@ CCSHIM_API int ccshim_step_boundary(uint32_t units);
 CCSHIM_API uint64_t ccshim_coalesce_step_calls(void);
 
 /*
+ * ccshim_verdict(CLS, LINE): a language helper reached a verdict itself
+ * (the PyTorch helper compares the first step's counts over the model's
+ * process group, where ccshim's side channel knows no communicator yet) and
+ * has logged LINE.  CLS is "MISMATCH", "DESYNC", "DEAD" or "STRAGGLER".
+ * ccshim counts it as its own (ccshim_verdicts_total, docs/metrics.md), and
+ * a rank waiting at its step boundary stops waiting.  0, or -1 (logged) for
+ * another CLS.
+ */
+CCSHIM_API int ccshim_verdict(const char *cls, const char *line);
+
+/*
  * Annotated call sites (docs/python-sites.md): a language helper names the
  * line of the program that causes the collectives issued from now on, e.g.
  * "train.py:318 in train_step"; ccshim records it beside the native call

@@ -293,10 +293,14 @@ def _compare_first_step(model, st):
     what = ", ".join("rank %d ended step %d after %d backward passes" % (r, step, c) if i == 0 else
                      "rank %d after %d" % (r, c) for i, (r, c) in enumerate(odd))
     st.refused = "%s where the others made %d" % (what, made)
-    sys.stderr.write("ccshim DESYNC comm=torch-%s size=%d step=%d: %s (compared over the model's process group "
-                     "before DDP's one synchronisation of the first step; no rank synchronises it or steps) "
-                     "[seen by rank %s]\n" % (_backend(model), len(counts), step, st.refused, _my_rank()))
+    line = ("%s (compared over the model's process group before DDP's one synchronisation of the first step; "
+            "no rank synchronises it or steps)" % st.refused)
+    sys.stderr.write("ccshim DESYNC comm=torch-%s size=%d step=%d: %s [seen by rank %s]\n"
+                     % (_backend(model), len(counts), step, line, _my_rank()))
     sys.stderr.flush()
+    verdict = _lib().get("ccshim_verdict")
+    if verdict is not None:
+        verdict(b"DESYNC", line.encode("utf-8", "replace"))  # counted as ccshim's own (metrics)
     return False
 
 

@@ -111,7 +111,8 @@ def _functions():
                                 ("ccshim_coalesce_helper_skipped", None, [ctypes.c_uint32]),
                                 ("ccshim_step_units_word", ctypes.c_void_p, []),
                                 ("ccshim_step_boundary", ctypes.c_int, [ctypes.c_uint32]),
-                                ("ccshim_coalesce_step_calls", ctypes.c_uint64, [])):
+                                ("ccshim_coalesce_step_calls", ctypes.c_uint64, []),
+                                ("ccshim_verdict", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p])):
             try:
                 fn = getattr(handle, name)
             except (AttributeError, TypeError):
