@@ -1,6 +1,7 @@
 /* test_registry.c - the registry's hooks (src/core/registry.h): finish
  * hooks last registered first, verdicts to every feature that takes them. */
 #include "registry.h"
+#include "ccshim.h"
 #include "trace_format.h"
 #include "unit_main.h"
 #include <stdio.h>
@@ -32,6 +33,26 @@ START_TEST(finish_last_registered_first_verdicts_to_those_that_take_them)
     ccs_features_verdict("DESYNC", 0xabc, 7, "comm=0xabc size=2 seq=7: ...");
     ck_assert_int_eq(nverdicts, 1); /* b takes none */
     ck_assert_str_eq(last, "DESYNC 0xabc 7 comm=0xabc size=2 seq=7: ...");
+}
+END_TEST
+
+/* A language helper's verdict (ccshim_verdict): to the features as the
+ * detector's, and noted (a rank at its step boundary stops waiting), but a
+ * STRAGGLER is not noted and an unknown class is refused. */
+START_TEST(a_helpers_verdict_goes_where_the_detectors_go)
+{
+    ccs_feature_register(&fa);
+    int n = nverdicts;
+    uint64_t seen = ccs_verdicts_seen();
+    ck_assert_int_eq(ccshim_verdict("DESYNC", "rank 1 ended step 0 after 15 backward passes"), 0);
+    ck_assert_int_eq(nverdicts, n + 1);
+    ck_assert_str_eq(last, "DESYNC 0 0 rank 1 ended step 0 after 15 backward passes");
+    ck_assert_uint_eq(ccs_verdicts_seen(), seen + 1);
+    ck_assert_int_eq(ccshim_verdict("STRAGGLER", "late"), 0);
+    ck_assert_uint_eq(ccs_verdicts_seen(), seen + 1);
+    ck_assert_int_eq(ccshim_verdict("DESYNCH", "typo"), -1);
+    ck_assert_int_eq(ccshim_verdict(NULL, "none"), -1);
+    ck_assert_int_eq(nverdicts, n + 2);
 }
 END_TEST
 
@@ -75,6 +96,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("hooks");
     tcase_add_test(t, finish_last_registered_first_verdicts_to_those_that_take_them);
     tcase_add_test(t, abort_ways_in_order_job_wide_if_any);
+    tcase_add_test(t, a_helpers_verdict_goes_where_the_detectors_go);
     suite_add_tcase(s, t);
     return s;
 }
