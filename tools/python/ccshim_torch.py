@@ -449,9 +449,15 @@ def _hook_optimizers(optmod):
     # Every optimizer is remembered (ccshim_ddpsync skips from a model's
     # first step only when one steps its parameters: the steps are marked);
     # before torch 2.0 its step is wrapped as well.
+    def remember(opt):
+        try:
+            _constructed.add(opt)
+        except TypeError:  # a subclass without weak references: not announced
+            pass
+
     def __init__(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
-        _constructed.add(self)
+        remember(self)
         if wrap_step:
             try:
                 _wrap_instance(self)
@@ -464,7 +470,7 @@ def _hook_optimizers(optmod):
         # not __init__ (and __getstate__ leaves the wrapper out).
         def __setstate__(self, state):
             orig_setstate(self, state)
-            _constructed.add(self)
+            remember(self)
             if not wrap_step:
                 return
             try:
