@@ -45,8 +45,6 @@ ccs_kill_all() {
     CCS_PGIDS=""
 }
 
-# ccs_run_timeout SECONDS CMD...: runs CMD in its own process group; on
-# timeout kills the whole group (TERM, then KILL) and returns 124.
 # ccs_dump_stacks SID: the threads' stacks of every process of session SID,
 # as TAP comments (gdb, where installed): what a test that timed out was
 # waiting in, kept in its log (a hang seen once is a bug to find).
@@ -60,6 +58,9 @@ ccs_dump_stacks() {
     done
 }
 
+# ccs_run_timeout SECONDS CMD...: runs CMD in its own process group; on
+# timeout logs its processes' stacks (ccs_dump_stacks), kills the whole group
+# (TERM, then KILL) and returns 124.
 ccs_run_timeout() {
     local secs=$1; shift
     setsid "$@" &

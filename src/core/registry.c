@@ -178,15 +178,16 @@ static _Atomic uint64_t verdicts;
 
 void ccs_verdict_note(void) { atomic_fetch_add(&verdicts, 1); }
 
+const char *const ccs_verdict_class[CCS_VERDICT_CLASSES] = {"MISMATCH", "DESYNC", "DEAD", "STRAGGLER"};
+
 /* A language helper's own verdict (ccshim.h): passed on and counted as the
  * detector's are (the features' verdict hooks: metrics). */
 int ccshim_verdict(const char *cls, const char *line)
 {
-    static const char *const classes[] = {"MISMATCH", "DESYNC", "DEAD", "STRAGGLER"};
-    for (size_t i = 0; cls && i < sizeof classes / sizeof classes[0]; i++)
-        if (strcmp(cls, classes[i]) == 0) {
-            ccs_features_verdict(classes[i], 0, 0, line ? line : "");
-            if (i != 3)
+    for (size_t i = 0; cls && i < CCS_VERDICT_CLASSES; i++)
+        if (strcmp(cls, ccs_verdict_class[i]) == 0) {
+            ccs_features_verdict(ccs_verdict_class[i], 0, 0, line ? line : "");
+            if (i != CCS_VERDICT_STRAGGLER)
                 ccs_verdict_note();
             return 0;
         }

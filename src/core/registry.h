@@ -112,6 +112,11 @@ CCS_HIDDEN void ccs_step_units(uint32_t *now, uint32_t *prev);
 
 /* ------------------------------------------------------------- verdicts */
 
+/* The verdict classes, as the logs and the verdict hook name them. */
+#define CCS_VERDICT_CLASSES 4
+extern CCS_HIDDEN const char *const ccs_verdict_class[CCS_VERDICT_CLASSES];
+#define CCS_VERDICT_STRAGGLER 3 /* its index: a warning, not a desync */
+
 /* Desync counts here every verdict of class MISMATCH, DESYNC or DEAD it
  * reports; a rank waiting at its step boundary stops waiting when the
  * count moves (the job is desynchronised: nothing it waits for comes). */

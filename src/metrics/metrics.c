@@ -177,8 +177,8 @@ static void write_series(FILE *f, const char *rank, int bytes)
 
 static void write_verdicts(FILE *f, const char *rank)
 {
-    static const char *const classes[] = {"MISMATCH", "DESYNC", "DEAD", "STRAGGLER"};
-    for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+    const char *const *classes = ccs_verdict_class;
+    for (size_t c = 0; c < CCS_VERDICT_CLASSES; c++) {
         uint64_t n = 0;
         for (size_t i = 0; i < MAX_CLASSES; i++) {
             const char *cls = atomic_load(&verdicts[i].cls);
@@ -190,7 +190,7 @@ static void write_verdicts(FILE *f, const char *rank)
     for (size_t i = 0; i < MAX_CLASSES; i++) { /* a class named after this was written */
         const char *cls = atomic_load(&verdicts[i].cls);
         int known = !cls;
-        for (size_t c = 0; !known && c < sizeof classes / sizeof classes[0]; c++)
+        for (size_t c = 0; !known && c < CCS_VERDICT_CLASSES; c++)
             known = strcmp(cls, classes[c]) == 0;
         if (!known) {
             fprintf(f, "ccshim_verdicts_total{%s,class=\"", rank);

@@ -101,17 +101,21 @@ def _all_states():
     return list(_by_id.values())
 
 
-def enabled():
-    """CCSHIM_TORCH_DDP_SKIP (default on; 0/no/off/false turns it off)."""
+def _on(name):
+    """The boolean setting NAME, on by default (0/no/off/false turn it off)."""
     import os
-    return os.environ.get("CCSHIM_TORCH_DDP_SKIP", "1").strip().lower() not in ("0", "no", "off", "false")
+    return os.environ.get(name, "1").strip().lower() not in ("0", "no", "off", "false")
+
+
+def enabled():
+    """CCSHIM_TORCH_DDP_SKIP (default on)."""
+    return _on("CCSHIM_TORCH_DDP_SKIP")
 
 
 def predicting():
-    """CCSHIM_TORCH_PREDICT (default on; 0/no/off/false learns the first
-    steps from synchronised passes instead)."""
-    import os
-    return os.environ.get("CCSHIM_TORCH_PREDICT", "1").strip().lower() not in ("0", "no", "off", "false")
+    """CCSHIM_TORCH_PREDICT (default on; off learns the first steps from
+    synchronised passes instead)."""
+    return _on("CCSHIM_TORCH_PREDICT")
 
 
 def _eligible(model):
@@ -199,11 +203,11 @@ def _gather(model, value):
     import torch.distributed as dist
     group = model.process_group
     device = torch.device("cpu")
-    try:
-        if dist.get_backend(group) == "nccl":
+    if _backend(model) == "nccl":
+        try:
             device = next(model.module.parameters()).device
-    except (RuntimeError, ValueError, StopIteration, AttributeError):
-        pass
+        except (StopIteration, AttributeError):
+            pass
     n = dist.get_world_size(group)
     mine = torch.tensor([value], dtype=torch.int64, device=device)
     out = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(n)]
@@ -295,8 +299,9 @@ def _compare_first_step(model, st):
     st.refused = "%s where the others made %d" % (what, made)
     line = ("%s (compared over the model's process group before DDP's one synchronisation of the first step; "
             "no rank synchronises it or steps)" % st.refused)
+    from ccshim_torch import _rank  # (imported here: ccshim_torch imports this module)
     sys.stderr.write("ccshim DESYNC comm=torch-%s size=%d step=%d: %s [seen by rank %s]\n"
-                     % (_backend(model), len(counts), step, line, _my_rank()))
+                     % (_backend(model), len(counts), step, line, _rank()))
     sys.stderr.flush()
     verdict = _lib().get("ccshim_verdict")
     if verdict is not None:
@@ -310,14 +315,6 @@ def _backend(model):
         return str(dist.get_backend(model.process_group))
     except Exception:
         return "group"
-
-
-def _my_rank():
-    try:
-        import torch.distributed as dist
-        return str(dist.get_rank())
-    except Exception:
-        return "?"
 
 
 def first_step_checked(models):
@@ -356,7 +353,7 @@ def first_step_seen(models):
     first = []
     for m in models:
         st = _state(m, create=False)
-        if st is not None and st.first and st.K and st.fw == st.K and st.synced_last:
+        if st is not None and st.first and _synchronised_once(st):
             first.append(m)  # announced, and DDP synchronised at the K-th
     if not first or calls is None or calls() > 0:
         return
@@ -417,6 +414,12 @@ def _ddp_keeps_unused_map():
     return _unused_map_kept
 
 
+def _synchronised_once(st):
+    """The step so far ran as engaged: its K-th backward, the last counted,
+    synchronised, and the ones before it did not."""
+    return bool(st.K) and st.synced_last and st.fw == st.K
+
+
 def reduced_by_ddp(model):
     """MODEL's step ran with DDP skipping the synchronisation of all but its
     N-th backward, which synchronised, and DDP's one reduction is exact, as
@@ -424,7 +427,7 @@ def reduced_by_ddp(model):
     keeps the record of the parameters used across the unsynchronised
     passes (UNUSED_MAP_KEPT_SINCE)."""
     st = _state(model, create=False) if _lib is not None else None
-    if st is None or not st.K or not st.synced_last or st.fw != st.K:
+    if st is None or not _synchronised_once(st):
         return False
     return not getattr(model, "find_unused_parameters", False) or _ddp_keeps_unused_map()
 
