@@ -12,7 +12,7 @@ build=${CCSHIM_BUILD:-$top/_build}
 pkgs=(build-essential autoconf automake libtool pkg-config make gawk
       libopenmpi-dev openmpi-bin mpich libmpich-dev valgrind gdb check libunwind-dev libdw-dev libsodium-dev libopenblas-dev
       python3 python3-torch python3-mpi4py python3-venv python3-dev binutils clang chromium
-      libotf2-trace-dev otf2-tools prometheus hpcc lammps)
+      libotf2-trace-dev otf2-tools prometheus prometheus-node-exporter hpcc lammps)
 if [ "${CCSHIM_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
     missing=()
     for p in "${pkgs[@]}"; do

@@ -79,9 +79,11 @@
       "never coalesce calls whose call stack names one of these comma-separated substrings")              \
     /* --- live metrics (docs/metrics.md) ------------------------------------------------------ */        \
     X(metrics, "CCSHIM_METRICS", STR, "",                                                                   \
-      "file pattern (%r rank, %h host, %j job, %p pid) rewritten with live counters in the Prometheus "    \
-      "text format every CCSHIM_METRICS_PERIOD_MS and at exit; empty: off")                              \
-    X(metrics_period_ms, "CCSHIM_METRICS_PERIOD_MS", INT, "1000", "live metrics period in ms, 10..3600000")
+      "file pattern (%r rank, required; %h host, %j job, %p pid) rewritten with live counters in the "    \
+      "Prometheus text format every CCSHIM_METRICS_PERIOD_MS; removed at exit; empty: off")              \
+    X(metrics_period_ms, "CCSHIM_METRICS_PERIOD_MS", INT, "1000", "live metrics period in ms, 10..3600000") \
+    X(metrics_keep, "CCSHIM_METRICS_KEEP", BOOL, "0",                                                      \
+      "1 keeps the metrics file at exit with the run's totals (default: removed, it is a live view)")
 
 /* Ranges of INT fields: X(FIELD, MIN, MAX) */
 #define CCS_CONFIG_RANGES(X)                                                                               \

@@ -190,7 +190,10 @@ int ccs_runtime_init(void)
     check_trace_dir();
     pthread_atfork(NULL, NULL, atfork_child);
     atexit(at_exit);
-    if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir)
+    /* Calls are timed (two timestamp reads, no syscall) where something
+     * reads the times: the trace, and the live metrics' seconds in
+     * collectives. */
+    if ((ccs_cfg.trace_dir && *ccs_cfg.trace_dir) || (ccs_cfg.metrics && *ccs_cfg.metrics))
         ccs_timing = 1;
     /* Under MPI, after MPI_Init (mpi_setup.c): the MPI library installs its
      * handlers only where it finds the default. */

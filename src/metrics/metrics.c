@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@ struct series {
     uint16_t kind; /* 0: empty slot */
     uint8_t backend;
     uint64_t calls, bytes;
+    uint64_t ticks; /* time inside the calls (their records' durations) */
 };
 
 /* Everything below but the verdict table belongs to the pass in progress
@@ -94,6 +96,7 @@ static void fold(const struct ccs_record *r)
     }
     s->calls++;
     s->bytes += r->bytes;
+    s->ticks += r->t_dur;
     if (r->flags & CCS_F_DEFERRED)
         coalesced++;
     else if (is_reduction(r->kind))
@@ -163,15 +166,22 @@ static void family(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void write_series(FILE *f, const char *rank, int bytes)
+enum what { CALLS, BYTES, SECONDS };
+
+static void write_series(FILE *f, const char *labels, enum what w)
 {
+    static const char *const name[] = {"ccshim_collectives_total", "ccshim_bytes_total",
+                                       "ccshim_collective_seconds_total"};
     for (size_t i = 0; i < SERIES_SLOTS; i++) {
         const struct series *s = &series[i];
-        if (s->kind)
-            fprintf(f, "%s{%s,kind=\"%s\",comm=\"%016llx\",backend=\"%s\"} %llu\n",
-                    bytes ? "ccshim_bytes_total" : "ccshim_collectives_total", rank, ccs_kind_name(s->kind),
-                    (unsigned long long)s->comm, ccs_backend_name(s->backend),
-                    (unsigned long long)(bytes ? s->bytes : s->calls));
+        if (!s->kind)
+            continue;
+        fprintf(f, "%s{%s,kind=\"%s\",comm=\"%016llx\",backend=\"%s\"} ", name[w], labels, ccs_kind_name(s->kind),
+                (unsigned long long)s->comm, ccs_backend_name(s->backend));
+        if (w == SECONDS)
+            fprintf(f, "%.9f\n", (double)ccs_ticks_delta_ns(s->ticks) / 1e9);
+        else
+            fprintf(f, "%llu\n", (unsigned long long)(w == BYTES ? s->bytes : s->calls));
     }
 }
 
@@ -200,46 +210,73 @@ static void write_verdicts(FILE *f, const char *rank)
     }
 }
 
-/* The whole file into F. */
+/* Seconds since the epoch now (the file's timestamps: a reader compares
+ * them with its own clock, so a file its process no longer writes shows as
+ * stale). */
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The whole file into F.  Every sample carries the rank and the job's id
+ * (ccshim_job: "job" is the label Prometheus gives the scrape job, and a
+ * scrape renames a target's own "job" to "exported_job"): two jobs' files
+ * on one node are two sets of series, which node_exporter's textfile
+ * collector takes side by side (with the rank alone it drops both as
+ * "collected before with the same name and label values"). */
 static void write_metrics(FILE *f)
 {
-    char rank[48];
-    snprintf(rank, sizeof rank, "rank=\"%d\"", ccs_world_rank());
-    family(f, "ccshim_info", "gauge", "This process: rank, host, job and ccshim version (value 1).");
-    fprintf(f, "ccshim_info{%s,host=\"", rank);
+    char labels[512];
+    FILE *lf = fmemopen(labels, sizeof labels, "w");
+    if (lf) {
+        fprintf(lf, "rank=\"%d\",ccshim_job=\"", ccs_world_rank());
+        label(lf, ccs_job_id());
+        fputc('"', lf);
+        fputc(0, lf);
+        fclose(lf);
+    }
+    labels[sizeof labels - 1] = 0;
+    family(f, "ccshim_info", "gauge", "This process: rank, job, host, pid and ccshim version (value 1).");
+    fprintf(f, "ccshim_info{%s,host=\"", labels);
     label(f, ccs_hostname());
-    fputs("\",job=\"", f);
-    label(f, ccs_job_id());
     fprintf(f, "\",pid=\"%d\",version=\"%s\"} 1\n", (int)getpid(), ccshim_version());
+    family(f, "ccshim_last_update_timestamp_seconds", "gauge",
+           "When this file was last written (seconds since the epoch): older than a few periods, its process is gone.");
+    fprintf(f, "ccshim_last_update_timestamp_seconds{%s} %.3f\n", labels, wall_now());
     family(f, "ccshim_collectives_total", "counter",
            "Collective calls by kind and communicator, those coalescing answered locally included.");
-    write_series(f, rank, 0);
+    write_series(f, labels, CALLS);
     family(f, "ccshim_bytes_total", "counter", "Bytes per rank of the collective calls by kind and communicator.");
-    write_series(f, rank, 1);
+    write_series(f, labels, BYTES);
+    family(f, "ccshim_collective_seconds_total", "counter",
+           "Seconds this rank spent inside collective calls, by kind and communicator (waiting for the others included).");
+    write_series(f, labels, SECONDS);
     family(f, "ccshim_steps_total", "counter", "Step markers seen (optimizer steps).");
-    fprintf(f, "ccshim_steps_total{%s} %u\n", rank, ccs_step_now());
+    fprintf(f, "ccshim_steps_total{%s} %u\n", labels, ccs_step_now());
     family(f, "ccshim_coalesced_total", "counter",
            "Reductions coalescing answered locally (deferred: never sent over the network).");
-    fprintf(f, "ccshim_coalesced_total{%s} %llu\n", rank, (unsigned long long)coalesced);
+    fprintf(f, "ccshim_coalesced_total{%s} %llu\n", labels, (unsigned long long)coalesced);
     family(f, "ccshim_real_reductions_total", "counter",
            "Reductions (all-reduce, reduce, reduce-scatter) that went to the network.");
-    fprintf(f, "ccshim_real_reductions_total{%s} %llu\n", rank, (unsigned long long)real_reductions);
+    fprintf(f, "ccshim_real_reductions_total{%s} %llu\n", labels, (unsigned long long)real_reductions);
     family(f, "ccshim_verdicts_total", "counter", "Desync verdicts this rank saw, by class.");
-    write_verdicts(f, rank);
+    write_verdicts(f, labels);
     family(f, "ccshim_records_lost_total", "counter",
            "Call records these counts miss (overwritten in a full ring before they were read).");
-    fprintf(f, "ccshim_records_lost_total{%s} %llu\n", rank, (unsigned long long)records_lost());
+    fprintf(f, "ccshim_records_lost_total{%s} %llu\n", labels, (unsigned long long)records_lost());
     family(f, "ccshim_unread_threads", "gauge",
            "Threads whose calls these counts leave out (past the first 1024).");
-    fprintf(f, "ccshim_unread_threads{%s} %llu\n", rank, (unsigned long long)unread_rings);
+    fprintf(f, "ccshim_unread_threads{%s} %llu\n", labels, (unsigned long long)unread_rings);
+    /* A time, not an age: an age written into the file stays at its last
+     * value once the process stops writing, so "detection stalled" could
+     * never be told from the file of a job that hangs or died. */
     uint64_t pass = ccs_detector_last_pass_ms();
-    family(f, "ccshim_desync_last_pass_age_seconds", "gauge",
-           "Seconds since the desync detector last judged the ranks (+Inf: it has not run).");
-    if (pass)
-        fprintf(f, "ccshim_desync_last_pass_age_seconds{%s} %.3f\n", rank,
-                (double)(ccs_clock_mono_ms() - pass) / 1e3);
-    else
-        fprintf(f, "ccshim_desync_last_pass_age_seconds{%s} +Inf\n", rank);
+    family(f, "ccshim_desync_last_pass_timestamp_seconds", "gauge",
+           "When the desync detector last judged the ranks (seconds since the epoch; 0: it has not run).");
+    fprintf(f, "ccshim_desync_last_pass_timestamp_seconds{%s} %.3f\n", labels,
+            pass ? wall_now() - (double)(ccs_clock_mono_ms() - pass) / 1e3 : 0.0);
 }
 
 /* Writes PATTERN's file through a temporary one and a rename.  Returns 0, -1
@@ -299,24 +336,57 @@ static void *metrics_main(void *arg)
 
 static atomic_int start_once;
 
+static int refused; /* a pattern that cannot give each rank its own file */
+
 static int enabled(void)
 {
-    return ccs_cfg.metrics && *ccs_cfg.metrics;
+    return ccs_cfg.metrics && *ccs_cfg.metrics && !refused;
+}
+
+/* The pattern must name the rank (%r): otherwise every rank of the job
+ * writes one file in turn, each rename hiding the others' counts, and the
+ * textfile collector would refuse the same series from two files anyway. */
+static int pattern_ok(void)
+{
+    for (const char *p = ccs_cfg.metrics; *p; p++) {
+        if (p[0] == '%' && p[1] == 'r')
+            return 1;
+        if (p[0] == '%' && p[1])
+            p++; /* "%%r" is a percent sign and an r */
+    }
+    return 0;
 }
 
 static void metrics_start(void)
 {
     if (!enabled() || atomic_exchange(&start_once, 1))
         return;
+    if (!pattern_ok()) {
+        refused = 1;
+        CCS_LOG(WARN,
+                "CCSHIM_METRICS='%.300s' does not name the rank (%%r): every rank would write the same file; "
+                "no metrics are written (expected a pattern such as /var/lib/node_exporter/textfile/"
+                "ccshim-%%j-%%r.prom)",
+                ccs_cfg.metrics);
+        return;
+    }
     if (ccs_thread_start(metrics_main, NULL, 256 * 1024, NULL) != 0)
         CCS_LOG(WARN, "CCSHIM_METRICS: cannot start the metrics thread; the file is written only at exit");
 }
 
-/* The run ends (MPI_Finalize, then exit): the file's last version. */
+/* The run ends (MPI_Finalize, then exit): the file's last version, and at
+ * the process's exit the file goes (a live view: a textfile collector
+ * would otherwise serve a finished job's series for ever), unless
+ * CCSHIM_METRICS_KEEP keeps its totals.  A process that ends by a signal
+ * or MPI_Abort leaves its last version, stale by its timestamp. */
 static void metrics_finish(int reason)
 {
-    if (enabled() && atomic_load(&start_once)) /* a process that recorded no call has no metrics */
-        pass(reason == CCS_END_EXIT);
+    if (!enabled() || !atomic_load(&start_once)) /* a process that recorded no call has no metrics */
+        return;
+    pass(reason == CCS_END_EXIT);
+    char path[4096];
+    if (reason == CCS_END_EXIT && !ccs_cfg.metrics_keep && ccs_expand_pattern(ccs_cfg.metrics, path, sizeof path) == 0)
+        unlink(path);
 }
 
 /* The child counts its own calls, into a file of its own: only when the

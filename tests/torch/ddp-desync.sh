@@ -60,7 +60,7 @@ tap_eq "... the job ended (rc $rc)" 1 "$(ended $rc)"
 # a bucket yet: the ranks compare their counts over the model's process
 # group, before DDP's one synchronisation (or at the step's end for a rank
 # that never reaches it); nobody synchronises, nobody steps, nobody waits.
-DDP_LIMIT=90 ddp skip0 2 --coalesce auto --on-desync abort --metrics "$CCS_TMP/skip0-%r.prom" --metrics-period-ms 10 \
+DDP_LIMIT=90 ddp skip0 2 --coalesce auto --on-desync abort --metrics "$CCS_TMP/skip0-%r.prom" --metrics-period-ms 10 --metrics-keep 1 \
     -- $J --skip-rank 1 --skip-step 0; rc=$?
 tap_eq "auto, announced first step, 2 ranks, rank 1 skips a mini-batch in step 0: DESYNC with both counts" \
     "rank 1 ended step 0 after 15 backward passes where the others made 16" "$(counts skip0)"
@@ -68,7 +68,7 @@ tap_eq "auto, announced first step, 2 ranks, rank 1 skips a mini-batch in step 0
 # ends as the other leaves may not write its last file, the first to leave
 # writes its own at exit.
 tap_check "... counted in ccshim_verdicts_total{class=\"DESYNC\"} (docs/metrics.md)" \
-    sh -c "cat '$CCS_TMP'/skip0-*.prom | grep -q '^ccshim_verdicts_total{rank=\"[01]\",class=\"DESYNC\"} 1\$'"
+    sh -c "cat '$CCS_TMP'/skip0-*.prom | grep -q '^ccshim_verdicts_total{rank=\"[01]\",ccshim_job=\"[^\"]*\",class=\"DESYNC\"} 1\$'"
 tap_eq "... both ranks refuse the optimizer step (RuntimeError), the job ended (rc $rc), no straggler" "2 1 0" \
     "$(grep -c 'RuntimeError: ccshim: step 0: the ranks made different numbers of backward passes' "$CCS_TMP/skip0.err") $(ended $rc) $(stragglers skip0)"
 DDP_LIMIT=90 ddp skip04 4 --coalesce auto -- $J --skip-rank 3 --skip-step 0; rc=$?
