@@ -1,6 +1,7 @@
 /* log.c - one prefix, one destination, one write(2) per line. */
 #include "log.h"
 #include "ccs_config.h"
+#include "private_file.h"
 #include "process.h"
 #include <fcntl.h>
 #include <stdarg.h>
@@ -83,7 +84,7 @@ void ccs_log_open(void)
     }
     char path[4096];
     int fits = ccs_expand_pattern(dest, path, sizeof path) == 0;
-    int fd = fits ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+    int fd = fits ? ccs_open_private(path, 1) : -1; /* never through a planted link; 0600 */
     if (fd < 0) {
         /* Said once (this runs again when the rank becomes known); the
          * values cut so that the line stays readable. */

@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "comm.h"
 #include "log.h"
+#include "private_file.h"
 #include "process.h"
 #include "pysite.h"
 #include "record.h"
@@ -58,6 +59,12 @@ static int make_dirs(const char *dir)
     return 0;
 }
 
+/* A trace directory that other users can write to (/tmp, a group's
+ * scratch directory) gets the job's files in a subdirectory of its own,
+ * DIR/ccshim-UID-JOB (0700): there nobody else can plant a link at the
+ * predictable name of a trace, a desync report or a flight dump. */
+static char private_trace_dir[4096];
+
 static void check_trace_dir(void)
 {
     const char *d = ccs_cfg.trace_dir;
@@ -67,6 +74,19 @@ static void check_trace_dir(void)
         CCS_LOG(WARN, "CCSHIM_TRACE_DIR='%s' is not a writable directory (%s); tracing is off, the job runs on",
                 d, strerror(errno));
         ccs_cfg.trace_dir = "";
+        return;
+    }
+    int rc = ccs_private_subdir(d, ccs_job_id(), private_trace_dir, sizeof private_trace_dir);
+    if (rc < 0) {
+        CCS_LOG(WARN,
+                "CCSHIM_TRACE_DIR='%s' is writable by other users and its subdirectory '%s' is not this user's "
+                "own (%s); tracing is off, the job runs on",
+                d, private_trace_dir, strerror(errno));
+        ccs_cfg.trace_dir = "";
+    } else if (rc == 1) {
+        CCS_LOG(INFO, "CCSHIM_TRACE_DIR='%s' is writable by other users: this job's files go to '%s' (mode 0700)", d,
+                private_trace_dir);
+        ccs_cfg.trace_dir = private_trace_dir;
     }
 }
 

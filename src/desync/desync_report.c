@@ -5,6 +5,7 @@
  * call sites, then this process's own stack (only a process can symbolise
  * its own addresses).  Diagnostic path: runs on the background thread.
  */
+#include "private_file.h"
 #include "desync_report.h"
 #include "ccs_config.h"
 #include "ccs_kinds.h"
@@ -231,7 +232,7 @@ static void file_name(char *out, size_t n, const char *what, const char *ext)
 
 static void write_file(const char *path, const char *text, size_t len, int append)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+    int fd = ccs_open_private(path, append); /* never through a planted link; 0600 */
     if (fd < 0) {
         CCS_LOG(WARN, "cannot write '%s': %s", path, strerror(errno));
         return;

@@ -15,6 +15,7 @@
 #include "ccs_kinds.h"
 #include "ccshim.h"
 #include "log.h"
+#include "private_file.h"
 #include "registry.h"
 #include "shim.h"
 #include "thread.h"
@@ -292,8 +293,11 @@ static int write_file(void)
         return -1;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "we");
+    int fd = ccs_open_private(tmp, 0); /* never through a planted link */
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
+        if (fd >= 0)
+            close(fd);
         ccs_log_once(&write_failed, CCS_LOG_WARN,
                      "CCSHIM_METRICS: cannot write '%.300s': %s; trying again every period", tmp, strerror(errno));
         return -1;

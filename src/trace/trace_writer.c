@@ -8,6 +8,7 @@
  * compare-and-swap rather than a mutex, so a fatal-signal handler can try to
  * take it without deadlocking on a lock its own thread already holds.
  */
+#include "private_file.h"
 #include "ccs_config.h"
 #include "ccshim.h"
 #include "log.h"
@@ -144,7 +145,7 @@ static int open_trace(void)
         return -1;
     }
     memcpy(path, prep_path, sizeof path);
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = ccs_open_private(path, 0); /* never through a planted link; 0600 */
     if (fd < 0) {
         if (!in_signal)
             CCS_LOG(WARN, "CCSHIM_TRACE_DIR: cannot create trace file '%.300s': %s; tracing is off", path,

@@ -1,7 +1,7 @@
 # tests/integration/integration.mk - real MPI programs under the preload.
 INTEGRATION_TESTS = tests/integration/symbols.sh tests/integration/mpi-pattern.sh tests/integration/lifecycle.sh tests/integration/ccshim-run.sh \
 	tests/integration/hygiene.sh
-INTEGRATION_TESTS += tests/integration/mpi-every-call.sh
+INTEGRATION_TESTS += tests/integration/mpi-every-call.sh tests/integration/private-files.sh
 # LAMMPS and HPCC from Debian (lammps, hpcc), unmodified.
 INTEGRATION_TESTS += tests/integration/mpi-apps.sh
 EXTRA_DIST += tests/integration/apps/in.lj tests/integration/apps/hpccinf.txt
