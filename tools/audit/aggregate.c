@@ -129,6 +129,7 @@ void audit_free(struct audit *a)
     free(a->comms);
     free(a->expects);
     free(a->findings);
+    audit_symbolizer_free(a);
     audit_sinks_free(a);
     hmap_free(&a->cells);
     hmap_free(&a->seqsums);
@@ -258,6 +259,7 @@ static uint32_t site_with_pysite(struct file_reading *rd, uint32_t site, uint32_
             s->module = base->module ? strdup(base->module) : NULL;
             s->offset = base->offset;
             s->symbol = base->symbol ? strdup(base->symbol) : NULL;
+            s->resolved = base->resolved ? strdup(base->resolved) : NULL;
             s->frames = base->frames ? strdup(base->frames) : NULL;
         }
     }
@@ -307,6 +309,7 @@ static void on_site(struct file_reading *rd, const struct ccs_item *it)
                               base ? base + 1 : (m ? m : "?"), it->u.site.frames[i].offset);
         }
         s->frames = strdup(fr);
+        audit_site_resolve(a, s);
     }
     if (id >= rd->site_map_n) {
         size_t nn = id + 1 > rd->site_map_n * 2 ? id + 1 : rd->site_map_n * 2;

@@ -127,7 +127,7 @@ struct audit_site {
     char *module;    /* path of frame 0's module, or NULL */
     uint64_t offset; /* frame 0 offset in it */
     char *symbol;    /* runtime's dladdr name of frame 0, or NULL */
-    char *resolved;  /* "func at file:line" from addr2line, or NULL */
+    char *resolved;  /* "func at file:line (inlined f at file:line)" from the debug information, or NULL */
     char *frames;    /* all frames, "sym+off;..." for the report */
     char *pysite;    /* annotated (Python) site, "file.py:318 in fn", or NULL: a site
                         with one is the native site as reached from that line */
@@ -200,7 +200,9 @@ struct audit {
     int want_patterns;
     size_t max_tokens; /* cap on the reference rank's token list */
     size_t max_ref_fp; /* cap on reference fingerprints per comm */
-    int symbolize;
+    int symbolize; /* name sites from the modules' debug information (symbols.c) */
+    struct audit_symbolizer *symbolizer;
+    const char *job; /* --job: read only this job's traces, or NULL */
     /* inputs */
     struct audit_file *files;
     size_t nfiles;
@@ -249,8 +251,14 @@ uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64
  * the desync reports and flight dumps in those directories.  Returns 0, -1
  * when an argument does not exist (message printed). */
 int audit_collect(struct audit *a, char **args, int nargs);
-/* Sorts files by rank (unknown ranks last), after a header peek. */
+/* Sorts files by rank (unknown ranks last), after a peek at the header and
+ * the job id (META). */
 void audit_sort_files(struct audit *a);
+/* Keeps the traces (and the reports) of one job: A->job when set, else the
+ * only job present.  Returns 0, or -1 after a message naming the jobs when
+ * the traces are of several jobs and none was chosen, or none is of the one
+ * chosen. */
+int audit_select_job(struct audit *a);
 
 /* ---------------------------------------------------------------- steps.c */
 /* Infers the step period and head of a token stream (one id per call):
@@ -280,8 +288,12 @@ int audit_expect_parse(const char *s, struct audit_expect *e, char *err, size_t 
 int audit_expect_check(struct audit *a);
 
 /* -------------------------------------------------------------- symbols.c */
-/* Resolves the top N sites (by count) with addr2line when available. */
-void audit_symbolize(struct audit *a, size_t n);
+/* Names site S from its module's debug information (function, file:line of
+ * the call, inlined helper) when A->symbolize is set, libdw loads and the
+ * module's file is readable; the reader calls it as each site is first read,
+ * so that the streaming outputs name sites as the reports do. */
+void audit_site_resolve(struct audit *a, struct audit_site *s);
+void audit_symbolizer_free(struct audit *a);
 /* Best short name of a site: resolved, else dladdr symbol, else module+offset. */
 const char *audit_site_name(const struct audit_site *s, char *buf, size_t n);
 

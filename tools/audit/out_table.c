@@ -292,6 +292,20 @@ static void print_findings(struct audit *a, FILE *f)
     }
 }
 
+/* "func at /long/path/file.c:12 (inlined g at /long/path/h.h:3)" ->
+ * "func at file.c:12 (inlined g at h.h:3)", to fit the width. */
+static void short_paths(char *nm)
+{
+    for (char *at = strstr(nm, " at /"); at; at = strstr(at + 4, " at /")) {
+        char *p = at + 4, *end = p + strcspn(p, ": "), *slash = NULL;
+        for (char *q = p; q < end; q++)
+            if (*q == '/')
+                slash = q;
+        if (slash)
+            memmove(p, slash + 1, strlen(slash + 1) + 1);
+    }
+}
+
 static void print_sites(struct audit *a, FILE *f)
 {
     if (!a->nsites)
@@ -310,10 +324,7 @@ static void print_sites(struct audit *a, FILE *f)
             if (v[i]->kinds_mask & (1u << k))
                 o += (size_t)snprintf(kinds + o, sizeof kinds - o, "%s%s", o ? "," : "", ccs_kind_name(k));
         audit_site_name(v[i], nm, sizeof nm);
-        /* "func at /long/path/file.c:12" -> "func at file.c:12" to fit the width */
-        char *at = strstr(nm, " at /"), *slash = at ? strrchr(at, '/') : NULL;
-        if (slash)
-            memmove(at + 4, slash + 1, strlen(slash + 1) + 1);
+        short_paths(nm);
         snprintf(line, sizeof line, "%.500s [%.120s]", nm, kinds);
         size_t avail = WIDTH - 1 - 36, len = strlen(line);
         if (len > avail) { /* keep both ends: the function and the kinds */
