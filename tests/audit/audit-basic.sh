@@ -22,7 +22,7 @@ tap_eq "--tsv broadcast only in step 0" "0 0 0 0" \
     "$(awk -F'\t' '$4=="bcast" {printf "%s ", $1}' "$D/j1.tsv" | sed 's/ $//')"
 
 "$CCSHIM_AUDIT" --tsv-records "$D/j1" > "$D/j1.rec"
-tap_eq "--tsv-records header" "#rank	seq	comm	kind	count	dtype	op	root	fingerprint	step	flags	site	buf" \
+tap_eq "--tsv-records header" "#rank	seq	comm	kind	count	dtype	op	root	fingerprint	step	flags	site	buf	where" \
     "$(head -1 "$D/j1.rec")"
 # per rank: 1 broadcast + 3 x (4 + 1); markers are not calls
 tap_eq "--tsv-records one line per call" 64 "$(grep -vc '^#' "$D/j1.rec")"

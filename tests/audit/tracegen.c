@@ -15,7 +15,7 @@
 #define CHUNK_RECORDS 4096
 
 /* The functions whose addresses stand for the job's call sites, so that
- * addr2line finds real names and lines in this very binary. */
+ * the audit finds real names and lines in this very binary. */
 __attribute__((noinline)) void tg_site_reducer_allreduce_bucket(void)
 {
     __asm__ volatile("");
@@ -193,11 +193,14 @@ static void site_chunk(struct writer *w, uint32_t id, void (*fn)(void), const ch
     uint64_t base = 0;
     if (dladdr((void *)(uintptr_t)fn, &di) && di.dli_fbase)
         base = (uint64_t)(uintptr_t)di.dli_fbase;
+    /* Frames are return addresses: one byte into the function, as a
+     * return address always lies past the call (the audit looks up the
+     * byte before it, which is then the function's first). */
     fr[0].module = 1;
-    fr[0].offset = (uint64_t)(uintptr_t)fn - base;
+    fr[0].offset = (uint64_t)(uintptr_t)fn - base + 1;
     fr[0].sym_len = (uint32_t)strlen(name) + 1;
     fr[1].module = 1;
-    fr[1].offset = (uint64_t)(uintptr_t)tg_site_train_step - base;
+    fr[1].offset = (uint64_t)(uintptr_t)tg_site_train_step - base + 1;
     fr[1].sym_len = (uint32_t)strlen("tg_site_train_step") + 1;
     size_t o = 0;
     memcpy(b + o, &s, sizeof s);
