@@ -51,6 +51,7 @@ void tg_defaults(struct tg_opts *o)
     o->head = 1;
     o->desync_rank = o->desync_step = -1;
     o->no_end_rank = -1;
+    o->silent_rank = -1;
     o->cut_rank = -1;
     o->job = "4242";
     o->host = "node1";
@@ -348,7 +349,8 @@ static void write_step(struct writer *w, const struct tg_opts *o, int rank, int 
             bucket_call(w, o, &clock->seq, &clock->t, step, o->bucket_bytes[b],
                         (o->rebuild && s == 0 && mb == 0 ? OLD_BUCKET_BASE : BUCKET_BASE) +
                             (uint64_t)b * (64u << 20),
-                        o->deferred && mb < o->micro - 1, o->deferred);
+                        o->deferred && s >= o->deferred_from && mb < o->micro - 1,
+                        o->deferred && s >= o->deferred_from);
     }
     if (o->alias_bytes) /* another size at bucket 0's address */
         bucket_call(w, o, &clock->seq, &clock->t, step, o->alias_bytes, BUCKET_BASE, 0, 0);
@@ -385,8 +387,10 @@ int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path
     }
     write_preamble(w, o, rank);
     struct rank_clock clock = {.seq = 0, .t = 1000};
-    write_head(w, o, &clock);
-    for (int s = 0; s < o->steps; s++)
+    int silent = o->silent_rank == rank || o->silent_rank == -2;
+    if (!silent)
+        write_head(w, o, &clock);
+    for (int s = 0; s < o->steps && !silent; s++)
         write_step(w, o, rank, s, &clock);
     flush_records(w);
     if (rank != o->no_end_rank) {

@@ -50,6 +50,13 @@ struct pair {
     uint32_t index;
 };
 
+/* A communicator or site id: described by the file (a COMM or SITE chunk)
+ * and/or named by records (the first such record's position). */
+struct id_use {
+    uint64_t id;
+    uint64_t defined, first_use; /* first_use: the first record naming it (from 1), 0 none */
+};
+
 struct token {
     uint64_t comm, seq, order;
     uint32_t step, label;
@@ -67,6 +74,13 @@ struct file_reading {
     size_t npytexts;
     struct hmap pairs;
     uint64_t ncalls; /* calls so far (for inferred steps) */
+    /* Damage (the format has no checksum): records with a value no writer
+     * makes, left out, and the ids the records name, to find at the end
+     * those no COMM or SITE chunk of the file describes. */
+    uint64_t impossible, items; /* items: records read so far, from 1 */
+    char first_impossible[160];
+    struct hmap comm_ids; /* struct id_use */
+    struct hmap site_ids; /* struct id_use */
     struct hmap bufs;
     /* one-entry caches: consecutive records mostly hit the same cell */
     struct audit_cell *last_cell;
@@ -172,6 +186,18 @@ uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64
     return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
 }
 
+/* Notes that ID is described (DEFINED) or named by the current item. */
+static void note_id(struct file_reading *rd, struct hmap *m, uint64_t id, int defined)
+{
+    struct id_use k = {id, 0, 0}, *u = hmap_get(m, &k, 1);
+    if (!u)
+        return;
+    if (defined)
+        u->defined = 1;
+    else if (!u->first_use)
+        u->first_use = rd->items;
+}
+
 static void on_module(struct file_reading *rd, uint32_t id, const char *path)
 {
     if (id > 1u << 16)
@@ -274,6 +300,7 @@ static void on_site(struct file_reading *rd, const struct ccs_item *it)
 {
     struct audit *a = rd->a;
     uint32_t id = it->u.site.id, depth = it->u.site.depth;
+    note_id(rd, &rd->site_ids, id, 1);
     if (id > 1u << 20)
         return;
     /* Identity across ranks: the modules' paths and the frames' offsets. */
@@ -325,6 +352,7 @@ static void on_site(struct file_reading *rd, const struct ccs_item *it)
 
 static void on_comm(struct file_reading *rd, const struct ccs_trace_comm *comm)
 {
+    note_id(rd, &rd->comm_ids, comm->id, 1);
     audit_sinks_comm(rd->a, rd->f, comm);
     struct audit_comm *c = audit_comm_get(rd->a, comm->id, 1);
     if (!c)
@@ -603,6 +631,7 @@ static void note_captured(struct audit *a, const struct audit_file *f)
 static void note_progress(struct audit *a, struct audit_file *f, const struct ccs_record *r, uint32_t step)
 {
     f->records++;
+    f->collectives += ccs_kind_class(r->kind) == CCS_CLASS_COLL;
     if (step > f->last_step)
         f->last_step = step;
     if (step > a->max_step)
@@ -783,10 +812,38 @@ static void keep_token(struct file_reading *rd, const struct ccs_record *r, uint
     }
 }
 
+/* What in R no writer makes (a kind, datatype, operation or backend that
+ * does not exist), into WHAT; 0 when nothing is.  Kinds are only ever
+ * appended, so an unknown one is damage or a newer ccshim: said so. */
+static int impossible(const struct ccs_record *r, char *what, size_t n)
+{
+    if (strcmp(ccs_kind_name(r->kind), "?") == 0)
+        snprintf(what, n, "kind %u, unknown to this ccshim-audit: damage, or a newer ccshim", (unsigned)r->kind);
+    else if (strcmp(ccs_dtype_name(r->dtype), "?") == 0)
+        snprintf(what, n, "datatype %u", (unsigned)r->dtype);
+    else if (strcmp(ccs_op_name(r->op), "?") == 0)
+        snprintf(what, n, "operation %u", (unsigned)r->op);
+    else if (strcmp(ccs_backend_name(r->backend), "?") == 0)
+        snprintf(what, n, "backend %u", (unsigned)r->backend);
+    else
+        return 0;
+    return 1;
+}
+
 static void on_record(struct file_reading *rd, const struct ccs_record *r)
 {
     struct audit *a = rd->a;
     struct audit_file *f = rd->f;
+    char what[120];
+    if (impossible(r, what, sizeof what)) { /* left out: its counts would be made up */
+        if (!rd->impossible++)
+            snprintf(rd->first_impossible, sizeof rd->first_impossible, "record %" PRIu64 ": %s", rd->items, what);
+        return;
+    }
+    if (r->comm)
+        note_id(rd, &rd->comm_ids, r->comm, 0);
+    if (r->site)
+        note_id(rd, &rd->site_ids, r->site, 0);
     int cls = ccs_kind_class(r->kind);
     if (cls == CCS_CLASS_MARK) {
         audit_sinks_record(a, f, r, r->step, 0);
@@ -826,6 +883,8 @@ static void file_ctx_init(struct file_reading *rd, struct audit *a, struct audit
     hmap_init(&rd->labels, sizeof(struct label), sizeof(struct label_key));
     hmap_init(&rd->bufidx, 16, 8);
     hmap_init(&rd->pairs, sizeof(struct pair), sizeof(struct pair_key));
+    hmap_init(&rd->comm_ids, sizeof(struct id_use), sizeof(uint64_t));
+    hmap_init(&rd->site_ids, sizeof(struct id_use), sizeof(uint64_t));
 }
 
 static void file_ctx_free(struct file_reading *rd)
@@ -842,12 +901,15 @@ static void file_ctx_free(struct file_reading *rd)
         free(rd->pytexts[i]);
     free(rd->pytexts);
     hmap_free(&rd->pairs);
+    hmap_free(&rd->comm_ids);
+    hmap_free(&rd->site_ids);
 }
 
 static void on_item(struct file_reading *rd, const struct ccs_item *it)
 {
     switch (it->type) {
     case CCS_ITEM_RECORD:
+        rd->items++;
         on_record(rd, &it->u.record);
         break;
     case CCS_ITEM_COMM:
@@ -889,9 +951,59 @@ static void set_error(struct audit_file *f, int status, const char *message)
     f->error = strdup(message);
 }
 
-/* Marks a file cut short (RC 0: no END chunk) or damaged (RC < 0, ERR) and says so. */
-static void note_read_status(struct audit_file *f, struct ccs_trace_reader *r, int rc, const char *err)
+/* Ids the records of a whole file named that no chunk of it describes:
+ * the writer describes every communicator and site it names before the END
+ * chunk, so such a name is damage.  The first into WHAT; how many. */
+static uint64_t undescribed(const struct hmap *m, const char *noun, char *what, size_t n)
 {
+    uint64_t k = 0, first = UINT64_MAX;
+    for (size_t i = 0; i < m->cap; i++) {
+        const struct id_use *u = hmap_slot((struct hmap *)m, i);
+        if (!u || u->defined || !u->first_use)
+            continue;
+        k++;
+        if (u->first_use < first) {
+            first = u->first_use;
+            snprintf(what, n, "record %" PRIu64 ": %s %016" PRIx64 ", which no chunk of the file describes", u->first_use,
+                     noun, u->id);
+        }
+    }
+    return k;
+}
+
+/* Marks a file cut short (RC 0: no END chunk) or damaged (RC < 0, ERR, or
+ * values no writer makes) and says so. */
+static void note_read_status(struct file_reading *rd, struct ccs_trace_reader *r, int rc, const char *err)
+{
+    struct audit_file *f = rd->f;
+    char what[200] = "", m[1200];
+    uint64_t names = 0;
+    if (rc == 0 && !ccs_trace_truncated(r)) { /* whole: every id it names is described */
+        names = undescribed(&rd->comm_ids, "communicator", what, sizeof what);
+        char w2[200] = "";
+        uint64_t sites = undescribed(&rd->site_ids, "call site", w2, sizeof w2);
+        if (!names && sites)
+            snprintf(what, sizeof what, "%s", w2);
+        names += sites;
+    }
+    if (rd->impossible || names) {
+        /* The format has no checksum: damage shows where a value cannot be
+         * right, and other values of the file may be wrong as well. */
+        int o = snprintf(m, sizeof m, "%s: damaged: ", f->path);
+        if (rd->impossible)
+            o += snprintf(m + o, sizeof m - (size_t)o,
+                          "%" PRIu64 " record%s hold%s a value no writer makes, left out (the first: %s); ",
+                          rd->impossible, rd->impossible == 1 ? "" : "s", rd->impossible == 1 ? "s" : "",
+                          rd->first_impossible);
+        if (names && o > 0 && (size_t)o < sizeof m)
+            o += snprintf(m + o, sizeof m - (size_t)o, "%" PRIu64 " id%s named by records but never described (the "
+                          "first: %s); ", names, names == 1 ? "" : "s", what);
+        if (o > 0 && (size_t)o < sizeof m)
+            snprintf(m + o, sizeof m - (size_t)o, "%s", rc < 0 ? err : "the rest was read");
+        set_error(f, FILE_DAMAGED, m);
+        fprintf(stderr, "ccshim-audit: %s; read %" PRIu64 " calls\n", m, f->records);
+        return;
+    }
     if (ccs_trace_truncated(r)) {
         if (rc < 0) {
             set_error(f, FILE_TRUNCATED, err);
@@ -925,7 +1037,7 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
     while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1)
         on_item(&rd, &it);
     copy_meta(f, r);
-    note_read_status(f, r, rc, err);
+    note_read_status(&rd, r, rc, err);
     audit_sinks_rank_end(a, f);
     fold_buffers(&rd);
     if (is_ref)

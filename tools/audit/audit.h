@@ -31,7 +31,8 @@ struct audit_file {
     uint32_t pid;
     char host[128], job[128], exe[512];
     uint64_t start_realtime_ns;
-    uint64_t records; /* records read */
+    uint64_t records;     /* records read */
+    uint64_t collectives; /* of them, collectives (CCS_CLASS_COLL) */
     int has_end;
     struct ccs_trace_end end; /* valid when has_end */
     uint32_t last_step;
@@ -176,6 +177,7 @@ enum finding_kind {
     FIND_DROPPED,       /* records lost to ring overflow */
     FIND_EXPECT,        /* --expect rule exceeded */
     FIND_CAPTURED,      /* NCCL calls captured into CUDA graphs */
+    FIND_NO_CALLS,      /* no collective recorded, in the run or on some ranks */
 };
 
 struct audit_finding {
@@ -306,6 +308,8 @@ void json_str(FILE *f, const char *s);
 /* Writes S with HTML special characters escaped. */
 void html_str(FILE *f, const char *s);
 const char *kind_label(unsigned kind, int deferred, char *buf, size_t n);
+/* The name of finding kind K (enum finding_kind) in JSON and HTML. */
+const char *audit_finding_name(int k);
 int is_reduction(unsigned kind);
 /* 1 for what coalescing can defer, and so what the audit may advise it for:
  * an all-reduce summing (SUM, AVG, PREMULSUM) floating-point data (float16,

@@ -192,21 +192,25 @@ static void name_form(const char *job, char *out, size_t n)
             *s = '_';
 }
 
-/* 1 when report R is named as one of JOB's (ccshim-desync-JOB-rN.txt,
- * ccshim-flight-JOB-rN.flight) or named otherwise (kept: nothing says whose). */
-static int report_of_job(const struct audit_report *r, const char *job)
+/* 1 when the name of report R says JOB ("ccshim-desync-JOB-r0.txt",
+ * "ccshim-flight-JOB-r0.flight"), or says none of the jobs JOBS (N): kept,
+ * as nothing tells whose it is. */
+static int report_of_job(const struct audit_report *r, const char *job, char (*jobs)[128], size_t n)
 {
     const char *b = strrchr(r->path, '/');
+    char nf[160], pat[170];
     b = b ? b + 1 : r->path;
-    const char *rest = strncmp(b, "ccshim-desync-", 14) == 0   ? b + 14
-                       : strncmp(b, "ccshim-flight-", 14) == 0 ? b + 14
-                                                                : NULL;
-    const char *rk = rest ? strrchr(rest, '-') : NULL;
-    if (!rk || rk[1] != 'r')
-        return 1;
-    char nf[160];
     name_form(job, nf, sizeof nf);
-    return (size_t)(rk - rest) == strlen(nf) && strncmp(rest, nf, strlen(nf)) == 0;
+    snprintf(pat, sizeof pat, "-%s-", nf);
+    if (strstr(b, pat))
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        name_form(jobs[i], nf, sizeof nf);
+        snprintf(pat, sizeof pat, "-%s-", nf);
+        if (strstr(b, pat))
+            return 0;
+    }
+    return 1;
 }
 
 static int is_job(const struct audit_file *f, const char *job)
@@ -219,7 +223,7 @@ static int is_job(const struct audit_file *f, const char *job)
 int audit_select_job(struct audit *a)
 {
     /* The distinct jobs of the readable traces, in the order met. */
-    const char *jobs[8];
+    char jobs[8][128]; /* copies: the files move below */
     size_t njobs = 0, count[8] = {0}, more = 0;
     for (size_t i = 0; i < a->nfiles; i++) {
         const struct audit_file *f = &a->files[i];
@@ -233,7 +237,7 @@ int audit_select_job(struct audit *a)
                 more++;
                 continue;
             }
-            jobs[njobs++] = f->job;
+            snprintf(jobs[njobs++], sizeof jobs[0], "%s", f->job);
         }
         count[j]++;
     }
@@ -278,7 +282,7 @@ int audit_select_job(struct audit *a)
     }
     size_t rk = 0;
     for (size_t i = 0; i < a->nreports; i++) {
-        if (report_of_job(&a->reports[i], a->job))
+        if (report_of_job(&a->reports[i], a->job, jobs, njobs))
             a->reports[rk++] = a->reports[i];
         else
             free(a->reports[i].path);

@@ -312,8 +312,10 @@ static void print_sites(struct audit *a, FILE *f)
         return;
     size_t nsites;
     struct audit_site **v = audit_sorted_sites(a, &nsites);
-    if (!v)
+    if (!v || !nsites) { /* sites described, none with a call */
+        free(v);
         return;
+    }
     size_t n = nsites < 10 ? nsites : 10;
     fprintf(f, "\ntop call sites (all ranks, by calls)\n    %9s %10s %9s  %s\n", "calls", "bytes", "deferred",
             "site [kinds]");
