@@ -18,7 +18,8 @@ AUDIT_TESTS = \
 	tests/audit/audit-findings.sh \
 	tests/audit/audit-outputs.sh \
 	tests/audit/audit-otf2.sh \
-	tests/audit/audit-sites.sh
+	tests/audit/audit-sites.sh \
+	tests/audit/audit-allclear.sh
 TESTS += $(AUDIT_TESTS)
 dist_check_SCRIPTS += $(AUDIT_TESTS)
 EXTRA_DIST += tests/audit/check_chrome.py tests/audit/sites.c
