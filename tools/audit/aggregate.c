@@ -93,6 +93,7 @@ struct file_reading {
     struct hmap labels;
     size_t nlabels;
     struct hmap bufidx; /* buffer address -> @bufN */
+    struct hmap last_seq; /* comm -> its last sequence number so far in the stream */
 };
 
 void audit_init(struct audit *a)
@@ -801,10 +802,22 @@ static void keep_token(struct file_reading *rd, const struct ccs_record *r, uint
             rd->toks_capped = 1;
         }
     }
+    /* The patterns order a communicator's calls by sequence number (the
+     * threads' records interleave chunk by chunk).  A call without one
+     * (comm_init, comm_free: 0) goes where it came in the stream: after the
+     * last sequenced call of its communicator before it, not first. */
+    struct {
+        uint64_t comm, seq;
+    } lk = {r->comm, 0}, *last = hmap_get(&rd->last_seq, &lk, 1);
+    uint64_t seq = r->seq;
+    if (last && ccs_kind_sequenced(r->kind) && r->seq > last->seq)
+        last->seq = r->seq;
+    else if (last && !ccs_kind_sequenced(r->kind) && r->seq == 0)
+        seq = last->seq;
     if (rd->ntoks < rd->captoks) {
         struct token *t = &rd->toks[rd->ntoks];
         t->comm = r->comm;
-        t->seq = r->seq;
+        t->seq = seq;
         t->order = rd->ntoks;
         t->step = step;
         t->label = intern_label(rd, r, site);
@@ -882,6 +895,7 @@ static void file_ctx_init(struct file_reading *rd, struct audit *a, struct audit
     hmap_init(&rd->bufs, sizeof(struct buf_use), sizeof(struct buf_key));
     hmap_init(&rd->labels, sizeof(struct label), sizeof(struct label_key));
     hmap_init(&rd->bufidx, 16, 8);
+    hmap_init(&rd->last_seq, 16, 8);
     hmap_init(&rd->pairs, sizeof(struct pair), sizeof(struct pair_key));
     hmap_init(&rd->comm_ids, sizeof(struct id_use), sizeof(uint64_t));
     hmap_init(&rd->site_ids, sizeof(struct id_use), sizeof(uint64_t));
@@ -892,6 +906,7 @@ static void file_ctx_free(struct file_reading *rd)
     hmap_free(&rd->bufs);
     hmap_free(&rd->labels);
     hmap_free(&rd->bufidx);
+    hmap_free(&rd->last_seq);
     free(rd->toks);
     free(rd->site_map);
     for (size_t i = 0; i < rd->nmodules; i++)
