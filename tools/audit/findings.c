@@ -456,7 +456,7 @@ static void already_coalescing(struct audit_finding *f, const struct repeats_see
     if (r->last < from)
         snprintf(f->action, sizeof f->action,
                  "Nothing to turn on: these are the reductions of the steps before coalescing deferred any "
-                 "(CCSHIM_COALESCE=auto learns each buffer's count in its first step). To avoid them too, skip "
+                 "(CCSHIM_COALESCE=auto learns each buffer's count over the first steps). To avoid them too, skip "
                  "the synchronisation of all but the last backward of the step in the code (DDP's no_sync()).");
     else
         snprintf(f->action, sizeof f->action,

@@ -321,11 +321,11 @@ static void print_findings(struct audit *a, FILE *f)
     }
 }
 
-/* "func at /long/path/file.c:12 (inlined g at /long/path/h.h:3)" ->
+/* "func at /long/path/file.c:12 (inlined g at ../path/h.h:3)" ->
  * "func at file.c:12 (inlined g at h.h:3)", to fit the width. */
 static void short_paths(char *nm)
 {
-    for (char *at = strstr(nm, " at /"); at; at = strstr(at + 4, " at /")) {
+    for (char *at = strstr(nm, " at "); at; at = strstr(at + 4, " at ")) {
         char *p = at + 4, *end = p + strcspn(p, ": "), *slash = NULL;
         for (char *q = p; q < end; q++)
             if (*q == '/')
