@@ -81,6 +81,7 @@ struct file_reading {
     char first_impossible[160];
     struct hmap comm_ids; /* struct id_use */
     struct hmap site_ids; /* struct id_use */
+    uint64_t last_comm_id, last_site_id;
     struct hmap bufs;
     /* one-entry caches: consecutive records mostly hit the same cell */
     struct audit_cell *last_cell;
@@ -853,10 +854,11 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
             snprintf(rd->first_impossible, sizeof rd->first_impossible, "record %" PRIu64 ": %s", rd->items, what);
         return;
     }
-    if (r->comm)
-        note_id(rd, &rd->comm_ids, r->comm, 0);
-    if (r->site)
-        note_id(rd, &rd->site_ids, r->site, 0);
+    /* (Consecutive records mostly name the same ones: looked up once.) */
+    if (r->comm && r->comm != rd->last_comm_id)
+        note_id(rd, &rd->comm_ids, rd->last_comm_id = r->comm, 0);
+    if (r->site && r->site != rd->last_site_id)
+        note_id(rd, &rd->site_ids, rd->last_site_id = r->site, 0);
     int cls = ccs_kind_class(r->kind);
     if (cls == CCS_CLASS_MARK) {
         audit_sinks_record(a, f, r, r->step, 0);

@@ -359,7 +359,13 @@ static void print_sites(struct audit *a, FILE *f)
         snprintf(line, sizeof line, "%.500s [%.120s]", nm, kinds);
         size_t avail = WIDTH - 1 - 36, len = strlen(line);
         if (len > avail) { /* keep both ends: the function and the kinds */
-            size_t head = (avail - 3) / 2, tail = avail - 3 - head;
+            size_t head = (avail - 3) / 2, tail;
+            /* and a Python line whole, with the bar after it */
+            const char *bar = v[i]->pysite ? strstr(line, " | ") : NULL;
+            size_t want = bar ? (size_t)(bar - line) + 3 : 0, kl = strlen(kinds) + 3;
+            if (want > head && want + 3 + kl <= avail)
+                head = want;
+            tail = avail - 3 - head;
             memmove(line + head + 3, line + len - tail, tail + 1);
             memcpy(line + head, "...", 3);
         }
