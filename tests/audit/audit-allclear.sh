@@ -4,11 +4,12 @@
 # directory are refused, naming both (--job ID reads one); a damaged file
 # (one byte altered) is said to be damaged, not cut short by a dying process;
 # --fail-on error|warn sets exit status 3; a run where coalescing already
-# ran is not advised to turn it on.
+# ran is not advised to turn it on; two runs under one job id (each rank
+# twice) are a finding.
 . "$top_srcdir/tests/tap.sh"
 MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
-tap_plan 23
+tap_plan 24
 D=$CCS_TMP
 q() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
@@ -58,6 +59,14 @@ tap_eq "--job 4242: the other job's reports left out" 0 "$(q "$D/j4242.json" 'le
 "$CCSHIM_AUDIT" --job 99 "$D/two" > /dev/null 2> "$D/j99.err"; rc=$?
 tap_eq "--job of no trace here: exit 2, lists the jobs" "2 1" \
     "$rc $(grep -c '^ccshim-audit: --job 99: no trace of that job here (jobs: 4242 (2 traces), 5151 (2 traces))$' "$D/j99.err")"
+
+# ... and two runs under one job id (two hosts' names, the same ranks): not two jobs, but
+# each rank twice, counted together
+"$MKTRACE" --ranks 2 --steps 2 --host nodeA "$D/dup"
+"$MKTRACE" --ranks 2 --steps 2 --host nodeB "$D/dup"
+"$CCSHIM_AUDIT" "$D/dup" > "$D/dup.txt" 2>&1
+tap_eq "one job id, each rank twice: an error finding, no all-clear" "1 0" \
+    "$(grep -c '^  1\. \[error\] ranks 0-1 of job 4242 have more than one trace: their calls are counted together$' "$D/dup.txt") $(grep -c 'every rank made the same calls' "$D/dup.txt")"
 
 # --- damage: one byte altered in rank 1's trace of a 2-rank job
 "$MKTRACE" --ranks 2 --steps 3 "$D/orig"

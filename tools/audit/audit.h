@@ -178,6 +178,7 @@ enum finding_kind {
     FIND_EXPECT,        /* --expect rule exceeded */
     FIND_CAPTURED,      /* NCCL calls captured into CUDA graphs */
     FIND_NO_CALLS,      /* no collective recorded, in the run or on some ranks */
+    FIND_DUPLICATE,     /* two traces of one rank of one job */
 };
 
 struct audit_finding {

@@ -733,9 +733,51 @@ static void no_call_findings(struct audit *a)
     }
 }
 
+/* Two traces of one rank of one job: two runs wrote to the directory under
+ * the same job id ("local" when no launcher set one, or a CCSHIM_JOB_ID
+ * reused), and their calls are counted together. */
+static void duplicate_rank_findings(struct audit *a)
+{
+    int32_t ranks[16];
+    size_t nr = 0, extra = 0;
+    const struct audit_file *first = NULL, *second = NULL;
+    for (size_t i = 1; i < a->nfiles; i++) {
+        const struct audit_file *p = &a->files[i - 1], *f = &a->files[i];
+        if (f->rank < 0 || f->rank != p->rank || f->status == FILE_REFUSED || p->status == FILE_REFUSED)
+            continue;
+        extra++;
+        if (nr && ranks[nr - 1] == f->rank)
+            continue;
+        if (!first)
+            first = p, second = f;
+        if (nr < 16)
+            ranks[nr++] = f->rank;
+    }
+    if (!nr)
+        return;
+    struct audit_finding *f = add(a, FIND_DUPLICATE, 2);
+    if (!f)
+        return;
+    char rt[128];
+    ccs_ranks_str(ranks, nr, rt, sizeof rt);
+    f->nranks = (int)nr;
+    memcpy(f->ranks, ranks, nr * sizeof *ranks);
+    snprintf(f->title, sizeof f->title,
+             "rank%s %.60s of job %.60s ha%s more than one trace: their calls are counted together", nr == 1 ? "" : "s",
+             rt, first->job[0] ? first->job : "(unknown)", nr == 1 ? "s" : "ve");
+    snprintf(f->evidence, sizeof f->evidence, "%zu trace%s too many; for example %.400s and %.400s, both rank %d",
+             extra,
+             extra == 1 ? "" : "s", first->path, second->path, (int)first->rank);
+    snprintf(f->action, sizeof f->action,
+             "Two runs wrote to this directory under one job id (\"local\" when no launcher gave one, or a "
+             "CCSHIM_JOB_ID used twice): audit each run's files apart, and give each run a directory of its "
+             "own or a job id of its own.");
+}
+
 void audit_findings(struct audit *a)
 {
     no_call_findings(a);
+    duplicate_rank_findings(a);
     mismatch_findings(a);
     report_findings(a);
     redundancy_findings(a);

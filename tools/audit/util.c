@@ -219,6 +219,8 @@ const char *audit_finding_name(int k)
         return "captured-collectives";
     case FIND_NO_CALLS:
         return "no-collectives";
+    case FIND_DUPLICATE:
+        return "duplicate-rank";
     }
     return "?";
 }
