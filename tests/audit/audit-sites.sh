@@ -14,7 +14,7 @@ ccs_have_mpi || tap_skip_all "MPI not built"
 [ -n "${MPICC:-}" ] && command -v "$MPICC" > /dev/null 2>&1 || tap_skip_all "no MPI compiler (MPICC)"
 grep -q '^#define HAVE_ELFUTILS_LIBDWFL_H 1' "$top_builddir/config.h" ||
     tap_skip_all "built without libdw (elfutils): call sites are not named by line"
-tap_plan 12
+tap_plan 13
 D=$CCS_TMP
 
 line() { grep -n "/\* @$1 \*/" "$SRC" | cut -d: -f1; }
@@ -62,4 +62,21 @@ tap_eq "table: the broadcast's line and the loop's last call's line" "2 6" \
     "$(grep -c "main at sites.c:$B \[bcast\]\|main at sites.c:$F \[allreduce\]" "$D/O2.txt") $(grep "main at sites.c:$L \[allreduce\]" "$D/O2.txt" | awk '{print $1}')"
 tap_eq "table: no site names a line that holds no call" 0 \
     "$(sed -n '/^top call sites/,$p' "$D/O2.txt" | grep -v "sites.c:\($B\|$F\|$W\|$L\)\b" | grep -c 'sites.c:')"
+
+# The reference trainer: its gradient all-reduce is named by the line of the
+# in-place MPI_Allreduce in tr_comm_allreduce_sum (it read "checked at
+# tr_comm_mpi.c:27", the error-check helper inlined after the call).
+TSRC="$top_srcdir/tools/trainer/tr_comm_mpi.c"
+TL=$(grep -n 'rc = MPI_Allreduce(MPI_IN_PLACE, buf' "$TSRC" | cut -d: -f1)
+if [ -x "$CCSHIM_TRAINER" ]; then
+    ccs_mpirun 60 2 "$CCSHIM_RUN" --trace-dir "$D/tr" -- "$CCSHIM_TRAINER" --batch 32 --mini-batch 4 --steps 1 \
+        > "$D/tr.out" 2>&1
+    tap_eq "trainer: its all-reduce site is the call's line (tr_comm_mpi.c:$TL)" \
+        "tr_comm_allreduce_sum at tr_comm_mpi.c:$TL" \
+        "$("$CCSHIM_AUDIT" --json "$D/tr" 2> /dev/null | python3 -c '
+import json, sys
+print("\n".join(s["name"] for s in json.load(sys.stdin)["sites"] if "allreduce" in s["kinds"]))' | strip_dirs | sort -u)"
+else
+    tap_skip "trainer: its all-reduce site is the call's line" "ccshim-trainer not built"
+fi
 tap_done
