@@ -109,7 +109,7 @@ tap_eq "a file really cut short is still truncated" truncated \
 damage kind "$(byte_at kind)" =0x41
 "$CCSHIM_AUDIT" --json "$D/kind" > "$D/kind.json" 2> "$D/kind.err"
 tap_eq "a record's kind altered (65, no such kind): damaged, that record left out (9 of 10 calls)" "damaged 9 1" \
-    "$(q "$D/kind.json" '[str(f["status"]) + " " + str(f["records"]) for f in d["files"] if f["rank"] == 1][0]') $(grep -c 'damaged: 1 record holds a value no writer makes, left out (the first: record 1: kind 65, unknown to this ccshim-audit: damage, or a newer ccshim); the rest was read' "$D/kind.err")"
+    "$(q "$D/kind.json" '[str(f["status"]) + " " + str(f["records"]) for f in d["files"] if f["rank"] == 1][0]') $(grep -c 'damaged: 1 record holds a value no writer makes, left out (the first: record 1: kind 65, unknown to this ccshim-audit: damage, or a newer ccshim); every other record was read' "$D/kind.err")"
 damage comm "$(byte_at comm)" 0x10
 "$CCSHIM_AUDIT" --json "$D/comm" > "$D/comm.json" 2> "$D/comm.err"
 tap_eq "a record's communicator altered: damaged (named, never described)" "damaged 1" \

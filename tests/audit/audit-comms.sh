@@ -10,7 +10,7 @@
 . "$top_srcdir/tests/tap.sh"
 MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
-tap_plan 8
+tap_plan 9
 D=$CCS_TMP
 q() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
@@ -24,7 +24,8 @@ if ! ccs_have_mpi || [ -z "${MPICC:-}" ] || ! command -v "$MPICC" > /dev/null 2>
     for t in "comms.c built and run on 2 ranks" "comm_free closes the duplicate's pattern" \
         "Cart communicator: not seen created, twice (one id per rank)" "--json: created_by null for them" \
         "no row marked ! and no 'made none' line" "findings (0) and the all-clear, consistent with the rows" \
-        "the send and receive rows are there, unmarked"; do
+        "the send and receive rows are there, unmarked" \
+        "a bit flipped in a real trace's header rank: damaged, both ranks named"; do
         tap_skip "$t" "MPI or its compiler (MPICC) not available"
     done
     tap_done
@@ -46,4 +47,16 @@ tap_eq "findings (0) and the all-clear, consistent with the rows" "1 1" \
     "$(grep -c '^findings (0)$' "$D/t.txt") $(grep -c '^  none: every rank made the same calls' "$D/t.txt")"
 tap_eq "the send and receive rows are there, unmarked" "1 1" \
     "$(grep -c '^    send  *0  *1 ' "$D/t.txt") $(grep -c '^    recv  *1  *1 ' "$D/t.txt")"
+# Damage in a real trace: the header's rank (byte 24) no longer matches the
+# META chunk's rank=, which the writer sets alike.
+cp -r "$D/t" "$D/hdr"
+python3 -c '
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[24] ^= 0x02
+open(p, "wb").write(b)' "$(ls "$D"/hdr/*-r1-*.cctrace)"
+"$CCSHIM_AUDIT" --json "$D/hdr" > "$D/hdr.json" 2> "$D/hdr.err"
+tap_eq "a bit flipped in a real trace's header rank: damaged, both ranks named" "damaged 1" \
+    "$(q "$D/hdr.json" '[f["status"] for f in d["files"] if f["rank"] == 3][0]') $(grep -c 'damaged: the header says rank 3, the META chunk rank 1 (the file is sorted and counted as rank 3); every other record was read' "$D/hdr.err")"
 tap_done

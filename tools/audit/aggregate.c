@@ -1003,10 +1003,20 @@ static void note_read_status(struct file_reading *rd, struct ccs_trace_reader *r
             snprintf(what, sizeof what, "%s", w2);
         names += sites;
     }
-    if (rd->impossible || names) {
+    /* The writer puts the rank in the header and in the META chunk alike. */
+    const char *meta_rank = ccs_trace_meta(r, "rank");
+    char *end = NULL;
+    long mr = meta_rank ? strtol(meta_rank, &end, 10) : 0;
+    int rank_differs = meta_rank && end && *end == 0 && mr != (long)f->rank;
+    if (rd->impossible || names || rank_differs) {
         /* The format has no checksum: damage shows where a value cannot be
          * right, and other values of the file may be wrong as well. */
         int o = snprintf(m, sizeof m, "%s: damaged: ", f->path);
+        if (rank_differs)
+            o += snprintf(m + o, sizeof m - (size_t)o,
+                          "the header says rank %d, the META chunk rank %ld (the file is sorted and counted as "
+                          "rank %d); ",
+                          (int)f->rank, mr, (int)f->rank);
         if (rd->impossible)
             o += snprintf(m + o, sizeof m - (size_t)o,
                           "%" PRIu64 " record%s hold%s a value no writer makes, left out (the first: %s); ",
@@ -1016,7 +1026,7 @@ static void note_read_status(struct file_reading *rd, struct ccs_trace_reader *r
             o += snprintf(m + o, sizeof m - (size_t)o, "%" PRIu64 " id%s named by records but never described (the "
                           "first: %s); ", names, names == 1 ? "" : "s", what);
         if (o > 0 && (size_t)o < sizeof m)
-            snprintf(m + o, sizeof m - (size_t)o, "%s", rc < 0 ? err : "the rest was read");
+            snprintf(m + o, sizeof m - (size_t)o, "%s", rc < 0 ? err : "every other record was read");
         set_error(f, FILE_DAMAGED, m);
         fprintf(stderr, "ccshim-audit: %s; read %" PRIu64 " calls\n", m, f->records);
         return;
