@@ -249,6 +249,15 @@ static void world_call(struct writer *w, struct rank_clock *clock, struct ccs_re
     clock->t += gap;
 }
 
+/* The three call sites (before the calls, or after them with --late-sites,
+ * as the runtime's writer does for a site first seen during a flush). */
+static void write_sites(struct writer *w)
+{
+    site_chunk(w, 1, tg_site_reducer_allreduce_bucket, "tg_site_reducer_allreduce_bucket");
+    site_chunk(w, 2, tg_site_gather_loss, "tg_site_gather_loss");
+    site_chunk(w, 3, tg_site_broadcast_params, "tg_site_broadcast_params");
+}
+
 /* The chunks before the calls: header, metadata, the world communicator,
  * this program as the one module, and the three call sites. */
 static void write_preamble(struct writer *w, const struct tg_opts *o, int rank)
@@ -270,9 +279,8 @@ static void write_preamble(struct writer *w, const struct tg_opts *o, int rank)
     memcpy(mb, &m, sizeof m);
     memcpy(mb + sizeof m, exe, m.path_len);
     chunk(w, CCS_CHUNK_MODULE, mb, (uint32_t)(sizeof m + m.path_len));
-    site_chunk(w, 1, tg_site_reducer_allreduce_bucket, "tg_site_reducer_allreduce_bucket");
-    site_chunk(w, 2, tg_site_gather_loss, "tg_site_gather_loss");
-    site_chunk(w, 3, tg_site_broadcast_params, "tg_site_broadcast_params");
+    if (!o->late_sites)
+        write_sites(w);
 }
 
 /* The set-up before the first step: O->head broadcasts of the parameters. */
@@ -393,6 +401,8 @@ int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path
     for (int s = 0; s < o->steps && !silent; s++)
         write_step(w, o, rank, s, &clock);
     flush_records(w);
+    if (o->late_sites)
+        write_sites(w);
     if (rank != o->no_end_rank) {
         struct ccs_trace_end e = {w->written, o->dropped, (uint64_t)o->steps, CCS_END_FINALIZE, 0};
         chunk(w, CCS_CHUNK_END, &e, sizeof e);

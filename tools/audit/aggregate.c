@@ -50,6 +50,15 @@ struct pair {
     uint32_t index;
 };
 
+/* Calls of a file's site id read before its SITE chunk (the writer puts
+ * it after them when the site was first seen during a flush): counted at
+ * the site once the chunk comes. */
+struct site_pending {
+    uint64_t id;
+    uint64_t count, bytes, deferred;
+    uint32_t kinds_mask, pad;
+};
+
 /* A communicator or site id: described by the file (a COMM or SITE chunk)
  * and/or named by records (the first such record's position). */
 struct id_use {
@@ -82,6 +91,7 @@ struct file_reading {
     struct hmap comm_ids; /* struct id_use */
     struct hmap site_ids; /* struct id_use */
     uint64_t last_comm_id, last_site_id;
+    struct hmap pending_sites; /* struct site_pending */
     struct hmap bufs;
     /* one-entry caches: consecutive records mostly hit the same cell */
     struct audit_cell *last_cell;
@@ -350,6 +360,15 @@ static void on_site(struct file_reading *rd, const struct ccs_item *it)
         rd->site_map_n = nn;
     }
     rd->site_map[id] = s->index;
+    struct site_pending pk = {.id = id}, *pend = hmap_get(&rd->pending_sites, &pk, 0);
+    if (pend) { /* its calls read before this chunk */
+        s->count += pend->count;
+        s->bytes += pend->bytes;
+        s->deferred += pend->deferred;
+        s->kinds_mask |= pend->kinds_mask;
+        pend->count = pend->bytes = pend->deferred = 0;
+        pend->kinds_mask = 0;
+    }
 }
 
 static void on_comm(struct file_reading *rd, const struct ccs_trace_comm *comm)
@@ -876,6 +895,16 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
     audit_sinks_record(a, f, r, step, site);
 
     count_in_cell(rd, r, step, cell_kind);
+    if (!site && r->site && !r->pysite) { /* its SITE chunk is still to come */
+        struct site_pending pk = {.id = r->site}, *pend = hmap_get(&rd->pending_sites, &pk, 1);
+        if (pend) {
+            pend->count++;
+            pend->bytes += r->bytes;
+            pend->deferred += (uint64_t)deferred;
+            if (r->kind < 32)
+                pend->kinds_mask |= 1u << r->kind;
+        }
+    }
     count_at_site(a, r, site, deferred);
     count_buffer_use(rd, r, step, site, deferred);
     if (ccs_kind_sequenced(r->kind) && r->comm && r->seq) { /* what desync compares */
@@ -901,6 +930,7 @@ static void file_ctx_init(struct file_reading *rd, struct audit *a, struct audit
     hmap_init(&rd->pairs, sizeof(struct pair), sizeof(struct pair_key));
     hmap_init(&rd->comm_ids, sizeof(struct id_use), sizeof(uint64_t));
     hmap_init(&rd->site_ids, sizeof(struct id_use), sizeof(uint64_t));
+    hmap_init(&rd->pending_sites, sizeof(struct site_pending), sizeof(uint64_t));
 }
 
 static void file_ctx_free(struct file_reading *rd)
@@ -920,6 +950,7 @@ static void file_ctx_free(struct file_reading *rd)
     hmap_free(&rd->pairs);
     hmap_free(&rd->comm_ids);
     hmap_free(&rd->site_ids);
+    hmap_free(&rd->pending_sites);
 }
 
 static void on_item(struct file_reading *rd, const struct ccs_item *it)
