@@ -20,24 +20,10 @@
 #include <unistd.h>
 
 #ifdef HAVE_ELFUTILS_LIBDWFL_H
-#include <elfutils/libdwfl.h>
+#include "dwline.h"
 
-/* The functions used, resolved from the dlopen'ed library. */
-static struct {
-    __typeof__(dwfl_begin) *begin;
-    __typeof__(dwfl_end) *end;
-    __typeof__(dwfl_linux_proc_report) *proc_report;
-    __typeof__(dwfl_report_begin) *report_begin;
-    __typeof__(dwfl_report_end) *report_end;
-    __typeof__(dwfl_linux_proc_find_elf) *find_elf;
-    __typeof__(dwfl_standard_find_debuginfo) *find_debuginfo;
-    __typeof__(dwfl_build_id_find_debuginfo) *build_id_find_debuginfo;
-    __typeof__(dwfl_addrmodule) *addrmodule;
-    __typeof__(dwfl_module_addrinfo) *addrinfo;
-    __typeof__(dwfl_module_getsrc) *getsrc;
-    __typeof__(dwfl_lineinfo) *lineinfo;
-    __typeof__(dwfl_module_info) *module_info;
-} dw;
+/* The functions used, resolved from the dlopen'ed library (dwline.c). */
+static struct ccs_dw dw;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int tried, usable, missing_logged;
@@ -50,27 +36,12 @@ static int load(void)
     if (tried)
         return usable;
     tried = 1;
-    void *h = dlopen("libdw.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!h) {
-        ccs_log_once(&missing_logged, CCS_LOG_INFO,
-                     "libdw.so.1 (elfutils) not found: report frames are named through dladdr only (%s)",
-                     dlerror());
+    char why[200];
+    if (ccs_dw_load(&dw, why, sizeof why) != 0) {
+        ccs_log_once(&missing_logged, CCS_LOG_INFO, "%s: report frames are named through dladdr only", why);
         return 0;
     }
-#define DW(field, name) (*(void **)&dw.field = dlsym(h, #name)) != NULL
-    usable = DW(begin, dwfl_begin) && DW(end, dwfl_end) && DW(proc_report, dwfl_linux_proc_report) &&
-             DW(report_begin, dwfl_report_begin) && DW(report_end, dwfl_report_end) &&
-             DW(find_elf, dwfl_linux_proc_find_elf) && DW(find_debuginfo, dwfl_standard_find_debuginfo) &&
-             DW(build_id_find_debuginfo, dwfl_build_id_find_debuginfo) &&
-             DW(addrmodule, dwfl_addrmodule) && DW(addrinfo, dwfl_module_addrinfo) && DW(getsrc, dwfl_module_getsrc) &&
-             DW(lineinfo, dwfl_lineinfo) && DW(module_info, dwfl_module_info);
-#undef DW
-    if (!usable) {
-        ccs_log_once(&missing_logged, CCS_LOG_INFO,
-                     "libdw.so.1 lacks a libdwfl function: report frames are named through dladdr only");
-        dlclose(h);
-        return 0;
-    }
+    usable = 1;
     callbacks.find_elf = dw.find_elf;
     /* The standard search ends by asking the debuginfod servers named in
      * DEBUGINFOD_URLS (set by some distributions' login scripts) for every
@@ -119,22 +90,25 @@ static int symbolize(void *pc, char *buf, size_t n)
     const char *fn = dw.addrinfo(m, a, &off, &sym, NULL, NULL, NULL);
     Dwarf_Addr start = 0;
     const char *mod = dw.module_info(m, NULL, &start, NULL, NULL, NULL, NULL, NULL);
-    const char *file = NULL;
-    int line = 0;
     /* File and line for the job's own modules; the system's libraries (libc,
      * the MPI) by function only: loading their separate debug information
-     * would cost most of the report's time for lines nobody reads. */
+     * would cost most of the report's time for lines nobody reads.  The
+     * line is ccshim-audit's (dwline.c): the call's own, in the function
+     * the author wrote it in. */
     int system_lib = mod && (strncmp(mod, "/lib/", 5) == 0 || strncmp(mod, "/lib64/", 7) == 0 ||
                              strncmp(mod, "/usr/lib/", 9) == 0 || strncmp(mod, "/usr/lib64/", 11) == 0);
-    Dwfl_Line *l = system_lib ? NULL : dw.getsrc(m, a);
-    if (l)
-        file = dw.lineinfo(l, NULL, &line, NULL, NULL, NULL);
+    struct ccs_dw_where where;
+    int have_line = !system_lib && ccs_dw_where(&dw, m, a + 1, &where) == 0;
     if (!fn)
         return -1;
     const char *base = mod ? strrchr(mod, '/') : NULL;
     int w = snprintf(buf, n, "%s+0x%llx", fn, (unsigned long long)off + 1);
-    if (file && line > 0 && w > 0 && (size_t)w < n)
-        w += snprintf(buf + w, n - (size_t)w, " at %s:%d", file, line);
+    if (have_line && w > 0 && (size_t)w < n) {
+        w += snprintf(buf + w, n - (size_t)w, " at %s:%d", where.file, where.line);
+        if (where.inl_func[0] && where.inl_line > 0 && w > 0 && (size_t)w < n)
+            w += snprintf(buf + w, n - (size_t)w, " (inlined %s at %s:%d)", where.inl_func, where.inl_file,
+                          where.inl_line);
+    }
     if (w > 0 && (size_t)w < n)
         snprintf(buf + w, n - (size_t)w, " (%s+0x%llx)", base ? base + 1 : mod ? mod : "?",
                  (unsigned long long)((uintptr_t)pc - start));

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Chunks larger than this are damage, not data: the writer never makes them. */
 #define MAX_CHUNK (64u << 20)
@@ -16,7 +17,8 @@ struct ccs_trace_reader {
     unsigned char *buf; /* payload of the current chunk */
     size_t cap;
     uint32_t type, len, pos; /* current chunk and position in it */
-    int seen_end, truncated;
+    int seen_end, truncated, damaged;
+    uint64_t size; /* of the file when a chunk was found to run past its end */
     uint64_t lost;     /* records of a cut chunk that could not be read */
     char pending[320]; /* said after the salvaged records: why the file ends */
     char meta[META_MAX];
@@ -82,7 +84,53 @@ fail:
 
 const struct ccs_trace_header *ccs_trace_hdr(const struct ccs_trace_reader *r) { return &r->hdr; }
 
-int ccs_trace_truncated(const struct ccs_trace_reader *r) { return r->truncated || !r->seen_end; }
+int ccs_trace_truncated(const struct ccs_trace_reader *r)
+{
+    return !r->damaged && (r->truncated || !r->seen_end);
+}
+
+int ccs_trace_damaged(const struct ccs_trace_reader *r)
+{
+    return r->damaged;
+}
+
+/* 1 when the file, whose chunk at byte AT runs past its end, still ends
+ * with a whole END chunk after that chunk's header: it was written to the
+ * end, so the chunk's length (or type) is damage, not a cut.  A process
+ * that died leaves a partial chunk at the end, never an END chunk after it.
+ * (The format has no checksum: this and the bounds below are what can be
+ * told.)  Leaves the file position at the end. */
+static int ends_whole(struct ccs_trace_reader *r, uint64_t at)
+{
+    struct {
+        struct ccs_chunk c;
+        struct ccs_trace_end e;
+    } tail;
+    uint64_t want = sizeof tail.c + sizeof tail.e;
+    if (r->size < at + sizeof(struct ccs_chunk) + want || fseek(r->f, (long)(r->size - want), SEEK_SET) != 0)
+        return 0;
+    int whole = fread(&tail.c, sizeof tail.c, 1, r->f) == 1 && fread(&tail.e, sizeof tail.e, 1, r->f) == 1 &&
+                tail.c.type == CCS_CHUNK_END && tail.c.length == sizeof tail.e && tail.e.reason <= 3 &&
+                tail.e.dropped <= tail.e.records;
+    fseek(r->f, 0, SEEK_END);
+    return whole;
+}
+
+/* Says why a chunk at AT that runs past the end is damage (ends_whole). */
+static int past_end_damage(struct ccs_trace_reader *r, uint64_t at, const struct ccs_chunk *c, char *err,
+                           size_t errlen)
+{
+    char msg[300];
+    r->damaged = 1;
+    r->truncated = 0;
+    snprintf(msg, sizeof msg,
+             "damaged: the chunk at byte %llu (type %u) claims %u bytes, past the end of the file (%llu bytes), "
+             "yet the file ends with a whole END chunk: it was written to the end and a chunk header was "
+             "altered",
+             (unsigned long long)at, (unsigned)c->type, (unsigned)c->length, (unsigned long long)r->size);
+    seterr(err, errlen, r->path, msg);
+    return -1;
+}
 
 uint64_t ccs_trace_lost(const struct ccs_trace_reader *r)
 {
@@ -99,6 +147,8 @@ static int load_chunk(struct ccs_trace_reader *r, char *err, size_t errlen)
         r->pending[0] = 0;
         return -1;
     }
+    long pos = ftell(r->f);
+    uint64_t at = pos < 0 ? 0 : (uint64_t)pos;
     size_t got = fread(&c, 1, sizeof c, r->f);
     if (got == 0)
         return 0;
@@ -108,11 +158,13 @@ static int load_chunk(struct ccs_trace_reader *r, char *err, size_t errlen)
         return -1;
     }
     if (c.length > MAX_CHUNK) {
-        snprintf(msg, sizeof msg, "damaged: chunk of type %u claims %u bytes (at most %u)", (unsigned)c.type,
-                 (unsigned)c.length, MAX_CHUNK);
+        r->damaged = 1;
+        snprintf(msg, sizeof msg, "damaged: chunk of type %u at byte %llu claims %u bytes (at most %u)",
+                 (unsigned)c.type, (unsigned long long)at, (unsigned)c.length, MAX_CHUNK);
         seterr(err, errlen, r->path, msg);
         return -1;
     }
+
     if (c.length + 1 > r->cap) {
         size_t ncap = c.length + 1 < 65536 ? 65536 : (size_t)c.length + 1;
         unsigned char *nb = realloc(r->buf, ncap);
@@ -124,6 +176,13 @@ static int load_chunk(struct ccs_trace_reader *r, char *err, size_t errlen)
         r->cap = ncap;
     }
     got = fread(r->buf, 1, c.length, r->f);
+    if (got < c.length) { /* the size now: a trace read while its job runs grows */
+        struct stat st;
+        if (fstat(fileno(r->f), &st) == 0)
+            r->size = (uint64_t)st.st_size;
+        if (ends_whole(r, at))
+            return past_end_damage(r, at, &c, err, errlen);
+    }
     if (got < c.length && c.type == CCS_CHUNK_RECORDS && got >= sizeof(struct ccs_record)) {
         /* Cut by a crash or a full disk: keep the whole records of it. */
         size_t whole = got / sizeof(struct ccs_record), total = c.length / sizeof(struct ccs_record);
@@ -156,6 +215,7 @@ static int load_chunk(struct ccs_trace_reader *r, char *err, size_t errlen)
 static int bad(struct ccs_trace_reader *r, char *err, size_t errlen, const char *what)
 {
     char msg[200];
+    r->damaged = 1;
     snprintf(msg, sizeof msg, "damaged %s chunk", what);
     seterr(err, errlen, r->path, msg);
     r->len = r->pos = 0;

@@ -68,6 +68,9 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *item, char *err,
 /* After ccs_trace_next returned 0 or -1: 1 when the file ended without an END
  * chunk or inside a chunk (the process died), else 0. */
 int ccs_trace_truncated(const struct ccs_trace_reader *r);
+/* 1 when the reader stopped at damage (a chunk that cannot be right): the
+ * file is then not truncated, whatever it lacks. */
+int ccs_trace_damaged(const struct ccs_trace_reader *r);
 
 /* Records known to be lost: those of a records chunk the file ends inside
  * (its whole records before the cut are read, then ccs_trace_next returns

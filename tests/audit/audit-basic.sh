@@ -5,7 +5,7 @@
 . "$top_srcdir/tests/tap.sh"
 MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
-tap_plan 27
+tap_plan 28
 D=$CCS_TMP
 
 # 4 ranks, 3 steps, 2 reductions of each of the 2 buckets per step.
@@ -22,7 +22,7 @@ tap_eq "--tsv broadcast only in step 0" "0 0 0 0" \
     "$(awk -F'\t' '$4=="bcast" {printf "%s ", $1}' "$D/j1.tsv" | sed 's/ $//')"
 
 "$CCSHIM_AUDIT" --tsv-records "$D/j1" > "$D/j1.rec"
-tap_eq "--tsv-records header" "#rank	seq	comm	kind	count	dtype	op	root	fingerprint	step	flags	site	buf" \
+tap_eq "--tsv-records header" "#rank	seq	comm	kind	count	dtype	op	root	fingerprint	step	flags	site	buf	where" \
     "$(head -1 "$D/j1.rec")"
 # per rank: 1 broadcast + 3 x (4 + 1); markers are not calls
 tap_eq "--tsv-records one line per call" 64 "$(grep -vc '^#' "$D/j1.rec")"
@@ -88,4 +88,15 @@ tap_eq "exit 2 when no trace is readable" 2 "$rc"
 "$CCSHIM_AUDIT" "$D/does-not-exist" > /dev/null 2> "$D/ne.err"; rc=$?
 tap_eq "exit 2 for a missing directory" 2 "$rc"
 tap_check "missing directory named" grep -q "does-not-exist: No such file or directory" "$D/ne.err"
+
+# Sites described after the records that name them (the runtime's writer does
+# so for a site first seen during a flush): the top sites count them all.
+"$MKTRACE" --ranks 2 --steps 3 --micro 2 --late-sites "$D/late"
+site_counts() { "$CCSHIM_AUDIT" --json --no-symbols "$1" | python3 -c '
+import json, sys
+print(" ".join("%s:%d" % (s["symbol"], s["count"]) for s in json.load(sys.stdin)["sites"]))'; }
+"$MKTRACE" --ranks 2 --steps 3 --micro 2 "$D/early"
+tap_eq "SITE chunks after their records: the same site counts as before them" \
+    "tg_site_reducer_allreduce_bucket:24 tg_site_gather_loss:6 tg_site_broadcast_params:2 = same" \
+    "$(site_counts "$D/late") = $([ "$(site_counts "$D/late")" = "$(site_counts "$D/early")" ] && echo same)"
 tap_done

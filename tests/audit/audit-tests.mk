@@ -17,10 +17,13 @@ AUDIT_TESTS = \
 	tests/audit/audit-basic.sh \
 	tests/audit/audit-findings.sh \
 	tests/audit/audit-outputs.sh \
-	tests/audit/audit-otf2.sh
+	tests/audit/audit-otf2.sh \
+	tests/audit/audit-sites.sh \
+	tests/audit/audit-allclear.sh \
+	tests/audit/audit-comms.sh
 TESTS += $(AUDIT_TESTS)
 dist_check_SCRIPTS += $(AUDIT_TESTS)
-EXTRA_DIST += tests/audit/check_chrome.py
+EXTRA_DIST += tests/audit/check_chrome.py tests/audit/sites.c tests/audit/comms.c
 CLEANFILES += tests/audit/report.png
 
 bench_list += bench/audit-bench.sh

@@ -43,6 +43,7 @@ static int usage(void)
 {
     fputs("usage: mktrace [--ranks N] [--steps S] [--buckets SIZE,SIZE...] [--micro K] [--no-allgather]\n"
           "               [--deferred] [--no-markers] [--head H] [--desync RANK:STEP] [--no-end RANK]\n"
+          "               [--silent RANK|all] [--deferred-from STEP] [--late-sites]\n"
           "               [--cut RANK:BYTES] [--dropped N] [--reports] [--job J] [--host H]\n"
           "               [--dtype int32|int64|uint8|float16|bfloat16|float32|float64]\n"
           "               [--op sum|avg|max|min|prod] [--alias SIZE] [--rebuild] OUTDIR\n"
@@ -122,6 +123,16 @@ static int apply_option(struct tg_opts *o, int c, char *arg, const char **broken
     case 'E':
         o->no_end_rank = atoi(arg);
         break;
+    case 'F':
+        o->deferred = 1;
+        o->deferred_from = atoi(arg);
+        break;
+    case 'L':
+        o->late_sites = 1;
+        break;
+    case 'S':
+        o->silent_rank = strcmp(arg, "all") == 0 ? -2 : atoi(arg);
+        break;
     case 'D':
         if (sscanf(arg, "%d:%d", &o->desync_rank, &o->desync_step) != 2)
             return usage();
@@ -147,7 +158,8 @@ int main(int argc, char **argv)
         {"no-end", 1, 0, 'E'},     {"cut", 1, 0, 'c'},          {"dropped", 1, 0, 'x'},
         {"reports", 0, 0, 'R'},    {"job", 1, 0, 'j'},          {"host", 1, 0, 'h'},
         {"broken", 1, 0, 'B'},     {"dtype", 1, 0, 'T'},        {"op", 1, 0, 'O'},
-        {"alias", 1, 0, 'a'},      {"rebuild", 0, 0, 'W'},      {0, 0, 0, 0},
+        {"alias", 1, 0, 'a'},      {"rebuild", 0, 0, 'W'},      {"silent", 1, 0, 'S'},
+        {"deferred-from", 1, 0, 'F'}, {"late-sites", 0, 0, 'L'}, {0, 0, 0, 0},
     };
     struct tg_opts o;
     const char *broken = NULL;

@@ -15,7 +15,7 @@
 #define CHUNK_RECORDS 4096
 
 /* The functions whose addresses stand for the job's call sites, so that
- * addr2line finds real names and lines in this very binary. */
+ * the audit finds real names and lines in this very binary. */
 __attribute__((noinline)) void tg_site_reducer_allreduce_bucket(void)
 {
     __asm__ volatile("");
@@ -51,6 +51,7 @@ void tg_defaults(struct tg_opts *o)
     o->head = 1;
     o->desync_rank = o->desync_step = -1;
     o->no_end_rank = -1;
+    o->silent_rank = -1;
     o->cut_rank = -1;
     o->job = "4242";
     o->host = "node1";
@@ -193,11 +194,14 @@ static void site_chunk(struct writer *w, uint32_t id, void (*fn)(void), const ch
     uint64_t base = 0;
     if (dladdr((void *)(uintptr_t)fn, &di) && di.dli_fbase)
         base = (uint64_t)(uintptr_t)di.dli_fbase;
+    /* Frames are return addresses: one byte into the function, as a
+     * return address always lies past the call (the audit looks up the
+     * byte before it, which is then the function's first). */
     fr[0].module = 1;
-    fr[0].offset = (uint64_t)(uintptr_t)fn - base;
+    fr[0].offset = (uint64_t)(uintptr_t)fn - base + 1;
     fr[0].sym_len = (uint32_t)strlen(name) + 1;
     fr[1].module = 1;
-    fr[1].offset = (uint64_t)(uintptr_t)tg_site_train_step - base;
+    fr[1].offset = (uint64_t)(uintptr_t)tg_site_train_step - base + 1;
     fr[1].sym_len = (uint32_t)strlen("tg_site_train_step") + 1;
     size_t o = 0;
     memcpy(b + o, &s, sizeof s);
@@ -245,6 +249,15 @@ static void world_call(struct writer *w, struct rank_clock *clock, struct ccs_re
     clock->t += gap;
 }
 
+/* The three call sites (before the calls, or after them with --late-sites,
+ * as the runtime's writer does for a site first seen during a flush). */
+static void write_sites(struct writer *w)
+{
+    site_chunk(w, 1, tg_site_reducer_allreduce_bucket, "tg_site_reducer_allreduce_bucket");
+    site_chunk(w, 2, tg_site_gather_loss, "tg_site_gather_loss");
+    site_chunk(w, 3, tg_site_broadcast_params, "tg_site_broadcast_params");
+}
+
 /* The chunks before the calls: header, metadata, the world communicator,
  * this program as the one module, and the three call sites. */
 static void write_preamble(struct writer *w, const struct tg_opts *o, int rank)
@@ -266,9 +279,8 @@ static void write_preamble(struct writer *w, const struct tg_opts *o, int rank)
     memcpy(mb, &m, sizeof m);
     memcpy(mb + sizeof m, exe, m.path_len);
     chunk(w, CCS_CHUNK_MODULE, mb, (uint32_t)(sizeof m + m.path_len));
-    site_chunk(w, 1, tg_site_reducer_allreduce_bucket, "tg_site_reducer_allreduce_bucket");
-    site_chunk(w, 2, tg_site_gather_loss, "tg_site_gather_loss");
-    site_chunk(w, 3, tg_site_broadcast_params, "tg_site_broadcast_params");
+    if (!o->late_sites)
+        write_sites(w);
 }
 
 /* The set-up before the first step: O->head broadcasts of the parameters. */
@@ -345,7 +357,8 @@ static void write_step(struct writer *w, const struct tg_opts *o, int rank, int 
             bucket_call(w, o, &clock->seq, &clock->t, step, o->bucket_bytes[b],
                         (o->rebuild && s == 0 && mb == 0 ? OLD_BUCKET_BASE : BUCKET_BASE) +
                             (uint64_t)b * (64u << 20),
-                        o->deferred && mb < o->micro - 1, o->deferred);
+                        o->deferred && s >= o->deferred_from && mb < o->micro - 1,
+                        o->deferred && s >= o->deferred_from);
     }
     if (o->alias_bytes) /* another size at bucket 0's address */
         bucket_call(w, o, &clock->seq, &clock->t, step, o->alias_bytes, BUCKET_BASE, 0, 0);
@@ -382,10 +395,14 @@ int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path
     }
     write_preamble(w, o, rank);
     struct rank_clock clock = {.seq = 0, .t = 1000};
-    write_head(w, o, &clock);
-    for (int s = 0; s < o->steps; s++)
+    int silent = o->silent_rank == rank || o->silent_rank == -2;
+    if (!silent)
+        write_head(w, o, &clock);
+    for (int s = 0; s < o->steps && !silent; s++)
         write_step(w, o, rank, s, &clock);
     flush_records(w);
+    if (o->late_sites)
+        write_sites(w);
     if (rank != o->no_end_rank) {
         struct ccs_trace_end e = {w->written, o->dropped, (uint64_t)o->steps, CCS_END_FINALIZE, 0};
         chunk(w, CCS_CHUNK_END, &e, sizeof e);

@@ -22,10 +22,13 @@ struct tg_opts {
     int micro;                    /* reductions of every bucket per step */
     int allgather;                /* one 8-byte all-gather per step */
     int deferred;                 /* all but the last reduction of a bucket flagged deferred */
+    int deferred_from;            /* ... from this step on (before it, every reduction is real) */
     int markers;                  /* step markers */
     int head;                     /* parameter broadcasts before the first step */
     int desync_rank, desync_step; /* that rank issues one extra all-reduce then; -1 none */
     int no_end_rank;              /* that rank's trace has no END chunk; -1 none */
+    int silent_rank;              /* that rank records no call (-2: every rank); -1 none */
+    int late_sites;               /* SITE chunks after the records that name them */
     int cut_rank;                 /* that rank's file loses its last CUT_BYTES bytes; -1 none */
     long cut_bytes;
     uint64_t dropped; /* END chunk's dropped count */

@@ -99,7 +99,7 @@ for r in 0 1 2 3; do
 done
 if grep -q '^#define HAVE_ELFUTILS_LIBDWFL_H 1' "$top_builddir/config.h"; then
     tap_check "warn: frames named with function and file:line (libdw)" \
-        grep -Eq "^ccshim desync\|   #0 main\+0x[0-9a-f]+ at [^ ]*desync_scenario\.c:[0-9]+ \(desync_scenario\+0x[0-9a-f]+\)$" \
+        grep -Eq "^ccshim desync\|   #0 main\+0x[0-9a-f]+ at [^ ]*desync_scenario\.c:[0-9]+( \(inlined [a-z_]+ at [^ ]*desync_scenario\.c:[0-9]+\))? \(desync_scenario\+0x[0-9a-f]+\)$" \
         "$CCS_TMP/warn/log-0.txt"
 else
     tap_skip "warn: frames named with function and file:line" "built without elfutils/libdwfl.h"

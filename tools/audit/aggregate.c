@@ -50,6 +50,22 @@ struct pair {
     uint32_t index;
 };
 
+/* Calls of a file's site id read before its SITE chunk (the writer puts
+ * it after them when the site was first seen during a flush): counted at
+ * the site once the chunk comes. */
+struct site_pending {
+    uint64_t id;
+    uint64_t count, bytes, deferred;
+    uint32_t kinds_mask, pad;
+};
+
+/* A communicator or site id: described by the file (a COMM or SITE chunk)
+ * and/or named by records (the first such record's position). */
+struct id_use {
+    uint64_t id;
+    uint64_t defined, first_use; /* first_use: the first record naming it (from 1), 0 none */
+};
+
 struct token {
     uint64_t comm, seq, order;
     uint32_t step, label;
@@ -67,6 +83,15 @@ struct file_reading {
     size_t npytexts;
     struct hmap pairs;
     uint64_t ncalls; /* calls so far (for inferred steps) */
+    /* Damage (the format has no checksum): records with a value no writer
+     * makes, left out, and the ids the records name, to find at the end
+     * those no COMM or SITE chunk of the file describes. */
+    uint64_t impossible, items; /* items: records read so far, from 1 */
+    char first_impossible[160];
+    struct hmap comm_ids; /* struct id_use */
+    struct hmap site_ids; /* struct id_use */
+    uint64_t last_comm_id, last_site_id;
+    struct hmap pending_sites; /* struct site_pending */
     struct hmap bufs;
     /* one-entry caches: consecutive records mostly hit the same cell */
     struct audit_cell *last_cell;
@@ -79,6 +104,7 @@ struct file_reading {
     struct hmap labels;
     size_t nlabels;
     struct hmap bufidx; /* buffer address -> @bufN */
+    struct hmap last_seq; /* comm -> its last sequence number so far in the stream */
 };
 
 void audit_init(struct audit *a)
@@ -129,6 +155,7 @@ void audit_free(struct audit *a)
     free(a->comms);
     free(a->expects);
     free(a->findings);
+    audit_symbolizer_free(a);
     audit_sinks_free(a);
     hmap_free(&a->cells);
     hmap_free(&a->seqsums);
@@ -169,6 +196,18 @@ uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64
         return 0;
     uint64_t s = (idx - a->steps.head) / a->steps.period;
     return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
+}
+
+/* Notes that ID is described (DEFINED) or named by the current item. */
+static void note_id(struct file_reading *rd, struct hmap *m, uint64_t id, int defined)
+{
+    struct id_use k = {id, 0, 0}, *u = hmap_get(m, &k, 1);
+    if (!u)
+        return;
+    if (defined)
+        u->defined = 1;
+    else if (!u->first_use)
+        u->first_use = rd->items;
 }
 
 static void on_module(struct file_reading *rd, uint32_t id, const char *path)
@@ -258,6 +297,7 @@ static uint32_t site_with_pysite(struct file_reading *rd, uint32_t site, uint32_
             s->module = base->module ? strdup(base->module) : NULL;
             s->offset = base->offset;
             s->symbol = base->symbol ? strdup(base->symbol) : NULL;
+            s->resolved = base->resolved ? strdup(base->resolved) : NULL;
             s->frames = base->frames ? strdup(base->frames) : NULL;
         }
     }
@@ -272,6 +312,7 @@ static void on_site(struct file_reading *rd, const struct ccs_item *it)
 {
     struct audit *a = rd->a;
     uint32_t id = it->u.site.id, depth = it->u.site.depth;
+    note_id(rd, &rd->site_ids, id, 1);
     if (id > 1u << 20)
         return;
     /* Identity across ranks: the modules' paths and the frames' offsets. */
@@ -307,6 +348,7 @@ static void on_site(struct file_reading *rd, const struct ccs_item *it)
                               base ? base + 1 : (m ? m : "?"), it->u.site.frames[i].offset);
         }
         s->frames = strdup(fr);
+        audit_site_resolve(a, s);
     }
     if (id >= rd->site_map_n) {
         size_t nn = id + 1 > rd->site_map_n * 2 ? id + 1 : rd->site_map_n * 2;
@@ -318,10 +360,20 @@ static void on_site(struct file_reading *rd, const struct ccs_item *it)
         rd->site_map_n = nn;
     }
     rd->site_map[id] = s->index;
+    struct site_pending pk = {.id = id}, *pend = hmap_get(&rd->pending_sites, &pk, 0);
+    if (pend) { /* its calls read before this chunk */
+        s->count += pend->count;
+        s->bytes += pend->bytes;
+        s->deferred += pend->deferred;
+        s->kinds_mask |= pend->kinds_mask;
+        pend->count = pend->bytes = pend->deferred = 0;
+        pend->kinds_mask = 0;
+    }
 }
 
 static void on_comm(struct file_reading *rd, const struct ccs_trace_comm *comm)
 {
+    note_id(rd, &rd->comm_ids, comm->id, 1);
     audit_sinks_comm(rd->a, rd->f, comm);
     struct audit_comm *c = audit_comm_get(rd->a, comm->id, 1);
     if (!c)
@@ -600,6 +652,7 @@ static void note_captured(struct audit *a, const struct audit_file *f)
 static void note_progress(struct audit *a, struct audit_file *f, const struct ccs_record *r, uint32_t step)
 {
     f->records++;
+    f->collectives += ccs_kind_class(r->kind) == CCS_CLASS_COLL;
     if (step > f->last_step)
         f->last_step = step;
     if (step > a->max_step)
@@ -769,10 +822,22 @@ static void keep_token(struct file_reading *rd, const struct ccs_record *r, uint
             rd->toks_capped = 1;
         }
     }
+    /* The patterns order a communicator's calls by sequence number (the
+     * threads' records interleave chunk by chunk).  A call without one
+     * (comm_init, comm_free: 0) goes where it came in the stream: after the
+     * last sequenced call of its communicator before it, not first. */
+    struct {
+        uint64_t comm, seq;
+    } lk = {r->comm, 0}, *last = hmap_get(&rd->last_seq, &lk, 1);
+    uint64_t seq = r->seq;
+    if (last && ccs_kind_sequenced(r->kind) && r->seq > last->seq)
+        last->seq = r->seq;
+    else if (last && !ccs_kind_sequenced(r->kind) && r->seq == 0)
+        seq = last->seq;
     if (rd->ntoks < rd->captoks) {
         struct token *t = &rd->toks[rd->ntoks];
         t->comm = r->comm;
-        t->seq = r->seq;
+        t->seq = seq;
         t->order = rd->ntoks;
         t->step = step;
         t->label = intern_label(rd, r, site);
@@ -780,10 +845,39 @@ static void keep_token(struct file_reading *rd, const struct ccs_record *r, uint
     }
 }
 
+/* What in R no writer makes (a kind, datatype, operation or backend that
+ * does not exist), into WHAT; 0 when nothing is.  Kinds are only ever
+ * appended, so an unknown one is damage or a newer ccshim: said so. */
+static int impossible(const struct ccs_record *r, char *what, size_t n)
+{
+    if (strcmp(ccs_kind_name(r->kind), "?") == 0)
+        snprintf(what, n, "kind %u, unknown to this ccshim-audit: damage, or a newer ccshim", (unsigned)r->kind);
+    else if (strcmp(ccs_dtype_name(r->dtype), "?") == 0)
+        snprintf(what, n, "datatype %u", (unsigned)r->dtype);
+    else if (strcmp(ccs_op_name(r->op), "?") == 0)
+        snprintf(what, n, "operation %u", (unsigned)r->op);
+    else if (strcmp(ccs_backend_name(r->backend), "?") == 0)
+        snprintf(what, n, "backend %u", (unsigned)r->backend);
+    else
+        return 0;
+    return 1;
+}
+
 static void on_record(struct file_reading *rd, const struct ccs_record *r)
 {
     struct audit *a = rd->a;
     struct audit_file *f = rd->f;
+    char what[120];
+    if (impossible(r, what, sizeof what)) { /* left out: its counts would be made up */
+        if (!rd->impossible++)
+            snprintf(rd->first_impossible, sizeof rd->first_impossible, "record %" PRIu64 ": %s", rd->items, what);
+        return;
+    }
+    /* (Consecutive records mostly name the same ones: looked up once.) */
+    if (r->comm && r->comm != rd->last_comm_id)
+        note_id(rd, &rd->comm_ids, rd->last_comm_id = r->comm, 0);
+    if (r->site && r->site != rd->last_site_id)
+        note_id(rd, &rd->site_ids, rd->last_site_id = r->site, 0);
     int cls = ccs_kind_class(r->kind);
     if (cls == CCS_CLASS_MARK) {
         audit_sinks_record(a, f, r, r->step, 0);
@@ -801,6 +895,16 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
     audit_sinks_record(a, f, r, step, site);
 
     count_in_cell(rd, r, step, cell_kind);
+    if (!site && r->site && !r->pysite) { /* its SITE chunk is still to come */
+        struct site_pending pk = {.id = r->site}, *pend = hmap_get(&rd->pending_sites, &pk, 1);
+        if (pend) {
+            pend->count++;
+            pend->bytes += r->bytes;
+            pend->deferred += (uint64_t)deferred;
+            if (r->kind < 32)
+                pend->kinds_mask |= 1u << r->kind;
+        }
+    }
     count_at_site(a, r, site, deferred);
     count_buffer_use(rd, r, step, site, deferred);
     if (ccs_kind_sequenced(r->kind) && r->comm && r->seq) { /* what desync compares */
@@ -822,7 +926,11 @@ static void file_ctx_init(struct file_reading *rd, struct audit *a, struct audit
     hmap_init(&rd->bufs, sizeof(struct buf_use), sizeof(struct buf_key));
     hmap_init(&rd->labels, sizeof(struct label), sizeof(struct label_key));
     hmap_init(&rd->bufidx, 16, 8);
+    hmap_init(&rd->last_seq, 16, 8);
     hmap_init(&rd->pairs, sizeof(struct pair), sizeof(struct pair_key));
+    hmap_init(&rd->comm_ids, sizeof(struct id_use), sizeof(uint64_t));
+    hmap_init(&rd->site_ids, sizeof(struct id_use), sizeof(uint64_t));
+    hmap_init(&rd->pending_sites, sizeof(struct site_pending), sizeof(uint64_t));
 }
 
 static void file_ctx_free(struct file_reading *rd)
@@ -830,6 +938,7 @@ static void file_ctx_free(struct file_reading *rd)
     hmap_free(&rd->bufs);
     hmap_free(&rd->labels);
     hmap_free(&rd->bufidx);
+    hmap_free(&rd->last_seq);
     free(rd->toks);
     free(rd->site_map);
     for (size_t i = 0; i < rd->nmodules; i++)
@@ -839,12 +948,16 @@ static void file_ctx_free(struct file_reading *rd)
         free(rd->pytexts[i]);
     free(rd->pytexts);
     hmap_free(&rd->pairs);
+    hmap_free(&rd->comm_ids);
+    hmap_free(&rd->site_ids);
+    hmap_free(&rd->pending_sites);
 }
 
 static void on_item(struct file_reading *rd, const struct ccs_item *it)
 {
     switch (it->type) {
     case CCS_ITEM_RECORD:
+        rd->items++;
         on_record(rd, &it->u.record);
         break;
     case CCS_ITEM_COMM:
@@ -886,9 +999,69 @@ static void set_error(struct audit_file *f, int status, const char *message)
     f->error = strdup(message);
 }
 
-/* Marks a file cut short (RC 0: no END chunk) or damaged (RC < 0, ERR) and says so. */
-static void note_read_status(struct audit_file *f, struct ccs_trace_reader *r, int rc, const char *err)
+/* Ids the records of a whole file named that no chunk of it describes:
+ * the writer describes every communicator and site it names before the END
+ * chunk, so such a name is damage.  The first into WHAT; how many. */
+static uint64_t undescribed(const struct hmap *m, const char *noun, char *what, size_t n)
 {
+    uint64_t k = 0, first = UINT64_MAX;
+    for (size_t i = 0; i < m->cap; i++) {
+        const struct id_use *u = hmap_slot((struct hmap *)m, i);
+        if (!u || u->defined || !u->first_use)
+            continue;
+        k++;
+        if (u->first_use < first) {
+            first = u->first_use;
+            snprintf(what, n, "record %" PRIu64 ": %s %016" PRIx64 ", which no chunk of the file describes", u->first_use,
+                     noun, u->id);
+        }
+    }
+    return k;
+}
+
+/* Marks a file cut short (RC 0: no END chunk) or damaged (RC < 0, ERR, or
+ * values no writer makes) and says so. */
+static void note_read_status(struct file_reading *rd, struct ccs_trace_reader *r, int rc, const char *err)
+{
+    struct audit_file *f = rd->f;
+    char what[200] = "", m[1200];
+    uint64_t names = 0;
+    if (rc == 0 && !ccs_trace_truncated(r)) { /* whole: every id it names is described */
+        names = undescribed(&rd->comm_ids, "communicator", what, sizeof what);
+        char w2[200] = "";
+        uint64_t sites = undescribed(&rd->site_ids, "call site", w2, sizeof w2);
+        if (!names && sites)
+            snprintf(what, sizeof what, "%s", w2);
+        names += sites;
+    }
+    /* The writer puts the rank in the header and in the META chunk alike. */
+    const char *meta_rank = ccs_trace_meta(r, "rank");
+    char *end = NULL;
+    long mr = meta_rank ? strtol(meta_rank, &end, 10) : 0;
+    int rank_differs = meta_rank && end && *end == 0 && mr != (long)f->rank;
+    if (rd->impossible || names || rank_differs) {
+        /* The format has no checksum: damage shows where a value cannot be
+         * right, and other values of the file may be wrong as well. */
+        int o = snprintf(m, sizeof m, "%s: damaged: ", f->path);
+        if (rank_differs)
+            o += snprintf(m + o, sizeof m - (size_t)o,
+                          "the header says rank %d, the META chunk rank %ld (the file is sorted and counted as "
+                          "rank %d); ",
+                          (int)f->rank, mr, (int)f->rank);
+        if (rd->impossible)
+            o += snprintf(m + o, sizeof m - (size_t)o,
+                          "%" PRIu64 " record%s hold%s a value no writer makes, left out (the first: %s); ",
+                          rd->impossible, rd->impossible == 1 ? "" : "s", rd->impossible == 1 ? "s" : "",
+                          rd->first_impossible);
+        if (names && o > 0 && (size_t)o < sizeof m)
+            o += snprintf(m + o, sizeof m - (size_t)o, "%" PRIu64 " id%s named by records but never described (the "
+                          "first: %s); ", names, names == 1 ? "" : "s", what);
+        if (o > 0 && (size_t)o < sizeof m)
+            snprintf(m + o, sizeof m - (size_t)o, "%s", rc < 0 ? err : "every other record was read");
+        set_error(f, FILE_DAMAGED, m);
+        fprintf(stderr, "ccshim-audit: %s; read %" PRIu64 " calls\n", m, f->records);
+        return;
+    }
     if (ccs_trace_truncated(r)) {
         if (rc < 0) {
             set_error(f, FILE_TRUNCATED, err);
@@ -922,7 +1095,7 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
     while ((rc = ccs_trace_next(r, &it, err, sizeof err)) == 1)
         on_item(&rd, &it);
     copy_meta(f, r);
-    note_read_status(f, r, rc, err);
+    note_read_status(&rd, r, rc, err);
     audit_sinks_rank_end(a, f);
     fold_buffers(&rd);
     if (is_ref)

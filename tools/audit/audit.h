@@ -31,7 +31,8 @@ struct audit_file {
     uint32_t pid;
     char host[128], job[128], exe[512];
     uint64_t start_realtime_ns;
-    uint64_t records; /* records read */
+    uint64_t records;     /* records read */
+    uint64_t collectives; /* of them, collectives (CCS_CLASS_COLL) */
     int has_end;
     struct ccs_trace_end end; /* valid when has_end */
     uint32_t last_step;
@@ -127,7 +128,7 @@ struct audit_site {
     char *module;    /* path of frame 0's module, or NULL */
     uint64_t offset; /* frame 0 offset in it */
     char *symbol;    /* runtime's dladdr name of frame 0, or NULL */
-    char *resolved;  /* "func at file:line" from addr2line, or NULL */
+    char *resolved;  /* "func at file:line (inlined f at file:line)" from the debug information, or NULL */
     char *frames;    /* all frames, "sym+off;..." for the report */
     char *pysite;    /* annotated (Python) site, "file.py:318 in fn", or NULL: a site
                         with one is the native site as reached from that line */
@@ -176,6 +177,8 @@ enum finding_kind {
     FIND_DROPPED,       /* records lost to ring overflow */
     FIND_EXPECT,        /* --expect rule exceeded */
     FIND_CAPTURED,      /* NCCL calls captured into CUDA graphs */
+    FIND_NO_CALLS,      /* no collective recorded, in the run or on some ranks */
+    FIND_DUPLICATE,     /* two traces of one rank of one job */
 };
 
 struct audit_finding {
@@ -200,7 +203,9 @@ struct audit {
     int want_patterns;
     size_t max_tokens; /* cap on the reference rank's token list */
     size_t max_ref_fp; /* cap on reference fingerprints per comm */
-    int symbolize;
+    int symbolize; /* name sites from the modules' debug information (symbols.c) */
+    struct audit_symbolizer *symbolizer;
+    const char *job; /* --job: read only this job's traces, or NULL */
     /* inputs */
     struct audit_file *files;
     size_t nfiles;
@@ -249,8 +254,14 @@ uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64
  * the desync reports and flight dumps in those directories.  Returns 0, -1
  * when an argument does not exist (message printed). */
 int audit_collect(struct audit *a, char **args, int nargs);
-/* Sorts files by rank (unknown ranks last), after a header peek. */
+/* Sorts files by rank (unknown ranks last), after a peek at the header and
+ * the job id (META). */
 void audit_sort_files(struct audit *a);
+/* Keeps the traces (and the reports) of one job: A->job when set, else the
+ * only job present.  Returns 0, or -1 after a message naming the jobs when
+ * the traces are of several jobs and none was chosen, or none is of the one
+ * chosen. */
+int audit_select_job(struct audit *a);
 
 /* ---------------------------------------------------------------- steps.c */
 /* Infers the step period and head of a token stream (one id per call):
@@ -280,8 +291,12 @@ int audit_expect_parse(const char *s, struct audit_expect *e, char *err, size_t 
 int audit_expect_check(struct audit *a);
 
 /* -------------------------------------------------------------- symbols.c */
-/* Resolves the top N sites (by count) with addr2line when available. */
-void audit_symbolize(struct audit *a, size_t n);
+/* Names site S from its module's debug information (function, file:line of
+ * the call, inlined helper) when A->symbolize is set, libdw loads and the
+ * module's file is readable; the reader calls it as each site is first read,
+ * so that the streaming outputs name sites as the reports do. */
+void audit_site_resolve(struct audit *a, struct audit_site *s);
+void audit_symbolizer_free(struct audit *a);
 /* Best short name of a site: resolved, else dladdr symbol, else module+offset. */
 const char *audit_site_name(const struct audit_site *s, char *buf, size_t n);
 
@@ -294,6 +309,8 @@ void json_str(FILE *f, const char *s);
 /* Writes S with HTML special characters escaped. */
 void html_str(FILE *f, const char *s);
 const char *kind_label(unsigned kind, int deferred, char *buf, size_t n);
+/* The name of finding kind K (enum finding_kind) in JSON and HTML. */
+const char *audit_finding_name(int k);
 int is_reduction(unsigned kind);
 /* 1 for what coalescing can defer, and so what the audit may advise it for:
  * an all-reduce summing (SUM, AVG, PREMULSUM) floating-point data (float16,

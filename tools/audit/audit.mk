@@ -23,7 +23,8 @@ libccsaudit_la_SOURCES = \
 	tools/audit/out_html.c \
 	tools/audit/out_otf2.c \
 	src/trace/trace_reader.c src/trace/trace_reader.h \
-	src/core/names.c
+	src/core/names.c \
+	src/core/dwline.c src/core/dwline.h
 
 bin_PROGRAMS += ccshim-audit
 ccshim_audit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools/audit

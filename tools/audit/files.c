@@ -158,6 +158,18 @@ void audit_sort_files(struct audit *a)
             f->error = strdup(err);
             continue;
         }
+        /* The job id is in the META chunk that follows the header. */
+        struct ccs_item it;
+        char e2[512];
+        for (int k = 0; k < 4 && ccs_trace_next(r, &it, e2, sizeof e2) == 1; k++) {
+            const char *job = ccs_trace_meta(r, "job");
+            if (job) {
+                snprintf(f->job, sizeof f->job, "%s", job);
+                break;
+            }
+            if (it.type == CCS_ITEM_RECORD)
+                break;
+        }
         const struct ccs_trace_header *h = ccs_trace_hdr(r);
         f->rank = h->rank;
         f->size = h->size;
@@ -168,4 +180,116 @@ void audit_sort_files(struct audit *a)
         ccs_trace_close(r);
     }
     qsort(a->files, a->nfiles, sizeof *a->files, file_cmp);
+}
+
+/* JOB as the runtime writes it in file names (docs/trace-format.md). */
+static void name_form(const char *job, char *out, size_t n)
+{
+    snprintf(out, n, "%s", job);
+    for (char *s = out; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
+              *s == '-' || *s == '_'))
+            *s = '_';
+}
+
+/* 1 when the name of report R says JOB ("ccshim-desync-JOB-r0.txt",
+ * "ccshim-flight-JOB-r0.flight"), or says none of the jobs JOBS (N): kept,
+ * as nothing tells whose it is. */
+static int report_of_job(const struct audit_report *r, const char *job, char (*jobs)[128], size_t n)
+{
+    const char *b = strrchr(r->path, '/');
+    char nf[160], pat[170];
+    b = b ? b + 1 : r->path;
+    name_form(job, nf, sizeof nf);
+    snprintf(pat, sizeof pat, "-%s-", nf);
+    if (strstr(b, pat))
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        name_form(jobs[i], nf, sizeof nf);
+        snprintf(pat, sizeof pat, "-%s-", nf);
+        if (strstr(b, pat))
+            return 0;
+    }
+    return 1;
+}
+
+static int is_job(const struct audit_file *f, const char *job)
+{
+    char nf[160];
+    name_form(f->job, nf, sizeof nf);
+    return strcmp(f->job, job) == 0 || strcmp(nf, job) == 0;
+}
+
+int audit_select_job(struct audit *a)
+{
+    /* The distinct jobs of the readable traces, in the order met. */
+    char jobs[8][128]; /* copies: the files move below */
+    size_t njobs = 0, count[8] = {0}, more = 0;
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *f = &a->files[i];
+        if (f->status == FILE_REFUSED || !f->job[0])
+            continue;
+        size_t j = 0;
+        while (j < njobs && strcmp(jobs[j], f->job) != 0)
+            j++;
+        if (j == njobs) {
+            if (njobs == 8) {
+                more++;
+                continue;
+            }
+            snprintf(jobs[njobs++], sizeof jobs[0], "%s", f->job);
+        }
+        count[j]++;
+    }
+    char list[600];
+    size_t o = 0;
+    list[0] = 0;
+    for (size_t j = 0; j < njobs && o < sizeof list; j++)
+        o += (size_t)snprintf(list + o, sizeof list - o, "%s%s (%zu trace%s)", j ? ", " : "", jobs[j], count[j],
+                              count[j] == 1 ? "" : "s");
+    if (more && o < sizeof list)
+        snprintf(list + o, sizeof list - o, ", and %zu traces of more jobs", more);
+    if (!a->job) {
+        if (njobs + (more > 0) <= 1)
+            return 0;
+        fprintf(stderr,
+                "ccshim-audit: the traces are of %zu%s different jobs, which must not be counted together: %s; "
+                "choose one with --job ID (or give one job's files)\n",
+                njobs, more ? " or more" : "", list);
+        return -1;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < a->nfiles; i++) {
+        struct audit_file *f = &a->files[i];
+        /* A file whose job is unknown (refused, or no META) cannot be told
+         * apart: kept, so that it is reported as it would be alone. */
+        if (!f->job[0] || is_job(f, a->job)) {
+            a->files[kept++] = *f;
+            continue;
+        }
+        free(f->path);
+        free(f->error);
+    }
+    size_t dropped = a->nfiles - kept;
+    a->nfiles = kept;
+    int any = 0;
+    for (size_t i = 0; i < a->nfiles; i++)
+        any |= a->files[i].job[0] != 0;
+    if (!any) {
+        fprintf(stderr, "ccshim-audit: --job %s: no trace of that job here (jobs: %s)\n", a->job,
+                njobs ? list : "none");
+        return -1;
+    }
+    size_t rk = 0;
+    for (size_t i = 0; i < a->nreports; i++) {
+        if (report_of_job(&a->reports[i], a->job, jobs, njobs))
+            a->reports[rk++] = a->reports[i];
+        else
+            free(a->reports[i].path);
+    }
+    if (dropped)
+        fprintf(stderr, "ccshim-audit: --job %s: %zu trace%s of other jobs left out\n", a->job, dropped,
+                dropped == 1 ? "" : "s");
+    a->nreports = rk;
+    return 0;
 }

@@ -278,8 +278,16 @@ static void mismatch_findings(struct audit *a)
             o += snprintf(f->evidence + o, sizeof f->evidence - (size_t)o,
                           "first differing sequence number %" PRIu64 "; ", f->first_seq);
         if (o > 0 && (size_t)o < sizeof f->evidence)
-            snprintf(f->evidence + o, sizeof f->evidence - (size_t)o, "%u step%s affected (%u to %u)", nsteps,
-                     nsteps > 1 ? "s" : "", first, last);
+            o += snprintf(f->evidence + o, sizeof f->evidence - (size_t)o, "%u step%s affected (%u to %u)",
+                          nsteps, nsteps > 1 ? "s" : "", first, last);
+        for (size_t i = 0; i < nr; i++) { /* a damaged file can make this up */
+            const struct audit_file *fl = file_of_rank(a, ranks[i]);
+            if (fl && fl->status == FILE_DAMAGED && o > 0 && (size_t)o < sizeof f->evidence)
+                o += snprintf(f->evidence + o, sizeof f->evidence - (size_t)o,
+                              "; rank %d's trace is damaged (see its finding): the difference may be the "
+                              "damage's",
+                              (int)ranks[i]);
+        }
         snprintf(f->action, sizeof f->action,
                  "A collective issued under a rank-dependent condition makes NCCL/MPI hang until the timeout. "
                  "List the calls around sequence %" PRIu64
@@ -403,6 +411,61 @@ static void fill_redundancy(const struct audit *a, struct audit_finding *f, cons
     redundancy_action(a, r, marked, f->action, sizeof f->action);
 }
 
+/* Whether coalescing ran on COMM: reductions it deferred (*DEFERRED) and
+ * the torch helper's real reductions standing for skipped ones (*HELPER),
+ * with the first step either happened in (*FROM).  1 when it ran. */
+static int coalescing_on(const struct audit *a, uint64_t comm, uint64_t *deferred, uint64_t *helper, uint32_t *from)
+{
+    *deferred = *helper = 0;
+    *from = UINT32_MAX;
+    for (size_t i = 0; i < a->cells.cap; i++) {
+        const struct audit_cell *c = hmap_slot((struct hmap *)&a->cells, i);
+        if (!c || c->k.comm != comm || !is_reduction(c->k.kind) || !c->k.deferred)
+            continue;
+        *(c->k.deferred == 1 ? deferred : helper) += c->count;
+        if (c->k.step < *from)
+            *from = c->k.step;
+    }
+    return *deferred + *helper > 0;
+}
+
+/* The finding F of repeats on a communicator where coalescing already runs:
+ * what remains are the reductions it performed for real, and advising to
+ * turn it on would be wrong. */
+static void already_coalescing(struct audit_finding *f, const struct repeats_seen *r, uint64_t deferred,
+                               uint64_t helper, uint32_t from)
+{
+    char steps[48];
+    if (r->first == r->last)
+        snprintf(steps, sizeof steps, "step %u", r->first);
+    else
+        snprintf(steps, sizeof steps, "steps %u to %u", r->first, r->last);
+    snprintf(f->title, sizeof f->title,
+             "coalescing is on, yet allreduce reduced the same buffer %u times per step in %s (comm %016" PRIx64
+             ")",
+             r->kmax, steps, f->comm);
+    size_t o = strlen(f->evidence);
+    if (deferred)
+        snprintf(f->evidence + o, sizeof f->evidence - o,
+                 "; coalescing deferred %" PRIu64 " reductions on this communicator, from step %u", deferred, from);
+    else
+        snprintf(f->evidence + o, sizeof f->evidence - o,
+                 "; the torch helper made DDP skip its synchronisation on this communicator from step %u (%" PRIu64
+                 " real reductions stand for skipped ones)",
+                 from, helper);
+    if (r->last < from)
+        snprintf(f->action, sizeof f->action,
+                 "Nothing to turn on: these are the reductions of the steps before coalescing deferred any "
+                 "(CCSHIM_COALESCE=auto learns each buffer's count over the first steps). To avoid them too, skip "
+                 "the synchronisation of all but the last backward of the step in the code (DDP's no_sync()).");
+    else
+        snprintf(f->action, sizeof f->action,
+                 "Nothing to turn on: these are reductions coalescing performed for real while deferring others "
+                 "(with CCSHIM_COALESCE=every:N, a count per step that N does not match; with auto, a count that "
+                 "changes between steps). Match every:N to the count, or skip the synchronisation of all but "
+                 "the last backward of the step in the code (DDP's no_sync()).");
+}
+
 /* Repeated reductions of one buffer (address, count, datatype, operation)
  * within a step that coalescing could defer (audit_coalescible).  Only
  * marked steps are evidence of per-mini-batch gradient reductions: without
@@ -422,10 +485,15 @@ static void redundancy_findings(struct audit *a)
         struct repeats_seen r = gather_repeats(a, v, n, comm);
         if (!r.nsteps)
             continue;
-        struct audit_finding *f = add(a, FIND_REDUNDANT, marked ? 1 : 0);
+        uint32_t from;
+        uint64_t deferred, helper;
+        int on = coalescing_on(a, comm, &deferred, &helper, &from);
+        struct audit_finding *f = add(a, FIND_REDUNDANT, marked && !on ? 1 : 0);
         if (!f)
             break;
         fill_redundancy(a, f, &r, comm, marked);
+        if (on)
+            already_coalescing(f, &r, deferred, helper, from);
     }
     free(v);
 }
@@ -499,10 +567,13 @@ static void file_findings(struct audit *a)
                      fl->path);
             snprintf(f->evidence, sizeof f->evidence, "%s", fl->error ? fl->error : "");
             snprintf(f->action, sizeof f->action, "%s",
-                     fl->status == FILE_REFUSED ? "Read it with a ccshim-audit of the same or a newer version "
-                                                  "as the job's ccshim, or remove it from the directory."
-                                                : "The calls before the damage are counted; the rest of "
-                                                  "this rank is missing.");
+                     fl->status == FILE_REFUSED
+                         ? "Read it with a ccshim-audit of the same or a newer version as the job's ccshim, or "
+                           "remove it from the directory."
+                         : "The file was altered after it was written (disk, copy or transfer): the calls read "
+                           "are counted, what the evidence names is not. Traces carry no checksum, so damage "
+                           "shows only where a value cannot be right: this rank's other numbers may be wrong "
+                           "too. Audit without this file, or run the job again, before relying on them.");
             f->ranks[0] = fl->rank;
             f->nranks = 1;
         } else if (fl->status == FILE_TRUNCATED) {
@@ -607,8 +678,106 @@ static void captured_findings(struct audit *a)
     f->k = a->captured;
 }
 
+/* A run, or ranks of it, with no collective recorded: nothing to compare
+ * is not agreement (an audit of it proves nothing). */
+static void no_call_findings(struct audit *a)
+{
+    size_t readable = 0, silent = 0;
+    int32_t ranks[16];
+    uint64_t calls = 0, max_coll = 0;
+    int32_t busy_rank = -1;
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *fl = &a->files[i];
+        if (fl->status == FILE_REFUSED)
+            continue;
+        readable++;
+        calls += fl->records;
+        if (fl->collectives > max_coll)
+            max_coll = fl->collectives, busy_rank = fl->rank;
+        if (fl->collectives == 0) {
+            if (silent < 16)
+                ranks[silent] = fl->rank;
+            silent++;
+        }
+    }
+    if (!silent)
+        return;
+    char rt[128];
+    ccs_ranks_str(ranks, silent < 16 ? silent : 16, rt, sizeof rt);
+    struct audit_finding *f = add(a, FIND_NO_CALLS, silent == readable ? 2 : 1);
+    if (!f)
+        return;
+    f->nranks = (int)(silent < 16 ? silent : 16);
+    memcpy(f->ranks, ranks, (size_t)f->nranks * sizeof *ranks);
+    if (silent == readable) {
+        snprintf(f->title, sizeof f->title, "no collective was recorded: %zu trace%s read, none with a collective",
+                 readable, readable == 1 ? "" : "s");
+        snprintf(f->evidence, sizeof f->evidence,
+                 "rank%s %s: 0 collectives (%" PRIu64 " other call%s: point-to-point, communicator "
+                 "management)",
+                 silent == 1 ? "" : "s", rt, calls, calls == 1 ? "" : "s");
+        snprintf(f->action, sizeof f->action,
+                 "Nothing was compared, so nothing is known to agree. Check that the job ran under ccshim-run "
+                 "(or with libccshim preloaded), that its MPI or NCCL is the one ccshim intercepts (not "
+                 "linked statically), and that the traces are of the run meant.");
+    } else {
+        snprintf(f->title, sizeof f->title, "rank%s %s recorded no collective, while rank %d recorded %" PRIu64,
+                 silent == 1 ? "" : "s", rt, (int)busy_rank, max_coll);
+        snprintf(f->evidence, sizeof f->evidence,
+                 "%zu of %zu traces hold no collective (rank%s %s); the others' are compared without them",
+                 silent, readable, silent == 1 ? "" : "s", rt);
+        snprintf(f->action, sizeof f->action,
+                 "A rank that skips every collective of its communicators hangs the others in a real job. If "
+                 "the job completed, these processes made their calls through a library ccshim does not "
+                 "intercept, or are not ranks of the job (a helper process that inherited the preload).");
+    }
+}
+
+/* Two traces of one rank of one job: two runs wrote to the directory under
+ * the same job id ("local" when no launcher set one, or a CCSHIM_JOB_ID
+ * reused), and their calls are counted together. */
+static void duplicate_rank_findings(struct audit *a)
+{
+    int32_t ranks[16];
+    size_t nr = 0, extra = 0;
+    const struct audit_file *first = NULL, *second = NULL;
+    for (size_t i = 1; i < a->nfiles; i++) {
+        const struct audit_file *p = &a->files[i - 1], *f = &a->files[i];
+        if (f->rank < 0 || f->rank != p->rank || f->status == FILE_REFUSED || p->status == FILE_REFUSED)
+            continue;
+        extra++;
+        if (nr && ranks[nr - 1] == f->rank)
+            continue;
+        if (!first)
+            first = p, second = f;
+        if (nr < 16)
+            ranks[nr++] = f->rank;
+    }
+    if (!nr)
+        return;
+    struct audit_finding *f = add(a, FIND_DUPLICATE, 2);
+    if (!f)
+        return;
+    char rt[128];
+    ccs_ranks_str(ranks, nr, rt, sizeof rt);
+    f->nranks = (int)nr;
+    memcpy(f->ranks, ranks, nr * sizeof *ranks);
+    snprintf(f->title, sizeof f->title,
+             "rank%s %.60s of job %.60s ha%s more than one trace: their calls are counted together", nr == 1 ? "" : "s",
+             rt, first->job[0] ? first->job : "(unknown)", nr == 1 ? "s" : "ve");
+    snprintf(f->evidence, sizeof f->evidence, "%zu trace%s too many; for example %.400s and %.400s, both rank %d",
+             extra,
+             extra == 1 ? "" : "s", first->path, second->path, (int)first->rank);
+    snprintf(f->action, sizeof f->action,
+             "Two runs wrote to this directory under one job id (\"local\" when no launcher gave one, or a "
+             "CCSHIM_JOB_ID used twice): audit each run's files apart, and give each run a directory of its "
+             "own or a job id of its own.");
+}
+
 void audit_findings(struct audit *a)
 {
+    no_call_findings(a);
+    duplicate_rank_findings(a);
     mismatch_findings(a);
     report_findings(a);
     redundancy_findings(a);

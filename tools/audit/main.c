@@ -23,15 +23,20 @@ static void usage(FILE *f)
           "                       fail (exit 1) when a step has more than N real calls of KIND per\n"
           "                       communicator (default), per step over all communicators, or of one\n"
           "                       buffer; repeatable\n"
-          "  --no-symbols         do not run addr2line on the top call sites\n"
+          "  --fail-on error|warn exit 3 when a finding of that severity or worse was made\n"
+          "  --job ID             read only the traces of job ID (a directory holding several jobs'\n"
+          "                       traces is refused without it)\n"
+          "  --no-symbols         do not read the modules' debug information to name call sites\n"
           "  --help, --version\n"
-          "Exit status: 0 done, 1 an --expect rule was exceeded, 2 usage error or no readable trace.\n",
+          "Exit status: 0 done, 1 an --expect rule was exceeded, 2 usage error, no readable trace or\n"
+          "traces of several jobs, 3 a finding at the --fail-on severity or worse.\n",
           f);
 }
 
 /* What the command line asks for beyond struct audit's own options. */
 struct audit_request {
     int symbols;
+    int fail_on; /* lowest severity that fails the run (1 warning, 2 error), -1 none */
 };
 
 /* --expect RULE, added to A's rules.  Returns 0, -1 (message printed when the rule is bad). */
@@ -50,17 +55,19 @@ static int add_expect(struct audit *a, const char *arg)
     return 0;
 }
 
-enum { OPT_EXPECT = 256, OPT_NO_SYMBOLS, OPT_HELP, OPT_VERSION, OPT_SINK = 512 };
+enum { OPT_EXPECT = 256, OPT_NO_SYMBOLS, OPT_FAIL_ON, OPT_JOB, OPT_HELP, OPT_VERSION, OPT_SINK = 512 };
 #define MAX_SINK_TYPES 32
 
 /* The long options: the tool's own, then each sink type's (OPT_SINK + 2i
  * chooses type i, OPT_SINK + 2i + 1 tunes it).  Fills OPTS (room for
- * 2 * MAX_SINK_TYPES + 5). */
+ * 2 * MAX_SINK_TYPES + 7). */
 static void long_options(struct option *opts)
 {
     static const struct option own[] = {
         {"expect", required_argument, 0, OPT_EXPECT},
         {"no-symbols", no_argument, 0, OPT_NO_SYMBOLS},
+        {"fail-on", required_argument, 0, OPT_FAIL_ON},
+        {"job", required_argument, 0, OPT_JOB},
         {"help", no_argument, 0, OPT_HELP},
         {"version", no_argument, 0, OPT_VERSION},
     };
@@ -107,7 +114,7 @@ static int check_stdout_sinks(struct audit *a)
  * arguments from optind, else the exit status (help, version, usage error). */
 static int parse_options(struct audit *a, struct audit_request *req, int argc, char **argv)
 {
-    struct option opts[2 * MAX_SINK_TYPES + 5];
+    struct option opts[2 * MAX_SINK_TYPES + 7];
     long_options(opts);
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -124,6 +131,23 @@ static int parse_options(struct audit *a, struct audit_request *req, int argc, c
         case OPT_EXPECT:
             if (add_expect(a, optarg) != 0)
                 return 2;
+            break;
+        case OPT_FAIL_ON:
+            if (strcmp(optarg, "error") == 0)
+                req->fail_on = 2;
+            else if (strcmp(optarg, "warn") == 0 || strcmp(optarg, "warning") == 0)
+                req->fail_on = 1;
+            else {
+                fprintf(stderr, "ccshim-audit: --fail-on %s: expected error or warn\n", optarg);
+                return 2;
+            }
+            break;
+        case OPT_JOB:
+            if (!*optarg) {
+                fprintf(stderr, "ccshim-audit: --job: expected a job id (as in the traces' names)\n");
+                return 2;
+            }
+            a->job = optarg;
             break;
         case 'h':
         case OPT_HELP:
@@ -158,6 +182,8 @@ static int open_inputs(struct audit *a, char **args, int nargs)
         return 2;
     }
     audit_sort_files(a);
+    if (audit_select_job(a) != 0)
+        return 2;
     return audit_sinks_open(a) == 0 ? 0 : 2;
 }
 
@@ -193,12 +219,11 @@ static void print_expect_failures(const struct audit *a, int failed)
 
 /* Checks the rules, finds what to say and closes the sinks that report
  * it (the table, JSON or TSV, the HTML report).  Returns RC, 2 when one
- * failed, or 1 when a rule was exceeded and nothing else failed. */
+ * failed, 1 when a rule was exceeded and nothing else failed, or 3 when a
+ * finding at the --fail-on severity was made and nothing else failed. */
 static int report(struct audit *a, const struct audit_request *req, int rc)
 {
     int failed = audit_expect_check(a);
-    if (req->symbols)
-        audit_symbolize(a, 20);
     audit_findings(a);
     if (audit_sinks_close(a, 1) != 0)
         rc = 2;
@@ -206,18 +231,31 @@ static int report(struct audit *a, const struct audit_request *req, int rc)
         print_expect_failures(a, failed);
         rc = 1;
     }
+    if (req->fail_on > 0) {
+        size_t n = 0;
+        for (size_t i = 0; i < a->nfindings; i++)
+            n += a->findings[i].severity >= req->fail_on;
+        if (n) {
+            fprintf(stderr, "ccshim-audit: %zu finding%s of severity %s or worse (--fail-on)\n", n,
+                    n == 1 ? "" : "s", req->fail_on == 2 ? "error" : "warning");
+            if (rc == 0)
+                rc = 3;
+        }
+    }
     return rc;
 }
 
 int main(int argc, char **argv)
 {
     struct audit a;
-    struct audit_request req = {.symbols = 1};
+    struct audit_request req = {.symbols = 1, .fail_on = -1};
     audit_init(&a);
     int rc = parse_options(&a, &req, argc, argv);
     if (rc < 0 && (rc = open_inputs(&a, argv + optind, argc - optind)) == 0) {
+        a.symbolize = req.symbols;
         rc = read_traces(&a);
-        if (audit_sinks_want(&a, AUDIT_SINK_REPORT))
+        /* --fail-on needs the findings even when no output shows them. */
+        if (audit_sinks_want(&a, AUDIT_SINK_REPORT) || req.fail_on > 0)
             rc = report(&a, &req, rc);
         if (fflush(stdout) != 0)
             rc = 2;

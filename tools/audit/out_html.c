@@ -213,15 +213,6 @@ static void chart(struct audit *a, FILE *f)
 static void findings(struct audit *a, FILE *f)
 {
     static const char *sev[] = {"info", "warning", "error"};
-    static const char *kn[] = {"",
-                               "redundant-reduction",
-                               "rank-mismatch",
-                               "desync-reports",
-                               "deferred-reductions",
-                               "truncated-trace",
-                               "unreadable-trace",
-                               "dropped-records",
-                               "expect-exceeded"};
     fprintf(f, "<h2>Findings</h2>\n<ol id=\"findings\">\n");
     if (!a->nfindings)
         fprintf(f,
@@ -231,7 +222,7 @@ static void findings(struct audit *a, FILE *f)
     for (size_t i = 0; i < a->nfindings; i++) {
         const struct audit_finding *x = &a->findings[i];
         fprintf(f, "<li class=\"finding sev-%s\" data-kind=\"%s\" data-severity=\"%s\" data-k=\"%" PRIu64 "\"><b>",
-                sev[x->severity], x->kind >= 1 && x->kind <= 8 ? kn[x->kind] : "?", sev[x->severity], x->k);
+                sev[x->severity], audit_finding_name(x->kind), sev[x->severity], x->k);
         html_str(f, x->title);
         fputs("</b><div class=\"ev\">Evidence: ", f);
         html_str(f, x->evidence);

@@ -18,7 +18,8 @@ struct trow {
     uint64_t count, bytes, time;
     size_t nranks;
     char ranks[64];
-    int odd; /* not the majority of its (kind, deferred) */
+    int outlier; /* holds a rank whose sequenced calls differ from the majority's (a rank-mismatch finding) */
+    int odd;     /* not the majority of its (kind, deferred), and the difference is a finding's */
 };
 
 static int group_cmp(const void *x, const void *y)
@@ -48,11 +49,24 @@ static struct trow *step_rows(const struct audit *a, struct audit_cell **v, size
         *nrows = 0;
         return NULL;
     }
+    /* The ranks of each communicator whose sequenced calls in this step
+     * differ from the majority's: the rank-mismatch finding's. */
+    int32_t *out = malloc((a->nfiles + 1) * sizeof *out);
+    size_t nout = 0;
+    uint64_t out_comm = 0;
+    int have_out = 0;
     while (*i < n && v[*i]->k.step == step) {
         size_t j = *i, nk = 0;
         struct trow r;
         memset(&r, 0, sizeof r);
         r.comm = v[j]->k.comm;
+        if (out && (!have_out || out_comm != r.comm)) {
+            nout = audit_step_outliers(a, step, r.comm, out, a->nfiles + 1);
+            if (nout > a->nfiles + 1)
+                nout = a->nfiles + 1;
+            out_comm = r.comm;
+            have_out = 1;
+        }
         r.kind = v[j]->k.kind;
         r.deferred = v[j]->k.deferred;
         r.count = v[j]->count;
@@ -62,6 +76,8 @@ static struct trow *step_rows(const struct audit *a, struct audit_cell **v, size
             r.time += v[j]->time_ns;
             if (nk < a->nfiles + 1)
                 ranks[nk++] = v[j]->k.rank;
+            for (size_t o = 0; o < nout; o++)
+                r.outlier |= out[o] == v[j]->k.rank;
             j++;
         }
         /* ranks came sorted by rank within the group */
@@ -78,7 +94,11 @@ static struct trow *step_rows(const struct audit *a, struct audit_cell **v, size
         *i = j;
     }
     free(ranks);
-    /* Within each (comm, kind, deferred), groups other than the largest are odd. */
+    free(out);
+    /* Within each (comm, kind, deferred), groups other than the largest are
+     * odd, where ranks must agree (sequenced collectives: point-to-point
+     * calls and the sizes of the v-collectives differ by design) and the
+     * findings name the difference. */
     for (size_t s = 0; s < nr;) {
         size_t e = s, best = s;
         while (e < nr && rows[e].comm == rows[s].comm && rows[e].kind == rows[s].kind &&
@@ -88,7 +108,7 @@ static struct trow *step_rows(const struct audit *a, struct audit_cell **v, size
             e++;
         }
         for (size_t k = s; k < e; k++)
-            rows[k].odd = e - s > 1 && k != best;
+            rows[k].odd = e - s > 1 && k != best && ccs_kind_sequenced(rows[k].kind) && rows[k].outlier;
         s = e;
     }
     *nrows = nr;
@@ -184,6 +204,11 @@ static void print_step(const struct audit *a, FILE *f, uint32_t s0, uint32_t s1,
             const struct audit_comm *c = audit_comm_get((struct audit *)a, rows[k].comm, 0);
             if (rows[k].comm == 0)
                 fprintf(f, "  no communicator (unsequenced calls)\n");
+            else if (c && c->size > 0 && c->how == 0)
+                /* Created by a call ccshim does not intercept: each rank counts its calls under an id of
+                 * its own, so one rank's calls are all this id can show. */
+                fprintf(f, "  comm %016" PRIx64 " (%s, %d ranks, not seen created: one rank's calls, under its own id)\n",
+                        rows[k].comm, ccs_backend_name(c->backend), (int)c->size);
             else if (c && c->size > 0)
                 fprintf(f, "  comm %016" PRIx64 " (%s, %d ranks)\n", rows[k].comm, ccs_backend_name(c->backend),
                         (int)c->size);
@@ -212,11 +237,15 @@ static void print_step(const struct audit *a, FILE *f, uint32_t s0, uint32_t s1,
             if (j > k && rows[j].kind == rows[j - 1].kind && rows[j].deferred == rows[j - 1].deferred)
                 continue;
             size_t have = 0;
+            int outliers = 0;
+            for (size_t m = j; m < nr && rows[m].comm == rows[j].comm; m++)
+                outliers |= rows[m].outlier;
             for (size_t m = j; m < nr && rows[m].comm == rows[j].comm && rows[m].kind == rows[j].kind &&
                                rows[m].deferred == rows[j].deferred;
                  m++)
                 have += rows[m].nranks;
-            if (have < want)
+            /* As for the rows: only where ranks must agree and a finding says they do not. */
+            if (have < want && ccs_kind_sequenced(rows[j].kind) && outliers)
                 fprintf(f, "  ! %-24s %zu rank%s of comm %016" PRIx64 " made none\n",
                         kind_label(rows[j].kind, (int)rows[j].deferred, kl, sizeof kl), want - have,
                         want - have == 1 ? "" : "s", rows[j].comm);
@@ -292,14 +321,30 @@ static void print_findings(struct audit *a, FILE *f)
     }
 }
 
+/* "func at /long/path/file.c:12 (inlined g at ../path/h.h:3)" ->
+ * "func at file.c:12 (inlined g at h.h:3)", to fit the width. */
+static void short_paths(char *nm)
+{
+    for (char *at = strstr(nm, " at "); at; at = strstr(at + 4, " at ")) {
+        char *p = at + 4, *end = p + strcspn(p, ": "), *slash = NULL;
+        for (char *q = p; q < end; q++)
+            if (*q == '/')
+                slash = q;
+        if (slash)
+            memmove(p, slash + 1, strlen(slash + 1) + 1);
+    }
+}
+
 static void print_sites(struct audit *a, FILE *f)
 {
     if (!a->nsites)
         return;
     size_t nsites;
     struct audit_site **v = audit_sorted_sites(a, &nsites);
-    if (!v)
+    if (!v || !nsites) { /* sites described, none with a call */
+        free(v);
         return;
+    }
     size_t n = nsites < 10 ? nsites : 10;
     fprintf(f, "\ntop call sites (all ranks, by calls)\n    %9s %10s %9s  %s\n", "calls", "bytes", "deferred",
             "site [kinds]");
@@ -310,14 +355,17 @@ static void print_sites(struct audit *a, FILE *f)
             if (v[i]->kinds_mask & (1u << k))
                 o += (size_t)snprintf(kinds + o, sizeof kinds - o, "%s%s", o ? "," : "", ccs_kind_name(k));
         audit_site_name(v[i], nm, sizeof nm);
-        /* "func at /long/path/file.c:12" -> "func at file.c:12" to fit the width */
-        char *at = strstr(nm, " at /"), *slash = at ? strrchr(at, '/') : NULL;
-        if (slash)
-            memmove(at + 4, slash + 1, strlen(slash + 1) + 1);
+        short_paths(nm);
         snprintf(line, sizeof line, "%.500s [%.120s]", nm, kinds);
         size_t avail = WIDTH - 1 - 36, len = strlen(line);
         if (len > avail) { /* keep both ends: the function and the kinds */
-            size_t head = (avail - 3) / 2, tail = avail - 3 - head;
+            size_t head = (avail - 3) / 2, tail;
+            /* and a Python line whole, with the bar after it */
+            const char *bar = v[i]->pysite ? strstr(line, " | ") : NULL;
+            size_t want = bar ? (size_t)(bar - line) + 3 : 0, kl = strlen(kinds) + 3;
+            if (want > head && want + 3 + kl <= avail)
+                head = want;
+            tail = avail - 3 - head;
             memmove(line + head + 3, line + len - tail, tail + 1);
             memcpy(line + head, "...", 3);
         }

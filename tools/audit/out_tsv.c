@@ -37,7 +37,7 @@ const struct audit_sink_type audit_sink_tsv = {
 static int records_open(struct audit_sink *s)
 {
     (void)s;
-    printf("#rank\tseq\tcomm\tkind\tcount\tdtype\top\troot\tfingerprint\tstep\tflags\tsite\tbuf\n");
+    printf("#rank\tseq\tcomm\tkind\tcount\tdtype\top\troot\tfingerprint\tstep\tflags\tsite\tbuf\twhere\n");
     return 0;
 }
 
@@ -45,10 +45,17 @@ static int records_open(struct audit_sink *s)
 static void records_record(struct audit_sink *s, const struct audit_file *f, const struct ccs_record *r,
                            uint32_t step, uint32_t site)
 {
-    (void)s;
-    (void)site; /* the trace's own site id is shown */
     if (ccs_kind_class(r->kind) == CCS_CLASS_MARK)
         return;
+    /* `site` is the trace's own site id; `where` names it as every output
+     * does (a tab or newline in a name from a damaged file would split the
+     * line: replaced). */
+    char where[1024] = "-";
+    if (site && site <= s->a->nsites)
+        audit_site_name(s->a->site_list[site - 1], where, sizeof where);
+    for (char *p = where; *p; p++)
+        if (*p == '\t' || *p == '\n')
+            *p = ' ';
     char flags[128] = "";
     size_t o = 0;
 #define CCS_X(e, b, name)                                                                                          \
@@ -57,15 +64,15 @@ static void records_record(struct audit_sink *s, const struct audit_file *f, con
     CCS_FLAG_LIST(CCS_X)
 #undef CCS_X
     printf("%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\t%" PRIx64
-           "\n",
+           "\t%s\n",
            (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
-           ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site, r->buf);
+           ccs_op_name(r->op), (int)r->root, r->fingerprint, step, o ? flags : "-", (unsigned)r->site, r->buf, where);
 }
 
 const struct audit_sink_type audit_sink_tsv_records = {
     .option = "tsv-records",
     .help = "  --tsv-records        one tab-separated line per record:\n"
-            "                       rank seq comm kind count dtype op root fingerprint step flags site buf\n",
+            "                       rank seq comm kind count dtype op root fingerprint step flags site buf where\n",
     .flags = AUDIT_SINK_STDOUT,
     .open = records_open,
     .record = records_record,

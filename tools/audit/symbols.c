@@ -1,10 +1,15 @@
 /*
- * symbols.c - names the busiest call sites.  The runtime records raw
- * offsets (and dladdr names when it had them); here, off the hot path, the
- * top sites get function and file:line from addr2line, run once per module
- * with all of that module's offsets.
+ * symbols.c - names call sites.  The runtime records raw offsets of return
+ * addresses (and dladdr names when it had them); here, as each site is
+ * first read, its innermost frame gets function and file:line from the
+ * module's debug information, the way the runtime's desync reports name it
+ * (src/core/dwline.c: the call instruction, return address - 1; inside
+ * inlined code the line in the function the author called the helper from).
+ * Every output (table, JSON, TSV records, Chrome trace, HTML) then prints
+ * the same name.
  */
 #include "audit.h"
+#include "dwline.h"
 #include <elf.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -34,8 +39,9 @@ const char *audit_site_name(const struct audit_site *s, char *buf, size_t n)
     return buf;
 }
 
+#ifdef HAVE_ELFUTILS_LIBDWFL_H
 /* Offsets are from the module's load base; a non-PIE executable is linked at
- * its first segment's address, which addr2line expects added back. */
+ * its first segment's address, which its debug information uses. */
 static uint64_t link_base(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -61,99 +67,127 @@ static uint64_t link_base(const char *path)
     return base;
 }
 
-static int have_addr2line(void)
+/* One module file opened with libdwfl, kept for the run. */
+struct sym_module {
+    char *path;
+    Dwfl *dwfl;        /* NULL: unreadable or no ELF */
+    Dwfl_Module *mod;
+    uint64_t base;     /* link_base + libdwfl's bias */
+};
+
+struct audit_symbolizer {
+    struct ccs_dw dw;
+    int state; /* 0 not tried, 1 usable, -1 libdw missing */
+    Dwfl_Callbacks cb;
+    struct sym_module *mods;
+    size_t nmods;
+};
+
+static struct sym_module *module_open(struct audit_symbolizer *z, const char *path)
 {
-    const char *path = getenv("PATH");
-    char buf[4096];
-    if (!path)
-        path = "/usr/bin:/bin";
-    while (*path) {
-        size_t l = strcspn(path, ":");
-        snprintf(buf, sizeof buf, "%.*s/addr2line", (int)l, path);
-        if (access(buf, X_OK) == 0)
-            return 1;
-        path += l + (path[l] == ':');
+    for (size_t i = 0; i < z->nmods; i++)
+        if (strcmp(z->mods[i].path, path) == 0)
+            return &z->mods[i];
+    struct sym_module *n = realloc(z->mods, (z->nmods + 1) * sizeof *n);
+    if (!n)
+        return NULL;
+    z->mods = n;
+    struct sym_module *m = &z->mods[z->nmods];
+    memset(m, 0, sizeof *m);
+    m->path = strdup(path);
+    if (!m->path)
+        return NULL;
+    z->nmods++;
+    if (access(path, R_OK) != 0 || !(m->dwfl = z->dw.begin(&z->cb)))
+        return m;
+    m->mod = z->dw.report_offline(m->dwfl, path, path, -1);
+    z->dw.report_end(m->dwfl, NULL, NULL);
+    Dwarf_Addr bias = 0;
+    if (!m->mod || !z->dw.module_getelf(m->mod, &bias)) {
+        z->dw.end(m->dwfl);
+        m->dwfl = NULL;
+        m->mod = NULL;
+        return m;
     }
-    return 0;
+    m->base = link_base(path) + bias;
+    return m;
 }
 
-/* Shell-quotes S into OUT ('...' with ' escaped). */
-static void quote(const char *s, char *out, size_t n)
+static struct audit_symbolizer *symbolizer(struct audit *a)
 {
-    size_t o = 0;
-    out[o++] = '\'';
-    for (; *s && o + 5 < n; s++) {
-        if (*s == '\'') {
-            memcpy(out + o, "'\\''", 4);
-            o += 4;
-        } else
-            out[o++] = *s;
+    struct audit_symbolizer *z = a->symbolizer;
+    if (!z) {
+        z = a->symbolizer = calloc(1, sizeof *z);
+        if (!z)
+            return NULL;
     }
-    out[o++] = '\'';
-    out[o] = 0;
-}
-
-static int count_cmp(const void *x, const void *y)
-{
-    const struct audit_site *a = *(struct audit_site *const *)x, *b = *(struct audit_site *const *)y;
-    if (a->count != b->count)
-        return a->count > b->count ? -1 : 1;
-    return a->index < b->index ? -1 : 1;
-}
-
-void audit_symbolize(struct audit *a, size_t n)
-{
-    if (!a->nsites || !have_addr2line())
-        return;
-    struct audit_site **top = malloc(a->nsites * sizeof *top);
-    if (!top)
-        return;
-    memcpy(top, a->site_list, a->nsites * sizeof *top);
-    qsort(top, a->nsites, sizeof *top, count_cmp);
-    if (n > a->nsites)
-        n = a->nsites;
-    for (size_t i = 0; i < n; i++) {
-        struct audit_site *s = top[i];
-        if (!s->module || s->resolved || access(s->module, R_OK) != 0)
-            continue;
-        /* Every top site of this module in one addr2line run. */
-        uint64_t base = link_base(s->module);
-        char q[4200], cmd[8192];
-        quote(s->module, q, sizeof q);
-        int o = snprintf(cmd, sizeof cmd, "addr2line -f -C -e %s", q);
-        struct audit_site *batch[64];
-        size_t nb = 0;
-        for (size_t j = i; j < n && nb < 64; j++) {
-            if (top[j]->module && !top[j]->resolved && strcmp(top[j]->module, s->module) == 0 && o > 0 &&
-                (size_t)o + 40 < sizeof cmd) {
-                batch[nb++] = top[j];
-                o += snprintf(cmd + o, sizeof cmd - (size_t)o, " 0x%" PRIx64, top[j]->offset + base);
-            }
+    if (z->state == 0) {
+        char why[200];
+        if (ccs_dw_load(&z->dw, why, sizeof why) != 0) {
+            fprintf(stderr, "ccshim-audit: %s: call sites are named by the runtime's dladdr names only\n", why);
+            z->state = -1;
+        } else {
+            z->state = 1;
+            z->cb.find_elf = z->dw.build_id_find_elf;
+            z->cb.section_address = z->dw.offline_section_address;
+            /* As the runtime: no debuginfod server is asked (the network
+             * may hang), separate debug information comes from local files. */
+            const char *urls = getenv("DEBUGINFOD_URLS");
+            z->cb.find_debuginfo = urls && *urls ? z->dw.build_id_find_debuginfo : z->dw.find_debuginfo;
         }
-        snprintf(cmd + o, sizeof cmd - (size_t)o, " 2>/dev/null");
-        FILE *p = popen(cmd, "r");
-        if (!p)
-            break;
-        char fn[1024], loc[2048];
-        for (size_t j = 0; j < nb; j++) {
-            if (!fgets(fn, sizeof fn, p) || !fgets(loc, sizeof loc, p))
-                break;
-            fn[strcspn(fn, "\n")] = 0;
-            loc[strcspn(loc, "\n")] = 0;
-            char *disc = strstr(loc, " (discriminator");
-            if (disc)
-                *disc = 0;
-            int known_fn = strcmp(fn, "??") != 0, known_loc = strncmp(loc, "??", 2) != 0;
-            char r[3100];
-            if (known_fn && known_loc)
-                snprintf(r, sizeof r, "%s at %s", fn, loc);
-            else if (known_fn)
-                snprintf(r, sizeof r, "%s", fn);
-            else
-                continue;
-            batch[j]->resolved = strdup(r);
-        }
-        pclose(p);
     }
-    free(top);
+    return z->state == 1 ? z : NULL;
 }
+
+void audit_site_resolve(struct audit *a, struct audit_site *s)
+{
+    if (!a->symbolize || s->resolved || !s->module)
+        return;
+    struct audit_symbolizer *z = symbolizer(a);
+    struct sym_module *m = z ? module_open(z, s->module) : NULL;
+    if (!m || !m->mod)
+        return;
+    struct ccs_dw_where w;
+    Dwarf_Addr ret = m->base + s->offset;
+    const char *elf_name = NULL;
+    GElf_Off off;
+    GElf_Sym sym;
+    if (ccs_dw_where(&z->dw, m->mod, ret, &w) != 0 && w.func[0] == 0) {
+        /* No line: at least the ELF symbol of the call instruction. */
+        elf_name = z->dw.addrinfo(m->mod, ret - 1, &off, &sym, NULL, NULL, NULL);
+        if (!elf_name)
+            return;
+    } else if (!w.func[0]) {
+        elf_name = z->dw.addrinfo(m->mod, ret - 1, &off, &sym, NULL, NULL, NULL);
+    }
+    char r[1400];
+    ccs_dw_where_str(&w, elf_name ? elf_name : s->symbol, r, sizeof r);
+    s->resolved = strdup(r);
+}
+
+void audit_symbolizer_free(struct audit *a)
+{
+    struct audit_symbolizer *z = a->symbolizer;
+    if (!z)
+        return;
+    for (size_t i = 0; i < z->nmods; i++) {
+        if (z->mods[i].dwfl)
+            z->dw.end(z->mods[i].dwfl);
+        free(z->mods[i].path);
+    }
+    free(z->mods);
+    /* libdw stays loaded: unloading buys nothing at exit. */
+    free(z);
+    a->symbolizer = NULL;
+}
+#else
+void audit_site_resolve(struct audit *a, struct audit_site *s)
+{
+    (void)a, (void)s;
+}
+
+void audit_symbolizer_free(struct audit *a)
+{
+    (void)a;
+}
+#endif

@@ -195,3 +195,32 @@ struct audit_stepcomm **audit_sorted_stepcomms(const struct audit *a, size_t *n)
     *n = k;
     return v;
 }
+
+const char *audit_finding_name(int k)
+{
+    switch (k) {
+    case FIND_REDUNDANT:
+        return "redundant-reduction";
+    case FIND_MISMATCH:
+        return "rank-mismatch";
+    case FIND_REPORTS:
+        return "desync-reports";
+    case FIND_DEFERRED:
+        return "deferred-reductions";
+    case FIND_TRUNCATED:
+        return "truncated-trace";
+    case FIND_UNREADABLE:
+        return "unreadable-trace";
+    case FIND_DROPPED:
+        return "dropped-records";
+    case FIND_EXPECT:
+        return "expect-exceeded";
+    case FIND_CAPTURED:
+        return "captured-collectives";
+    case FIND_NO_CALLS:
+        return "no-collectives";
+    case FIND_DUPLICATE:
+        return "duplicate-rank";
+    }
+    return "?";
+}
