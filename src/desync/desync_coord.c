@@ -23,6 +23,7 @@
  * leader's connection waits behind it for at most that long.
  */
 #include "desync_conn.h"
+#include "desync_fold.h"
 #include "desync_search.h"
 #include "desync_tcp.h"
 #include "log.h"
@@ -49,13 +50,6 @@
 #define SILENT_MS 100       /* an unknown peer without a ticket this long is evicted when others wait */
 #define ACCEPT_PAUSE_MS 250 /* no descriptors left: accept again after */
 #define REFUSED_LOG_MS 5000 /* refused peers: one line per period */
-
-struct fold {
-    uint64_t comm, key, max, min;
-    int32_t size, n;
-    uint64_t *bits;
-    int done;
-};
 
 struct ccs_dsx_coord {
     int lfd;
@@ -100,8 +94,8 @@ struct ccs_dsx_coord {
     uint64_t dropped_log_ms; /* last warning about a dropped leader */
     unsigned dropped_unlogged;
     struct ccs_dsx_seen *seen;
-    struct fold *folds;
-    size_t nfolds, capfolds;
+    struct ccs_dsx_folds *folds; /* agreements (desync_fold.c) */
+    uint64_t folds_refused, folds_log_ms; /* new agreements refused since the last line about them */
     uint64_t detail_ms[16], detail_id[16];
     uint64_t want_ms[16], want_id[16], want_seq[16];
     struct ccs_dsx_search srch[CCS_DSX_NSEARCH]; /* desync_search.c */
@@ -336,62 +330,25 @@ static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
     ccs_dsx_conn_close(c);
 }
 
-static void fold_agree(struct ccs_dsx_coord *k, const struct ccs_dsx_agree *a)
+static void fold_agree(struct ccs_dsx_coord *k, int32_t peer, const char *host, const struct ccs_dsx_agree *a)
 {
-    if (a->size <= 0 || a->size > k->wsize || a->crank < 0 || a->crank >= a->size || a->n != 1)
-        return;
-    struct fold *f = NULL;
-    for (size_t i = 0; i < k->nfolds; i++)
-        if (k->folds[i].comm == a->comm && k->folds[i].key == a->key)
-            f = &k->folds[i];
-    if (!f) {
-        if (k->nfolds == k->capfolds) {
-            /* Keep the table small: forget the oldest finished folds. */
-            size_t w = 0;
-            for (size_t i = 0; i < k->nfolds; i++) {
-                if (k->folds[i].done && k->nfolds > 256 && i < k->nfolds / 2) {
-                    free(k->folds[i].bits);
-                    continue;
-                }
-                k->folds[w++] = k->folds[i];
-            }
-            k->nfolds = w;
-            if (k->nfolds == k->capfolds) {
-                size_t nc = k->capfolds ? k->capfolds * 2 : 64;
-                struct fold *nf = realloc(k->folds, nc * sizeof *nf);
-                if (!nf)
-                    return;
-                k->folds = nf;
-                k->capfolds = nc;
-            }
-        }
-        f = &k->folds[k->nfolds];
-        memset(f, 0, sizeof *f);
-        f->bits = calloc(((size_t)a->size + 63) / 64, 8);
-        if (!f->bits)
-            return;
-        k->nfolds++;
-        f->comm = a->comm;
-        f->key = a->key;
-        f->size = a->size;
-        f->min = UINT64_MAX;
-    }
-    if (f->done || a->size != f->size || (f->bits[a->crank / 64] >> (a->crank % 64) & 1))
-        return;
-    f->bits[a->crank / 64] |= 1ull << (a->crank % 64);
-    f->n++;
-    f->max = a->max > f->max ? a->max : f->max;
-    f->min = a->min < f->min ? a->min : f->min;
-    if (f->n == f->size) {
-        f->done = 1;
-        struct ccs_dsx_agree res = {.comm = f->comm,
-                                    .key = f->key,
-                                    .max = f->max,
-                                    .min = f->min,
-                                    .crank = 0,
-                                    .size = f->size,
-                                    .n = (uint32_t)f->n};
+    struct ccs_dsx_agree res;
+    uint64_t now = ccs_clock_mono_ms();
+    int rc = ccs_dsx_folds_add(k->folds, a, k->wsize, peer, now, &res);
+    if (rc == 1) {
         broadcast(k, CCS_DSX_M_AGREE, &res, sizeof res);
+    } else if (rc < 0) { /* said at once, then once per REFUSED_LOG_MS with the count */
+        k->folds_refused++;
+        if (k->folds_log_ms && now - k->folds_log_ms < REFUSED_LOG_MS)
+            return;
+        CCS_LOG(WARN,
+                "desync coordinator: the leader of host '%.64s' (rank %d) opened more agreements than its share "
+                "(%d pending, of %d in all) or the table is full: %llu new ones refused%s; their ranks time out "
+                "and go on without them",
+                host, peer, CCS_DSX_FOLDS_PER_PEER, CCS_DSX_FOLDS_PENDING, (unsigned long long)k->folds_refused,
+                k->folds_log_ms ? " in the last 5 s" : "");
+        k->folds_log_ms = now;
+        k->folds_refused = 0;
     }
 }
 
@@ -463,16 +420,22 @@ static int on_statuses(struct ccs_dsx_coord *k, size_t i, const unsigned char *p
 }
 
 /* An AGREE frame: whole agreement values, each folded.  0 or -1 (WHY). */
-static int on_agree(struct ccs_dsx_coord *k, const unsigned char *p, uint32_t len, char *why, size_t n)
+static int on_agree(struct ccs_dsx_coord *k, const struct ccs_dsx_conn *c, const unsigned char *p, uint32_t len,
+                    char *why, size_t n)
 {
     if (len % sizeof(struct ccs_dsx_agree)) {
         snprintf(why, n, "AGREE frame of %u bytes is not a whole number of values", len);
         return -1;
     }
+    if (len / sizeof(struct ccs_dsx_agree) > CCS_DSX_AGREE_PER_FRAME) { /* each frame's work bounded */
+        snprintf(why, n, "AGREE frame of %zu values (at most %d)", len / sizeof(struct ccs_dsx_agree),
+                 CCS_DSX_AGREE_PER_FRAME);
+        return -1;
+    }
     for (size_t o = 0; o < len; o += sizeof(struct ccs_dsx_agree)) {
         struct ccs_dsx_agree a;
         memcpy(&a, p + o, sizeof a);
-        fold_agree(k, &a);
+        fold_agree(k, c->peer_rank, c->host, &a);
     }
     return 0;
 }
@@ -530,7 +493,7 @@ static int coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
             if (on_statuses(k, i, p, f.length, why, n) != 0)
                 return -1;
         } else if (f.type == CCS_DSX_M_AGREE) {
-            if (on_agree(k, p, f.length, why, n) != 0)
+            if (on_agree(k, c, p, f.length, why, n) != 0)
                 return -1;
         } else {
             snprintf(why, n, "unexpected frame type %u from a client", f.type);
@@ -687,7 +650,7 @@ static void coord_eval(struct ccs_dsx_coord *k)
         held += k->st[r] ? k->stsize[r] : 0;
     for (size_t i = 0; i < k->ncl; i++)
         held += sizeof k->cl[i] + k->cl[i].incap + k->cl[i].outcap;
-    held += k->capfolds * sizeof *k->folds;
+    held += ccs_dsx_folds_bytes(k->folds);
     pthread_mutex_lock(&k->lock);
     k->stats.bytes_held = held;
     k->stats.evals++;
@@ -954,9 +917,10 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
     k->recent = calloc(NRECENT, sizeof *k->recent);
     k->owner = malloc((size_t)wsize * sizeof *k->owner);
     k->seen = ccs_dsx_seen_new();
+    k->folds = ccs_dsx_folds_new();
     k->scratch = malloc(sizeof *k->scratch);
     if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms || !k->recent || !k->owner || !k->seen ||
-        !k->scratch) {
+        !k->folds || !k->scratch) {
         snprintf(why, n, "out of memory for %d ranks", wsize);
         goto fail;
     }
@@ -1037,9 +1001,8 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
     sodium_memzero_keys(k);
     for (int32_t r = 0; r < k->wsize; r++)
         free(k->st[r]);
-    for (size_t i = 0; i < k->nfolds; i++)
-        free(k->folds[i].bits);
-    free(k->folds), free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
+    ccs_dsx_folds_free(k->folds);
+    free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
         free(k->beat_ms);
     free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->recent), free(k->peers), free(k->rkeys),
         free(k->rkey_ok);

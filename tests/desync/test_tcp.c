@@ -675,6 +675,87 @@ START_TEST(huge_seq_from_a_peer_one_warning_no_hang)
 }
 END_TEST
 
+/* An authenticated leader floods AGREE values with new keys (87,040, in
+ * frames of 1024): the coordinator keeps at most its share of pending
+ * agreements, its thread stays light, and two other hosts' agreement still
+ * completes; a frame of 1025 values drops the leader.  (Before: a linear
+ * search per value over an unbounded table; one 4 MiB frame froze the
+ * coordinator for about 8 s and made an honest handshake fail.) */
+START_TEST(agree_flood_is_bounded)
+{
+    char log[128], why[256] = "";
+    snprintf(log, sizeof log, "/tmp/ccshim-test-agreeflood-%d.log", (int)getpid());
+    ccs_cfg.log = log;
+    ccs_log_open();
+    int port;
+    struct ccs_dsx_coord *coord = start_coord(3, "s3cret", &thresholds, &port);
+    struct client_events g0 = {0}, g1 = {0}, g2 = {0};
+    struct ccs_dsx_client_cb cb0 = {.verdict = on_verdict, .agreed = on_agreed, .arg = &g0},
+                             cb1 = {.verdict = on_verdict, .agreed = on_agreed, .arg = &g1},
+                             cb2 = {.verdict = on_verdict, .agreed = on_agreed, .arg = &g2};
+    struct ccs_dsx_client *a = ccs_dsx_client_new("127.0.0.1", port, 3, 0, "s3cret", "host0", &cb0);
+    wait_connected(a, why, sizeof why);
+    ck_assert_msg(ccs_dsx_client_connected(a), "%s", why);
+    enum { PER = 1024, FRAMES = 85 };
+    static struct ccs_dsx_agree flood[PER + 1];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int f = 0; f < FRAMES; f++) {
+        for (int i = 0; i < PER; i++)
+            flood[i] = (struct ccs_dsx_agree){
+                .comm = 0xf100d, .key = (uint64_t)f * PER + (uint64_t)i, .max = 1, .min = 1, .crank = 0, .size = 3, .n = 1};
+        ck_assert_int_eq(ccs_dsx_client_tick(a, NULL, 0, flood, PER, 5, why, sizeof why), 0);
+        sleep_ms(2);
+    }
+    settle();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    struct ccs_dsx_coord_stats st;
+    ccs_dsx_coord_stats(coord, &st);
+    double wall = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    ck_assert_msg(st.cpu_s < 0.5 * wall, "coordinator thread used %.2f s of CPU in %.2f s", st.cpu_s, wall);
+    /* Its share (512 agreements of 3 bits) and the table: well under 1 MiB. */
+    ck_assert_msg(st.bytes_held < (1u << 20), "coordinator holds %llu bytes", (unsigned long long)st.bytes_held);
+    /* Two other hosts agree on a value of their own, both hear the result. */
+    struct ccs_dsx_client *b = ccs_dsx_client_new("127.0.0.1", port, 3, 1, "s3cret", "host1", &cb1);
+    struct ccs_dsx_client *c = ccs_dsx_client_new("127.0.0.1", port, 3, 2, "s3cret", "host2", &cb2);
+    struct ccs_dsx_agree vb = {.comm = 0xc0ffee, .key = 7, .max = 5, .min = 5, .crank = 1, .size = 2, .n = 1};
+    struct ccs_dsx_agree vc = {.comm = 0xc0ffee, .key = 7, .max = 9, .min = 9, .crank = 0, .size = 2, .n = 1};
+    for (int i = 0; i < 100 && (g1.agreed == 0 || g2.agreed == 0); i++) {
+        ccs_dsx_client_tick(b, NULL, 0, &vb, 1, 5, why, sizeof why);
+        ccs_dsx_client_tick(c, NULL, 0, &vc, 1, 5, why, sizeof why);
+        nap();
+    }
+    ck_assert_int_eq(g1.agreed, 1);
+    ck_assert_int_eq(g2.agreed, 1);
+    ck_assert_uint_eq(g1.a.max, 9);
+    ck_assert_uint_eq(g1.a.min, 5);
+    /* One frame beyond the bound: the leader is dropped. */
+    for (int i = 0; i <= PER; i++)
+        flood[i] = (struct ccs_dsx_agree){.comm = 0xb16, .key = (uint64_t)i, .max = 1, .min = 1, .crank = 0, .size = 3, .n = 1};
+    int rc = 0;
+    for (int i = 0; i < 20 && rc == 0; i++) {
+        rc = ccs_dsx_client_tick(a, NULL, 0, flood, i == 0 ? PER + 1 : 0, 5, why, sizeof why);
+        nap();
+    }
+    ccs_dsx_client_free(a);
+    ccs_dsx_client_free(b);
+    ccs_dsx_client_free(c);
+    ccs_dsx_coord_stop(coord);
+    FILE *lf = fopen(log, "r");
+    ck_assert_ptr_nonnull(lf);
+    char line[1024];
+    int share = 0, big = 0;
+    while (fgets(line, sizeof line, lf)) {
+        share += strstr(line, "the leader of host 'host0' (rank 0) opened more agreements than its share") != NULL;
+        big += strstr(line, "AGREE frame of 1025 values (at most 1024)") != NULL;
+    }
+    fclose(lf);
+    unlink(log);
+    ck_assert_int_eq(share, 1);
+    ck_assert_int_eq(big, 1);
+}
+END_TEST
+
 /* ------------------------------------------------------ a man in the middle */
 
 struct mitm {
@@ -1049,6 +1130,7 @@ static Suite *suite(void)
     tcase_add_test(t, mpi_traffic_gives_nothing_to_authenticate_with);
     tcase_add_test(t, replay_is_refused);
     tcase_add_test(t, huge_seq_from_a_peer_one_warning_no_hang);
+    tcase_add_test(t, agree_flood_is_bounded);
     tcase_add_test(t, impostor_coordinator_is_refused);
     tcase_add_test(t, unauthenticated_peers_are_bounded);
     tcase_add_test(t, mitm_reads_nothing);
