@@ -117,6 +117,9 @@ static struct {
     _Atomic uint64_t ending_comm;
 
     int invalid_logged, tcp_logged, off_logged, later_logged, hooks_done;
+    /* The launcher's ranks on this host identity (0: unknown), and whether
+     * all of them were seen in its shared memory (or said not to be). */
+    int local_size, local_checked;
 } ds = {
     .world_size = -1,
     .world_rank = -1,
@@ -616,6 +619,32 @@ static void lead_if_leader_gone(uint64_t now)
     CCS_LOG(INFO, "desync: rank %d now leads host '%s' (the leader is gone)", ds.world_rank, ds.hostkey);
 }
 
+/* Ranks the launcher puts on this host identity that never come into its
+ * shared memory do not share /dev/shm with this one (one container per
+ * rank, each with a /dev/shm of its own, given one CCSHIM_DESYNC_HOST):
+ * nothing compares them, and ccshim says so once per rank, a heartbeat
+ * period after its start, rather than stay silent.  (With host identities
+ * of their own they would talk over TCP: docs/desync.md, "Containers".) */
+static void check_local_ranks(uint64_t now)
+{
+    if (ds.local_checked || ds.local_size <= 0)
+        return;
+    int32_t seen = ccs_dsx_shm_attached(ds.shm);
+    if (seen >= ds.local_size) {
+        ds.local_checked = 1;
+        return;
+    }
+    if (now - ds.started_ms < (uint64_t)ccs_cfg.desync_heartbeat_ms)
+        return;
+    ds.local_checked = 1;
+    CCS_LOG(WARN,
+            "desync: %d of the %d ranks the launcher puts on host '%s' came into its shared memory (%.0f s after "
+            "this one started): the others do not share /dev/shm with this rank (a container per rank with a "
+            "/dev/shm of its own?), so they are not compared with it; share /dev/shm between them, or give each "
+            "its own CCSHIM_DESYNC_HOST (then they talk over TCP)",
+            (int)seen, ds.local_size, ds.hostkey, (double)(now - ds.started_ms) / 1000.0);
+}
+
 /* One period: publish, read the host's statuses, apply the rules to them,
  * forward them to the coordinator (the host's leader), and report the
  * verdicts posted into shared memory. */
@@ -644,6 +673,7 @@ static void tick(void)
     if (!ds.tcp_mode)
         host_search(now);
     lead_if_leader_gone(now);
+    check_local_ranks(now);
     if (ds.client)
         forward_tcp(nlocal, now);
     struct ccs_dsx_verdict *vd = malloc(sizeof *vd);
@@ -879,6 +909,8 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
 {
     char why[512];
     int local_size = plan->local_size, coord_port = plan->coord_port;
+    ds.local_size = local_size;
+    ds.local_checked = 0;
     const char *coord_host = plan->coord_host;
     memcpy(ds.hostkey, plan->hostkey, sizeof ds.hostkey);
     ds.cred = plan->cred;
@@ -904,6 +936,7 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
                 "desync: %s; rank %d talks to the coordinator over TCP instead, as host '%s' (detection stays on)",
                 why, ds.world_rank, alone);
         memcpy(ds.hostkey, alone, sizeof ds.hostkey);
+        ds.local_size = 1; /* a host of its own */
         ds.shm = ccs_dsx_shm_open(key, ds.world_size, ds.world_rank, 1, why, sizeof why);
     } else if (!ds.shm && ccs_dsx_shm_taken(key, ds.world_size)) {
         size_t o = strlen(why);

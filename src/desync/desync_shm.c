@@ -395,6 +395,11 @@ void ccs_dsx_shm_resign(struct ccs_dsx_shm *s)
         atomic_compare_exchange_strong(&s->h->leader, &me, 0);
     s->leader = 0;
 }
+int32_t ccs_dsx_shm_attached(struct ccs_dsx_shm *s)
+{
+    return atomic_load(&s->h->attached);
+}
+
 int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s)
 {
     return s->wsize;

@@ -116,6 +116,9 @@ void ccs_dsx_pidns_self(uint64_t *dev, uint64_t *ino);
  * container per rank; the caller then goes by the status's heartbeat). */
 int ccs_dsx_status_pid_alive(const struct ccs_dsx_status *st);
 
+/* Processes that attached to the segment so far. */
+int32_t ccs_dsx_shm_attached(struct ccs_dsx_shm *s);
+
 /* Ranks whose slot was ever claimed (for the leader's scan). */
 int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s);
 

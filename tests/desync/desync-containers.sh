@@ -11,6 +11,9 @@
 #        default): the ranks are hosts of their own to ccshim, and the
 #        coordinator's TCP side channel carries them.
 #
+#   ipc-onehost: private /dev/shm, but one CCSHIM_DESYNC_HOST given to
+#        both: nothing joins them, and each rank says so.
+#
 # In each: a healthy job where rank 1 computes 1.5 s while rank 0 waits
 # gives no verdict under --on-desync abort (before ccshim published the
 # PID namespace, "pid" gave "DEAD ... rank 1 ... died" at once and the
@@ -26,7 +29,7 @@ ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 unshare -p -f -m -u --mount-proc sh -c 'mount -t tmpfs tmpfs /dev/shm && hostname c0' >/dev/null 2>&1 ||
     tap_skip_all "cannot make PID, mount and UTS namespaces here (unshare needs root or user namespaces)"
 CT="$top_srcdir/tests/desync/container-rank.sh"
-tap_plan 15
+tap_plan 18
 
 # ct_run NAME MODE SECONDS [VAR=VALUE...] -- ARGS...: desync_scenario ARGS
 # on 2 ranks, each in a container of MODE, with the files dsx_run writes
@@ -69,6 +72,15 @@ for mode in pid ipc; do
     ct_run "$mode-count" $mode 60 SETTLE_MS=5000 -- count 5 2 1
     dsx_check_verdict "$mode-count" MISMATCH "$MISMATCH_RE"
 done
+tap_eq "pid-compute: no warning (the ranks share /dev/shm)" "" "$(cat "$CCS_TMP/pid-compute"/log-*.txt | grep ': warning: ' || true)"
+# Private /dev/shm but one CCSHIM_DESYNC_HOST for both: each rank believes
+# the other on its host, and no memory joins them.  Never silent: each says
+# once, a heartbeat period (2 s here) after its start, that the other never
+# came into its shared memory and what to do.
+ct_run ipc-onehost ipc 60 CCSHIM_DESYNC_HOST=node1 CCSHIM_DESYNC_HEARTBEAT_MS=2000 COMPUTE_MS=3000 -- compute 5 2 1
+tap_eq "ipc-onehost: exit 0" 0 "$DSX_RC"
+tap_eq "ipc-onehost: each rank says once that the other does not share its /dev/shm" "1 1" \
+    "$(for r in 0 1; do grep -c "^ccshim\[$r@c$r\]: warning: desync: 1 of the 2 ranks the launcher puts on host 'node1' came into its shared memory ([0-9]* s after this one started): the others do not share /dev/shm with this rank (a container per rank with a /dev/shm of its own?), so they are not compared with it; share /dev/shm between them, or give each its own CCSHIM_DESYNC_HOST (then they talk over TCP)$" "$CCS_TMP/ipc-onehost/log-$r.txt"; done | paste -sd' ')"
 # Rank 1 killed in its container, the container left up.  Shared memory
 # across PID namespaces: DEAD once its heartbeat has stopped for
 # CCSHIM_DESYNC_HEARTBEAT_MS (2 s here).
