@@ -85,9 +85,10 @@ static void usage(FILE *f)
         fprintf(f, "  %-24s %-28s default '%s'\n      %s%s\n", opt, r->name, r->def,
                 strcmp(r->type, "ENUM") == 0 ? "one of " : "", r->help);
     }
-    fprintf(f, "\nEvery CCSHIM_* variable of the environment is checked before PROGRAM runs: a bad value or\n"
-               "an unknown name ends ccshim-run with status 2, naming it and what is accepted.  Set without\n"
-               "ccshim-run, a malformed value is reported by the library in one log line and its default is used.\n");
+    fprintf(f,
+            "\nEvery CCSHIM_* variable of the environment is checked before PROGRAM runs: a bad value or\n"
+            "an unknown name ends ccshim-run with status 2, naming it and what is accepted.  Set without\n"
+            "ccshim-run, a malformed value is reported by the library in one log line and its default is used.\n");
 }
 
 /* Finds PROGRAM in PATH like execvp; 0 with the path in OUT, or -1. */

@@ -336,15 +336,18 @@ size_t ccs_dsx_next_words(const struct ccs_dsx_verdict *v, const char *trace_dir
         char ro[256], ri[256];
         ccs_ranks_str(out_r, nout, ro, sizeof ro);
         ccs_ranks_str(in, nin, ri, sizeof ri);
-        put(&o, "desync: rank%s %s left out %s%s (%s after seq %llu%s); rank%s %s %s in it\n", nout > 1 ? "s" : "", ro,
-            op, where, out_life, (unsigned long long)out_at, nout > 1 ? ", the first of them" : "", nin > 1 ? "s" : "",
-            ri, nin > 1 ? "are" : "is");
+        put(&o, "desync: rank%s %s left out %s%s (%s after seq %llu%s); rank%s %s %s in it\n", nout > 1 ? "s" : "",
+            ro, op, where, out_life, (unsigned long long)out_at, nout > 1 ? ", the first of them" : "",
+            nin > 1 ? "s" : "", ri, nin > 1 ? "are" : "is");
     }
-    put(&o, "desync: this job will now wait in %s%s until the launcher's timeout; --on-desync abort "
-            "(CCSHIM_ON_DESYNC=abort) ends it at once; ",
+    put(&o,
+        "desync: this job will now wait in %s%s until the launcher's timeout; --on-desync abort "
+        "(CCSHIM_ON_DESYNC=abort) ends it at once; ",
         w ? op : "its next collective on this communicator", where);
     if (trace_dir && *trace_dir)
-        put(&o, "each rank's report: %s/ccshim-desync-%s-r<rank>.txt, its last calls: %s/ccshim-flight-%s-r<rank>.flight\n",
+        put(&o,
+            "each rank's report: %s/ccshim-desync-%s-r<rank>.txt, its last calls: "
+            "%s/ccshim-flight-%s-r<rank>.flight\n",
             trace_dir, job, trace_dir, job);
     else
         put(&o, "no report files (give --trace-dir DIR to keep each rank's report and last calls)\n");

@@ -618,18 +618,20 @@ START_TEST(next_words_name_the_call_left_out)
     ck_assert_int_eq(run(0), 1);
     char buf[4096];
     ck_assert_uint_gt(ccs_dsx_next_words(&got[0], "/tr", "job1", buf, sizeof buf), 0);
-    ck_assert_str_eq(buf, "desync: rank 1 left out allreduce(count=4, float32, sum) at ? (went on to MPI_Finalize after "
-                          "seq 4); ranks 0,2-3 are in it\n"
-                          "desync: this job will now wait in allreduce(count=4, float32, sum) at ? until the "
-                          "launcher's timeout; --on-desync abort (CCSHIM_ON_DESYNC=abort) ends it at once; each "
-                          "rank's report: /tr/ccshim-desync-job1-r<rank>.txt, its last calls: "
-                          "/tr/ccshim-flight-job1-r<rank>.flight\n");
+    ck_assert_str_eq(buf,
+                     "desync: rank 1 left out allreduce(count=4, float32, sum) at ? (went on to MPI_Finalize after "
+                     "seq 4); ranks 0,2-3 are in it\n"
+                     "desync: this job will now wait in allreduce(count=4, float32, sum) at ? until the "
+                     "launcher's timeout; --on-desync abort (CCSHIM_ON_DESYNC=abort) ends it at once; each "
+                     "rank's report: /tr/ccshim-desync-job1-r<rank>.txt, its last calls: "
+                     "/tr/ccshim-flight-job1-r<rank>.flight\n");
     /* Computing, not finished: nothing is said to be left out. */
     got[0].party[0].life = CCS_DSX_ALIVE;
     ck_assert_uint_gt(ccs_dsx_next_words(&got[0], "", "job1", buf, sizeof buf), 0);
-    ck_assert_str_eq(buf, "desync: this job will now wait in allreduce(count=4, float32, sum) at ? until the "
-                          "launcher's timeout; --on-desync abort (CCSHIM_ON_DESYNC=abort) ends it at once; no report "
-                          "files (give --trace-dir DIR to keep each rank's report and last calls)\n");
+    ck_assert_str_eq(buf,
+                     "desync: this job will now wait in allreduce(count=4, float32, sum) at ? until the "
+                     "launcher's timeout; --on-desync abort (CCSHIM_ON_DESYNC=abort) ends it at once; no report "
+                     "files (give --trace-dir DIR to keep each rank's report and last calls)\n");
     got[0].cls = CCS_DSX_MISMATCH;
     ck_assert_uint_eq(ccs_dsx_next_words(&got[0], "/tr", "job1", buf, sizeof buf), 0);
 }
