@@ -10,6 +10,7 @@
  */
 #include <config.h>
 #include "ccs_config.h"
+#include "coalesce.h"
 #include "run_choose.h"
 #include <ctype.h>
 #include <errno.h>
@@ -72,7 +73,7 @@ static void usage(FILE *f)
             "  --print-env        print the environment PROGRAM would get, and exit\n"
             "  --version          print the version and exit\n"
             "  -h, --help         this help\n\n"
-            "Exit status: PROGRAM's; 2 for a bad option; 1 when ccshim cannot be set up (a library\n"
+            "Exit status: PROGRAM's; 2 for a bad option or setting; 1 when ccshim cannot be set up (a library\n"
             "or the Python helper not found: PROGRAM is then not run); 126/127 when PROGRAM cannot\n"
             "be executed or found.\n\n"
             "Settings (option, variable, default, meaning); an option sets its variable:\n",
@@ -84,7 +85,10 @@ static void usage(FILE *f)
         fprintf(f, "  %-24s %-28s default '%s'\n      %s%s\n", opt, r->name, r->def,
                 strcmp(r->type, "ENUM") == 0 ? "one of " : "", r->help);
     }
-    fprintf(f, "\nA malformed value is reported by the library in one log line and its default is used.\n");
+    fprintf(f,
+            "\nEvery CCSHIM_* variable of the environment is checked before PROGRAM runs: a bad value or\n"
+            "an unknown name ends ccshim-run with status 2, naming it and what is accepted.  Set without\n"
+            "ccshim-run, a malformed value is reported by the library in one log line and its default is used.\n");
 }
 
 /* Finds PROGRAM in PATH like execvp; 0 with the path in OUT, or -1. */
@@ -295,6 +299,85 @@ static int refuse_secret_on_command_line(const char *name, const char *how)
     return 1;
 }
 
+/* Levenshtein distance of A and B, case-insensitive, for names (at most
+ * 127 characters; longer ones are far from every setting anyway). */
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[128];
+    if (la > 127 || lb > 127)
+        return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t sub = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < best ? sub : best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* "; did you mean CCSHIM_X?" for the setting nearest to NAME when it is
+ * a near miss (an edit distance of at most 2: a letter dropped, doubled,
+ * swapped or mistyped, an underscore left out), or "". */
+static const char *did_you_mean(const char *name, char *out, size_t n)
+{
+    size_t best = (size_t)-1, limit = 2;
+    const char *pick = NULL;
+    for (size_t i = 0; i < ccs_config_nrows; i++) {
+        size_t d = distance(name, ccs_config_rows[i].name);
+        if (d < best) {
+            best = d;
+            pick = ccs_config_rows[i].name;
+        }
+    }
+    if (!pick || best > limit)
+        return "";
+    snprintf(out, n, "; did you mean %s?", pick);
+    return out;
+}
+
+/* Every CCSHIM_* variable of the environment (the options have set theirs
+ * by now) checked as the library will parse it, before anything runs: one
+ * line per bad value or unknown name, naming it and what is accepted.
+ * The library itself still fails open (a bad value set after this, or
+ * without ccshim-run, is reported there in one log line and its default
+ * used).  0, or 2 (the exit status) when any is bad. */
+static int check_environment(void)
+{
+    extern char **environ;
+    int bad = 0;
+    for (char **e = environ; *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "CCSHIM_", 7) != 0 || !eq)
+            continue;
+        char name[128], why[256], opt[64], hint[160];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+        if (ccs_config_other_name(name))
+            continue;
+        int rc = ccs_config_check(name, eq + 1, why, sizeof why);
+        struct ccs_coalesce_policy pol;
+        if (rc == 0 && strcmp(name, "CCSHIM_COALESCE") == 0)
+            rc = ccs_coalesce_parse(eq + 1, &pol, why, sizeof why);
+        if (rc == -2) {
+            fprintf(stderr, "%s: unknown variable %s in the environment%s (see --help for the settings)\n", prog,
+                    name, did_you_mean(name, hint, sizeof hint));
+            bad = 1;
+        } else if (rc != 0) {
+            option_of(name, opt, sizeof opt);
+            fprintf(stderr, "%s: %s='%.200s%s' (option %s): %s; nothing run\n", prog, name, eq + 1,
+                    strlen(eq + 1) > 200 ? "...[truncated]" : "", opt, why);
+            bad = 1;
+        }
+    }
+    return bad ? 2 : 0;
+}
+
 static int set_var(const char *assign)
 {
     const char *eq = strchr(assign, '=');
@@ -308,7 +391,9 @@ static int set_var(const char *assign)
     for (size_t i = 0; i < ccs_config_nrows; i++)
         known |= strcmp(ccs_config_rows[i].name, name) == 0;
     if (!known) {
-        fprintf(stderr, "%s: --set: unknown variable %s (see --help for the list)\n", prog, name);
+        char hint[160];
+        fprintf(stderr, "%s: --set: unknown variable %s%s (see --help for the list)\n", prog, name,
+                did_you_mean(name, hint, sizeof hint));
         return -1;
     }
     if (refuse_secret_on_command_line(name, "--set CCSHIM_SECRET=..."))
@@ -458,6 +543,8 @@ int main(int argc, char **argv)
     int status = parse_options(&req, argc, argv, &program);
     if (status >= 0)
         return status;
+    if (check_environment() != 0)
+        return 2;
     const char *level = getenv("CCSHIM_LOG_LEVEL");
     if (level && (strcmp(level, "info") == 0 || strcmp(level, "debug") == 0))
         req.verbose = 1;

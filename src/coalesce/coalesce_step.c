@@ -19,6 +19,7 @@
 #include "ccs_config.h"
 #include "coalesce.h"
 #include "registry.h"
+#include "runtime.h"
 #include "log.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -418,9 +419,12 @@ void ccs_coalesce_finish(void)
         verify(ccs_step_now(), "the run");
     /* auto in a job that never marked a step learned nothing (it counts
      * calls per step): said once, by rank 0 (the lowest; or a process whose
-     * rank is not known), with how to mark steps; no count line. */
+     * rank is not known), with how to mark steps; no count line.  Only by
+     * a process that issued a collective: the launcher's processes under
+     * the preload (a pyenv shim's bash, torchrun's agent, a wrapper
+     * script: rank -1) have nothing to say about coalescing. */
     if (p->mode == CCS_COALESCE_AUTO && ccs_step_now() == 0) {
-        if (ccs_world_rank() <= 0)
+        if (ccs_world_rank() <= 0 && ccs_process_collectives() > 0)
             CCS_LOG(WARN, "coalescing auto: no step was marked in this run, so nothing was coalesced (auto learns "
                           "each all-reduce's calls per step from step marks); mark steps with ccshim-run --torch "
                           "(PyTorch optimizer steps), or call ccshim_step_mark() once per step (CCSHIM_STEP_MARK() "

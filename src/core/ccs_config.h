@@ -44,6 +44,22 @@ struct ccs_config_row {
 extern __attribute__((visibility("hidden"))) const struct ccs_config_row ccs_config_rows[];
 extern __attribute__((visibility("hidden"))) const size_t ccs_config_nrows;
 
+/* Checks VALUE for setting NAME as the library will parse it (its type,
+ * range or words, and CCSHIM_COORD's grammar; CCSHIM_COALESCE's is
+ * ccs_coalesce_parse's, in src/coalesce/coalesce_parse.c):
+ * 0 when valid; -1 with WHY saying what is accepted; -2 when NAME is no
+ * setting of the table.  For ccshim-run, before it launches anything. */
+__attribute__((visibility("hidden"))) int ccs_config_check(const char *name, const char *value, char *why,
+                                                           size_t n);
+
+/* 1 when NAME is one of CCS_CONFIG_OTHER_NAMES (config_table.h). */
+__attribute__((visibility("hidden"))) int ccs_config_other_name(const char *name);
+
+/* Parses CCSHIM_COORD's "host:port" (port 0 allowed when ANY_PORT): 0 with
+ * HOST (HN bytes) and PORT, or -1. */
+__attribute__((visibility("hidden"))) int ccs_config_parse_coord(const char *c, int any_port, char *host, size_t hn,
+                                                                 int *port);
+
 /* Index of WORD in an ENUM help "{a b c}", or -1. */
 __attribute__((visibility("hidden"))) int ccs_config_enum_index(const char *help, const char *word);
 

@@ -1,4 +1,5 @@
-/* config.c - parses the CCSHIM_* table (config_table.h) into struct ccs_config. */
+/* config.c - parses the CCSHIM_* table (config_table.h) into struct ccs_config,
+ * and checks a value the same way for ccshim-run before it launches. */
 #include "ccs_config.h"
 #include <errno.h>
 #include <stdio.h>
@@ -132,4 +133,58 @@ int ccs_config_load(struct ccs_config *cfg, const char *(*getenv_fn)(const char 
     CCS_CONFIG_LIST(CCS_X)
 #undef CCS_X
     return bad;
+}
+
+int ccs_config_parse_coord(const char *c, int any_port, char *host, size_t hn, int *port)
+{
+    const char *colon = strrchr(c, ':');
+    char *end = NULL;
+    long p = -1;
+    if (colon && colon > c && colon[1]) {
+        errno = 0;
+        p = strtol(colon + 1, &end, 10);
+        if (errno || *end)
+            p = -1;
+    }
+    if (p < (any_port ? 0 : 1) || p > 65535 || (size_t)(colon - c) >= hn)
+        return -1;
+    snprintf(host, hn, "%.*s", (int)(colon - c), c);
+    *port = (int)p;
+    return 0;
+}
+
+/* CCSHIM_COORD's grammar (CCSHIM_COALESCE's is coalescing's own,
+ * ccs_coalesce_parse: ccshim-run checks it there). */
+static int check_syntax(const char *name, const char *v, char *why, size_t n)
+{
+    if (strcmp(name, "CCSHIM_COORD") == 0 && *v) {
+        char host[256];
+        int port;
+        if (ccs_config_parse_coord(v, 1, host, sizeof host, &port) == 0)
+            return 0;
+        snprintf(why, n, "expected host:port with a port in 0..65535");
+        return -1;
+    }
+    return 0;
+}
+
+int ccs_config_check(const char *name, const char *value, char *why, size_t n)
+{
+    struct ccs_config tmp;
+#define CCS_X(field, nm, type, def, help)                                                                      \
+    if (strcmp(name, nm) == 0)                                                                                 \
+        return set_##type(&tmp.field, value, #field, help, why, n) != 0 ? -1 : check_syntax(name, value, why, n);
+    CCS_CONFIG_LIST(CCS_X)
+#undef CCS_X
+    return -2;
+}
+
+int ccs_config_other_name(const char *name)
+{
+#define CCS_X(nm, who)                                                                                         \
+    if (strcmp(name, nm) == 0)                                                                                 \
+        return 1;
+    CCS_CONFIG_OTHER_NAMES(CCS_X)
+#undef CCS_X
+    return 0;
 }

@@ -85,6 +85,33 @@
     X(metrics_keep, "CCSHIM_METRICS_KEEP", BOOL, "0",                                                      \
       "1 keeps the metrics file at exit with the run's totals (default: removed, it is a live view)")
 
+/* CCSHIM_* names that are not settings of the library, and what reads
+ * them: ccshim-run leaves them alone when it checks its environment before
+ * launch (any other unknown CCSHIM_* name is refused there, with the
+ * nearest setting's name).  X("CCSHIM_NAME", "who reads it") */
+#define CCS_CONFIG_OTHER_NAMES(X)                                                                          \
+    X("CCSHIM_LIBDIR", "ccshim-run: where libccshim*.so are (as --libdir)")                                \
+    X("CCSHIM_BUILD", "scripts/setup.sh, test.sh, demo.sh, soak-nccl.sh: the build directory")             \
+    X("CCSHIM_NO_APT", "scripts/setup.sh: install no package")                                             \
+    X("CCSHIM_NO_REALSTACK", "scripts/setup.sh, tests/realstack: skip the real-stack tier")                \
+    X("CCSHIM_CONFIGURE_FLAGS", "scripts/setup.sh: extra configure flags")                                 \
+    X("CCSHIM_VENV", "scripts/realstack-venv.sh, tests/realstack, bench: the real-stack venv")             \
+    X("CCSHIM_WHEELS", "scripts/realstack-venv.sh: the wheel cache")                                       \
+    X("CCSHIM_REALSTACK_PYTHON", "scripts/realstack-venv.sh: the Python the venv is made from")            \
+    X("CCSHIM_MPICH_BUILD", "scripts/check-mpich.sh: its build directory")                                 \
+    X("CCSHIM_TSAN_BUILD", "scripts/check-tsan.sh: its build directory")                                   \
+    X("CCSHIM_DEMO_DIR", "scripts/demo.sh: its output directory")                                          \
+    X("CCSHIM_CHECK_TIMING", "make check-timing: run the latency targets")                                 \
+    X("CCSHIM_FUZZ_SECONDS", "tests/fuzz: seconds per fuzz target")                                        \
+    X("CCSHIM_FUZZ_ONLY", "tests/fuzz: the targets to run")                                                \
+    X("CCSHIM_FUZZ_KEEP", "tests/fuzz: keep the work directories here")                                    \
+    X("CCSHIM_FUZZ_LOG", "tests/fuzz/fuzz_log.c: print the fuzzed log lines")                              \
+    X("CCSHIM_GPU_BUDGET_S", "tests/gpu/run-device-checks.sh: seconds of device time")                     \
+    X("CCSHIM_BENCH_AUDIT_STEPS", "bench/audit-bench.sh: steps of its job")                                \
+    X("CCSHIM_RUN", "tests: the ccshim-run under test")                                                    \
+    X("CCSHIM_AUDIT", "tests: the ccshim-audit under test")                                                \
+    X("CCSHIM_TRAINER", "tests: the ccshim-trainer under test")
+
 /* Ranges of INT fields: X(FIELD, MIN, MAX) */
 #define CCS_CONFIG_RANGES(X)                                                                               \
     X(ring_size, 1024, 16777216)                                                                           \

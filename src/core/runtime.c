@@ -344,6 +344,16 @@ static void summarise(int reason, int signo)
     ccs_log_raw(l.b, (unsigned long)l.n);
 }
 
+uint64_t ccs_process_collectives(void)
+{
+    uint64_t n = 0;
+    uint32_t me = (uint32_t)getpid();
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next)
+        for (int k = 0; k < CCS_KIND_MAX && r->pid == me; k++)
+            n += ccs_kind_class((unsigned)k) == CCS_CLASS_COLL ? r->counts[k] : 0;
+    return n;
+}
+
 void ccs_runtime_finish(int reason, int signo)
 {
     if (!atomic_load(&ccs_active))

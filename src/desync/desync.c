@@ -117,6 +117,9 @@ static struct {
     _Atomic uint64_t ending_comm;
 
     int invalid_logged, tcp_logged, off_logged, later_logged, hooks_done;
+    /* The launcher's ranks on this host identity (0: unknown), and whether
+     * all of them were seen in its shared memory (or said not to be). */
+    int local_size, local_checked;
 } ds = {
     .world_size = -1,
     .world_rank = -1,
@@ -414,14 +417,39 @@ static void local_probe(uint64_t comm, uint64_t seq, void *arg)
     ccs_dsx_shm_want(ds.shm, comm, seq | CCS_DSX_PROBE_BIT, ccs_clock_mono_ms());
 }
 
+/* A finished rank (in MPI_Finalize, or exited and lingering) whose status
+ * has not been republished for this long is gone, where its pid tells
+ * nothing (another PID namespace): a rank's thread republishes at least
+ * every 500 ms while its process is there. */
+#define GONE_SILENT_MS 2000
+
+/* 1 when local rank R (its status in view) is gone: dead (its pid gone,
+ * or its heartbeat stopped: read_peer), or finished and its process no
+ * longer there.  (A finished rank is looked for only then: kill(2) at the
+ * job's end, not per period.)  Its pid is asked only in this process's own
+ * PID namespace; in another (one container per rank) its heartbeat
+ * decides. */
+static int peer_gone(int32_t r, uint64_t now)
+{
+    const struct ccs_dsx_status *o = ds.view[r];
+    if (!o)
+        return 0;
+    if (ds.presumed_dead[r] || o->life == CCS_DSX_DIED)
+        return 1;
+    if (o->life == CCS_DSX_ALIVE)
+        return 0;
+    int alive = ccs_dsx_status_pid_alive(o);
+    if (alive >= 0)
+        return !alive;
+    return now - ds.peer_beat_ms[r] > GONE_SILENT_MS;
+}
+
 static void host_search(uint64_t now)
 {
     int32_t owner = -1;
     for (int32_t r = 0; r < ds.world_size; r++) {
         const struct ccs_dsx_status *o = ds.view[r];
-        /* (a rank that finished is looked for only then: kill(2) at the job's end, not per period) */
-        ds.search_gone[r] = ds.presumed_dead[r] || !o || o->life == CCS_DSX_DIED ||
-                            (r != ds.world_rank && o->life != CCS_DSX_ALIVE && !ccs_dsx_pid_alive(o->pid));
+        ds.search_gone[r] = !o || (r != ds.world_rank && peer_gone(r, now));
         if (owner < 0 && o && !ds.search_gone[r])
             owner = r;
     }
@@ -510,6 +538,7 @@ static void publish_own_status(uint64_t now)
     ds.me.wrank = ds.world_rank;
     ds.me.wsize = ds.world_size;
     ds.me.pid = (uint32_t)getpid();
+    ccs_dsx_pidns_self(&ds.me.pidns_dev, &ds.me.pidns_ino); /* (read once, by ccs_dsx_shm_open) */
     ds.me.life = (uint32_t)atomic_load(&ds.life);
     memcpy(ds.me.host, ds.hostkey, sizeof ds.me.host);
     uint64_t beat = ds.me.beat;
@@ -553,7 +582,10 @@ static const struct ccs_dsx_status *read_peer(int32_t r, uint64_t now)
         ds.peer_beat[r] = o->beat;
         ds.peer_beat_ms[r] = now;
     }
-    if (o->life == CCS_DSX_ALIVE && !ccs_dsx_pid_alive(o->pid))
+    /* (Its pid is looked up only in this process's own PID namespace: in
+     * another one, one container per rank, the same number names another
+     * process or none, and the heartbeat below decides alone.) */
+    if (o->life == CCS_DSX_ALIVE && ccs_dsx_status_pid_alive(o) == 0)
         ds.peer_status[r]->life = CCS_DSX_DIED;
     else if (o->life == CCS_DSX_ALIVE && now - ds.peer_beat_ms[r] > (uint64_t)ccs_cfg.desync_heartbeat_ms)
         ds.presumed_dead[r] = 1;
@@ -576,15 +608,47 @@ static size_t read_local_statuses(uint64_t now)
 
 /* The host's leader is gone (it exited first): take over its link to the
  * coordinator. */
-static void lead_if_leader_gone(void)
+static void lead_if_leader_gone(uint64_t now)
 {
-    if (!ds.tcp_mode || ds.client || ds.leaving || ccs_dsx_shm_bye(ds.shm) || !ccs_dsx_shm_claim_leader(ds.shm))
+    if (!ds.tcp_mode || ds.client || ds.leaving || ccs_dsx_shm_bye(ds.shm))
+        return;
+    /* The leader (a rank) is gone as read_peer and peer_gone see it; one
+     * whose status this rank never saw is not. */
+    int32_t cur = ccs_dsx_shm_leader(ds.shm);
+    if (cur >= ds.world_size || (cur >= 0 && cur != ds.world_rank && !peer_gone(cur, now)) ||
+        !ccs_dsx_shm_claim_leader(ds.shm, cur))
         return;
     struct ccs_dsx_client_cb cb = {
         .verdict = post_verdict, .agreed = post_agreed, .want = post_want, .bye = post_bye};
     ds.client = ccs_dsx_client_new_cred(ds.coord_host_s, ds.coord_port_s, ds.world_size, ds.world_rank, ds.cred,
                                         ds.hostkey, &cb);
     CCS_LOG(INFO, "desync: rank %d now leads host '%s' (the leader is gone)", ds.world_rank, ds.hostkey);
+}
+
+/* Ranks the launcher puts on this host identity that never come into its
+ * shared memory do not share /dev/shm with this one (one container per
+ * rank, each with a /dev/shm of its own, given one CCSHIM_DESYNC_HOST):
+ * nothing compares them, and ccshim says so once per rank, a heartbeat
+ * period after its start, rather than stay silent.  (With host identities
+ * of their own they would talk over TCP: docs/desync.md, "Containers".) */
+static void check_local_ranks(uint64_t now)
+{
+    if (ds.local_checked || ds.local_size <= 0)
+        return;
+    int32_t seen = ccs_dsx_shm_attached(ds.shm);
+    if (seen >= ds.local_size) {
+        ds.local_checked = 1;
+        return;
+    }
+    if (now - ds.started_ms < (uint64_t)ccs_cfg.desync_heartbeat_ms)
+        return;
+    ds.local_checked = 1;
+    CCS_LOG(WARN,
+            "desync: %d of the %d ranks the launcher puts on host '%s' came into its shared memory (%.0f s after "
+            "this one started): the others do not share /dev/shm with this rank (a container per rank with a "
+            "/dev/shm of its own?), so they are not compared with it; share /dev/shm between them, or give each "
+            "its own CCSHIM_DESYNC_HOST (then they talk over TCP)",
+            (int)seen, ds.local_size, ds.hostkey, (double)(now - ds.started_ms) / 1000.0);
 }
 
 /* One period: publish, read the host's statuses, apply the rules to them,
@@ -614,7 +678,8 @@ static void tick(void)
     }
     if (!ds.tcp_mode)
         host_search(now);
-    lead_if_leader_gone();
+    lead_if_leader_gone(now);
+    check_local_ranks(now);
     if (ds.client)
         forward_tcp(nlocal, now);
     struct ccs_dsx_verdict *vd = malloc(sizeof *vd);
@@ -850,6 +915,8 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
 {
     char why[512];
     int local_size = plan->local_size, coord_port = plan->coord_port;
+    ds.local_size = local_size;
+    ds.local_checked = 0;
     const char *coord_host = plan->coord_host;
     memcpy(ds.hostkey, plan->hostkey, sizeof ds.hostkey);
     ds.cred = plan->cred;
@@ -875,6 +942,7 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
                 "desync: %s; rank %d talks to the coordinator over TCP instead, as host '%s' (detection stays on)",
                 why, ds.world_rank, alone);
         memcpy(ds.hostkey, alone, sizeof ds.hostkey);
+        ds.local_size = 1; /* a host of its own */
         ds.shm = ccs_dsx_shm_open(key, ds.world_size, ds.world_rank, 1, why, sizeof why);
     } else if (!ds.shm && ccs_dsx_shm_taken(key, ds.world_size)) {
         size_t o = strlen(why);

@@ -20,9 +20,10 @@
 #include <stdint.h>
 
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
-#define CCS_DSX_VERSION 6u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries;
+#define CCS_DSX_VERSION 7u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries;
                                      5: ranks linger at exit for the search (BYE), the host's own search;
-                                     6: a probe may carry CCS_DSX_NARROW_BIT */
+                                     6: a probe may carry CCS_DSX_NARROW_BIT;
+                                     7: a status names its PID namespace (pidns_dev, pidns_ino) */
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
@@ -127,6 +128,11 @@ struct ccs_dsx_status {
     uint32_t boundary; /* waiting at the end of step BOUNDARY - 1 (coalescing's completion), 0 = not */
     uint32_t units, units_prev; /* backward passes in STEP and in STEP - 1 (torch helper; 0 = not counted) */
     uint32_t pad;
+    /* The PID namespace PID is a number in (st_dev and st_ino of
+     * /proc/self/ns/pid, read once at start; both 0 when unknown): a peer
+     * looks PID up (kill(pid, 0)) only when its own namespace is the same;
+     * otherwise (one container per rank) it goes by the heartbeat alone. */
+    uint64_t pidns_dev, pidns_ino;
     char host[CCS_DSX_HOST];
     struct ccs_dsx_comm comm[CCS_DSX_MAXCOMM];
 };

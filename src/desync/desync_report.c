@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +280,106 @@ static size_t add_wall(char *buf, size_t n, size_t cap, const char *wall)
     return n + (size_t)k;
 }
 
+/* "file:line" out of a symbolised site ("fn+0x3f2 at FILE:LINE (mod+0x15b2)"),
+ * or the site as it is when it names no line. */
+static void site_line(const char *site, char *out, size_t n)
+{
+    const char *at = NULL;
+    for (const char *p = site; (p = strstr(p, " at ")) != NULL; p++)
+        at = p;
+    if (!at) {
+        snprintf(out, n, "%s", site);
+        return;
+    }
+    at += 4;
+    size_t l = strcspn(at, " ");
+    snprintf(out, n, "%.*s", (int)l, at);
+}
+
+size_t ccs_dsx_next_words(const struct ccs_dsx_verdict *v, const char *trace_dir, const char *job, char *buf,
+                          size_t cap)
+{
+    struct out o = {buf, cap, 0};
+    if (cap)
+        buf[0] = 0;
+    if (v->cls != CCS_DSX_DESYNC && v->cls != CCS_DSX_DEAD)
+        return 0;
+    uint32_t np = v->nparty < CCS_DSX_PARTIES ? v->nparty : CCS_DSX_PARTIES;
+    /* The call the job waits in: a waiting party's, blocked at the verdict's seq. */
+    const struct ccs_dsx_party *w = NULL;
+    int32_t in[CCS_DSX_PARTIES], out_r[CCS_DSX_PARTIES];
+    size_t nin = 0, nout = 0;
+    const char *out_life = NULL;
+    uint64_t out_at = 0;
+    for (uint32_t i = 0; i < np; i++) {
+        const struct ccs_dsx_party *p = &v->party[i];
+        if (p->role == CCS_DSX_R_WAITING && p->c.state == CCS_DSX_BLOCKED && p->c.blocked.seq == v->seq) {
+            if (!w)
+                w = p;
+            in[nin++] = p->wrank;
+        }
+        /* Left out, not yet to come: it finished (MPI_Finalize, exit) at
+         * an earlier seq, so it will never issue this one. */
+        if (p->role == CCS_DSX_R_BEHIND && (p->life == CCS_DSX_FINALIZING || p->life == CCS_DSX_EXITED) &&
+            p->c.issued < v->seq) {
+            out_r[nout++] = p->wrank;
+            out_life = p->life == CCS_DSX_EXITED ? "exited" : "went on to MPI_Finalize";
+            out_at = p->c.issued;
+        }
+    }
+    char op[160] = "", site[CCS_DSX_SITE * 4] = "", named[CCS_DSX_SITE * 4], where[CCS_DSX_SITE * 4] = "";
+    if (w) {
+        ccs_dsx_op_str(&w->c.blocked, op, sizeof op);
+        site_line(site_named(w->c.site_blocked, named, sizeof named), site, sizeof site);
+        snprintf(where, sizeof where, " at %s", site);
+    }
+    if (w && nout && nin) {
+        char ro[256], ri[256];
+        ccs_ranks_str(out_r, nout, ro, sizeof ro);
+        ccs_ranks_str(in, nin, ri, sizeof ri);
+        put(&o, "desync: rank%s %s left out %s%s (%s after seq %llu%s); rank%s %s %s in it\n", nout > 1 ? "s" : "",
+            ro, op, where, out_life, (unsigned long long)out_at, nout > 1 ? ", the first of them" : "",
+            nin > 1 ? "s" : "", ri, nin > 1 ? "are" : "is");
+    }
+    put(&o,
+        "desync: this job will now wait in %s%s until the launcher's timeout; --on-desync abort "
+        "(CCSHIM_ON_DESYNC=abort) ends it at once; ",
+        w ? op : "its next collective on this communicator", where);
+    if (trace_dir && *trace_dir)
+        put(&o,
+            "each rank's report: %s/ccshim-desync-%s-r<rank>.txt, its last calls: "
+            "%s/ccshim-flight-%s-r<rank>.flight\n",
+            trace_dir, job, trace_dir, job);
+    else
+        put(&o, "no report files (give --trace-dir DIR to keep each rank's report and last calls)\n");
+    return o.n;
+}
+
+/* In warn mode the job now hangs as it would without ccshim: said once per
+ * process, by the rank that reported the verdict in full, with what it
+ * waits in, how to end it, and where the reports are. */
+static void say_what_happens_next(const struct ccs_dsx_verdict *v)
+{
+    static atomic_int said;
+    char job[128], words[2048];
+    if (ccs_cfg.on_desync == CCS_ON_DESYNC_ABORT)
+        return;
+    snprintf(job, sizeof job, "%s", ccs_job_id());
+    for (char *s = job; *s; s++) /* as file_name names the files */
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
+              *s == '-' || *s == '_'))
+            *s = '_';
+    if (!ccs_dsx_next_words(v, ccs_cfg.trace_dir, job, words, sizeof words) || atomic_exchange(&said, 1))
+        return;
+    for (char *line = words, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl)
+            break;
+        *nl = 0;
+        CCS_LOG(WARN, "%s", line);
+    }
+}
+
 void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
 {
     size_t cap = 32768;
@@ -307,6 +408,8 @@ void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
     own_stack(v, &o);
     if (full)
         ccs_log_raw(buf, o.n);
+    if (full)
+        say_what_happens_next(v);
     if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir) {
         char path[4096];
         file_name(path, sizeof path, "desync", "txt");

@@ -14,6 +14,16 @@
  * block.  Returns the length.  Pure (no I/O): the unit tests check it. */
 size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at_ms, char *buf, size_t cap);
 
+/* What happens next after a DESYNC or DEAD verdict V in warn mode, for the
+ * rank that reports it in full, into BUF (lines ending in newlines, without
+ * the log prefix): where the evidence shows a member left the call out (it
+ * finished before the seq the others are blocked in), that; then the call
+ * the job waits in, where, how to end it at once, and where each rank's
+ * report is (TRACE_DIR, JOB as the file names have it).  0 for another
+ * class.  Pure: the unit tests check it. */
+size_t ccs_dsx_next_words(const struct ccs_dsx_verdict *v, const char *trace_dir, const char *job, char *buf,
+                          size_t cap);
+
 /* Writes V's diagnostics, with this process's own call-site stack, to the
  * files above when tracing, and to the log: all of it when FULL (the one
  * rank that reports the verdict in full), else the line only. */

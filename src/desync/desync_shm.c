@@ -6,13 +6,18 @@
  * belongs to their user and is private, and wait for the creator to mark it
  * ready.  A segment left by a crashed earlier job with the same name (no
  * live process in it) is replaced, under flock, so two ranks cannot both
- * replace it.
+ * replace it.  Whether a process is in it is told by a lock, not a pid:
+ * every process that attached holds a shared open-file-description lock
+ * on its first byte for as long as it lives (the kernel drops it when the
+ * process is gone), which holds across PID namespaces (one container per
+ * rank, /dev/shm shared), where pids mean nothing.
  */
 #include "desync_shm.h"
 #include "desync_search.h"
 #include "shim.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,7 +53,7 @@ struct header {
     uint32_t slot_size;
     _Atomic int32_t attached; /* ranks that attached so far */
     _Atomic int32_t live;     /* ranks attached and not yet closed */
-    _Atomic uint32_t leader_pid;
+    _Atomic int32_t leader; /* the leading world rank + 1; 0 none */
     uint32_t pad;
     _Atomic uint64_t nverdict; /* verdicts posted so far */
     struct vslot verdict[NVERDICT];
@@ -78,6 +83,7 @@ struct ccs_dsx_shm {
     size_t bytes;
     int32_t wsize, me;
     int leader, released;
+    int fd; /* kept open: it holds this process's lock (header comment) */
     char path[256];
 };
 
@@ -86,12 +92,53 @@ static size_t seg_bytes(int32_t wsize)
     return sizeof(struct header) + (size_t)wsize * sizeof(struct slot);
 }
 
-int ccs_dsx_pid_alive(uint32_t pid)
+static struct {
+    pthread_once_t once;
+    uint64_t dev, ino;
+} pidns = {.once = PTHREAD_ONCE_INIT};
+
+static void pidns_read(void)
 {
-    return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+    struct stat sb;
+    if (stat("/proc/self/ns/pid", &sb) == 0) {
+        pidns.dev = (uint64_t)sb.st_dev;
+        pidns.ino = (uint64_t)sb.st_ino;
+    }
 }
 
-/* 1 when the segment at FD holds no live process (left by a crashed job). */
+void ccs_dsx_pidns_self(uint64_t *dev, uint64_t *ino)
+{
+    pthread_once(&pidns.once, pidns_read);
+    *dev = pidns.dev;
+    *ino = pidns.ino;
+}
+
+int ccs_dsx_status_pid_alive(const struct ccs_dsx_status *st)
+{
+    uint64_t dev, ino;
+    ccs_dsx_pidns_self(&dev, &ino);
+    if (!ino || st->pidns_ino != ino || st->pidns_dev != dev || !st->pid)
+        return -1;
+    return kill((pid_t)st->pid, 0) == 0 || errno == EPERM;
+}
+
+/* The lock every attached process holds (header comment): shared, on the
+ * segment's first byte. */
+static int hold_lock(int fd)
+{
+    struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+/* 1 when no process holds the lock on the segment at FD. */
+static int unlocked(int fd)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
+}
+
+/* 1 when the segment at FD holds no live process (left by a crashed job):
+ * a rank published in it, and no process holds its lock. */
 static int stale(int fd)
 {
     struct stat sb;
@@ -101,17 +148,14 @@ static int stale(int fd)
     if (m == MAP_FAILED)
         return 0;
     const struct header *h = m;
-    int any = 0, live = 0;
+    int any = 0;
     if (atomic_load(&h->ready) == READY && h->wsize > 0 && seg_bytes(h->wsize) <= (size_t)sb.st_size) {
         const struct slot *sl = (const void *)(h + 1);
-        for (int32_t r = 0; r < h->wsize && !live; r++)
-            if (sl[r].st.magic == CCS_DSX_MAGIC) {
-                any = 1;
-                live = ccs_dsx_pid_alive(sl[r].st.pid);
-            }
+        for (int32_t r = 0; r < h->wsize && !any; r++)
+            any = sl[r].st.magic == CCS_DSX_MAGIC;
     }
     munmap(m, (size_t)sb.st_size);
-    return any && !live;
+    return any && unlocked(fd);
 }
 
 /* An existing segment at FD (the name's inode SB) that is private to this
@@ -188,11 +232,20 @@ static int map_segment(struct ccs_dsx_shm *s, int fd, int created, char *why, si
         return -1;
     }
     void *m = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
     if (m == MAP_FAILED) {
         snprintf(why, n, "cannot map %s: %s", s->path, strerror(errno));
+        close(fd);
         return -1;
     }
+    /* Held before this process publishes anything, for as long as it lives
+     * (the descriptor stays open): the segment is not stale meanwhile. */
+    if (hold_lock(fd) != 0) {
+        snprintf(why, n, "cannot lock %s: %s", s->path, strerror(errno));
+        munmap(m, s->bytes);
+        close(fd);
+        return -1;
+    }
+    s->fd = fd;
     s->h = m;
     s->slots = (struct slot *)(s->h + 1);
     if (created) {
@@ -208,6 +261,7 @@ static int map_segment(struct ccs_dsx_shm *s, int fd, int created, char *why, si
         s->h->slot_size != sizeof(struct slot)) {
         snprintf(why, n, "%s is not a ccshim %d-rank segment of this version", s->path, s->wsize);
         munmap(m, s->bytes);
+        close(fd);
         return -1;
     }
     return 0;
@@ -245,19 +299,23 @@ struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myr
         free(s);
         return NULL;
     }
-    /* This rank's slot: free, or held by a process of ours that is gone. */
+    /* This rank's slot: free, or held by a process of ours that is gone
+     * (as far as a pid tells: in another PID namespace it tells nothing). */
     struct slot *mine = &s->slots[myrank];
-    uint32_t other = mine->st.magic == CCS_DSX_MAGIC ? mine->st.pid : 0;
-    if (other && other != (uint32_t)getpid() && ccs_dsx_pid_alive(other) && mine->st.life == CCS_DSX_ALIVE) {
+    uint64_t nsdev, nsino;
+    ccs_dsx_pidns_self(&nsdev, &nsino);
+    int self = mine->st.pid == (uint32_t)getpid() && mine->st.pidns_ino == nsino && mine->st.pidns_dev == nsdev;
+    if (mine->st.magic == CCS_DSX_MAGIC && !self && mine->st.life == CCS_DSX_ALIVE &&
+        ccs_dsx_status_pid_alive(&mine->st) == 1) {
         snprintf(why, n, "rank %d's slot in %s is held by live process %u (two jobs with one id?)", myrank, s->path,
-                 other);
+                 mine->st.pid);
         munmap(s->h, s->bytes);
+        close(s->fd);
         free(s);
         return NULL;
     }
-    uint32_t none = 0;
-    s->leader =
-        atomic_compare_exchange_strong(&s->h->leader_pid, &none, (uint32_t)getpid()) || none == (uint32_t)getpid();
+    int32_t none = 0;
+    s->leader = atomic_compare_exchange_strong(&s->h->leader, &none, myrank + 1) || none == myrank + 1;
     int32_t att = atomic_fetch_add(&s->h->attached, 1) + 1;
     atomic_fetch_add(&s->h->live, 1);
     if (local_size > 0 && att >= local_size)
@@ -316,24 +374,32 @@ int ccs_dsx_shm_is_leader(struct ccs_dsx_shm *s)
     return s->leader;
 }
 
-int ccs_dsx_shm_claim_leader(struct ccs_dsx_shm *s)
+int32_t ccs_dsx_shm_leader(struct ccs_dsx_shm *s)
 {
-    uint32_t cur = atomic_load(&s->h->leader_pid), me = (uint32_t)getpid();
-    if (cur == me)
+    return atomic_load(&s->h->leader) - 1;
+}
+
+int ccs_dsx_shm_claim_leader(struct ccs_dsx_shm *s, int32_t from)
+{
+    int32_t cur = from + 1;
+    if (atomic_load(&s->h->leader) == s->me + 1)
         return s->leader = 1;
-    if (cur && ccs_dsx_pid_alive(cur))
-        return 0;
-    s->leader = atomic_compare_exchange_strong(&s->h->leader_pid, &cur, me);
+    s->leader = atomic_compare_exchange_strong(&s->h->leader, &cur, s->me + 1);
     return s->leader;
 }
 
 void ccs_dsx_shm_resign(struct ccs_dsx_shm *s)
 {
-    uint32_t me = (uint32_t)getpid();
+    int32_t me = s->me + 1;
     if (s->leader)
-        atomic_compare_exchange_strong(&s->h->leader_pid, &me, 0);
+        atomic_compare_exchange_strong(&s->h->leader, &me, 0);
     s->leader = 0;
 }
+int32_t ccs_dsx_shm_attached(struct ccs_dsx_shm *s)
+{
+    return atomic_load(&s->h->attached);
+}
+
 int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s)
 {
     return s->wsize;
@@ -498,6 +564,7 @@ void ccs_dsx_shm_close(struct ccs_dsx_shm *s)
         return;
     ccs_dsx_shm_release(s);
     munmap(s->h, s->bytes);
+    close(s->fd);
     free(s);
 }
 

@@ -39,9 +39,14 @@ int ccs_dsx_shm_read(struct ccs_dsx_shm *s, int32_t r, struct ccs_dsx_status *ou
  * to the coordinator over TCP for the whole host. */
 int ccs_dsx_shm_is_leader(struct ccs_dsx_shm *s);
 
-/* Becomes the leader if there is none or the leader's process is gone: 1
- * when this process leads now.  A leader that exits resigns first. */
-int ccs_dsx_shm_claim_leader(struct ccs_dsx_shm *s);
+/* The world rank that leads the host, or -1 when none does.  The leader is
+ * named by its rank, not its pid: ranks in PID namespaces of their own
+ * (one container per rank) may all have the same pid. */
+int32_t ccs_dsx_shm_leader(struct ccs_dsx_shm *s);
+/* Becomes the leader in place of FROM (the rank ccs_dsx_shm_leader gave,
+ * which the caller found gone, or -1 for none): 1 when this process leads
+ * now.  A leader that exits resigns first. */
+int ccs_dsx_shm_claim_leader(struct ccs_dsx_shm *s, int32_t from);
 void ccs_dsx_shm_resign(struct ccs_dsx_shm *s);
 
 /* Verdicts from the coordinator, posted by the leader for every local rank
@@ -100,9 +105,19 @@ int ccs_dsx_shm_bye(struct ccs_dsx_shm *s);
 void ccs_dsx_shm_set_search(struct ccs_dsx_shm *s, uint64_t pass_ms, int settled);
 int ccs_dsx_shm_search(struct ccs_dsx_shm *s, uint64_t *pass_ms);
 
-/* 1 while process PID exists (also when it is another user's): a rank's
- * process, named by its slot, is still there. */
-int ccs_dsx_pid_alive(uint32_t pid);
+/* This process's PID namespace (st_dev and st_ino of /proc/self/ns/pid),
+ * read once, at the first call (ccs_dsx_shm_open makes it, at start): both
+ * 0 when it cannot be read (no /proc). */
+void ccs_dsx_pidns_self(uint64_t *dev, uint64_t *ino);
+
+/* Whether the process that published ST (its pid and PID namespace) is
+ * there: 1 yes, 0 gone, -1 unknown: it runs in another PID namespace, or
+ * one of the two is not known, where its pid means nothing here (one
+ * container per rank; the caller then goes by the status's heartbeat). */
+int ccs_dsx_status_pid_alive(const struct ccs_dsx_status *st);
+
+/* Processes that attached to the segment so far. */
+int32_t ccs_dsx_shm_attached(struct ccs_dsx_shm *s);
 
 /* Ranks whose slot was ever claimed (for the leader's scan). */
 int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s);

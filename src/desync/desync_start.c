@@ -79,24 +79,13 @@ static void my_address(char *out, size_t n, int loopback_ok)
  * expected. */
 static int parse_coord(const char *c, int any_port, char *host, size_t hn, int *port)
 {
-    const char *colon = strrchr(c, ':');
-    char *end = NULL;
-    long p = -1;
-    if (colon && colon > c && colon[1]) {
-        errno = 0;
-        p = strtol(colon + 1, &end, 10);
-        if (errno || *end)
-            p = -1;
-    }
-    if (p < (any_port ? 0 : 1) || p > 65535 || (size_t)(colon - c) >= hn) {
+    if (ccs_config_parse_coord(c, any_port, host, hn, port) != 0) {
         static int logged;
         ccs_log_once(&logged, CCS_LOG_WARN,
                      "CCSHIM_COORD='%.200s%s' ignored: expected host:port with a port in %d..65535", c,
                      strlen(c) > 200 ? "...[truncated]" : "", any_port ? 0 : 1);
         return -1;
     }
-    snprintf(host, hn, "%.*s", (int)(colon - c), c);
-    *port = (int)p;
     return 0;
 }
 

@@ -125,7 +125,10 @@ tap_eq "CCSHIM_COALESCE_EXCLUDE naming the program: nothing deferred" "$((2 * ST
 run inc 2 --set CCSHIM_COALESCE=every:$K --set CCSHIM_COALESCE_INCLUDE=no_such_function,coal_ddp -- 
 tap_eq "CCSHIM_COALESCE_INCLUDE naming it: coalesced" "$((2 * R)) $((2 * D)) $((2 * R))" "$(counts inc)"
 
-run bogus 2 --set CCSHIM_COALESCE=every:1 -- 
+# (Set without ccshim-run, which refuses it before launch: ccshim-run.sh.)
+ccs_mpirun 60 2 $MPI_ARGS env CCSHIM_COALESCE=every:1 CCSHIM_TRACE_DIR="$CCS_TMP/bogus.tr" \
+    LD_PRELOAD="$top_builddir/.libs/libccshim-mpi.so" "$prog" --steps $STEPS --minibatches $K --buckets $NB \
+    > "$CCS_TMP/bogus.out" 2> "$CCS_TMP/bogus.err"
 tap_eq "an invalid CCSHIM_COALESCE is reported once per rank, nothing coalesced, the job runs" \
     "2 1 $((2 * STEPS * NB * K)) 0" \
     "$(grep -c "CCSHIM_COALESCE='every:1' ignored: every:N needs a decimal N in 2..1000000" "$CCS_TMP/bogus.err") \

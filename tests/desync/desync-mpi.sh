@@ -8,7 +8,7 @@
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 64
+tap_plan 67
 
 # Latency: a verdict must come from the detector while the job still runs,
 # not from its end: these bounds hold on 2 shared cores.  The targets
@@ -111,6 +111,32 @@ tap_check "warn: the flight file lists the mismatched call" \
     grep -Eq "^0	3	0x[0-9a-f]+	allreduce	4	float32	max	" "$CCS_TMP/warn/trace/ccshim-flight-warn-r1.flight"
 tap_check "warn: the desync file holds the verdict line" grep -q "^ccshim MISMATCH comm=" \
     "$CCS_TMP/warn/trace/ccshim-desync-warn-r0.txt"
+
+# warn, and the job hangs (issue 40): rank 1 skips an all-reduce and goes
+# on to MPI_Finalize while the others wait in it.  The rank reporting in
+# full (0) then says once what the evidence shows (rank 1 left the call
+# out: it finished before that seq), that the job now waits in that call
+# until the launcher's timeout, how to end it at once, and where the
+# reports are; nobody else says it.  The test ends the hung job itself,
+# once the words are out (at most 30 s).
+d="$CCS_TMP/warn-skip"
+mkdir -p "$d/trace"
+setsid "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --mca btl self,vader \
+    --mca btl_vader_single_copy_mechanism none -np 4 env CCSHIM_LOG="$d/log-%r.txt" CCSHIM_TRACE_DIR="$d/trace" \
+    CCSHIM_SUMMARY=0 CCSHIM_JOB_ID=warn-skip "$CCSHIM_RUN" --mpi -- "$SCENARIO" skip >"$d/out" 2>"$d/err" &
+pg=$!
+CCS_PGIDS="$CCS_PGIDS $pg"
+i=0
+while [ $i -lt 300 ] && ! grep -q "will now wait" "$d/log-0.txt" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+sleep 1 # (any second saying of it would come within a few periods)
+kill -KILL "-$pg" 2>/dev/null
+wait "$pg" 2>/dev/null
+SITE='[^ ]*desync_scenario\.c:[0-9]+'
+tap_check "warn-skip: rank 0 names the call rank 1 left out, and the ranks in it" sh -c 'test "$(grep -c "warning: desync: rank 1 left out" "$1"/log-*.txt | paste -sd" ")" = "$1/log-0.txt:1 $1/log-1.txt:0 $1/log-2.txt:0 $1/log-3.txt:0" && grep -Eq "^ccshim\[0@[^]]*\]: warning: desync: rank 1 left out $2 at $3 \(went on to MPI_Finalize after seq 4\); ranks 0,2-3 are in it$" "$1/log-0.txt"' _ "$d" "$AR" "$SITE"
+tap_check "warn-skip: rank 0 says once where the job now waits, how to end it, where the reports are" sh -c 'test "$(cat "$1"/log-*.txt | grep -c "will now wait")" = 1 && grep -Eq "^ccshim\[0@[^]]*\]: warning: desync: this job will now wait in $2 at $3 until the launcher.s timeout; --on-desync abort \(CCSHIM_ON_DESYNC=abort\) ends it at once; each rank.s report: $1/trace/ccshim-desync-warn-skip-r<rank>\.txt, its last calls: $1/trace/ccshim-flight-warn-skip-r<rank>\.flight$" "$1/log-0.txt"' _ "$d" "$AR" "$SITE"
+tap_eq "warn-skip: the files it names are there; under abort (skip, above) it is not said" "yes 0" \
+    "$([ -s "$d/trace/ccshim-desync-warn-skip-r0.txt" ] && [ -s "$d/trace/ccshim-flight-warn-skip-r1.flight" ] && echo yes) $(cat "$CCS_TMP/skip"/log-*.txt | grep -c 'will now wait\|left out')"
+[ "$TAP_FAILED" -eq 0 ] || dsx_diag warn-skip
 
 # Two ranks: no majority, both sides named neutrally.
 dsx_run op2 40 2 SETTLE_MS=$WSETTLE -- "$SCENARIO" op

@@ -27,6 +27,8 @@
  *            barrier on the duplicate that nobody else reaches, while the
  *            others wait in the all-reduce: both sides blocked for good
  *   healthy  random compute of 1.2-2.5 s on one random rank per iteration
+ *   compute  the culprit computes COMPUTE_MS (env, default 1500) before
+ *            the call while the others wait in it (healthy)
  * Mismatched calls may complete (MPI cannot tell): every rank then sleeps
  * SETTLE_MS (env, default 600) before finalizing so the detector has time.
  * WAIT_VERDICT (env, set): instead, every rank finalizes as soon as its own
@@ -113,6 +115,10 @@ static int culprit_departs(const char *scenario, MPI_Comm comm, MPI_Comm dup, fl
     if (strcmp(scenario, "deadlock") == 0) {
         mark();
         MPI_Barrier(dup); /* never completes */
+    }
+    if (strcmp(scenario, "compute") == 0) {
+        mark();
+        sleep_ms(getenv("COMPUTE_MS") ? atol(getenv("COMPUTE_MS")) : 1500);
     }
     if (strcmp(scenario, "extra") == 0) {
         mark();
@@ -209,7 +215,7 @@ int main(int argc, char **argv)
     }
     if (getenv("WAIT_VERDICT"))
         wait_verdict(rank);
-    else if (strcmp(scenario, "ok") != 0 && strcmp(scenario, "healthy") != 0)
+    else if (strcmp(scenario, "ok") != 0 && strcmp(scenario, "healthy") != 0 && strcmp(scenario, "compute") != 0)
         sleep_ms(settle);
     for (int i = 1; i < ncomms; i++)
         MPI_Comm_free(&many[i]);

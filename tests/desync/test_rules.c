@@ -713,6 +713,39 @@ START_TEST(format_has_the_greppable_line)
 }
 END_TEST
 
+/* What happens next (warn mode): a member that finished before the seq the
+ * others are blocked at left the call out; the call the job waits in; the
+ * report files, or how to get them.  Nothing for a MISMATCH. */
+START_TEST(next_words_name_the_call_left_out)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            block(add(r, X, NR, -1, 4), ar(5), 40);
+    add(1, X, NR, -1, 4);
+    st[1].life = CCS_DSX_FINALIZING;
+    ck_assert_int_eq(run(0), 1);
+    char buf[4096];
+    ck_assert_uint_gt(ccs_dsx_next_words(&got[0], "/tr", "job1", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf,
+                     "desync: rank 1 left out allreduce(count=4, float32, sum) at ? (went on to MPI_Finalize after "
+                     "seq 4); ranks 0,2-3 are in it\n"
+                     "desync: this job will now wait in allreduce(count=4, float32, sum) at ? until the "
+                     "launcher's timeout; --on-desync abort (CCSHIM_ON_DESYNC=abort) ends it at once; each "
+                     "rank's report: /tr/ccshim-desync-job1-r<rank>.txt, its last calls: "
+                     "/tr/ccshim-flight-job1-r<rank>.flight\n");
+    /* Computing, not finished: nothing is said to be left out. */
+    got[0].party[0].life = CCS_DSX_ALIVE;
+    ck_assert_uint_gt(ccs_dsx_next_words(&got[0], "", "job1", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf,
+                     "desync: this job will now wait in allreduce(count=4, float32, sum) at ? until the "
+                     "launcher's timeout; --on-desync abort (CCSHIM_ON_DESYNC=abort) ends it at once; no report "
+                     "files (give --trace-dir DIR to keep each rank's report and last calls)\n");
+    got[0].cls = CCS_DSX_MISMATCH;
+    ck_assert_uint_eq(ccs_dsx_next_words(&got[0], "/tr", "job1", buf, sizeof buf), 0);
+}
+END_TEST
+
 static uint64_t want_comm, want_seq;
 static int nwant;
 static void on_want(uint64_t c, uint64_t seq, void *a)
@@ -1353,6 +1386,7 @@ static Suite *suite(void)
     tcase_add_test(t, blocked_beyond_issued_gives_no_verdict);
     tcase_add_test(t, comm_larger_than_world_gives_no_verdict);
     tcase_add_test(t, format_has_the_greppable_line);
+    tcase_add_test(t, next_words_name_the_call_left_out);
     tcase_add_test(t, peer_seq_is_bounded);
     tcase_add_test(t, mismatch_basic_types_beside_size);
     tcase_add_test(t, unknown_and_empty_types_are_left_out);

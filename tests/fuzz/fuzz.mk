@@ -70,7 +70,8 @@ tests/fuzz/fuzz_dsx_coord: tests/fuzz/fuzz_dsx_coord.c src/desync/desync_coord.c
 tests/fuzz/fuzz_dsx_client: tests/fuzz/fuzz_dsx_client.c src/desync/desync_client.c $(FUZZ_DSX_SRCS)
 	$(FUZZ_LINK) $(SODIUM_LIBS)
 tests/fuzz/fuzz_config: tests/fuzz/fuzz_config.c src/core/config.c src/core/log.c src/core/private_file.c \
-		src/coalesce/coalesce_policy.c src/coalesce/coalesce.h $(FUZZ_CORE_H) src/core/fingerprint.c src/core/names.c
+		src/coalesce/coalesce_policy.c src/coalesce/coalesce_parse.c src/coalesce/coalesce.h $(FUZZ_CORE_H) \
+		src/core/fingerprint.c src/core/names.c
 	$(FUZZ_LINK)
 tests/fuzz/fuzz_expect: tests/fuzz/fuzz_expect.c tools/audit/expect.c tools/audit/audit.h tools/audit/hmap.c \
 		tools/audit/hmap.h $(FUZZ_CORE_H) src/core/names.c

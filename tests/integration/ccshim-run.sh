@@ -4,7 +4,7 @@
 # its own files after a move, and a clear error (never a run without ccshim)
 # when a library or the Python helper is missing.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 27
+tap_plan 38
 "$CCSHIM_RUN" --help > "$CCS_TMP/help" 2>&1
 tap_eq "--help exits 0" 0 $?
 # Every variable of the table (parsed from src/core/config_table.h) is in --help
@@ -119,6 +119,67 @@ tap_eq "--python-dir DIR and CCSHIM_PYTHON_DIR point elsewhere" \
 "$CCSHIM_RUN" --set CCSHIM_SECRET=0123456789abcdef0123456789abcdef -- /bin/true 2>>"$CCS_TMP/e-secret"; rs2=$?
 tap_check "--secret VALUE and --set CCSHIM_SECRET=VALUE are refused (exit 2), pointing at --secret-file" sh -c \
     "[ $rs = 2 ] && [ $rs2 = 2 ] && [ ! -e '$CCS_TMP/ran-secret' ] && [ \$(grep -c 'readable by every local user (/proc/PID/cmdline); give --secret-file FILE' '$CCS_TMP/e-secret') = 2 ]"
+# Settings checked before launch (issue 40): every option value and every
+# CCSHIM_* variable of the environment, as the library would parse it; one
+# line naming the bad value and what is accepted, exit 2, nothing run.
+# (The library itself still fails open: mpi-pattern.sh sets bad values
+# without ccshim-run.)
+bad() { # NAME EXPECTED-LINE [VAR=VALUE...] -- OPTIONS...
+    local name=$1 line=$2 envs=""
+    shift 2
+    while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+    shift
+    rm -f "$CCS_TMP/ran-bad"
+    # shellcheck disable=SC2086
+    env $envs "$CCSHIM_RUN" "$@" -- /bin/sh -c "touch '$CCS_TMP/ran-bad'" >"$CCS_TMP/bad.out" 2>"$CCS_TMP/bad.err"
+    tap_eq "$name: exit 2, this one line, nothing run" "2 $line no" \
+        "$? $(cat "$CCS_TMP/bad.err" "$CCS_TMP/bad.out") $([ -e "$CCS_TMP/ran-bad" ] && echo ran || echo no)"
+}
+bad "--on-desync abrot" "ccshim-run: CCSHIM_ON_DESYNC='abrot' (option --on-desync): expected one of: warn abort; nothing run" \
+    -- --on-desync abrot
+bad "CCSHIM_TRACEDIR=x (a near miss)" "ccshim-run: unknown variable CCSHIM_TRACEDIR in the environment; did you mean CCSHIM_TRACE_DIR? (see --help for the settings)" \
+    CCSHIM_TRACEDIR=x --
+bad "an unknown name far from every setting" "ccshim-run: unknown variable CCSHIM_FROBNICATE in the environment (see --help for the settings)" \
+    CCSHIM_FROBNICATE=1 --
+bad "--ring-size 100 (below its range)" "ccshim-run: CCSHIM_RING_SIZE='100' (option --ring-size): expected a decimal integer in 1024..16777216; nothing run" \
+    -- --ring-size 100
+bad "CCSHIM_DESYNC_BLOCK_MS=1s (not a number)" "ccshim-run: CCSHIM_DESYNC_BLOCK_MS='1s' (option --desync-block-ms): expected a decimal integer in 10..3600000; nothing run" \
+    CCSHIM_DESYNC_BLOCK_MS=1s --
+bad "--coalesce every:1 (coalescing's own grammar)" "ccshim-run: CCSHIM_COALESCE='every:1' (option --coalesce): every:N needs a decimal N in 2..1000000; nothing run" \
+    -- --coalesce every:1
+bad "--set CCSHIM_TRACEDIR=x" "ccshim-run: --set: unknown variable CCSHIM_TRACEDIR; did you mean CCSHIM_TRACE_DIR? (see --help for the list)" \
+    -- --set CCSHIM_TRACEDIR=x
+# Valid values still run, beside the names the project's own scripts and
+# tests use that are not settings (config_table.h, CCS_CONFIG_OTHER_NAMES).
+rm -f "$CCS_TMP/ran-good"
+env CCSHIM_ON_DESYNC=abort CCSHIM_DESYNC_BLOCK_MS=500 CCSHIM_COORD=127.0.0.1:0 CCSHIM_NO_APT=1 CCSHIM_BUILD=/x \
+    CCSHIM_LIBDIR="$top_builddir/.libs" "$CCSHIM_RUN" --no-mpi --coalesce every:4 --ring-size 1024 --log-level warn \
+    --summary off -- /bin/sh -c "touch '$CCS_TMP/ran-good'" >"$CCS_TMP/good.out" 2>"$CCS_TMP/good.err"
+tap_eq "valid settings (and the project's other CCSHIM_* names): exit 0, the program ran, nothing said" "0 ran " \
+    "$? $([ -e "$CCS_TMP/ran-good" ] && echo ran) $(cat "$CCS_TMP/good.out" "$CCS_TMP/good.err")"
+# Launcher processes stay silent (issue 40): ccshim-run around a chain of
+# wrappers (a script, as a pyenv shim is, a bash, mpirun, a sh per rank),
+# every one of them under the preload; the ranks make collectives but mark
+# no step.  Only rank 0, which made collectives, says that auto coalescing
+# had no step to learn from; the wrappers (rank -1) say nothing at all.
+# (Before, each of them printed the coalescing line at its exit.)
+if ccs_have_mpi && [ "$CCS_MPI_HYDRA" = 0 ] && [ -x "$top_builddir/tests/desync/desync_scenario" ]; then
+    cat >"$CCS_TMP/wrap.sh" <<'EOF_WRAP'
+#!/bin/sh
+# a wrapper script, as a pyenv shim is: bash, then mpirun, then a sh per rank
+exec bash -c 'mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none -np 2 sh -c "\"\$0\" \"\$@\"; exit \$?" "$@"' wrap "$@"
+EOF_WRAP
+    chmod +x "$CCS_TMP/wrap.sh"
+    CCS_LAUNCHER=1 ccs_run_timeout 60 "$CCSHIM_RUN" --mpi --coalesce auto -- "$CCS_TMP/wrap.sh" \
+        "$top_builddir/tests/desync/desync_scenario" ok 3 >"$CCS_TMP/wrap.out" 2>"$CCS_TMP/wrap.err"
+    tap_eq "a wrapper chain under --coalesce auto: exit 0" 0 $?
+    tap_eq "  ... exactly one coalescing line, rank 0's (it made collectives, marked no step)" \
+        "0 warning: coalescing auto: no step was marked in this run" \
+        "$(grep 'coalesc' "$CCS_TMP/wrap.err" | sed 's/^ccshim\[\([-0-9]*\)@[^]]*\]: /\1 /; s/, so nothing.*//')"
+    tap_eq "  ... no line at all from a process that is not a rank" "" "$(grep '^ccshim\[-1@' "$CCS_TMP/wrap.err" || true)"
+else
+    for i in 1 2 3; do tap_skip "a wrapper chain under --coalesce auto" "needs Open MPI's mpirun and desync_scenario"; done
+fi
 rm "$M/lib/libccshim.so"
 # Its last resort is the configured libdir: only when that has no library.
 configured=$("$M/bin/ccshim-run" --help | sed -n 's/.*relative to ccshim-run, then \(.*\))$/\1/p')

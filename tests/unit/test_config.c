@@ -113,6 +113,30 @@ START_TEST(table_rows_complete)
 }
 END_TEST
 
+/* ccshim-run's check before launch: the library's own parsers, by name. */
+START_TEST(check_by_name)
+{
+    char why[200];
+    ck_assert_int_eq(ccs_config_check("CCSHIM_ON_DESYNC", "abort", why, sizeof why), 0);
+    ck_assert_int_eq(ccs_config_check("CCSHIM_ON_DESYNC", "abrot", why, sizeof why), -1);
+    ck_assert_str_eq(why, "expected one of: warn abort");
+    ck_assert_int_eq(ccs_config_check("CCSHIM_RING_SIZE", "100", why, sizeof why), -1);
+    ck_assert_str_eq(why, "expected a decimal integer in 1024..16777216");
+    ck_assert_int_eq(ccs_config_check("CCSHIM_SUMMARY", "maybe", why, sizeof why), -1);
+    ck_assert_int_eq(ccs_config_check("CCSHIM_COORD", "abc", why, sizeof why), -1);
+    ck_assert_str_eq(why, "expected host:port with a port in 0..65535");
+    ck_assert_int_eq(ccs_config_check("CCSHIM_COORD", "10.0.0.1:0", why, sizeof why), 0);
+    ck_assert_int_eq(ccs_config_check("CCSHIM_COORD", "", why, sizeof why), 0);
+    ck_assert_int_eq(ccs_config_check("CCSHIM_TRACE_DIR", "/anything", why, sizeof why), 0);
+    ck_assert_int_eq(ccs_config_check("CCSHIM_TRACEDIR", "x", why, sizeof why), -2);
+    ck_assert_int_eq(ccs_config_other_name("CCSHIM_LIBDIR"), 1);
+    ck_assert_int_eq(ccs_config_other_name("CCSHIM_TRACEDIR"), 0);
+    /* No setting is also one of the other names. */
+    for (size_t i = 0; i < ccs_config_nrows; i++)
+        ck_assert_int_eq(ccs_config_other_name(ccs_config_rows[i].name), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("config");
@@ -122,6 +146,7 @@ static Suite *suite(void)
     tcase_add_test(t, bad_values_named_and_defaulted);
     tcase_add_test(t, enum_index);
     tcase_add_test(t, table_rows_complete);
+    tcase_add_test(t, check_by_name);
     suite_add_tcase(s, t);
     return s;
 }
