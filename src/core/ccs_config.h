@@ -54,6 +54,8 @@ __attribute__((visibility("hidden"))) int ccs_config_check(const char *name, con
 
 /* 1 when NAME is one of CCS_CONFIG_OTHER_NAMES (config_table.h). */
 __attribute__((visibility("hidden"))) int ccs_config_other_name(const char *name);
+/* 1 when the file pattern PAT names the rank (%r), as CCSHIM_METRICS's must. */
+__attribute__((visibility("hidden"))) int ccs_pattern_names_rank(const char *pat);
 
 /* Parses CCSHIM_COORD's "host:port" (port 0 allowed when ANY_PORT): 0 with
  * HOST (HN bytes) and PORT, or -1. */

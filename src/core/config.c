@@ -153,10 +153,28 @@ int ccs_config_parse_coord(const char *c, int any_port, char *host, size_t hn, i
     return 0;
 }
 
-/* CCSHIM_COORD's grammar (CCSHIM_COALESCE's is coalescing's own,
- * ccs_coalesce_parse: ccshim-run checks it there). */
+/* 1 when the pattern PAT names the rank (%r; "%%r" is a percent sign and
+ * an r). */
+int ccs_pattern_names_rank(const char *pat)
+{
+    for (const char *p = pat; *p; p++) {
+        if (p[0] == '%' && p[1] == 'r')
+            return 1;
+        if (p[0] == '%' && p[1])
+            p++;
+    }
+    return 0;
+}
+
+/* CCSHIM_COORD's grammar and CCSHIM_METRICS's pattern (CCSHIM_COALESCE's
+ * is coalescing's own, ccs_coalesce_parse: ccshim-run checks it there). */
 static int check_syntax(const char *name, const char *v, char *why, size_t n)
 {
+    if (strcmp(name, "CCSHIM_METRICS") == 0 && *v && !ccs_pattern_names_rank(v)) {
+        snprintf(why, n, "expected a pattern that names the rank (%%r), e.g. /var/lib/node_exporter/textfile/"
+                         "ccshim-%%j-%%r.prom: every rank would write the same file");
+        return -1;
+    }
     if (strcmp(name, "CCSHIM_COORD") == 0 && *v) {
         char host[256];
         int port;

@@ -349,17 +349,9 @@ static int enabled(void)
 
 /* The pattern must name the rank (%r): otherwise every rank of the job
  * writes one file in turn, each rename hiding the others' counts, and the
- * textfile collector would refuse the same series from two files anyway. */
-static int pattern_ok(void)
-{
-    for (const char *p = ccs_cfg.metrics; *p; p++) {
-        if (p[0] == '%' && p[1] == 'r')
-            return 1;
-        if (p[0] == '%' && p[1])
-            p++; /* "%%r" is a percent sign and an r */
-    }
-    return 0;
-}
+ * textfile collector would refuse the same series from two files anyway
+ * (ccshim-run refuses such a pattern before launch). */
+static int pattern_ok(void) { return ccs_pattern_names_rank(ccs_cfg.metrics); }
 
 static void metrics_start(void)
 {

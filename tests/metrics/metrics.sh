@@ -11,7 +11,7 @@
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$CCSHIM_TRAINER" ] || tap_skip_all "ccshim-trainer not built"
 SCENARIO="$top_builddir/tests/desync/desync_scenario"
-tap_plan 24
+tap_plan 25
 D=$CCS_TMP
 
 # metric FILE NAME [LABEL-REGEX]: the sum of NAME's samples whose labels match.
@@ -108,9 +108,13 @@ tap_eq "unwritable destination: one warning per rank" 2 \
 ccs_mpirun 120 2 "$CCSHIM_RUN" --metrics "$D/gone-%r.prom" --metrics-period-ms 50 -- "$CCSHIM_TRAINER" \
     --batch 32 --mini-batch 4 --steps 3 > "$D/gone.out" 2>&1
 tap_eq "clean exit: exit 0 and no file left" "0 " "$? $(cd "$D" && ls gone-* 2>/dev/null | paste -sd ' ' -)"
-ccs_mpirun 120 2 "$CCSHIM_RUN" --metrics "$D/one.prom" --metrics-period-ms 50 --metrics-keep 1 -- "$CCSHIM_TRAINER" \
-    --batch 32 --mini-batch 4 --steps 3 > "$D/one.out" 2> "$D/one.err"
-tap_eq "pattern without %r: exit 0, no file, one warning per rank naming the pattern" "0 no 2" \
+"$CCSHIM_RUN" --metrics "$D/one.prom" -- "$CCSHIM_TRAINER" --steps 1 > "$D/one0.out" 2>&1
+tap_eq "pattern without %r: ccshim-run refuses it before launch (exit 2, the value and what is expected)" "2 1" \
+    "$? $(grep -c "^ccshim-run: CCSHIM_METRICS='$D/one.prom' (option --metrics): expected a pattern that names the rank (%r)" "$D/one0.out")"
+# (preloaded without ccshim-run, the library refuses it too, and the job runs)
+ccs_mpirun 120 2 env LD_PRELOAD="$top_builddir/.libs/libccshim-mpi.so" CCSHIM_METRICS="$D/one.prom" \
+    CCSHIM_METRICS_KEEP=1 "$CCSHIM_TRAINER" --batch 32 --mini-batch 4 --steps 3 > "$D/one.out" 2> "$D/one.err"
+tap_eq "pattern without %r, preloaded: exit 0, no file, one warning per rank naming the pattern" "0 no 2" \
     "$? $([ -e "$D/one.prom" ] && echo yes || echo no) $(grep -c "CCSHIM_METRICS='$D/one.prom' does not name the rank (%r)" "$D/one.err")"
 
 # 6. Two jobs at once on one node, the pattern docs/metrics.md recommends,
