@@ -86,6 +86,10 @@ struct ccs_dsx_coord {
      * and records are kept for when its leader reconnects, and the rules
      * count it as computing meanwhile. */
     uint64_t *unreach_ms;
+    /* Per rank, while unreachable: 1 when its host fell silent (a stalled
+     * link, a stopped process: it may come back), 0 when its connection
+     * closed (reset, refused, its process killed). */
+    uint8_t *unreach_silent;
     /* The last verdicts broadcast, sent again to a leader that (re)connects
      * (its ranks ignore those they have): a verdict given while a host was
      * cut off still reaches it. */
@@ -191,6 +195,8 @@ static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *w
 }
 
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why);
+/* drop_client's WHY for a link dropped for its silence. */
+static const char STALLED[] = "stalled";
 
 /* Wipes the coordinator's secret key and the keys derived from it. */
 static void sodium_memzero_keys(struct ccs_dsx_coord *k)
@@ -287,6 +293,10 @@ static void coord_probe(struct ccs_dsx_coord *k, uint64_t now)
 
 static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
 {
+    int stalled = why == STALLED;
+    if (stalled)
+        why = "no frame within the heartbeat period (a stalled link); closed so that stale statuses are not taken "
+              "for news";
     struct ccs_dsx_conn *c = &k->cl[i];
     if (!c->sealed) {
         if (c->prio)
@@ -317,13 +327,18 @@ static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
      * reasons (a reset, a dropped or altered frame, a stall) and the leader
      * reconnects.  Their statuses and records are kept; a rank is dead only
      * when its own host says so (its pid gone, seen by the host's leader). */
-    uint64_t now = ccs_clock_mono_ms();
+    /* Unreachable since the last word heard from the leader, not since
+     * the drop: a link dropped for silence went silent a heartbeat before
+     * (the verdict said "no word for 10.1 s" after 20 s of silence). */
+    uint64_t now = ccs_clock_mono_ms(), last = c->sealed && c->t_rx ? c->t_rx : now;
     for (int32_t r = 0; r < k->wsize; r++) {
         if (k->owner[r] != (int)i)
             continue;
         k->owner[r] = -1;
-        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && !k->unreach_ms[r])
-            k->unreach_ms[r] = now;
+        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && !k->unreach_ms[r]) {
+            k->unreach_ms[r] = last < now ? last : now;
+            k->unreach_silent[r] = (uint8_t)stalled;
+        }
     }
     k->closed_in += c->bytes_in;
     k->closed_out += c->bytes_out;
@@ -391,6 +406,7 @@ static void store_status(struct ccs_dsx_coord *k, size_t i)
     k->owner[r] = (int)i;
     k->dead[r] = 0;
     k->unreach_ms[r] = 0;
+    k->unreach_silent[r] = 0;
     k->stats.statuses++;
 }
 
@@ -511,6 +527,16 @@ static uint64_t grace_ms(const struct ccs_dsx_coord *k)
     return k->t.heartbeat_ms > k->t.block_ms ? k->t.heartbeat_ms : k->t.block_ms;
 }
 
+/* The silence after which unreachable rank R may be named, counted from
+ * the last word heard from it: the grace when its connection closed, twice
+ * that when its host only fell silent (a process stopped a while, a link
+ * that stalls: 12 to 18 s of it, with the default heartbeat, must pass
+ * without a verdict, and the link is dropped a heartbeat into it). */
+static uint64_t silence_ms(const struct ccs_dsx_coord *k, int32_t r)
+{
+    return k->unreach_silent[r] ? 2 * grace_ms(k) : grace_ms(k);
+}
+
 /* Unreachable ranks the rest of a communicator hangs on: every reachable
  * member of comm COMM (of SIZE) blocked at one seq for the grace period,
  * the others unreachable for as long.  A DESYNC naming them unreachable
@@ -535,7 +561,7 @@ static void unreachable_verdict(struct ccs_dsx_coord *k, uint64_t comm, int32_t 
                 continue;
             seen_members++;
             if (k->unreach_ms[r] && x->life == CCS_DSX_ALIVE) {
-                ok = now - k->unreach_ms[r] >= g && nl < (size_t)size;
+                ok = now - k->unreach_ms[r] >= silence_ms(k, r) && nl < (size_t)size;
                 if (ok)
                     lost[nl++] = r;
             } else if (x->life == CCS_DSX_ALIVE && e->state == CCS_DSX_BLOCKED && e->blocked_ms >= g &&
@@ -597,12 +623,12 @@ static void unreachable_verdict(struct ccs_dsx_coord *k, uint64_t comm, int32_t 
 #define MAX_LOST_COMMS 64
 static void rule_unreachable(struct ccs_dsx_coord *k, uint64_t now)
 {
-    uint64_t g = grace_ms(k), ids[MAX_LOST_COMMS];
+    uint64_t ids[MAX_LOST_COMMS];
     int32_t sizes[MAX_LOST_COMMS];
     size_t n = 0;
     for (int32_t r = 0; r < k->wsize; r++) {
         const struct ccs_dsx_status *x = k->st[r];
-        if (!x || !k->unreach_ms[r] || x->life != CCS_DSX_ALIVE || now - k->unreach_ms[r] < g)
+        if (!x || !k->unreach_ms[r] || x->life != CCS_DSX_ALIVE || now - k->unreach_ms[r] < silence_ms(k, r))
             continue;
         for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++) {
             const struct ccs_dsx_comm *e = &x->comm[q];
@@ -625,8 +651,10 @@ static void coord_eval(struct ccs_dsx_coord *k)
     for (int32_t r = 0; r < k->wsize; r++) {
         /* A status that stopped coming (a stalled link) is unreachable too. */
         if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] && !k->unreach_ms[r] &&
-            now - k->beat_ms[r] > (uint64_t)k->t.heartbeat_ms)
-            k->unreach_ms[r] = now;
+            now - k->beat_ms[r] > (uint64_t)k->t.heartbeat_ms) {
+            k->unreach_ms[r] = k->beat_ms[r]; /* its last word */
+            k->unreach_silent[r] = 1;
+        }
         /* Unreachable ranks count as computing (nothing known of them), and
          * so does a rank whose status stopped changing for longer than four
          * of its republications (every rank republishes at least every
@@ -748,8 +776,7 @@ static void flush_all(struct ccs_dsx_coord *k, uint64_t now, int handshake_due)
              * closed, so that what it buffered meanwhile never arrives
              * late and is taken for news; the leader reconnects and sends
              * its ranks' statuses afresh. */
-            drop_client(k, i, "no frame within the heartbeat period (a stalled link); closed so that stale "
-                              "statuses are not taken for news");
+            drop_client(k, i, STALLED);
         else if (c->fd >= 0 && (c->state == CCS_DSX_C_DROP || ccs_dsx_conn_flush(c) != 0))
             drop_client(k, i, NULL);
     }
@@ -914,12 +941,13 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
     k->beat = calloc((size_t)wsize, sizeof *k->beat);
     k->beat_ms = calloc((size_t)wsize, sizeof *k->beat_ms);
     k->unreach_ms = calloc((size_t)wsize, sizeof *k->unreach_ms);
+    k->unreach_silent = calloc((size_t)wsize, 1);
     k->recent = calloc(NRECENT, sizeof *k->recent);
     k->owner = malloc((size_t)wsize * sizeof *k->owner);
     k->seen = ccs_dsx_seen_new();
     k->folds = ccs_dsx_folds_new();
     k->scratch = malloc(sizeof *k->scratch);
-    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms || !k->recent || !k->owner || !k->seen ||
+    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms || !k->unreach_silent || !k->recent || !k->owner || !k->seen ||
         !k->folds || !k->scratch) {
         snprintf(why, n, "out of memory for %d ranks", wsize);
         goto fail;
@@ -959,7 +987,7 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
     return k;
 fail:
     free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms), free(k->owner),
-        free(k->scratch), free(k->unreach_ms), free(k->recent), free(k->peers), free(k->rkeys), free(k->rkey_ok);
+        free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers), free(k->rkeys), free(k->rkey_ok);
     ccs_dsx_seen_free(k->seen);
     free(k);
     return NULL;
@@ -1004,7 +1032,7 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
     ccs_dsx_folds_free(k->folds);
     free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
         free(k->beat_ms);
-    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->recent), free(k->peers), free(k->rkeys),
+    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers), free(k->rkeys),
         free(k->rkey_ok);
     ccs_dsx_seen_free(k->seen);
     free(k);

@@ -15,7 +15,7 @@ ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
 command -v python3 >/dev/null || tap_skip_all "python3 not installed"
 command -v ss >/dev/null || tap_skip_all "ss (iproute2) not installed"
-tap_plan 11
+tap_plan 15
 
 PORT=$(ccs_ports 2)
 PPORT=$((PORT + 1))
@@ -79,4 +79,31 @@ cat "$CCS_TMP/nf-lost/proxy.txt" | tap_diag
 dsx_check_verdict nf-lost DESYNC \
     "^ccshim DESYNC comm=0x[0-9a-f]+ size=2 seq=[0-9]+: rank 0 blocked in allreduce\(count=4, float32, sum\) at seq [0-9]+ for N s; rank 1 unreachable \(host 'h1': no word from its leader for N s; last seen at seq [0-9]+; not known to be dead\)$"
 tap_eq "nf-lost: no DEAD verdict (nothing showed rank 1's pid gone)" "" "$(dsx_lines nf-lost DEAD)"
+
+# A host that falls silent (its rank stopped with SIGSTOP, the connection
+# open), with a 2 s heartbeat: its link is dropped a heartbeat into the
+# silence, and it is named only after twice that (4 s) of silence from its
+# last word, saying that silence; a stop of 3 s (1.5 heartbeats, as 15 s
+# with the default 10 s) passes without a verdict.  (Before: the grace ran
+# from the drop, and the line said "no word for 2.0 s" after 4 s.)
+# (Rank 1 is stopped 1 s after its log says detection is on, whatever
+# its start-up took.)
+STOPPED='if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then CCSHIM_DESYNC_HOST=h0 CCSHIM_COORD=127.0.0.1:$P0 exec "$@"; fi
+CCSHIM_DESYNC_HOST=h1 CCSHIM_COORD=127.0.0.1:$P0 "$@" & p=$!
+l=$(echo "$CCSHIM_LOG" | sed "s/%r/1/"); i=0
+while ! grep -q "desync detection on" "$l" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 1; kill -STOP $p; sleep $STOP_S; kill -CONT $p; wait $p'
+dsx_run nf-stop3 60 2 CCSHIM_ON_DESYNC=abort CCSHIM_DESYNC_TRANSPORT=tcp P0=$PORT STOP_S=3 ITER_MS=500 \
+    CCSHIM_DESYNC_HEARTBEAT_MS=2000 CCSHIM_LOG_LEVEL=info -- sh -c "$STOPPED" _ "$SCENARIO" ok 16
+tap_eq "nf-stop3: a host silent 3 s (1.5 heartbeats) comes back: exit 0, no MISMATCH, DESYNC or DEAD" "0 " \
+    "$DSX_RC $(cat "$CCS_TMP/nf-stop3"/log-*.txt 2>/dev/null | grep -E '^ccshim (MISMATCH|DESYNC|DEAD) ' || true)"
+tap_check "nf-stop3: its link was dropped meanwhile (the stop was long enough to matter)" \
+    grep -q "no frame within the heartbeat period (a stalled link)" "$CCS_TMP/nf-stop3/log-0.txt"
+dsx_run nf-stop12 60 2 CCSHIM_ON_DESYNC=abort CCSHIM_DESYNC_TRANSPORT=tcp P0=$PORT STOP_S=12 ITER_MS=500 \
+    CCSHIM_DESYNC_HEARTBEAT_MS=2000 CCSHIM_LOG_LEVEL=info -- sh -c "$STOPPED" _ "$SCENARIO" ok 16
+silence=$(cat "$CCS_TMP/nf-stop12"/log-0.txt 2>/dev/null | sed -n "s/^ccshim DESYNC .*rank 1 unreachable (host 'h1': no word from its leader for \([0-9.]*\) s;.*/\1/p" | head -1)
+tap_check "nf-stop12: a host silent 12 s is named unreachable, and the job ends (exit $DSX_RC)" \
+    sh -c '[ -n "$1" ] && [ "$2" -ne 0 ] && [ "$2" -ne 124 ]' _ "$silence" "$DSX_RC"
+tap_check "nf-stop12: ... after the silence it says (${silence:-none} s), twice the heartbeat: 4.0 to 6.0 s" \
+    awk -v s="${silence:-0}" 'BEGIN { exit !(s >= 4.0 && s < 6.0) }'
 tap_done

@@ -83,13 +83,15 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
     k->beat = calloc((size_t)wsize, sizeof *k->beat);
     k->beat_ms = calloc((size_t)wsize, sizeof *k->beat_ms);
     k->unreach_ms = calloc((size_t)wsize, sizeof *k->unreach_ms);
+    k->unreach_silent = calloc((size_t)wsize, 1);
     k->recent = calloc(NRECENT, sizeof *k->recent);
     k->owner = malloc((size_t)wsize * sizeof *k->owner);
     k->seen = ccs_dsx_seen_new();
+    k->folds = ccs_dsx_folds_new();
     k->scratch = malloc(sizeof *k->scratch);
     k->cl = calloc(nconn, sizeof *k->cl);
-    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms || !k->recent ||
-        !k->owner || !k->seen || !k->scratch || !k->cl)
+    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms ||
+        !k->unreach_silent || !k->recent || !k->owner || !k->seen || !k->folds || !k->scratch || !k->cl)
         abort();
     for (int32_t r = 0; r < wsize; r++)
         k->owner[r] = -1;
@@ -115,11 +117,10 @@ static void coord_free(struct ccs_dsx_coord *k)
         ccs_dsx_conn_close(&k->cl[i]);
     for (int32_t r = 0; r < k->wsize; r++)
         free(k->st[r]);
-    for (size_t i = 0; i < k->nfolds; i++)
-        free(k->folds[i].bits);
-    free(k->folds), free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
+    ccs_dsx_folds_free(k->folds);
+    free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
         free(k->beat_ms);
-    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->recent), free(k->peers), free(k->rkeys),
+    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers), free(k->rkeys),
         free(k->rkey_ok);
     ccs_dsx_seen_free(k->seen);
     pthread_mutex_destroy(&k->lock);
