@@ -9,12 +9,12 @@
 # Environment: CCSHIM_SDIST (default ~/.cache/ccshim/sdist), the download
 # cache, kept apart from the real-stack wheels (there `pip wheel mpi4py`
 # takes the newest mpi4py it finds); the suite is unpacked beside it as
-# mpi4py-VERSION/ and the outcome written to $CCSHIM_SDIST.status: "ok
-# VERSION DIR", or "skip: WHY" (no python3-mpi4py, no pip, no PyPI), which
-# the test reads to skip with that line.  CCSHIM_NO_PEERS=1 skips it.
+# mpi4py-VERSION/ and the outcome written beside it to mpi4py-suite.status:
+# "ok VERSION DIR", or "skip: WHY" (no python3-mpi4py, no pip, no PyPI),
+# which the test reads to skip with that line.  CCSHIM_NO_PEERS=1 skips it.
 set -uo pipefail
 cache=${CCSHIM_SDIST:-$HOME/.cache/ccshim/sdist}
-status=$cache.status
+status=$(dirname "$cache")/mpi4py-suite.status
 py=${CCSHIM_PEER_PYTHON:-/usr/bin/python3}
 
 say() { echo "mpi4py suite: $*"; }

@@ -36,10 +36,10 @@
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ "$CCS_MPI_HYDRA" = 0 ] || tap_skip_all "Debian's python3-mpi4py is built against Open MPI, not this launcher's MPI"
 PY=${CCSHIM_PEER_PYTHON:-/usr/bin/python3}
-CACHE=${CCSHIM_SDIST:-$HOME/.cache/ccshim/sdist}
-[ -f "$CACHE.status" ] || tap_skip_all "no $CACHE.status (scripts/setup.sh fetches mpi4py's suite with scripts/mpi4py-suite.sh)"
-read -r state ver dir < "$CACHE.status"
-[ "$state" = ok ] || tap_skip_all "mpi4py's suite: $(sed -n '1s/^skip: //p' "$CACHE.status") ($CACHE.status)"
+STATUS=$(dirname "${CCSHIM_SDIST:-$HOME/.cache/ccshim/sdist}")/mpi4py-suite.status
+[ -f "$STATUS" ] || tap_skip_all "no $STATUS (scripts/setup.sh fetches mpi4py's suite with scripts/mpi4py-suite.sh)"
+read -r state ver dir < "$STATUS"
+[ "$state" = ok ] || tap_skip_all "mpi4py's suite: $(sed -n '1s/^skip: //p' "$STATUS") ($STATUS)"
 have=$("$PY" -c 'import mpi4py; print(mpi4py.__version__)' 2>/dev/null)
 [ "$have" = "$ver" ] || tap_skip_all "$PY has mpi4py '$have', the fetched suite is $ver's (run scripts/setup.sh again)"
 SUITE=$dir/test
