@@ -6,6 +6,11 @@
 MPI_LEGAL_SHELL_TESTS = tests/mpi-legal/mpi-legal.sh tests/mpi-legal/churn.sh
 dist_check_SCRIPTS += $(MPI_LEGAL_SHELL_TESTS)
 TESTS += $(MPI_LEGAL_SHELL_TESTS)
+# The same churn beside two busy loops: make check-timing (Makefile.am); in
+# make check the script skips itself.
+dist_check_SCRIPTS += tests/mpi-legal/churn-load.sh
+TIMING_TESTS += tests/mpi-legal/churn-load.sh
+TESTS += tests/mpi-legal/churn-load.sh
 
 if HAVE_MPI
 check_PROGRAMS += tests/mpi-legal/legal
