@@ -28,6 +28,17 @@ static struct ccs_trace_comm defs[MAX_DEFS];
 static _Atomic size_t ndefs;
 static int defs_logged;
 
+/* The final counts of retired communicators, newest last, for desync's
+ * collector: it learns that a communicator is gone only when its entry has
+ * left the table, a period later, by which time the entry may hold another
+ * communicator.  Written under LOCK at retirement (cold); read lock-free as
+ * a seqlock (ID cleared while the slot is rewritten). */
+#define NFINAL 1024
+static struct {
+    _Atomic uint64_t id, seq, hash;
+} finals[NFINAL];
+static _Atomic uint64_t nfinal;
+
 static inline size_t slot_of(int backend, uintptr_t handle)
 {
     return ccs_slot_hash((uint64_t)handle ^ ((uint64_t)backend << 62), CCS_COMM_SLOT_BITS);
@@ -200,8 +211,36 @@ void ccs_comm_retire(struct ccs_comm *c)
     if (!c)
         return;
     pthread_mutex_lock(&lock);
+    uint64_t n = atomic_load_explicit(&nfinal, memory_order_relaxed);
+    size_t k = (size_t)(n % NFINAL);
+    atomic_store_explicit(&finals[k].id, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&finals[k].seq, atomic_load_explicit(&c->seq, memory_order_relaxed), memory_order_relaxed);
+    atomic_store_explicit(&finals[k].hash, atomic_load_explicit(&c->hash, memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&finals[k].id, c->id, memory_order_release);
+    atomic_store_explicit(&nfinal, n + 1, memory_order_release);
     atomic_store_explicit(&c->handle, TOMBSTONE, memory_order_release);
     pthread_mutex_unlock(&lock);
+}
+
+int ccs_comm_final(uint64_t id, uint64_t *seq, uint64_t *hash)
+{
+    uint64_t n = atomic_load_explicit(&nfinal, memory_order_acquire);
+    for (uint64_t i = n; id && i > 0 && n - i < NFINAL; i--) {
+        size_t k = (size_t)((i - 1) % NFINAL);
+        if (atomic_load_explicit(&finals[k].id, memory_order_acquire) != id)
+            continue;
+        uint64_t s = atomic_load_explicit(&finals[k].seq, memory_order_relaxed);
+        uint64_t h = atomic_load_explicit(&finals[k].hash, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&finals[k].id, memory_order_relaxed) != id)
+            return -1; /* rewritten while read: retired more than NFINAL ago */
+        *seq = s;
+        *hash = h;
+        return 0;
+    }
+    return -1;
 }
 
 uint64_t ccs_comm_child_id(struct ccs_comm *parent, int how, int64_t discriminator)

@@ -105,8 +105,15 @@ CCS_HIDDEN struct ccs_comm *ccs_comm_register_inter(int backend, uintptr_t handl
 /* Sets the rank and size of C once known (a communicator registered before
  * it was ready: nonblocking, or created inside a group).  Slow path. */
 CCS_HIDDEN void ccs_comm_set_rank(struct ccs_comm *c, int rank, int size);
-/* Retires an entry (its handle may be reused for a new communicator). */
+/* Retires an entry (its handle may be reused for a new communicator),
+ * keeping its final counts for ccs_comm_final. */
 CCS_HIDDEN void ccs_comm_retire(struct ccs_comm *c);
+/* The exact final counts of communicator ID, retired by ccs_comm_retire:
+ * *SEQ, the collectives issued on it, and *HASH, their running hash.  For
+ * a reader that sees the entry gone only later (desync's collector).
+ * Returns 0, or -1 when it was not retired or more than 1024 communicators
+ * were retired since (its counts are then not known). */
+CCS_HIDDEN int ccs_comm_final(uint64_t id, uint64_t *seq, uint64_t *hash);
 
 /* Identity of the N-th child of PARENT (N counted per parent on every member
  * alike), of the given creating call and color/discriminator. */

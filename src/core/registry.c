@@ -241,9 +241,13 @@ int ccs_abort_job_wide(void)
 
 int ccs_abort_job(uint64_t comm)
 {
-    int n = atomic_load(&naborts);
-    for (int i = 0; i < n; i++)
-        if (aborts[i].fn(aborts[i].arg, comm) == 0)
+    int n = atomic_load(&naborts), rc = -1;
+    for (int i = 0; i < n; i++) {
+        int r = aborts[i].fn(aborts[i].arg, comm);
+        if (r == 0)
             return 0;
-    return -1;
+        if (r == 1)
+            rc = 1;
+    }
+    return rc;
 }

@@ -133,7 +133,9 @@ CCS_HIDDEN uint64_t ccs_detector_last_pass_ms(void);
 
 /* A way to end the whole job: FN(ARG, COMM) aborts the job (COMM: the
  * communicator concerned, 0 when none) and returns only on failure, with
- * -1.  Backends register theirs (MPI_Abort, ncclCommAbort); up to 4.
+ * -1, or with 1 when this process can no longer take that way (MPI is
+ * finalized here: MPI_Abort is erroneous after MPI_Finalize; the ranks
+ * still running see the same verdict and end the job).  Backends register theirs (MPI_Abort, ncclCommAbort); up to 4.
  * JOB_WIDE: one process's call ends every process of the job (MPI_Abort);
  * 0 where each process must end its own part (ncclCommAbort is local). */
 CCS_HIDDEN int ccs_abort_register(int (*fn)(void *arg, uint64_t comm), void *arg, int job_wide);
@@ -143,8 +145,9 @@ CCS_HIDDEN int ccs_abort_register(int (*fn)(void *arg, uint64_t comm), void *arg
  * fails for an MPI communicator and MPI_Abort ends the job).  The caller
  * then gives the reporting rank its time before any abort. */
 CCS_HIDDEN int ccs_abort_job_wide(void);
-/* Tries each registered way in turn; returns -1 when none ended the job
- * (the caller then ends this process). */
+/* Tries each registered way in turn; returns 0 when one did, 1 when none
+ * did and one is no longer open to this process (above), -1 when none ended
+ * the job (the caller then ends this process). */
 CCS_HIDDEN int ccs_abort_job(uint64_t comm);
 
 #endif

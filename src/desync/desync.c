@@ -248,9 +248,15 @@ static void abort_when_due(void)
     ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
             (unsigned long long)ds.abort_comm);
     ccs_thread_start(abort_watchdog, NULL, 0, NULL);
-    if (ccs_abort_job(ds.abort_comm) == 0) { /* what MPI or NCCL registered (registry.h) */
+    int rc = ccs_abort_job(ds.abort_comm); /* what MPI or NCCL registered (registry.h) */
+    if (rc == 0) {
         atomic_store(&ds.abort_pending, 3);
         return;
+    }
+    if (rc == 1) {
+        ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: MPI is finalized in this process, which cannot abort the "
+                               "job: it ends with exit status 3, and the ranks still running end the job");
+        _exit(3);
     }
     ccs_log(CCS_LOG_ERROR, "no abort function succeeded: ending this process (exit status 134)");
     _exit(134);

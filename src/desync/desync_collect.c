@@ -41,6 +41,10 @@ struct tracked {
     int32_t rank, size;
     uint16_t backend;
     int used, live, mark, boundary;
+    /* Freed, and ISSUED is its exact final count (ccs_comm_final): kept
+     * at MPI_Comm_free / ncclCommDestroy, not the count of the last pass
+     * that saw it live, which the calls made since may have left behind. */
+    int final;
     /* This pass: the seq whose records are asked for, and the probe (with
      * CCS_DSX_NARROW_BIT as asked); 0 when none. */
     uint64_t want_rec, want_probe;
@@ -544,6 +548,19 @@ static void sync_comm(struct ccs_comm *c, void *arg)
     step_counts(t, c);
 }
 
+/* T's communicator has left the table: its exact final count, kept at its
+ * free, replaces the last count a pass read (1 when known). */
+static int take_final(struct tracked *t)
+{
+    uint64_t seq, hash;
+    if (t->final || ccs_comm_final(t->id, &seq, &hash) != 0)
+        return t->final;
+    if (seq >= t->done)
+        t->issued = seq;
+    t->final = seq >= t->done;
+    return t->final;
+}
+
 /* Rank and size of communicators seen only in records (created and freed
  * between two passes, e.g. a rank that finished quickly): from the table's
  * list of every definition, freed ones included. */
@@ -564,7 +581,11 @@ static void resolve_unknown(void)
                     tc[i].rank = d[j].rank;
                     tc[i].size = d[j].size;
                     tc[i].backend = d[j].backend;
-                    tc[i].issued = tc[i].done; /* freed: what it completed is all it issued */
+                    /* Freed before any pass saw it live: its count kept at
+                     * the free, else only what its records showed (not
+                     * final: the rules then take it for unknown). */
+                    tc[i].issued = tc[i].done;
+                    take_final(&tc[i]);
                 }
         from += k;
     }
@@ -700,10 +721,15 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
         if (t->live && !t->mark) {
             t->live = 0; /* gone from the table: freed */
             t->active_ms = now;
+            t->issued_moved = 0;
+            if (take_final(t))
+                catch_up(t, now); /* its last records, that no pass read: DONE and the hash to its end */
         }
         if (t->live) {
             catch_up(t, now);
             nccl_progress(t, now);
+        } else if (t->final && t->done < t->issued && t->caught != t->issued) {
+            catch_up(t, now);
         }
     }
     /* The most relevant communicators: waited for at a step boundary,
@@ -745,6 +771,8 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
         if (t->dev && t->live && t->issued > t->dev_done) /* a freed one finished its work first */
             e->dev_pending = (uint16_t)(t->issued - t->dev_done > UINT16_MAX ? UINT16_MAX : t->issued - t->dev_done);
         e->state = t->blocked ? CCS_DSX_BLOCKED : t->live ? CCS_DSX_IDLE : CCS_DSX_FREED;
+        if (e->state == CCS_DSX_FREED && t->final)
+            e->flags |= CCS_DSX_FINAL;
         if (t->boundary)
             e->flags |= CCS_DSX_BOUNDARY;
         e->step_now = t->step_now;

@@ -65,6 +65,7 @@ enum ccs_dsx_cflags {
     CCS_DSX_PROBED = 4, /* cp_seq[1]/cp_hash[1]: the hash at a seq the coordinator asked for */
     CCS_DSX_DEVICE = 8,
     CCS_DSX_BOUNDARY = 16, /* the rank waits at the end of step (status boundary - 1) for this comm's members */
+    CCS_DSX_FINAL = 32,    /* state FREED: issued is the exact count at the free (else only the last one seen) */
 };
 /* A wanted seq with this bit asks only for the hash there (a probe). */
 #define CCS_DSX_PROBE_BIT (1ull << 63)

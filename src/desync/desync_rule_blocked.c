@@ -124,20 +124,22 @@ static void desync_parties(struct ctx *c, struct grp *g, uint64_t sref, struct c
 }
 
 /* A DESYNC (or DEAD, when every rank behind died) on G, where someone is
- * stuck; CERTAIN: every stuck member waits only for ranks that are gone,
- * else the verdict must hold for a quarter of block_ms first. */
-static void desync_verdict(struct ctx *c, struct grp *g, int certain)
+ * stuck (certain or not: the members it waits for being gone spares it the
+ * block threshold only).  The verdict must hold, without a break, for a
+ * quarter of block_ms first: statuses are not one snapshot, and a blocked
+ * rank's status may be a period old when the others' are read (a "blocked
+ * 0.0 s" in a barrier the others had already left, seen beside their
+ * next state). */
+static void desync_verdict(struct ctx *c, struct grp *g)
 {
     uint64_t comm = c->ents[g->lo].comm;
     size_t best;
     uint64_t sref = blocked_seq(c, g, &best);
     if (!best)
         return;
-    if (!certain) {
-        uint64_t since = ccs_dsx_seen_since(c->seen, CANDIDATE, comm, sref, c->v->now_ms);
-        if (c->v->now_ms - since < c->t->block_ms / 4)
-            return; /* must hold on later passes too: statuses are not one snapshot */
-    }
+    uint64_t since = ccs_dsx_seen_held(c->seen, CANDIDATE, comm, sref, c->v->now_ms, c->t->block_ms);
+    if (c->v->now_ms - since < c->t->block_ms / 4)
+        return;
     size_t n = g->hi - g->lo;
     struct desync_parts d = {.wait = malloc(n * sizeof(int32_t)), .ahead = malloc(n * sizeof(int32_t))};
     struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
@@ -195,7 +197,7 @@ static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t
     const struct ccs_dsx_op *wop = NULL;
     for (size_t i = g->lo; i < g->hi; i++) {
         const struct ent *m = &c->ents[i];
-        if (m->e->issued < s && !c->be[m->wrank] && !ccs_dsx_rules_gone(c, m) &&
+        if (m->e->issued < s && !c->be[m->wrank] && !ccs_dsx_rules_gone(c, m) && !ccs_dsx_rules_unknown(m) &&
             !ccs_dsx_rules_at_boundary(c, m, NULL)) {
             late[nl++] = m->wrank;
             ccs_dsx_rules_party(c, v, m, CCS_DSX_R_BEHIND);
@@ -236,7 +238,8 @@ void ccs_dsx_rule_blocked(struct ctx *c)
         any |= c->be[r] != NULL;
     if (!any)
         return;
-    /* Certain verdicts: blocked ranks waiting only for ranks that are gone. */
+    /* Certain: blocked ranks waiting only for ranks that are gone (their
+     * counts final), stuck before the block threshold. */
     ccs_dsx_rules_reset_memo(c);
     uint8_t *certain = calloc((size_t)wsize, 1);
     if (!certain)
@@ -271,16 +274,11 @@ void ccs_dsx_rule_blocked(struct ctx *c)
     /* One verdict per communicator someone is stuck in. */
     for (size_t gi = 0; gi < c->ng; gi++) {
         struct grp *g = &c->g[gi];
-        int has = 0, cert = 1;
-        for (size_t i = g->lo; i < g->hi; i++) {
-            const struct ent *m = &c->ents[i];
-            if (stuck_here(c, m)) {
-                has = 1;
-                cert &= certain[m->wrank];
-            }
-        }
+        int has = 0;
+        for (size_t i = g->lo; i < g->hi; i++)
+            has |= stuck_here(c, &c->ents[i]);
         if (has)
-            desync_verdict(c, g, cert);
+            desync_verdict(c, g);
     }
     /* Stragglers: waiting long for a rank that is not in any collective. */
     for (int32_t r = 0; r < wsize; r++) {

@@ -278,11 +278,14 @@ static void boundary_verdict(struct ctx *c, struct grp *g, uint32_t s)
     if (!b.passed && !b.passed_unknown && !b.waits && !b.gone && !b.differ)
         goto out; /* the others are still in the step, or ended it alike */
     uint64_t comm = c->ents[g->lo].comm, sref = b.min_issued + 1;
-    if (!b.passed && !b.gone && !b.differ) {
-        /* Only blocked members, or members gone on whose count is not known:
-         * the snapshots are not one instant; it must hold for a quarter of
-         * the block threshold (the whole of it for an unknown count) first. */
-        uint64_t since = ccs_dsx_seen_since(c->seen, CANDIDATE, comm, sref, c->v->now_ms);
+    if (!b.passed && !b.differ) {
+        /* Only blocked or gone members, or members gone on whose count is
+         * not known: the snapshots are not one instant (a member that ended
+         * the step with this one and then freed the communicator or exited
+         * is gone beside this one's status of a period ago, still at the
+         * boundary); it must hold without a break for a quarter of the
+         * block threshold (the whole of it for an unknown count) first. */
+        uint64_t since = ccs_dsx_seen_held(c->seen, CANDIDATE, comm, sref, c->v->now_ms, c->t->block_ms);
         if (c->v->now_ms - since < (b.passed_unknown ? c->t->block_ms : c->t->block_ms / 4))
             goto out;
         b.passed += b.passed_unknown;

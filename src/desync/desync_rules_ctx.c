@@ -74,7 +74,18 @@ struct grp *ccs_dsx_rules_group(struct ctx *c, uint64_t comm)
 
 int ccs_dsx_rules_gone(struct ctx *c, const struct ent *m)
 {
+    if (ccs_dsx_rules_unknown(m))
+        return 0;
     return c->term[m->wrank] || m->e->state == CCS_DSX_FREED;
+}
+
+/* M freed its communicator and its count there is not known exactly (it
+ * was freed more than a period after the last count read, and its final
+ * count was not kept): whether it issued a seq above that count cannot be
+ * told, so it is neither behind nor gone. */
+int ccs_dsx_rules_unknown(const struct ent *m)
+{
+    return m->e->state == CCS_DSX_FREED && !(m->e->flags & CCS_DSX_FINAL);
 }
 
 /* Member M died (its process is gone without exiting: killed, or its
@@ -112,7 +123,9 @@ int ccs_dsx_rules_holds(struct ctx *c, struct grp *g, uint64_t s, int mode)
     int behind = 0, ok = g->complete, other = 0;
     for (size_t i = g->lo; i < g->hi && ok; i++) {
         const struct ent *m = &c->ents[i];
-        if (m->e->issued < s) {
+        if (ccs_dsx_rules_unknown(m)) {
+            ok = 0; /* its count is not known: no verdict can rest on it */
+        } else if (m->e->issued < s) {
             behind++;
             if (mode == 1)
                 ok = ccs_dsx_rules_gone(c, m);

@@ -52,13 +52,21 @@ struct ctx {
 __attribute__((format(printf, 3, 4))) int ccs_dsx_rules_fmt(char *dst, size_t n, const char *fmt, ...);
 /* First time (CLS, COMM, SEQ) was noted in S; notes NOW if never (desync_seen.c). */
 uint64_t ccs_dsx_seen_since(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, uint64_t seq, uint64_t now);
+/* The same, for a condition that must hold without a break: since when
+ * (CLS, COMM, SEQ) was noted on every pass, a pass that noted it more than
+ * GAP_MS after the one before starting it again (desync_seen.c). */
+uint64_t ccs_dsx_seen_held(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, uint64_t seq, uint64_t now,
+                           uint64_t gap_ms);
 /* The most frequent of N values (ties: the larger); sorts V.  *COUNT: how often. */
 uint64_t ccs_dsx_mode_u64(uint64_t *v, size_t n, size_t *count);
 
 /* The group of COMM, or NULL. */
 struct grp *ccs_dsx_rules_group(struct ctx *c, uint64_t comm);
-/* M's rank has ended, or freed M's communicator. */
+/* M's rank has ended, or freed M's communicator with its final count
+ * known. */
 int ccs_dsx_rules_gone(struct ctx *c, const struct ent *m);
+/* M freed its communicator, its final count not known. */
+int ccs_dsx_rules_unknown(const struct ent *m);
 /* M died having issued S without finishing it (see desync_rules_ctx.c). */
 int ccs_dsx_rules_died_in(const struct ctx *c, const struct ent *m, uint64_t s);
 /* The members of G that have not issued S are all stuck or gone (MODE 0) or

@@ -93,3 +93,26 @@ uint64_t ccs_dsx_seen_since(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm,
     uint64_t *v = seen_slot(s, seen_key(cls, comm, seq), now, &ins);
     return v ? *v : now;
 }
+
+/* Key class of the last time a held (CLS, COMM, SEQ) was noted. */
+#define HELD_LAST 0x80000000u
+
+uint64_t ccs_dsx_seen_held(struct ccs_dsx_seen *s, uint32_t cls, uint64_t comm, uint64_t seq, uint64_t now,
+                           uint64_t gap_ms)
+{
+    int ins = 0;
+    uint64_t *first = seen_slot(s, seen_key(cls, comm, seq), now, &ins);
+    if (!first)
+        return now;
+    uint64_t *last = seen_slot(s, seen_key(cls | HELD_LAST, comm, seq), now, &ins);
+    if (!last)
+        return now;
+    /* (seen_slot may have grown the table: FIRST is looked up again) */
+    first = seen_slot(s, seen_key(cls, comm, seq), now, &ins);
+    if (!first)
+        return now;
+    if (now - *last > gap_ms)
+        *first = now; /* not noted for a while: it held no longer, and starts again */
+    *last = now;
+    return *first;
+}

@@ -8,7 +8,7 @@
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 62
+tap_plan 64
 
 # Latency: a verdict must come from the detector while the job still runs,
 # not from its end: these bounds hold on 2 shared cores.  The targets
@@ -58,6 +58,16 @@ tap_check "deadlock: DESYNC on the world names rank 1 blocked in the barrier els
 tap_check "deadlock: DESYNC on the duplicate names the others blocked in the all-reduce" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=1: rank 1 blocked in barrier at seq 1 for N s; rank 0 at seq 0 \(1 behind, blocked in $2 on comm=0x[0-9a-f]+ seq 4\); rank 2 at seq 0 .*; rank 3 at seq 0 "' _ "$lines" "$AR"
 lat=$(dsx_latency_ms deadlock DESYNC)
 tap_check "deadlock: reported $lat ms after the last rank blocked (<= $LATE)" test "$lat" -le $LATE
+
+# Under abort, ranks that are past MPI_Finalize when the job is to end (each
+# finalizes as soon as its own log has the verdict): MPI_Abort is erroneous
+# there (Open MPI says "MPI_Abort() was called after MPI_FINALIZE" and the
+# job exits 1); such a process ends itself with status 3 instead, as a rank
+# still running would end the job (docs/desync.md, Policy).
+dsx_run finalized 40 4 CCSHIM_ON_DESYNC=abort WAIT_VERDICT=1 -- "$SCENARIO" op
+tap_eq "finalized: the job ends with status 3" 3 "$DSX_RC"
+tap_check "finalized: no MPI_Abort after MPI_Finalize" \
+    sh -c '! grep -q "called after MPI_FINALIZE" "$1/out" "$1/err"' _ "$CCS_TMP/finalized"
 
 # Only the half that went out of step is named.
 tap_eq "split: no verdict names ranks 2 or 3" "" \
@@ -136,5 +146,5 @@ tap_eq "records 18,000 back: by all 4 ranks" 4 "$(dsx_count deep MISMATCH)"
 dsx_run ok 40 4 -- "$SCENARIO" ok 20
 tap_eq "ok: exit 0" 0 "$DSX_RC"
 tap_eq "ok: no verdict at all" "" "$(cat "$CCS_TMP/ok"/log-*.txt 2>/dev/null | grep '^ccshim [A-Z]' || true)"
-tap_eq "no shared-memory segment left behind" "" "$(ls /dev/shm 2>/dev/null | grep "^ccshim-dsx-$(id -u)-.*-\(skip\|extra\|count\|dtype\|op\|root\|kind\|sigtype\|derived\|exit\|split\|warn\|op2\|many\|deep\|ok\)-" || true)"
+tap_eq "no shared-memory segment left behind" "" "$(ls /dev/shm 2>/dev/null | grep "^ccshim-dsx-$(id -u)-.*-\(skip\|extra\|count\|dtype\|op\|root\|kind\|sigtype\|derived\|exit\|split\|finalized\|warn\|op2\|many\|deep\|ok\)-" || true)"
 tap_done

@@ -29,6 +29,10 @@
  *   healthy  random compute of 1.2-2.5 s on one random rank per iteration
  * Mismatched calls may complete (MPI cannot tell): every rank then sleeps
  * SETTLE_MS (env, default 600) before finalizing so the detector has time.
+ * WAIT_VERDICT (env, set): instead, every rank finalizes as soon as its own
+ * log (CCSHIM_LOG, "%r" its rank) holds a verdict line, at most 10 s on:
+ * the job then ends under abort while its ranks are in or past
+ * MPI_Finalize.
  * ITER_MS (env, default 0): every rank sleeps this long before each
  * iteration (a job that lasts, for the network-fault tests).
  * COMMS (env, default 1): each iteration makes its call on each of COMMS
@@ -47,6 +51,29 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* WAIT_VERDICT: until this rank's log (CCSHIM_LOG with %r as RANK) has a
+ * "ccshim CLASS " line, at most 10 s. */
+static void wait_verdict(int rank)
+{
+    const char *pat = getenv("CCSHIM_LOG");
+    char path[4096] = "", line[1024];
+    const char *r = pat ? strstr(pat, "%r") : NULL;
+    if (!r)
+        return;
+    snprintf(path, sizeof path, "%.*s%d%s", (int)(r - pat), pat, rank, r + 2);
+    for (int i = 0; i < 2000; i++) {
+        FILE *f = fopen(path, "r");
+        int found = 0;
+        while (f && !found && fgets(line, sizeof line, f))
+            found = strncmp(line, "ccshim MISMATCH ", 16) == 0 || strncmp(line, "ccshim DESYNC ", 14) == 0;
+        if (f)
+            fclose(f);
+        if (found)
+            return;
+        sleep_ms(5);
+    }
+}
 
 static void mark(void)
 {
@@ -180,7 +207,9 @@ int main(int argc, char **argv)
             MPI_Allreduce(in, out, 4, MPI_FLOAT, MPI_SUM, many[i]);
         iteration_call(scenario, culprit_now, it == inject_at, comm, in, out);
     }
-    if (strcmp(scenario, "ok") != 0 && strcmp(scenario, "healthy") != 0)
+    if (getenv("WAIT_VERDICT"))
+        wait_verdict(rank);
+    else if (strcmp(scenario, "ok") != 0 && strcmp(scenario, "healthy") != 0)
         sleep_ms(settle);
     for (int i = 1; i < ncomms; i++)
         MPI_Comm_free(&many[i]);

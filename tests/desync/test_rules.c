@@ -105,6 +105,15 @@ static int run(uint64_t now)
     return ccs_dsx_rules_run(&v, &T, seen, &s);
 }
 
+/* A verdict on gone members holds without a break for a quarter of
+ * block_ms before it is emitted: none on the first pass, one then. */
+static int after_confirmation(void)
+{
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(T.block_ms / 8), 0);
+    return run(T.block_ms / 4);
+}
+
 START_TEST(mismatch_in_history)
 {
     reset();
@@ -273,7 +282,9 @@ START_TEST(deferred_flag_differs)
 }
 END_TEST
 
-START_TEST(desync_behind_finalizing_is_immediate)
+/* Blocked behind a rank in MPI_Finalize: before the block threshold (it
+ * never comes), once that held a quarter of it. */
+START_TEST(desync_behind_finalizing_after_confirmation)
 {
     reset();
     for (int r = 0; r < NR; r++)
@@ -281,13 +292,111 @@ START_TEST(desync_behind_finalizing_is_immediate)
             block(add(r, X, NR, -1, 4), ar(5), 40);
     add(1, X, NR, -1, 4);
     st[1].life = CCS_DSX_FINALIZING;
-    ck_assert_int_eq(run(0), 1);
+    ck_assert_int_eq(after_confirmation(), 1);
     ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
     ck_assert_uint_eq(got[0].seq, 5);
     ck_assert_ptr_nonnull(strstr(got[0].line, "ranks 0,2-3 blocked in allreduce"));
     ck_assert_ptr_nonnull(strstr(got[0].line, "rank 1 at seq 4 (1 behind, in MPI_Finalize)"));
     ck_assert_int_eq(got[0].party[0].wrank, 1);
     ck_assert_uint_eq(got[0].party[0].role, CCS_DSX_R_BEHIND);
+}
+END_TEST
+
+/* Communicator churn (mpi4py's suite; tests/mpi-legal/churn.c): members
+ * that freed X after every call on it, whose status still carries the
+ * count of the last pass that saw X live (the collector's tail read left
+ * their last calls out, and X had left the table before the next pass),
+ * beside a rank's "blocked 0.0 s" in the last barrier.  Freed without its
+ * final count known (no CCS_DSX_FINAL): neither behind nor gone, so no
+ * verdict, however long; not a straggler either. */
+START_TEST(freed_with_a_stale_count_is_not_behind)
+{
+    reset();
+    block(add(2, X, 3, -1, 1706), ar(1707), 0);
+    struct ccs_dsx_comm *a = add(0, X, 3, -1, 1578), *b = add(1, X, 3, -1, 1705);
+    a->state = b->state = CCS_DSX_FREED;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(300), 0);
+    st[2].comm[0].blocked_ms = 6000; /* past block_ms and straggler_ms */
+    ck_assert_int_eq(run(6000), 0);
+    ck_assert_int_eq(run(9000), 0);
+}
+END_TEST
+
+/* Freed with the exact count kept at the free (CCS_DSX_FINAL): at or past
+ * the seq the blocked rank is in, they made that call; no verdict. */
+START_TEST(freed_with_its_final_count_at_or_past_the_seq_is_healthy)
+{
+    reset();
+    block(add(2, X, 3, -1, 1706), ar(1707), 0);
+    struct ccs_dsx_comm *a = add(0, X, 3, -1, 1944), *b = add(1, X, 3, -1, 1707);
+    a->state = b->state = CCS_DSX_FREED;
+    a->flags = b->flags = CCS_DSX_FINAL;
+    ck_assert_int_eq(run(0), 0);
+    st[2].comm[0].blocked_ms = 6000;
+    ck_assert_int_eq(run(6000), 0);
+}
+END_TEST
+
+/* Freed with the exact count below the seq another member is blocked at:
+ * it never comes, a DESYNC naming it, before the block threshold but only
+ * once that held a quarter of it. */
+START_TEST(freed_with_its_final_count_behind_after_confirmation)
+{
+    reset();
+    block(add(0, X, 3, -1, 9), ar(10), 40);
+    block(add(2, X, 3, -1, 9), ar(10), 40);
+    struct ccs_dsx_comm *b = add(1, X, 3, -1, 8);
+    b->state = CCS_DSX_FREED;
+    b->flags = CCS_DSX_FINAL;
+    ck_assert_int_eq(after_confirmation(), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_uint_eq(got[0].seq, 10);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 1 at seq 8 (2 behind, freed the communicator)"));
+}
+END_TEST
+
+/* A blocked status seen once and then not (the rank had left the call),
+ * seen again much later: confirmation starts again from there. */
+START_TEST(a_glimpse_of_a_blocked_status_is_not_confirmation)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            block(add(r, X, NR, -1, 4), ar(5), 40);
+    add(1, X, NR, -1, 4);
+    st[1].life = CCS_DSX_EXITED;
+    ck_assert_int_eq(run(0), 0);
+    for (int r = 0; r < NR; r++) /* the next pass: nobody blocked */
+        if (r != 1)
+            st[r].comm[0].state = CCS_DSX_IDLE;
+    ck_assert_int_eq(run(T.block_ms / 8), 0);
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            st[r].comm[0].state = CCS_DSX_BLOCKED;
+    uint64_t later = 3 * T.block_ms;
+    ck_assert_int_eq(run(later), 0); /* a break longer than block_ms: not held since 0 */
+    ck_assert_int_eq(run(later + T.block_ms / 8), 0);
+    ck_assert_int_eq(run(later + T.block_ms / 4), 1);
+}
+END_TEST
+
+/* A rank that exited, whose entry for a communicator it freed earlier has
+ * a stale count: its exit does not make that count final. */
+START_TEST(exited_with_a_stale_freed_count_is_not_behind)
+{
+    reset();
+    block(add(0, X, 2, -1, 99), ar(100), 40);
+    struct ccs_dsx_comm *b = add(1, X, 2, -1, 60);
+    b->state = CCS_DSX_FREED;
+    st[1].life = CCS_DSX_EXITED;
+    ck_assert_int_eq(run(0), 0);
+    st[0].comm[0].blocked_ms = 6000;
+    ck_assert_int_eq(run(6000), 0);
+    b->flags = CCS_DSX_FINAL; /* the same with its final count: it never issued 100 */
+    ck_assert_int_eq(run(6100), 0);
+    ck_assert_int_eq(run(6000 + T.block_ms / 4 + 100), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
 }
 END_TEST
 
@@ -353,7 +462,7 @@ START_TEST(dead_rank)
             block(add(r, X, NR, -1, 7), ar(8), 20);
     add(2, X, NR, -1, 6);
     dead[2] = 1;
-    ck_assert_int_eq(run(0), 1);
+    ck_assert_int_eq(after_confirmation(), 1);
     ck_assert_uint_eq(got[0].cls, CCS_DSX_DEAD);
     ck_assert_ptr_nonnull(strstr(got[0].line, "rank 2 at seq 6 (2 behind, died)"));
 }
@@ -509,7 +618,7 @@ START_TEST(peer_seq_is_bounded)
             block(add(r, X, NR, -1, 4), ar(5), 40);
     add(1, X, NR, -1, 4);
     st[1].life = CCS_DSX_EXITED;
-    ck_assert_int_eq(run(0), 1);
+    ck_assert_int_eq(after_confirmation(), 1);
     struct ccs_dsx_comm *c = &got[0].party[1].c;
     c->state = CCS_DSX_BLOCKED;
     c->blocked.seq = UINT64_MAX;
@@ -580,7 +689,7 @@ START_TEST(format_has_the_greppable_line)
             block(add(r, X, NR, -1, 4), ar(5), 40);
     add(1, X, NR, -1, 4);
     st[1].life = CCS_DSX_EXITED;
-    ck_assert_int_eq(run(0), 1);
+    ck_assert_int_eq(after_confirmation(), 1);
     char buf[16384];
     size_t n = ccs_dsx_format(&got[0], 2, 1234.5, buf, sizeof buf);
     ck_assert_uint_gt(n, 0);
@@ -815,6 +924,27 @@ START_TEST(boundary_alike_or_computing_is_healthy)
     st[2].comm[0].issued = st[2].comm[0].done = 115;
     at_boundary(2, &st[2].comm[0], 5);
     ck_assert_int_eq(run(61000), 0);
+}
+END_TEST
+
+/* At the boundary beside members that exited: one status a period old
+ * beside the others' exits must not be a verdict at once (they may have
+ * ended the step with it); once it held a quarter of block_ms, it is. */
+START_TEST(boundary_beside_a_member_gone_after_confirmation)
+{
+    reset();
+    for (int r = 0; r < NR; r++) {
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, 117);
+        in_step(c, 5, 17);
+        if (r == 1)
+            at_boundary(1, c, 5);
+        else
+            st[r].life = CCS_DSX_EXITED;
+    }
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(T.block_ms / 8), 0);
+    ck_assert_int_eq(run(T.block_ms / 4), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
 }
 END_TEST
 
@@ -1200,7 +1330,13 @@ static Suite *suite(void)
     tcase_add_test(t, mismatch_in_history);
     tcase_add_test(t, mismatch_blocked_kind);
     tcase_add_test(t, deferred_flag_differs);
-    tcase_add_test(t, desync_behind_finalizing_is_immediate);
+    tcase_add_test(t, desync_behind_finalizing_after_confirmation);
+    tcase_add_test(t, freed_with_a_stale_count_is_not_behind);
+    tcase_add_test(t, freed_with_its_final_count_at_or_past_the_seq_is_healthy);
+    tcase_add_test(t, freed_with_its_final_count_behind_after_confirmation);
+    tcase_add_test(t, a_glimpse_of_a_blocked_status_is_not_confirmation);
+    tcase_add_test(t, exited_with_a_stale_freed_count_is_not_behind);
+    tcase_add_test(t, boundary_beside_a_member_gone_after_confirmation);
     tcase_add_test(t, computing_rank_is_a_straggler_not_a_desync);
     tcase_add_test(t, chain_to_a_computing_rank_is_healthy);
     tcase_add_test(t, cross_comm_deadlock);

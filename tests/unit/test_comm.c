@@ -80,6 +80,41 @@ START_TEST(definitions_log_keeps_retired)
 }
 END_TEST
 
+/* A retired communicator's exact final counts stay readable after its
+ * entry left the table (desync's collector sees it gone a period later),
+ * for the last 1024 retired; older ones are "not known", never another's. */
+START_TEST(final_counts_outlive_the_entry)
+{
+    struct ccs_comm *a = ccs_comm_register(CCS_BE_MPI, 0x7000, 0x5151, 0, 0, 3, CCS_KIND_COMM_DUP, -1);
+    ck_assert_ptr_nonnull(a);
+    atomic_store(&a->seq, 1944);
+    atomic_store(&a->hash, 0xabcdef);
+    ccs_comm_retire(a);
+    uint64_t seq = 0, hash = 0;
+    ck_assert_int_eq(ccs_comm_final(0x5151, &seq, &hash), 0);
+    ck_assert_uint_eq(seq, 1944);
+    ck_assert_uint_eq(hash, 0xabcdef);
+    ck_assert_int_eq(ccs_comm_final(0x5152, &seq, &hash), -1);
+    /* the handle reused: the new one's counts are its own */
+    struct ccs_comm *b = ccs_comm_register(CCS_BE_MPI, 0x7000, 0x5153, 0, 0, 3, CCS_KIND_COMM_DUP, -1);
+    atomic_store(&b->seq, 7);
+    ccs_comm_retire(b);
+    ck_assert_int_eq(ccs_comm_final(0x5153, &seq, &hash), 0);
+    ck_assert_uint_eq(seq, 7);
+    ck_assert_int_eq(ccs_comm_final(0x5151, &seq, &hash), 0);
+    ck_assert_uint_eq(seq, 1944);
+    for (uint64_t i = 0; i < 1024; i++) {
+        struct ccs_comm *c = ccs_comm_register(CCS_BE_MPI, 0x8000 + 64 * i, 0x100000 + i, 0, 0, 2, 0, -1);
+        ck_assert_ptr_nonnull(c);
+        atomic_store(&c->seq, i);
+        ccs_comm_retire(c);
+    }
+    ck_assert_int_eq(ccs_comm_final(0x5151, &seq, &hash), -1); /* 1024 retired since */
+    ck_assert_int_eq(ccs_comm_final(0x100000 + 1023, &seq, &hash), 0);
+    ck_assert_uint_eq(seq, 1023);
+}
+END_TEST
+
 START_TEST(adopted_is_local)
 {
     struct ccs_comm *c = ccs_comm_adopt(CCS_BE_NCCL, 0x5550, 0, 2);
@@ -150,6 +185,7 @@ static Suite *suite(void)
     tcase_add_test(t, many_colliding_handles);
     tcase_add_test(t, child_ids_agree_and_differ);
     tcase_add_test(t, definitions_log_keeps_retired);
+    tcase_add_test(t, final_counts_outlive_the_entry);
     tcase_add_test(t, adopted_is_local);
     tcase_add_test(t, intercommunicator_entries);
     tcase_add_test(t, fork_in_a_step_turn);
