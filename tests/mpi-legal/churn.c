@@ -21,13 +21,13 @@
 
 static int rank, size;
 
-#define CHECK(call)                                                                                          \
-    do {                                                                                                     \
-        int rc_ = (call);                                                                                    \
-        if (rc_ != MPI_SUCCESS) {                                                                            \
-            fprintf(stderr, "rank %d: %s failed (%d) at line %d\n", rank, #call, rc_, __LINE__);            \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                                                    \
-        }                                                                                                    \
+#define CHECK(call)                                                                                                \
+    do {                                                                                                           \
+        int rc_ = (call);                                                                                          \
+        if (rc_ != MPI_SUCCESS) {                                                                                  \
+            fprintf(stderr, "rank %d: %s failed (%d) at line %d\n", rank, #call, rc_, __LINE__);                   \
+            MPI_Abort(MPI_COMM_WORLD, 2);                                                                          \
+        }                                                                                                          \
     } while (0)
 
 /* A count from the command line: a positive integer, or exit 2 naming it. */
