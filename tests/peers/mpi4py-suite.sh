@@ -53,19 +53,23 @@ for np in $NPS; do n=$((n + 4)); done
 tap_plan "$n"
 
 # results DIR RANK: "ID OUTCOME" per test run by RANK (its stderr in
-# DIR/err.RANK), sorted; unittest -v writes "name (id) ... outcome", the
-# outcome at times on a later line when a test wrote to stderr meanwhile.
+# DIR/err.RANK), sorted.  unittest -v writes "name (id) ... outcome"; when a
+# test writes to stderr meanwhile, the outcome comes alone on a later line.
+# (A line read otherwise drops a test: the count then differs from the
+# "Ran N tests" line, which is checked.)
 results() {
     awk '
-        function put(o) { if (id != "") { print id, o; id = "" } }
-        match($0, /^[A-Za-z_][A-Za-z_0-9]* \([A-Za-z_][A-Za-z_0-9.]*\) \.\.\. ?/) {
-            s = substr($0, 1, RLENGTH); sub(/ \.\.\. ?$/, "", s); sub(/^[^ ]* \(/, "", s); sub(/\)$/, "", s)
-            id = s; rest = substr($0, RLENGTH + 1)
+        BEGIN { id = "" }
+        {
+            rest = $0
+            if (match($0, /^[A-Za-z_][A-Za-z_0-9]* \([A-Za-z_][A-Za-z_0-9.]*\) \.\.\. ?/)) {
+                id = substr($0, 1, RLENGTH); sub(/^[^ ]* \(/, "", id); sub(/\) \.\.\. ?$/, "", id)
+                rest = substr($0, RLENGTH + 1)
+            }
+            if (id != "" && rest ~ /^(ok|skipped .*|FAIL|ERROR|expected failure|unexpected success)$/) {
+                print id, rest; id = ""
+            }
         }
-        id != "" && match(rest, /(ok|skipped .*|FAIL|ERROR|expected failure|unexpected success)$/) {
-            put(substr(rest, RSTART)); next
-        }
-        { rest = $0 }
     ' "$1/err.$2" | sort
 }
 ran() { sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' "$1/err.$2" | tail -1; }
