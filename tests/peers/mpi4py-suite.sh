@@ -31,8 +31,8 @@
 #   buffer variants of the same calls (cco_vec, cco_nb_vec, cco_ngh_buf,
 #   p2p_buf, msgspec) take 5 times as long; they run at 1, 2 and 3 ranks.
 # The whole test (8 runs) took 2.5 to 6.5 min on 2 cores shared with other
-# builds and tests (load 6 to 12); the suite itself, cores free, about 25 s
-# at 1 rank and 6 s at 2.
+# builds and tests (load 6 to 12); the suite itself, given the cores, 12 s
+# at 1 rank and 6 s at 2 (its own "Ran N tests in" figures).
 . "$top_srcdir/tests/tap.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ "$CCS_MPI_HYDRA" = 0 ] || tap_skip_all "Debian's python3-mpi4py is built against Open MPI, not this launcher's MPI"
