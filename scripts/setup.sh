@@ -5,13 +5,15 @@
 # CCSHIM_CONFIGURE_FLAGS (extra configure flags), CCSHIM_NO_APT=1 to skip apt-get;
 # CCSHIM_VENV, CCSHIM_WHEELS, CCSHIM_NO_REALSTACK=1: the real-stack tier's
 # virtual environment (scripts/realstack-venv.sh: torch 2.13 and
-# sentence-transformers 6.0.1 from PyPI, made once, then reused).
+# sentence-transformers 6.0.1 from PyPI, made once, then reused);
+# CCSHIM_SDIST, CCSHIM_NO_PEERS=1: the peer suite's sources
+# (scripts/mpi4py-suite.sh: mpi4py's own tests, of the installed version).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CCSHIM_BUILD:-$top/_build}
 pkgs=(build-essential autoconf automake libtool pkg-config make gawk
       libopenmpi-dev openmpi-bin mpich libmpich-dev valgrind gdb check libunwind-dev libdw-dev libsodium-dev libopenblas-dev
-      python3 python3-torch python3-mpi4py python3-venv python3-dev binutils clang chromium
+      python3 python3-torch python3-mpi4py python3-pip python3-venv python3-dev binutils clang chromium
       libotf2-trace-dev otf2-tools prometheus prometheus-node-exporter hpcc lammps)
 if [ "${CCSHIM_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
     missing=()
@@ -37,3 +39,5 @@ make -j"$(nproc)" >make.out 2>&1 || { tail -50 make.out; exit 1; }
 echo "setup: built in $build"
 # one line: the real-stack tier's environment made, reused or skipped (why)
 "$top/scripts/realstack-venv.sh"
+# one line: mpi4py's own test suite fetched, reused or skipped (why)
+"$top/scripts/mpi4py-suite.sh"
