@@ -280,13 +280,13 @@ static size_t add_wall(char *buf, size_t n, size_t cap, const char *wall)
     return n + (size_t)k;
 }
 
-/* "file:line" out of a symbolised site ("fn+0x3f2 at FILE:LINE (mod+0x15b2)"),
- * or the site as it is when it names no line. */
+/* "file:line" out of a symbolised site ("fn+0x3f2 at FILE:LINE (mod+0x15b2)",
+ * or "... at FILE:LINE (inlined f at FILE:N) (mod+0x15b2)": the outermost
+ * line, in the caller, as the audit names it), or the site as it is when
+ * it names no line. */
 static void site_line(const char *site, char *out, size_t n)
 {
-    const char *at = NULL;
-    for (const char *p = site; (p = strstr(p, " at ")) != NULL; p++)
-        at = p;
+    const char *at = strstr(site, " at ");
     if (!at) {
         snprintf(out, n, "%s", site);
         return;

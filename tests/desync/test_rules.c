@@ -8,6 +8,7 @@
 #include "desync_search.h"
 #include "shim.h"
 #include "unit_main.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -724,7 +725,7 @@ START_TEST(next_words_name_the_call_left_out)
             block(add(r, X, NR, -1, 4), ar(5), 40);
     add(1, X, NR, -1, 4);
     st[1].life = CCS_DSX_FINALIZING;
-    ck_assert_int_eq(run(0), 1);
+    ck_assert_int_eq(after_confirmation(), 1);
     char buf[4096];
     ck_assert_uint_gt(ccs_dsx_next_words(&got[0], "/tr", "job1", buf, sizeof buf), 0);
     ck_assert_str_eq(buf,
@@ -734,11 +735,17 @@ START_TEST(next_words_name_the_call_left_out)
                      "launcher's timeout; --on-desync abort (CCSHIM_ON_DESYNC=abort) ends it at once; each "
                      "rank's report: /tr/ccshim-desync-job1-r<rank>.txt, its last calls: "
                      "/tr/ccshim-flight-job1-r<rank>.flight\n");
+    /* A site inside inlined code: its outermost line, in the caller, as the audit names it. */
+    for (uint32_t i = 0; i < got[0].nparty; i++)
+        snprintf(got[0].party[i].c.site_blocked, sizeof got[0].party[i].c.site_blocked, "%s",
+                 "main+0x402 at /src/app.c:214 (inlined step at /src/app.c:167) (app+0x1612)");
+    ck_assert_uint_gt(ccs_dsx_next_words(&got[0], "/tr", "job1", buf, sizeof buf), 0);
+    ck_assert_ptr_nonnull(strstr(buf, "left out allreduce(count=4, float32, sum) at /src/app.c:214 (went on"));
     /* Computing, not finished: nothing is said to be left out. */
     got[0].party[0].life = CCS_DSX_ALIVE;
     ck_assert_uint_gt(ccs_dsx_next_words(&got[0], "", "job1", buf, sizeof buf), 0);
     ck_assert_str_eq(buf,
-                     "desync: this job will now wait in allreduce(count=4, float32, sum) at ? until the "
+                     "desync: this job will now wait in allreduce(count=4, float32, sum) at /src/app.c:214 until the "
                      "launcher's timeout; --on-desync abort (CCSHIM_ON_DESYNC=abort) ends it at once; no report "
                      "files (give --trace-dir DIR to keep each rank's report and last calls)\n");
     got[0].cls = CCS_DSX_MISMATCH;

@@ -122,7 +122,7 @@ tap_eq "pattern without %r, preloaded: exit 0, no file, one warning per rank nam
 # both jobs' series served, no collector error, promtool clean; each file's
 # last-update time current while it runs, and both files gone at the end.
 NE=$(command -v prometheus-node-exporter || command -v node_exporter || true)
-if [ -n "$NE" ] && command -v curl > /dev/null 2>&1; then
+if [ -n "$NE" ] && command -v curl > /dev/null 2>&1 && [ -x "$SCENARIO" ]; then
     mkdir -p "$D/tf"
     port=$(ccs_ports 1)
     "$NE" --web.listen-address="127.0.0.1:$port" --collector.disable-defaults --collector.textfile \
@@ -131,8 +131,10 @@ if [ -n "$NE" ] && command -v curl > /dev/null 2>&1; then
     jobs=""
     for j in a b; do
         (
-            ccs_mpirun 300 2 env CCSHIM_JOB_ID="train-$j" "$CCSHIM_RUN" --metrics "$D/tf/ccshim-%j-%r.prom" \
-                --metrics-period-ms 100 -- "$CCSHIM_TRAINER" --batch 32 --mini-batch 4 --steps 400 \
+            # (paced by sleeps, 150 all-reduces 100 ms apart: the two jobs
+            # overlap however busy the cores are)
+            ccs_mpirun 300 2 env CCSHIM_JOB_ID="train-$j" ITER_MS=100 "$CCSHIM_RUN" --mpi \
+                --metrics "$D/tf/ccshim-%j-%r.prom" --metrics-period-ms 100 -- "$SCENARIO" ok 150 \
                 > "$D/ne-$j.out" 2>&1
             echo $? > "$D/ne-$j.rc"
         ) &
@@ -167,7 +169,7 @@ if [ -n "$NE" ] && command -v curl > /dev/null 2>&1; then
 else
     for t in "both jobs' all-reduce series" "no textfile collector error" "promtool check metrics" \
         "last update within 5 s" "both jobs exit 0 and leave no file"; do
-        tap_skip "node_exporter: $t" "prometheus-node-exporter or curl not installed"
+        tap_skip "node_exporter: $t" "prometheus-node-exporter, curl or desync_scenario missing"
     done
 fi
 tap_done
