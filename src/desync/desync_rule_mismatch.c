@@ -90,6 +90,57 @@ static void skew_line_two_ranks(struct ctx *c, struct grp *g, struct ccs_dsx_ver
         x->wrank, x->e->site_last[0] ? x->e->site_last : "?", y->wrank, y->e->site_last[0] ? y->e->site_last : "?");
 }
 
+/* Ranks out of step where some are still in step 0 at OPS[0..N)'s seq
+ * (they mark steps, marks_steps) while the others marked steps already:
+ * "rank 1 marked 6 steps by seq 18 where rank 0 is still in step 0 (8
+ * backward passes in it so far)", into V's line. */
+static void skew_line_step_zero(struct ctx *c, struct grp *g, struct ccs_dsx_verdict *v, const struct opref *ops,
+                                size_t n)
+{
+    int32_t *zero = malloc(n * sizeof *zero), *on = malloc(n * sizeof *on);
+    if (!zero || !on) {
+        free(zero), free(on);
+        return;
+    }
+    size_t nz = 0, no = 0;
+    const struct ent *fz = NULL, *fo = NULL; /* the lowest rank of each side */
+    uint32_t fo_step = 0;
+    for (size_t a = 0; a < n; a++) {
+        const struct ent *m = &c->ents[ops[a].ent];
+        if (ops[a].op->step == 0) {
+            zero[nz++] = m->wrank;
+            fz = !fz || m->wrank < fz->wrank ? m : fz;
+        } else {
+            on[no++] = m->wrank;
+            if (!fo || m->wrank < fo->wrank) {
+                fo = m;
+                fo_step = ops[a].op->step;
+            }
+        }
+    }
+    if (!fz || !fo) { /* (not reached: both sides are there) */
+        free(zero), free(on);
+        return;
+    }
+    char rz[256], ro[256], units[64] = "";
+    ccs_dsx_rules_ranks(zero, nz, rz, sizeof rz);
+    ccs_dsx_rules_ranks(on, no, ro, sizeof ro);
+    const struct ccs_dsx_status *sz = c->v->st[fz->wrank], *so = c->v->st[fo->wrank];
+    if (sz->step == 0 && sz->units)
+        ccs_dsx_rules_fmt(units, sizeof units, " (%u backward passes in it so far)", sz->units);
+    ccs_dsx_rules_fmt(
+        v->line, sizeof v->line,
+        "comm=%#llx size=%d seq=%llu: ranks out of step: rank%s %s marked %u step%s by seq %llu where rank%s %s %s "
+        "%s in step 0%s; seq %llu is in step %u on rank %d and in step 0 on rank %d: from there on they reduce "
+        "different steps' gradients together (rank %d last at %s; rank %d last at %s)",
+        (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, no > 1 ? "s" : "", ro, so->step,
+        so->step == 1 ? "" : "s", (unsigned long long)fo->e->issued, nz > 1 ? "s" : "", rz,
+        nz > 1 ? "are" : "is", sz->step == 0 ? "still" : "were", units, (unsigned long long)v->seq,
+        fo_step, fo->wrank, fz->wrank,
+        fz->wrank, fz->e->site_last[0] ? fz->e->site_last : "?", fo->wrank, fo->e->site_last[0] ? fo->e->site_last : "?");
+    free(zero), free(on);
+}
+
 /* The DESYNC of ranks out of step at OPS[0..N)'s seq: the majority step
  * there, the others are the odd ones. */
 static void skew_verdict(struct ctx *c, struct grp *g, const struct opref *ops, size_t n)
@@ -128,7 +179,9 @@ static void skew_verdict(struct ctx *c, struct grp *g, const struct opref *ops, 
     v->comm = c->ents[g->lo].comm;
     v->seq = ops[0].seq;
     v->comm_size = g->size;
-    if (nodd == nagree && nodd == 1) {
+    if (where == 0) {
+        skew_line_step_zero(c, g, v, ops, n);
+    } else if (nodd == nagree && nodd == 1) {
         skew_line_two_ranks(c, g, v, ops, n, where);
     } else {
         char ro[256], ra[256], os[160];
@@ -147,9 +200,21 @@ static void skew_verdict(struct ctx *c, struct grp *g, const struct opref *ops, 
     free(v), free(odd), free(agree);
 }
 
+/* 1 when the rank of status ST marks steps: it has marked one, or its
+ * helper counts the backward passes of the step it is in (the torch
+ * helper, which marks the step at its optimizer step).  A rank in step 0
+ * that does neither may simply never mark steps: its step 0 says nothing. */
+static int marks_steps(const struct ccs_dsx_status *st)
+{
+    return st && (st->step > 0 || st->units > 0 || st->units_prev > 0);
+}
+
 /* The same operation at one seq, issued in different steps (both marked,
- * >= 1): the ranks are out of step although nothing hangs yet, e.g. one
- * skipped an all-reduce of identical ones earlier in the step.  Reported
+ * >= 1, or one still in its step 0 while marking steps, marks_steps):
+ * the ranks are out of step although nothing hangs yet, e.g. one
+ * skipped an all-reduce of identical ones earlier in the step, or runs a
+ * different loss (fewer backward passes a step: issue 41's two datasets,
+ * one rank's steps averaged against the other's mini-batches).  Reported
  * once per communicator as a DESYNC naming the step where it happened.
  * Returns 1 when the run was skewed (reported or waiting to be). */
 static int step_skew(struct ctx *c, struct grp *g, const struct opref *ops, size_t n)
@@ -157,7 +222,7 @@ static int step_skew(struct ctx *c, struct grp *g, const struct opref *ops, size
     uint32_t lo = UINT32_MAX, hi = 0;
     for (size_t a = 0; a < n; a++) {
         uint32_t st = ops[a].op->step;
-        if (st == 0)
+        if (st == 0 && !marks_steps(c->v->st[c->ents[ops[a].ent].wrank]))
             return 0;
         lo = st < lo ? st : lo;
         hi = st > hi ? st : hi;

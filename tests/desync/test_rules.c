@@ -862,6 +862,52 @@ static void at_boundary(int r, struct ccs_dsx_comm *c, uint32_t step)
     c->flags |= CCS_DSX_BOUNDARY;
 }
 
+/* Issue 41's two datasets: rank 0 runs a cached loss (8 backward passes,
+ * 24 reductions a step) and is still in step 0 at seq 18, its helper
+ * counting backward passes; rank 1 runs a plain loss (3 a step) and has
+ * marked 6 steps by then.  The reductions match by order, so nothing hangs
+ * at first: the ranks average different steps' gradients.  A DESYNC naming
+ * both, at the first seq whose steps differ. */
+START_TEST(marked_steps_beside_a_rank_still_in_step_zero)
+{
+    reset();
+    struct ccs_dsx_comm *a = add(0, X, 2, 0, 18), *b = add(1, X, 2, 1, 18);
+    for (unsigned h = 0; h < b->nhist; h++)
+        b->hist[h].step = (uint32_t)((b->hist[h].seq - 1) / 3); /* seqs 4-6 in step 1, ..., 16-18 in step 5 */
+    st[0].step = 0;
+    st[0].units = 8;
+    st[1].step = 6;
+    st[0].wsize = st[1].wsize = 2;
+    (void)a;
+    ptr[2] = ptr[3] = NULL;
+    int got_n = run(0) + run(50) + run(T.block_ms);
+    ck_assert_int_eq(got_n, 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_uint_eq(got[0].seq, 4);
+    ck_assert_msg(strstr(got[0].line, "rank 1 marked 6 steps by seq 18 where rank 0 is still in step 0 (8 backward "
+                                      "passes in it so far); seq 4 is in step 1 on rank 1 and in step 0 on rank 0") != NULL,
+                  "%s", got[0].line);
+}
+END_TEST
+
+/* The same records where rank 0 shows no sign of marking steps (step 0,
+ * no backward passes counted: a rank without the helper, or a program that
+ * marks steps on some ranks only): its step 0 says nothing, no verdict. */
+START_TEST(step_zero_of_a_rank_that_marks_none_is_no_evidence)
+{
+    reset();
+    struct ccs_dsx_comm *b;
+    add(0, X, 2, 0, 18);
+    b = add(1, X, 2, 1, 18);
+    for (unsigned h = 0; h < b->nhist; h++)
+        b->hist[h].step = (uint32_t)((b->hist[h].seq - 1) / 3);
+    st[1].step = 6;
+    st[0].wsize = st[1].wsize = 2;
+    ptr[2] = ptr[3] = NULL;
+    ck_assert_int_eq(run(0) + run(50) + run(T.block_ms) + run(10 * T.block_ms), 0);
+}
+END_TEST
+
 START_TEST(boundary_skip_is_a_desync_not_a_straggler)
 {
     reset();
@@ -1372,6 +1418,8 @@ static Suite *suite(void)
     tcase_add_test(t, deferred_flag_differs);
     tcase_add_test(t, desync_behind_finalizing_after_confirmation);
     tcase_add_test(t, freed_with_a_stale_count_is_not_behind);
+    tcase_add_test(t, marked_steps_beside_a_rank_still_in_step_zero);
+    tcase_add_test(t, step_zero_of_a_rank_that_marks_none_is_no_evidence);
     tcase_add_test(t, freed_with_its_final_count_at_or_past_the_seq_is_healthy);
     tcase_add_test(t, freed_with_its_final_count_behind_after_confirmation);
     tcase_add_test(t, a_glimpse_of_a_blocked_status_is_not_confirmation);
