@@ -49,6 +49,15 @@ CCSHIM_API uint64_t ccshim_step_mark(void);
 /* Returns the current step number (0 before the first mark). */
 CCSHIM_API uint64_t ccshim_step_current(void);
 
+/*
+ * Says, once, that this process marks its steps (a language helper that
+ * calls ccshim_step_mark at every optimizer step, as `ccshim-run --torch`
+ * does): a rank still in its step 0 is then known to be in step 0, not one
+ * that never marks steps, and desync detection can name another rank that
+ * marked steps at the same collectives (docs/desync.md, "out of step").
+ */
+CCSHIM_API void ccshim_step_marking(void);
+
 /* Returns the library version as "MAJOR.MINOR.PATCH". */
 CCSHIM_API const char *ccshim_version(void);
 

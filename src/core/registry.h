@@ -109,6 +109,9 @@ CCS_HIDDEN uint32_t ccs_boundary_get(uint64_t *comms, uint32_t *n);
 /* The units of work (backward passes) a language helper counted in this
  * step (ccshim_step_units) and in the last one; 0 when none counts them. */
 CCS_HIDDEN void ccs_step_units(uint32_t *now, uint32_t *prev);
+/* 1 when this process marks its steps: it marked one, or a language helper
+ * said it will (ccshim_step_marking). */
+CCS_HIDDEN int ccs_step_marking(void);
 
 /* ------------------------------------------------------------- verdicts */
 

@@ -394,6 +394,16 @@ uint64_t ccshim_step_collectives(void)
     return now > then ? now - then : 0;
 }
 
+/* Set once a language helper says this process marks its steps. */
+static atomic_int step_marking;
+
+void ccshim_step_marking(void) { atomic_store_explicit(&step_marking, 1, memory_order_relaxed); }
+
+int ccs_step_marking(void)
+{
+    return atomic_load_explicit(&step_marking, memory_order_relaxed) || atomic_load(&ccs_step) > 0;
+}
+
 /* Units of work in this step and the last (backward passes, counted by a
  * language helper): desync's step boundary names them (registry.h). */
 static _Atomic uint32_t units_now, units_prev;

@@ -127,7 +127,7 @@ struct ccs_dsx_status {
     uint32_t step;     /* the rank's step (ccshim_step_current) */
     uint32_t boundary; /* waiting at the end of step BOUNDARY - 1 (coalescing's completion), 0 = not */
     uint32_t units, units_prev; /* backward passes in STEP and in STEP - 1 (torch helper; 0 = not counted) */
-    uint32_t pad;
+    uint32_t flags;             /* CCS_DSX_ST_MARKS */
     /* The PID namespace PID is a number in (st_dev and st_ino of
      * /proc/self/ns/pid, read once at start; both 0 when unknown): a peer
      * looks PID up (kill(pid, 0)) only when its own namespace is the same;
@@ -136,6 +136,10 @@ struct ccs_dsx_status {
     char host[CCS_DSX_HOST];
     struct ccs_dsx_comm comm[CCS_DSX_MAXCOMM];
 };
+
+/* Status flags: the rank marks its steps (ccs_step_marking), so its step
+ * 0 is a step, not the absence of marks. */
+#define CCS_DSX_ST_MARKS 1u
 
 /* Verdicts (the list expanded into the enum and its names, as the lists
  * of ccs_kinds.h are). */

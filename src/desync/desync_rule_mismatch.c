@@ -200,13 +200,14 @@ static void skew_verdict(struct ctx *c, struct grp *g, const struct opref *ops, 
     free(v), free(odd), free(agree);
 }
 
-/* 1 when the rank of status ST marks steps: it has marked one, or its
- * helper counts the backward passes of the step it is in (the torch
- * helper, which marks the step at its optimizer step).  A rank in step 0
+/* 1 when the rank of status ST marks steps: it has marked one, its helper
+ * said it will (ccshim_step_marking: the torch helper, which marks the
+ * step at its optimizer step), or it counts the backward passes of the
+ * step it is in.  A rank in step 0
  * that does neither may simply never mark steps: its step 0 says nothing. */
 static int marks_steps(const struct ccs_dsx_status *st)
 {
-    return st && (st->step > 0 || st->units > 0 || st->units_prev > 0);
+    return st && (st->step > 0 || st->units > 0 || st->units_prev > 0 || (st->flags & CCS_DSX_ST_MARKS));
 }
 
 /* The same operation at one seq, issued in different steps (both marked,

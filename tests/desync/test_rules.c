@@ -887,6 +887,14 @@ START_TEST(marked_steps_beside_a_rank_still_in_step_zero)
     ck_assert_msg(strstr(got[0].line, "rank 1 marked 6 steps by seq 18 where rank 0 is still in step 0 (8 backward "
                                       "passes in it so far); seq 4 is in step 1 on rank 1 and in step 0 on rank 0") != NULL,
                   "%s", got[0].line);
+    /* Without coalescing the torch helper counts no backward passes; it
+     * says it marks steps (ccshim_step_marking): the same verdict. */
+    st[0].units = 0;
+    st[0].flags = CCS_DSX_ST_MARKS;
+    ngot = 0;
+    ck_assert_int_eq(run(0) + run(50) + run(T.block_ms), 1);
+    ck_assert_msg(strstr(got[0].line, "rank 1 marked 6 steps by seq 18 where rank 0 is still in step 0; seq 4") != NULL,
+                  "%s", got[0].line);
 }
 END_TEST
 
