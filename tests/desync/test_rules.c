@@ -106,6 +106,18 @@ static int run(uint64_t now)
     return ccs_dsx_rules_run(&v, &T, seen, &s);
 }
 
+/* Ranks 0, 2 and 3 blocked 40 ms in the all-reduce at seq 5, rank 1 at
+ * seq 4 in life state LIFE (in MPI_Finalize, exited, ...). */
+static void blocked_behind_rank_1(uint32_t life)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            block(add(r, X, NR, -1, 4), ar(5), 40);
+    add(1, X, NR, -1, 4);
+    st[1].life = life;
+}
+
 /* A verdict on gone members holds without a break for a quarter of
  * block_ms before it is emitted: none on the first pass, one then. */
 static int after_confirmation(void)
@@ -287,12 +299,7 @@ END_TEST
  * never comes), once that held a quarter of it. */
 START_TEST(desync_behind_finalizing_after_confirmation)
 {
-    reset();
-    for (int r = 0; r < NR; r++)
-        if (r != 1)
-            block(add(r, X, NR, -1, 4), ar(5), 40);
-    add(1, X, NR, -1, 4);
-    st[1].life = CCS_DSX_FINALIZING;
+    blocked_behind_rank_1(CCS_DSX_FINALIZING);
     ck_assert_int_eq(after_confirmation(), 1);
     ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
     ck_assert_uint_eq(got[0].seq, 5);
@@ -361,12 +368,7 @@ END_TEST
  * seen again much later: confirmation starts again from there. */
 START_TEST(a_glimpse_of_a_blocked_status_is_not_confirmation)
 {
-    reset();
-    for (int r = 0; r < NR; r++)
-        if (r != 1)
-            block(add(r, X, NR, -1, 4), ar(5), 40);
-    add(1, X, NR, -1, 4);
-    st[1].life = CCS_DSX_EXITED;
+    blocked_behind_rank_1(CCS_DSX_EXITED);
     ck_assert_int_eq(run(0), 0);
     for (int r = 0; r < NR; r++) /* the next pass: nobody blocked */
         if (r != 1)
@@ -613,12 +615,7 @@ START_TEST(peer_seq_is_bounded)
     bad.comm[0].issued = CCS_DSX_MAX_SEQ + 1;
     ck_assert_int_eq(ccs_dsx_check_status(&bad, NR, why, sizeof why), -1);
     /* The formatter on its own. */
-    reset();
-    for (int r = 0; r < NR; r++)
-        if (r != 1)
-            block(add(r, X, NR, -1, 4), ar(5), 40);
-    add(1, X, NR, -1, 4);
-    st[1].life = CCS_DSX_EXITED;
+    blocked_behind_rank_1(CCS_DSX_EXITED);
     ck_assert_int_eq(after_confirmation(), 1);
     struct ccs_dsx_comm *c = &got[0].party[1].c;
     c->state = CCS_DSX_BLOCKED;
@@ -684,12 +681,7 @@ END_TEST
 
 START_TEST(format_has_the_greppable_line)
 {
-    reset();
-    for (int r = 0; r < NR; r++)
-        if (r != 1)
-            block(add(r, X, NR, -1, 4), ar(5), 40);
-    add(1, X, NR, -1, 4);
-    st[1].life = CCS_DSX_EXITED;
+    blocked_behind_rank_1(CCS_DSX_EXITED);
     ck_assert_int_eq(after_confirmation(), 1);
     char buf[16384];
     size_t n = ccs_dsx_format(&got[0], 2, 1234.5, buf, sizeof buf);
@@ -719,12 +711,7 @@ END_TEST
  * report files, or how to get them.  Nothing for a MISMATCH. */
 START_TEST(next_words_name_the_call_left_out)
 {
-    reset();
-    for (int r = 0; r < NR; r++)
-        if (r != 1)
-            block(add(r, X, NR, -1, 4), ar(5), 40);
-    add(1, X, NR, -1, 4);
-    st[1].life = CCS_DSX_FINALIZING;
+    blocked_behind_rank_1(CCS_DSX_FINALIZING);
     ck_assert_int_eq(after_confirmation(), 1);
     char buf[4096];
     ck_assert_uint_gt(ccs_dsx_next_words(&got[0], "/tr", "job1", buf, sizeof buf), 0);
