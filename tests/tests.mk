@@ -1,5 +1,5 @@
 # tests/tests.mk - test suites; each area keeps its own fragment.
-EXTRA_DIST += tests/tap.sh tests/test_clock.h tests/test_ports.h
+EXTRA_DIST += tests/tap.sh tests/test_clock.h tests/test_ports.h tests/mpi_check.h
 # Prints what a trace holds, field by field, for the tests' awk checks.
 check_PROGRAMS += tests/ccs_trace_dump
 tests_ccs_trace_dump_SOURCES = tests/ccs_trace_dump.c

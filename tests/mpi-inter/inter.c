@@ -30,6 +30,7 @@
  *
  *   kind  flags  root  count  dtype  op  bytes
  */
+#include "../mpi_check.h"
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,14 +48,7 @@ static char *guard;         /* an inaccessible page */
 static MPI_Datatype poison; /* the decoy */
 static const char *tag;     /* "inter" or "dup" */
 
-#define CHECK(call)                                                                                                \
-    do {                                                                                                           \
-        int rc_ = (call);                                                                                          \
-        if (rc_ != MPI_SUCCESS) {                                                                                  \
-            fprintf(stderr, "rank %d: %s failed (%d) at line %d\n", wrank, #call, rc_, __LINE__);                  \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                                                          \
-        }                                                                                                          \
-    } while (0)
+#define CHECK(call) CHECK_AS(wrank, call)
 
 static void expect(const char *kind, const char *flags, int root, long count, const char *dtype, long bytes)
 {

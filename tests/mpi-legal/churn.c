@@ -14,6 +14,7 @@
  * line, "churn rank R: ROUNDS rounds, N collectives, CHECKSUM", so a run
  * under ccshim can be compared with a plain run.  Works on 1 or more ranks.
  */
+#include "../mpi_check.h"
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,14 +22,7 @@
 
 static int rank, size;
 
-#define CHECK(call)                                                                                                \
-    do {                                                                                                           \
-        int rc_ = (call);                                                                                          \
-        if (rc_ != MPI_SUCCESS) {                                                                                  \
-            fprintf(stderr, "rank %d: %s failed (%d) at line %d\n", rank, #call, rc_, __LINE__);                   \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                                                          \
-        }                                                                                                          \
-    } while (0)
+#define CHECK(call) CHECK_AS(rank, call)
 
 /* A count from the command line: a positive integer, or exit 2 naming it. */
 static long arg_count(const char *what, const char *s)

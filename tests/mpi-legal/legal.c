@@ -12,6 +12,7 @@
  * received, so a run under ccshim can be compared with a plain run.  Works
  * on 2 or more ranks.
  */
+#include "../mpi_check.h"
 #include <mpi.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -23,14 +24,7 @@
 static int rank, size;
 static const char *only;
 
-#define CHECK(call)                                                                                          \
-    do {                                                                                                     \
-        int rc_ = (call);                                                                                    \
-        if (rc_ != MPI_SUCCESS) {                                                                            \
-            fprintf(stderr, "rank %d: %s failed (%d) at line %d\n", rank, #call, rc_, __LINE__);            \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                                                    \
-        }                                                                                                    \
-    } while (0)
+#define CHECK(call) CHECK_AS(rank, call)
 
 static uint64_t sum_bytes(const void *p, size_t n)
 {
