@@ -127,6 +127,7 @@ void audit_free(struct audit *a)
     for (size_t i = 0; i < a->nfiles; i++) {
         free(a->files[i].path);
         free(a->files[i].error);
+        free(a->files[i].inflight);
     }
     free(a->files);
     for (size_t i = 0; i < a->nreports; i++)
@@ -969,6 +970,23 @@ static void on_item(struct file_reading *rd, const struct ccs_item *it)
     case CCS_ITEM_SITE:
         on_site(rd, it);
         break;
+    case CCS_ITEM_INFLIGHT: { /* a call in progress at the end: counted, and kept for the post-mortem */
+        rd->items++;
+        uint64_t ncalls = rd->ncalls;
+        on_record(rd, &it->u.record);
+        struct audit_file *f = rd->f;
+        struct audit_inflight *n = realloc(f->inflight, (f->ninflight + 1) * sizeof *n);
+        if (n) {
+            f->inflight = n;
+            n[f->ninflight].r = it->u.record;
+            n[f->ninflight].step = ccs_kind_class(it->u.record.kind) == CCS_CLASS_MARK
+                                       ? it->u.record.step
+                                       : audit_step_of(rd->a, &it->u.record, ncalls);
+            n[f->ninflight].site = record_site(rd, &it->u.record);
+            f->ninflight++;
+        }
+        break;
+    }
     case CCS_ITEM_END:
         rd->f->has_end = 1;
         rd->f->end = it->u.end;

@@ -37,6 +37,13 @@ struct audit_file {
     struct ccs_trace_end end; /* valid when has_end */
     uint32_t last_step;
     uint64_t t_last_ns; /* end of its last call */
+    /* Calls that had not returned when the process ended (INFLIGHT chunk,
+     * trace version 3), as read: t_dur is the time in them until then. */
+    struct audit_inflight {
+        struct ccs_record r;
+        uint32_t step, site; /* effective step, global site index (0 none) */
+    } *inflight;
+    size_t ninflight;
 };
 
 /* (step, rank, comm, kind, deferred) -> totals. */
@@ -141,7 +148,12 @@ struct audit_report {
     char *path;
     int flight; /* 1 for *.flight */
     uint64_t size;
-    char summary[512]; /* first meaningful line(s) */
+    char summary[1024]; /* a report: its verdict line, whole; a dump: its first record line */
+    int32_t rank;       /* from the name's -rN, -1 when none */
+    /* A flight dump's call in progress (a "(in progress)" line), when it has one. */
+    int has_inflight;
+    uint64_t inflight_comm, inflight_seq;
+    char inflight_kind[32];
 };
 
 /* One --expect rule: KIND<=N per SCOPE. */
@@ -179,13 +191,14 @@ enum finding_kind {
     FIND_CAPTURED,      /* NCCL calls captured into CUDA graphs */
     FIND_NO_CALLS,      /* no collective recorded, in the run or on some ranks */
     FIND_DUPLICATE,     /* two traces of one rank of one job */
+    FIND_HANG,          /* post-mortem: ranks stopped at different points of a communicator */
 };
 
 struct audit_finding {
     int kind;
     int severity; /* 0 info, 1 warning, 2 error */
     char title[256];
-    char evidence[1024];
+    char evidence[2048];
     char action[512];
     /* machine-readable details */
     uint32_t step_first, step_last, steps;

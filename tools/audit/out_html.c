@@ -303,8 +303,11 @@ static void files(struct audit *a, FILE *f)
         const struct audit_file *x = &a->files[i];
         fprintf(f, "<tr><td>%d</td><td>", (int)x->rank);
         html_str(f, x->host);
-        fprintf(f, "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%u</td><td>%s", x->records, x->last_step,
-                st[x->status]);
+        fprintf(f, "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%u</td><td>", x->records, x->last_step);
+        if (x->status == FILE_OK && x->has_end && x->end.reason == CCS_END_SIGNAL)
+            fprintf(f, "killed by signal %d", (int)x->end.signo); /* whole, but not ended by itself */
+        else
+            fputs(st[x->status], f);
         if (x->error) {
             fputs(": ", f);
             html_str(f, x->error);

@@ -377,11 +377,13 @@ static void print_sites(struct audit *a, FILE *f)
 
 static void print_header(struct audit *a, FILE *f)
 {
-    size_t ok = 0, trunc = 0, bad = 0;
+    size_t ok = 0, trunc = 0, bad = 0, killed = 0;
     const char *job = NULL, *host = NULL;
     for (size_t i = 0; i < a->nfiles; i++) {
         const struct audit_file *x = &a->files[i];
-        if (x->status == FILE_OK)
+        if (x->status == FILE_OK && x->has_end && x->end.reason == CCS_END_SIGNAL)
+            killed++; /* whole, but the process did not end by itself */
+        else if (x->status == FILE_OK)
             ok++;
         else if (x->status == FILE_TRUNCATED)
             trunc++;
@@ -390,8 +392,24 @@ static void print_header(struct audit *a, FILE *f)
         if (!job && x->job[0])
             job = x->job, host = x->host;
     }
-    fprintf(f, "ccshim-audit: %zu trace%s (%zu complete, %zu cut short, %zu unreadable)", a->nfiles,
-            a->nfiles == 1 ? "" : "s", ok, trunc, bad);
+    fprintf(f, "ccshim-audit: %zu trace%s (%zu complete, ", a->nfiles, a->nfiles == 1 ? "" : "s", ok);
+    if (killed) { /* by which signals: the first rank's, and whether the others differ */
+        int sig = 0, same = 1;
+        for (size_t i = 0; i < a->nfiles; i++) {
+            const struct audit_file *x = &a->files[i];
+            if (x->status != FILE_OK || !x->has_end || x->end.reason != CCS_END_SIGNAL)
+                continue;
+            if (!sig)
+                sig = x->end.signo;
+            else if (sig != x->end.signo)
+                same = 0;
+        }
+        if (same)
+            fprintf(f, "%zu killed by signal %d, ", killed, sig);
+        else
+            fprintf(f, "%zu killed by signals, ", killed);
+    }
+    fprintf(f, "%zu cut short, %zu unreadable)", trunc, bad);
     if (job)
         fprintf(f, ", job %s on %s%s", job, host, a->nfiles > 1 ? " ..." : "");
     fputc('\n', f);
