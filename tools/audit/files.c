@@ -189,8 +189,8 @@ static void scan_private_subdirs(struct audit *a, const char *dir)
         fprintf(stderr, "ccshim-audit: %s holds no trace of its own: reading %s (a job's files in a directory others "
                         "can write to)\n", dir, names[0]);
     else
-        fprintf(stderr, "ccshim-audit: %s holds no trace of its own: reading its %zu subdirectories %s* (one per "
-                        "job, in a directory others can write to)\n", dir, n, prefix);
+        fprintf(stderr, "ccshim-audit: %s holds no trace of its own: reading its %zu subdirectories %s/%s* (one "
+                        "per job, in a directory others can write to)\n", dir, n, dir, prefix);
     for (size_t i = 0; i < n; i++) {
         scan_dir(a, names[i]);
         free(names[i]);
