@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #define CCS_TRACE_MAGIC "CCSHIMTR" /* 8 bytes, no NUL */
-#define CCS_TRACE_VERSION 3u /* 2: records of 96 bytes (pysite), PYSITE chunks; 3: INFLIGHT chunks;
-                                 readers take 1 and 2 too */
+#define CCS_TRACE_VERSION 2u /* 2: records of 96 bytes (pysite), PYSITE chunks; readers take 1 too.
+                                 INFLIGHT chunks were added compatibly (older readers skip them) */
 #define CCS_TRACE_BYTEORDER 0x01020304u
 #define CCS_TRACE_SUFFIX ".cctrace"
 
@@ -43,7 +43,7 @@ enum ccs_chunk_type {
     CCS_CHUNK_EXT = 7,     /* reserved for later features; readers skip it */
     CCS_CHUNK_PYSITE = 8,  /* struct ccs_trace_pysite + text (version 2) */
     CCS_CHUNK_INFLIGHT = 9,/* n x struct ccs_record: calls that had not returned when the
-                              process ended (version 3); t_dur is the time in them so far */
+                              process ended (exit or fatal signal); t_dur is the time in them so far */
 };
 
 struct ccs_chunk {

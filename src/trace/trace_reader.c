@@ -351,7 +351,7 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, s
         int (*read)(struct ccs_trace_reader *, unsigned char *, uint32_t, struct ccs_item *, char *, size_t);
         switch (r->type) {
         case CCS_CHUNK_RECORDS:
-        case CCS_CHUNK_INFLIGHT: /* version 3; older files have none */
+        case CCS_CHUNK_INFLIGHT: /* a later addition: older files have none */
             return read_record(r, p, left, it, err, errlen);
         case CCS_CHUNK_COMM: read = read_comm; break;
         case CCS_CHUNK_END: read = read_end; break;

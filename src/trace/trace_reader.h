@@ -21,8 +21,8 @@ enum ccs_item_type {
     CCS_ITEM_RECORD,
     CCS_ITEM_END,
     CCS_ITEM_PYSITE, /* version 2 */
-    CCS_ITEM_INFLIGHT, /* version 3: u.record, a call that had not returned when the
-                          process ended (INFLIGHT chunk); t_dur is its time so far */
+    CCS_ITEM_INFLIGHT, /* u.record, a call that had not returned when the process
+                          ended (INFLIGHT chunk); t_dur is its time so far */
 };
 
 #define CCS_MAX_FRAMES 32

@@ -47,8 +47,9 @@ tap_eq "desync: first differing sequence number" 11 \
 tap_eq "desync: step 1 lists the differing rank" "[2]" "$(q "$D/ds.json" 'd["steps"][1]["comms"][0]["differing_ranks"]')"
 tap_eq "desync: step 0 has none" "[]" "$(q "$D/ds.json" 'd["steps"][0]["comms"][0]["differing_ranks"]')"
 tap_eq "desync: reports listed" "desync flight" "$(q "$D/ds.json" '" ".join(sorted(r["type"] for r in d["reports"]))')"
-tap_check "desync: reports summarised in a finding" \
-    grep -q '1 desync report and 1 flight-recorder dump found' "$D/ds.json"
+tap_eq "desync: one finding per report: the verdict (its line whole), the flight dump" \
+    "desync-reports|runtime verdict: rank 2 issued allreduce (seq 2) while the others issued allgather (reported by rank 2)|desync-reports|1 flight-recorder dump (rank 2)" \
+    "$(q "$D/ds.json" '"|".join(f["kind"] + "|" + f["title"] for f in d["findings"] if f["kind"] == "desync-reports")')"
 
 "$MKTRACE" --ranks 3 --steps 6 --micro 4 --no-markers --head 2 "$D/nm"
 "$CCSHIM_AUDIT" --json "$D/nm" > "$D/nm.json"

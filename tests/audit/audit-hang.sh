@@ -43,7 +43,7 @@ tap_check "warn: what each rank was doing at seq 5" grep -qx \
     "$D/warn.evidence"
 tap_eq "warn: one finding for the runtime's verdict (three reports), its line whole" \
     "1 ranks 0,2 blocked in allreduce(count=4, float32, sum) at seq 5 for" \
-    "$(grep -c 'runtime verdict DESYNC comm=0x[0-9a-f]* size=3 seq=5 (reported by ranks 0-2)$' "$D/warn.txt") $(q "$D/warn.json" "[f['evidence'] for f in d['findings'] if f['kind'] == 'desync-reports'][0][:66]")"
+    "$(grep -c 'runtime verdict: DESYNC comm=0x[0-9a-f]* size=3 seq=5 (reported by ranks 0-2)$' "$D/warn.txt") $(q "$D/warn.json" "[f['evidence'] for f in d['findings'] if f['kind'] == 'desync-reports'][0][:66]")"
 tap_eq "warn: --json: the post-mortem finding and each rank's end" "post-mortem signal 15 signal 15 signal 15" \
     "$(q "$D/warn.json" "d['findings'][0]['kind'] + ' ' + ' '.join('%s %d' % (x['end']['reason'], x['end']['signal']) for x in d['files'])")"
 

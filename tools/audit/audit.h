@@ -37,8 +37,8 @@ struct audit_file {
     struct ccs_trace_end end; /* valid when has_end */
     uint32_t last_step;
     uint64_t t_last_ns; /* end of its last call */
-    /* Calls that had not returned when the process ended (INFLIGHT chunk,
-     * trace version 3), as read: t_dur is the time in them until then. */
+    /* Calls that had not returned when the process ended (INFLIGHT chunk),
+     * as read: t_dur is the time in them until then. */
     struct audit_inflight {
         struct ccs_record r;
         uint32_t step, site; /* effective step, global site index (0 none) */

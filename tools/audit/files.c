@@ -32,12 +32,17 @@ static int add_file(struct audit *a, const char *path)
 /* The rank a report's or dump's name gives ("...-r3.txt"), -1 when none. */
 static int32_t rank_of_name(const char *path)
 {
-    const char *b = strrchr(path, '/'), *p = strrchr(b ? b : path, '-');
-    if (!p || p[1] != 'r' || p[2] < '0' || p[2] > '9')
-        return -1;
-    char *end;
-    long v = strtol(p + 2, &end, 10);
-    return *end == '.' && v >= 0 && v <= INT32_MAX ? (int32_t)v : -1;
+    const char *b = strrchr(path, '/');
+    int32_t rank = -1;
+    for (const char *p = strstr(b ? b : path, "-r"); p; p = strstr(p + 1, "-r")) {
+        char *end;
+        if (p[2] < '0' || p[2] > '9')
+            continue;
+        long v = strtol(p + 2, &end, 10);
+        if ((*end == '.' || *end == '-') && v <= INT32_MAX)
+            rank = (int32_t)v; /* the last such part: "-r3.txt", "-node-r3-p42.flight" */
+    }
+    return rank;
 }
 
 /* A flight dump's line "thread seq comm kind (in progress)": the call it

@@ -789,6 +789,16 @@ static void postmortem_findings(struct audit *a)
         }
         if (lo == hi)
             continue; /* every member reached the same call */
+        /* A job whose every member ended by itself, none in a call: calls
+         * that differ, which the rank-mismatch finding says; the post-mortem
+         * is for a job that hung or was ended. */
+        int ended = 0;
+        for (size_t m = 0; m < c->nmembers && !ended; m++) {
+            const struct audit_file *fl = file_of_rank(a, c->members[m]);
+            ended = !fl || !fl->has_end || fl->end.reason == CCS_END_SIGNAL || inflight_of(fl, c->id);
+        }
+        if (!ended)
+            continue;
         uint64_t seq = lo + 1;
         static struct rank_state groups[16];
         size_t ng = 0;
@@ -920,7 +930,7 @@ static void report_findings(struct audit *a)
             ccs_ranks_str(ranks, nr, rt, sizeof rt);
         /* Title: the verdict's head ("DESYNC comm=0x.. size=3 seq=5"), the rest in the evidence. */
         const char *colon = strstr(key, ": ");
-        snprintf(f->title, sizeof f->title, "runtime verdict %.*s (reported by rank%s %s)",
+        snprintf(f->title, sizeof f->title, "runtime verdict: %.*s (reported by rank%s %s)",
                  colon ? (int)(colon - key) : 120, key, nr > 1 ? "s" : "", rt);
         snprintf(f->evidence, sizeof f->evidence, "%s%s (in %s)", colon ? "" : "", colon ? colon + 2 : key, files);
         snprintf(f->action, sizeof f->action,
