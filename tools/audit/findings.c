@@ -865,7 +865,7 @@ static void postmortem_findings(struct audit *a)
         else
             snprintf(f->title, sizeof f->title, "rank%s %.60s stopped before %.120s, which the others made",
                      nbehind > 1 ? "s" : "", bt, what);
-        evidence_add(f, "comm %016" PRIx64 " (%zu ranks), seq %" PRIu64 ", the first that not every rank reached: ",
+        evidence_add(f, "comm %016" PRIx64 " (%zu ranks), seq %" PRIu64 ", the first that not every rank reached; ",
                      c->id, c->nmembers, seq);
         groups_to_evidence(f, groups, ng);
         snprintf(f->action, sizeof f->action,
