@@ -690,8 +690,8 @@ static void end_of(const struct audit_file *f, char *buf, size_t n)
         snprintf(buf, n, "died without ending its trace (killed by SIGKILL, or still running)");
     else if (f->end.reason == CCS_END_SIGNAL)
         snprintf(buf, n, "killed by signal %d", (int)f->end.signo);
-    else if (f->end.reason == CCS_END_FINALIZE)
-        snprintf(buf, n, "finalized");
+    else if (f->end.reason == CCS_END_FINALIZE) /* an exit writes an END after it, an _exit or SIGKILL none */
+        snprintf(buf, n, "finalized, no exit recorded after it");
     else if (f->end.reason == CCS_END_EXIT)
         snprintf(buf, n, "exited");
     else

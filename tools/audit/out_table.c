@@ -392,7 +392,8 @@ static void print_header(struct audit *a, FILE *f)
         if (!job && x->job[0])
             job = x->job, host = x->host;
     }
-    fprintf(f, "ccshim-audit: %zu trace%s (%zu complete, ", a->nfiles, a->nfiles == 1 ? "" : "s", ok);
+    char head[600];
+    int o = snprintf(head, sizeof head, "%zu trace%s (%zu complete, ", a->nfiles, a->nfiles == 1 ? "" : "s", ok);
     if (killed) { /* by which signals: the first rank's, and whether the others differ */
         int sig = 0, same = 1;
         for (size_t i = 0; i < a->nfiles; i++) {
@@ -405,14 +406,14 @@ static void print_header(struct audit *a, FILE *f)
                 same = 0;
         }
         if (same)
-            fprintf(f, "%zu killed by signal %d, ", killed, sig);
+            o += snprintf(head + o, sizeof head - (size_t)o, "%zu killed by signal %d, ", killed, sig);
         else
-            fprintf(f, "%zu killed by signals, ", killed);
+            o += snprintf(head + o, sizeof head - (size_t)o, "%zu killed by signals, ", killed);
     }
-    fprintf(f, "%zu cut short, %zu unreadable)", trunc, bad);
-    if (job)
-        fprintf(f, ", job %s on %s%s", job, host, a->nfiles > 1 ? " ..." : "");
-    fputc('\n', f);
+    o += snprintf(head + o, sizeof head - (size_t)o, "%zu cut short, %zu unreadable)", trunc, bad);
+    if (job && o > 0 && (size_t)o < sizeof head)
+        snprintf(head + o, sizeof head - (size_t)o, ", job %.128s on %.128s%s", job, host, a->nfiles > 1 ? " ..." : "");
+    fprintf(f, "ccshim-audit: %s\n", head); /* one line, whatever its length: scripts grep it */
     if (a->steps.source == STEPS_MARKERS)
         fprintf(f, "steps: from step markers, %u steps\n", a->max_step + 1);
     else if (a->steps.source == STEPS_INFERRED) {
@@ -481,7 +482,7 @@ static void print_time(struct audit *a, FILE *f)
         uint64_t *s = steps[ns - 1];
         s[0] += v[i]->wait_ns;
         s[1] += v[i]->time_ns;
-        if (v[i]->wait_ns >= s[4]) {
+        if (v[i]->wait_ns > s[4]) { /* the first rank of the most */
             s[3] = (uint64_t)(uint32_t)v[i]->k.rank;
             s[4] = v[i]->wait_ns;
         }
@@ -515,7 +516,7 @@ static void print_time(struct audit *a, FILE *f)
             audit_site_name(sv[i], nm, sizeof nm);
             short_paths(nm);
             snprintf(line, sizeof line, "%.500s", nm);
-            size_t avail = WIDTH - 1 - 46, len = strlen(line);
+            size_t avail = WIDTH - 1 - 47, len = strlen(line);
             if (len > avail) { /* keep both ends */
                 size_t head = (avail - 3) / 2, tail = avail - 3 - head;
                 memmove(line + head + 3, line + len - tail, tail + 1);
@@ -528,15 +529,16 @@ static void print_time(struct audit *a, FILE *f)
     }
     free(sv);
     if (a->saved.deferred) {
+        char t[400];
         if (a->saved.measured)
-            fprintf(f, "  coalescing saved %s: %" PRIu64 " deferred reductions, each the mean time of the same "
-                       "reduction made for real in this job, less its own%s\n",
-                    fmt_time(a->saved.saved_ns, t1, sizeof t1), a->saved.measured,
-                    a->saved.measured < a->saved.deferred ? " (the others: no real twin, not claimed)" : "");
+            snprintf(t, sizeof t, "coalescing saved %s: %" PRIu64 " deferred reductions, each the mean time of the "
+                     "same reduction made for real in this job, less its own%s",
+                     fmt_time(a->saved.saved_ns, t1, sizeof t1), a->saved.measured,
+                     a->saved.measured < a->saved.deferred ? " (the others: no real twin, not claimed)" : "");
         else
-            fprintf(f, "  coalescing deferred %" PRIu64 " reductions; the time saved is not claimed: this job made "
-                       "none of them for real to measure it against\n",
-                    a->saved.deferred);
+            snprintf(t, sizeof t, "coalescing deferred %" PRIu64 " reductions; the time saved is not claimed: this "
+                     "job made none of them for real to measure it against", a->saved.deferred);
+        wrap(f, "  ", t, 4);
     }
 }
 
