@@ -468,7 +468,7 @@ static void print_time(struct audit *a, FILE *f)
                 fmt_time(x->wait_ns, t3, sizeof t3), fmt_share(x->wait_ns, x->t_last_ns, s2, sizeof s2));
     }
     if (a->time_capped)
-        fprintf(f, "  (wait partial: more calls than --max-ref-fp holds per communicator)\n");
+        fprintf(f, "  (wait partial: more calls than the audit holds per communicator, 4194304)\n");
     /* Steps: the most wait first (all of them in --json and --tsv-time). */
     size_t n;
     struct audit_steptime **v = audit_sorted_steptimes(a, &n);
