@@ -280,7 +280,7 @@ static void write_inflight(void)
             continue;
         ccs_record_snapshot(p, &fl[n]); /* its thread may still write times and flags */
         if (atomic_load_explicit(&r->inflight, memory_order_acquire) != p)
-            continue; /* it returned while we looked: the next drain has it (none comes after the end) */
+            continue; /* it returned while we looked: published after this last drain, so not in the trace */
         fl[n].fingerprint = ccs_record_fingerprint(&fl[n]);
         uint64_t t0 = fl[n].t_start;
         fl[n].t_start = ccs_ticks_to_ns(t0);
