@@ -54,6 +54,7 @@ void tg_defaults(struct tg_opts *o)
     o->silent_rank = -1;
     o->cut_rank = -1;
     o->late_rank = -1;
+    o->hang_rank = -1;
     o->job = "4242";
     o->host = "node1";
     o->dtype = CCS_DT_FLOAT32;
@@ -406,8 +407,19 @@ int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path
     flush_records(w);
     if (o->late_sites)
         write_sites(w);
+    if (o->hang_rank >= 0 && rank != o->hang_rank && !silent) {
+        /* --hang: the next bucket reduction, that the hang rank never
+         * makes, in progress at the end (as the runtime writes it at a
+         * fatal signal): 2 s in it so far. */
+        bucket_call(w, o, rank, &clock.seq, &clock.t, o->markers ? (uint32_t)o->steps : 0, o->bucket_bytes[0],
+                    BUCKET_BASE, 0, 0);
+        w->buf[0].t_dur = 2000000000ull;
+        chunk(w, CCS_CHUNK_INFLIGHT, w->buf, (uint32_t)(w->n * sizeof(struct ccs_record)));
+        w->n = 0;
+    }
     if (rank != o->no_end_rank) {
-        struct ccs_trace_end e = {w->written, o->dropped, (uint64_t)o->steps, CCS_END_FINALIZE, 0};
+        struct ccs_trace_end e = {w->written, o->dropped, (uint64_t)o->steps,
+                                  o->hang_rank >= 0 ? CCS_END_SIGNAL : CCS_END_FINALIZE, o->hang_rank >= 0 ? 15 : 0};
         chunk(w, CCS_CHUNK_END, &e, sizeof e);
     }
     int err = w->err | (fclose(w->f) != 0);
