@@ -676,7 +676,10 @@ static void wall_of(const struct audit_file *f, uint64_t t_ns, char *buf, size_t
     uint64_t ns = f->start_realtime_ns + t_ns;
     time_t sec = (time_t)(ns / 1000000000u);
     struct tm tm;
-    gmtime_r(&sec, &tm);
+    if (!gmtime_r(&sec, &tm)) {
+        snprintf(buf, n, "an unknown time");
+        return;
+    }
     snprintf(buf, n, "%02d:%02d:%02d.%03u UTC", tm.tm_hour, tm.tm_min, tm.tm_sec,
              (unsigned)(ns % 1000000000u / 1000000u));
 }

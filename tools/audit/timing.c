@@ -184,7 +184,7 @@ void audit_time_finish(struct audit *a)
     /* Coalescing: a deferred call saved its real twin's mean time, less
      * its own; claimed only where the job made such real calls. */
     memset(&a->saved, 0, sizeof a->saved);
-    int64_t saved = 0;
+    uint64_t gained = 0, spent = 0; /* unsigned: a damaged file's times may be anything */
     for (size_t i = 0; i < a->sizetimes.cap; i++) {
         const struct sizetime *z = hmap_slot(&a->sizetimes, i);
         if (!z || !z->def_n)
@@ -193,9 +193,10 @@ void audit_time_finish(struct audit *a)
         if (!z->real_n)
             continue;
         a->saved.measured += z->def_n;
-        saved += (int64_t)(z->def_n * (z->real_ns / z->real_n)) - (int64_t)z->def_ns;
+        gained += z->def_n * (z->real_ns / z->real_n);
+        spent += z->def_ns;
     }
-    a->saved.saved_ns = saved > 0 ? (uint64_t)saved : 0;
+    a->saved.saved_ns = gained > spent ? gained - spent : 0;
 }
 
 static int steptime_cmp(const void *x, const void *y)
