@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 #define CCS_TRACE_MAGIC "CCSHIMTR" /* 8 bytes, no NUL */
-#define CCS_TRACE_VERSION 2u /* 2: records of 96 bytes (pysite), PYSITE chunks; readers take 1 too */
+#define CCS_TRACE_VERSION 2u /* 2: records of 96 bytes (pysite), PYSITE chunks; readers take 1 too.
+                                 INFLIGHT chunks were added compatibly (older readers skip them) */
 #define CCS_TRACE_BYTEORDER 0x01020304u
 #define CCS_TRACE_SUFFIX ".cctrace"
 
@@ -41,6 +42,8 @@ enum ccs_chunk_type {
     CCS_CHUNK_END = 6,     /* struct ccs_trace_end; the last one wins */
     CCS_CHUNK_EXT = 7,     /* reserved for later features; readers skip it */
     CCS_CHUNK_PYSITE = 8,  /* struct ccs_trace_pysite + text (version 2) */
+    CCS_CHUNK_INFLIGHT = 9,/* n x struct ccs_record: calls that had not returned when the
+                              process ended (exit or fatal signal); t_dur is the time in them so far */
 };
 
 struct ccs_chunk {

@@ -235,7 +235,7 @@ CHUNK_READER(read_record)
 {
     if (left < r->hdr.record_size)
         return bad(r, err, errlen, "records");
-    it->type = CCS_ITEM_RECORD;
+    it->type = r->type == CCS_CHUNK_INFLIGHT ? CCS_ITEM_INFLIGHT : CCS_ITEM_RECORD;
     memset(&it->u.record, 0, sizeof it->u.record); /* version 1: no pysite */
     memcpy(&it->u.record, p, r->hdr.record_size);
     r->pos += r->hdr.record_size; /* records: several per chunk */
@@ -351,6 +351,7 @@ int ccs_trace_next(struct ccs_trace_reader *r, struct ccs_item *it, char *err, s
         int (*read)(struct ccs_trace_reader *, unsigned char *, uint32_t, struct ccs_item *, char *, size_t);
         switch (r->type) {
         case CCS_CHUNK_RECORDS:
+        case CCS_CHUNK_INFLIGHT: /* a later addition: older files have none */
             return read_record(r, p, left, it, err, errlen);
         case CCS_CHUNK_COMM: read = read_comm; break;
         case CCS_CHUNK_END: read = read_end; break;

@@ -21,6 +21,8 @@ enum ccs_item_type {
     CCS_ITEM_RECORD,
     CCS_ITEM_END,
     CCS_ITEM_PYSITE, /* version 2 */
+    CCS_ITEM_INFLIGHT, /* u.record, a call that had not returned when the process
+                          ended (INFLIGHT chunk); t_dur is its time so far */
 };
 
 #define CCS_MAX_FRAMES 32
@@ -42,7 +44,7 @@ struct ccs_item {
             struct ccs_trace_frame frames[CCS_MAX_FRAMES];
             const char *symbols[CCS_MAX_FRAMES]; /* NULL when none */
         } site;
-        struct ccs_record record; /* version 1: pysite and reserved2 read as 0 */
+        struct ccs_record record; /* RECORD and INFLIGHT; version 1: pysite and reserved2 read as 0 */
         struct ccs_trace_end end;
         struct {
             uint32_t id;

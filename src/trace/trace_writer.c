@@ -248,6 +248,53 @@ static void write_pysites(void)
     }
 }
 
+/* Writes the communicators described since the last pass. */
+static void write_comms(void)
+{
+    struct ccs_trace_comm defs[64];
+    size_t k;
+    while ((k = ccs_comm_defs(comm_cursor, defs, 64)) > 0) {
+        for (size_t i = 0; i < k; i++)
+            write_chunk(CCS_CHUNK_COMM, &defs[i], sizeof defs[i], NULL, 0);
+        comm_cursor += k;
+    }
+}
+
+/* At the process's end (exit or a fatal signal): the calls still in
+ * progress, one per thread at most (a ring's in-flight record, which the
+ * drain never reads: it is published to the ring only when the call
+ * returns), in one INFLIGHT chunk, so that a call a rank was blocked in
+ * when it was killed is in its trace.  Async-signal-safe: loads, the
+ * clock's ticks, write. */
+static void write_inflight(void)
+{
+    static struct ccs_record fl[64];
+    size_t n = 0;
+    uint32_t pid = (uint32_t)getpid();
+    uint64_t now = ccs_ticks();
+    for (struct ccs_ring *r = ccs_ring_first(); r && n < 64; r = r->next) {
+        if (r->pid != pid)
+            continue;
+        struct ccs_record *p = atomic_load_explicit(&r->inflight, memory_order_acquire);
+        if (!p)
+            continue;
+        ccs_record_snapshot(p, &fl[n]); /* its thread may still write times and flags */
+        if (atomic_load_explicit(&r->inflight, memory_order_acquire) != p)
+            continue; /* it returned while we looked: published after this last drain, so not in the trace */
+        fl[n].fingerprint = ccs_record_fingerprint(&fl[n]);
+        uint64_t t0 = fl[n].t_start;
+        fl[n].t_start = ccs_ticks_to_ns(t0);
+        fl[n].t_dur = t0 && now > t0 ? ccs_ticks_delta_ns(now - t0) : 0; /* so far */
+        n++;
+    }
+    if (!n)
+        return;
+    write_comms(); /* what they name, first */
+    write_sites();
+    write_pysites();
+    write_chunk(CCS_CHUNK_INFLIGHT, fl, n * sizeof fl[0], NULL, 0);
+}
+
 static uint64_t total_dropped(void)
 {
     uint64_t d = 0;
@@ -279,13 +326,7 @@ static int flush_owned(int reason, int signo)
         }
     }
     ccs_clock_recalibrate();
-    struct ccs_trace_comm defs[64];
-    size_t k;
-    while ((k = ccs_comm_defs(comm_cursor, defs, 64)) > 0) {
-        for (size_t i = 0; i < k; i++)
-            write_chunk(CCS_CHUNK_COMM, &defs[i], sizeof defs[i], NULL, 0);
-        comm_cursor += k;
-    }
+    write_comms();
     write_sites();
     write_pysites();
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
@@ -296,6 +337,13 @@ static int flush_owned(int reason, int signo)
                 batch[i].t_start = ccs_ticks_to_ns(batch[i].t_start);
                 batch[i].t_dur = ccs_ticks_delta_ns(batch[i].t_dur);
             }
+            /* What these records name first (a communicator created, a
+             * site first called, since the pass began): a reader then
+             * meets every definition before its first use, except a site
+             * another thread is still unwinding (write_sites stops there). */
+            write_comms();
+            write_sites();
+            write_pysites();
             if (write_chunk(CCS_CHUNK_RECORDS, batch, n * sizeof batch[0], NULL, 0) != 0) {
                 if (!in_signal)
                     CCS_LOG(WARN, "CCSHIM_TRACE_DIR: write to '%.300s' failed: %s; tracing is off", path,
@@ -308,6 +356,8 @@ static int flush_owned(int reason, int signo)
     }
     write_sites(); /* sites first seen by the records just written */
     write_pysites();
+    if (reason == CCS_END_EXIT || reason == CCS_END_SIGNAL)
+        write_inflight();
     if (reason >= 0) {
         struct ccs_trace_end e = {.records = records_written,
                                   .dropped = total_dropped(),

@@ -97,9 +97,14 @@ b[off] = int(how[1:], 0) if how[0] == "=" else b[off] ^ int(how, 0)
 open(p, "wb").write(b)' "$D/$1"/ccshim-4242-node1-r1-p1001.cctrace "$2" "$3"
 }
 damage len "$(byte_at length)" 0x80
+# (where the chunk is depends on the META chunk, which names mktrace's path)
+LEN_AT=$(($(byte_at length) - 5))
+LEN_SIZE=$(wc -c < "$D/len/ccshim-4242-node1-r1-p1001.cctrace" | tr -d ' ')
+LEN_CLAIMS=$(python3 -c 'import struct,sys; print(struct.unpack_from("<I", open(sys.argv[1], "rb").read(), int(sys.argv[2]) + 4)[0])' \
+    "$D/len/ccshim-4242-node1-r1-p1001.cctrace" "$LEN_AT")
 "$CCSHIM_AUDIT" --json "$D/len" > "$D/len.json" 2> "$D/len.err"
 tap_eq "a RECORDS chunk's length flipped past the end: damaged, not truncated" "damaged 0 1" \
-    "$(q "$D/len.json" '[f["status"] for f in d["files"] if f["rank"] == 1][0]') $(grep -c 'truncated' "$D/len.err") $(grep -c 'damaged: the chunk at byte 536 (type 5) claims 34016 bytes, past the end of the file (1832 bytes), yet the file ends with a whole END chunk' "$D/len.err")"
+    "$(q "$D/len.json" '[f["status"] for f in d["files"] if f["rank"] == 1][0]') $(grep -c 'truncated' "$D/len.err") $(grep -c "damaged: the chunk at byte $LEN_AT (type 5) claims $LEN_CLAIMS bytes, past the end of the file ($LEN_SIZE bytes), yet the file ends with a whole END chunk" "$D/len.err")"
 tap_eq "... its finding says so and does not say the process died" "1 0" \
     "$(q "$D/len.json" 'sum(1 for f in d["findings"] if f["kind"] == "unreadable-trace" and f["title"].startswith("damaged trace"))') $(q "$D/len.json" 'sum(1 for f in d["findings"] if "died" in f["action"])')"
 "$MKTRACE" --ranks 2 --steps 3 --micro 2 --cut 1:100 "$D/cut"

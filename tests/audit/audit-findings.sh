@@ -9,7 +9,7 @@
 . "$top_srcdir/tests/tap.sh"
 MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
-tap_plan 43
+tap_plan 47
 D=$CCS_TMP
 
 # jq-like field extraction with python3: q FILE EXPR (EXPR uses d)
@@ -47,8 +47,9 @@ tap_eq "desync: first differing sequence number" 11 \
 tap_eq "desync: step 1 lists the differing rank" "[2]" "$(q "$D/ds.json" 'd["steps"][1]["comms"][0]["differing_ranks"]')"
 tap_eq "desync: step 0 has none" "[]" "$(q "$D/ds.json" 'd["steps"][0]["comms"][0]["differing_ranks"]')"
 tap_eq "desync: reports listed" "desync flight" "$(q "$D/ds.json" '" ".join(sorted(r["type"] for r in d["reports"]))')"
-tap_check "desync: reports summarised in a finding" \
-    grep -q '1 desync report and 1 flight-recorder dump found' "$D/ds.json"
+tap_eq "desync: one finding per report: the verdict (its line whole), the flight dump" \
+    "desync-reports|runtime verdict: rank 2 issued allreduce (seq 2) while the others issued allgather (reported by rank 2)|desync-reports|1 flight-recorder dump (rank 2)" \
+    "$(q "$D/ds.json" '"|".join(f["kind"] + "|" + f["title"] for f in d["findings"] if f["kind"] == "desync-reports")')"
 
 "$MKTRACE" --ranks 3 --steps 6 --micro 4 --no-markers --head 2 "$D/nm"
 "$CCSHIM_AUDIT" --json "$D/nm" > "$D/nm.json"
@@ -142,4 +143,21 @@ if grep -q '^#define HAVE_ELFUTILS_LIBDWFL_H 1' "$top_builddir/config.h"; then
 else
     tap_skip "top site named from the debug information" "built without libdw (elfutils)"
 fi
+# A hung job, killed (mktrace --hang 2: ranks 0, 1 and 3 end in a bucket
+# reduction rank 2 never makes, an INFLIGHT chunk; every rank's END says
+# signal 15): the post-mortem names the culprit and the call.
+"$MKTRACE" --ranks 4 --steps 2 --hang 2 "$D/hg"
+"$CCSHIM_AUDIT" "$D/hg" > "$D/hg.txt"
+"$CCSHIM_AUDIT" --json "$D/hg" > "$D/hg.json"
+tap_eq "hang: the ranks listed as killed, none complete" \
+    "ccshim-audit: 4 traces (0 complete, 4 killed by signal 15, 0 cut short, 0 unreadable), job 4242 on node1 ..." \
+    "$(head -1 "$D/hg.txt")"
+tap_eq "hang: one finding, the post-mortem, naming the culprit and the call" \
+    "post-mortem|error|rank 2 left out allreduce at tracegen.c:22; ranks 0-1,3 blocked in it|[2]|8" \
+    "$(q "$D/hg.json" '"|".join([d["findings"][0]["kind"], d["findings"][0]["severity"], d["findings"][0]["title"], str(d["findings"][0]["ranks"]), str(d["findings"][0]["first_seq"])]) if len(d["findings"]) == 1 else d["findings"]')"
+tap_eq "hang: what each rank was doing" \
+    "comm 9e3779b97f4a7c15 (4 ranks), seq 8, the first that not every rank reached; ranks 0-1,3: blocked in allreduce at tracegen.c:22 since 00:00:00.000 UTC for 2.0 s; killed by signal 15; rank 2: not in a collective; killed by signal 15" \
+    "$(q "$D/hg.json" 'd["findings"][0]["evidence"]')"
+tap_eq "hang: the calls in progress counted, flagged in_progress, all wait" "3 3 6000000000" \
+    "$("$CCSHIM_AUDIT" --tsv-records "$D/hg" | awk -F'\t' '$11 ~ /(^|,)in_progress$/' | wc -l | tr -d ' ') $(q "$D/hg.json" 'sum(c["count"] for s in d["steps"] if s["step"] == 2 for r in s["ranks"] for cm in r["comms"] for c in cm["calls"])') $(q "$D/hg.json" 'sum(r["wait_ns"] for s in d["time"]["steps"] if s["step"] == 2 for r in s["ranks"])')"
 tap_done

@@ -20,7 +20,9 @@ AUDIT_TESTS = \
 	tests/audit/audit-otf2.sh \
 	tests/audit/audit-sites.sh \
 	tests/audit/audit-allclear.sh \
-	tests/audit/audit-comms.sh
+	tests/audit/audit-comms.sh \
+	tests/audit/audit-hang.sh \
+	tests/audit/audit-time.sh
 TESTS += $(AUDIT_TESTS)
 dist_check_SCRIPTS += $(AUDIT_TESTS)
 EXTRA_DIST += tests/audit/check_chrome.py tests/audit/sites.c tests/audit/comms.c

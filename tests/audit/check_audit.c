@@ -70,7 +70,8 @@ static struct counts read_counts(const char *path, int *truncated)
         case CCS_ITEM_END:
             c.end++;
             break;
-        case CCS_ITEM_PYSITE: /* tracegen writes none */
+        case CCS_ITEM_PYSITE:   /* tracegen writes none */
+        case CCS_ITEM_INFLIGHT: /* nor these */
             break;
         }
     }

@@ -7,6 +7,7 @@
 #include "ccs_kinds.h"
 #include "tracegen.h"
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,8 @@ static int usage(void)
 {
     fputs("usage: mktrace [--ranks N] [--steps S] [--buckets SIZE,SIZE...] [--micro K] [--no-allgather]\n"
           "               [--deferred] [--no-markers] [--head H] [--desync RANK:STEP] [--no-end RANK]\n"
-          "               [--silent RANK|all] [--deferred-from STEP] [--late-sites]\n"
+          "               [--silent RANK|all] [--deferred-from STEP] [--late-sites] [--late RANK:NS]\n"
+          "               [--hang RANK]\n"
           "               [--cut RANK:BYTES] [--dropped N] [--reports] [--job J] [--host H]\n"
           "               [--dtype int32|int64|uint8|float16|bfloat16|float32|float64]\n"
           "               [--op sum|avg|max|min|prod] [--alias SIZE] [--rebuild] OUTDIR\n"
@@ -130,6 +132,13 @@ static int apply_option(struct tg_opts *o, int c, char *arg, const char **broken
     case 'L':
         o->late_sites = 1;
         break;
+    case 'g':
+        o->hang_rank = atoi(arg);
+        break;
+    case 'l':
+        if (sscanf(arg, "%d:%" SCNu64, &o->late_rank, &o->late_ns) != 2)
+            return usage();
+        break;
     case 'S':
         o->silent_rank = strcmp(arg, "all") == 0 ? -2 : atoi(arg);
         break;
@@ -159,7 +168,8 @@ int main(int argc, char **argv)
         {"reports", 0, 0, 'R'},    {"job", 1, 0, 'j'},          {"host", 1, 0, 'h'},
         {"broken", 1, 0, 'B'},     {"dtype", 1, 0, 'T'},        {"op", 1, 0, 'O'},
         {"alias", 1, 0, 'a'},      {"rebuild", 0, 0, 'W'},      {"silent", 1, 0, 'S'},
-        {"deferred-from", 1, 0, 'F'}, {"late-sites", 0, 0, 'L'}, {0, 0, 0, 0},
+        {"deferred-from", 1, 0, 'F'}, {"late-sites", 0, 0, 'L'},
+        {"late", 1, 0, 'l'},       {"hang", 1, 0, 'g'},       {0, 0, 0, 0},
     };
     struct tg_opts o;
     const char *broken = NULL;

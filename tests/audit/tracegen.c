@@ -53,6 +53,8 @@ void tg_defaults(struct tg_opts *o)
     o->no_end_rank = -1;
     o->silent_rank = -1;
     o->cut_rank = -1;
+    o->late_rank = -1;
+    o->hang_rank = -1;
     o->job = "4242";
     o->host = "node1";
     o->dtype = CCS_DT_FLOAT32;
@@ -82,8 +84,8 @@ unsigned tg_dtype_size(unsigned dtype)
 }
 
 /* One all-reduce of a bucket's kind (datatype, operation) into W. */
-static void bucket_call(struct writer *w, const struct tg_opts *o, uint64_t *seq, uint64_t *t, uint32_t step,
-                        uint64_t bytes, uint64_t buf, int deferred, int coalesced)
+static void bucket_call(struct writer *w, const struct tg_opts *o, int rank, uint64_t *seq, uint64_t *t,
+                        uint32_t step, uint64_t bytes, uint64_t buf, int deferred, int coalesced)
 {
     struct ccs_record r;
     unsigned esz = tg_dtype_size(o->dtype) ? tg_dtype_size(o->dtype) : 4;
@@ -108,6 +110,8 @@ static void bucket_call(struct writer *w, const struct tg_opts *o, uint64_t *seq
         r.flags |= CCS_F_COALESCED;
     r.t_start = *t;
     r.t_dur = deferred ? 800 : 2000 + r.bytes / 1000;
+    if (!deferred && o->late_rank >= 0 && rank != o->late_rank)
+        r.t_dur += o->late_ns; /* waiting for the late rank */
     put(w, &r);
     *t += r.t_dur + 500;
 }
@@ -354,14 +358,14 @@ static void write_step(struct writer *w, const struct tg_opts *o, int rank, int 
     for (int mb = 0; mb < o->micro; mb++) {
         clock->t += 50000; /* the mini-batch's compute */
         for (int b = 0; b < o->nbuckets; b++)
-            bucket_call(w, o, &clock->seq, &clock->t, step, o->bucket_bytes[b],
+            bucket_call(w, o, rank, &clock->seq, &clock->t, step, o->bucket_bytes[b],
                         (o->rebuild && s == 0 && mb == 0 ? OLD_BUCKET_BASE : BUCKET_BASE) +
                             (uint64_t)b * (64u << 20),
                         o->deferred && s >= o->deferred_from && mb < o->micro - 1,
                         o->deferred && s >= o->deferred_from);
     }
     if (o->alias_bytes) /* another size at bucket 0's address */
-        bucket_call(w, o, &clock->seq, &clock->t, step, o->alias_bytes, BUCKET_BASE, 0, 0);
+        bucket_call(w, o, rank, &clock->seq, &clock->t, step, o->alias_bytes, BUCKET_BASE, 0, 0);
     if (rank == o->desync_rank && s == o->desync_step)
         write_odd_call(w, clock, step);
     if (o->allgather)
@@ -403,8 +407,19 @@ int tg_write_rank(const char *dir, const struct tg_opts *o, int rank, char *path
     flush_records(w);
     if (o->late_sites)
         write_sites(w);
+    if (o->hang_rank >= 0 && rank != o->hang_rank && !silent) {
+        /* --hang: the next bucket reduction, that the hang rank never
+         * makes, in progress at the end (as the runtime writes it at a
+         * fatal signal): 2 s in it so far. */
+        bucket_call(w, o, rank, &clock.seq, &clock.t, o->markers ? (uint32_t)o->steps : 0, o->bucket_bytes[0],
+                    BUCKET_BASE, 0, 0);
+        w->buf[0].t_dur = 2000000000ull;
+        chunk(w, CCS_CHUNK_INFLIGHT, w->buf, (uint32_t)(w->n * sizeof(struct ccs_record)));
+        w->n = 0;
+    }
     if (rank != o->no_end_rank) {
-        struct ccs_trace_end e = {w->written, o->dropped, (uint64_t)o->steps, CCS_END_FINALIZE, 0};
+        struct ccs_trace_end e = {w->written, o->dropped, (uint64_t)o->steps,
+                                  o->hang_rank >= 0 ? CCS_END_SIGNAL : CCS_END_FINALIZE, o->hang_rank >= 0 ? 15 : 0};
         chunk(w, CCS_CHUNK_END, &e, sizeof e);
     }
     int err = w->err | (fclose(w->f) != 0);

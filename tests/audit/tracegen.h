@@ -29,6 +29,11 @@ struct tg_opts {
     int no_end_rank;              /* that rank's trace has no END chunk; -1 none */
     int silent_rank;              /* that rank records no call (-2: every rank); -1 none */
     int late_sites;               /* SITE chunks after the records that name them */
+    int late_rank;                /* every bucket reduction of the others lasts late_ns longer
+                                     (they wait for it); -1 none */
+    uint64_t late_ns;
+    int hang_rank;                /* the others end in one more bucket reduction (an INFLIGHT
+                                     chunk), every rank killed by signal 15; -1 none */
     int cut_rank;                 /* that rank's file loses its last CUT_BYTES bytes; -1 none */
     long cut_bytes;
     uint64_t dropped; /* END chunk's dropped count */

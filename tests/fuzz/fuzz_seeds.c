@@ -6,7 +6,8 @@
  *                       what it wrote, committed; regress-* there are
  *                       inputs that once found a bug, kept by hand)
  * Traces: version 2 and version 1, every chunk type (META, COMM, MODULE,
- * SITE with symbol names, RECORDS, END, EXT, PYSITE), whole and cut.
+ * SITE with symbol names, RECORDS, END, EXT, PYSITE, and in version 2
+ * INFLIGHT with an END of signal 15), whole and cut.
  * Side channel: statuses, verdicts, the handshake and sealed frames in
  * the input formats of fuzz_dsx_*.c.  Settings: every CCSHIM_* row with
  * good and bad values.  --expect rules.
@@ -186,7 +187,16 @@ static void trace(const char *name, unsigned version, int pysite, size_t cut)
         memcpy(rb + nr++ * rsize, &m, rsize);
     }
     chunk(&b, CCS_CHUNK_RECORDS, rb, (uint32_t)(nr * rsize));
-    struct ccs_trace_end e = {.records = nr, .dropped = 0, .steps = 2, .reason = CCS_END_FINALIZE, .signo = 0};
+    if (version >= 2) { /* the call in progress at a fatal signal (INFLIGHT) */
+        struct ccs_record r = {.seq = 9, .comm = 0x1111, .fingerprint = 0xabc0, .bytes = 4096, .count = 1024,
+                               .buf = 0x7f0000000000ull, .t_start = 20000, .t_dur = 2000000000ull, .step = 2,
+                               .site = 1, .root = -1, .kind = CCS_KIND_ALLREDUCE, .dtype = CCS_DT_FLOAT32,
+                               .op = CCS_OP_SUM, .backend = CCS_BE_MPI};
+        chunk(&b, CCS_CHUNK_INFLIGHT, &r, (uint32_t)rsize);
+    }
+    struct ccs_trace_end e = {.records = nr, .dropped = 0, .steps = 2,
+                              .reason = version >= 2 ? CCS_END_SIGNAL : CCS_END_FINALIZE,
+                              .signo = version >= 2 ? 15 : 0};
     chunk(&b, CCS_CHUNK_END, &e, sizeof e);
     if (cut) /* cut inside the END chunk and into the records */
         b.n -= cut < b.n ? cut : 0;

@@ -115,6 +115,7 @@ void audit_init(struct audit *a)
     hmap_init(&a->stepcomms, sizeof(struct audit_stepcomm), sizeof(struct audit_stepcomm_key));
     hmap_init(&a->rankcomms, sizeof(struct audit_rankcomm), sizeof(struct audit_rankcomm_key));
     hmap_init(&a->sites, sizeof(struct site_ref), sizeof(struct audit_site_key));
+    audit_time_init(a);
     a->max_tokens = 1u << 20;
     a->max_ref_fp = 1u << 22;
     a->want_patterns = 1;
@@ -127,6 +128,7 @@ void audit_free(struct audit *a)
     for (size_t i = 0; i < a->nfiles; i++) {
         free(a->files[i].path);
         free(a->files[i].error);
+        free(a->files[i].inflight);
     }
     free(a->files);
     for (size_t i = 0; i < a->nreports; i++)
@@ -162,6 +164,7 @@ void audit_free(struct audit *a)
     hmap_free(&a->stepcomms);
     hmap_free(&a->rankcomms);
     hmap_free(&a->sites);
+    audit_time_free(a);
 }
 
 struct audit_comm *audit_comm_get(struct audit *a, uint64_t id, int create)
@@ -906,6 +909,7 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
         }
     }
     count_at_site(a, r, site, deferred);
+    audit_time_record(a, f, r, step, site);
     count_buffer_use(rd, r, step, site, deferred);
     if (ccs_kind_sequenced(r->kind) && r->comm && r->seq) { /* what desync compares */
         sum_sequenced(rd, r, step);
@@ -969,6 +973,25 @@ static void on_item(struct file_reading *rd, const struct ccs_item *it)
     case CCS_ITEM_SITE:
         on_site(rd, it);
         break;
+    case CCS_ITEM_INFLIGHT: { /* a call in progress at the end: counted, and kept for the post-mortem */
+        rd->items++;
+        uint64_t ncalls = rd->ncalls;
+        rd->a->reading_inflight = 1;
+        on_record(rd, &it->u.record);
+        rd->a->reading_inflight = 0;
+        struct audit_file *f = rd->f;
+        struct audit_inflight *n = realloc(f->inflight, (f->ninflight + 1) * sizeof *n);
+        if (n) {
+            f->inflight = n;
+            n[f->ninflight].r = it->u.record;
+            n[f->ninflight].step = ccs_kind_class(it->u.record.kind) == CCS_CLASS_MARK
+                                       ? it->u.record.step
+                                       : audit_step_of(rd->a, &it->u.record, ncalls);
+            n[f->ninflight].site = record_site(rd, &it->u.record);
+            f->ninflight++;
+        }
+        break;
+    }
     case CCS_ITEM_END:
         rd->f->has_end = 1;
         rd->f->end = it->u.end;
@@ -1173,5 +1196,6 @@ size_t audit_read_all(struct audit *a)
             n++;
     }
     finish_first_diffs(a);
+    audit_time_finish(a);
     return n;
 }

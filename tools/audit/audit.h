@@ -35,8 +35,16 @@ struct audit_file {
     uint64_t collectives; /* of them, collectives (CCS_CLASS_COLL) */
     int has_end;
     struct ccs_trace_end end; /* valid when has_end */
+    uint64_t coll_ns, wait_ns; /* time in its calls, and of it waiting (timing.c) */
     uint32_t last_step;
     uint64_t t_last_ns; /* end of its last call */
+    /* Calls that had not returned when the process ended (INFLIGHT chunk),
+     * as read: t_dur is the time in them until then. */
+    struct audit_inflight {
+        struct ccs_record r;
+        uint32_t step, site; /* effective step, global site index (0 none) */
+    } *inflight;
+    size_t ninflight;
 };
 
 /* (step, rank, comm, kind, deferred) -> totals. */
@@ -134,6 +142,7 @@ struct audit_site {
                         with one is the native site as reached from that line */
     uint64_t count, bytes, deferred;
     uint32_t kinds_mask; /* bit per kind (kinds < 32) seen here */
+    uint64_t time_ns, wait_ns; /* in its calls, all ranks; of it, waiting (timing.c) */
 };
 
 /* A desync report or flight-recorder dump found beside the traces. */
@@ -141,7 +150,12 @@ struct audit_report {
     char *path;
     int flight; /* 1 for *.flight */
     uint64_t size;
-    char summary[512]; /* first meaningful line(s) */
+    char summary[1024]; /* a report: its verdict line, whole; a dump: its first record line */
+    int32_t rank;       /* from the name's -rN, -1 when none */
+    /* A flight dump's call in progress (a "(in progress)" line), when it has one. */
+    int has_inflight;
+    uint64_t inflight_comm, inflight_seq;
+    char inflight_kind[32];
 };
 
 /* One --expect rule: KIND<=N per SCOPE. */
@@ -179,13 +193,14 @@ enum finding_kind {
     FIND_CAPTURED,      /* NCCL calls captured into CUDA graphs */
     FIND_NO_CALLS,      /* no collective recorded, in the run or on some ranks */
     FIND_DUPLICATE,     /* two traces of one rank of one job */
+    FIND_HANG,          /* post-mortem: ranks stopped at different points of a communicator */
 };
 
 struct audit_finding {
     int kind;
     int severity; /* 0 info, 1 warning, 2 error */
     char title[256];
-    char evidence[1024];
+    char evidence[2048];
     char action[512];
     /* machine-readable details */
     uint32_t step_first, step_last, steps;
@@ -194,6 +209,23 @@ struct audit_finding {
     int32_t ranks[16];
     int nranks;
     uint64_t first_seq;
+};
+
+/* (step, rank) -> time in collectives and waiting (timing.c). */
+struct audit_steptime {
+    struct audit_steptime_key {
+        uint32_t step;
+        int32_t rank;
+    } k;
+    uint64_t time_ns, wait_ns;
+};
+
+/* What coalescing saved (timing.c): measured only where the job made the
+ * deferred calls' kind and size for real too. */
+struct audit_saved {
+    uint64_t deferred;       /* deferred calls */
+    uint64_t measured;       /* of them, with real calls of the same comm, kind and size */
+    uint64_t saved_ns;       /* their real calls' mean time each, less their own time */
 };
 
 struct audit_sink;
@@ -234,6 +266,14 @@ struct audit {
     /* the outputs chosen (sinks.c), in the order of the command line */
     struct audit_sink *sinks;
     size_t nsinks;
+    /* time (timing.c) */
+    struct hmap seqtimes;  /* (comm, seq) -> the fastest rank's time, all ranks' sum */
+    struct hmap steptimes; /* struct audit_steptime */
+    struct hmap sizetimes; /* (comm, kind, bytes) -> real and deferred calls' times */
+    int time_capped;       /* too many calls to hold every call's fastest time: wait partial */
+    int timed;             /* records carry times (a trace directory was set: always) */
+    int reading_inflight;  /* the record being read is a call in progress at the end (INFLIGHT) */
+    struct audit_saved saved;
     /* the steps the Chrome trace shows (--chrome-steps) */
     uint32_t chrome_first, chrome_last;
 };
@@ -248,6 +288,20 @@ size_t audit_read_all(struct audit *a);
 struct audit_comm *audit_comm_get(struct audit *a, uint64_t id, int create);
 /* Effective step of the IDX-th call of a rank (markers or inference). */
 uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64_t idx);
+
+/* --------------------------------------------------------------- timing.c */
+/* Time and wait: each call as read (not step marks), then, once every file
+ * is read, the wait of every step, rank and site (a rank's time in a call
+ * beyond the fastest rank's for the same call, by communicator and seq). */
+void audit_time_init(struct audit *a);
+void audit_time_free(struct audit *a);
+void audit_time_record(struct audit *a, struct audit_file *f, const struct ccs_record *r, uint32_t step,
+                       uint32_t site);
+void audit_time_finish(struct audit *a);
+/* The (step, rank) times sorted by step then rank; caller frees; NULL when none. */
+struct audit_steptime **audit_sorted_steptimes(const struct audit *a, size_t *n);
+/* "12.3%" of PART in WHOLE, "-" when WHOLE is 0; returns BUF. */
+const char *fmt_share(uint64_t part, uint64_t whole, char *buf, size_t n);
 
 /* ---------------------------------------------------------------- files.c */
 /* Collects *.cctrace files under each argument (a directory or a file) and

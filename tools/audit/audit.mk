@@ -12,6 +12,7 @@ libccsaudit_la_SOURCES = \
 	tools/audit/steps.c \
 	tools/audit/pattern.c \
 	tools/audit/findings.c \
+	tools/audit/timing.c \
 	tools/audit/expect.c \
 	tools/audit/symbols.c \
 	tools/audit/util.c \

@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int ends_with(const char *s, const char *suf)
 {
@@ -27,33 +29,70 @@ static int add_file(struct audit *a, const char *path)
     return f->path ? 0 : -1;
 }
 
-/* First line that says something, for the report list. */
+/* The rank a report's or dump's name gives ("...-r3.txt"), -1 when none. */
+static int32_t rank_of_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    int32_t rank = -1;
+    for (const char *p = strstr(b ? b : path, "-r"); p; p = strstr(p + 1, "-r")) {
+        char *end;
+        if (p[2] < '0' || p[2] > '9')
+            continue;
+        long v = strtol(p + 2, &end, 10);
+        if ((*end == '.' || *end == '-') && v <= INT32_MAX)
+            rank = (int32_t)v; /* the last such part: "-r3.txt", "-node-r3-p42.flight" */
+    }
+    return rank;
+}
+
+/* A flight dump's line "thread seq comm kind (in progress)": the call it
+ * was in (desync_report.c writes it tab-separated). */
+static void flight_line(struct audit_report *r, char *line)
+{
+    char *f[5];
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(line, "\t", &save); t && n < 5; t = strtok_r(NULL, "\t", &save))
+        f[n++] = t;
+    if (n != 5 || strcmp(f[4], "(in progress)") != 0)
+        return;
+    r->has_inflight = 1;
+    r->inflight_seq = strtoull(f[1], NULL, 10);
+    r->inflight_comm = strtoull(f[2], NULL, 16);
+    snprintf(r->inflight_kind, sizeof r->inflight_kind, "%s", f[3]);
+}
+
+/* What a report says, for the findings: a desync report's verdict line
+ * whole (the "ccshim CLASS ..." line; the lines of detail after it are in
+ * the file), a flight dump's call in progress. */
 static void summarize_report(struct audit_report *r)
 {
     FILE *fp = fopen(r->path, "rb");
     r->summary[0] = 0;
+    r->rank = rank_of_name(r->path);
     if (!fp)
         return;
-    char line[512];
-    size_t o = 0;
-    int lines = 0;
-    while (lines < 2 && fgets(line, sizeof line, fp)) {
+    char line[4096];
+    while (fgets(line, sizeof line, fp)) {
         size_t l = strcspn(line, "\r\n");
         line[l] = 0;
-        int printable = 1;
         for (size_t i = 0; i < l; i++)
-            if ((unsigned char)line[i] < 0x20 && line[i] != '\t')
-                printable = 0;
-        if (!printable) {
-            snprintf(r->summary, sizeof r->summary, "(binary data)");
-            break;
-        }
+            if ((unsigned char)line[i] < 0x20 && line[i] != '\t') {
+                snprintf(r->summary, sizeof r->summary, "(binary data)");
+                fclose(fp);
+                return;
+            }
         if (l == 0 || line[0] == '#')
             continue;
-        o += snprintf(r->summary + o, sizeof r->summary - o, "%s%s", o ? " | " : "", line);
-        if (o >= sizeof r->summary)
+        if (r->flight) {
+            flight_line(r, line);
+            continue;
+        }
+        if (strncmp(line, "ccshim ", 7) == 0 && strncmp(line, "ccshim desync|", 14) != 0) {
+            snprintf(r->summary, sizeof r->summary, "%.1000s", line + 7);
             break;
-        lines++;
+        }
+        if (!r->summary[0])
+            snprintf(r->summary, sizeof r->summary, "%.1000s", line); /* no verdict line: the first one */
     }
     fclose(fp);
 }
@@ -116,6 +155,54 @@ static int scan_dir(struct audit *a, const char *dir)
     return 0;
 }
 
+/* DIR holds no trace of its own: a directory others may write to (/tmp)
+ * gets a job's files in DIR/ccshim-UID-JOB (mode 0700, the runtime's
+ * private_file.c): reads those of this user, and says so.  Several are
+ * several jobs: audit_select_job's rule (--job) applies. */
+static void scan_private_subdirs(struct audit *a, const char *dir)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "ccshim-%u-", (unsigned)geteuid());
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat st;
+        char path[4096];
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 || !e->d_name[strlen(prefix)])
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        /* Only this user's own directory (not a link someone planted). */
+        if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        char **nn = realloc(names, (n + 1) * sizeof *nn);
+        if (!nn)
+            break;
+        names = nn;
+        names[n++] = strdup(path);
+    }
+    closedir(d);
+    if (!n) {
+        free(names);
+        return;
+    }
+    qsort(names, n, sizeof *names, name_cmp);
+    if (n == 1)
+        fprintf(stderr, "ccshim-audit: %s holds no trace of its own: reading %s (a job's files in a directory others "
+                        "can write to)\n", dir, names[0]);
+    else
+        fprintf(stderr, "ccshim-audit: %s holds no trace of its own: reading its %zu subdirectories %s/%s* (one "
+                        "per job, in a directory others can write to)\n", dir, n, dir, prefix);
+    for (size_t i = 0; i < n; i++) {
+        scan_dir(a, names[i]);
+        free(names[i]);
+    }
+    free(names);
+}
+
 int audit_collect(struct audit *a, char **args, int nargs)
 {
     int rc = 0;
@@ -125,8 +212,11 @@ int audit_collect(struct audit *a, char **args, int nargs)
             fprintf(stderr, "ccshim-audit: %s: %s\n", args[i], strerror(errno));
             rc = -1;
         } else if (S_ISDIR(st.st_mode)) {
+            size_t before = a->nfiles;
             if (scan_dir(a, args[i]) != 0)
                 rc = -1;
+            else if (a->nfiles == before)
+                scan_private_subdirs(a, args[i]);
         } else if (ends_with(args[i], ".flight")) {
             add_report(a, args[i], 1);
         } else if (strstr(args[i], "ccshim-desync-") && ends_with(args[i], ".txt")) {

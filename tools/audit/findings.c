@@ -6,6 +6,9 @@
 #include "audit.h"
 #include "ccs_kinds.h"
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -608,28 +611,373 @@ static void file_findings(struct audit *a)
     }
 }
 
+/* Appends to F's evidence (a line of it ends in "; "). */
+static void evidence_add(struct audit_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void evidence_add(struct audit_finding *f, const char *fmt, ...)
+{
+    size_t o = strlen(f->evidence);
+    if (o + 1 >= sizeof f->evidence)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->evidence + o, sizeof f->evidence - o, fmt, ap);
+    va_end(ap);
+}
+
+/* "file.c:18" of a site's name ("main at /x/file.c:18 (inlined ...)"), for
+ * titles; the site's whole name when it has no file:line. */
+static const char *short_site(const struct audit *a, uint32_t site, char *buf, size_t n)
+{
+    if (!site || site > a->nsites) {
+        snprintf(buf, n, "an unknown site");
+        return buf;
+    }
+    char name[512];
+    const char *nm = audit_site_name(a->site_list[site - 1], name, sizeof name);
+    const char *at = strstr(nm, " at ");
+    if (!at) {
+        snprintf(buf, n, "%s", nm);
+        return buf;
+    }
+    at += 4;
+    size_t l = strcspn(at, " (");
+    const char *slash = at;
+    for (const char *p = at; p < at + l; p++)
+        if (*p == '/')
+            slash = p + 1;
+    snprintf(buf, n, "%.*s", (int)(at + l - slash), slash);
+    return buf;
+}
+
+/* The call rank F was in when it ended on COMM (any comm when COMM is 0), or NULL. */
+static const struct audit_inflight *inflight_of(const struct audit_file *f, uint64_t comm)
+{
+    for (size_t i = 0; f && i < f->ninflight; i++) {
+        const struct audit_inflight *x = &f->inflight[i];
+        if (ccs_kind_class(x->r.kind) == CCS_CLASS_MARK)
+            continue;
+        if (!comm || x->r.comm == comm)
+            return x;
+    }
+    return NULL;
+}
+
+static const struct audit_report *flight_of(const struct audit *a, int32_t rank)
+{
+    for (size_t i = 0; i < a->nreports; i++)
+        if (a->reports[i].flight && a->reports[i].rank == rank)
+            return &a->reports[i];
+    return NULL;
+}
+
+/* "03:15:24.211 UTC": the wall-clock time of T_NS (ns from the trace's start) on rank F. */
+static void wall_of(const struct audit_file *f, uint64_t t_ns, char *buf, size_t n)
+{
+    uint64_t ns = f->start_realtime_ns + t_ns;
+    time_t sec = (time_t)(ns / 1000000000u);
+    struct tm tm;
+    if (!gmtime_r(&sec, &tm)) {
+        snprintf(buf, n, "an unknown time");
+        return;
+    }
+    snprintf(buf, n, "%02d:%02d:%02d.%03u UTC", tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (unsigned)(ns % 1000000000u / 1000000u));
+}
+
+/* How rank F's process ended, from its END chunk (or its absence). */
+static void end_of(const struct audit_file *f, char *buf, size_t n)
+{
+    if (!f)
+        snprintf(buf, n, "no trace");
+    else if (!f->has_end)
+        snprintf(buf, n, "died without ending its trace (killed by SIGKILL, or still running)");
+    else if (f->end.reason == CCS_END_SIGNAL)
+        snprintf(buf, n, "killed by signal %d", (int)f->end.signo);
+    else if (f->end.reason == CCS_END_FINALIZE) /* an exit writes an END after it, an _exit or SIGKILL none */
+        snprintf(buf, n, "finalized, no exit recorded after it");
+    else if (f->end.reason == CCS_END_EXIT)
+        snprintf(buf, n, "exited");
+    else
+        snprintf(buf, n, "flushed its trace and wrote no more");
+}
+
+/* What rank F was doing at the end, seen from COMM (whose seq S it had not
+ * reached): in a call elsewhere, or not in a collective, and how it ended. */
+static void state_behind(const struct audit *a, const struct audit_file *f, int32_t rank, char *buf, size_t n)
+{
+    char how[128], site[160], when[32];
+    end_of(f, how, sizeof how);
+    const struct audit_inflight *x = inflight_of(f, 0);
+    const struct audit_report *fl = flight_of(a, rank);
+    if (x) {
+        wall_of(f, x->r.t_start, when, sizeof when);
+        snprintf(buf, n, "in %s at %.100s (seq %" PRIu64 " of comm %016" PRIx64 "), blocked since %s for %.1f s; %.100s",
+                 ccs_kind_name(x->r.kind), short_site(a, x->site, site, sizeof site), x->r.seq, x->r.comm, when,
+                 (double)x->r.t_dur / 1e9, how);
+    } else if (fl && fl->has_inflight && (!f || !f->has_end)) {
+        snprintf(buf, n, "in %s (seq %" PRIu64 " of comm %016" PRIx64 ", its flight dump); %s", fl->inflight_kind,
+                 fl->inflight_seq, fl->inflight_comm, how);
+    } else {
+        snprintf(buf, n, "not in a collective; %s", how);
+    }
+}
+
+struct rank_state {
+    char text[384];
+    int32_t ranks[4096];
+    size_t n;
+};
+
+/* Adds RANK to the group of states saying TEXT (at most MAX groups). */
+static void group_add(struct rank_state *g, size_t *ng, size_t max, const char *text, int32_t rank)
+{
+    size_t i = 0;
+    while (i < *ng && strcmp(g[i].text, text) != 0)
+        i++;
+    if (i == *ng) {
+        if (*ng >= max)
+            return;
+        snprintf(g[i].text, sizeof g[i].text, "%s", text);
+        g[i].n = 0;
+        (*ng)++;
+    }
+    if (g[i].n < sizeof g[i].ranks / sizeof g[i].ranks[0])
+        g[i].ranks[g[i].n++] = rank;
+}
+
+static void groups_to_evidence(struct audit_finding *f, const struct rank_state *g, size_t ng)
+{
+    for (size_t i = 0; i < ng; i++) {
+        char rt[128];
+        ccs_ranks_str(g[i].ranks, g[i].n, rt, sizeof rt);
+        evidence_add(f, "%srank%s %s: %s", i ? "; " : "", g[i].n > 1 ? "s" : "", rt, g[i].text);
+    }
+}
+
+/* The post-mortem (as PyTorch's Flight Recorder analyser does it): per
+ * communicator, the first sequence number some member never reached while
+ * others did, what each member was doing there: blocked in the call (a
+ * call in progress at the end: the trace's INFLIGHT chunk), past it, in
+ * another call, not in a collective; and how each process ended. */
+/* The last seq rank RANK reached on COMM: its trace's, or its flight
+ * dump's call in progress where the trace has no end (a process killed
+ * before it could write its last calls). */
+static uint64_t reached(const struct audit *a, uint64_t comm, int32_t rank, const struct audit_report **by_dump)
+{
+    struct audit_rankcomm_key k = {.comm = comm, .rank = rank};
+    const struct audit_rankcomm *rc = hmap_get((struct hmap *)&a->rankcomms, &k, 0);
+    uint64_t s = rc ? rc->max_seq : 0;
+    const struct audit_file *fl = file_of_rank(a, rank);
+    const struct audit_report *d = flight_of(a, rank);
+    *by_dump = NULL;
+    if (d && d->has_inflight && d->inflight_comm == comm && d->inflight_seq > s && (!fl || !fl->has_end)) {
+        *by_dump = d;
+        s = d->inflight_seq;
+    }
+    return s;
+}
+
+static void postmortem_findings(struct audit *a)
+{
+    for (size_t ci = 0; ci < a->ncomms; ci++) {
+        const struct audit_comm *c = &a->comms[ci];
+        if (c->nmembers < 2)
+            continue;
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (size_t m = 0; m < c->nmembers; m++) {
+            const struct audit_report *d;
+            uint64_t s = reached(a, c->id, c->members[m], &d);
+            lo = s < lo ? s : lo;
+            hi = s > hi ? s : hi;
+        }
+        if (lo == hi)
+            continue; /* every member reached the same call */
+        /* A job whose every member ended by itself, none in a call: calls
+         * that differ, which the rank-mismatch finding says; the post-mortem
+         * is for a job that hung or was ended. */
+        int ended = 0;
+        for (size_t m = 0; m < c->nmembers && !ended; m++) {
+            const struct audit_file *fl = file_of_rank(a, c->members[m]);
+            ended = !fl || !fl->has_end || fl->end.reason == CCS_END_SIGNAL || inflight_of(fl, c->id);
+        }
+        if (!ended)
+            continue;
+        uint64_t seq = lo + 1;
+        static struct rank_state groups[16];
+        size_t ng = 0;
+        int32_t behind[16], blocked[16];
+        size_t nb = 0, nk = 0, nbehind = 0, nblocked = 0;
+        const struct audit_inflight *call = NULL; /* the call at SEQ, as a rank blocked in it shows it */
+        const struct audit_file *call_file = NULL;
+        for (size_t m = 0; m < c->nmembers; m++) {
+            int32_t rank = c->members[m];
+            const struct audit_file *fl = file_of_rank(a, rank);
+            const struct audit_report *d;
+            uint64_t s = reached(a, c->id, rank, &d);
+            char text[384], how[128], site[160], when[32];
+            if (s < seq) {
+                state_behind(a, fl, rank, text, sizeof text);
+                if (nb < 16)
+                    behind[nb++] = rank;
+                nbehind++;
+            } else {
+                const struct audit_inflight *x = inflight_of(fl, c->id);
+                end_of(fl, how, sizeof how);
+                if (d && s == seq) {
+                    snprintf(text, sizeof text, "blocked in %s (its flight dump); %s", d->inflight_kind, how);
+                    if (nk < 16)
+                        blocked[nk++] = rank;
+                    nblocked++;
+                } else if (x && x->r.seq == seq) {
+                    wall_of(fl, x->r.t_start, when, sizeof when);
+                    snprintf(text, sizeof text, "blocked in %s at %s since %s for %.1f s; %s",
+                             ccs_kind_name(x->r.kind), short_site(a, x->site, site, sizeof site), when,
+                             (double)x->r.t_dur / 1e9, how);
+                    if (!call) {
+                        call = x;
+                        call_file = fl;
+                    }
+                    if (nk < 16)
+                        blocked[nk++] = rank;
+                    nblocked++;
+                } else if (x) {
+                    snprintf(text, sizeof text, "past it, blocked at seq %" PRIu64 " in %s at %s for %.1f s; %s",
+                             x->r.seq, ccs_kind_name(x->r.kind), short_site(a, x->site, site, sizeof site),
+                             (double)x->r.t_dur / 1e9, how);
+                } else {
+                    snprintf(text, sizeof text, "past it (last seq %" PRIu64 "), not in a call on it; %s", s, how);
+                }
+            }
+            group_add(groups, &ng, 16, text, rank);
+        }
+        (void)call_file;
+        struct audit_finding *f = add(a, FIND_HANG, 2);
+        if (!f)
+            return;
+        char bt[128], kt[128], what[256], site[160];
+        ccs_ranks_str(behind, nb, bt, sizeof bt);
+        ccs_ranks_str(blocked, nk, kt, sizeof kt);
+        if (call)
+            snprintf(what, sizeof what, "%s at %s", ccs_kind_name(call->r.kind),
+                     short_site(a, call->site, site, sizeof site));
+        else
+            snprintf(what, sizeof what, "the call at seq %" PRIu64, seq);
+        if (nblocked)
+            snprintf(f->title, sizeof f->title, "rank%s %.60s left out %.96s; rank%s %.60s blocked in it",
+                     nbehind > 1 ? "s" : "", bt, what, nblocked > 1 ? "s" : "", kt);
+        else
+            snprintf(f->title, sizeof f->title, "rank%s %.60s stopped before %.120s, which the others made",
+                     nbehind > 1 ? "s" : "", bt, what);
+        evidence_add(f, "comm %016" PRIx64 " (%zu ranks), seq %" PRIu64 ", the first that not every rank reached; ",
+                     c->id, c->nmembers, seq);
+        groups_to_evidence(f, groups, ng);
+        snprintf(f->action, sizeof f->action,
+                 "Find why rank%s %.60s did not call %.100s (a branch taken on %s only, an early return or exit): "
+                 "`ccshim-audit --tsv-records DIR` lists every rank's calls by seq; the desync reports, where "
+                 "the job ran with CCSHIM_DESYNC, have each rank's stack.",
+                 nbehind > 1 ? "s" : "", bt, what, nbehind > 1 ? "them" : "it");
+        f->comm = c->id;
+        f->first_seq = seq;
+        f->nranks = (int)nb;
+        memcpy(f->ranks, behind, nb * sizeof *behind);
+    }
+}
+
+/* The runtime's verdicts (ccshim-desync-JOB-rN.txt): one finding per
+ * verdict, however many ranks wrote it, with its line whole; the flight
+ * dumps: one finding saying what each rank was in. */
 static void report_findings(struct audit *a)
 {
-    if (!a->nreports)
+    int *done = calloc(a->nreports + 1, sizeof *done);
+    if (!done)
         return;
-    size_t nf = 0;
-    for (size_t i = 0; i < a->nreports; i++)
-        nf += (size_t)a->reports[i].flight;
-    struct audit_finding *f = add(a, FIND_REPORTS, 2);
+    for (size_t i = 0; i < a->nreports; i++) {
+        const struct audit_report *r = &a->reports[i];
+        if (r->flight || done[i])
+            continue;
+        /* The verdict without "[seen by ...]" and the seconds, which differ by rank. */
+        char key[1024];
+        snprintf(key, sizeof key, "%s", r->summary);
+        char *seen = strstr(key, " [seen by");
+        if (seen)
+            *seen = 0;
+        struct audit_finding *f = add(a, FIND_REPORTS, 2);
+        if (!f)
+            break;
+        int32_t ranks[16];
+        size_t nr = 0, nfiles = 0;
+        char files[512] = "";
+        size_t fo = 0;
+        for (size_t j = i; j < a->nreports; j++) {
+            const struct audit_report *q = &a->reports[j];
+            char k2[1024];
+            snprintf(k2, sizeof k2, "%s", q->summary);
+            char *s2 = strstr(k2, " [seen by");
+            if (s2)
+                *s2 = 0;
+            /* the same verdict: alike up to its first " for " (blocked for N s differs) */
+            const char *f1 = strstr(key, " for "), *f2 = strstr(k2, " for ");
+            size_t l1 = f1 ? (size_t)(f1 - key) : strlen(key), l2 = f2 ? (size_t)(f2 - k2) : strlen(k2);
+            if (q->flight || done[j] || l1 != l2 || strncmp(key, k2, l1) != 0)
+                continue;
+            done[j] = 1;
+            nfiles++;
+            if (nr < 16 && q->rank >= 0)
+                ranks[nr++] = q->rank;
+            const char *b = strrchr(q->path, '/');
+            if (fo < sizeof files)
+                fo += (size_t)snprintf(files + fo, sizeof files - fo, "%s%s", fo ? ", " : "", b ? b + 1 : q->path);
+        }
+        char rt[128] = "?";
+        if (nr)
+            ccs_ranks_str(ranks, nr, rt, sizeof rt);
+        /* Title: the verdict's head ("DESYNC comm=0x.. size=3 seq=5"), the rest in the evidence. */
+        const char *colon = strstr(key, ": ");
+        snprintf(f->title, sizeof f->title, "runtime verdict: %.*s (reported by rank%s %s)",
+                 colon ? (int)(colon - key) : 120, key, nr > 1 ? "s" : "", rt);
+        snprintf(f->evidence, sizeof f->evidence, "%s%s (in %s)", colon ? "" : "", colon ? colon + 2 : key, files);
+        snprintf(f->action, sizeof f->action,
+                 "The detector saw this while the job ran: each report has the ranks' last operations side by "
+                 "side and each rank's stack; the post-mortem finding (when the traces show it) says the same "
+                 "from the traces.");
+        f->nranks = (int)nr;
+        memcpy(f->ranks, ranks, nr * sizeof *ranks);
+    }
+    free(done);
+    /* Flight dumps: what each rank was in, grouped. */
+    static struct rank_state groups[16];
+    size_t ng = 0, nf = 0;
+    int32_t ranks[16];
+    size_t nr = 0;
+    for (size_t i = 0; i < a->nreports; i++) {
+        const struct audit_report *r = &a->reports[i];
+        if (!r->flight)
+            continue;
+        nf++;
+        if (nr < 16 && r->rank >= 0)
+            ranks[nr++] = r->rank;
+        char text[256];
+        if (r->has_inflight)
+            snprintf(text, sizeof text, "in %s, seq %" PRIu64 " of comm %016" PRIx64 " (in progress)",
+                     r->inflight_kind, r->inflight_seq, r->inflight_comm);
+        else
+            snprintf(text, sizeof text, "no call in progress");
+        group_add(groups, &ng, 16, text, r->rank);
+    }
+    if (!nf)
+        return;
+    struct audit_finding *f = add(a, FIND_REPORTS, 0);
     if (!f)
         return;
-    snprintf(f->title, sizeof f->title, "%zu desync report%s and %zu flight-recorder dump%s found",
-             a->nreports - nf, a->nreports - nf == 1 ? "" : "s", nf, nf == 1 ? "" : "s");
-    size_t o = 0;
-    for (size_t i = 0; i < a->nreports && o < sizeof f->evidence - 1; i++) {
-        const char *p = a->reports[i].path, *b = strrchr(p, '/');
-        o += (size_t)snprintf(f->evidence + o, sizeof f->evidence - o, "%s%s (%" PRIu64 " bytes)%s%s",
-                              o ? "; " : "", b ? b + 1 : p, a->reports[i].size,
-                              a->reports[i].summary[0] ? ": " : "", a->reports[i].summary);
-    }
+    char rt[128] = "?";
+    if (nr)
+        ccs_ranks_str(ranks, nr, rt, sizeof rt);
+    snprintf(f->title, sizeof f->title, "%zu flight-recorder dump%s (rank%s %s)", nf, nf == 1 ? "" : "s",
+             nr > 1 ? "s" : "", rt);
+    evidence_add(f, "when written: ");
+    groups_to_evidence(f, groups, ng);
     snprintf(f->action, sizeof f->action,
-             "The runtime saw ranks fall out of step: read the reports (they name the ranks and the calls), "
-             "and the flight dumps for each rank's last calls.");
+             "Each dump (ccshim-flight-JOB-rN.flight, tab-separated) lists its rank's last calls, oldest first.");
 }
 
 static void expect_findings(struct audit *a)
@@ -779,6 +1127,7 @@ void audit_findings(struct audit *a)
     no_call_findings(a);
     duplicate_rank_findings(a);
     mismatch_findings(a);
+    postmortem_findings(a);
     report_findings(a);
     redundancy_findings(a);
     expect_findings(a);

@@ -210,6 +210,97 @@ static void chart(struct audit *a, FILE *f)
     hmap_free(&m);
 }
 
+/* Time in collectives per step and rank: a grid (a row per rank, labelled,
+ * a column per step), each cell as dark as the most time any cell took,
+ * its waiting part drawn in red over it; the exact numbers in each cell's
+ * title; then the table of ranks' totals and shares. */
+static void time_chart(struct audit *a, FILE *f)
+{
+    if (!a->timed)
+        return;
+    size_t nr, n;
+    int32_t *ranks = readable_ranks(a, &nr);
+    struct audit_steptime **v = audit_sorted_steptimes(a, &n);
+    uint64_t tmax = 1;
+    for (size_t i = 0; v && i < n; i++)
+        if (v[i]->time_ns > tmax)
+            tmax = v[i]->time_ns;
+    uint32_t nsteps = a->max_step + 1 < MAX_STEPS_SHOWN ? a->max_step + 1 : MAX_STEPS_SHOWN;
+    size_t rows = nr < 64 ? nr : 64;
+    double left = 60, top = 10, cw = 800.0 / nsteps, ch = 22;
+    if (cw > 40)
+        cw = 40;
+    if (cw < 4)
+        cw = 4;
+    double width = left + nsteps * cw + 20, height = top + rows * ch + 40;
+    char t1[32], t2[32], t3[32], s1[16], s2[16];
+    fprintf(f,
+            "<h2>Time in collectives per step and rank</h2>\n<p class=\"legend\">darker: more time in "
+            "collectives (the darkest %s); <span style=\"background:#d33\"></span>the part spent waiting (beyond "
+            "the fastest rank's time in the same calls)%s%s</p>\n",
+            fmt_time(tmax, t1, sizeof t1), a->max_step + 1 > MAX_STEPS_SHOWN ? "; first steps only" : "",
+            nr > rows ? "; first 64 ranks only" : "");
+    fprintf(f, "<svg id=\"chart-time\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
+               "aria-label=\"time in collectives per step and rank\">\n", width, height);
+    for (size_t r = 0; r < rows; r++)
+        fprintf(f, "<text class=\"rank-label\" x=\"2\" y=\"%.1f\">rank %d</text>\n", top + r * ch + ch * 0.7,
+                (int)ranks[r]);
+    for (size_t i = 0; v && i < n; i++) {
+        const struct audit_steptime *st = v[i];
+        size_t r = 0;
+        while (r < rows && ranks[r] != st->k.rank)
+            r++;
+        if (r == rows || st->k.step >= nsteps)
+            continue;
+        double x = left + st->k.step * cw, y = top + r * ch;
+        double op = 0.1 + 0.9 * (double)st->time_ns / (double)tmax;
+        double wh = st->time_ns ? (ch - 2) * (double)st->wait_ns / (double)st->time_ns : 0;
+        fprintf(f,
+                "<g data-step=\"%u\" data-rank=\"%d\" data-time-ns=\"%" PRIu64 "\" data-wait-ns=\"%" PRIu64 "\">"
+                "<title>step %u rank %d: %s in collectives, %s waiting</title>"
+                "<rect class=\"cell\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#3b78c4\" "
+                "fill-opacity=\"%.2f\"/>",
+                st->k.step, (int)st->k.rank, st->time_ns, st->wait_ns, st->k.step, (int)st->k.rank,
+                fmt_time(st->time_ns, t1, sizeof t1), fmt_time(st->wait_ns, t2, sizeof t2), x, y, cw - 1, ch - 2,
+                op);
+        if (wh >= 0.5)
+            fprintf(f, "<rect class=\"wait\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#d33\"/>",
+                    x, y + (ch - 2) - wh, cw - 1, wh);
+        fputs("</g>\n", f);
+    }
+    for (uint32_t st = 0; st < nsteps; st++)
+        if (nsteps <= 40 || st % 10 == 0)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.0f\">%u</text>\n", left + st * cw, top + rows * ch + 14, st);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">step</text>\n</svg>\n", width / 2, top + rows * ch + 32);
+    free(v);
+    free(ranks);
+    fprintf(f, "<table id=\"time\"><tr><th>rank</th><th>run time</th><th>in collectives</th><th>share</th>"
+               "<th>wait</th><th>share</th></tr>\n");
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *x = &a->files[i];
+        if (x->status == FILE_REFUSED)
+            continue;
+        fprintf(f,
+                "<tr><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
+                "<td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n",
+                (int)x->rank, fmt_time(x->t_last_ns, t1, sizeof t1), fmt_time(x->coll_ns, t2, sizeof t2),
+                fmt_share(x->coll_ns, x->t_last_ns, s1, sizeof s1), fmt_time(x->wait_ns, t3, sizeof t3),
+                fmt_share(x->wait_ns, x->t_last_ns, s2, sizeof s2));
+    }
+    fputs("</table>\n", f);
+    if (a->saved.deferred) {
+        fputs("<p id=\"saved\">", f);
+        if (a->saved.measured)
+            fprintf(f, "Coalescing saved %s: %" PRIu64 " deferred reductions, each the mean time of the same "
+                       "reduction made for real in this job, less its own.", fmt_time(a->saved.saved_ns, t1, sizeof t1),
+                    a->saved.measured);
+        else
+            fprintf(f, "Coalescing deferred %" PRIu64 " reductions; the time saved is not claimed: this job made "
+                       "none of them for real to measure it against.", a->saved.deferred);
+        fputs("</p>\n", f);
+    }
+}
+
 static void findings(struct audit *a, FILE *f)
 {
     static const char *sev[] = {"info", "warning", "error"};
@@ -225,7 +316,17 @@ static void findings(struct audit *a, FILE *f)
                 sev[x->severity], audit_finding_name(x->kind), sev[x->severity], x->k);
         html_str(f, x->title);
         fputs("</b><div class=\"ev\">Evidence: ", f);
-        html_str(f, x->evidence);
+        /* A line per rank or group of ranks ("; rank" starts one): a
+         * post-mortem's states, a verdict's sides, read down. */
+        char ev[sizeof x->evidence];
+        snprintf(ev, sizeof ev, "%s", x->evidence);
+        char *p = ev;
+        for (char *semi; (semi = strstr(p, "; rank")); p = semi + 2) {
+            *semi = 0;
+            html_str(f, p);
+            fputs(";<br>", f);
+        }
+        html_str(f, p);
         fputs("</div><div class=\"act\">Action: ", f);
         html_str(f, x->action);
         fputs("</div></li>\n", f);
@@ -236,16 +337,18 @@ static void findings(struct audit *a, FILE *f)
 static void sites(struct audit *a, FILE *f)
 {
     fprintf(f, "<h2>Top call sites</h2>\n<table id=\"sites\"><tr><th>calls</th><th>bytes</th><th>deferred</th>"
-               "<th>kinds</th><th>site</th><th>stack</th></tr>\n");
+               "<th>time</th><th>wait</th><th>kinds</th><th>site</th><th>stack</th></tr>\n");
     size_t nsites;
     struct audit_site **v = audit_sorted_sites(a, &nsites);
     if (v) {
         for (size_t i = 0; i < nsites && i < 20; i++) {
-            char b[32], nm[512];
+            char b[32], nm[512], t1[32], t2[32];
             fprintf(f,
                     "<tr class=\"site\"><td class=\"n\">%" PRIu64
-                    "</td><td class=\"n\">%s</td><td class=\"n\">%" PRIu64 "</td><td>",
-                    v[i]->count, fmt_bytes(v[i]->bytes, b, sizeof b), v[i]->deferred);
+                    "</td><td class=\"n\">%s</td><td class=\"n\">%" PRIu64
+                    "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>",
+                    v[i]->count, fmt_bytes(v[i]->bytes, b, sizeof b), v[i]->deferred,
+                    fmt_time(v[i]->time_ns, t1, sizeof t1), fmt_time(v[i]->wait_ns, t2, sizeof t2));
             int first = 1;
             for (unsigned k = 0; k < 32; k++)
                 if (v[i]->kinds_mask & (1u << k)) {
@@ -303,8 +406,11 @@ static void files(struct audit *a, FILE *f)
         const struct audit_file *x = &a->files[i];
         fprintf(f, "<tr><td>%d</td><td>", (int)x->rank);
         html_str(f, x->host);
-        fprintf(f, "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%u</td><td>%s", x->records, x->last_step,
-                st[x->status]);
+        fprintf(f, "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%u</td><td>", x->records, x->last_step);
+        if (x->status == FILE_OK && x->has_end && x->end.reason == CCS_END_SIGNAL)
+            fprintf(f, "killed by signal %d", (int)x->end.signo); /* whole, but not ended by itself */
+        else
+            fputs(st[x->status], f);
         if (x->error) {
             fputs(": ", f);
             html_str(f, x->error);
@@ -335,6 +441,7 @@ int out_html(struct audit *a, const char *path)
             : a->steps.source == STEPS_INFERRED ? "inferred from the repeating call pattern"
                                                 : "no markers, no repeating pattern");
     chart(a, f);
+    time_chart(a, f);
     findings(a, f);
     patterns(a, f);
     sites(a, f);

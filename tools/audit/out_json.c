@@ -169,8 +169,10 @@ static void sites(struct audit *a, FILE *f)
         for (size_t i = 0; i < nsites; i++) {
             const struct audit_site *s = v[i];
             char nm[512];
-            fprintf(f, "%s\n{\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"deferred\":%" PRIu64 ",\"name\":",
-                    i ? "," : "", s->count, s->bytes, s->deferred);
+            fprintf(f,
+                    "%s\n{\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"deferred\":%" PRIu64 ",\"time_ns\":%" PRIu64
+                    ",\"wait_ns\":%" PRIu64 ",\"name\":",
+                    i ? "," : "", s->count, s->bytes, s->deferred, s->time_ns, s->wait_ns);
             json_str(f, audit_site_name(s, nm, sizeof nm));
             fputs(",\"python\":", f);
             if (s->pysite)
@@ -239,6 +241,41 @@ static void expects(struct audit *a, FILE *f)
     fputs("]\n", f);
 }
 
+/* "time": per rank (run time, in collectives, wait), per step and rank,
+ * what coalescing saved (null: not measured). */
+static void times(struct audit *a, FILE *f)
+{
+    fprintf(f, "\"time\":{\"timed\":%s,\"wait_partial\":%s,\"ranks\":[", a->timed ? "true" : "false",
+            a->time_capped ? "true" : "false");
+    int first = 1;
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *x = &a->files[i];
+        if (x->status == FILE_REFUSED)
+            continue;
+        fprintf(f, "%s\n{\"rank\":%d,\"run_ns\":%" PRIu64 ",\"collectives_ns\":%" PRIu64 ",\"wait_ns\":%" PRIu64 "}",
+                first ? "" : ",", (int)x->rank, x->t_last_ns, x->coll_ns, x->wait_ns);
+        first = 0;
+    }
+    fputs("],\n\"steps\":[", f);
+    size_t n;
+    struct audit_steptime **v = audit_sorted_steptimes(a, &n);
+    for (size_t i = 0; v && i < n; i++) {
+        int new_step = i == 0 || v[i - 1]->k.step != v[i]->k.step;
+        if (new_step)
+            fprintf(f, "%s\n{\"step\":%u,\"ranks\":[", i ? "]}," : "", v[i]->k.step);
+        fprintf(f, "%s{\"rank\":%d,\"collectives_ns\":%" PRIu64 ",\"wait_ns\":%" PRIu64 "}", new_step ? "" : ",",
+                (int)v[i]->k.rank, v[i]->time_ns, v[i]->wait_ns);
+    }
+    fputs(v && n ? "]}]" : "]", f);
+    free(v);
+    fprintf(f, ",\n\"coalescing\":{\"deferred\":%" PRIu64 ",\"measured\":%" PRIu64 ",\"saved_ns\":", a->saved.deferred,
+            a->saved.measured);
+    if (a->saved.measured)
+        fprintf(f, "%" PRIu64 "}},\n", a->saved.saved_ns);
+    else
+        fputs("null}},\n", f);
+}
+
 void out_json(struct audit *a, FILE *f)
 {
     static const char *src[] = {"none", "markers", "inferred"};
@@ -253,6 +290,7 @@ void out_json(struct audit *a, FILE *f)
     files(a, f);
     comms(a, f);
     steps(a, f);
+    times(a, f);
     findings(a, f);
     sites(a, f);
     reports(a, f);

@@ -377,11 +377,13 @@ static void print_sites(struct audit *a, FILE *f)
 
 static void print_header(struct audit *a, FILE *f)
 {
-    size_t ok = 0, trunc = 0, bad = 0;
+    size_t ok = 0, trunc = 0, bad = 0, killed = 0;
     const char *job = NULL, *host = NULL;
     for (size_t i = 0; i < a->nfiles; i++) {
         const struct audit_file *x = &a->files[i];
-        if (x->status == FILE_OK)
+        if (x->status == FILE_OK && x->has_end && x->end.reason == CCS_END_SIGNAL)
+            killed++; /* whole, but the process did not end by itself */
+        else if (x->status == FILE_OK)
             ok++;
         else if (x->status == FILE_TRUNCATED)
             trunc++;
@@ -390,11 +392,28 @@ static void print_header(struct audit *a, FILE *f)
         if (!job && x->job[0])
             job = x->job, host = x->host;
     }
-    fprintf(f, "ccshim-audit: %zu trace%s (%zu complete, %zu cut short, %zu unreadable)", a->nfiles,
-            a->nfiles == 1 ? "" : "s", ok, trunc, bad);
-    if (job)
-        fprintf(f, ", job %s on %s%s", job, host, a->nfiles > 1 ? " ..." : "");
-    fputc('\n', f);
+    char head[600];
+    int o = snprintf(head, sizeof head, "%zu trace%s (%zu complete, ", a->nfiles, a->nfiles == 1 ? "" : "s", ok);
+    if (killed) { /* by which signals: the first rank's, and whether the others differ */
+        int sig = 0, same = 1;
+        for (size_t i = 0; i < a->nfiles; i++) {
+            const struct audit_file *x = &a->files[i];
+            if (x->status != FILE_OK || !x->has_end || x->end.reason != CCS_END_SIGNAL)
+                continue;
+            if (!sig)
+                sig = x->end.signo;
+            else if (sig != x->end.signo)
+                same = 0;
+        }
+        if (same)
+            o += snprintf(head + o, sizeof head - (size_t)o, "%zu killed by signal %d, ", killed, sig);
+        else
+            o += snprintf(head + o, sizeof head - (size_t)o, "%zu killed by signals, ", killed);
+    }
+    o += snprintf(head + o, sizeof head - (size_t)o, "%zu cut short, %zu unreadable)", trunc, bad);
+    if (job && o > 0 && (size_t)o < sizeof head)
+        snprintf(head + o, sizeof head - (size_t)o, ", job %.128s on %.128s%s", job, host, a->nfiles > 1 ? " ..." : "");
+    fprintf(f, "ccshim-audit: %s\n", head); /* one line, whatever its length: scripts grep it */
     if (a->steps.source == STEPS_MARKERS)
         fprintf(f, "steps: from step markers, %u steps\n", a->max_step + 1);
     else if (a->steps.source == STEPS_INFERRED) {
@@ -410,6 +429,117 @@ static void print_header(struct audit *a, FILE *f)
         fprintf(f, "reports: %zu desync report/flight dump file%s beside the traces (see findings)\n", a->nreports,
                 a->nreports == 1 ? "" : "s");
     fprintf(f, "rows marked ! are ranks whose calls differ from the majority's\n");
+}
+
+static int wait_cmp(const void *x, const void *y)
+{
+    const uint64_t *a = x, *b = y; /* {wait, time, step, slowest rank, its wait} */
+    if (a[0] != b[0])
+        return a[0] > b[0] ? -1 : 1;
+    return a[2] < b[2] ? -1 : a[2] > b[2];
+}
+
+static int site_time_cmp(const void *x, const void *y)
+{
+    const struct audit_site *a = *(struct audit_site *const *)x, *b = *(struct audit_site *const *)y;
+    if (a->time_ns != b->time_ns)
+        return a->time_ns > b->time_ns ? -1 : 1;
+    return a->index < b->index ? -1 : 1;
+}
+
+/* Time in collectives and wait: per rank, the steps with the most wait,
+ * the call sites with the most time, what coalescing saved. */
+static void print_time(struct audit *a, FILE *f)
+{
+    if (!a->timed)
+        return;
+    char t1[32], t2[32], t3[32], s1[16], s2[16];
+    uint64_t run_all = 0;
+    fprintf(f, "\ntime in collectives (wait: a rank's time in a call beyond the fastest rank's for the same "
+               "call;\n  share: of the process's run time, from ccshim's start to the end of its last call)\n");
+    fprintf(f, "    %6s %12s %14s %7s %12s %7s\n", "rank", "run time", "collectives", "share", "wait", "share");
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *x = &a->files[i];
+        if (x->status == FILE_REFUSED)
+            continue;
+        run_all += x->t_last_ns;
+        fprintf(f, "    %6d %12s %14s %7s %12s %7s\n", (int)x->rank, fmt_time(x->t_last_ns, t1, sizeof t1),
+                fmt_time(x->coll_ns, t2, sizeof t2), fmt_share(x->coll_ns, x->t_last_ns, s1, sizeof s1),
+                fmt_time(x->wait_ns, t3, sizeof t3), fmt_share(x->wait_ns, x->t_last_ns, s2, sizeof s2));
+    }
+    if (a->time_capped)
+        fprintf(f, "  (wait partial: more calls than the audit holds per communicator, 4194304)\n");
+    /* Steps: the most wait first (all of them in --json and --tsv-time). */
+    size_t n;
+    struct audit_steptime **v = audit_sorted_steptimes(a, &n);
+    uint64_t (*steps)[5] = v ? calloc(n + 1, sizeof *steps) : NULL;
+    size_t ns = 0;
+    for (size_t i = 0; steps && i < n; i++) {
+        if (!ns || steps[ns - 1][2] != v[i]->k.step) {
+            steps[ns][2] = v[i]->k.step;
+            ns++;
+        }
+        uint64_t *s = steps[ns - 1];
+        s[0] += v[i]->wait_ns;
+        s[1] += v[i]->time_ns;
+        if (v[i]->wait_ns > s[4]) { /* the first rank of the most */
+            s[3] = (uint64_t)(uint32_t)v[i]->k.rank;
+            s[4] = v[i]->wait_ns;
+        }
+    }
+    if (ns) {
+        qsort(steps, ns, sizeof *steps, wait_cmp);
+        size_t show = ns < 5 ? ns : 5;
+        fprintf(f, "  %s (of %zu; every step in --json and --tsv-time):\n",
+                show > 1 ? "the steps with the most wait" : "the step with the most wait", ns);
+        fprintf(f, "    %6s %14s %12s  %s\n", "step", "collectives", "wait", "rank waiting most");
+        for (size_t i = 0; i < show; i++)
+            fprintf(f, "    %6" PRIu64 " %14s %12s  rank %d, %s\n", steps[i][2], fmt_time(steps[i][1], t1, sizeof t1),
+                    fmt_time(steps[i][0], t2, sizeof t2), (int)(int32_t)(uint32_t)steps[i][3],
+                    fmt_time(steps[i][4], t3, sizeof t3));
+    }
+    free(steps);
+    free(v);
+    /* Call sites: the most time first. */
+    struct audit_site **sv = malloc((a->nsites + 1) * sizeof *sv);
+    size_t nsv = 0;
+    for (size_t i = 0; sv && i < a->nsites; i++)
+        if (a->site_list[i]->time_ns)
+            sv[nsv++] = a->site_list[i];
+    if (nsv) {
+        qsort(sv, nsv, sizeof *sv, site_time_cmp);
+        size_t show = nsv < 5 ? nsv : 5;
+        fprintf(f, "  call sites, the most time first (all ranks; share of their run time):\n");
+        fprintf(f, "    %12s %7s %12s %7s  %s\n", "collectives", "share", "wait", "share", "site");
+        for (size_t i = 0; i < show; i++) {
+            char nm[512], line[600];
+            audit_site_name(sv[i], nm, sizeof nm);
+            short_paths(nm);
+            snprintf(line, sizeof line, "%.500s", nm);
+            size_t avail = WIDTH - 1 - 47, len = strlen(line);
+            if (len > avail) { /* keep both ends */
+                size_t head = (avail - 3) / 2, tail = avail - 3 - head;
+                memmove(line + head + 3, line + len - tail, tail + 1);
+                memcpy(line + head, "...", 3);
+            }
+            fprintf(f, "    %12s %7s %12s %7s  %s\n", fmt_time(sv[i]->time_ns, t1, sizeof t1),
+                    fmt_share(sv[i]->time_ns, run_all, s1, sizeof s1), fmt_time(sv[i]->wait_ns, t2, sizeof t2),
+                    fmt_share(sv[i]->wait_ns, run_all, s2, sizeof s2), line);
+        }
+    }
+    free(sv);
+    if (a->saved.deferred) {
+        char t[400];
+        if (a->saved.measured)
+            snprintf(t, sizeof t, "coalescing saved %s: %" PRIu64 " deferred reductions, each the mean time of the "
+                     "same reduction made for real in this job, less its own%s",
+                     fmt_time(a->saved.saved_ns, t1, sizeof t1), a->saved.measured,
+                     a->saved.measured < a->saved.deferred ? " (the others: no real twin, not claimed)" : "");
+        else
+            snprintf(t, sizeof t, "coalescing deferred %" PRIu64 " reductions; the time saved is not claimed: this "
+                     "job made none of them for real to measure it against", a->saved.deferred);
+        wrap(f, "  ", t, 4);
+    }
 }
 
 static void print_files(struct audit *a, FILE *f)
@@ -429,6 +559,7 @@ void out_table(struct audit *a, FILE *f)
 {
     print_header(a, f);
     print_steps(a, f);
+    print_time(a, f);
     print_findings(a, f);
     print_sites(a, f);
     print_files(a, f);

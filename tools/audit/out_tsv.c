@@ -63,6 +63,8 @@ static void records_record(struct audit_sink *s, const struct audit_file *f, con
         o += snprintf(flags + o, sizeof flags - o, "%s%s", o ? "," : "", name);
     CCS_FLAG_LIST(CCS_X)
 #undef CCS_X
+    if (s->a->reading_inflight) /* the call had not returned when the process ended */
+        o += snprintf(flags + o, sizeof flags - o, "%sin_progress", o ? "," : "");
     printf("%d\t%" PRIu64 "\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%s\t%s\t%d\t%016" PRIx64 "\t%u\t%s\t%u\t%" PRIx64
            "\t%s\n",
            (int)f->rank, r->seq, r->comm, ccs_kind_name(r->kind), r->count, ccs_dtype_name(r->dtype),
@@ -72,8 +74,37 @@ static void records_record(struct audit_sink *s, const struct audit_file *f, con
 const struct audit_sink_type audit_sink_tsv_records = {
     .option = "tsv-records",
     .help = "  --tsv-records        one tab-separated line per record:\n"
-            "                       rank seq comm kind count dtype op root fingerprint step flags site buf where\n",
+            "                       rank seq comm kind count dtype op root fingerprint step flags site buf where\n"
+            "                       (flags in_progress: a call that had not returned when its process ended)\n",
     .flags = AUDIT_SINK_STDOUT,
     .open = records_open,
     .record = records_record,
+};
+
+/* --tsv-time: the time of every step and rank, then every rank's totals. */
+static int time_close(struct audit_sink *s)
+{
+    struct audit *a = s->a;
+    size_t n;
+    struct audit_steptime **v = audit_sorted_steptimes(a, &n);
+    printf("#step\trank\tcollectives_ns\twait_ns\n");
+    for (size_t i = 0; v && i < n; i++)
+        printf("%u\t%d\t%" PRIu64 "\t%" PRIu64 "\n", v[i]->k.step, (int)v[i]->k.rank, v[i]->time_ns, v[i]->wait_ns);
+    free(v);
+    printf("#total\trank\tcollectives_ns\twait_ns\trun_ns\n");
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *x = &a->files[i];
+        if (x->status != FILE_REFUSED)
+            printf("total\t%d\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n", (int)x->rank, x->coll_ns, x->wait_ns,
+                   x->t_last_ns);
+    }
+    return 0;
+}
+
+const struct audit_sink_type audit_sink_tsv_time = {
+    .option = "tsv-time",
+    .help = "  --tsv-time           time in collectives and wait (beyond the fastest rank's), tab-separated:\n"
+            "                       step rank collectives_ns wait_ns; then total rank collectives_ns wait_ns run_ns\n",
+    .flags = AUDIT_SINK_STDOUT | AUDIT_SINK_REPORT,
+    .close = time_close,
 };

@@ -7,11 +7,12 @@
 #include "audit.h"
 #include <stdlib.h>
 
-extern const struct audit_sink_type audit_sink_json, audit_sink_tsv, audit_sink_tsv_records, audit_sink_chrome,
+extern const struct audit_sink_type audit_sink_json, audit_sink_tsv, audit_sink_tsv_time, audit_sink_tsv_records,
+    audit_sink_chrome,
     audit_sink_html, audit_sink_otf2;
 
 const struct audit_sink_type *const audit_sink_types[] = {
-    &audit_sink_json, &audit_sink_tsv,  &audit_sink_tsv_records, &audit_sink_chrome,
+    &audit_sink_json, &audit_sink_tsv, &audit_sink_tsv_time, &audit_sink_tsv_records, &audit_sink_chrome,
     &audit_sink_html, &audit_sink_otf2, &audit_sink_table,       NULL,
 };
 

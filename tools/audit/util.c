@@ -205,6 +205,8 @@ const char *audit_finding_name(int k)
         return "rank-mismatch";
     case FIND_REPORTS:
         return "desync-reports";
+    case FIND_HANG:
+        return "post-mortem";
     case FIND_DEFERRED:
         return "deferred-reductions";
     case FIND_TRUNCATED:
