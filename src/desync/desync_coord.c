@@ -900,6 +900,34 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
     return ccs_dsx_coord_start_cred(host, port, wsize, &cred, t, period_ms, port_out, why, n);
 }
 
+/* Listens on HOST:PORT (k->lfd): 0, or the errno with WHY. */
+static int listen_on(struct ccs_dsx_coord *k, const char *host, int port, char *why, size_t n)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int e = getaddrinfo(host && *host ? host : NULL, ps, &hints, &ai);
+    if (e != 0) {
+        snprintf(why, n, "cannot resolve '%s': %s", host ? host : "", gai_strerror(e));
+        return EINVAL;
+    }
+    k->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (k->lfd >= 0)
+        setsockopt(k->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (k->lfd < 0 || bind(k->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(k->lfd, 1024) != 0) {
+        e = errno;
+        snprintf(why, n, "cannot listen on %s:%d: %s", host && *host ? host : "*", port, strerror(e));
+        freeaddrinfo(ai);
+        if (k->lfd >= 0)
+            close(k->lfd);
+        k->lfd = -1;
+        return e ? e : EINVAL;
+    }
+    freeaddrinfo(ai);
+    return 0;
+}
+
 struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32_t wsize,
                                                const struct ccs_dsx_cred *cred, const struct ccs_dsx_thresholds *t,
                                                int period_ms, int *port_out, char *why, size_t n)
@@ -954,26 +982,25 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
     }
     for (int32_t r = 0; r < wsize; r++)
         k->owner[r] = -1;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    int e = getaddrinfo(host && *host ? host : NULL, ps, &hints, &ai);
-    if (e != 0) {
-        snprintf(why, n, "cannot resolve '%s': %s", host ? host : "", gai_strerror(e));
+    if (port == CCS_DSX_PORT_KEYED && !cred->secret) {
+        snprintf(why, n, "a port keyed by the secret needs CCSHIM_SECRET");
         goto fail;
     }
-    k->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (k->lfd >= 0)
-        setsockopt(k->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (k->lfd < 0 || bind(k->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(k->lfd, 1024) != 0) {
-        snprintf(why, n, "cannot listen on %s:%d: %s", host && *host ? host : "*", port, strerror(errno));
-        freeaddrinfo(ai);
-        if (k->lfd >= 0)
-            close(k->lfd);
+    int tries = port == CCS_DSX_PORT_KEYED ? CCS_DSX_PORT_TRIES : 1;
+    char taken[CCS_DSX_PORT_TRIES * 7 + 1] = "";
+    for (int i = 0; i < tries && k->lfd < 0; i++) {
+        int p = port == CCS_DSX_PORT_KEYED ? ccs_dsx_auth_port(&k->key, (unsigned)i) : port;
+        int e = listen_on(k, host, p, why, n);
+        if (e == EADDRINUSE && port == CCS_DSX_PORT_KEYED)
+            snprintf(taken + strlen(taken), sizeof taken - strlen(taken), "%s%d", i ? ", " : "", p);
+        else if (e != 0)
+            goto fail;
+    }
+    if (k->lfd < 0) {
+        snprintf(why, n, "cannot listen on %s: the %d ports keyed by the secret (%s) are all in use", host && *host ? host : "*",
+                 tries, taken);
         goto fail;
     }
-    freeaddrinfo(ai);
     ccs_dsx_socket_nonblock(k->lfd);
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;

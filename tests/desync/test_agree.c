@@ -3,6 +3,7 @@
  * calls makes the others time out with -1. */
 #include "ccs_config.h"
 #include "desync.h"
+#include "desync_auth.h"
 #include "desync_shm.h"
 #include "log.h"
 #include "shim.h"
@@ -109,7 +110,8 @@ static void run_children(int (*fn)(int, int), int arg, const char *tag)
 
 /* Four ranks on two host identities, started from the environment as
  * under torchrun (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
- * MASTER_PORT): rank 0 runs the coordinator on MASTER_PORT+1, each host's
+ * MASTER_PORT): rank 0 runs the coordinator on MASTER_ADDR at a port keyed
+ * by the secret, each host's
  * leader forwards its ranks' values, the coordinator folds them. */
 static int tcp_child(int r, int port)
 {
@@ -141,8 +143,16 @@ START_TEST(agree_across_hosts_over_tcp)
     snprintf(secret, sizeof secret, "agree-tcp-%d-0123456789abcdef0123456789", (int)getpid());
     ccs_cfg.secret = secret;
     ccs_cfg.summary = 0;
-    int port = ccs_test_ports(2); /* MASTER_PORT and the coordinator at + 1 */
+    int port = ccs_test_ports(2); /* MASTER_PORT and MASTER_PORT + 1 */
     ck_assert_int_gt(port, 0);
+    /* Another local user listening on MASTER_PORT + 1 first, where the
+     * coordinator listened before: detection across hosts went off and the
+     * leaders' tickets came to it.  Now nothing comes to it. */
+    int squat = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(port + 1))};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(squat, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(squat, 16), 0);
     pid_t pid[4];
     for (int r = 0; r < 4; r++) {
         pid[r] = fork();
@@ -157,6 +167,9 @@ START_TEST(agree_across_hosts_over_tcp)
         waitpid(pid[r], &st, 0);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: exit status %d", r, WEXITSTATUS(st));
     }
+    ck_assert_int_eq(accept(squat, NULL, NULL), -1);
+    ck_assert_int_eq(errno, EAGAIN);
+    close(squat);
 }
 END_TEST
 
@@ -183,8 +196,19 @@ static int start_rank0(const char *secret, int port, char lines[4][1024], int *n
         if (!c || ccs_desync_start() != 0)
             _exit(30);
         usleep(200 * 1000);
+        /* Where the coordinator listens: not MASTER_PORT + 1 (any local user
+         * could take it first) but the first port keyed by the secret and
+         * the job's tag (desync_start.c), free here. */
+        char tagtext[256], kwhy[128];
+        unsigned char job[CCS_DSX_JOBTAG];
+        snprintf(tagtext, sizeof tagtext, "job:%s|4|comm%llx", ccs_job_id(), 0xdeeull);
+        ccs_dsx_auth_jobtag(tagtext, job);
+        struct ccs_dsx_key key;
+        int keyed = 0;
+        if (strlen(secret) >= 32 && ccs_dsx_auth_key_job(secret, job, &key, kwhy, sizeof kwhy) == 0)
+            keyed = ccs_dsx_auth_port(&key, 0);
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(port + 1))};
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(keyed ? keyed : port + 1))};
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         int listening = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
         close(fd);
