@@ -117,6 +117,13 @@ static struct {
     _Atomic uint64_t ending_comm;
 
     int invalid_logged, tcp_logged, off_logged, later_logged, hooks_done;
+    /* The link to the coordinator failing while this rank exits: said once,
+     * then counted (EXIT_LINK_MORE, the last reason) and summed up in one
+     * line when the rank goes (a leader lingering against a coordinator
+     * that refused it said so 78 times in 1.5 s). */
+    int exit_link_said;
+    unsigned exit_link_more;
+    char exit_link_why[256];
     /* The launcher's ranks on this host identity (0: unknown), and whether
      * all of them were seen in its shared memory (or said not to be). */
     int local_size, local_checked;
@@ -513,7 +520,7 @@ static void forward_tcp(size_t nlocal, uint64_t now)
             if (got[j].comm)
                 ds.agree_buf[nag++] = got[j];
     }
-    char why[256];
+    char why[256] = "";
     long to = ccs_cfg.desync_period_ms / 2;
     if (ccs_dsx_client_tick(ds.client, ds.local, nlocal, ds.agree_buf, nag, to < 1 ? 1 : (int)to, why,
                             sizeof why) == 0)
@@ -522,9 +529,13 @@ static void forward_tcp(size_t nlocal, uint64_t now)
      * leader that left first): the coordinator's rank may have finished
      * and gone too, which is the job's normal end, and whatever ranks of
      * this host still run take the link over and say so if it is down. */
-    if (atomic_load(&ds.life) >= CCS_DESYNC_EXITED)
+    if (atomic_load(&ds.life) >= CCS_DESYNC_EXITED && !ds.exit_link_said) {
+        ds.exit_link_said = 1;
         CCS_LOG(INFO, "desync side channel: the link to the coordinator ended while this rank was exiting (%s)", why);
-    else
+    } else if (atomic_load(&ds.life) >= CCS_DESYNC_EXITED) {
+        ds.exit_link_more++;
+        snprintf(ds.exit_link_why, sizeof ds.exit_link_why, "%s", why);
+    } else
         ccs_log_once(&ds.tcp_logged, CCS_LOG_WARN,
                      "desync side channel: %s; detection across hosts is off until the coordinator answers", why);
 }
@@ -863,6 +874,13 @@ void ccs_desync_note_exit(int how)
                 "hosts ends here",
                 FINAL_MS);
     exit_linger();
+    pthread_mutex_lock(&ds.tick_lock);
+    if (ds.exit_link_more)
+        CCS_LOG(INFO, "desync side channel: the link to the coordinator failed %u more times while this rank was "
+                      "exiting (the last: %s)",
+                ds.exit_link_more, ds.exit_link_why);
+    ds.exit_link_more = 0;
+    pthread_mutex_unlock(&ds.tick_lock);
     /* Hand the host's link to the coordinator over to a rank still running. */
     pthread_mutex_lock(&ds.tick_lock);
     ds.leaving = 1;

@@ -37,6 +37,7 @@ struct ccs_dsx_client {
     struct ccs_dsx_conn c;
     uint64_t retry_ms, backoff_ms;
     int refused;
+    char refused_why[256]; /* why, while refused, until the next attempt */
     uint64_t *sent_hash, *sent_ms; /* per rank: what was last sent, when */
     uint64_t *sent_urgent;         /* per rank: signature of its states when last sent */
     uint64_t ag_hash;
@@ -398,6 +399,8 @@ static int exchange(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
         if (pf.revents & (POLLIN | POLLHUP | POLLERR)) {
             int rc = on_readable(cl, why, wn);
             if (rc != 0) {
+                if (cl->refused)
+                    snprintf(cl->refused_why, sizeof cl->refused_why, "%s", why);
                 client_drop(cl, now);
                 return rc > 0 || (rc == -2 && starting(cl, now)) ? 0 : -1;
             }
@@ -435,6 +438,8 @@ static int tick_body(struct ccs_dsx_client *cl, const struct ccs_dsx_status *con
         return 0;
     }
     if (cl->c.fd < 0) {
+        if (now < cl->retry_ms && cl->refused)
+            snprintf(why, wn, "%s; again in %llu ms", cl->refused_why, (unsigned long long)(cl->retry_ms - now));
         if (now < cl->retry_ms)
             return cl->refused ? -1 : 0;
         if (client_connect(cl, why, wn) != 0) {

@@ -548,6 +548,78 @@ START_TEST(verdict_of_a_dead_writer_is_passed_by)
 }
 END_TEST
 
+/* Rank R of 2 (host identity hR, CCSHIM_COORD at PORT) with SECRET, its
+ * log in LOG: starts detection, runs MS, exits (lingering as ranks do). */
+static void linger_rank(int r, int port, const char *secret, const char *log, int ms)
+{
+    static char coord[64], host[8];
+    snprintf(coord, sizeof coord, "127.0.0.1:%d", port);
+    snprintf(host, sizeof host, "h%d", r);
+    ccs_cfg.secret = secret;
+    ccs_cfg.coord = coord;
+    ccs_cfg.summary = 0;
+    ccs_cfg.log = log;
+    ccs_cfg.log_level = CCS_LOG_INFO;
+    ccs_log_open();
+    setenv("LOCAL_WORLD_SIZE", "1", 1);
+    ccs_cfg.desync_host = host;
+    ccs_runtime_set_world(r, 2);
+    struct ccs_comm *c = ccs_comm_register(CCS_BE_NCCL, 0x2000, 0xd1eull, 0, r, 2, CCS_KIND_COMM_INIT, -1);
+    if (!c || ccs_desync_start() != 0)
+        _exit(40);
+    usleep((useconds_t)ms * 1000);
+    ccs_desync_note_exit(CCS_DESYNC_EXITED);
+    _exit(0);
+}
+
+/* A host's leader that the coordinator refuses (another secret) lingers at
+ * its exit: it says once that the link ended, and once how many more times
+ * it failed meanwhile.  (Before: 78 lines in 1.5 s, one per period.) */
+START_TEST(refused_leader_lingering_says_it_twice)
+{
+    static char s0[80], s1[80], log0[128], log1[128];
+    snprintf(s0, sizeof s0, "linger-%d-0123456789abcdef0123456789", (int)getpid());
+    snprintf(s1, sizeof s1, "other-%d-0123456789abcdef0123456789", (int)getpid());
+    snprintf(log0, sizeof log0, "/tmp/ccshim-test-linger-%d-0.log", (int)getpid());
+    snprintf(log1, sizeof log1, "/tmp/ccshim-test-linger-%d-1.log", (int)getpid());
+    int port = ccs_test_ports(1);
+    ck_assert_int_gt(port, 0);
+    pid_t p0 = fork();
+    if (p0 == 0)
+        linger_rank(0, port, s0, log0, 2500);
+    usleep(300 * 1000);
+    pid_t p1 = fork();
+    if (p1 == 0)
+        linger_rank(1, port, s1, log1, 500);
+    int st = 0;
+    waitpid(p1, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 1: exit status %d", WEXITSTATUS(st));
+    waitpid(p0, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0: exit status %d", WEXITSTATUS(st));
+    FILE *f = fopen(log1, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024], all[4096] = "";
+    int ended = 0, more = 0, other = 0, n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, "link to the coordinator"))
+            continue;
+        n++;
+        ended += strstr(line, "]: desync side channel: the link to the coordinator ended while this rank was "
+                              "exiting (the coordinator at 127.0.0.1:") != NULL;
+        more += strstr(line, "]: desync side channel: the link to the coordinator failed ") != NULL &&
+                strstr(line, " more times while this rank was exiting (the last: the coordinator at 127.0.0.1:") !=
+                    NULL;
+        if (strlen(all) + strlen(line) < sizeof all)
+            strcat(all, line), all[strlen(all) - 1] = '|';
+    }
+    fclose(f);
+    other = n - ended - more;
+    unlink(log0);
+    unlink(log1);
+    ck_assert_msg(ended == 1 && more == 1 && other == 0, "%d lines: %s", n, all);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_agree");
@@ -563,6 +635,7 @@ static Suite *suite(void)
     tcase_add_test(t, no_secret_no_tcp_across_hosts);
     tcase_add_test(t, short_secret_refused);
     tcase_add_test(t, squatted_segment_falls_back_to_tcp);
+    tcase_add_test(t, refused_leader_lingering_says_it_twice);
     suite_add_tcase(s, t);
     return s;
 }

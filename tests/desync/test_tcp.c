@@ -1116,6 +1116,80 @@ START_TEST(bye_reaches_a_link_made_after_the_final_exchange)
 }
 END_TEST
 
+/* Waits (at most 3 s) until COORD has refused N peers. */
+static void wait_refused(struct ccs_dsx_coord *coord, unsigned n)
+{
+    struct ccs_dsx_coord_stats st;
+    for (int i = 0; i < 150; i++) {
+        ccs_dsx_coord_stats(coord, &st);
+        if ((unsigned)st.refused >= n)
+            break;
+        nap();
+    }
+    ck_assert_uint_eq((unsigned)st.refused, n);
+}
+
+/* The coordinator's lines about refused peers say what was refused and
+ * why, per reason counted, with or without a member's ticket.  (Before,
+ * the summary gave the last peer's reason alone: "no member's ticket
+ * within 100 ms" when every refused peer had shown one.) */
+START_TEST(refused_summary_counts_each_reason)
+{
+    char log[128], why[256] = "";
+    snprintf(log, sizeof log, "/tmp/ccshim-test-refused-%d.log", (int)getpid());
+    ccs_cfg.log = log;
+    ccs_log_open();
+    int port;
+    struct ccs_dsx_coord *coord = start_coord(2, "right", &thresholds, &port);
+    struct ccs_dsx_key key;
+    ck_assert_int_eq(ccs_dsx_auth_key("right", &key, why, sizeof why), 0);
+    unsigned char nc[CCS_DSX_NONCE], fake[CCS_DSX_MACBYTES];
+    struct ccs_dsx_hello h;
+    unsigned n = 0;
+    /* Three made-up tickets (the first said at once), two valid tickets
+     * that go away before their proof, one peer that shows nothing. */
+    for (int i = 0; i < 6; i++) {
+        ccs_dsx_auth_nonce(nc);
+        ccs_dsx_auth_nonce(fake);
+        int fd = raw_connect(port);
+        if (i < 5) {
+            hello(&h, nc, i < 3 ? fake : NULL, 1);
+            if (i >= 3)
+                ticket(&key, &h);
+            send_frame(fd, CCS_DSX_M_HELLO, &h, sizeof h);
+        }
+        if (i < 3)
+            ck_assert_int_eq(closed_on_us(fd), 1);
+        else if (i < 5)
+            ck_assert_int_eq(read_welcome(fd, &h), 0);
+        close(fd);
+        wait_refused(coord, ++n);
+    }
+    ccs_dsx_coord_stop(coord);
+    ccs_dsx_auth_wipe(&key);
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[2048], lines[4][2048];
+    int nl = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "desync coordinator: refused") && nl < 4)
+            snprintf(lines[nl++], sizeof lines[0], "%s", line);
+    fclose(f);
+    unlink(log);
+    ck_assert_int_eq(nl, 2);
+    ck_assert_msg(strstr(lines[0], "warning: desync coordinator: refused a peer from 127.0.0.1 without a member's "
+                                   "ticket: its ticket does not verify (wrong CCSHIM_SECRET, or not a member of this "
+                                   "job)\n") != NULL,
+                  "%s", lines[0]);
+    ck_assert_msg(strstr(lines[1], "warning: desync coordinator: refused 5 peers in the last 5 s (3 without a "
+                                   "member's ticket): 2 without a member's ticket: its ticket does not verify (wrong "
+                                   "CCSHIM_SECRET, or not a member of this job) (the last from 127.0.0.1); 2 with a "
+                                   "member's ticket: connection closed (the last from 127.0.0.1); 1 without a "
+                                   "member's ticket: connection closed (the last from 127.0.0.1)\n") != NULL,
+                  "%s", lines[1]);
+}
+END_TEST
+
 /* Binds loopback PORT without listening (a connection to it is refused):
  * the descriptor, or -1 when something else holds it already. */
 static int take_port(int port)
@@ -1218,6 +1292,7 @@ static Suite *suite(void)
     tcase_add_test(t, search_finds_the_first_difference);
     tcase_add_test(t, bye_reaches_a_link_made_after_the_final_exchange);
     tcase_add_test(t, keyed_port_skips_taken_candidates);
+    tcase_add_test(t, refused_summary_counts_each_reason);
     suite_add_tcase(s, t);
     return s;
 }
