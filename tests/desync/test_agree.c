@@ -282,7 +282,7 @@ START_TEST(squatted_segment_falls_back_to_tcp)
     snprintf(log, sizeof log, "/tmp/ccshim-test-squat-%d-%%r.log", (int)getpid());
     ccs_cfg.secret = secret;
     ccs_cfg.summary = 0;
-    int port = ccs_test_ports(2); /* MASTER_PORT and the coordinator at + 1 */
+    int port = ccs_test_ports(2); /* MASTER_PORT and MASTER_PORT + 1 */
     ck_assert_int_gt(port, 0);
     /* The name h0's ranks will use (desync.c: job|host|secret|first world
      * communicator), created by "another user": not private to us. */
