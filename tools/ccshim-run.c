@@ -8,10 +8,10 @@
  * Every CCSHIM_* variable of the library's table (src/core/config_table.h) is also
  * an option: CCSHIM_TRACE_DIR is --trace-dir, and so on.
  */
-#include <config.h>
 #include "ccs_config.h"
 #include "coalesce.h"
 #include "run_choose.h"
+#include <config.h>
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>

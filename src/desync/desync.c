@@ -876,8 +876,9 @@ void ccs_desync_note_exit(int how)
     exit_linger();
     pthread_mutex_lock(&ds.tick_lock);
     if (ds.exit_link_more)
-        CCS_LOG(INFO, "desync side channel: the link to the coordinator failed %u more times while this rank was "
-                      "exiting (the last: %s)",
+        CCS_LOG(INFO,
+                "desync side channel: the link to the coordinator failed %u more times while this rank was "
+                "exiting (the last: %s)",
                 ds.exit_link_more, ds.exit_link_why);
     ds.exit_link_more = 0;
     pthread_mutex_unlock(&ds.tick_lock);
@@ -991,12 +992,13 @@ static void coord_retry(uint64_t now)
     char why[256], pt[64];
     ds.cretry.tries++;
     ds.cretry.next_ms = now + COORD_RETRY_MS;
-    int got = ccs_dsx_start_coordinator(ds.cretry.host, ds.cretry.port, ds.cretry.wsize, ds.cretry.cred, why,
-                                        sizeof why);
+    int got =
+        ccs_dsx_start_coordinator(ds.cretry.host, ds.cretry.port, ds.cretry.wsize, ds.cretry.cred, why, sizeof why);
     double secs = (double)(ccs_clock_mono_ms() - ds.cretry.since_ms) / 1e3;
     if (got > 0) {
         ds.cretry.on = 0;
-        CCS_LOG(WARN, "desync: the coordinator listens on %s:%d after %.1f s (%u attempts); detection across hosts is on",
+        CCS_LOG(WARN,
+                "desync: the coordinator listens on %s:%d after %.1f s (%u attempts); detection across hosts is on",
                 ds.cretry.host, got, secs, ds.cretry.tries);
     } else if (now - ds.cretry.said_ms >= COORD_RETRY_SAY_MS) {
         ds.cretry.said_ms = now;
@@ -1101,7 +1103,8 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
     else if (coord_host)
         snprintf(at, sizeof at, "%s:%d", coord_host, coord_port);
     if (ds.client)
-        CCS_LOG(INFO, "desync detection on: rank %d of %d, host '%s', host leader, coordinator at %s, period %ld ms",
+        CCS_LOG(INFO,
+                "desync detection on: rank %d of %d, host '%s', host leader, coordinator at %s, period %ld ms",
                 ds.world_rank, ds.world_size, ds.hostkey, at, ccs_cfg.desync_period_ms);
     else
         CCS_LOG(DEBUG, "desync detection on: rank %d of %d, host '%s', shared memory%s, period %ld ms",

@@ -29,7 +29,7 @@ struct ccs_dsx_client {
     struct ccs_dsx_key key;
     unsigned char job[CCS_DSX_JOBTAG];
     int port;
-    int keyed;     /* the port is keyed by the secret: candidate CAND of ccs_dsx_auth_port's */
+    int keyed; /* the port is keyed by the secret: candidate CAND of ccs_dsx_auth_port's */
     unsigned cand;
     int32_t rank;
     int32_t wsize;
@@ -37,7 +37,7 @@ struct ccs_dsx_client {
     struct ccs_dsx_conn c;
     uint64_t retry_ms, backoff_ms;
     int refused;
-    char refused_why[256]; /* why, while refused, until the next attempt */
+    char refused_why[256];         /* why, while refused, until the next attempt */
     uint64_t *sent_hash, *sent_ms; /* per rank: what was last sent, when */
     uint64_t *sent_urgent;         /* per rank: signature of its states when last sent */
     uint64_t ag_hash;

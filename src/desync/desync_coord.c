@@ -218,7 +218,8 @@ static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *w
                                   k->refused_kind[j].peer);
         if (k->refused_other && o < sizeof kinds)
             snprintf(kinds + o, sizeof kinds - o, "; %u for other reasons", k->refused_other);
-        ccs_log(CCS_LOG_WARN, "desync coordinator: refused %u peers in the last %llu s (%u without a member's ticket): %s",
+        ccs_log(CCS_LOG_WARN,
+                "desync coordinator: refused %u peers in the last %llu s (%u without a member's ticket): %s",
                 k->refused_unlogged,
                 (unsigned long long)(k->refused_log_ms ? (now - k->refused_log_ms + 500) / 1000 : 0),
                 k->refused_noticket, kinds);
@@ -1032,8 +1033,8 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
             goto fail;
     }
     if (k->lfd < 0) {
-        snprintf(why, n, "cannot listen on %s: the %d ports keyed by the secret (%s) are all in use", host && *host ? host : "*",
-                 tries, taken);
+        snprintf(why, n, "cannot listen on %s: the %d ports keyed by the secret (%s) are all in use",
+                 host && *host ? host : "*", tries, taken);
         goto fail;
     }
     ccs_dsx_socket_nonblock(k->lfd);

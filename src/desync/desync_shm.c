@@ -194,7 +194,8 @@ static int reclaim_stale(const char *mine)
         if (fd < 0)
             continue;
         struct stat sb, now;
-        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0) {
             int abandoned = unlocked(fd) && sb.st_ctime + ABANDONED_S < time(NULL);
             if (stat(path, &now) == 0 && now.st_ino == sb.st_ino && (stale(fd) || abandoned) && unlink(path) == 0)
                 n++;

@@ -1,6 +1,7 @@
 /* test_agree.c - ccs_desync_agree_u64 over shared memory: three processes
  * (forked, each its own rank) agree on max and min; a member that never
  * calls makes the others time out with -1. */
+#include "../test_ports.h"
 #include "ccs_config.h"
 #include "desync.h"
 #include "desync_auth.h"
@@ -8,16 +9,15 @@
 #include "log.h"
 #include "shim.h"
 #include "unit_main.h"
-#include "../test_ports.h"
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>

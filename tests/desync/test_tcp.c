@@ -1177,15 +1177,17 @@ START_TEST(refused_summary_counts_each_reason)
     fclose(f);
     unlink(log);
     ck_assert_int_eq(nl, 2);
-    ck_assert_msg(strstr(lines[0], "warning: desync coordinator: refused a peer from 127.0.0.1 without a member's "
-                                   "ticket: its ticket does not verify (wrong CCSHIM_SECRET, or not a member of this "
-                                   "job)\n") != NULL,
+    ck_assert_msg(strstr(lines[0],
+                         "warning: desync coordinator: refused a peer from 127.0.0.1 without a member's "
+                         "ticket: its ticket does not verify (wrong CCSHIM_SECRET, or not a member of this "
+                         "job)\n") != NULL,
                   "%s", lines[0]);
-    ck_assert_msg(strstr(lines[1], "warning: desync coordinator: refused 5 peers in the last 5 s (3 without a "
-                                   "member's ticket): 2 without a member's ticket: its ticket does not verify (wrong "
-                                   "CCSHIM_SECRET, or not a member of this job) (the last from 127.0.0.1); 2 with a "
-                                   "member's ticket: connection closed (the last from 127.0.0.1); 1 without a "
-                                   "member's ticket: connection closed (the last from 127.0.0.1)\n") != NULL,
+    ck_assert_msg(strstr(lines[1],
+                         "warning: desync coordinator: refused 5 peers in the last 5 s (3 without a "
+                         "member's ticket): 2 without a member's ticket: its ticket does not verify (wrong "
+                         "CCSHIM_SECRET, or not a member of this job) (the last from 127.0.0.1); 2 with a "
+                         "member's ticket: connection closed (the last from 127.0.0.1); 1 without a "
+                         "member's ticket: connection closed (the last from 127.0.0.1)\n") != NULL,
                   "%s", lines[1]);
 }
 END_TEST
@@ -1255,9 +1257,11 @@ START_TEST(keyed_port_skips_taken_candidates)
     int fds[CCS_DSX_PORT_TRIES];
     for (int i = 0; i < CCS_DSX_PORT_TRIES; i++)
         fds[i] = i < 2 ? -1 : take_port(cand[i]);
-    coord = ccs_dsx_coord_start("127.0.0.1", CCS_DSX_PORT_KEYED, 2, secret, &thresholds, 20, &port, why, sizeof why);
+    coord =
+        ccs_dsx_coord_start("127.0.0.1", CCS_DSX_PORT_KEYED, 2, secret, &thresholds, 20, &port, why, sizeof why);
     ck_assert_ptr_null(coord);
-    ck_assert_msg(strstr(why, "cannot listen on 127.0.0.1: the 8 ports keyed by the secret (") && strstr(why, ") are all in use"),
+    ck_assert_msg(strstr(why, "cannot listen on 127.0.0.1: the 8 ports keyed by the secret (") &&
+                      strstr(why, ") are all in use"),
                   "%s", why);
     for (int i = 0; i < CCS_DSX_PORT_TRIES; i++)
         if (fds[i] >= 0)
