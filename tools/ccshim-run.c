@@ -8,14 +8,15 @@
  * Every CCSHIM_* variable of the library's table (src/core/config_table.h) is also
  * an option: CCSHIM_TRACE_DIR is --trace-dir, and so on.
  */
-#include <config.h>
 #include "ccs_config.h"
 #include "coalesce.h"
 #include "run_choose.h"
+#include <config.h>
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,9 @@ static void usage(FILE *f)
             "                     %s relative to ccshim-run, then %s)\n"
             "  -v, --verbose      say which library was chosen and why (also at --log-level info)\n"
             "  --print-env        print the environment PROGRAM would get, and exit\n"
+            "  --new-secret       print a new random secret (128 bits from libsodium, 32 hex digits)\n"
+            "                     for CCSHIM_SECRET_FILE, and exit: umask 077; ccshim-run --new-secret\n"
+            "                     > ~/.ccshim-secret\n"
             "  --version          print the version and exit\n"
             "  -h, --help         this help\n\n"
             "Exit status: PROGRAM's; 2 for a bad option or setting; 1 when ccshim cannot be set up (a library\n"
@@ -434,6 +438,30 @@ static int set_table_option(int argc, char **argv, int *i)
     return -1;
 }
 
+/* --new-secret: 128 random bits (libsodium's randombytes, the kernel's
+ * CSPRNG) in hex, the 32 characters CCSHIM_SECRET asks for at least: a
+ * secret a person chose can be guessed offline from a ticket (about 22 ms
+ * an Argon2id guess), this one cannot.  0, or 1 without libsodium. */
+static int new_secret(void)
+{
+    if (sodium_init() < 0) {
+        fprintf(stderr, "%s: --new-secret: libsodium cannot be initialised\n", prog);
+        return 1;
+    }
+    unsigned char b[16];
+    char hex[2 * sizeof b + 1];
+    randombytes_buf(b, sizeof b);
+    sodium_bin2hex(hex, sizeof hex, b, sizeof b);
+    sodium_memzero(b, sizeof b);
+    int ok = printf("%s\n", hex) > 0 && fflush(stdout) == 0;
+    sodium_memzero(hex, sizeof hex);
+    if (!ok) {
+        fprintf(stderr, "%s: --new-secret: cannot write the secret: %s\n", prog, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 /* Reads the options into REQ; *PROGRAM is the index of the program in
  * ARGV.  Returns -1 to go on, else the exit status. */
 static int parse_options(struct run_request *req, int argc, char **argv, int *program)
@@ -461,6 +489,8 @@ static int parse_options(struct run_request *req, int argc, char **argv, int *pr
             req->verbose = 1;
         } else if (strcmp(arg, "--torch") == 0) {
             req->torch = 1;
+        } else if (strcmp(arg, "--new-secret") == 0) {
+            return new_secret();
         } else if (strcmp(arg, "--print-env") == 0) {
             req->print_env = 1;
         } else if (strcmp(arg, "--libdir") == 0 && i + 1 < argc) {

@@ -56,7 +56,7 @@
     X(desync_transport, "CCSHIM_DESYNC_TRANSPORT", ENUM, "auto",                                          \
       "{auto shm tcp}: auto = shared memory, plus TCP when ranks span hosts")                             \
     X(coord, "CCSHIM_COORD", STR, "",                                                                     \
-      "host:port of the coordinator (in rank 0); default: MPI, or MASTER_ADDR and MASTER_PORT+1")         \
+      "host:port of the coordinator (in rank 0); default: MPI, or MASTER_ADDR at a port keyed by the secret")         \
     X(secret, "CCSHIM_SECRET", STR, "",                                                                   \
       "per-job secret (32+ characters) of side-channel members without MPI; environment only")            \
     X(secret_file, "CCSHIM_SECRET_FILE", STR, "",                                                         \

@@ -117,9 +117,28 @@ static struct {
     _Atomic uint64_t ending_comm;
 
     int invalid_logged, tcp_logged, off_logged, later_logged, hooks_done;
+    /* The link to the coordinator failing while this rank exits: said once,
+     * then counted (EXIT_LINK_MORE, the last reason) and summed up in one
+     * line when the rank goes (a leader lingering against a coordinator
+     * that refused it said so 78 times in 1.5 s). */
+    int exit_link_said;
+    unsigned exit_link_more;
+    char exit_link_why[256];
     /* The launcher's ranks on this host identity (0: unknown), and whether
      * all of them were seen in its shared memory (or said not to be). */
     int local_size, local_checked;
+
+    /* Rank 0 without MPI, while its coordinator could not listen (the port
+     * taken): tried again every COORD_RETRY_MS (ccs_dsx_retry_coordinator). */
+    struct {
+        int on;
+        char host[256];
+        int port;
+        int32_t wsize;
+        const struct ccs_dsx_cred *cred;
+        uint64_t since_ms, next_ms, said_ms;
+        unsigned tries;
+    } cretry;
 } ds = {
     .world_size = -1,
     .world_rank = -1,
@@ -501,7 +520,7 @@ static void forward_tcp(size_t nlocal, uint64_t now)
             if (got[j].comm)
                 ds.agree_buf[nag++] = got[j];
     }
-    char why[256];
+    char why[256] = "";
     long to = ccs_cfg.desync_period_ms / 2;
     if (ccs_dsx_client_tick(ds.client, ds.local, nlocal, ds.agree_buf, nag, to < 1 ? 1 : (int)to, why,
                             sizeof why) == 0)
@@ -510,9 +529,13 @@ static void forward_tcp(size_t nlocal, uint64_t now)
      * leader that left first): the coordinator's rank may have finished
      * and gone too, which is the job's normal end, and whatever ranks of
      * this host still run take the link over and say so if it is down. */
-    if (atomic_load(&ds.life) >= CCS_DESYNC_EXITED)
+    if (atomic_load(&ds.life) >= CCS_DESYNC_EXITED && !ds.exit_link_said) {
+        ds.exit_link_said = 1;
         CCS_LOG(INFO, "desync side channel: the link to the coordinator ended while this rank was exiting (%s)", why);
-    else
+    } else if (atomic_load(&ds.life) >= CCS_DESYNC_EXITED) {
+        ds.exit_link_more++;
+        snprintf(ds.exit_link_why, sizeof ds.exit_link_why, "%s", why);
+    } else
         ccs_log_once(&ds.tcp_logged, CCS_LOG_WARN,
                      "desync side channel: %s; detection across hosts is off until the coordinator answers", why);
 }
@@ -652,6 +675,8 @@ static void check_local_ranks(uint64_t now)
             (int)seen, ds.local_size, ds.hostkey, (double)(now - ds.started_ms) / 1000.0);
 }
 
+static void coord_retry(uint64_t now);
+
 /* One period: publish, read the host's statuses, apply the rules to them,
  * forward them to the coordinator (the host's leader), and report the
  * verdicts posted into shared memory. */
@@ -679,6 +704,7 @@ static void tick(void)
     }
     if (!ds.tcp_mode)
         host_search(now);
+    coord_retry(now);
     lead_if_leader_gone(now);
     check_local_ranks(now);
     if (ds.client)
@@ -849,6 +875,14 @@ void ccs_desync_note_exit(int how)
                 "hosts ends here",
                 FINAL_MS);
     exit_linger();
+    pthread_mutex_lock(&ds.tick_lock);
+    if (ds.exit_link_more)
+        CCS_LOG(INFO,
+                "desync side channel: the link to the coordinator failed %u more times while this rank was "
+                "exiting (the last: %s)",
+                ds.exit_link_more, ds.exit_link_why);
+    ds.exit_link_more = 0;
+    pthread_mutex_unlock(&ds.tick_lock);
     /* Hand the host's link to the coordinator over to a rank still running. */
     pthread_mutex_lock(&ds.tick_lock);
     ds.leaving = 1;
@@ -910,6 +944,68 @@ int ccs_dsx_start_coordinator(const char *bind_host, int port, int32_t wsize, co
     long cp = 5 * ccs_cfg.desync_period_ms;
     ds.coord = ccs_dsx_coord_start_cred(bind_host, port, wsize, cc, &t, (int)(cp < 100 ? 100 : cp), &got, why, n);
     return ds.coord ? got : -1;
+}
+
+/* How often a coordinator that could not listen tries again, and how
+ * often it says it still cannot. */
+#define COORD_RETRY_MS 2000
+#define COORD_RETRY_SAY_MS 30000
+
+/* The coordinator's address as a log line shows it. */
+static const char *port_text(int port, char *buf, size_t n)
+{
+    if (port == CCS_DSX_PORT_KEYED)
+        snprintf(buf, n, "a port keyed by the secret");
+    else
+        snprintf(buf, n, "port %d", port);
+    return buf;
+}
+
+void ccs_dsx_retry_coordinator(const char *bind_host, int port, int32_t wsize, const struct ccs_dsx_cred *cc,
+                               const char *why)
+{
+    char pt[64];
+    snprintf(ds.cretry.host, sizeof ds.cretry.host, "%s", bind_host ? bind_host : "");
+    ds.cretry.port = port;
+    ds.cretry.wsize = wsize;
+    ds.cretry.cred = cc;
+    ds.cretry.since_ms = ds.cretry.said_ms = ccs_clock_mono_ms();
+    ds.cretry.next_ms = ds.cretry.since_ms + COORD_RETRY_MS;
+    ds.cretry.tries = 1;
+    ds.cretry.on = 1;
+    CCS_LOG(WARN,
+            "desync: cannot start the coordinator on %s (%s): %s; trying again every %d s (detection across hosts "
+            "waits for it; within each host it is on)",
+            ds.cretry.host, port_text(port, pt, sizeof pt), why, COORD_RETRY_MS / 1000);
+}
+
+/* From the detection thread: the coordinator that could not listen, tried
+ * again when due; said when it listens, and every COORD_RETRY_SAY_MS while
+ * it cannot. */
+static void coord_retry(uint64_t now)
+{
+    if (!ds.cretry.on || now < ds.cretry.next_ms)
+        return;
+    if (atomic_load(&ds.life) != CCS_DSX_ALIVE) {
+        ds.cretry.on = 0;
+        return;
+    }
+    char why[256], pt[64];
+    ds.cretry.tries++;
+    ds.cretry.next_ms = now + COORD_RETRY_MS;
+    int got =
+        ccs_dsx_start_coordinator(ds.cretry.host, ds.cretry.port, ds.cretry.wsize, ds.cretry.cred, why, sizeof why);
+    double secs = (double)(ccs_clock_mono_ms() - ds.cretry.since_ms) / 1e3;
+    if (got > 0) {
+        ds.cretry.on = 0;
+        CCS_LOG(WARN,
+                "desync: the coordinator listens on %s:%d after %.1f s (%u attempts); detection across hosts is on",
+                ds.cretry.host, got, secs, ds.cretry.tries);
+    } else if (now - ds.cretry.said_ms >= COORD_RETRY_SAY_MS) {
+        ds.cretry.said_ms = now;
+        CCS_LOG(WARN, "desync: still cannot start the coordinator on %s (%s) after %.0f s: %s; trying again",
+                ds.cretry.host, port_text(ds.cretry.port, pt, sizeof pt), secs, why);
+    }
 }
 
 int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
@@ -1002,10 +1098,15 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
         atomic_store(&ds.state, OFF);
         return -1;
     }
+    char at[300];
+    if (coord_port == CCS_DSX_PORT_KEYED)
+        snprintf(at, sizeof at, "%s (a port keyed by the secret)", coord_host);
+    else if (coord_host)
+        snprintf(at, sizeof at, "%s:%d", coord_host, coord_port);
     if (ds.client)
         CCS_LOG(INFO,
-                "desync detection on: rank %d of %d, host '%s', host leader, coordinator at %s:%d, period %ld ms",
-                ds.world_rank, ds.world_size, ds.hostkey, coord_host, coord_port, ccs_cfg.desync_period_ms);
+                "desync detection on: rank %d of %d, host '%s', host leader, coordinator at %s, period %ld ms",
+                ds.world_rank, ds.world_size, ds.hostkey, at, ccs_cfg.desync_period_ms);
     else
         CCS_LOG(DEBUG, "desync detection on: rank %d of %d, host '%s', shared memory%s, period %ld ms",
                 ds.world_rank, ds.world_size, ds.hostkey,

@@ -86,6 +86,19 @@ int ccs_dsx_auth_key(const char *secret, struct ccs_dsx_key *key, char *why, siz
     return ccs_dsx_auth_key_job(secret, NULL, key, why, whylen);
 }
 
+int ccs_dsx_auth_port(const struct ccs_dsx_key *key, unsigned i)
+{
+    pthread_once(&once, init);
+    static const char ctx[] = "ccshim-desync-coordinator-port-1";
+    unsigned char in[sizeof ctx + 4], out[8];
+    memcpy(in, ctx, sizeof ctx);
+    memcpy(in + sizeof ctx, &i, 4);
+    crypto_generichash(out, sizeof out, in, sizeof in, key->k, sizeof key->k);
+    uint64_t v;
+    memcpy(&v, out, sizeof v);
+    return CCS_DSX_PORT_LO + (int)(v % (uint64_t)(CCS_DSX_PORT_HI - CCS_DSX_PORT_LO + 1));
+}
+
 void ccs_dsx_auth_jobtag(const char *text, unsigned char job[CCS_DSX_JOBTAG])
 {
     pthread_once(&once, init);

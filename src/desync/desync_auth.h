@@ -43,6 +43,19 @@ int ccs_dsx_auth_key_job(const char *secret, const unsigned char job[CCS_DSX_JOB
 /* The same for a job of tag zero (tests). */
 int ccs_dsx_auth_key(const char *secret, struct ccs_dsx_key *key, char *why, size_t whylen);
 
+/* The coordinator's port without MPI and without CCSHIM_COORD (docs/desync.md,
+ * "Security"): candidate I (0 .. CCS_DSX_PORT_TRIES - 1) of a sequence of
+ * ports in CCS_DSX_PORT_LO .. CCS_DSX_PORT_HI keyed by KEY (the secret
+ * stretched, salted by the job's tag).  MASTER_PORT + 1 was there for any
+ * local user to bind first (detection across hosts off, the leaders'
+ * tickets collected); this one is known only to holders of the secret,
+ * and is new per job.  The coordinator listens on the first candidate it
+ * can bind; a leader tries them in turn. */
+#define CCS_DSX_PORT_TRIES 8
+#define CCS_DSX_PORT_LO 20000
+#define CCS_DSX_PORT_HI 32767 /* below Linux's ephemeral ports (32768..60999), which outgoing connections take */
+int ccs_dsx_auth_port(const struct ccs_dsx_key *key, unsigned i);
+
 /* The job's tag from TEXT (a job id and what else names the job). */
 void ccs_dsx_auth_jobtag(const char *text, unsigned char job[CCS_DSX_JOBTAG]);
 

@@ -29,12 +29,15 @@ struct ccs_dsx_client {
     struct ccs_dsx_key key;
     unsigned char job[CCS_DSX_JOBTAG];
     int port;
+    int keyed; /* the port is keyed by the secret: candidate CAND of ccs_dsx_auth_port's */
+    unsigned cand;
     int32_t rank;
     int32_t wsize;
     struct ccs_dsx_client_cb cb;
     struct ccs_dsx_conn c;
     uint64_t retry_ms, backoff_ms;
     int refused;
+    char refused_why[256];         /* why, while refused, until the next attempt */
     uint64_t *sent_hash, *sent_ms; /* per rank: what was last sent, when */
     uint64_t *sent_urgent;         /* per rank: signature of its states when last sent */
     uint64_t ag_hash;
@@ -78,7 +81,8 @@ struct ccs_dsx_client *ccs_dsx_client_new_cred(const char *host, int port, int32
         return NULL;
     }
     snprintf(cl->hostname, sizeof cl->hostname, "%s", hostname);
-    cl->port = port;
+    cl->keyed = port == CCS_DSX_PORT_KEYED && cred->secret;
+    cl->port = cl->keyed ? ccs_dsx_auth_port(&cl->key, 0) : port;
     cl->wsize = wsize;
     cl->t_new = ccs_clock_mono_ms();
     cl->cb = *cb;
@@ -110,10 +114,23 @@ static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
             (unsigned long long)(cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200));
     if (cl->c.state == CCS_DSX_C_AUTHED && !cl->lost_ms)
         cl->lost_ms = now; /* resumed on reconnection: statuses and records are the ranks' own */
+    int authed = cl->c.state == CCS_DSX_C_AUTHED;
     cl->bytes_out_total += cl->c.bytes_out;
     ccs_dsx_conn_close(&cl->c);
-    cl->backoff_ms = cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200;
-    cl->retry_ms = now + cl->backoff_ms;
+    if (cl->keyed && !authed && !cl->bye) {
+        /* Not the coordinator there (nothing listens, or another program,
+         * where the port was taken when the coordinator started): the next
+         * candidate at once, the backoff after a whole round. */
+        cl->cand = (cl->cand + 1) % CCS_DSX_PORT_TRIES;
+        cl->port = ccs_dsx_auth_port(&cl->key, cl->cand);
+    }
+    if (cl->keyed && !authed && !cl->bye && cl->cand != 0) {
+        cl->retry_ms = now + 20;
+        cl->refused = 0; /* (said after a whole round only: ccs_dsx_client_tick) */
+    } else {
+        cl->backoff_ms = cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200;
+        cl->retry_ms = now + cl->backoff_ms;
+    }
     memset(cl->sent_hash, 0, (size_t)cl->wsize * sizeof *cl->sent_hash);
     memset(cl->sent_ms, 0, (size_t)cl->wsize * sizeof *cl->sent_ms);
     memset(cl->sent_urgent, 0, (size_t)cl->wsize * sizeof *cl->sent_urgent);
@@ -382,6 +399,8 @@ static int exchange(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
         if (pf.revents & (POLLIN | POLLHUP | POLLERR)) {
             int rc = on_readable(cl, why, wn);
             if (rc != 0) {
+                if (cl->refused)
+                    snprintf(cl->refused_why, sizeof cl->refused_why, "%s", why);
                 client_drop(cl, now);
                 return rc > 0 || (rc == -2 && starting(cl, now)) ? 0 : -1;
             }
@@ -408,8 +427,8 @@ static int exchange(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
     return 0;
 }
 
-int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n,
-                        const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t wn)
+static int tick_body(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n,
+                     const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t wn)
 {
     uint64_t now = ccs_clock_mono_ms();
     if (cl->bye) {
@@ -419,6 +438,8 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
         return 0;
     }
     if (cl->c.fd < 0) {
+        if (now < cl->retry_ms && cl->refused)
+            snprintf(why, wn, "%s; again in %llu ms", cl->refused_why, (unsigned long long)(cl->retry_ms - now));
         if (now < cl->retry_ms)
             return cl->refused ? -1 : 0;
         if (client_connect(cl, why, wn) != 0) {
@@ -448,6 +469,17 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
         }
     }
     return exchange(cl, st, n, now, timeout_ms, why, wn);
+}
+
+int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n,
+                        const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t wn)
+{
+    int rc = tick_body(cl, st, n, ag, nag, timeout_ms, why, wn);
+    /* A port keyed by the secret: a failure before the handshake at one
+     * candidate is news only once every candidate failed in a round. */
+    if (rc < 0 && cl->keyed && cl->c.fd < 0 && cl->cand != 0)
+        return 0;
+    return rc;
 }
 
 void ccs_dsx_client_free(struct ccs_dsx_client *cl)

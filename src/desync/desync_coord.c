@@ -50,6 +50,7 @@
 #define SILENT_MS 100       /* an unknown peer without a ticket this long is evicted when others wait */
 #define ACCEPT_PAUSE_MS 250 /* no descriptors left: accept again after */
 #define REFUSED_LOG_MS 5000 /* refused peers: one line per period */
+#define REFUSED_KINDS 4     /* reasons a summary line names one by one */
 
 struct ccs_dsx_coord {
     int lfd;
@@ -64,10 +65,18 @@ struct ccs_dsx_coord {
     int nunauth;               /* unknown peers' connections awaiting the handshake */
     int nprio;                 /* members' connections (valid ticket) awaiting the rest of it */
     unsigned refused_noticket; /* refused since the last line, without a valid ticket */
+    /* Refused since the last line, per reason (with or without a member's
+     * ticket, and why), the last peer of each; beyond REFUSED_KINDS
+     * reasons, counted in REFUSED_OTHER. */
+    struct {
+        unsigned n;
+        int ticketed;
+        char why[160], peer[64];
+    } refused_kind[REFUSED_KINDS];
+    unsigned refused_other;
     uint64_t accept_after;     /* ms: accept(2) paused until (EMFILE) */
     uint64_t refused_log_ms;   /* last line about refused peers */
     unsigned refused_unlogged; /* refused since */
-    char refused_why[160], refused_peer[64];
     struct ccs_dsx_thresholds t;
     int period_ms;
     pthread_t th;
@@ -161,10 +170,13 @@ static void coord_detail(uint64_t comm, void *arg)
     broadcast(k, CCS_DSX_M_DETAIL, &comm, sizeof comm);
 }
 
-/* Logs refused peers: the first at once, then one line per
- * REFUSED_LOG_MS with how many since (FLUSH 1: only that summary, when due;
- * 2: now, at stop). */
-static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *why, int flush)
+/* Logs refused peers (PEER, refused for WHY, TICKETED when it had shown a
+ * valid member's ticket): the first at once, then one line per
+ * REFUSED_LOG_MS with how many since, per reason (FLUSH 1: only that
+ * summary, when due; 2: now, at stop).  Before, the summary named the last
+ * peer's reason alone ("no member's ticket within 100 ms" when every
+ * refused peer had shown one). */
+static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *why, int ticketed, int flush)
 {
     uint64_t now = ccs_clock_mono_ms();
     if (flush == 2)
@@ -175,22 +187,47 @@ static void refused_log(struct ccs_dsx_coord *k, const char *peer, const char *w
         k->stats.refused++;
         pthread_mutex_unlock(&k->lock);
         k->refused_unlogged++;
-        snprintf(k->refused_peer, sizeof k->refused_peer, "%s", peer);
-        snprintf(k->refused_why, sizeof k->refused_why, "%s", why);
+        k->refused_noticket += !ticketed;
+        int j = 0;
+        while (j < REFUSED_KINDS && k->refused_kind[j].n &&
+               !(k->refused_kind[j].ticketed == ticketed && strcmp(k->refused_kind[j].why, why) == 0))
+            j++;
+        if (j == REFUSED_KINDS) {
+            k->refused_other++;
+        } else {
+            if (!k->refused_kind[j].n) {
+                k->refused_kind[j].ticketed = ticketed;
+                snprintf(k->refused_kind[j].why, sizeof k->refused_kind[j].why, "%s", why);
+            }
+            k->refused_kind[j].n++;
+            snprintf(k->refused_kind[j].peer, sizeof k->refused_kind[j].peer, "%s", peer);
+        }
     }
     if (!k->refused_unlogged || (k->refused_log_ms && now - k->refused_log_ms < REFUSED_LOG_MS))
         return;
-    if (k->refused_unlogged == 1)
-        ccs_log(CCS_LOG_WARN, "desync coordinator: refused a peer from %s: %s", k->refused_peer, k->refused_why);
-    else
+    if (k->refused_unlogged == 1 && k->refused_kind[0].n == 1) {
+        ccs_log(CCS_LOG_WARN, "desync coordinator: refused a peer from %s %s a member's ticket: %s",
+                k->refused_kind[0].peer, k->refused_kind[0].ticketed ? "with" : "without", k->refused_kind[0].why);
+    } else {
+        char kinds[1024];
+        size_t o = 0;
+        for (int j = 0; j < REFUSED_KINDS && k->refused_kind[j].n && o < sizeof kinds; j++)
+            o += (size_t)snprintf(kinds + o, sizeof kinds - o, "%s%u %s a member's ticket: %s (the last from %s)",
+                                  j ? "; " : "", k->refused_kind[j].n,
+                                  k->refused_kind[j].ticketed ? "with" : "without", k->refused_kind[j].why,
+                                  k->refused_kind[j].peer);
+        if (k->refused_other && o < sizeof kinds)
+            snprintf(kinds + o, sizeof kinds - o, "; %u for other reasons", k->refused_other);
         ccs_log(CCS_LOG_WARN,
-                "desync coordinator: refused %u peers in the last %llu s (%u without a member's ticket; the last "
-                "from %s: %s)",
+                "desync coordinator: refused %u peers in the last %llu s (%u without a member's ticket): %s",
                 k->refused_unlogged,
                 (unsigned long long)(k->refused_log_ms ? (now - k->refused_log_ms + 500) / 1000 : 0),
-                k->refused_noticket, k->refused_peer, k->refused_why);
+                k->refused_noticket, kinds);
+    }
     k->refused_unlogged = 0;
     k->refused_noticket = 0;
+    k->refused_other = 0;
+    memset(k->refused_kind, 0, sizeof k->refused_kind);
     k->refused_log_ms = now;
 }
 
@@ -303,11 +340,10 @@ static void drop_client(struct ccs_dsx_coord *k, size_t i, const char *why)
             k->nprio--;
         else
             k->nunauth--;
-        k->refused_noticket += !c->ticketed;
         pthread_mutex_lock(&k->lock);
         k->stats.refused_ticketless += !c->ticketed;
         pthread_mutex_unlock(&k->lock);
-        refused_log(k, c->peer, why ? why : "closed before the handshake", 0);
+        refused_log(k, c->peer, why ? why : "closed before the handshake", c->ticketed, 0);
     } else if (why && strcmp(why, "connection closed") != 0) {
         /* A leader that keeps failing the same way (a buggy peer, a flaky
          * link) is said once a minute, not at each reconnection. */
@@ -717,7 +753,7 @@ static void accept_waiting(struct ccs_dsx_coord *k)
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 k->accept_after = ccs_clock_mono_ms() + ACCEPT_PAUSE_MS;
-                refused_log(k, "?", "out of file descriptors; accepting again in 250 ms", 0);
+                refused_log(k, "?", "out of file descriptors; accepting again in 250 ms", 0, 0);
             }
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -884,7 +920,7 @@ static void *coord_main(void *arg)
             count_io(k);
             final_exchange(k, now);
             flush_all(k, now, 1);
-            refused_log(k, NULL, NULL, 1);
+            refused_log(k, NULL, NULL, 0, 1);
             next_eval = now + (uint64_t)k->period_ms;
         }
     }
@@ -898,6 +934,34 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
 {
     struct ccs_dsx_cred cred = {.secret = secret};
     return ccs_dsx_coord_start_cred(host, port, wsize, &cred, t, period_ms, port_out, why, n);
+}
+
+/* Listens on HOST:PORT (k->lfd): 0, or the errno with WHY. */
+static int listen_on(struct ccs_dsx_coord *k, const char *host, int port, char *why, size_t n)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int e = getaddrinfo(host && *host ? host : NULL, ps, &hints, &ai);
+    if (e != 0) {
+        snprintf(why, n, "cannot resolve '%s': %s", host ? host : "", gai_strerror(e));
+        return EINVAL;
+    }
+    k->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (k->lfd >= 0)
+        setsockopt(k->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (k->lfd < 0 || bind(k->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(k->lfd, 1024) != 0) {
+        e = errno;
+        snprintf(why, n, "cannot listen on %s:%d: %s", host && *host ? host : "*", port, strerror(e));
+        freeaddrinfo(ai);
+        if (k->lfd >= 0)
+            close(k->lfd);
+        k->lfd = -1;
+        return e ? e : EINVAL;
+    }
+    freeaddrinfo(ai);
+    return 0;
 }
 
 struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32_t wsize,
@@ -954,26 +1018,25 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
     }
     for (int32_t r = 0; r < wsize; r++)
         k->owner[r] = -1;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    int e = getaddrinfo(host && *host ? host : NULL, ps, &hints, &ai);
-    if (e != 0) {
-        snprintf(why, n, "cannot resolve '%s': %s", host ? host : "", gai_strerror(e));
+    if (port == CCS_DSX_PORT_KEYED && !cred->secret) {
+        snprintf(why, n, "a port keyed by the secret needs CCSHIM_SECRET");
         goto fail;
     }
-    k->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (k->lfd >= 0)
-        setsockopt(k->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (k->lfd < 0 || bind(k->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(k->lfd, 1024) != 0) {
-        snprintf(why, n, "cannot listen on %s:%d: %s", host && *host ? host : "*", port, strerror(errno));
-        freeaddrinfo(ai);
-        if (k->lfd >= 0)
-            close(k->lfd);
+    int tries = port == CCS_DSX_PORT_KEYED ? CCS_DSX_PORT_TRIES : 1;
+    char taken[CCS_DSX_PORT_TRIES * 7 + 1] = "";
+    for (int i = 0; i < tries && k->lfd < 0; i++) {
+        int p = port == CCS_DSX_PORT_KEYED ? ccs_dsx_auth_port(&k->key, (unsigned)i) : port;
+        int e = listen_on(k, host, p, why, n);
+        if (e == EADDRINUSE && port == CCS_DSX_PORT_KEYED)
+            snprintf(taken + strlen(taken), sizeof taken - strlen(taken), "%s%d", i ? ", " : "", p);
+        else if (e != 0)
+            goto fail;
+    }
+    if (k->lfd < 0) {
+        snprintf(why, n, "cannot listen on %s: the %d ports keyed by the secret (%s) are all in use",
+                 host && *host ? host : "*", tries, taken);
         goto fail;
     }
-    freeaddrinfo(ai);
     ccs_dsx_socket_nonblock(k->lfd);
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
@@ -1021,7 +1084,7 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
         return;
     atomic_store(&k->stop, 1);
     pthread_join(k->th, NULL);
-    refused_log(k, NULL, NULL, 2);
+    refused_log(k, NULL, NULL, 0, 2);
     for (size_t i = 0; i < k->ncl; i++)
         ccs_dsx_conn_close(&k->cl[i]);
     close(k->lfd);

@@ -14,7 +14,9 @@
  */
 #include "desync_shm.h"
 #include "desync_search.h"
+#include "log.h"
 #include "shim.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -158,6 +160,53 @@ static int stale(int fd)
     return any && unlocked(fd);
 }
 
+/* Seconds a segment no process holds the lock of may stay unpublished (its
+ * creator between O_EXCL and taking the lock, microseconds) before it counts
+ * as abandoned. */
+#define ABANDONED_S 10
+
+/* Segments of this user that jobs left when they were killed, but for
+ * MINE (ccs_dsx_shm_open handles its own name): removed.  A job's ranks
+ * remove the name once all of them attached, where they know how many run
+ * on the host identity; with CCSHIM_DESYNC_HOST they do not, and a killed
+ * job left its 380 KB segment in /dev/shm for good.  A segment is this
+ * user's, a regular file, and no process holds its lock (each attached
+ * process holds it for as long as it lives), after a rank published in it
+ * or ABANDONED_S after its creation; checked under flock and against the
+ * name's inode, as check_existing does.  Returns how many were removed. */
+static int reclaim_stale(const char *mine)
+{
+    char prefix[64];
+    int n = 0;
+    snprintf(prefix, sizeof prefix, "ccshim-dsx-%u-", (unsigned)geteuid());
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[512];
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        if (strcmp(path, mine) == 0)
+            continue;
+        int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+            continue;
+        struct stat sb, now;
+        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            int abandoned = unlocked(fd) && sb.st_ctime + ABANDONED_S < time(NULL);
+            if (stat(path, &now) == 0 && now.st_ino == sb.st_ino && (stale(fd) || abandoned) && unlink(path) == 0)
+                n++;
+            flock(fd, LOCK_UN);
+        }
+        close(fd);
+    }
+    closedir(d);
+    return n;
+}
+
 /* An existing segment at FD (the name's inode SB) that is private to this
  * user: 0 to use it; 1 when it was a crashed job's and is removed (or the
  * name changed meanwhile): try again; -1 when not ours (WHY). */
@@ -293,6 +342,12 @@ struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myr
     s->bytes = seg_bytes(wsize);
     s->wsize = wsize;
     s->me = myrank;
+    int removed = reclaim_stale(s->path);
+    if (removed > 0)
+        ccs_log(CCS_LOG_INFO,
+                "desync: removed %d shared-memory segment%s of this user's jobs that were killed (no process in "
+                "them: /dev/shm/ccshim-dsx-%u-*)",
+                removed, removed == 1 ? "" : "s", (unsigned)geteuid());
     int created = 0;
     int fd = create_or_open(s, &created, why, n);
     if (fd < 0 || map_segment(s, fd, created, why, n) != 0) {

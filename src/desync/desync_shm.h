@@ -12,16 +12,19 @@
 
 struct ccs_dsx_shm;
 
-/* Opens (creating if first) the segment KEY for WSIZE ranks and claims slot
- * MYRANK.  LOCAL_SIZE > 0: how many ranks of the job run on this host; the
- * last of them to attach removes the name (the mapping stays), so nothing is
- * left in /dev/shm even if ranks crash.  NULL with WHY on failure. */
 /* The path of segment KEY for WSIZE ranks, into OUT. */
 void ccs_dsx_shm_path(const char *key, int32_t wsize, char *out, size_t n);
 /* 1 when segment KEY's name is there but not this user's private segment
  * (another user created it first). */
 int ccs_dsx_shm_taken(const char *key, int32_t wsize);
 
+/* Opens (creating if first) the segment KEY for WSIZE ranks and claims slot
+ * MYRANK.  LOCAL_SIZE > 0: how many ranks of the job run on this host; the
+ * last of them to attach removes the name (the mapping stays), so nothing is
+ * left in /dev/shm even if ranks crash.  0 (unknown: CCSHIM_DESYNC_HOST):
+ * the last rank out removes it; a segment of this user that no process
+ * holds any more (its job killed) is removed by the next one opened on the
+ * host.  NULL with WHY on failure. */
 struct ccs_dsx_shm *ccs_dsx_shm_open(const char *key, int32_t wsize, int32_t myrank, int local_size, char *why,
                                      size_t whylen);
 

@@ -4,8 +4,8 @@
  *
  * Two ways in (desync.h): ccs_desync_start, where the launcher's
  * environment (torchrun, Open MPI, Slurm) says who shares the host and
- * where the coordinator listens (CCSHIM_COORD, else MASTER_ADDR and
- * MASTER_PORT + 1), and the job authenticates with a secret
+ * where the coordinator listens (CCSHIM_COORD, else MASTER_ADDR at a port
+ * keyed by the secret), and the job authenticates with a secret
  * (CCSHIM_SECRET or CCSHIM_SECRET_FILE); and ccs_desync_start_mpi, where
  * two collectives right after MPI_Init say who shares the host, rank 0
  * starts the coordinator on an address of its own interfaces and every
@@ -20,6 +20,7 @@
 #include "ccs_config.h"
 #include "desync.h"
 #include "desync_auth.h"
+#include "desync_tcp.h"
 #include "log.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -182,10 +183,11 @@ int ccs_desync_start(void)
     if (c && *c) {
         if (parse_coord(c, 0, host, sizeof host, &port) != 0)
             port = -1;
-    } else if (getenv("MASTER_ADDR") && ccs_env_int("MASTER_PORT", 1) > 0 &&
-               ccs_env_int("MASTER_PORT", 1) < 65535) {
+    } else if (getenv("MASTER_ADDR") && *getenv("MASTER_ADDR")) {
+        /* On MASTER_ADDR, at a port keyed by the secret (desync_auth.h):
+         * MASTER_PORT + 1 was there for any local user to take first. */
         snprintf(host, sizeof host, "%s", getenv("MASTER_ADDR"));
-        port = ccs_env_int("MASTER_PORT", 1) + 1;
+        port = CCS_DSX_PORT_KEYED;
     }
     int tcp = ccs_cfg.desync_transport == CCS_DESYNC_TCP || (ccs_cfg.desync_transport == CCS_DESYNC_AUTO && spans);
     char fwhy[400] = "";
@@ -236,17 +238,14 @@ int ccs_desync_start(void)
         }
     }
     if (tcp && port <= 0) {
-        ccs_dsx_say_off("ranks span hosts but no coordinator address (set CCSHIM_COORD=host:port, or MASTER_ADDR "
-                        "and MASTER_PORT)");
+        ccs_dsx_say_off("ranks span hosts but no coordinator address (set CCSHIM_COORD=host:port, or MASTER_ADDR)");
         tcp = 0;
     }
     if (tcp && world_rank == 0) {
         char why[256];
         /* Listen on the announced address only (MASTER_ADDR or CCSHIM_COORD). */
-        if (ccs_dsx_start_coordinator(host, port, world_size, &st.cred, why, sizeof why) < 0) {
-            CCS_LOG(WARN, "desync: cannot start the coordinator on port %d: %s; detection across hosts is off",
-                    port, why);
-        }
+        if (ccs_dsx_start_coordinator(host, port, world_size, &st.cred, why, sizeof why) < 0)
+            ccs_dsx_retry_coordinator(host, port, world_size, &st.cred, why); /* says so, tries again */
     }
     return begin(local_size, spans, tcp ? host : NULL, tcp ? port : -1);
 }

@@ -38,6 +38,11 @@ CCS_HIDDEN int ccs_dsx_claim_start(void);
  * with credentials CC.  Returns the port it listens on, or -1 with WHY. */
 CCS_HIDDEN int ccs_dsx_start_coordinator(const char *bind_host, int port, int32_t wsize,
                                          const struct ccs_dsx_cred *cc, char *why, size_t n);
+/* The coordinator could not listen (WHY): says so (a warning) and tries
+ * again every few seconds from the detection thread until it listens,
+ * rather than leave detection across hosts off.  CC must outlive it. */
+CCS_HIDDEN void ccs_dsx_retry_coordinator(const char *bind_host, int port, int32_t wsize,
+                                          const struct ccs_dsx_cred *cc, const char *why);
 
 /* After a successful claim: opens the shared segment, connects the host's
  * leader to the coordinator and starts the background thread as PLAN says.

@@ -28,8 +28,13 @@ struct ccs_dsx_cred {
     const unsigned char *peers;
 };
 
+/* PORT for a coordinator and its clients: the port is keyed by the secret
+ * (ccs_dsx_auth_port's candidates, tried in turn), not given. */
+#define CCS_DSX_PORT_KEYED 65536
+
 /* Starts a coordinator listening on HOST:PORT (HOST NULL or "": all
- * addresses; PORT 0: any free port) for a job of WSIZE ranks authenticated
+ * addresses; PORT 0: any free port; CCS_DSX_PORT_KEYED: the first of the
+ * candidates keyed by SECRET that is free) for a job of WSIZE ranks authenticated
  * by SECRET, evaluating the rules every PERIOD_MS with thresholds T.  Writes
  * the port it got to *PORT_OUT.  NULL with WHY on failure. */
 struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t wsize, const char *secret,

@@ -1,22 +1,23 @@
 /* test_agree.c - ccs_desync_agree_u64 over shared memory: three processes
  * (forked, each its own rank) agree on max and min; a member that never
  * calls makes the others time out with -1. */
+#include "../test_ports.h"
 #include "ccs_config.h"
 #include "desync.h"
+#include "desync_auth.h"
 #include "desync_shm.h"
 #include "log.h"
 #include "shim.h"
 #include "unit_main.h"
-#include "../test_ports.h"
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -109,7 +110,8 @@ static void run_children(int (*fn)(int, int), int arg, const char *tag)
 
 /* Four ranks on two host identities, started from the environment as
  * under torchrun (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
- * MASTER_PORT): rank 0 runs the coordinator on MASTER_PORT+1, each host's
+ * MASTER_PORT): rank 0 runs the coordinator on MASTER_ADDR at a port keyed
+ * by the secret, each host's
  * leader forwards its ranks' values, the coordinator folds them. */
 static int tcp_child(int r, int port)
 {
@@ -141,8 +143,16 @@ START_TEST(agree_across_hosts_over_tcp)
     snprintf(secret, sizeof secret, "agree-tcp-%d-0123456789abcdef0123456789", (int)getpid());
     ccs_cfg.secret = secret;
     ccs_cfg.summary = 0;
-    int port = ccs_test_ports(2); /* MASTER_PORT and the coordinator at + 1 */
+    int port = ccs_test_ports(2); /* MASTER_PORT and MASTER_PORT + 1 */
     ck_assert_int_gt(port, 0);
+    /* Another local user listening on MASTER_PORT + 1 first, where the
+     * coordinator listened before: detection across hosts went off and the
+     * leaders' tickets came to it.  Now nothing comes to it. */
+    int squat = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(port + 1))};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(squat, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(squat, 16), 0);
     pid_t pid[4];
     for (int r = 0; r < 4; r++) {
         pid[r] = fork();
@@ -157,6 +167,9 @@ START_TEST(agree_across_hosts_over_tcp)
         waitpid(pid[r], &st, 0);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: exit status %d", r, WEXITSTATUS(st));
     }
+    ck_assert_int_eq(accept(squat, NULL, NULL), -1);
+    ck_assert_int_eq(errno, EAGAIN);
+    close(squat);
 }
 END_TEST
 
@@ -183,8 +196,19 @@ static int start_rank0(const char *secret, int port, char lines[4][1024], int *n
         if (!c || ccs_desync_start() != 0)
             _exit(30);
         usleep(200 * 1000);
+        /* Where the coordinator listens: not MASTER_PORT + 1 (any local user
+         * could take it first) but the first port keyed by the secret and
+         * the job's tag (desync_start.c), free here. */
+        char tagtext[256], kwhy[128];
+        unsigned char job[CCS_DSX_JOBTAG];
+        snprintf(tagtext, sizeof tagtext, "job:%s|4|comm%llx", ccs_job_id(), 0xdeeull);
+        ccs_dsx_auth_jobtag(tagtext, job);
+        struct ccs_dsx_key key;
+        int keyed = 0;
+        if (strlen(secret) >= 32 && ccs_dsx_auth_key_job(secret, job, &key, kwhy, sizeof kwhy) == 0)
+            keyed = ccs_dsx_auth_port(&key, 0);
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(port + 1))};
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(keyed ? keyed : port + 1))};
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         int listening = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
         close(fd);
@@ -258,7 +282,7 @@ START_TEST(squatted_segment_falls_back_to_tcp)
     snprintf(log, sizeof log, "/tmp/ccshim-test-squat-%d-%%r.log", (int)getpid());
     ccs_cfg.secret = secret;
     ccs_cfg.summary = 0;
-    int port = ccs_test_ports(2); /* MASTER_PORT and the coordinator at + 1 */
+    int port = ccs_test_ports(2); /* MASTER_PORT and MASTER_PORT + 1 */
     ck_assert_int_gt(port, 0);
     /* The name h0's ranks will use (desync.c: job|host|secret|first world
      * communicator), created by "another user": not private to us. */
@@ -524,6 +548,78 @@ START_TEST(verdict_of_a_dead_writer_is_passed_by)
 }
 END_TEST
 
+/* Rank R of 2 (host identity hR, CCSHIM_COORD at PORT) with SECRET, its
+ * log in LOG: starts detection, runs MS, exits (lingering as ranks do). */
+static void linger_rank(int r, int port, const char *secret, const char *log, int ms)
+{
+    static char coord[64], host[8];
+    snprintf(coord, sizeof coord, "127.0.0.1:%d", port);
+    snprintf(host, sizeof host, "h%d", r);
+    ccs_cfg.secret = secret;
+    ccs_cfg.coord = coord;
+    ccs_cfg.summary = 0;
+    ccs_cfg.log = log;
+    ccs_cfg.log_level = CCS_LOG_INFO;
+    ccs_log_open();
+    setenv("LOCAL_WORLD_SIZE", "1", 1);
+    ccs_cfg.desync_host = host;
+    ccs_runtime_set_world(r, 2);
+    struct ccs_comm *c = ccs_comm_register(CCS_BE_NCCL, 0x2000, 0xd1eull, 0, r, 2, CCS_KIND_COMM_INIT, -1);
+    if (!c || ccs_desync_start() != 0)
+        _exit(40);
+    usleep((useconds_t)ms * 1000);
+    ccs_desync_note_exit(CCS_DESYNC_EXITED);
+    _exit(0);
+}
+
+/* A host's leader that the coordinator refuses (another secret) lingers at
+ * its exit: it says once that the link ended, and once how many more times
+ * it failed meanwhile.  (Before: 78 lines in 1.5 s, one per period.) */
+START_TEST(refused_leader_lingering_says_it_twice)
+{
+    static char s0[80], s1[80], log0[128], log1[128];
+    snprintf(s0, sizeof s0, "linger-%d-0123456789abcdef0123456789", (int)getpid());
+    snprintf(s1, sizeof s1, "other-%d-0123456789abcdef0123456789", (int)getpid());
+    snprintf(log0, sizeof log0, "/tmp/ccshim-test-linger-%d-0.log", (int)getpid());
+    snprintf(log1, sizeof log1, "/tmp/ccshim-test-linger-%d-1.log", (int)getpid());
+    int port = ccs_test_ports(1);
+    ck_assert_int_gt(port, 0);
+    pid_t p0 = fork();
+    if (p0 == 0)
+        linger_rank(0, port, s0, log0, 2500);
+    usleep(300 * 1000);
+    pid_t p1 = fork();
+    if (p1 == 0)
+        linger_rank(1, port, s1, log1, 500);
+    int st = 0;
+    waitpid(p1, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 1: exit status %d", WEXITSTATUS(st));
+    waitpid(p0, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0: exit status %d", WEXITSTATUS(st));
+    FILE *f = fopen(log1, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024], all[4096] = "";
+    int ended = 0, more = 0, other = 0, n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, "link to the coordinator"))
+            continue;
+        n++;
+        ended += strstr(line, "]: desync side channel: the link to the coordinator ended while this rank was "
+                              "exiting (the coordinator at 127.0.0.1:") != NULL;
+        more += strstr(line, "]: desync side channel: the link to the coordinator failed ") != NULL &&
+                strstr(line, " more times while this rank was exiting (the last: the coordinator at 127.0.0.1:") !=
+                    NULL;
+        if (strlen(all) + strlen(line) < sizeof all)
+            strcat(all, line), all[strlen(all) - 1] = '|';
+    }
+    fclose(f);
+    other = n - ended - more;
+    unlink(log0);
+    unlink(log1);
+    ck_assert_msg(ended == 1 && more == 1 && other == 0, "%d lines: %s", n, all);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_agree");
@@ -539,6 +635,7 @@ static Suite *suite(void)
     tcase_add_test(t, no_secret_no_tcp_across_hosts);
     tcase_add_test(t, short_secret_refused);
     tcase_add_test(t, squatted_segment_falls_back_to_tcp);
+    tcase_add_test(t, refused_leader_lingering_says_it_twice);
     suite_add_tcase(s, t);
     return s;
 }

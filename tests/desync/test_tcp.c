@@ -1116,6 +1116,163 @@ START_TEST(bye_reaches_a_link_made_after_the_final_exchange)
 }
 END_TEST
 
+/* Waits (at most 3 s) until COORD has refused N peers. */
+static void wait_refused(struct ccs_dsx_coord *coord, unsigned n)
+{
+    struct ccs_dsx_coord_stats st;
+    for (int i = 0; i < 150; i++) {
+        ccs_dsx_coord_stats(coord, &st);
+        if ((unsigned)st.refused >= n)
+            break;
+        nap();
+    }
+    ck_assert_uint_eq((unsigned)st.refused, n);
+}
+
+/* The coordinator's lines about refused peers say what was refused and
+ * why, per reason counted, with or without a member's ticket.  (Before,
+ * the summary gave the last peer's reason alone: "no member's ticket
+ * within 100 ms" when every refused peer had shown one.) */
+START_TEST(refused_summary_counts_each_reason)
+{
+    char log[128], why[256] = "";
+    snprintf(log, sizeof log, "/tmp/ccshim-test-refused-%d.log", (int)getpid());
+    ccs_cfg.log = log;
+    ccs_log_open();
+    int port;
+    struct ccs_dsx_coord *coord = start_coord(2, "right", &thresholds, &port);
+    struct ccs_dsx_key key;
+    ck_assert_int_eq(ccs_dsx_auth_key("right", &key, why, sizeof why), 0);
+    unsigned char nc[CCS_DSX_NONCE], fake[CCS_DSX_MACBYTES];
+    struct ccs_dsx_hello h;
+    unsigned n = 0;
+    /* Three made-up tickets (the first said at once), two valid tickets
+     * that go away before their proof, one peer that shows nothing. */
+    for (int i = 0; i < 6; i++) {
+        ccs_dsx_auth_nonce(nc);
+        ccs_dsx_auth_nonce(fake);
+        int fd = raw_connect(port);
+        if (i < 5) {
+            hello(&h, nc, i < 3 ? fake : NULL, 1);
+            if (i >= 3)
+                ticket(&key, &h);
+            send_frame(fd, CCS_DSX_M_HELLO, &h, sizeof h);
+        }
+        if (i < 3)
+            ck_assert_int_eq(closed_on_us(fd), 1);
+        else if (i < 5)
+            ck_assert_int_eq(read_welcome(fd, &h), 0);
+        close(fd);
+        wait_refused(coord, ++n);
+    }
+    ccs_dsx_coord_stop(coord);
+    ccs_dsx_auth_wipe(&key);
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[2048], lines[4][2048];
+    int nl = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "desync coordinator: refused") && nl < 4)
+            snprintf(lines[nl++], sizeof lines[0], "%s", line);
+    fclose(f);
+    unlink(log);
+    ck_assert_int_eq(nl, 2);
+    ck_assert_msg(strstr(lines[0],
+                         "warning: desync coordinator: refused a peer from 127.0.0.1 without a member's "
+                         "ticket: its ticket does not verify (wrong CCSHIM_SECRET, or not a member of this "
+                         "job)\n") != NULL,
+                  "%s", lines[0]);
+    ck_assert_msg(strstr(lines[1],
+                         "warning: desync coordinator: refused 5 peers in the last 5 s (3 without a "
+                         "member's ticket): 2 without a member's ticket: its ticket does not verify (wrong "
+                         "CCSHIM_SECRET, or not a member of this job) (the last from 127.0.0.1); 2 with a "
+                         "member's ticket: connection closed (the last from 127.0.0.1); 1 without a "
+                         "member's ticket: connection closed (the last from 127.0.0.1)\n") != NULL,
+                  "%s", lines[1]);
+}
+END_TEST
+
+/* Binds loopback PORT without listening (a connection to it is refused):
+ * the descriptor, or -1 when something else holds it already. */
+static int take_port(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Without CCSHIM_COORD the coordinator's port is keyed by the secret
+ * (MASTER_PORT + 1 was any local user's to take first): eight candidates in
+ * 20000..32767, the same for the coordinator and its leaders, other for
+ * another secret.  With the first two taken the coordinator listens on the
+ * third, and a leader, trying them in turn, reaches it there. */
+START_TEST(keyed_port_skips_taken_candidates)
+{
+    char secret[64], why[256] = "";
+    snprintf(secret, sizeof secret, "keyed-%d-0123456789abcdef0123456789", (int)getpid());
+    struct ccs_dsx_key key, other;
+    ck_assert_int_eq(ccs_dsx_auth_key(secret, &key, why, sizeof why), 0);
+    ck_assert_int_eq(ccs_dsx_auth_key("another-secret-0123456789abcdef0123", &other, why, sizeof why), 0);
+    int cand[CCS_DSX_PORT_TRIES], differ = 0;
+    for (unsigned i = 0; i < CCS_DSX_PORT_TRIES; i++) {
+        cand[i] = ccs_dsx_auth_port(&key, i);
+        ck_assert_int_ge(cand[i], 20000);
+        ck_assert_int_le(cand[i], 32767);
+        ck_assert_int_eq(cand[i], ccs_dsx_auth_port(&key, i));
+        differ += cand[i] != ccs_dsx_auth_port(&other, i);
+    }
+    ck_assert_int_ge(differ, 7);
+    int f0 = take_port(cand[0]), f1 = take_port(cand[1]);
+    /* (Where another program holds one already, it is taken all the same.) */
+    int expect = -1;
+    for (int i = 2; i < CCS_DSX_PORT_TRIES && expect < 0; i++) {
+        int fd = take_port(cand[i]);
+        if (fd >= 0) {
+            close(fd);
+            expect = cand[i];
+        }
+    }
+    int port = 0;
+    struct ccs_dsx_coord *coord =
+        ccs_dsx_coord_start("127.0.0.1", CCS_DSX_PORT_KEYED, 2, secret, &thresholds, 20, &port, why, sizeof why);
+    ck_assert_msg(coord != NULL, "%s", why);
+    ck_assert_int_eq(port, expect);
+    struct client_events g = {0};
+    struct ccs_dsx_client *c = new_client(CCS_DSX_PORT_KEYED, 0, secret, "host0", &g);
+    int rc = 0;
+    for (int i = 0; i < 50 && !ccs_dsx_client_connected(c); i++) {
+        rc |= ccs_dsx_client_tick(c, NULL, 0, NULL, 0, 5, why, sizeof why);
+        nap();
+    }
+    ck_assert_int_eq(ccs_dsx_client_connected(c), 1);
+    ck_assert_msg(rc == 0, "a refused candidate was reported: %s", why); /* not news before a whole round */
+    ccs_dsx_client_free(c);
+    ccs_dsx_coord_stop(coord);
+    /* Every candidate taken: the coordinator says which, and cannot start. */
+    int fds[CCS_DSX_PORT_TRIES];
+    for (int i = 0; i < CCS_DSX_PORT_TRIES; i++)
+        fds[i] = i < 2 ? -1 : take_port(cand[i]);
+    coord =
+        ccs_dsx_coord_start("127.0.0.1", CCS_DSX_PORT_KEYED, 2, secret, &thresholds, 20, &port, why, sizeof why);
+    ck_assert_ptr_null(coord);
+    ck_assert_msg(strstr(why, "cannot listen on 127.0.0.1: the 8 ports keyed by the secret (") &&
+                      strstr(why, ") are all in use"),
+                  "%s", why);
+    for (int i = 0; i < CCS_DSX_PORT_TRIES; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (f0 >= 0)
+        close(f0);
+    if (f1 >= 0)
+        close(f1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_tcp");
@@ -1138,6 +1295,8 @@ static Suite *suite(void)
     tcase_add_test(t, emfile_does_not_spin);
     tcase_add_test(t, search_finds_the_first_difference);
     tcase_add_test(t, bye_reaches_a_link_made_after_the_final_exchange);
+    tcase_add_test(t, keyed_port_skips_taken_candidates);
+    tcase_add_test(t, refused_summary_counts_each_reason);
     suite_add_tcase(s, t);
     return s;
 }

@@ -112,7 +112,7 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
 /* ccs_dsx_coord_stop without the thread and the listening socket. */
 static void coord_free(struct ccs_dsx_coord *k)
 {
-    refused_log(k, NULL, NULL, 2);
+    refused_log(k, NULL, NULL, 0, 2);
     for (size_t i = 0; i < k->ncl; i++)
         ccs_dsx_conn_close(&k->cl[i]);
     for (int32_t r = 0; r < k->wsize; r++)

@@ -4,7 +4,7 @@
 # its own files after a move, and a clear error (never a run without ccshim)
 # when a library or the Python helper is missing.
 . "$top_srcdir/tests/tap.sh"
-tap_plan 38
+tap_plan 40
 "$CCSHIM_RUN" --help > "$CCS_TMP/help" 2>&1
 tap_eq "--help exits 0" 0 $?
 # Every variable of the table (parsed from src/core/config_table.h) is in --help
@@ -119,6 +119,16 @@ tap_eq "--python-dir DIR and CCSHIM_PYTHON_DIR point elsewhere" \
 "$CCSHIM_RUN" --set CCSHIM_SECRET=0123456789abcdef0123456789abcdef -- /bin/true 2>>"$CCS_TMP/e-secret"; rs2=$?
 tap_check "--secret VALUE and --set CCSHIM_SECRET=VALUE are refused (exit 2), pointing at --secret-file" sh -c \
     "[ $rs = 2 ] && [ $rs2 = 2 ] && [ ! -e '$CCS_TMP/ran-secret' ] && [ \$(grep -c 'readable by every local user (/proc/PID/cmdline); give --secret-file FILE' '$CCS_TMP/e-secret') = 2 ]"
+# --new-secret: 128 random bits as 32 hex digits and a newline, exit 0,
+# nothing run; a new one each time; the file it makes is taken as
+# CCSHIM_SECRET_FILE (at least 32 characters).
+s1=$("$CCSHIM_RUN" --new-secret); rn=$?
+s2=$("$CCSHIM_RUN" --new-secret -- /bin/sh -c "touch '$CCS_TMP/ran-new'")
+tap_check "--new-secret prints 32 hex digits and exits 0, a new one each time, nothing run" sh -c \
+    "[ $rn = 0 ] && echo '$s1' | grep -Eqx '[0-9a-f]{32}' && echo '$s2' | grep -Eqx '[0-9a-f]{32}' && [ '$s1' != '$s2' ] && [ ! -e '$CCS_TMP/ran-new' ] && [ \$(\"$CCSHIM_RUN\" --new-secret | wc -c) = 33 ]"
+(umask 077; "$CCSHIM_RUN" --new-secret > "$CCS_TMP/new.secret")
+tap_check "a file from --new-secret is accepted by --secret-file" sh -c \
+    "\"$CCSHIM_RUN\" --secret-file '$CCS_TMP/new.secret' --print-env -- /bin/true | grep -qx 'CCSHIM_SECRET_FILE=$CCS_TMP/new.secret' && [ \$(stat -c %a '$CCS_TMP/new.secret') = 600 ]"
 # Settings checked before launch (issue 40): every option value and every
 # CCSHIM_* variable of the environment, as the library would parse it; one
 # line naming the bad value and what is accepted, exit 2, nothing run.
