@@ -485,20 +485,28 @@ def _hook_optimizers(optmod):
 
 
 def _hook_ddp(mod):
-    """Remembers every DistributedDataParallel model (its gradients are repaired)."""
+    """Remembers every DistributedDataParallel model (its gradients are
+    repaired) and, under coalescing, gives it ccshim_ddpsync's forward: on
+    the instance, at construction (the class's __init__ is the one place
+    every model passes through; its forward is left as it is)."""
     cls = getattr(mod, "DistributedDataParallel", None)
     if cls is None or getattr(cls, "_ccshim_wrapped", False):
         return
     orig_init = cls.__init__
+    skip = _coalescing() and ccshim_ddpsync.enabled() and "ccshim_coalesce_helper" in _functions() and \
+        ccshim_ddpsync.setup(cls, _functions, _warn, lambda: list(_constructed))
 
     def __init__(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
         _ddps.add(self)
+        if skip:
+            try:
+                ccshim_ddpsync.attach(self)
+            except Exception as e:  # never break the job's model
+                _warn("could not attach the DDP helper to a model: %r" % (e,), once="ddpsync-attach")
 
     cls.__init__ = __init__
     cls._ccshim_wrapped = True
-    if _coalescing() and ccshim_ddpsync.enabled() and "ccshim_coalesce_helper" in _functions():
-        ccshim_ddpsync.wrap(cls, _functions, _warn, lambda: list(_constructed))
 
 
 def _hook_scaler(mod):
