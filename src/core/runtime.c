@@ -15,6 +15,7 @@
 #include "registry.h"
 #include "ring.h"
 #include "runtime.h"
+#include "uncovered.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -321,6 +322,19 @@ static void summarise(int reason, int signo)
     ccs_log_raw(l.b, (unsigned long)l.n);
 }
 
+/* Collectives and point-to-point calls this process recorded. */
+static uint64_t recorded_calls(void)
+{
+    uint64_t n = 0;
+    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next)
+        for (int k = 0; k < CCS_KIND_MAX; k++) {
+            int cls = ccs_kind_class((unsigned)k);
+            if (cls == CCS_CLASS_COLL || cls == CCS_CLASS_P2P)
+                n += r->counts[k];
+        }
+    return n;
+}
+
 void ccs_runtime_finish(int reason, int signo)
 {
     if (!atomic_load(&ccs_active))
@@ -329,12 +343,17 @@ void ccs_runtime_finish(int reason, int signo)
         if (atomic_exchange(&finished_exit, 1))
             return;
     }
+    uint64_t calls = reason == CCS_END_EXIT ? recorded_calls() : 0;
+    if (reason == CCS_END_EXIT)
+        ccs_uncovered_at_exit(calls); /* before the last flush: the trace says it */
     if (reason != CCS_END_SIGNAL)
         ccs_features_finish(reason); /* e.g. coalescing's last verification */
     ccs_features_flush(reason, signo);
     if ((reason == CCS_END_EXIT || reason == CCS_END_SIGNAL) && ccs_cfg.summary) {
         summarise(reason, signo);
     }
+    if (reason == CCS_END_EXIT)
+        ccs_uncovered_say(calls);
 }
 
 /* ---------------------------------------------------------- public API */

@@ -30,6 +30,7 @@ struct audit_file {
     int32_t rank, size;
     uint32_t pid;
     char host[128], job[128], exe[512];
+    char uncovered[40]; /* META uncovered=: communication ccshim did not see ("gloo"), or "" */
     uint64_t start_realtime_ns;
     uint64_t records; /* records read */
     int has_end;
@@ -176,6 +177,7 @@ enum finding_kind {
     FIND_DROPPED,       /* records lost to ring overflow */
     FIND_EXPECT,        /* --expect rule exceeded */
     FIND_CAPTURED,      /* NCCL calls captured into CUDA graphs */
+    FIND_UNCOVERED,     /* communication ccshim does not intercept (gloo) */
 };
 
 struct audit_finding {

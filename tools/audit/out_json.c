@@ -27,6 +27,8 @@ static const char *finding_name(int k)
         return "expect-exceeded";
     case FIND_CAPTURED:
         return "captured-collectives";
+    case FIND_UNCOVERED:
+        return "not-intercepted";
     }
     return "?";
 }
