@@ -61,8 +61,8 @@ import sys
 import types
 import weakref
 
-__all__ = ["setup", "attach", "attached", "unreduced", "reduced_by_ddp", "repaired", "step_ended", "units", "first_step_checked",
-           "first_step_seen"]
+__all__ = ["setup", "attach", "attached", "unreduced", "reduced_by_ddp", "repaired", "step_ended", "units",
+           "first_step_checked", "first_step_seen"]
 
 
 class _State(object):
