@@ -36,7 +36,7 @@ def main():
     x = torch.randn(32, 16)
     if mode == "helper":
         import ccshim_ddpsync
-        if not ccshim_ddpsync.wrapped(type(ddp)):
+        if not ccshim_ddpsync.attached(ddp):
             sys.exit("ddpsync_forward: the helper did not wrap DDP's forward (run under ccshim-run --torch "
                      "--coalesce auto)")
         ccshim_ddpsync._state(ddp).K = 1 << 30  # every forward skips

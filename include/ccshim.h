@@ -169,6 +169,18 @@ CCSHIM_API uint64_t ccshim_coalesce_step_calls(void);
 CCSHIM_API int ccshim_verdict(const char *cls, const char *line);
 
 /*
+ * ccshim_uncovered(WHAT): a language helper saw the job set up
+ * communication that ccshim does not intercept (the PyTorch helper: a
+ * torch.distributed process group on gloo, WHAT "gloo").  The trace
+ * records it (META uncovered=WHAT, so ccshim-audit says why it found no
+ * collectives instead of an all-clear) and rank 0 says it once at exit,
+ * with what ccshim covers (MPI and NCCL).  The first WHAT noted is kept.
+ * 0, or -1 (logged) when WHAT is not a name (letters, digits, '.', '_',
+ * '-'; at most 32).
+ */
+CCSHIM_API int ccshim_uncovered(const char *what);
+
+/*
  * Annotated call sites (docs/python-sites.md): a language helper names the
  * line of the program that causes the collectives issued from now on, e.g.
  * "train.py:318 in train_step"; ccshim records it beside the native call

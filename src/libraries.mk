@@ -32,7 +32,7 @@ libccs_core_la_SOURCES = \
 	src/core/trace_format.h src/core/registry.h \
 	src/core/callsite.c src/core/clock.c src/core/comm.c src/core/config.c src/core/registry.c \
 	src/core/fingerprint.c src/core/sig_canon.h src/core/sig_canon.c src/core/symbolize_dw.c src/core/dwline.c src/core/dwline.h src/core/log.c src/core/names.c src/core/process.c src/core/thread.h src/core/thread.c src/core/real.c src/core/record.c \
-	src/core/pysite.c src/core/ring.c src/core/private_file.h src/core/private_file.c \
+	src/core/pysite.c src/core/ring.c src/core/private_file.h src/core/private_file.c src/core/uncovered.h src/core/uncovered.c \
 	src/core/runtime.c
 libccs_core_la_CPPFLAGS = $(LIB_CPPFLAGS)
 libccs_core_la_CFLAGS = $(LIB_CFLAGS)

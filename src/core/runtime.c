@@ -16,6 +16,7 @@
 #include "registry.h"
 #include "ring.h"
 #include "runtime.h"
+#include "uncovered.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -344,13 +345,27 @@ static void summarise(int reason, int signo)
     ccs_log_raw(l.b, (unsigned long)l.n);
 }
 
-uint64_t ccs_process_collectives(void)
+/* Calls of this process's own rings (after a fork the list still holds
+ * the parent's): its collectives, and its point-to-point calls too where
+ * P2P. */
+static uint64_t own_calls(int p2p)
 {
     uint64_t n = 0;
     uint32_t me = (uint32_t)getpid();
     for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next)
-        for (int k = 0; k < CCS_KIND_MAX && r->pid == me; k++)
-            n += ccs_kind_class((unsigned)k) == CCS_CLASS_COLL ? r->counts[k] : 0;
+        for (int k = 0; k < CCS_KIND_MAX && r->pid == me; k++) {
+            int cls = ccs_kind_class((unsigned)k);
+            n += cls == CCS_CLASS_COLL || (p2p && cls == CCS_CLASS_P2P) ? r->counts[k] : 0;
+        }
+    return n;
+}
+
+uint64_t ccs_process_collectives(void) { return own_calls(0); }
+
+/* Collectives and point-to-point calls this process recorded. */
+static uint64_t recorded_calls(void)
+{
+    return own_calls(1);
     return n;
 }
 
@@ -362,12 +377,17 @@ void ccs_runtime_finish(int reason, int signo)
         if (atomic_exchange(&finished_exit, 1))
             return;
     }
+    uint64_t calls = reason == CCS_END_EXIT ? recorded_calls() : 0;
+    if (reason == CCS_END_EXIT)
+        ccs_uncovered_at_exit(calls); /* before the last flush: the trace says it */
     if (reason != CCS_END_SIGNAL)
         ccs_features_finish(reason); /* e.g. coalescing's last verification */
     ccs_features_flush(reason, signo);
     if ((reason == CCS_END_EXIT || reason == CCS_END_SIGNAL) && ccs_cfg.summary) {
         summarise(reason, signo);
     }
+    if (reason == CCS_END_EXIT)
+        ccs_uncovered_say(calls);
 }
 
 /* ---------------------------------------------------------- public API */

@@ -16,6 +16,7 @@
 #include "shim.h"
 #include "thread.h"
 #include "trace_writer.h"
+#include "uncovered.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +43,7 @@ static int in_signal; /* flush from a signal handler: async-signal-safe calls on
 static size_t comm_cursor;
 static uint32_t site_cursor;
 static uint32_t pysite_cursor;
+static int uncovered_written; /* the META line of uncovered.h is in the file */
 static uint64_t records_written;
 static pthread_t thread;
 
@@ -162,6 +164,7 @@ static int open_trace(void)
                                  .start_realtime_ns = ccs_clock_start_realtime_ns(),
                                  .start_mono_ns = ccs_clock_start_mono_ns()};
     memcpy(h.magic, CCS_TRACE_MAGIC, 8);
+    uncovered_written = 0;
     if (write_all(&h, sizeof h) || write_chunk(CCS_CHUNK_META, prep_meta, prep_meta_len, NULL, 0)) {
         if (!in_signal)
             CCS_LOG(WARN, "CCSHIM_TRACE_DIR: cannot write trace file '%.300s': %s; tracing is off", path,
@@ -315,7 +318,11 @@ static int flush_owned(int reason, int signo)
         if (ccs_world_rank() < 0 && reason < 0)
             return 0;
         struct ccs_trace_comm one;
-        int any = ccs_comm_defs(0, &one, 1) > 0 || ccs_site_count() > 0;
+        size_t ulen;
+        /* (A process noted as using communication ccshim does not see gets
+         * a trace at the end, with no records: the audit says why.) */
+        int any = ccs_comm_defs(0, &one, 1) > 0 || ccs_site_count() > 0 ||
+                  (reason >= 0 && ccs_uncovered_meta(&ulen) != NULL);
         for (struct ccs_ring *r = ccs_ring_first(); r && !any; r = r->next)
             any = atomic_load(&r->head) > 0 || atomic_load(&r->drain.lost) > 0;
         if (!any)
@@ -326,6 +333,10 @@ static int flush_owned(int reason, int signo)
         }
     }
     ccs_clock_recalibrate();
+    size_t ulen;
+    const char *umeta = ccs_uncovered_meta(&ulen);
+    if (umeta && !uncovered_written) /* a META chunk of its own: readers join them */
+        uncovered_written = write_chunk(CCS_CHUNK_META, umeta, ulen, NULL, 0) == 0;
     write_comms();
     write_sites();
     write_pysites();

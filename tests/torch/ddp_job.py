@@ -92,6 +92,15 @@ def parse():
     ap.add_argument("--probe-forwards", type=int, default=0, metavar="N",
                     help="N more no-grad forwards of the model before each step's cached embedding "
                          "(a probe, as an evaluation between steps would make)")
+    ap.add_argument("--compile", choices=("none", "outer", "inner"), default="none",
+                    help="torch.compile (torch >= 2.0, backend --compile-backend): outer compiles the DDP "
+                         "model, torch.compile(DDP(model)); inner is DDP(torch.compile(model)); rank 0 "
+                         "prints Dynamo's counts over every rank (recompiles, of the model's code and of "
+                         "ccshim's, compiled_frames, graphs, graph_breaks)")
+    ap.add_argument("--compile-backend", default="aot_eager")
+    ap.add_argument("--subclass", action="store_true",
+                    help="the DDP model is a DistributedDataParallel subclass with a forward of its own "
+                         "(which calls DDP's)")
     ap.add_argument("--pg-timeout", type=float, default=0, help="process group timeout in s (0: torch's)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--save", default="")
@@ -165,8 +174,31 @@ def main():
     model = Encoder()
     if a.first_bucket_bytes:
         dist._DEFAULT_FIRST_BUCKET_BYTES = a.first_bucket_bytes
-    ddp = nn.parallel.DistributedDataParallel(
-        model, bucket_cap_mb=a.bucket_cap_mb, gradient_as_bucket_view=a.grad_as_bucket_view,
+    recompiles = [0, 0, 0]  # all, of this file's code (the model), of ccshim's helper
+    if a.compile != "none":
+        # Dynamo's recompilations, one log record each (TORCH_LOGS=recompiles):
+        # "Recompiling function forward in /path/ddp_job.py:168 ..."
+        import logging
+
+        class Recompiles(logging.Handler):
+            def emit(self, record):
+                what = record.getMessage().split("\n")[0]
+                recompiles[0] += 1
+                recompiles[1] += os.path.basename(__file__) + ":" in what
+                recompiles[2] += "/ccshim_" in what
+
+        torch._logging.set_logs(recompiles=True)
+        logging.getLogger("torch._dynamo.guards.__recompiles").addHandler(Recompiles())
+    net = model
+    if a.compile == "inner":
+        net = torch.compile(model, backend=a.compile_backend)
+    class OwnForward(nn.parallel.DistributedDataParallel):
+        def forward(self, *args, **kwargs):
+            return super().forward(*args, **kwargs)
+
+    ddp_class = OwnForward if a.subclass else nn.parallel.DistributedDataParallel
+    ddp = ddp_class(
+        net, bucket_cap_mb=a.bucket_cap_mb, gradient_as_bucket_view=a.grad_as_bucket_view,
         static_graph=a.static_graph, find_unused_parameters=a.find_unused)
 
     hook_calls = {}
@@ -182,6 +214,8 @@ def main():
 
     if not a.gloo_buckets:
         ddp.register_comm_hook(None, mpi_allreduce_hook)
+    # what runs the forwards: the DDP model, or its compiled wrapper
+    fwd = torch.compile(ddp, backend=a.compile_backend) if a.compile == "outer" else ddp
 
     class ByHand:
         """SGD the job writes itself: no torch.optim optimizer, so no step hook."""
@@ -251,8 +285,8 @@ def main():
             # 1. embed everything without grad, 2. loss on the cached embeddings
             with torch.no_grad():
                 for _ in range(a.probe_forwards):
-                    ddp(cols[0][:a.minibatch], 0)
-                reps = [torch.cat([ddp(cols[c][i:i + a.minibatch], c)
+                    fwd(cols[0][:a.minibatch], 0)
+                reps = [torch.cat([fwd(cols[c][i:i + a.minibatch], c)
                                    for i in range(0, n, a.minibatch)]) for c in range(2)]
             reps = [r.detach().requires_grad_() for r in reps]
             scores = F.normalize(reps[0], dim=1) @ F.normalize(reps[1], dim=1).t() / 0.1
@@ -271,7 +305,7 @@ def main():
                     skip = a.mode == "no_sync" and not last
                 ctx = ddp.no_sync() if skip else _Null()
                 with ctx:
-                    emb = ddp(cols[c][i:i + a.minibatch], c)
+                    emb = fwd(cols[c][i:i + a.minibatch], c)
                     scale((emb * reps[c].grad[i:i + a.minibatch]).sum()).backward()
                 if a.find_unused:
                     nonlocal_bitmap[0].fill_(1)
@@ -320,6 +354,10 @@ def main():
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy().copy()
     allp = comm.gather(flat, root=0)
     wrong = comm.reduce(bitmap_wrong, op=MPI.SUM, root=0)
+    if a.compile != "none":
+        from torch._dynamo.utils import counters
+        dynamo = comm.gather(recompiles + [counters["frames"]["total"], counters["stats"]["unique_graphs"],
+                              sum(counters["graph_break"].values())], root=0)
     if rank == 0:
         import numpy as np
         equal = all(np.array_equal(allp[0].view(np.uint32), x.view(np.uint32)) for x in allp)
@@ -332,6 +370,12 @@ def main():
             print("first_hook_calls %d" % first_hook_calls)
         if a.find_unused:
             print("bitmap_wrong %d" % wrong)
+        if a.compile != "none":
+            # over every rank: Dynamo's recompilations (of any frame, of
+            # this file's, of ccshim's helper), the frames it compiled (a
+            # recompilation is one more), graphs, graph breaks
+            print("recompiles %d\nrecompiles_model %d\nrecompiles_ccshim %d\ncompiled_frames %d\ngraphs %d\n"
+                  "graph_breaks %d" % tuple(map(sum, zip(*dynamo))))
         if a.save:
             np.save(a.save, allp[0])
         if a.ref:

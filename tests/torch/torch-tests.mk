@@ -2,7 +2,8 @@
 # python3-torch and python3-mpi4py for /usr/bin/python3; skipped where they
 # are not installed).  tests/torch/ddp_job.py is the job; bench/torch-bench.sh
 # times it.
-TORCH_TESTS = tests/torch/ddp-auto.sh tests/torch/ddp-repair.sh tests/torch/ddp-desync.sh tests/torch/ddp-skip.sh
+TORCH_TESTS = tests/torch/ddp-auto.sh tests/torch/ddp-repair.sh tests/torch/ddp-desync.sh tests/torch/ddp-skip.sh \
+	tests/torch/gloo-uncovered.sh
 TESTS += $(TORCH_TESTS)
 dist_check_SCRIPTS += $(TORCH_TESTS)
 EXTRA_DIST += tests/torch/lib.sh tests/torch/ddp_job.py

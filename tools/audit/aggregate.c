@@ -883,6 +883,14 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
         note_id(rd, &rd->site_ids, rd->last_site_id = r->site, 0);
     int cls = ccs_kind_class(r->kind);
     if (cls == CCS_CLASS_MARK) {
+        /* Mark s ends step s - 1: the steps count from the marks, also
+         * where no collective was recorded (a gloo job under --torch). */
+        if (r->kind == CCS_KIND_STEP && r->step > 0 && a->steps.source == STEPS_MARKERS) {
+            if (r->step - 1 > f->last_step)
+                f->last_step = r->step - 1;
+            if (r->step - 1 > a->max_step)
+                a->max_step = r->step - 1;
+        }
         audit_sinks_record(a, f, r, r->step, 0);
         return;
     }
@@ -1013,6 +1021,8 @@ static void copy_meta(struct audit_file *f, struct ccs_trace_reader *r)
         snprintf(f->job, sizeof f->job, "%s", v);
     if ((v = ccs_trace_meta(r, "exe")))
         snprintf(f->exe, sizeof f->exe, "%s", v);
+    if ((v = ccs_trace_meta(r, "uncovered")))
+        snprintf(f->uncovered, sizeof f->uncovered, "%s", v);
 }
 
 static void set_error(struct audit_file *f, int status, const char *message)

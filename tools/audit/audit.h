@@ -30,6 +30,7 @@ struct audit_file {
     int32_t rank, size;
     uint32_t pid;
     char host[128], job[128], exe[512];
+    char uncovered[40]; /* META uncovered=: communication ccshim did not see ("gloo"), or "" */
     uint64_t start_realtime_ns;
     uint64_t records;     /* records read */
     uint64_t collectives; /* of them, collectives (CCS_CLASS_COLL) */
@@ -194,6 +195,7 @@ enum finding_kind {
     FIND_NO_CALLS,      /* no collective recorded, in the run or on some ranks */
     FIND_DUPLICATE,     /* two traces of one rank of one job */
     FIND_HANG,          /* post-mortem: ranks stopped at different points of a communicator */
+    FIND_UNCOVERED,     /* communication ccshim does not intercept (gloo) */
 };
 
 struct audit_finding {

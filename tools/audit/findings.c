@@ -1034,6 +1034,9 @@ static void no_call_findings(struct audit *a)
     int32_t ranks[16];
     uint64_t calls = 0, max_coll = 0;
     int32_t busy_rank = -1;
+    for (size_t i = 0; i < a->nfiles; i++) /* a trace says why (gloo): uncovered_findings names it */
+        if (a->files[i].status != FILE_REFUSED && a->files[i].uncovered[0])
+            return;
     for (size_t i = 0; i < a->nfiles; i++) {
         const struct audit_file *fl = &a->files[i];
         if (fl->status == FILE_REFUSED)
@@ -1122,10 +1125,64 @@ static void duplicate_rank_findings(struct audit *a)
              "own or a job id of its own.");
 }
 
+/* What ccshim could not see, where a trace says it (META uncovered=,
+ * uncovered.c): a job whose collectives go through gloo recorded none (or
+ * only those through MPI), and must not read as an all-clear. */
+static void uncovered_findings(struct audit *a)
+{
+    uint64_t records = 0;
+    size_t files = 0, noted = 0;
+    const char *what = NULL;
+    int32_t first = -1, last = -1;
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *x = &a->files[i];
+        if (x->status == FILE_REFUSED)
+            continue;
+        files++;
+        records += x->records;
+        if (!x->uncovered[0])
+            continue;
+        if (!noted++) {
+            what = x->uncovered;
+            first = x->rank;
+        }
+        last = x->rank;
+    }
+    if (!files || !noted) /* (no collective and no reason known: issue 42's finding) */
+        return;
+    struct audit_finding *f = add(a, FIND_UNCOVERED, records ? 0 : 1);
+    if (!f)
+        return;
+    char ranks[64], why[200] = "";
+    if (noted > 1)
+        snprintf(ranks, sizeof ranks, "the traces of ranks %d-%d say so", (int)first, (int)last);
+    else
+        snprintf(ranks, sizeof ranks, "the trace of rank %d says so", (int)first);
+    if (strcmp(what, "torch") == 0)
+        snprintf(why, sizeof why, "a PyTorch job whose collectives did not reach ccshim (torch.distributed's "
+                 "gloo, its CPU backend, is not intercepted)");
+    else
+        snprintf(why, sizeof why, "the job's torch.distributed process group runs on %.32s, which ccshim does not "
+                 "intercept", what);
+    if (!records)
+        snprintf(f->title, sizeof f->title, "no collectives recorded: %s", why);
+    else
+        snprintf(f->title, sizeof f->title, "only the collectives through MPI and NCCL were recorded: %s", why);
+    snprintf(f->evidence, sizeof f->evidence, "%zu trace%s, %" PRIu64 " collective and point-to-point record%s, %u "
+             "step%s; %s",
+             files, files == 1 ? "" : "s", records, records == 1 ? "" : "s", a->max_step + 1, a->max_step ? "s" : "",
+             ranks);
+    snprintf(f->action, sizeof f->action,
+             "ccshim intercepts MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl backend). Nothing here "
+             "says the ranks agreed: on the CPU, reduce DDP's buckets through MPI with a comm hook, or use the "
+             "nccl backend on GPUs (docs/coalescing.md, \"CPU jobs\").");
+}
+
 void audit_findings(struct audit *a)
 {
     no_call_findings(a);
     duplicate_rank_findings(a);
+    uncovered_findings(a);
     mismatch_findings(a);
     postmortem_findings(a);
     report_findings(a);

@@ -223,6 +223,8 @@ const char *audit_finding_name(int k)
         return "no-collectives";
     case FIND_DUPLICATE:
         return "duplicate-rank";
+    case FIND_UNCOVERED:
+        return "not-intercepted";
     }
     return "?";
 }

@@ -47,15 +47,22 @@ Exactness rules:
   coalescing: static_graph=True (DDP's static graph does not support
   no_sync), DDP without a process group, several models with different N.
 
+Each DDP model gets the wrapper as its own bound forward at construction
+(attach); DDP's class, its subclasses with a forward of their own and every
+other model are left as they are.  Under torch.compile (torch.compile(DDP(m))
+or DDP(torch.compile(m))) the wrapper and what it calls stay out of Dynamo's
+traced frames (_out_of_dynamo): the model compiles as without ccshim.
+
 ccshim counts the avoided reductions in its closing line (second clause:
 "avoided by the torch helper") and flags the one real reduction per bucket
 and step that carries them (`coalesced` in the traces).
 """
 import sys
+import types
 import weakref
 
-__all__ = ["wrap", "unreduced", "reduced_by_ddp", "repaired", "step_ended", "units", "first_step_checked",
-           "first_step_seen"]
+__all__ = ["setup", "attach", "attached", "unreduced", "reduced_by_ddp", "repaired", "step_ended", "units",
+           "first_step_checked", "first_step_seen"]
 
 
 class _State(object):
@@ -86,6 +93,9 @@ _warn = None
 _optimizers = None
 _units = 0  # grad-enabled, synchronising forwards of every model this step
 _engaged = False
+_forward = None  # the wrapper attach() binds to each model (setup)
+_ddp_forward = None  # DistributedDataParallel.forward, which it calls
+_dynamo_checked = False  # _out_of_dynamo ran
 
 
 def _state(model, create=True):
@@ -122,14 +132,16 @@ def _eligible(model):
     return not getattr(model, "static_graph", False) and getattr(model, "process_group", None) is not None
 
 
-def wrap(cls, functions, warn, optimizers=lambda: []):
-    """Wraps CLS.forward (DistributedDataParallel).  FUNCTIONS() returns
+def setup(cls, functions, warn, optimizers=lambda: []):
+    """Prepares the forward wrapper for instances of CLS
+    (DistributedDataParallel) that attach() patches.  FUNCTIONS() returns
     ccshim's functions by name, WARN(msg, once=None) logs, OPTIMIZERS()
-    lists the job's optimizers."""
-    global _lib, _warn, _optimizers
+    lists the job's optimizers.  False when this libccshim lacks what the
+    wrapper needs."""
+    global _lib, _warn, _optimizers, _forward, _ddp_forward
     _lib, _warn, _optimizers = functions, warn, optimizers
-    if "_ccshim_forward" in cls.__dict__:
-        return
+    if _forward is not None:
+        return True
     orig = cls.forward
     # Looked up once: the wrapper runs on every forward.
     import ctypes
@@ -138,18 +150,19 @@ def wrap(cls, functions, warn, optimizers=lambda: []):
     word_fn = functions().get("ccshim_step_units_word")
     skipped_fn = functions().get("ccshim_coalesce_helper_skipped")
     if word_fn is None or skipped_fn is None:
-        return
+        return False
     units_word = ctypes.c_uint32.from_address(word_fn())  # a store per forward, not a foreign call
     states = _by_id
     predict = predicting()
 
     def forward(self, *args, **kwargs):
         global _units
+        st = states.get(id(self))
+        if st is None:  # a copy of an attached model (copy.deepcopy): as written
+            return orig(self, *args, **kwargs)
         if not grad_enabled():
-            if predict:
-                st = states.get(id(self)) or _state(self)
-                if not st.planned:
-                    st.nograd += 1
+            if predict and not st.planned:
+                st.nograd += 1
             return orig(self, *args, **kwargs)
         # DDP reads require_backward_grad_sync, a plain attribute in its
         # __dict__ (set directly here: nn.Module.__setattr__ costs more); a
@@ -158,7 +171,6 @@ def wrap(cls, functions, warn, optimizers=lambda: []):
         sync = d.get("require_backward_grad_sync")
         if sync is None:
             return orig(self, *args, **kwargs)
-        st = states.get(id(self)) or _state(self)
         if not sync:
             st.user_nosync = True
             st.nograd = 0
@@ -186,8 +198,65 @@ def wrap(cls, functions, warn, optimizers=lambda: []):
         st.synced_last = True
         return orig(self, *args, **kwargs)
 
-    cls.forward = forward
-    cls._ccshim_forward = True
+    _forward = forward
+    _ddp_forward = orig
+    return True
+
+
+def _out_of_dynamo():
+    """Keeps the wrapper out of torch.compile's traced frames (torch >=
+    2.1; Debian's 1.13 has no Dynamo).  Called at the first attach, once
+    torch is imported whole (setup runs while torch imports itself, before
+    torch.compiler exists; and DDP's construction imports Dynamo anyway).
+    Dynamo would guard on what the wrapper changes during the frame (the
+    model's require_backward_grad_sync, this module's counts, a
+    collective's results) and either fail on its own guard or recompile at
+    every change.  Its frame is skipped, whether Dynamo meets it as a call
+    while tracing (a graph break) or as a frame of its own, but not the
+    frames it calls: DDP's forward and the model's are compiled as without
+    ccshim.  (torch.compiler.disable(recursive=False) marks only a wrapper
+    around it: reached as a frame of its own, it would still be compiled.)
+    What it calls of this module (the first step's plan and comparison,
+    collectives over the process group) is not compiled at all: traced, an
+    all_gather would become one of Dynamo's functional collectives."""
+    global _dynamo_checked, _plan_first_step, _compare_first_step
+    _dynamo_checked = True
+    import torch
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    if disable is None:
+        return
+    try:
+        from torch._dynamo.decorators import skip
+        skip(_forward)
+        _plan_first_step = disable(_plan_first_step, recursive=True)
+        _compare_first_step = disable(_compare_first_step, recursive=True)
+    except Exception as e:  # a torch whose Dynamo cannot be loaded: no torch.compile either
+        _warn("cannot keep the DDP helper out of torch.compile's traced frames (%r): it runs as on a torch "
+              "without torch.compile" % (e,), once="ddpsync-dynamo")
+
+
+def attach(model):
+    """Makes MODEL's forwards (a DistributedDataParallel just constructed)
+    skip DDP's synchronisation as planned: its own bound forward, in its
+    __dict__, not DDP's class, so that other models are untouched; so is a
+    subclass with a forward of its own (left to ccshim's all-reduce-level
+    coalescing).  Its state is made here, outside any forward: the
+    finalizer that drops it is a weakref.finalize, whose registry Dynamo
+    guards on.  True when attached."""
+    if _forward is None or getattr(type(model), "forward", None) is not _ddp_forward or \
+            "forward" in model.__dict__:
+        return False
+    if not _dynamo_checked:
+        _out_of_dynamo()
+    _state(model)
+    model.__dict__["forward"] = types.MethodType(_forward, model)
+    return True
+
+
+def attached(model):
+    """MODEL's forward is this module's wrapper (bench/ddpsync_forward.py)."""
+    f = model.__dict__.get("forward")
+    return f is not None and getattr(f, "__func__", None) is _forward
 
 
 # The tensors of the group's last exchanges, kept referenced from Python
@@ -366,11 +435,6 @@ def first_step_seen(models):
           "excluded by CCSHIM_COALESCE_INCLUDE/EXCLUDE), so its side channel could not compare the ranks' "
           "backward passes in later steps: DDP synchronises every backward again, as the job is written"
           % _backend(first[0]), once="ddpsync-unseen")
-
-
-def wrapped(cls):
-    """CLS.forward is this module's wrapper (bench/ddpsync_forward.py)."""
-    return "_ccshim_forward" in cls.__dict__
 
 
 def units():

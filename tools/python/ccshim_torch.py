@@ -112,7 +112,8 @@ def _functions():
                                 ("ccshim_step_units_word", ctypes.c_void_p, []),
                                 ("ccshim_step_boundary", ctypes.c_int, [ctypes.c_uint32]),
                                 ("ccshim_coalesce_step_calls", ctypes.c_uint64, []),
-                                ("ccshim_verdict", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p])):
+                                ("ccshim_verdict", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p]),
+                                ("ccshim_uncovered", ctypes.c_int, [ctypes.c_char_p])):
             try:
                 fn = getattr(handle, name)
             except (AttributeError, TypeError):
@@ -485,20 +486,28 @@ def _hook_optimizers(optmod):
 
 
 def _hook_ddp(mod):
-    """Remembers every DistributedDataParallel model (its gradients are repaired)."""
+    """Remembers every DistributedDataParallel model (its gradients are
+    repaired) and, under coalescing, gives it ccshim_ddpsync's forward: on
+    the instance, at construction (the class's __init__ is the one place
+    every model passes through; its forward is left as it is)."""
     cls = getattr(mod, "DistributedDataParallel", None)
     if cls is None or getattr(cls, "_ccshim_wrapped", False):
         return
     orig_init = cls.__init__
+    skip = _coalescing() and ccshim_ddpsync.enabled() and "ccshim_coalesce_helper" in _functions() and \
+        ccshim_ddpsync.setup(cls, _functions, _warn, lambda: list(_constructed))
 
     def __init__(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
         _ddps.add(self)
+        if skip:
+            try:
+                ccshim_ddpsync.attach(self)
+            except Exception as e:  # never break the job's model
+                _warn("could not attach the DDP helper to a model: %r" % (e,), once="ddpsync-attach")
 
     cls.__init__ = __init__
     cls._ccshim_wrapped = True
-    if _coalescing() and ccshim_ddpsync.enabled() and "ccshim_coalesce_helper" in _functions():
-        ccshim_ddpsync.wrap(cls, _functions, _warn, lambda: list(_constructed))
 
 
 def _hook_scaler(mod):
@@ -556,7 +565,61 @@ def _hook_clip(mod):
         setattr(mod, name, make(fn, name))
 
 
+# torch.distributed backends whose collectives reach ccshim: NCCL's, and
+# MPI's (torch's mpi backend calls MPI).  gloo is compiled into libtorch.
+COVERED_BACKENDS = ("nccl", "mpi")
+
+
+def uncovered_backend(backend):
+    """The first backend named in BACKEND (torch.distributed.get_backend():
+    "gloo", "nccl", "cpu:gloo,cuda:nccl") when none of them is one ccshim
+    intercepts, else None (a CUDA job's tensors go through its nccl)."""
+    names = [part.split(":")[-1].strip().lower() for part in str(backend).split(",")]
+    names = [n for n in names if n]
+    if not names or any(n in COVERED_BACKENDS for n in names):
+        return None
+    return names[0]
+
+
+def _note_backend(c10d):
+    """After the job's init_process_group: tells ccshim when the default
+    process group's backend is one it does not intercept (the trace records
+    it, and rank 0 says it at exit with what ccshim covers)."""
+    fn = _functions().get("ccshim_uncovered")
+    if fn is None:
+        return
+    try:
+        name = uncovered_backend(c10d.get_backend())
+    except Exception:  # no default group after all: nothing to say
+        return
+    if name is not None:
+        fn(name.encode("ascii", "replace"))
+
+
+def _hook_c10d(mod):
+    """torch.distributed.distributed_c10d: init_process_group notes its
+    backend (torch.distributed re-exports the wrapper: this runs before
+    its `from .distributed_c10d import *`)."""
+    orig = getattr(mod, "init_process_group", None)
+    if orig is None or getattr(orig, "_ccshim_wrapped", False):
+        return
+    import functools
+
+    @functools.wraps(orig)
+    def init_process_group(*args, **kwargs):
+        r = orig(*args, **kwargs)
+        try:
+            _note_backend(mod)
+        except Exception as e:  # never break the job's set-up
+            _warn("could not name the process group's backend: %r" % (e,), once="backend")
+        return r
+
+    init_process_group._ccshim_wrapped = True
+    mod.init_process_group = init_process_group
+
+
 _HOOKS = {
+    "torch.distributed.distributed_c10d": _hook_c10d,
     "torch.optim.optimizer": _hook_optimizers,
     "torch.nn.parallel.distributed": _hook_ddp,
     "torch.cuda.amp.grad_scaler": _hook_scaler,
