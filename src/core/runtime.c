@@ -366,7 +366,6 @@ uint64_t ccs_process_collectives(void) { return own_calls(0); }
 static uint64_t recorded_calls(void)
 {
     return own_calls(1);
-    return n;
 }
 
 void ccs_runtime_finish(int reason, int signo)
