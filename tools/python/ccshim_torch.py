@@ -102,6 +102,7 @@ def _functions():
             handle = None
         for name, res, args in (("ccshim_step_mark", ctypes.c_uint64, []),
                                 ("ccshim_step_current", ctypes.c_uint64, []),
+                                ("ccshim_step_marking", None, []),
                                 ("ccshim_step_collectives", ctypes.c_uint64, []),
                                 ("ccshim_coalesce_pending", ctypes.c_uint64, []),
                                 ("ccshim_coalesce_complete", ctypes.c_int64, [ctypes.c_int]),
@@ -455,6 +456,11 @@ def _hook_optimizers(optmod):
             _constructed.add(opt)
         except TypeError:  # a subclass without weak references: not announced
             pass
+        # Its steps will be marked: a rank still in step 0 is in a step,
+        # not one that never marks them (desync's out-of-step rule).
+        marking = _functions().get("ccshim_step_marking")
+        if marking is not None:
+            marking()
 
     def __init__(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
