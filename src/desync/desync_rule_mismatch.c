@@ -128,16 +128,20 @@ static void skew_line_step_zero(struct ctx *c, struct grp *g, struct ccs_dsx_ver
     const struct ccs_dsx_status *sz = c->v->st[fz->wrank], *so = c->v->st[fo->wrank];
     if (sz->step == 0 && sz->units)
         ccs_dsx_rules_fmt(units, sizeof units, " (%u backward passes in it so far)", sz->units);
+    char cz[48], co[48];
+    step_count(fz->e, 0, cz, sizeof cz);
+    step_count(fo->e, 0, co, sizeof co);
     ccs_dsx_rules_fmt(
         v->line, sizeof v->line,
         "comm=%#llx size=%d seq=%llu: ranks out of step: rank%s %s marked %u step%s by seq %llu where rank%s %s %s "
-        "%s in step 0%s; seq %llu is in step %u on rank %d and in step 0 on rank %d: from there on they reduce "
-        "different steps' gradients together (rank %d last at %s; rank %d last at %s)",
+        "%s in step 0%s; in step 0 rank %d issued %s, rank %d issued %s; seq %llu is in step %u on rank %d and in "
+        "step 0 on rank %d: from there on they reduce different steps' gradients together (rank %d last at %s; "
+        "rank %d last at %s)",
         (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, no > 1 ? "s" : "", ro, so->step,
         so->step == 1 ? "" : "s", (unsigned long long)fo->e->issued, nz > 1 ? "s" : "", rz,
-        nz > 1 ? "are" : "is", sz->step == 0 ? "still" : "were", units, (unsigned long long)v->seq,
-        fo_step, fo->wrank, fz->wrank,
-        fz->wrank, fz->e->site_last[0] ? fz->e->site_last : "?", fo->wrank, fo->e->site_last[0] ? fo->e->site_last : "?");
+        nz > 1 ? "are" : "is", sz->step == 0 ? "still" : "were", units, fz->wrank, cz, fo->wrank, co,
+        (unsigned long long)v->seq, fo_step, fo->wrank, fz->wrank, fz->wrank,
+        fz->e->site_last[0] ? fz->e->site_last : "?", fo->wrank, fo->e->site_last[0] ? fo->e->site_last : "?");
     free(zero), free(on);
 }
 
@@ -179,7 +183,15 @@ static void skew_verdict(struct ctx *c, struct grp *g, const struct opref *ops, 
     v->comm = c->ents[g->lo].comm;
     v->seq = ops[0].seq;
     v->comm_size = g->size;
-    if (where == 0) {
+    uint32_t top = 0; /* the most steps a member marked, as its status says now */
+    for (size_t a = 0; a < n; a++) {
+        const struct ccs_dsx_status *st = c->v->st[c->ents[ops[a].ent].wrank];
+        top = st && st->step > top ? st->step : top;
+    }
+    /* A rank still in step 0 beside one two steps or more on: different
+     * step patterns (each rank another loss), said by the marks; one step
+     * apart, the counts in step 0 say more (a skipped mini-batch). */
+    if (where == 0 && top >= 2) {
         skew_line_step_zero(c, g, v, ops, n);
     } else if (nodd == nagree && nodd == 1) {
         skew_line_two_ranks(c, g, v, ops, n, where);

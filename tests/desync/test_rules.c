@@ -872,7 +872,8 @@ START_TEST(marked_steps_beside_a_rank_still_in_step_zero)
     ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
     ck_assert_uint_eq(got[0].seq, 4);
     ck_assert_msg(strstr(got[0].line, "rank 1 marked 6 steps by seq 18 where rank 0 is still in step 0 (8 backward "
-                                      "passes in it so far); seq 4 is in step 1 on rank 1 and in step 0 on rank 0") != NULL,
+                                      "passes in it so far); in step 0 rank 0 issued at least 18, rank 1 issued 3; "
+                                      "seq 4 is in step 1 on rank 1 and in step 0 on rank 0") != NULL,
                   "%s", got[0].line);
     /* Without coalescing the torch helper counts no backward passes; it
      * says it marks steps (ccshim_step_marking): the same verdict. */
@@ -880,7 +881,14 @@ START_TEST(marked_steps_beside_a_rank_still_in_step_zero)
     st[0].flags = CCS_DSX_ST_MARKS;
     ngot = 0;
     ck_assert_int_eq(run(0) + run(50) + run(T.block_ms), 1);
-    ck_assert_msg(strstr(got[0].line, "rank 1 marked 6 steps by seq 18 where rank 0 is still in step 0; seq 4") != NULL,
+    ck_assert_msg(strstr(got[0].line, "rank 1 marked 6 steps by seq 18 where rank 0 is still in step 0; in step 0") !=
+                      NULL,
+                  "%s", got[0].line);
+    /* One step apart (a mini-batch skipped in step 0): the counts, as before. */
+    st[1].step = 1;
+    ngot = 0;
+    ck_assert_int_eq(run(0) + run(50) + run(T.block_ms), 1);
+    ck_assert_msg(strstr(got[0].line, "ranks out of step: in step 0 rank 0 issued at least 18, rank 1 issued 3") != NULL,
                   "%s", got[0].line);
 }
 END_TEST
