@@ -58,6 +58,20 @@ CCSHIM_API uint64_t ccshim_step_current(void);
  */
 CCSHIM_API void ccshim_step_marking(void);
 
+/*
+ * Says that this thread enters (begin) or left (end) a collective that
+ * ccshim does not intercept, WHAT naming it ("torch.distributed.all_gather
+ * (gloo) at train.py:12 in main", at most 95 characters kept), GROUP_SIZE
+ * its group's ranks (0: unknown).  Desync detection then knows the rank is
+ * blocked in a collective, not computing: one blocked in it past the block
+ * threshold while the others wait in intercepted ones is a DESYNC naming it
+ * (docs/desync.md).  Calls nest; only the outermost is named.  The torch
+ * helper (`ccshim-run --torch`) calls them around torch.distributed's
+ * functions.
+ */
+CCSHIM_API void ccshim_foreign_begin(const char *what, int group_size);
+CCSHIM_API void ccshim_foreign_end(void);
+
 /* Returns the library version as "MAJOR.MINOR.PATCH". */
 CCSHIM_API const char *ccshim_version(void);
 

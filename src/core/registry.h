@@ -112,6 +112,12 @@ CCS_HIDDEN void ccs_step_units(uint32_t *now, uint32_t *prev);
 /* 1 when this process marks its steps: it marked one, or a language helper
  * said it will (ccshim_step_marking). */
 CCS_HIDDEN int ccs_step_marking(void);
+/* The collective ccshim does not intercept that this process is in
+ * (ccshim_foreign_begin), as of NOW_MS (monotonic): 1 with its name in WHAT
+ * (N bytes), how long in *MS (>= 1) and its group's size in *SIZE (0 =
+ * unknown); 0 when in none. */
+#define CCS_FOREIGN_MAX 96
+CCS_HIDDEN int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_t *size);
 
 /* ------------------------------------------------------------- verdicts */
 

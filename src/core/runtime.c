@@ -423,6 +423,62 @@ int ccs_step_marking(void)
     return atomic_load_explicit(&step_marking, memory_order_relaxed) || atomic_load(&ccs_step) > 0;
 }
 
+/* The collective ccshim does not intercept that this process is in
+ * (ccshim_foreign_begin): its name, group size and start, under a sequence
+ * word (odd while written) so that desync's thread, which reads it twice a
+ * second, never publishes half a name.  Calls nest (all_gather_object calls
+ * all_gather): only the outermost is named. */
+static _Atomic uint32_t foreign_seq, foreign_size;
+static _Atomic int foreign_depth;
+static _Atomic uint64_t foreign_t0;
+static char foreign_what[CCS_FOREIGN_MAX];
+
+void ccshim_foreign_begin(const char *what, int group_size)
+{
+    if (atomic_fetch_add(&foreign_depth, 1) != 0 || !what)
+        return;
+    atomic_fetch_add(&foreign_seq, 1);
+    size_t n = strnlen(what, sizeof foreign_what - 1);
+    for (size_t i = 0; i < n; i++) /* printable ASCII only: it goes into verdict lines */
+        foreign_what[i] = what[i] >= 0x20 && what[i] < 0x7f ? what[i] : '?';
+    foreign_what[n] = 0;
+    atomic_store(&foreign_size, group_size > 0 ? (uint32_t)group_size : 0);
+    atomic_store(&foreign_t0, ccs_clock_mono_ms());
+    atomic_fetch_add(&foreign_seq, 1);
+}
+
+void ccshim_foreign_end(void)
+{
+    int d = atomic_load(&foreign_depth);
+    while (d > 0 && !atomic_compare_exchange_weak(&foreign_depth, &d, d - 1))
+        ;
+    if (d == 1)
+        atomic_store(&foreign_t0, 0);
+}
+
+int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_t *size)
+{
+    for (int tries = 0; tries < 4; tries++) {
+        uint32_t s0 = atomic_load(&foreign_seq);
+        uint64_t t0 = atomic_load(&foreign_t0);
+        if (!t0 || atomic_load(&foreign_depth) == 0)
+            return 0;
+        if (s0 & 1u)
+            continue;
+        size_t k = 0;
+        for (; k + 1 < n && k < sizeof foreign_what && foreign_what[k]; k++)
+            what[k] = foreign_what[k];
+        what[k] = 0;
+        *size = atomic_load(&foreign_size);
+        if (atomic_load(&foreign_seq) != s0 || atomic_load(&foreign_t0) != t0)
+            continue;
+        uint64_t d = now_ms > t0 ? now_ms - t0 : 0;
+        *ms = d > UINT32_MAX ? UINT32_MAX : (d ? (uint32_t)d : 1);
+        return k > 0;
+    }
+    return 0;
+}
+
 /* Units of work in this step and the last (backward passes, counted by a
  * language helper): desync's step boundary names them (registry.h). */
 static _Atomic uint32_t units_now, units_prev;

@@ -564,6 +564,10 @@ static void publish_own_status(uint64_t now)
     ccs_dsx_pidns_self(&ds.me.pidns_dev, &ds.me.pidns_ino); /* (read once, by ccs_dsx_shm_open) */
     ds.me.life = (uint32_t)atomic_load(&ds.life);
     ds.me.flags = ccs_step_marking() ? CCS_DSX_ST_MARKS : 0;
+    memset(ds.me.foreign, 0, sizeof ds.me.foreign);
+    ds.me.foreign_ms = ds.me.foreign_size = 0;
+    if (!ccs_foreign_now(now, ds.me.foreign, sizeof ds.me.foreign, &ds.me.foreign_ms, &ds.me.foreign_size))
+        memset(ds.me.foreign, 0, sizeof ds.me.foreign), ds.me.foreign_ms = ds.me.foreign_size = 0;
     memcpy(ds.me.host, ds.hostkey, sizeof ds.me.host);
     uint64_t beat = ds.me.beat;
     ds.me.beat = 0;

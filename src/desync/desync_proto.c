@@ -180,6 +180,13 @@ int ccs_dsx_check_status(struct ccs_dsx_status *st, int32_t wsize, char *why, si
                     st->step);
     if (!terminated(st->host, sizeof st->host))
         return fail(why, n, "host name not NUL-terminated", 0, 0);
+    if (!terminated(st->foreign, sizeof st->foreign))
+        return fail(why, n, "name of the call not intercepted not NUL-terminated", 0, 0);
+    if (st->foreign_size > (uint32_t)wsize)
+        return fail(why, n, "call not intercepted has a group of %lld ranks, the job %lld", st->foreign_size, wsize);
+    /* The rules name the call: a time in one needs its name. */
+    if (st->foreign_ms && !st->foreign[0])
+        return fail(why, n, "in a call not intercepted for %lld ms without its name", st->foreign_ms, 0);
     for (uint32_t i = 0; i < st->ncomm; i++)
         if (check_comm(&st->comm[i], why, n) != 0)
             return -1;

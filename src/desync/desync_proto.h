@@ -20,10 +20,12 @@
 #include <stdint.h>
 
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
-#define CCS_DSX_VERSION 7u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries;
+#define CCS_DSX_VERSION 8u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries;
                                      5: ranks linger at exit for the search (BYE), the host's own search;
                                      6: a probe may carry CCS_DSX_NARROW_BIT;
-                                     7: a status names its PID namespace (pidns_dev, pidns_ino) */
+                                     7: a status names its PID namespace (pidns_dev, pidns_ino);
+                                     8: a status names the call ccshim does not intercept that the rank is in
+                                        (foreign, foreign_ms, foreign_size) */
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
@@ -128,12 +130,19 @@ struct ccs_dsx_status {
     uint32_t boundary; /* waiting at the end of step BOUNDARY - 1 (coalescing's completion), 0 = not */
     uint32_t units, units_prev; /* backward passes in STEP and in STEP - 1 (torch helper; 0 = not counted) */
     uint32_t flags;             /* CCS_DSX_ST_MARKS */
+    /* Inside a collective ccshim does not intercept (a gloo call of
+     * torch.distributed, said by the torch helper: ccshim_foreign_begin)
+     * for FOREIGN_MS, 0 = not; FOREIGN_SIZE ranks in its group (0 =
+     * unknown); FOREIGN names it ("torch.distributed.all_gather (gloo) at
+     * trainer.py:12 in main"), "" when not in one. */
+    uint32_t foreign_ms, foreign_size;
     /* The PID namespace PID is a number in (st_dev and st_ino of
      * /proc/self/ns/pid, read once at start; both 0 when unknown): a peer
      * looks PID up (kill(pid, 0)) only when its own namespace is the same;
      * otherwise (one container per rank) it goes by the heartbeat alone. */
     uint64_t pidns_dev, pidns_ino;
     char host[CCS_DSX_HOST];
+    char foreign[CCS_DSX_SITE];
     struct ccs_dsx_comm comm[CCS_DSX_MAXCOMM];
 };
 

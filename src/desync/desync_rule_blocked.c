@@ -15,6 +15,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Rank R is alive, blocked in no intercepted collective, and inside a
+ * collective ccshim does not intercept (a gloo call of torch.distributed,
+ * said by the torch helper): the status's FOREIGN. */
+static int in_foreign(const struct ctx *c, int32_t r)
+{
+    const struct ccs_dsx_status *st = c->v->st[r];
+    return st && !c->term[r] && !c->be[r] && st->foreign_ms > 0 && st->foreign[0];
+}
+
+/* Rank R, in a foreign call past the block threshold, may be stuck: the
+ * ranks in foreign calls are fewer than that call's group (its size, or
+ * the world's when unknown), so at least one member of its group is not in
+ * it.  With as many in foreign calls as the group holds, they may all be
+ * in that one call, which then completes: no verdict (which call each is
+ * in cannot be matched; docs/desync.md). */
+static int foreign_candidate(const struct ctx *c, int32_t r)
+{
+    if (!in_foreign(c, r) || c->v->st[r]->foreign_ms < c->t->block_ms)
+        return 0;
+    uint32_t size = c->v->st[r]->foreign_size ? c->v->st[r]->foreign_size : (uint32_t)c->v->wsize;
+    uint32_t n = 0;
+    for (int32_t q = 0; q < c->v->wsize; q++)
+        n += in_foreign(c, q);
+    return n < size;
+}
+
+/* A rank in a foreign call stays stuck while every other rank of the world
+ * is known and stuck, gone, or in a foreign call itself: it waits for a
+ * member of its group that it cannot see, and none is computing, so none
+ * can come. */
+static int foreign_holds(const struct ctx *c, int32_t r)
+{
+    for (int32_t q = 0; q < c->v->wsize; q++) {
+        if (q == r || c->term[q] || in_foreign(c, q))
+            continue;
+        if (!c->v->st[q] || !c->stuck[q])
+            return 0;
+    }
+    return 1;
+}
+
 /* 1 when member M of its group is stuck and blocked in that group. */
 static int stuck_here(const struct ctx *c, const struct ent *m)
 {
@@ -45,8 +86,11 @@ static void behind_what(const struct ctx *c, const struct ent *m, uint64_t comm,
 {
     const struct ccs_dsx_comm *b = c->be[m->wrank];
     char os[128];
+    const struct ccs_dsx_status *st = c->v->st[m->wrank];
     if (life != CCS_DSX_ALIVE)
         ccs_dsx_rules_fmt(what, n, "%s", ccs_dsx_life_name(life));
+    else if (in_foreign(c, m->wrank))
+        ccs_dsx_rules_fmt(what, n, "not in it: in %s for %.1f s", st->foreign, st->foreign_ms / 1000.0);
     else if (m->e->state == CCS_DSX_FREED)
         ccs_dsx_rules_fmt(what, n, "freed the communicator");
     else if (b && b->id == comm) {
@@ -211,7 +255,17 @@ static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t
             ccs_dsx_rules_party(c, v, m, CCS_DSX_R_WAITING);
         }
     }
-    char rw[256], rl[256], ops[160];
+    /* A late rank in a foreign call is named as such, not as computing. */
+    int32_t fr = -1;
+    for (size_t i = 0; i < nl && fr < 0; i++)
+        if (in_foreign(c, late[i]))
+            fr = late[i];
+    char rw[256], rl[256], ops[160], why[200];
+    if (fr >= 0)
+        ccs_dsx_rules_fmt(why, sizeof why, "rank %d in %s, which ccshim does not intercept, for %.1f s", fr,
+                          c->v->st[fr]->foreign, c->v->st[fr]->foreign_ms / 1000.0);
+    else
+        ccs_dsx_rules_fmt(why, sizeof why, "not in any collective: computing or in point-to-point");
     ccs_dsx_rules_ranks(wait, nw, rw, sizeof rw);
     ccs_dsx_rules_ranks(late, nl, rl, sizeof rl);
     ccs_dsx_op_str(wop, ops, sizeof ops);
@@ -221,10 +275,9 @@ static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t
     v->comm_size = g->size;
     ccs_dsx_rules_fmt(
         v->line, sizeof v->line,
-        "comm=%#llx size=%d seq=%llu: rank%s %s waited %.1f s in %s for rank%s %s (not in any collective: "
-        "computing or in point-to-point); a warning, not a desync",
+        "comm=%#llx size=%d seq=%llu: rank%s %s waited %.1f s in %s for rank%s %s (%s); a warning, not a desync",
         (unsigned long long)comm, g->size, (unsigned long long)s, nw > 1 ? "s" : "", rw, waited_ms / 1000.0, ops,
-        nl > 1 ? "s" : "", rl);
+        nl > 1 ? "s" : "", rl, why);
     if (nl)
         ccs_dsx_rules_emit(c, v);
     free(wait), free(late), free(v);
@@ -255,13 +308,19 @@ void ccs_dsx_rule_blocked(struct ctx *c)
      * every gone rank; drop blocked ranks that wait for a rank not stuck. */
     for (int32_t r = 0; r < wsize; r++) {
         const struct ccs_dsx_comm *b = c->be[r];
-        c->stuck[r] = c->term[r] || (b && (certain[r] || b->blocked_ms >= c->t->block_ms));
+        c->stuck[r] = c->term[r] || (b && (certain[r] || b->blocked_ms >= c->t->block_ms)) ||
+                      foreign_candidate(c, r);
     }
     for (int changed = 1; changed;) {
         changed = 0;
         ccs_dsx_rules_reset_memo(c);
         for (int32_t r = 0; r < wsize; r++) {
             const struct ccs_dsx_comm *b = c->be[r];
+            if (c->stuck[r] && in_foreign(c, r) && !foreign_holds(c, r)) {
+                c->stuck[r] = 0;
+                changed = 1;
+                continue;
+            }
             if (!c->stuck[r] || c->term[r] || !b)
                 continue;
             struct grp *g = ccs_dsx_rules_group(c, b->id);

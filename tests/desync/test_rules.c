@@ -420,6 +420,108 @@ START_TEST(computing_rank_is_a_straggler_not_a_desync)
 }
 END_TEST
 
+/* Ranks 0, 2 and 3 blocked BMS in the all-reduce at seq 5; rank 1, at
+ * seq 4, inside a gloo all_gather (which ccshim does not intercept) for FMS. */
+static void blocked_beside_a_foreign_call(uint32_t bms, uint32_t fms)
+{
+    reset();
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            block(add(r, X, NR, -1, 4), ar(5), bms);
+    add(1, X, NR, -1, 4);
+    strcpy(st[1].foreign, "torch.distributed.all_gather (gloo) at trainer.py:12 in main");
+    st[1].foreign_ms = fms;
+    st[1].foreign_size = NR;
+}
+
+START_TEST(foreign_call_past_the_threshold_is_a_desync)
+{
+    blocked_beside_a_foreign_call(1500, 1200);
+    ck_assert_int_eq(run(0), 0); /* held for a quarter of block_ms first */
+    ck_assert_int_eq(run(T.block_ms / 4), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_str_eq(got[0].line,
+                     "comm=0x1111 size=4 seq=5: ranks 0,2-3 blocked in allreduce(count=4, float32, sum) at seq 5 "
+                     "for 1.5 s; rank 1 at seq 4 (1 behind, not in it: in torch.distributed.all_gather (gloo) at "
+                     "trainer.py:12 in main for 1.2 s)");
+    ck_assert_uint_eq(got[0].nparty, 4);
+    ck_assert_int_eq(got[0].party[0].wrank, 1);
+    ck_assert_uint_eq(got[0].party[0].role, CCS_DSX_R_BEHIND);
+}
+END_TEST
+
+START_TEST(foreign_call_below_the_threshold_is_no_desync)
+{
+    /* Blocked past the threshold, but the gloo call began 0.9 s ago: it
+     * may yet return (the others waiting briefly is normal). */
+    blocked_beside_a_foreign_call(1500, 900);
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(T.block_ms), 0);
+    /* Past the straggler threshold it is named, not called computing. */
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            st[r].comm[0].blocked_ms = 6000;
+    ck_assert_int_eq(run(T.block_ms + 100), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_STRAGGLER);
+    ck_assert_str_eq(got[0].line, "comm=0x1111 size=4 seq=5: ranks 0,2-3 waited 6.0 s in allreduce(count=4, float32, "
+                                  "sum) for rank 1 (rank 1 in torch.distributed.all_gather (gloo) at trainer.py:12 in "
+                                  "main, which ccshim does not intercept, for 0.9 s); a warning, not a desync");
+}
+END_TEST
+
+START_TEST(foreign_call_beside_a_computing_rank_is_no_desync)
+{
+    /* Rank 3 computes: it may be the member the gloo call waits for. */
+    blocked_beside_a_foreign_call(1500, 1500);
+    st[3].comm[0].state = CCS_DSX_IDLE;
+    st[3].comm[0].issued = 4;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(T.block_ms), 0);
+    ck_assert_int_eq(run(2 * T.block_ms), 0);
+}
+END_TEST
+
+START_TEST(foreign_calls_as_many_as_their_group_are_no_desync)
+{
+    /* Ranks 1 and 2 in gloo calls of a group of 2: they may be in the same
+     * one, which completes; nothing can be said. */
+    blocked_beside_a_foreign_call(1500, 1500);
+    st[1].foreign_size = 2;
+    memset(&st[2].comm[0], 0, sizeof st[2].comm[0]);
+    st[2].ncomm = 0;
+    add(2, X, NR, -1, 4);
+    strcpy(st[2].foreign, "torch.distributed.all_gather (gloo) at trainer.py:12 in main");
+    st[2].foreign_ms = 1500;
+    st[2].foreign_size = 2;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(T.block_ms), 0);
+    /* With the group the world's (4), one member is missing: a DESYNC. */
+    st[1].foreign_size = st[2].foreign_size = 0;
+    ck_assert_int_eq(run(2 * T.block_ms), 0);
+    ck_assert_int_eq(run(2 * T.block_ms + T.block_ms / 4), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 2 at seq 4 (1 behind, not in it: in torch.distributed.all_gather"));
+}
+END_TEST
+
+START_TEST(foreign_call_fields_are_checked)
+{
+    char why[200];
+    blocked_beside_a_foreign_call(10, 10);
+    ck_assert_int_eq(ccs_dsx_check_status(&st[1], NR, why, sizeof why), 0);
+    st[1].foreign_size = NR + 1;
+    ck_assert_int_eq(ccs_dsx_check_status(&st[1], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "call not intercepted has a group of 5 ranks, the job 4");
+    st[1].foreign_size = 0;
+    st[1].foreign[0] = 0;
+    ck_assert_int_eq(ccs_dsx_check_status(&st[1], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "in a call not intercepted for 10 ms without its name");
+    memset(st[1].foreign, 'a', sizeof st[1].foreign);
+    ck_assert_int_eq(ccs_dsx_check_status(&st[1], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "name of the call not intercepted not NUL-terminated");
+}
+END_TEST
+
 START_TEST(chain_to_a_computing_rank_is_healthy)
 {
     reset();
@@ -1429,6 +1531,11 @@ static Suite *suite(void)
     tcase_add_test(t, exited_with_a_stale_freed_count_is_not_behind);
     tcase_add_test(t, boundary_beside_a_member_gone_after_confirmation);
     tcase_add_test(t, computing_rank_is_a_straggler_not_a_desync);
+    tcase_add_test(t, foreign_call_past_the_threshold_is_a_desync);
+    tcase_add_test(t, foreign_call_below_the_threshold_is_no_desync);
+    tcase_add_test(t, foreign_call_beside_a_computing_rank_is_no_desync);
+    tcase_add_test(t, foreign_calls_as_many_as_their_group_are_no_desync);
+    tcase_add_test(t, foreign_call_fields_are_checked);
     tcase_add_test(t, chain_to_a_computing_rank_is_healthy);
     tcase_add_test(t, cross_comm_deadlock);
     tcase_add_test(t, dead_rank);

@@ -10,7 +10,11 @@ install() wraps
     carry the line of the backward() call;
   * the collectives and point-to-point calls of torch.distributed
     (all_reduce, all_gather, broadcast, reduce_scatter, barrier, ...): they
-    carry the line that called them.
+    carry the line that called them.  While a blocking collective runs on a
+    backend ccshim does not intercept (gloo), the rank says it is inside it
+    (ccshim_foreign_begin/end, "torch.distributed.all_gather (gloo) at
+    trainer.py:12 in main"): desync detection then names a rank blocked
+    there, not one computing (docs/desync.md).
 
 The line is the caller's first frame outside torch and ccshim, written
 "file.py:318 in train_step" (the file's base name).  Each distinct line is
@@ -42,10 +46,17 @@ _DIST_FUNCTIONS = (
     "monitored_barrier", "send", "recv", "isend", "irecv", "batch_isend_irecv",
 )
 _AUTOGRAD_FUNCTIONS = ("backward", "grad")
+# Not collectives: a rank inside one of these waits for one peer, or not at
+# all, and says nothing of where the others are.
+_POINT_TO_POINT = ("send", "recv", "isend", "irecv", "batch_isend_irecv")
+# Backends whose collectives ccshim intercepts itself (their calls are seen
+# blocked in the library).
+_INTERCEPTED = ("nccl", "mpi")
 
 _installed = False
-_lib = None  # (annotate, annotate_id) of the preloaded libccshim
+_lib = None  # (annotate, the current-site word, foreign_begin, foreign_end) of the preloaded libccshim
 _ids = {}  # (code object, line) -> interned id
+_texts = {}  # interned id -> its text
 _skip_dirs = ()  # frames in these directories are not the caller's
 
 
@@ -66,8 +77,15 @@ def _library():
         annotate.argtypes = [ctypes.c_char_p]
         word.restype = ctypes.c_void_p
         word.argtypes = []
+        begin = getattr(so, "ccshim_foreign_begin", None)
+        end = getattr(so, "ccshim_foreign_end", None)
+        if begin is not None and end is not None:
+            begin.restype, begin.argtypes = None, [ctypes.c_char_p, ctypes.c_int]
+            end.restype, end.argtypes = None, []
+        else:
+            begin = end = None
         # Setting the site is then one store, not a foreign call (ccshim.h).
-        _lib = (annotate, ctypes.c_uint32.from_address(word()))
+        _lib = (annotate, ctypes.c_uint32.from_address(word()), begin, end)
     return _lib
 
 
@@ -88,14 +106,42 @@ def _site_id(depth):
         data = text.encode("ascii", "replace")[:199]
         i = _lib[0](data)  # interns and makes it current
         _ids[key] = i
+        _texts[i] = data
     return i
 
 
-def annotated(fn):
-    """FN wrapped so that what it issues carries its caller's Python line."""
+def _foreign_name(name, args, kwargs):
+    """b"torch.distributed.NAME (BACKEND)" and its group's size when the call
+    blocks on a backend ccshim does not intercept, else None."""
+    if kwargs.get("async_op"):
+        return None  # returns at once; the wait is elsewhere
+    dist = sys.modules.get("torch.distributed")
+    try:
+        group = kwargs.get("group")
+        if group is None:
+            # the positional group of the common signatures
+            pg = getattr(dist, "ProcessGroup", None)
+            for a in args:
+                if pg is not None and isinstance(a, pg):
+                    group = a
+                    break
+        backend = str(dist.get_backend(group)).lower()
+        size = dist.get_world_size(group)
+    except Exception:
+        return None  # no process group (yet): the call fails by itself
+    if backend in _INTERCEPTED:
+        return None
+    return ("torch.distributed.%s (%s)" % (name, backend)).encode("ascii", "replace"), size
+
+
+def annotated(fn, collective=None):
+    """FN wrapped so that what it issues carries its caller's Python line;
+    COLLECTIVE: its torch.distributed name, when it is a collective."""
     if getattr(fn, "_ccshim_annotated", False):
         return fn
-    word = _lib[1]
+    word, begin, end = _lib[1], _lib[2], _lib[3]
+    if begin is None:
+        collective = None
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -104,24 +150,30 @@ def annotated(fn):
         if not i:  # no frame of the job's own (a hook on an autograd thread): keep the current line
             return fn(*args, **kwargs)
         word.value = i
+        foreign = _foreign_name(collective, args, kwargs) if collective else None
+        if foreign is not None:
+            begin(foreign[0] + b" at " + _texts.get(i, b"?"), foreign[1])
         try:
             return fn(*args, **kwargs)
         finally:
+            if foreign is not None:
+                end()
             word.value = prev
 
     wrapper._ccshim_annotated = True
     return wrapper
 
 
-def _wrap_all(module, names, also=()):
+def _wrap_all(module, names, also=(), collectives=False):
     """Wraps MODULE's functions NAMES (those it has), and the same objects
-    where the modules in ALSO re-export them."""
+    where the modules in ALSO re-export them; COLLECTIVES: they are
+    torch.distributed's (those not point-to-point say so while they run)."""
     n = 0
     for name in names:
         fn = getattr(module, name, None)
         if fn is None or not callable(fn) or getattr(fn, "_ccshim_annotated", False):
             continue
-        w = annotated(fn)
+        w = annotated(fn, name if collectives and name not in _POINT_TO_POINT else None)
         setattr(module, name, w)
         for other in also:
             if other is not None and getattr(other, name, None) is fn:
@@ -147,7 +199,7 @@ def _hook_c10d(c10d):
     """Wraps the collectives of torch.distributed.distributed_c10d (and where
     torch.distributed re-exports them, if it already did)."""
     _skip(_torch_dir(c10d, 3))
-    _wrap_all(c10d, _DIST_FUNCTIONS, (sys.modules.get("torch.distributed"),))
+    _wrap_all(c10d, _DIST_FUNCTIONS, (sys.modules.get("torch.distributed"),), collectives=True)
 
 
 def _hook_autograd(autograd):

@@ -46,6 +46,7 @@ and the job runs unchanged.
 import ctypes
 import ccshim_ddpsync
 import ccshim_imports
+import os
 import sys
 import types
 import weakref
@@ -178,6 +179,12 @@ class _CollectiveFailed(Exception):
 
 
 _recent_buffers = []
+_averaged_values = [0, 0]  # values and bytes _average_grads all-reduced, since the caller reset it
+# (step, backward passes, collectives since the step mark) right after the
+# unused parameters' averaging: the same again means no backward pass since,
+# and the gradients are averaged already (clip_grad_norm_, then the
+# optimizer step, both read them).
+_unreached_done = None
 
 
 def _average_grads(group, params):
@@ -199,6 +206,8 @@ def _average_grads(group, params):
     for key in sorted(by_kind, key=str):  # the same order on every rank
         grads = by_kind[key]
         flat = _flatten_dense_tensors(grads)
+        _averaged_values[0] += flat.numel()
+        _averaged_values[1] += flat.numel() * flat.element_size()
         try:
             work = dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True)
             work.wait()
@@ -281,28 +290,65 @@ def repair(where="the optimizer step"):
     if n == 0:
         unreached = _ddp_params(only_unreached=True, but=averaged) if _coalescing() else []
         if unreached:
-            try:
-                count = 0
-                for group, ps in unreached:
-                    count += _average_grads(group, ps)[0]
-            except _CollectiveFailed as e:
-                _warn("error: step %d: the all-reduce averaging the gradients of a DDP model with "
-                      "find_unused_parameters=True failed (%s): the ranks are not at the same point"
-                      % (step, e.args[0]))
-                raise e.args[0]
-            except Exception as e:
-                _warn("step %d: could not average the gradients of a DDP model with "
-                      "find_unused_parameters=True: %r" % (step, e))
-                return -1
-            _warn("DistributedDataParallel with find_unused_parameters=True and "
-                  "gradient_as_bucket_view=False under coalescing: DDP does not copy a reduced "
-                  "bucket into the .grad of a parameter unused in that backward pass, so the "
-                  "gradients of such a model (%d parameter(s)) are averaged before every "
-                  "optimizer step that ccshim coalesces itself (one extra all-reduce per step; "
-                  "gradient_as_bucket_view=True avoids it; not once DDP synchronises once per "
-                  "step, on torch >= %d.%d)" % ((count,) + ccshim_ddpsync.UNUSED_MAP_KEPT_SINCE),
-                  once="unreached")
+            return _average_unreached(lib, step, where, unreached)
         return 0
+    return _repair_pending(lib, step, where, n, complete)
+
+
+def _average_unreached(lib, step, where, unreached):
+    """Averages the gradients of DDP models whose unused parameters DDP does
+    not copy the reduced bucket into (_unreached), once per step: not again
+    when nothing was issued since (clip_grad_norm_ and then the optimizer
+    step both repair), and only after the ranks agreed that they ended the
+    step alike (ccshim_step_boundary, as the other repairs do), so that a
+    desynchronised rank is a DESYNC, not a rank waiting forever in this
+    all-reduce."""
+    global _unreached_done
+    collectives = lib.get("ccshim_step_collectives")
+    units = ccshim_ddpsync.units()
+    if _unreached_done is not None and collectives is not None and \
+            _unreached_done == (step, units, collectives()):
+        return 0
+    boundary = lib.get("ccshim_step_boundary")
+    if boundary is not None and boundary(units) != 0:
+        _warn("error: step %d: the gradients of a DDP model with find_unused_parameters=True are not averaged "
+              "before %s: the ranks did not end the step alike (see ccshim's DESYNC)" % (step, where))
+        raise RuntimeError("ccshim: step %d: the ranks did not end this step alike (desynchronised, see the "
+                           "DESYNC line); this rank's gradients were not averaged, so the optimizer step "
+                           "cannot run" % step)
+    try:
+        _averaged_values[:] = [0, 0]
+        count = 0
+        for group, ps in unreached:
+            count += _average_grads(group, ps)[0]
+    except _CollectiveFailed as e:
+        _warn("error: step %d: the all-reduce averaging the gradients of a DDP model with "
+              "find_unused_parameters=True failed (%s): the ranks are not at the same point"
+              % (step, e.args[0]))
+        raise e.args[0]
+    except Exception as e:
+        _warn("step %d: could not average the gradients of a DDP model with "
+              "find_unused_parameters=True: %r" % (step, e))
+        return -1
+    if collectives is not None:
+        _unreached_done = (step, units, collectives())
+    _warn("DistributedDataParallel with find_unused_parameters=True and "
+          "gradient_as_bucket_view=False under coalescing: DDP does not copy a reduced "
+          "bucket into the .grad of a parameter unused in that backward pass, so the "
+          "gradients of such a model (%d parameter(s)) are averaged once in every "
+          "step that ccshim coalesces itself, before the first of clip_grad_norm_, "
+          "GradScaler and the optimizer step reads them: one extra all-reduce of %d values "
+          "(%.3f MB) per step, after the ranks agreed they ended the step alike "
+          "(gradient_as_bucket_view=True avoids it; not once DDP synchronises once per "
+          "step, on torch >= %d.%d)"
+          % ((count, _averaged_values[0], _averaged_values[1] / 1e6) + ccshim_ddpsync.UNUSED_MAP_KEPT_SINCE),
+          once="unreached")
+    return 0
+
+
+def _repair_pending(lib, step, where, n, complete):
+    """repair() with N deferred all-reduces pending (COMPLETE: ccshim_coalesce_complete)."""
+    global _repairs
     # Every rank ended the step alike before any collective repair: a rank
     # that skipped (or added) a mini-batch is a DESYNC, and the repair's
     # all-reduce would wait forever for ranks that are elsewhere.
@@ -491,6 +537,37 @@ def _hook_optimizers(optmod):
     base._ccshim_wrapped = True
 
 
+def _calling_caller(fn, args, kwargs):
+    """FN(*ARGS, **KWARGS) for the wrapper that called this: the warnings it
+    raises that point at that wrapper (torch's own stacklevel=2 FutureWarning
+    in DistributedDataParallel's constructor) are issued again at the line
+    that called the wrapper, under the filters in force, so the user sees
+    their own line, not ccshim_torch.py's.  Warnings pointing elsewhere are
+    issued again unchanged."""
+    import warnings
+    caller = sys._getframe(2)
+    caught = []
+    try:
+        with warnings.catch_warnings(record=True) as c:
+            # everything recorded here; the job's filters apply when they
+            # are issued again below (also when FN raises)
+            warnings.simplefilter("always")
+            caught = c
+            return fn(*args, **kwargs)
+    finally:
+        for w in caught:
+            if os.path.abspath(w.filename) == _THIS_FILE:
+                g = caller.f_globals
+                warnings.warn_explicit(w.message, w.category, caller.f_code.co_filename, caller.f_lineno,
+                                       module=g.get("__name__"), registry=g.setdefault("__warningregistry__", {}),
+                                       module_globals=g)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+_THIS_FILE = os.path.abspath(__file__)
+
+
 def _hook_ddp(mod):
     """Remembers every DistributedDataParallel model (its gradients are
     repaired) and, under coalescing, gives it ccshim_ddpsync's forward: on
@@ -504,7 +581,7 @@ def _hook_ddp(mod):
         ccshim_ddpsync.setup(cls, _functions, _warn, lambda: list(_constructed))
 
     def __init__(self, *args, **kwargs):
-        orig_init(self, *args, **kwargs)
+        _calling_caller(orig_init, (self,) + args, kwargs)
         _ddps.add(self)
         if skip:
             try:
