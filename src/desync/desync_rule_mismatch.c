@@ -128,21 +128,56 @@ static void skew_line_step_zero(struct ctx *c, struct grp *g, struct ccs_dsx_ver
     const struct ccs_dsx_status *sz = c->v->st[fz->wrank], *so = c->v->st[fo->wrank];
     if (sz->step == 0 && sz->units)
         ccs_dsx_rules_fmt(units, sizeof units, " (%u backward passes in it so far)", sz->units);
-    char cz[48], co[48];
+    char cz[48], co[48], zstate[96];
     step_count(fz->e, 0, cz, sizeof cz);
     step_count(fo->e, 0, co, sizeof co);
+    if (sz->step == 0)
+        ccs_dsx_rules_fmt(zstate, sizeof zstate, "%s still in step 0", nz > 1 ? "are" : "is");
+    else
+        ccs_dsx_rules_fmt(zstate, sizeof zstate, "marked %u by seq %llu", sz->step,
+                          (unsigned long long)fz->e->issued);
     ccs_dsx_rules_fmt(
         v->line, sizeof v->line,
-        "comm=%#llx size=%d seq=%llu: ranks out of step: rank%s %s marked %u step%s by seq %llu where rank%s %s %s "
-        "%s in step 0%s; in step 0 rank %d issued %s, rank %d issued %s; seq %llu is in step %u on rank %d and in "
+        "comm=%#llx size=%d seq=%llu: ranks out of step: rank%s %s marked %u step%s by seq %llu where rank%s %s "
+        "%s%s; in step 0 rank %d issued %s, rank %d issued %s; seq %llu is in step %u on rank %d and in "
         "step 0 on rank %d: from there on they reduce different steps' gradients together (rank %d last at %s; "
         "rank %d last at %s)",
         (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, no > 1 ? "s" : "", ro, so->step,
-        so->step == 1 ? "" : "s", (unsigned long long)fo->e->issued, nz > 1 ? "s" : "", rz,
-        nz > 1 ? "are" : "is", sz->step == 0 ? "still" : "were", units, fz->wrank, cz, fo->wrank, co,
+        so->step == 1 ? "" : "s", (unsigned long long)fo->e->issued, nz > 1 ? "s" : "", rz, zstate, units,
+        fz->wrank, cz, fo->wrank, co,
         (unsigned long long)v->seq, fo_step, fo->wrank, fz->wrank, fz->wrank,
         fz->e->site_last[0] ? fz->e->site_last : "?", fo->wrank, fo->e->site_last[0] ? fo->e->site_last : "?");
     free(zero), free(on);
+}
+
+/* The steps between A's and B's records at the newest seq both histories
+ * hold (0 when none): a gap that grows means different step patterns. */
+static uint32_t steps_apart(const struct ccs_dsx_comm *a, const struct ccs_dsx_comm *b)
+{
+    unsigned na = a->nhist < CCS_DSX_HIST ? a->nhist : CCS_DSX_HIST, nb = b->nhist < CCS_DSX_HIST ? b->nhist : CCS_DSX_HIST;
+    for (unsigned i = na; i-- > 0;)
+        for (unsigned j = nb; j-- > 0;)
+            if (b->hist[j].seq == a->hist[i].seq) {
+                uint32_t x = a->hist[i].step, y = b->hist[j].step;
+                return x > y ? x - y : y - x;
+            } else if (b->hist[j].seq < a->hist[i].seq) {
+                break;
+            }
+    return 0;
+}
+
+/* The widest steps_apart between a member in step 0 at OPS's seq and one
+ * past it. */
+static uint32_t zero_gap(const struct ctx *c, const struct opref *ops, size_t n)
+{
+    uint32_t gap = 0;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            if (ops[a].op->step == 0 && ops[b].op->step > 0) {
+                uint32_t g = steps_apart(c->ents[ops[a].ent].e, c->ents[ops[b].ent].e);
+                gap = g > gap ? g : gap;
+            }
+    return gap;
 }
 
 /* The DESYNC of ranks out of step at OPS[0..N)'s seq: the majority step
@@ -183,15 +218,11 @@ static void skew_verdict(struct ctx *c, struct grp *g, const struct opref *ops, 
     v->comm = c->ents[g->lo].comm;
     v->seq = ops[0].seq;
     v->comm_size = g->size;
-    uint32_t top = 0; /* the most steps a member marked, as its status says now */
-    for (size_t a = 0; a < n; a++) {
-        const struct ccs_dsx_status *st = c->v->st[c->ents[ops[a].ent].wrank];
-        top = st && st->step > top ? st->step : top;
-    }
-    /* A rank still in step 0 beside one two steps or more on: different
-     * step patterns (each rank another loss), said by the marks; one step
-     * apart, the counts in step 0 say more (a skipped mini-batch). */
-    if (where == 0 && top >= 2) {
+    /* A rank in step 0 beside one two steps or more on at their newest
+     * common seq: different step patterns (each rank another loss, the gap
+     * growing), said by the marks; one step apart, the counts in step 0 say
+     * more (a skipped mini-batch). */
+    if (where == 0 && zero_gap(c, ops, n) >= 2) {
         skew_line_step_zero(c, g, v, ops, n);
     } else if (nodd == nagree && nodd == 1) {
         skew_line_two_ranks(c, g, v, ops, n, where);
