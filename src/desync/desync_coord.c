@@ -293,7 +293,9 @@ static void coord_want(uint64_t comm, uint64_t seq, void *arg)
     uint8_t *ask = calloc(k->ncl ? k->ncl : 1, 1);
     for (int32_t r = 0; r < k->wsize; r++) {
         const struct ccs_dsx_status *x = k->st[r];
-        if (!x || k->owner[r] < 0 || (size_t)k->owner[r] >= k->ncl || x->life != CCS_DSX_ALIVE)
+        /* (Finished members too: they linger until BYE and answer; a
+         * MISMATCH in a job's last calls needs their records.) */
+        if (!x || k->owner[r] < 0 || (size_t)k->owner[r] >= k->ncl || x->life == CCS_DSX_DIED)
             continue;
         for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++) {
             const struct ccs_dsx_comm *e = &x->comm[q];
@@ -859,6 +861,12 @@ static void final_exchange(struct ccs_dsx_coord *k, uint64_t now)
      * is still found: the ranks linger and answer until BYE), or
      * CCS_DSX_EXIT_SEARCH_MS later, when the ranks stop lingering. */
     int settled = all && k->pass_ms > k->all_finished_ms && ccs_dsx_search_settled(k->srch, k->pass_ms);
+    /* Nor while records asked for a MISMATCH not yet reported are on their
+     * way (for as long as the rules wait for them): the ranks that hold
+     * them leave at BYE. */
+    for (int i = 0; i < 16 && settled; i++)
+        settled = !(k->want_ms[i] && now - k->want_ms[i] < k->t.record_wait_ms + 200 &&
+                    !ccs_dsx_seen_has(k->seen, CCS_DSX_MISMATCH, k->want_id[i], 0));
     if ((all && (settled || now >= k->all_finished_ms + CCS_DSX_EXIT_SEARCH_MS)) || now >= k->finish_by) {
         say_bye(k);
         atomic_store(&k->finished, all ? 1 : 2);
