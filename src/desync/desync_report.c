@@ -450,10 +450,22 @@ int ccs_dsx_dump_flight(unsigned n)
                 x->step, x->site, (unsigned long long)ccs_ticks_to_ns(x->t_start),
                 (unsigned long long)ccs_ticks_delta_ns(x->t_dur));
         }
-        struct ccs_record *in = atomic_load(&r->inflight);
-        if (in)
-            put(&o, "%u\t%llu\t%#llx\t%s\t(in progress)\n", r->index, (unsigned long long)in->seq,
-                (unsigned long long)in->comm, ccs_kind_name(in->kind));
+        /* The call in progress, its columns whole (dur_ns: its time so far),
+         * then "(in progress)": a process killed before its trace has the
+         * call (an abort's SIGKILL) is still named blocked in it, at its
+         * site, by ccshim-audit (the site ids are the trace's). */
+        struct ccs_record *in = atomic_load(&r->inflight), x;
+        if (in) {
+            ccs_record_snapshot(in, &x);
+            if (atomic_load(&r->inflight) == in) {
+                uint64_t now = ccs_ticks();
+                put(&o, "%u\t%llu\t%#llx\t%s\t%llu\t%s\t%s\t%d\t%#x\t%u\t%u\t%llu\t%llu\t(in progress)\n", r->index,
+                    (unsigned long long)x.seq, (unsigned long long)x.comm, ccs_kind_name(x.kind),
+                    (unsigned long long)x.count, ccs_dtype_name(x.dtype), ccs_op_name(x.op), x.root, x.flags, x.step,
+                    x.site, (unsigned long long)ccs_ticks_to_ns(x.t_start),
+                    (unsigned long long)ccs_ticks_delta_ns(now > x.t_start ? now - x.t_start : 0));
+            }
+        }
     }
     char path[4096];
     file_name(path, sizeof path, "flight", "flight");

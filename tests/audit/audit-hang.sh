@@ -6,14 +6,16 @@
 # detector ends it.  The blocked call is in the traces (written at the
 # signal, as not completed), the audit names the culprit and the call, each
 # rank's state, one finding per runtime verdict, ranks killed by a signal
-# as killed.  And a trace directory others can write to: the job's files
+# as killed.  Ranks killed by SIGKILL (an abort's launcher, a batch
+# system past its grace) write no trace end: their flight dumps, written at
+# the verdict, still name the call and its site.  And a trace directory others can write to: the job's files
 # are in DIR/ccshim-UID-JOB, which ccshim-audit DIR reads.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/desync/lib.sh"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 15
+tap_plan 17
 D=$CCS_TMP
 q() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 # The all-reduce's line in the scenario (the site the audit names).
@@ -57,7 +59,7 @@ tap_eq "warn: the post-mortem names the culprit and the call" "  1. [error] $TIT
     "$(grep '^  1\. ' "$D/warn.txt")"
 q "$D/warn.json" "d['findings'][0]['evidence']" > "$D/warn.evidence"
 tap_check "warn: what each rank was doing at seq 5" grep -Eqx \
-    "comm [0-9a-f]* \(3 ranks\), seq 5, the first that not every rank reached; ranks 0,2: blocked in allreduce at $SITE since [0-9:.]* UTC for [0-9.]* s; killed by signal 15; rank 1: not in a collective; $R1_END" \
+    "comm [0-9a-f]* \(3 ranks\), seq 5, the first that not every rank reached; ranks 0,2: blocked in allreduce at $SITE since [0-9:.]* UTC for [0-9.]*(-[0-9.]*)? s; killed by signal 15; rank 1: not in a collective; $R1_END" \
     "$D/warn.evidence"
 tap_eq "warn: one finding for the runtime's verdict (three reports), its line whole" \
     "1 ranks 0,2 blocked in allreduce(count=4, float32, sum) at seq 5 for" \
@@ -68,6 +70,32 @@ tap_check "warn: --json: the post-mortem finding and each rank's end" \
 "$CCSHIM_AUDIT" --tsv-time "$T" > "$D/warn.time" 2> /dev/null
 tap_eq "warn: the calls never completed are all wait (step 4: ranks 0 and 2, wait = time, over 1 s)" "0 2" \
     "$(awk -F'\t' '$1 == 4 && $3 == $4 && $3 > 1000000000 {print $2}' "$D/warn.time" | paste -sd' ')"
+
+# kill: rank 0 killed by SIGKILL after its verdict (no trace end, no call
+# in progress in its trace): named from its flight dump; the others are
+# then ended by the launcher or by the test (SIGTERM).
+dsx_run kill 40 3 -- "$SCENARIO" skip &
+JOB=$!
+n=0
+while [ "$(ls "$D/kill/trace"/ccshim-flight-kill-r*.flight 2> /dev/null | wc -l)" -lt 3 ] && [ $n -lt 200 ]; do
+    sleep 0.1
+    n=$((n + 1))
+done
+sleep 0.5
+PIDS=$(ls "$D/kill/trace"/*.cctrace 2> /dev/null | sed -n 's/.*-r0-p\([0-9]*\)\.cctrace$/\1/p')
+kill -KILL $PIDS 2> /dev/null
+sleep 0.5
+PIDS=$(ls "$D/kill/trace"/*.cctrace 2> /dev/null | sed -n 's/.*-r[12]-p\([0-9]*\)\.cctrace$/\1/p')
+# shellcheck disable=SC2086
+kill -TERM $PIDS 2> /dev/null
+wait "$JOB"
+"$CCSHIM_AUDIT" "$D/kill/trace" > "$D/kill.txt" 2> /dev/null
+tap_eq "kill: the post-mortem names the culprit and the call (from the flight dumps)" "  1. [error] $TITLE" \
+    "$(grep '^  1\. ' "$D/kill.txt")"
+"$CCSHIM_AUDIT" --json "$D/kill/trace" 2> /dev/null > "$D/kill.json"
+tap_check "kill: rank 0 blocked in allreduce at its site, from its flight dump" grep -Eq \
+    "; rank 0: blocked in allreduce at $SITE \(its flight dump\); died without ending its trace \(killed by SIGKILL, or still running\); " \
+    "$(q "$D/kill.json" "d['findings'][0]['evidence']" > "$D/kill.evidence"; echo "$D/kill.evidence")"
 
 # abort: the detector ends the job (MPI_Abort); the launcher kills the rest.
 dsx_run abort 40 3 CCSHIM_ON_DESYNC=abort -- "$SCENARIO" skip

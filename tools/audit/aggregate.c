@@ -129,6 +129,7 @@ void audit_free(struct audit *a)
         free(a->files[i].path);
         free(a->files[i].error);
         free(a->files[i].inflight);
+        free(a->files[i].site_map);
     }
     free(a->files);
     for (size_t i = 0; i < a->nreports; i++)
@@ -1134,6 +1135,9 @@ static void read_file(struct audit *a, struct audit_file *f, int is_ref)
     if (is_ref)
         make_patterns(&rd);
     ccs_trace_close(r);
+    f->site_map = rd.site_map; /* the file's from now on (a flight dump's site ids) */
+    f->site_map_n = rd.site_map_n;
+    rd.site_map = NULL;
     file_ctx_free(&rd);
 }
 

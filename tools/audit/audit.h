@@ -46,6 +46,10 @@ struct audit_file {
         uint32_t step, site; /* effective step, global site index (0 none) */
     } *inflight;
     size_t ninflight;
+    /* Its site ids -> global site indices (0 none), kept after reading:
+     * a flight dump's call in progress names a site by the process's id. */
+    uint32_t *site_map;
+    size_t site_map_n;
 };
 
 /* (step, rank, comm, kind, deferred) -> totals. */
@@ -157,6 +161,7 @@ struct audit_report {
     int has_inflight;
     uint64_t inflight_comm, inflight_seq;
     char inflight_kind[32];
+    uint32_t inflight_site; /* the process's site id (its trace's), 0 unknown */
 };
 
 /* One --expect rule: KIND<=N per SCOPE. */

@@ -45,20 +45,23 @@ static int32_t rank_of_name(const char *path)
     return rank;
 }
 
-/* A flight dump's line "thread seq comm kind (in progress)": the call it
- * was in (desync_report.c writes it tab-separated). */
+/* A flight dump's line of its call in progress (desync_report.c writes it
+ * tab-separated): the record's 13 columns then "(in progress)"; dumps of
+ * earlier versions wrote "thread seq comm kind (in progress)". */
 static void flight_line(struct audit_report *r, char *line)
 {
-    char *f[5];
+    char *f[14];
     int n = 0;
-    for (char *save = NULL, *t = strtok_r(line, "\t", &save); t && n < 5; t = strtok_r(NULL, "\t", &save))
+    for (char *save = NULL, *t = strtok_r(line, "\t", &save); t && n < 14; t = strtok_r(NULL, "\t", &save))
         f[n++] = t;
-    if (n != 5 || strcmp(f[4], "(in progress)") != 0)
+    if ((n != 5 && n != 14) || strcmp(f[n - 1], "(in progress)") != 0)
         return;
     r->has_inflight = 1;
     r->inflight_seq = strtoull(f[1], NULL, 10);
     r->inflight_comm = strtoull(f[2], NULL, 16);
     snprintf(r->inflight_kind, sizeof r->inflight_kind, "%s", f[3]);
+    if (n == 14)
+        r->inflight_site = (uint32_t)strtoul(f[10], NULL, 10);
 }
 
 /* What a report says, for the findings: a desync report's verdict line

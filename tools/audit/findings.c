@@ -670,18 +670,32 @@ static const struct audit_report *flight_of(const struct audit *a, int32_t rank)
     return NULL;
 }
 
-/* "03:15:24.211 UTC": the wall-clock time of T_NS (ns from the trace's start) on rank F. */
-static void wall_of(const struct audit_file *f, uint64_t t_ns, char *buf, size_t n)
+/* The global site of flight dump D's call in progress, through the site
+ * ids of the same process's trace F (0 when either does not name it). */
+static uint32_t flight_site(const struct audit_file *f, const struct audit_report *d)
 {
-    uint64_t ns = f->start_realtime_ns + t_ns;
-    time_t sec = (time_t)(ns / 1000000000u);
+    if (!f || !d || !d->inflight_site || d->inflight_site >= f->site_map_n)
+        return 0;
+    return f->site_map[d->inflight_site];
+}
+
+/* "03:15:24.211 UTC": the wall-clock time WALL_NS (ns since the epoch). */
+static void wall_str(uint64_t wall_ns, char *buf, size_t n)
+{
+    time_t sec = (time_t)(wall_ns / 1000000000u);
     struct tm tm;
     if (!gmtime_r(&sec, &tm)) {
         snprintf(buf, n, "an unknown time");
         return;
     }
     snprintf(buf, n, "%02d:%02d:%02d.%03u UTC", tm.tm_hour, tm.tm_min, tm.tm_sec,
-             (unsigned)(ns % 1000000000u / 1000000u));
+             (unsigned)(wall_ns % 1000000000u / 1000000u));
+}
+
+/* The same, of T_NS (ns from the trace's start) on rank F. */
+static void wall_of(const struct audit_file *f, uint64_t t_ns, char *buf, size_t n)
+{
+    wall_str(f->start_realtime_ns + t_ns, buf, n);
 }
 
 /* How rank F's process ended, from its END chunk (or its absence). */
@@ -715,21 +729,32 @@ static void state_behind(const struct audit *a, const struct audit_file *f, int3
                  ccs_kind_name(x->r.kind), short_site(a, x->site, site, sizeof site), x->r.seq, x->r.comm, when,
                  (double)x->r.t_dur / 1e9, how);
     } else if (fl && fl->has_inflight && (!f || !f->has_end)) {
-        snprintf(buf, n, "in %s (seq %" PRIu64 " of comm %016" PRIx64 ", its flight dump); %s", fl->inflight_kind,
+        uint32_t at = flight_site(f, fl);
+        snprintf(buf, n, "in %s%s%.100s (seq %" PRIu64 " of comm %016" PRIx64 ", its flight dump); %s",
+                 fl->inflight_kind, at ? " at " : "", at ? short_site(a, at, site, sizeof site) : "",
                  fl->inflight_seq, fl->inflight_comm, how);
     } else {
         snprintf(buf, n, "not in a collective; %s", how);
     }
 }
 
+/* Ranks in one state.  A state blocked in a call since a time holds
+ * TIME_MARK where the time goes: ranks blocked in the same call are one
+ * group however their times differ, said as the first start and the
+ * range of durations. */
+#define TIME_MARK "\x1f"
 struct rank_state {
     char text[384];
     int32_t ranks[4096];
     size_t n;
+    uint64_t since_ns;         /* earliest start, wall clock (TIME_MARK) */
+    uint64_t dur_lo, dur_hi;   /* shortest and longest time in the call so far */
 };
 
-/* Adds RANK to the group of states saying TEXT (at most MAX groups). */
-static void group_add(struct rank_state *g, size_t *ng, size_t max, const char *text, int32_t rank)
+/* Adds RANK to the group of states saying TEXT (at most MAX groups); a
+ * TEXT with TIME_MARK has been in its call DUR_NS since SINCE_NS. */
+static void group_add_timed(struct rank_state *g, size_t *ng, size_t max, const char *text, int32_t rank,
+                            uint64_t since_ns, uint64_t dur_ns)
 {
     size_t i = 0;
     while (i < *ng && strcmp(g[i].text, text) != 0)
@@ -739,18 +764,45 @@ static void group_add(struct rank_state *g, size_t *ng, size_t max, const char *
             return;
         snprintf(g[i].text, sizeof g[i].text, "%s", text);
         g[i].n = 0;
+        g[i].since_ns = since_ns;
+        g[i].dur_lo = g[i].dur_hi = dur_ns;
         (*ng)++;
     }
+    if (since_ns < g[i].since_ns)
+        g[i].since_ns = since_ns;
+    if (dur_ns < g[i].dur_lo)
+        g[i].dur_lo = dur_ns;
+    if (dur_ns > g[i].dur_hi)
+        g[i].dur_hi = dur_ns;
     if (g[i].n < sizeof g[i].ranks / sizeof g[i].ranks[0])
         g[i].ranks[g[i].n++] = rank;
+}
+
+static void group_add(struct rank_state *g, size_t *ng, size_t max, const char *text, int32_t rank)
+{
+    group_add_timed(g, ng, max, text, rank, 0, 0);
 }
 
 static void groups_to_evidence(struct audit_finding *f, const struct rank_state *g, size_t ng)
 {
     for (size_t i = 0; i < ng; i++) {
-        char rt[128];
+        char rt[128], when[32], span[96] = "";
         ccs_ranks_str(g[i].ranks, g[i].n, rt, sizeof rt);
-        evidence_add(f, "%srank%s %s: %s", i ? "; " : "", g[i].n > 1 ? "s" : "", rt, g[i].text);
+        const char *mark = strstr(g[i].text, TIME_MARK);
+        if (mark) {
+            wall_str(g[i].since_ns, when, sizeof when);
+            double lo = (double)g[i].dur_lo / 1e9, hi = (double)g[i].dur_hi / 1e9;
+            char slo[16], shi[16];
+            snprintf(slo, sizeof slo, "%.1f", lo);
+            snprintf(shi, sizeof shi, "%.1f", hi);
+            if (strcmp(slo, shi) == 0)
+                snprintf(span, sizeof span, " since %s for %s s", when, shi);
+            else
+                snprintf(span, sizeof span, " since %s for %s-%s s", when, slo, shi);
+        }
+        int head = mark ? (int)(mark - g[i].text) : (int)strlen(g[i].text);
+        evidence_add(f, "%srank%s %s: %.*s%s%s", i ? "; " : "", g[i].n > 1 ? "s" : "", rt, head, g[i].text, span,
+                     mark ? mark + 1 : "");
     }
 }
 
@@ -807,14 +859,16 @@ static void postmortem_findings(struct audit *a)
         size_t ng = 0;
         int32_t behind[16], blocked[16];
         size_t nb = 0, nk = 0, nbehind = 0, nblocked = 0;
-        const struct audit_inflight *call = NULL; /* the call at SEQ, as a rank blocked in it shows it */
-        const struct audit_file *call_file = NULL;
+        /* The call at SEQ, as a rank blocked in it shows it: its trace's
+         * call in progress, else its flight dump's. */
+        const char *call_kind = NULL;
+        uint32_t call_site = 0;
         for (size_t m = 0; m < c->nmembers; m++) {
             int32_t rank = c->members[m];
             const struct audit_file *fl = file_of_rank(a, rank);
             const struct audit_report *d;
-            uint64_t s = reached(a, c->id, rank, &d);
-            char text[384], how[128], site[160], when[32];
+            uint64_t s = reached(a, c->id, rank, &d), since = 0, dur = 0;
+            char text[384], how[128], site[160];
             if (s < seq) {
                 state_behind(a, fl, rank, text, sizeof text);
                 if (nb < 16)
@@ -824,18 +878,24 @@ static void postmortem_findings(struct audit *a)
                 const struct audit_inflight *x = inflight_of(fl, c->id);
                 end_of(fl, how, sizeof how);
                 if (d && s == seq) {
-                    snprintf(text, sizeof text, "blocked in %s (its flight dump); %s", d->inflight_kind, how);
+                    uint32_t at = flight_site(fl, d);
+                    snprintf(text, sizeof text, "blocked in %s%s%s (its flight dump); %s", d->inflight_kind,
+                             at ? " at " : "", at ? short_site(a, at, site, sizeof site) : "", how);
+                    if (!call_kind && at) {
+                        call_kind = d->inflight_kind;
+                        call_site = at;
+                    }
                     if (nk < 16)
                         blocked[nk++] = rank;
                     nblocked++;
                 } else if (x && x->r.seq == seq) {
-                    wall_of(fl, x->r.t_start, when, sizeof when);
-                    snprintf(text, sizeof text, "blocked in %s at %s since %s for %.1f s; %s",
-                             ccs_kind_name(x->r.kind), short_site(a, x->site, site, sizeof site), when,
-                             (double)x->r.t_dur / 1e9, how);
-                    if (!call) {
-                        call = x;
-                        call_file = fl;
+                    snprintf(text, sizeof text, "blocked in %s at %s" TIME_MARK "; %s", ccs_kind_name(x->r.kind),
+                             short_site(a, x->site, site, sizeof site), how);
+                    since = fl->start_realtime_ns + x->r.t_start;
+                    dur = x->r.t_dur;
+                    if (!call_kind || !call_site) {
+                        call_kind = ccs_kind_name(x->r.kind);
+                        call_site = x->site;
                     }
                     if (nk < 16)
                         blocked[nk++] = rank;
@@ -848,18 +908,16 @@ static void postmortem_findings(struct audit *a)
                     snprintf(text, sizeof text, "past it (last seq %" PRIu64 "), not in a call on it; %s", s, how);
                 }
             }
-            group_add(groups, &ng, 16, text, rank);
+            group_add_timed(groups, &ng, 16, text, rank, since, dur);
         }
-        (void)call_file;
         struct audit_finding *f = add(a, FIND_HANG, 2);
         if (!f)
             return;
         char bt[128], kt[128], what[256], site[160];
         ccs_ranks_str(behind, nb, bt, sizeof bt);
         ccs_ranks_str(blocked, nk, kt, sizeof kt);
-        if (call)
-            snprintf(what, sizeof what, "%s at %s", ccs_kind_name(call->r.kind),
-                     short_site(a, call->site, site, sizeof site));
+        if (call_kind)
+            snprintf(what, sizeof what, "%s at %s", call_kind, short_site(a, call_site, site, sizeof site));
         else
             snprintf(what, sizeof what, "the call at seq %" PRIu64, seq);
         if (nblocked)
