@@ -9,6 +9,7 @@
 
 #include "attributes.h"
 #include "ccs_kinds.h"
+#include "comm.h"
 #include "trace_format.h"
 #include <stdatomic.h>
 #include <stddef.h>
@@ -91,6 +92,20 @@ static inline void ccs_ring_set_last_comm(struct ccs_comm *c)
     struct ccs_ring *r = ccs_tls_ring;
     if (r != NULL)
         r->last_comm = c;
+}
+
+/* The hot path's look-up of a backend's communicator: R's last one when it
+ * is of BACKEND and still holds HANDLE (the test the table's own probe
+ * makes: a retired entry no longer holds the handle, a re-registered one is
+ * the live entry for it), else NULL (the backend then asks the table, which
+ * makes the entry the thread's last).  Both backends' wrappers use it. */
+static inline struct ccs_comm *ccs_ring_last_comm(const struct ccs_ring *r, uintptr_t handle, int backend)
+{
+    struct ccs_comm *c = r->last_comm;
+    if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == handle &&
+        CCS_LIKELY(c->backend == backend))
+        return c;
+    return NULL;
 }
 
 /* The ring the hot path records into: the thread's ring once the features

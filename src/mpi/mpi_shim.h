@@ -140,18 +140,11 @@ static inline uint64_t ccs_mpi_bytes(int64_t count, MPI_Datatype dt, uint8_t nor
 }
 
 /* The table entry of COMM, adopting a communicator never seen created.
- * Hot path: the thread's last entry (its ring's last_comm) when it is an MPI
- * entry that still holds COMM (the test the table's own probe makes: a
- * retired entry no longer holds the handle, a re-registered one is the live
- * entry for it), else the table, which makes the entry the thread's last. */
+ * Hot path: the thread's last entry (ccs_ring_last_comm), else the table. */
 CCS_HIDDEN struct ccs_comm *ccs_mpi_comm_slow(MPI_Comm comm);
 static inline struct ccs_comm *ccs_mpi_comm_cached(const struct ccs_ring *r, MPI_Comm comm) /* the hot path's part */
 {
-    struct ccs_comm *c = r->last_comm;
-    if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == (uintptr_t)comm &&
-        CCS_LIKELY(c->backend == CCS_BE_MPI))
-        return c;
-    return NULL;
+    return ccs_ring_last_comm(r, (uintptr_t)comm, CCS_BE_MPI);
 }
 static inline struct ccs_comm *ccs_mpi_comm(MPI_Comm comm)
 {

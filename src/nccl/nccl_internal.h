@@ -100,16 +100,15 @@ CCS_HIDDEN struct ccs_comm *ccs_nccl_adopt(ncclComm_t comm);
 CCS_HIDDEN int ccs_nccl_comm_requery(struct ccs_comm *c);
 
 /* The table entry of COMM, adopting a handle never seen created.  NULL for a
- * NULL handle or a full table.  Hot path: the thread's last entry when it
- * still holds COMM and knows its size (the test the table's own probe
- * makes: a retired entry no longer holds the handle, a re-registered one
- * is the live entry for it), else the table (nccl_real.c). */
+ * NULL handle or a full table.  Hot path: the thread's last entry
+ * (ccs_ring_last_comm) when it knows its size (a handle of 0 or 1 is a free
+ * slot's or a tombstone's, never a communicator's), else the table
+ * (nccl_real.c). */
 CCS_HIDDEN struct ccs_comm *ccs_nccl_comm_slow(ncclComm_t comm) __attribute__((cold));
 static inline struct ccs_comm *ccs_nccl_comm_cached(const struct ccs_ring *r, ncclComm_t comm) /* the hot path's part */
 {
-    struct ccs_comm *c = r->last_comm;
-    if (CCS_LIKELY(c != NULL) && atomic_load_explicit(&c->handle, memory_order_acquire) == (uintptr_t)comm &&
-        CCS_LIKELY((uintptr_t)comm > 1 && c->backend == CCS_BE_NCCL && c->size > 0))
+    struct ccs_comm *c = ccs_ring_last_comm(r, (uintptr_t)comm, CCS_BE_NCCL);
+    if (CCS_LIKELY(c != NULL) && CCS_LIKELY((uintptr_t)comm > 1 && c->size > 0))
         return c;
     return NULL;
 }
