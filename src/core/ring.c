@@ -133,6 +133,53 @@ size_t ccs_ring_read(struct ccs_ring *r, struct ccs_ring_cursor *c, struct ccs_r
     }
 }
 
+size_t ccs_ring_reader_pass(struct ccs_ring_reader *rd, uint64_t tail, struct ccs_record *buf, size_t max,
+                            int (*each)(void *ctx, struct ccs_record *recs, size_t n), void *ctx)
+{
+    uint32_t pid = (uint32_t)getpid();
+    size_t unread = 0;
+    for (struct ccs_ring *r = atomic_load(&all_rings); r; r = r->next) {
+        if (r->pid != pid)
+            continue;
+        if (r->index >= CCS_RING_READER_RINGS) {
+            unread++;
+            continue;
+        }
+        struct ccs_ring_cursor *c = &rd->cursor[r->index];
+        uint64_t left = UINT64_MAX;
+        if (tail) {
+            uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+            uint64_t next = atomic_load_explicit(&c->next, memory_order_relaxed);
+            if (head > next && head - next > tail)
+                atomic_store_explicit(&c->next, head - tail, memory_order_relaxed);
+            left = tail; /* what a producer adds while this pass reads is the next pass's */
+        }
+        size_t k;
+        while (left > 0 && (k = ccs_ring_read(r, c, buf, left < max ? (size_t)left : max)) > 0) {
+            left -= k;
+            if (each(ctx, buf, k) != 0)
+                return unread;
+        }
+    }
+    return unread;
+}
+
+uint64_t ccs_ring_reader_lost(const struct ccs_ring_reader *rd)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < CCS_RING_READER_RINGS; i++)
+        n += atomic_load_explicit(&rd->cursor[i].lost, memory_order_relaxed);
+    return n;
+}
+
+void ccs_ring_reader_at_end(struct ccs_ring_reader *rd)
+{
+    memset(rd->cursor, 0, sizeof rd->cursor);
+    for (struct ccs_ring *r = atomic_load(&all_rings); r; r = r->next)
+        if (r->index < CCS_RING_READER_RINGS)
+            ccs_ring_cursor_at_end(r, &rd->cursor[r->index]);
+}
+
 size_t ccs_ring_drain(struct ccs_ring *r, struct ccs_record *out, size_t max)
 {
     return ccs_ring_read(r, &r->drain, out, max);

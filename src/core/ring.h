@@ -126,6 +126,33 @@ CCS_HIDDEN struct ccs_ring *ccs_ring_first(void);
  * allocation, no system call (a signal handler may read). */
 CCS_HIDDEN size_t ccs_ring_read(struct ccs_ring *r, struct ccs_ring_cursor *c, struct ccs_record *out, size_t max);
 
+/* A reader of every ring of this process through cursors of its own, one
+ * per ring (by the ring's index), apart from the rings' draining cursors
+ * (the trace writer's): the metrics and the desync collector hold one each. */
+#define CCS_RING_READER_RINGS 1024
+struct ccs_ring_reader {
+    struct ccs_ring_cursor cursor[CCS_RING_READER_RINGS];
+};
+
+/* Reads what each ring of this process recorded since RD's last pass,
+ * oldest first per ring, in chunks of at most MAX records copied into BUF,
+ * each handed to EACH(CTX, BUF, N); EACH returning nonzero ends the pass.
+ * TAIL > 0: at most TAIL records a ring, a cursor further back first moved
+ * up to the newest TAIL (the older ones skipped, not counted as lost: a
+ * reader of the newest state); TAIL 0: all.  Returns how many rings RD
+ * could not read (indices beyond its cursors).  One thread at a time per
+ * reader; no lock, no allocation. */
+CCS_HIDDEN size_t ccs_ring_reader_pass(struct ccs_ring_reader *rd, uint64_t tail, struct ccs_record *buf,
+                                       size_t max, int (*each)(void *ctx, struct ccs_record *recs, size_t n),
+                                       void *ctx);
+
+/* The records RD's cursors lost to rings that lapped them. */
+CCS_HIDDEN uint64_t ccs_ring_reader_lost(const struct ccs_ring_reader *rd);
+
+/* Sets RD's cursors at the rings' heads: what they hold now is not new
+ * (a start, a forked child's, whose rings hold its parent's calls). */
+CCS_HIDDEN void ccs_ring_reader_at_end(struct ccs_ring_reader *rd);
+
 /* ccs_ring_read through the ring's own draining cursor (R->drain). */
 CCS_HIDDEN size_t ccs_ring_drain(struct ccs_ring *r, struct ccs_record *out, size_t max);
 

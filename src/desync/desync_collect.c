@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #define MAX_TRACKED 64
-#define MAX_RINGS 1024
 #define NSITE_CACHE 64
 #define NCCL_SLOTS 64
 /* Records a pass reads per ring at most, the newest: enough for every
@@ -77,7 +76,7 @@ struct tracked {
 };
 
 static struct tracked tc[MAX_TRACKED];
-static struct ccs_ring_cursor cursor[MAX_RINGS]; /* ours, apart from the trace writer's */
+static struct ccs_ring_reader reader; /* ours, apart from the trace writer's and the metrics' */
 static struct ccs_record *batch;
 static size_t batch_cap;
 
@@ -233,6 +232,20 @@ static int grow_batch(size_t need)
     return 0;
 }
 
+/* Keeps the sequenced records of a chunk read (the only ones compared) at
+ * the end of the batch. */
+static int keep_sequenced(void *ctx, struct ccs_record *recs, size_t k)
+{
+    size_t *n = ctx;
+    records_read += k;
+    if (grow_batch(*n + k) != 0)
+        return 1;
+    for (size_t i = 0; i < k; i++)
+        if (recs[i].comm && recs[i].seq && ccs_kind_sequenced(recs[i].kind))
+            batch[(*n)++] = recs[i];
+    return 0;
+}
+
 /* Reads the newest records of every ring through the collector's own
  * cursors (at most TAIL per ring: a cursor further back skips to there)
  * and folds the sequenced ones (the only ones compared), in seq order per
@@ -241,33 +254,9 @@ static int grow_batch(size_t need)
 static void fold_all(uint64_t now)
 {
     enum { CHUNK = 256 }; /* 24 KiB: copied while still in cache */
-    uint32_t pid = (uint32_t)getpid();
+    static struct ccs_record chunk[CHUNK];
     size_t n = 0;
-    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
-        if (r->index >= MAX_RINGS || r->pid != pid)
-            continue;
-        struct ccs_ring_cursor *c = &cursor[r->index];
-        uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-        if (head - atomic_load_explicit(&c->next, memory_order_relaxed) > TAIL &&
-            head > atomic_load_explicit(&c->next, memory_order_relaxed))
-            atomic_store_explicit(&c->next, head - TAIL, memory_order_relaxed);
-        if (grow_batch(n + TAIL) != 0)
-            break;
-        /* At most TAIL: what a producer adds while this pass reads is the
-         * next pass's. */
-        size_t k, left = TAIL;
-        while (left > 0 && (k = ccs_ring_read(r, c, batch + n, left < CHUNK ? left : CHUNK)) > 0) {
-            size_t kept = 0;
-            left -= k;
-            records_read += k;
-            for (size_t i = 0; i < k; i++) {
-                const struct ccs_record *rec = &batch[n + i];
-                if (rec->comm && rec->seq && ccs_kind_sequenced(rec->kind))
-                    batch[n + kept++] = *rec;
-            }
-            n += kept;
-        }
-    }
+    ccs_ring_reader_pass(&reader, TAIL, chunk, CHUNK, keep_sequenced, &n);
     /* One ring and one communicator (most jobs) are in order already. */
     size_t i = 1;
     while (i < n && cmp_rec(&batch[i - 1], &batch[i]) <= 0)
@@ -906,8 +895,5 @@ void ccs_dsx_device_align(const struct ccs_dsx_status **st, int32_t w)
 void ccs_dsx_collect_reset(void)
 {
     memset(tc, 0, sizeof tc);
-    memset(cursor, 0, sizeof cursor);
-    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next)
-        if (r->index < MAX_RINGS)
-            ccs_ring_cursor_at_end(r, &cursor[r->index]);
+    ccs_ring_reader_at_end(&reader);
 }

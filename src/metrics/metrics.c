@@ -27,7 +27,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_RINGS 1024    /* rings (threads) read; the rest are counted as unread */
 #define SERIES_SLOTS 2048 /* (kind, comm) counters: a power of two */
 #define MAX_CLASSES 8     /* verdict classes */
 #define CHUNK 256         /* records copied per read */
@@ -44,7 +43,7 @@ struct series {
 /* Everything below but the verdict table belongs to the pass in progress
  * (pass_lock). */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ccs_ring_cursor cursor[MAX_RINGS];
+static struct ccs_ring_reader reader; /* ours, apart from the trace writer's and the detector's */
 static struct series series[SERIES_SLOTS];
 static uint64_t nseries, series_full; /* pairs counted; calls of pairs with no room left */
 static uint64_t coalesced, real_reductions;
@@ -104,32 +103,23 @@ static void fold(const struct ccs_record *r)
         real_reductions++;
 }
 
+static int fold_chunk(void *ctx, struct ccs_record *recs, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++)
+        fold(&recs[i]);
+    return 0;
+}
+
 /* Reads what every ring of this process recorded since the last pass. */
 static void read_rings(void)
 {
-    uint32_t pid = (uint32_t)getpid();
-    uint64_t unread = 0;
-    for (struct ccs_ring *r = ccs_ring_first(); r; r = r->next) {
-        if (r->pid != pid)
-            continue;
-        if (r->index >= MAX_RINGS) {
-            unread++;
-            continue;
-        }
-        size_t k;
-        while ((k = ccs_ring_read(r, &cursor[r->index], chunk, CHUNK)) > 0)
-            for (size_t i = 0; i < k; i++)
-                fold(&chunk[i]);
-    }
-    unread_rings = unread;
+    unread_rings = ccs_ring_reader_pass(&reader, 0, chunk, CHUNK, fold_chunk, NULL);
 }
 
 static uint64_t records_lost(void)
 {
-    uint64_t n = 0;
-    for (size_t i = 0; i < MAX_RINGS; i++)
-        n += atomic_load_explicit(&cursor[i].lost, memory_order_relaxed);
-    return n + series_full;
+    return ccs_ring_reader_lost(&reader) + series_full;
 }
 
 /* The verdict hook (registry.h): counts CLS in its slot, taken when new. */
@@ -390,7 +380,7 @@ static void metrics_finish(int reason)
 static void metrics_fork_child(void)
 {
     pthread_mutex_init(&pass_lock, NULL);
-    memset(cursor, 0, sizeof cursor);
+    ccs_ring_reader_at_end(&reader); /* the rings hold the parent's calls */
     memset(series, 0, sizeof series);
     nseries = series_full = coalesced = real_reductions = unread_rings = 0;
     for (size_t i = 0; i < MAX_CLASSES; i++) {
