@@ -18,7 +18,12 @@
  * usage: hotpath [ITERATIONS [TRIALS]]
  */
 #include "ccs_config.h"
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "record.h"
+#include "ring.h"
+#include "runtime.h"
+#include "trace_format.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

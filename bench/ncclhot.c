@@ -10,6 +10,10 @@
  */
 #include "ccs_config.h"
 #include "nccl_track.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "record.h"
+#include "trace_format.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,10 @@
  * ccshim_annotate of a text already interned.  One process, trace off.
  */
 #include "ccshim.h"
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "record.h"
+#include "trace_format.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

@@ -26,7 +26,7 @@ LIB_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -pthread
 
 noinst_LTLIBRARIES += libccs_core.la
 libccs_core_la_SOURCES = \
-	src/core/ccs_config.h src/core/ccs_kinds.h src/core/config_table.h src/core/log.h src/core/shim.h \
+	src/core/ccs_config.h src/core/ccs_kinds.h src/core/config_table.h src/core/log.h \
 	src/core/attributes.h src/core/callsite.h src/core/clock.h src/core/comm.h src/core/fingerprint.h \
 	src/core/process.h src/core/pysite.h src/core/real.h src/core/record.h src/core/ring.h src/core/runtime.h \
 	src/core/trace_format.h src/core/registry.h \

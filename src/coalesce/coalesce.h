@@ -26,9 +26,10 @@
 #ifndef CCS_COALESCE_H
 #define CCS_COALESCE_H
 
-#include "shim.h"
+#include "attributes.h"
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stddef.h>
 
 /* Nonzero while coalescing may defer calls (policy every:N or auto, and not
  * switched off after a failed verification). */

@@ -22,6 +22,10 @@
 #include "coalesce.h"
 #include "log.h"
 #include "registry.h"
+#include "clock.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "process.h"
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>

@@ -20,6 +20,7 @@
 #include "ccshim.h"
 #include "coalesce.h"
 #include "log.h"
+#include "process.h"
 #include <stdlib.h>
 #include <string.h>
 

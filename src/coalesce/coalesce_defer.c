@@ -10,6 +10,7 @@
  * so with W a power of two (and a = 1/W, DDP's scaling) it is exact.
  */
 #include "coalesce.h"
+#include "ccs_kinds.h"
 #include <string.h>
 
 /* IEEE binary16 <-> binary32, round to nearest even. */

@@ -7,6 +7,9 @@
 #include "ccshim.h"
 #include "coalesce.h"
 #include "log.h"
+#include "callsite.h"
+#include "ccs_kinds.h"
+#include "fingerprint.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -21,6 +21,9 @@
 #include "registry.h"
 #include "runtime.h"
 #include "log.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "process.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

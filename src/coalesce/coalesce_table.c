@@ -15,6 +15,9 @@
 #include "ccs_config.h"
 #include "coalesce.h"
 #include "log.h"
+#include "ccs_kinds.h"
+#include "fingerprint.h"
+#include "process.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>

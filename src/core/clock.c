@@ -6,6 +6,7 @@
  * Also the slow paths' milliseconds: a monotonic clock and a sleep.
  */
 #include "clock.h"
+#include "record.h"
 #include <errno.h>
 #include <time.h>
 

@@ -11,6 +11,8 @@
 #include "fingerprint.h"
 #include "log.h"
 #include "process.h"
+#include "record.h"
+#include "trace_format.h"
 #include <pthread.h>
 #include <string.h>
 

@@ -1,6 +1,8 @@
 /* config.c - parses the CCSHIM_* table (config_table.h) into struct ccs_config,
  * and checks a value the same way for ccshim-run before it launches. */
 #include "ccs_config.h"
+#include "ccs_kinds.h"
+#include "fingerprint.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

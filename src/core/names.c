@@ -4,6 +4,8 @@
  * in their columns.  Then the text of a call and of a list of ranks, as the
  * library's logs and the tools print them (both link this file). */
 #include "ccs_kinds.h"
+#include "fingerprint.h"
+#include "trace_format.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -8,6 +8,9 @@
 #include "callsite.h"
 #include "record.h"
 #include "registry.h"
+#include "attributes.h"
+#include "ring.h"
+#include "trace_format.h"
 
 struct ccs_ring *ccs_call_first(void)
 {

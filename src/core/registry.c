@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "log.h"
 #include "ccshim.h"
+#include "comm.h"
 #include <string.h>
 
 #define MAX_FEATURES 8

@@ -9,6 +9,7 @@
 #include "ccs_config.h"
 #include "log.h"
 #include "ring.h"
+#include "trace_format.h"
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>

@@ -17,6 +17,8 @@
 #include "ring.h"
 #include "runtime.h"
 #include "uncovered.h"
+#include "ccs_kinds.h"
+#include "trace_format.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>

@@ -13,7 +13,7 @@
  * (basic type, number of elements).
  */
 #include "sig_canon.h"
-#include "shim.h"
+#include "fingerprint.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -9,7 +9,7 @@
  */
 #include <config.h>
 #include "log.h"
-#include "shim.h"
+#include "callsite.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>

@@ -30,6 +30,11 @@
 #include "log.h"
 #include "registry.h"
 #include "thread.h"
+#include "clock.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "process.h"
+#include "trace_format.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>

@@ -24,7 +24,8 @@
 #ifndef CCS_DESYNC_H
 #define CCS_DESYNC_H
 
-#include "shim.h"
+#include "attributes.h"
+#include "comm.h"
 #include <stdint.h>
 
 /* Starts the side channel and the background thread if CCSHIM_DESYNC is on

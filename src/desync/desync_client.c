@@ -11,7 +11,8 @@
 #include "desync_conn.h"
 #include "desync_tcp.h"
 #include "log.h"
-#include "shim.h"
+#include "clock.h"
+#include "fingerprint.h"
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>

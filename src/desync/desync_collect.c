@@ -15,7 +15,13 @@
 #include "clock.h"
 #include "fingerprint.h"
 #include "registry.h"
-#include "shim.h"
+#include "callsite.h"
+#include "comm.h"
+#include "process.h"
+#include "pysite.h"
+#include "record.h"
+#include "ring.h"
+#include "trace_format.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

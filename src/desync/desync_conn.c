@@ -7,7 +7,7 @@
  * queued for a peer that does not read.
  */
 #include "desync_conn.h"
-#include "shim.h"
+#include "clock.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>

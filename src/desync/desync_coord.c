@@ -27,7 +27,8 @@
 #include "desync_search.h"
 #include "desync_tcp.h"
 #include "log.h"
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "clock.h"
 #include "thread.h"
 #include <errno.h>
 #include <netdb.h>
@@ -44,6 +45,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #define MAX_UNAUTH 32       /* unknown peers' connections awaiting the handshake */
 #define MAX_TICKETED 64     /* members' connections (a valid ticket) awaiting the rest of it */

@@ -5,7 +5,7 @@
  */
 #include "desync_proto.h"
 #include "ccs_kinds.h"
-#include "shim.h"
+#include "fingerprint.h"
 #include <stdio.h>
 #include <string.h>
 

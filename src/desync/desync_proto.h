@@ -16,6 +16,8 @@
 #ifndef CCS_DESYNC_PROTO_H
 #define CCS_DESYNC_PROTO_H
 
+#include "ccs_kinds.h"
+#include "fingerprint.h"
 #include <stddef.h>
 #include <stdint.h>
 

@@ -11,7 +11,13 @@
 #include "ccs_kinds.h"
 #include "desync_rules.h"
 #include "log.h"
-#include "shim.h"
+#include "callsite.h"
+#include "clock.h"
+#include "process.h"
+#include "pysite.h"
+#include "record.h"
+#include "ring.h"
+#include "trace_format.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>

@@ -6,7 +6,6 @@
  */
 #include "ccs_kinds.h"
 #include "desync_rules_ctx.h"
-#include "shim.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

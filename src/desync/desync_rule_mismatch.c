@@ -6,7 +6,8 @@
  */
 #include "ccs_kinds.h"
 #include "desync_rules_ctx.h"
-#include "shim.h"
+#include "fingerprint.h"
+#include "trace_format.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

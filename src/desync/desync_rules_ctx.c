@@ -5,7 +5,6 @@
  */
 #include "desync_rules_ctx.h"
 #include "ccs_kinds.h"
-#include "shim.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  */
 #include "desync_rules.h"
 #include "desync_rules_ctx.h"
-#include "shim.h"
+#include "fingerprint.h"
 #include <stdlib.h>
 
 struct ccs_dsx_seen {

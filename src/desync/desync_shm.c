@@ -15,7 +15,8 @@
 #include "desync_shm.h"
 #include "desync_search.h"
 #include "log.h"
-#include "shim.h"
+#include "clock.h"
+#include "fingerprint.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #define NVERDICT 16
 #define NAGREED 32

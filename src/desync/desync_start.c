@@ -22,6 +22,8 @@
 #include "desync_auth.h"
 #include "desync_tcp.h"
 #include "log.h"
+#include "comm.h"
+#include "process.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -17,7 +17,10 @@
 #include "log.h"
 #include "private_file.h"
 #include "registry.h"
-#include "shim.h"
+#include "clock.h"
+#include "process.h"
+#include "ring.h"
+#include "trace_format.h"
 #include "thread.h"
 #include <errno.h>
 #include <pthread.h>

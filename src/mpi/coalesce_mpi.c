@@ -16,6 +16,10 @@
 #include "coalesce_mpi.h"
 #include "log.h"
 #include "mpi_shim.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "record.h"
+#include "trace_format.h"
 #include <stdlib.h>
 #include <string.h>
 

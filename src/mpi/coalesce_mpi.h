@@ -5,6 +5,7 @@
 #define CCS_COALESCE_MPI_H
 
 #include "coalesce.h"
+#include "attributes.h"
 #include <mpi.h>
 
 /* Called by the MPI_Allreduce / MPI_Iallreduce wrappers (Q: NULL for the

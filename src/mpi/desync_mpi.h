@@ -2,7 +2,7 @@
 #ifndef CCS_DESYNC_MPI_H
 #define CCS_DESYNC_MPI_H
 
-#include "shim.h"
+#include "attributes.h"
 
 /* Right after MPI_Init on every rank (a collective, see
  * ccs_desync_start_mpi): registers MPI_Abort and starts detection. */

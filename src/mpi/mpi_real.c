@@ -7,6 +7,12 @@
  */
 #include "log.h"
 #include "mpi_shim.h"
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "real.h"
+#include "ring.h"
 
 static int missing_logged;
 

@@ -10,6 +10,13 @@
 #include "registry.h"
 #include "desync.h"
 #include "desync_mpi.h"
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "record.h"
+#include "runtime.h"
+#include "trace_format.h"
 #include <string.h>
 
 static MPI_Group world_group = MPI_GROUP_NULL;

@@ -10,7 +10,12 @@
 #ifndef CCS_MPI_SHIM_H
 #define CCS_MPI_SHIM_H
 
-#include "shim.h"
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "process.h"
+#include "ring.h"
 #include <mpi.h>
 
 /* Every function this library defines as MPI_name and PMPI_name, in two

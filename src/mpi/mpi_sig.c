@@ -13,6 +13,8 @@
 #include "log.h"
 #include "mpi_shim.h"
 #include "sig_canon.h"
+#include "ccs_kinds.h"
+#include "fingerprint.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

@@ -17,6 +17,12 @@
  */
 #include "coalesce_mpi.h"
 #include "mpi_shim.h"
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "record.h"
+#include "ring.h"
+#include "trace_format.h"
 
 #define CALL_REAL(name, ...) (CCS_REAL(name) ? ccs_real_##name(__VA_ARGS__) : MPI_ERR_INTERN)
 #define INPLACE(sb) ((sb) == MPI_IN_PLACE ? CCS_F_IN_PLACE : 0)

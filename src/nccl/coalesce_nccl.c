@@ -27,6 +27,13 @@
 #include "nccl_internal.h"
 #include "coalesce_nccl.h"
 #include "nccl_redop.h"
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "real.h"
+#include "record.h"
+#include "trace_format.h"
 #include <pthread.h>
 #include <string.h>
 

@@ -6,6 +6,7 @@
 #define CCS_COALESCE_NCCL_H
 
 #include "coalesce.h"
+#include "attributes.h"
 #include <nccl.h>
 
 /* Called by the ncclAllReduce wrapper once ccs_coalesce_on was seen set;

@@ -9,6 +9,8 @@
 #include "registry.h"
 #include "nccl_internal.h"
 #include "nccl_track.h"
+#include "ccs_kinds.h"
+#include "comm.h"
 
 struct abort_ctx {
     uint64_t id;

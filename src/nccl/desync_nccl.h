@@ -4,7 +4,7 @@
 #ifndef CCS_DESYNC_NCCL_H
 #define CCS_DESYNC_NCCL_H
 
-#include "shim.h"
+#include "attributes.h"
 
 CCS_HIDDEN void ccs_desync_nccl_init(void);
 

@@ -20,6 +20,14 @@
 #include "coalesce_nccl.h"
 #include "nccl_redop.h"
 #include "nccl_track.h"
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "process.h"
+#include "record.h"
+#include "runtime.h"
+#include "trace_format.h"
 #include <string.h>
 #include <unistd.h>
 

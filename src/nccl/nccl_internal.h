@@ -8,7 +8,12 @@
 #ifndef CCS_NCCL_INTERNAL_H
 #define CCS_NCCL_INTERNAL_H
 
-#include "shim.h"
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "process.h"
+#include "ring.h"
 #include <nccl.h>
 
 /* Every real NCCL function the interposer calls, by its name without the

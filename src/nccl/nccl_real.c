@@ -10,6 +10,14 @@
  */
 #include "log.h"
 #include "nccl_internal.h"
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "process.h"
+#include "real.h"
+#include "ring.h"
+#include "runtime.h"
 #include <stdio.h>
 
 _Atomic(void *) ccs_nccl_fns[CCS_NCCL_FN_COUNT];

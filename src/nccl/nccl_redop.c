@@ -11,6 +11,9 @@
 #include "log.h"
 #include <pthread.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct entry {
     _Atomic uint32_t gen; /* odd while being written */

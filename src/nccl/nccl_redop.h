@@ -11,7 +11,7 @@
 #ifndef CCS_NCCL_REDOP_H
 #define CCS_NCCL_REDOP_H
 
-#include "shim.h"
+#include "attributes.h"
 #include <stdint.h>
 
 #define CCS_NCCL_REDOPS 256

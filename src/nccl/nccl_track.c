@@ -34,6 +34,12 @@
 #include "nccl_internal.h"
 #include "registry.h"
 #include "thread.h"
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "real.h"
+#include "trace_format.h"
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>

@@ -18,8 +18,10 @@
 #ifndef CCS_NCCL_TRACK_H
 #define CCS_NCCL_TRACK_H
 
-#include "shim.h"
+#include "attributes.h"
 #include <nccl.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 /* 1 once the driver was found: graph capture is checked from then on, and
  * completion tracked unless CCSHIM_NCCL_COMPLETION=0. */

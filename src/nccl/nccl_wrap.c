@@ -18,6 +18,13 @@
 #include "nccl_internal.h"
 #include "nccl_redop.h"
 #include "nccl_track.h"
+#include "attributes.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "record.h"
+#include "ring.h"
+#include "trace_format.h"
 #include <string.h>
 
 /* ncclGroupStart nesting of this thread, as NCCL keeps it (thread-local).

@@ -1,5 +1,6 @@
 /* trace_reader.c - streaming reader of per-rank traces (see trace_reader.h). */
 #include "trace_reader.h"
+#include "trace_format.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

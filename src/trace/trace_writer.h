@@ -6,7 +6,7 @@
 #ifndef CCS_TRACE_WRITER_H
 #define CCS_TRACE_WRITER_H
 
-#include "shim.h"
+#include "attributes.h"
 
 /* Starts the background writer if tracing is on (idempotent; slow path). */
 CCS_HIDDEN void ccs_writer_start(void);

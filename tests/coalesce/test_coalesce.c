@@ -8,6 +8,7 @@
 #include "ccshim.h"
 #include "coalesce.h"
 #include "unit_main.h"
+#include "ccs_kinds.h"
 #include <check.h>
 #include <math.h>
 #include <string.h>

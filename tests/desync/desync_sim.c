@@ -26,7 +26,8 @@
 #include "desync_proto.h"
 #include "desync_report.h"
 #include "desync_tcp.h"
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "fingerprint.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

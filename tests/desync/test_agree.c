@@ -7,7 +7,10 @@
 #include "desync_auth.h"
 #include "desync_shm.h"
 #include "log.h"
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "process.h"
+#include "runtime.h"
 #include "unit_main.h"
 #include <arpa/inet.h>
 #include <errno.h>

@@ -6,7 +6,9 @@
 #include "desync_report.h"
 #include "desync_rules.h"
 #include "desync_search.h"
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "fingerprint.h"
+#include "trace_format.h"
 #include "unit_main.h"
 #include <stdio.h>
 #include <stdlib.h>

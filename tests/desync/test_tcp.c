@@ -10,7 +10,8 @@
 #include "desync_tcp.h"
 #include "ccs_config.h"
 #include "log.h"
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "fingerprint.h"
 #include "unit_main.h"
 #include <arpa/inet.h>
 #include <errno.h>

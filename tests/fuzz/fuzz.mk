@@ -45,7 +45,7 @@ FUZZ_LINK = $(AM_V_GEN)$(MKDIR_P) tests/fuzz && \
 	`for f in $^; do case /$$f in */src/desync/desync_coord.c|*/src/desync/desync_client.c|*/src/core/config.c|\
 	*/src/core/log.c|*/src/coalesce/coalesce_policy.c) ;; *.c) echo $$f ;; esac; done` -o $@
 
-FUZZ_CORE_H = $(top_srcdir)/src/core/shim.h $(top_srcdir)/src/core/log.h $(top_srcdir)/src/core/ccs_kinds.h \
+FUZZ_CORE_H = $(top_srcdir)/src/core/log.h $(top_srcdir)/src/core/ccs_kinds.h \
 	$(top_srcdir)/src/core/ccs_config.h $(top_srcdir)/src/core/config_table.h tests/fuzz/fuzz_common.h
 FUZZ_DSX_SRCS = $(FUZZ_CORE_H) tests/fuzz/fuzz_dsx.h tests/fuzz/fuzz_log.c src/desync/desync_conn.c \
 	src/desync/desync_conn.h src/desync/desync_auth.c src/desync/desync_auth.h src/desync/desync_proto.c \

@@ -3,6 +3,8 @@
 #include "unit_main.h"
 #include <pthread.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 static struct ccs_nccl_premul host_op(uintptr_t comm, int op, double scalar)
 {

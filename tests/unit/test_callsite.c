@@ -1,6 +1,6 @@
 /* test_callsite.c - call-site ids and their cached stacks. */
 #include <config.h>
-#include "shim.h"
+#include "callsite.h"
 #include "unit_main.h"
 #include <string.h>
 

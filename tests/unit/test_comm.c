@@ -1,5 +1,8 @@
 /* test_comm.c - communicator table and identities. */
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "record.h"
+#include "trace_format.h"
 #include "unit_main.h"
 #include <stdatomic.h>
 #include <sys/wait.h>

@@ -1,5 +1,8 @@
 /* test_fingerprint.c - which fields enter a collective's fingerprint. */
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "fingerprint.h"
+#include "record.h"
+#include "trace_format.h"
 #include "sig_canon.h"
 #include "unit_main.h"
 #include <stdlib.h>

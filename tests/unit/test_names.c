@@ -2,6 +2,7 @@
  * line desync's verdicts and NCCL's asynchronous errors print. */
 #include "ccs_kinds.h"
 #include "unit_main.h"
+#include "trace_format.h"
 #include <string.h>
 
 static const char *str(unsigned kind, uint64_t count, unsigned dtype, unsigned op, int root, unsigned flags)

@@ -1,7 +1,13 @@
 /* test_sequence.c - sequence numbers, records and rings (the hot path). */
 #include "ccshim.h"
 #include "desync_collect.h"
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "fingerprint.h"
+#include "process.h"
+#include "record.h"
+#include "ring.h"
+#include "trace_format.h"
 #include "unit_main.h"
 #include <pthread.h>
 

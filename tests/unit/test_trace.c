@@ -2,7 +2,11 @@
  * answers to damaged files. */
 #include "ccs_config.h"
 #include "ccshim.h"
-#include "shim.h"
+#include "ccs_kinds.h"
+#include "comm.h"
+#include "record.h"
+#include "runtime.h"
+#include "trace_format.h"
 #include "trace_reader.h"
 #include "trace_writer.h"
 #include "unit_main.h"
