@@ -109,8 +109,33 @@ static int rehash(struct ccs_dsx_folds *t, size_t nc)
 
 /* Forgets finished agreements beyond FINISHED_KEPT, the oldest first, and
  * pending ones untouched since STALE_MS before NOW when WANT_ROOM. */
+static int u64_cmp(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
 static void forget(struct ccs_dsx_folds *t, uint64_t now, int want_room)
 {
+    /* One pass: the time of the newest agreement to go is the excess-th
+     * oldest finished one's (of equal times, any go); without memory for
+     * the times, one at a time below. */
+    size_t excess = t->finished > FINISHED_KEPT ? t->finished - FINISHED_KEPT : 0;
+    uint64_t *times = excess ? malloc(t->finished * sizeof *times) : NULL;
+    if (times) {
+        size_t n = 0;
+        for (size_t i = 0; i < t->cap && n < t->finished; i++)
+            if (t->s[i].bits && t->s[i].done)
+                times[n++] = t->s[i].touched_ms;
+        if (n >= excess) {
+            qsort(times, n, sizeof *times, u64_cmp);
+            uint64_t cut = times[excess - 1];
+            for (size_t i = 0; i < t->cap && t->finished > FINISHED_KEPT; i++)
+                if (t->s[i].bits && t->s[i].done && t->s[i].touched_ms <= cut) /* ties: any of them */
+                    drop(t, &t->s[i]);
+        }
+        free(times);
+    }
     while (t->finished > FINISHED_KEPT) {
         struct fold *old = NULL;
         for (size_t i = 0; i < t->cap; i++)
