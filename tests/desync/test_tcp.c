@@ -6,6 +6,7 @@
  * after the final exchange. */
 #include "../test_clock.h"
 #include "desync_auth.h"
+#include "desync_fold.h"
 #include "desync_proto.h"
 #include "desync_tcp.h"
 #include "ccs_config.h"
@@ -857,6 +858,33 @@ static void through_mitm(int flip)
     ccs_dsx_coord_stop(coord);
 }
 
+/* Finished agreements beyond the kept 1024 go, the oldest first, in one
+ * pass: after 3000 agreements of one member each (each finished by its
+ * value), between 1024 and 1280 are held, the newest 1000 among them (a
+ * repeat of one is taken, 0) and the oldest gone (a repeat opens and
+ * finishes it again, 1). */
+START_TEST(finished_agreements_oldest_go)
+{
+    struct ccs_dsx_folds *t = ccs_dsx_folds_new();
+    ck_assert_ptr_nonnull(t);
+    struct ccs_dsx_agree res, a = {.comm = 7, .max = 1, .min = 1, .crank = 0, .size = 1, .n = 1};
+    for (uint64_t k = 1; k <= 3000; k++) {
+        a.key = k;
+        ck_assert_int_eq(ccs_dsx_folds_add(t, &a, 4, 0, 1000 + k, &res), 1);
+    }
+    ck_assert_uint_ge(ccs_dsx_folds_count(t), 1024);
+    ck_assert_uint_le(ccs_dsx_folds_count(t), 1280);
+    ck_assert_uint_eq(ccs_dsx_folds_pending(t), 0);
+    for (uint64_t k = 2001; k <= 3000; k++) {
+        a.key = k;
+        ck_assert_int_eq(ccs_dsx_folds_add(t, &a, 4, 0, 5000, &res), 0);
+    }
+    a.key = 1;
+    ck_assert_int_eq(ccs_dsx_folds_add(t, &a, 4, 0, 5000, &res), 1);
+    ccs_dsx_folds_free(t);
+}
+END_TEST
+
 START_TEST(mitm_reads_nothing)
 {
     through_mitm(0);
@@ -1289,6 +1317,7 @@ static Suite *suite(void)
     tcase_add_test(t, replay_is_refused);
     tcase_add_test(t, huge_seq_from_a_peer_one_warning_no_hang);
     tcase_add_test(t, agree_flood_is_bounded);
+    tcase_add_test(t, finished_agreements_oldest_go);
     tcase_add_test(t, impostor_coordinator_is_refused);
     tcase_add_test(t, unauthenticated_peers_are_bounded);
     tcase_add_test(t, mitm_reads_nothing);
