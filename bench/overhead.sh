@@ -47,17 +47,19 @@ ir_per_call() { # $1: extra ccshim-run options; prints wrapper and thread Ir per
     done | awk '{n[NR] = $1; w[NR] = $2; d[NR] = $3}
                 END {c = (n[2] - n[1]) * 1.1; printf "%.0f %.0f\n", (w[2] - w[1]) / c, (d[2] - d[1]) / c}'
 }
-ir_off="n/a"; ir_def="n/a"; ir_thr="n/a"
+ir_off="n/a"; ir_def="n/a"; ir_thr="n/a"; ir_met="n/a"
 if [ "${CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null 2>&1 && command -v callgrind_annotate >/dev/null 2>&1; then
     ir_off=$(ir_per_call "--desync 0" | cut -d' ' -f1)
     set -- $(ir_per_call "")
     ir_def=$1; ir_thr=$2
-    echo "instructions per MPI_Allreduce added by the wrapper: $ir_off (desync off), $ir_def (defaults);" \
-         "desync thread: $ir_thr per call"
+    # metrics on: the call's time read (two timestamp reads, as with a trace)
+    ir_met=$(ir_per_call "--metrics $tmp/m-%r.prom" | cut -d' ' -f1)
+    echo "instructions per MPI_Allreduce added by the wrapper: $ir_off (desync off), $ir_def (defaults)," \
+         "$ir_met (defaults and --metrics); desync thread: $ir_thr per call"
 fi
 
 : > "$tmp/a"; : > "$tmp/b"; : > "$tmp/c"; : > "$tmp/d"; : > "$tmp/p"; : > "$tmp/q"; : > "$tmp/z"
-: > "$tmp/pr"; : > "$tmp/pw"; : > "$tmp/qr"; : > "$tmp/qw"
+: > "$tmp/pr"; : > "$tmp/pw"; : > "$tmp/qr"; : > "$tmp/qw"; : > "$tmp/m"; : > "$tmp/mr"; : > "$tmp/mw"
 ns() { awk -v k="$1" '$1 == k {print $2}'; }
 for t in $(seq "$TRIALS"); do
     # side by side in one process: wrapper against libmpi's own PMPI_Allreduce
@@ -66,6 +68,8 @@ for t in $(seq "$TRIALS"); do
     ns ab_added_ns < "$tmp/ab" >> "$tmp/p"; ns ab_real_ns < "$tmp/ab" >> "$tmp/pr"; ns ab_wrapped_ns < "$tmp/ab" >> "$tmp/pw"
     bench_mpirun2 "$run" --summary 0 -- "$loop" "$ITERS" 8 ab > "$tmp/ab"
     ns ab_added_ns < "$tmp/ab" >> "$tmp/q"; ns ab_real_ns < "$tmp/ab" >> "$tmp/qr"; ns ab_wrapped_ns < "$tmp/ab" >> "$tmp/qw"
+    bench_mpirun2 "$run" --summary 0 --metrics "$tmp/m-%r.prom" -- "$loop" "$ITERS" 8 ab > "$tmp/ab"
+    ns ab_added_ns < "$tmp/ab" >> "$tmp/m"; ns ab_real_ns < "$tmp/ab" >> "$tmp/mr"; ns ab_wrapped_ns < "$tmp/ab" >> "$tmp/mw"
     # separate runs, median of 1000-call chunks
     bench_mpirun2 "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/a"
     bench_mpirun2 "$run" --summary 0 --desync 0 -- "$loop" "$ITERS" | ns ns_per_call_median >> "$tmp/b"
@@ -76,6 +80,7 @@ done
 a=$(bench_median < "$tmp/a"); b=$(bench_median < "$tmp/b"); c=$(bench_median < "$tmp/c"); d=$(bench_median < "$tmp/d")
 p=$(bench_median < "$tmp/p"); q=$(bench_median < "$tmp/q"); z=$(bench_median < "$tmp/z")
 pr=$(bench_median < "$tmp/pr"); pw=$(bench_median < "$tmp/pw"); qr=$(bench_median < "$tmp/qr"); qw=$(bench_median < "$tmp/qw")
+m=$(bench_median < "$tmp/m"); mr=$(bench_median < "$tmp/mr"); mw=$(bench_median < "$tmp/mw")
 line() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f ns added (%+.2f%%, ratio %.4f)", b - a, (b - a) * 100 / a, b / a}'; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.1f%%", b * 100 / a}'; }
 echo "side by side in one run: wrapper adds $p ns ($(bench_range "$tmp/p")) interception only, $q ns ($(bench_range "$tmp/q")) defaults; no preload: $z ns"
@@ -100,8 +105,10 @@ load average $load0 before, $load1 after.
 | bookkeeping alone, ring as in a job: $(field "$hp" ring_records) records mapped fresh, a reader draining it every 20 ms, a locked instruction per call | $(field "$hp" real_plain_ns) ns | $(field "$hp" real_shim_ns) ns | $(field "$hp" real_added_ns) ns (first lap $(field "$hp" real_first_lap_added_ns) ns) |
 | instructions per MPI_Allreduce (callgrind), interception only | | | $ir_off |
 | same, defaults | | | $ir_def in the call; $ir_thr per call in the desync thread |
+| same, defaults and live metrics (\`--metrics\`: the call's time read, two timestamp reads) | | | $ir_met |
 | MPI_Allreduce 8 B, 2 ranks, side by side in one run (\`mpi_loop N 8 ab\`), interception only (\`--summary 0 --desync 0\`) | $pr ns | $pw ns | $p ns, $(pct "$pr" "$p") ($(bench_range "$tmp/p")) |
 | same, defaults (\`--summary 0\`; the desync thread's CPU is not in this row, see below) | $qr ns | $qw ns | $q ns, $(pct "$qr" "$q") ($(bench_range "$tmp/q")) |
+| same, defaults and live metrics (\`--summary 0 --metrics DIR/m-%r.prom\`) | $mr ns | $mw ns | $m ns, $(pct "$mr" "$m") ($(bench_range "$tmp/m")) |
 | same, no preload (both paths are the MPI's: the noise floor) | | | $z ns ($(bench_range "$tmp/z")) |
 | MPI_Allreduce 8 B, 2 ranks, separate runs, interception only | $a ns ($(bench_range "$tmp/a")) | $b ns ($(bench_range "$tmp/b")) | $(added "$a" "$b") |
 | same, defaults: desync detection on, no trace | $a ns | $d ns ($(bench_range "$tmp/d")) | $(added "$a" "$d") |
