@@ -166,4 +166,7 @@ CCSHIM_RUN="$top_builddir/ccshim-run"
 CCSHIM_AUDIT="$top_builddir/ccshim-audit"
 CCSHIM_TRAINER="$top_builddir/ccshim-trainer"
 
+# json_q FILE EXPR: prints EXPR (Python) of the JSON document in FILE as d.
+json_q() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
+
 tap_done() { [ "$TAP_FAILED" -eq 0 ]; }

@@ -11,7 +11,6 @@ MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 tap_plan 24
 D=$CCS_TMP
-q() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
 # --- no collective recorded
 "$MKTRACE" --ranks 2 --steps 2 --silent all "$D/none"
@@ -20,7 +19,7 @@ tap_eq "no collective in the run: exit 0 without --fail-on, an error finding, no
     "0 1 0" "$rc $(grep -c '^  1\. \[error\] no collective was recorded: 2 traces read, none with a collective$' "$D/none.txt") $(grep -c 'every rank made the same calls' "$D/none.txt")"
 "$CCSHIM_AUDIT" --json "$D/none" > "$D/none.json"
 tap_eq "--json: kind no-collectives, severity error, ranks 0 and 1" "no-collectives error [0, 1]" \
-    "$(q "$D/none.json" '" ".join([d["findings"][0]["kind"], d["findings"][0]["severity"], str(d["findings"][0]["ranks"])])')"
+    "$(json_q "$D/none.json" '" ".join([d["findings"][0]["kind"], d["findings"][0]["severity"], str(d["findings"][0]["ranks"])])')"
 "$CCSHIM_AUDIT" --fail-on error "$D/none" > /dev/null 2> "$D/none.err"; rc=$?
 tap_eq "--fail-on error: exit 3, said" "3 1" \
     "$rc $(grep -c '^ccshim-audit: 1 finding of severity error or worse (--fail-on)$' "$D/none.err")"
@@ -53,9 +52,9 @@ tap_eq "--job 4242: exit 0, the counts of one job (as audited alone)" "0 same" \
     "$rc $(cmp -s "$D/j4242.tsv" "$D/fine.tsv" && echo same)"
 "$CCSHIM_AUDIT" --job 5151 --json "$D/two" > "$D/j5151.json" 2> /dev/null
 tap_eq "--job 5151: its 2 traces and its 2 reports" "2 2 5151" \
-    "$(q "$D/j5151.json" 'len(d["files"])') $(q "$D/j5151.json" 'len(d["reports"])') $(q "$D/j5151.json" '",".join(sorted(set(f["job"] for f in d["files"])))')"
+    "$(json_q "$D/j5151.json" 'len(d["files"])') $(json_q "$D/j5151.json" 'len(d["reports"])') $(json_q "$D/j5151.json" '",".join(sorted(set(f["job"] for f in d["files"])))')"
 "$CCSHIM_AUDIT" --job 4242 --json "$D/two" > "$D/j4242.json" 2> /dev/null
-tap_eq "--job 4242: the other job's reports left out" 0 "$(q "$D/j4242.json" 'len(d["reports"])')"
+tap_eq "--job 4242: the other job's reports left out" 0 "$(json_q "$D/j4242.json" 'len(d["reports"])')"
 "$CCSHIM_AUDIT" --job 99 "$D/two" > /dev/null 2> "$D/j99.err"; rc=$?
 tap_eq "--job of no trace here: exit 2, lists the jobs" "2 1" \
     "$rc $(grep -c '^ccshim-audit: --job 99: no trace of that job here (jobs: 4242 (2 traces), 5151 (2 traces))$' "$D/j99.err")"
@@ -104,23 +103,23 @@ LEN_CLAIMS=$(python3 -c 'import struct,sys; print(struct.unpack_from("<I", open(
     "$D/len/ccshim-4242-node1-r1-p1001.cctrace" "$LEN_AT")
 "$CCSHIM_AUDIT" --json "$D/len" > "$D/len.json" 2> "$D/len.err"
 tap_eq "a RECORDS chunk's length flipped past the end: damaged, not truncated" "damaged 0 1" \
-    "$(q "$D/len.json" '[f["status"] for f in d["files"] if f["rank"] == 1][0]') $(grep -c 'truncated' "$D/len.err") $(grep -c "damaged: the chunk at byte $LEN_AT (type 5) claims $LEN_CLAIMS bytes, past the end of the file ($LEN_SIZE bytes), yet the file ends with a whole END chunk" "$D/len.err")"
+    "$(json_q "$D/len.json" '[f["status"] for f in d["files"] if f["rank"] == 1][0]') $(grep -c 'truncated' "$D/len.err") $(grep -c "damaged: the chunk at byte $LEN_AT (type 5) claims $LEN_CLAIMS bytes, past the end of the file ($LEN_SIZE bytes), yet the file ends with a whole END chunk" "$D/len.err")"
 tap_eq "... its finding says so and does not say the process died" "1 0" \
-    "$(q "$D/len.json" 'sum(1 for f in d["findings"] if f["kind"] == "unreadable-trace" and f["title"].startswith("damaged trace"))') $(q "$D/len.json" 'sum(1 for f in d["findings"] if "died" in f["action"])')"
+    "$(json_q "$D/len.json" 'sum(1 for f in d["findings"] if f["kind"] == "unreadable-trace" and f["title"].startswith("damaged trace"))') $(json_q "$D/len.json" 'sum(1 for f in d["findings"] if "died" in f["action"])')"
 "$MKTRACE" --ranks 2 --steps 3 --micro 2 --cut 1:100 "$D/cut"
 "$CCSHIM_AUDIT" --json "$D/cut" > "$D/cut.json" 2> /dev/null
 tap_eq "a file really cut short is still truncated" truncated \
-    "$(q "$D/cut.json" '[f["status"] for f in d["files"] if f["rank"] == 1][0]')"
+    "$(json_q "$D/cut.json" '[f["status"] for f in d["files"] if f["rank"] == 1][0]')"
 damage kind "$(byte_at kind)" =0x41
 "$CCSHIM_AUDIT" --json "$D/kind" > "$D/kind.json" 2> "$D/kind.err"
 tap_eq "a record's kind altered (65, no such kind): damaged, that record left out (9 of 10 calls)" "damaged 9 1" \
-    "$(q "$D/kind.json" '[str(f["status"]) + " " + str(f["records"]) for f in d["files"] if f["rank"] == 1][0]') $(grep -c 'damaged: 1 record holds a value no writer makes, left out (the first: record 1: kind 65, unknown to this ccshim-audit: damage, or a newer ccshim); every other record was read' "$D/kind.err")"
+    "$(json_q "$D/kind.json" '[str(f["status"]) + " " + str(f["records"]) for f in d["files"] if f["rank"] == 1][0]') $(grep -c 'damaged: 1 record holds a value no writer makes, left out (the first: record 1: kind 65, unknown to this ccshim-audit: damage, or a newer ccshim); every other record was read' "$D/kind.err")"
 damage comm "$(byte_at comm)" 0x10
 "$CCSHIM_AUDIT" --json "$D/comm" > "$D/comm.json" 2> "$D/comm.err"
 tap_eq "a record's communicator altered: damaged (named, never described)" "damaged 1" \
-    "$(q "$D/comm.json" '[f["status"] for f in d["files"] if f["rank"] == 1][0]') $(grep -c 'damaged: 1 id named by records but never described (the first: record 2: communicator 9e3779b96f4a7c15, which no chunk of the file describes)' "$D/comm.err")"
+    "$(json_q "$D/comm.json" '[f["status"] for f in d["files"] if f["rank"] == 1][0]') $(grep -c 'damaged: 1 id named by records but never described (the first: record 2: communicator 9e3779b96f4a7c15, which no chunk of the file describes)' "$D/comm.err")"
 tap_eq "... and the rank mismatch it causes says the trace is damaged" 1 \
-    "$(q "$D/comm.json" 'sum(1 for f in d["findings"] if f["kind"] == "rank-mismatch" and "rank 1'"'"'s trace is damaged" in f["evidence"])')"
+    "$(json_q "$D/comm.json" 'sum(1 for f in d["findings"] if f["kind"] == "rank-mismatch" and "rank 1'"'"'s trace is damaged" in f["evidence"])')"
 "$CCSHIM_AUDIT" --fail-on warn "$D/orig" > /dev/null 2>&1; o=$?
 "$CCSHIM_AUDIT" --fail-on warn "$D/kind" > /dev/null 2>&1; k=$?
 tap_eq "--fail-on warn: the job passes (0), its damaged copy fails (3)" "0 3" "$o $k"
@@ -130,10 +129,10 @@ tap_eq "--fail-on warn: the job passes (0), its damaged copy fails (3)" "0 3" "$
 "$CCSHIM_AUDIT" --json "$D/auto" > "$D/auto.json"
 tap_eq "coalescing on: the repeats of step 0 are info, titled so" \
     "info coalescing is on, yet allreduce reduced the same buffer 4 times per step in step 0 (comm 9e3779b97f4a7c15)" \
-    "$(q "$D/auto.json" '[f["severity"] + " " + f["title"] for f in d["findings"] if f["kind"] == "redundant-reduction"][0]')"
+    "$(json_q "$D/auto.json" '[f["severity"] + " " + f["title"] for f in d["findings"] if f["kind"] == "redundant-reduction"][0]')"
 tap_eq "... and never advised to turn coalescing on" 0 \
-    "$(q "$D/auto.json" 'sum(1 for f in d["findings"] if "Run with CCSHIM_COALESCE" in f["action"])')"
+    "$(json_q "$D/auto.json" 'sum(1 for f in d["findings"] if "Run with CCSHIM_COALESCE" in f["action"])')"
 "$MKTRACE" --ranks 2 --steps 3 --micro 4 "$D/off"
 tap_eq "coalescing off: the same repeats still get the advice (a warning)" "warning 1" \
-    "$("$CCSHIM_AUDIT" --json "$D/off" > "$D/off.json"; q "$D/off.json" '[f["severity"] + " " + str(int("Run with CCSHIM_COALESCE=auto" in f["action"])) for f in d["findings"] if f["kind"] == "redundant-reduction"][0]')"
+    "$("$CCSHIM_AUDIT" --json "$D/off" > "$D/off.json"; json_q "$D/off.json" '[f["severity"] + " " + str(int("Run with CCSHIM_COALESCE=auto" in f["action"])) for f in d["findings"] if f["kind"] == "redundant-reduction"][0]')"
 tap_done

@@ -12,7 +12,6 @@ MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 tap_plan 9
 D=$CCS_TMP
-q() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
 # A rank that makes one all-reduce more in step 1: its row, and only its, is marked.
 "$MKTRACE" --ranks 3 --steps 3 --desync 2:1 "$D/ds"
@@ -41,7 +40,7 @@ tap_eq "comm_free closes the duplicate's pattern" \
 tap_eq "Cart communicator: not seen created, twice (one id per rank)" 2 \
     "$(grep -c '^  comm [0-9a-f]\{16\} (mpi, 2 ranks, not seen created: one rank.s calls, under its own id)$' "$D/t.txt")"
 tap_eq "--json: created_by null for them, comm_dup for the duplicate" "2 1" \
-    "$(q "$D/t.json" 'sum(1 for c in d["comms"] if c["created_by"] is None)') $(q "$D/t.json" 'sum(1 for c in d["comms"] if c["created_by"] == "comm_dup")')"
+    "$(json_q "$D/t.json" 'sum(1 for c in d["comms"] if c["created_by"] is None)') $(json_q "$D/t.json" 'sum(1 for c in d["comms"] if c["created_by"] == "comm_dup")')"
 tap_eq "no row marked ! and no 'made none' line" 0 "$(grep -c '^  !' "$D/t.txt")"
 tap_eq "findings (0) and the all-clear, consistent with the rows" "1 1" \
     "$(grep -c '^findings (0)$' "$D/t.txt") $(grep -c '^  none: every rank made the same calls' "$D/t.txt")"
@@ -58,5 +57,5 @@ b[24] ^= 0x02
 open(p, "wb").write(b)' "$(ls "$D"/hdr/*-r1-*.cctrace)"
 "$CCSHIM_AUDIT" --json "$D/hdr" > "$D/hdr.json" 2> "$D/hdr.err"
 tap_eq "a bit flipped in a real trace's header rank: damaged, both ranks named" "damaged 1" \
-    "$(q "$D/hdr.json" '[f["status"] for f in d["files"] if f["rank"] == 3][0]') $(grep -c 'damaged: the header says rank 3, the META chunk rank 1 (the file is sorted and counted as rank 3); every other record was read' "$D/hdr.err")"
+    "$(json_q "$D/hdr.json" '[f["status"] for f in d["files"] if f["rank"] == 3][0]') $(grep -c 'damaged: the header says rank 3, the META chunk rank 1 (the file is sorted and counted as rank 3); every other record was read' "$D/hdr.err")"
 tap_done

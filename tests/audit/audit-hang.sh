@@ -17,7 +17,6 @@ ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
 tap_plan 17
 D=$CCS_TMP
-q() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 # The all-reduce's line in the scenario (the site the audit names).
 LINE=$(grep -n '^        iteration_call(scenario, culprit_now' "$top_srcdir/tests/desync/desync_scenario.c" | cut -d: -f1)
 SITE="desync_scenario.c:$LINE"
@@ -57,15 +56,15 @@ tap_check "warn: the ranks are listed as killed by signal 15 (rank 1 in MPI_Fina
     grep -Eqx "ccshim-audit: 3 traces \((0 complete, 3|1 complete, 2) killed by signal 15, 0 cut short, 0 unreadable\), job warn on $(hostname) \.\.\." "$D/warn.txt"
 tap_eq "warn: the post-mortem names the culprit and the call" "  1. [error] $TITLE" \
     "$(grep '^  1\. ' "$D/warn.txt")"
-q "$D/warn.json" "d['findings'][0]['evidence']" > "$D/warn.evidence"
+json_q "$D/warn.json" "d['findings'][0]['evidence']" > "$D/warn.evidence"
 tap_check "warn: what each rank was doing at seq 5" grep -Eqx \
     "comm [0-9a-f]* \(3 ranks\), seq 5, the first that not every rank reached; ranks 0,2: blocked in allreduce at $SITE since [0-9:.]* UTC for [0-9.]*(-[0-9.]*)? s; killed by signal 15; rank 1: not in a collective; $R1_END" \
     "$D/warn.evidence"
 tap_eq "warn: one finding for the runtime's verdict (three reports), its line whole" \
     "1 ranks 0,2 blocked in allreduce(count=4, float32, sum) at seq 5 for" \
-    "$(grep -c 'runtime verdict: DESYNC comm=0x[0-9a-f]* size=3 seq=5 (reported by ranks 0-2)$' "$D/warn.txt") $(q "$D/warn.json" "[f['evidence'] for f in d['findings'] if f['kind'] == 'desync-reports'][0][:66]")"
+    "$(grep -c 'runtime verdict: DESYNC comm=0x[0-9a-f]* size=3 seq=5 (reported by ranks 0-2)$' "$D/warn.txt") $(json_q "$D/warn.json" "[f['evidence'] for f in d['findings'] if f['kind'] == 'desync-reports'][0][:66]")"
 tap_check "warn: --json: the post-mortem finding and each rank's end" \
-    test "$(q "$D/warn.json" "d['findings'][0]['kind'] + ' ' + ' '.join('%s %d' % (x['end']['reason'], x['end']['signal']) for x in d['files'])" |
+    test "$(json_q "$D/warn.json" "d['findings'][0]['kind'] + ' ' + ' '.join('%s %d' % (x['end']['reason'], x['end']['signal']) for x in d['files'])" |
         sed 's/^post-mortem signal 15 \(signal 15\|finalize 0\) signal 15$/ok/')" = ok
 "$CCSHIM_AUDIT" --tsv-time "$T" > "$D/warn.time" 2> /dev/null
 tap_eq "warn: the calls never completed are all wait (step 4: ranks 0 and 2, wait = time, over 1 s)" "0 2" \
@@ -95,7 +94,7 @@ tap_eq "kill: the post-mortem names the culprit and the call (from the flight du
 "$CCSHIM_AUDIT" --json "$D/kill/trace" 2> /dev/null > "$D/kill.json"
 tap_check "kill: rank 0 blocked in allreduce at its site, from its flight dump" grep -Eq \
     "; rank 0: blocked in allreduce at $SITE \(its flight dump\); died without ending its trace \(killed by SIGKILL, or still running\); " \
-    "$(q "$D/kill.json" "d['findings'][0]['evidence']" > "$D/kill.evidence"; echo "$D/kill.evidence")"
+    "$(json_q "$D/kill.json" "d['findings'][0]['evidence']" > "$D/kill.evidence"; echo "$D/kill.evidence")"
 
 # abort: the detector ends the job (MPI_Abort); the launcher kills the rest.
 dsx_run abort 40 3 CCSHIM_ON_DESYNC=abort -- "$SCENARIO" skip

@@ -11,7 +11,6 @@ MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 tap_plan 9
 D=$CCS_TMP
-q() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
 # 3 ranks, 2 steps of two bucket reductions (25 MiB: 28214 ns, 9.7 MiB:
 # 12171 ns) and an all-gather; ranks 0 and 2 wait 1 ms for rank 1 in each.
@@ -33,7 +32,7 @@ tap_eq "table: the call site with the most time and wait first" \
 "$CCSHIM_AUDIT" --json "$D/lt" > "$D/lt.json"
 tap_eq "--json: the site's time and wait, every rank's, step 1's" \
     "8242310 8000000|4086170 4000000 86170 0 4086170 4000000|2041585 2000000 41585 0 2041585 2000000" \
-    "$(q "$D/lt.json" '"%d %d|%s|%s" % (d["sites"][0]["time_ns"], d["sites"][0]["wait_ns"], " ".join("%d %d" % (r["collectives_ns"], r["wait_ns"]) for r in d["time"]["ranks"]), " ".join("%d %d" % (r["collectives_ns"], r["wait_ns"]) for r in d["time"]["steps"][1]["ranks"]))')"
+    "$(json_q "$D/lt.json" '"%d %d|%s|%s" % (d["sites"][0]["time_ns"], d["sites"][0]["wait_ns"], " ".join("%d %d" % (r["collectives_ns"], r["wait_ns"]) for r in d["time"]["ranks"]), " ".join("%d %d" % (r["collectives_ns"], r["wait_ns"]) for r in d["time"]["steps"][1]["ranks"]))')"
 "$CCSHIM_AUDIT" --html "$D/lt.html" "$D/lt" > /dev/null
 tap_eq "html: the time chart (a cell per step and rank, ranks labelled), the ranks' table" "6 rank 0|rank 1|rank 2 3" \
     "$(grep -c '^<g data-step="[0-9]" data-rank="[0-2]" data-time-ns=' "$D/lt.html") $(grep -o '<text class="rank-label"[^>]*>rank [0-9]' "$D/lt.html" | sed 's/.*>//' | paste -sd'|') $(sed -n '/<table id="time">/,/<\/table>/p' "$D/lt.html" | grep -c '^<tr>')"
@@ -44,7 +43,7 @@ tap_eq "html: the time chart (a cell per step and rank, ranks labelled), the ran
 "$MKTRACE" --ranks 2 --steps 3 --micro 4 --deferred-from 1 "$D/df"
 "$CCSHIM_AUDIT" --json "$D/df" > "$D/df.json"
 tap_eq "coalescing measured against the same reductions made for real: saved 465420 ns" "24 24 465420" \
-    "$(q "$D/df.json" '"%d %d %d" % (d["time"]["coalescing"]["deferred"], d["time"]["coalescing"]["measured"], d["time"]["coalescing"]["saved_ns"])')"
+    "$(json_q "$D/df.json" '"%d %d %d" % (d["time"]["coalescing"]["deferred"], d["time"]["coalescing"]["measured"], d["time"]["coalescing"]["saved_ns"])')"
 tap_eq "table: saved, and how it was measured" \
     "  coalescing saved 465.4 us: 24 deferred reductions, each the mean time of the same reduction made|    for real in this job, less its own" \
     "$("$CCSHIM_AUDIT" "$D/df" | grep -A1 '^  coalescing saved' | paste -sd'|')"
