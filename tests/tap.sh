@@ -66,15 +66,21 @@ ccs_run_timeout() {
     setsid "$@" &
     local pid=$!
     CCS_PGIDS="$CCS_PGIDS $pid"
-    local waited=0 rc alone=0
+    local waited=0 rc alone=0 seen=0
     while kill -0 "$pid" 2>/dev/null; do
         # A launcher (CCS_LAUNCHER=1: mpirun) left alone in its session for
         # 5 s, every rank ended: Open MPI 4.1's mpirun at times hangs (or
         # crashes in PMIx_server_finalize) after an MPI_Abort while a rank
         # was in MPI_Finalize.  The job has ended; the launcher is stopped.
         # (Ranks it killed and no longer reaps are zombies: ended too.)
-        if [ "${CCS_LAUNCHER:-0}" = 1 ] && [ $((waited % 10)) -eq 0 ] && [ "$waited" -ge 30 ]; then
-            if [ -z "$(ps -eo pid=,sid=,stat= | awk -v s="$pid" '$2 == s && $1 != s && $3 !~ /^Z/')" ]; then
+        # Only once its ranks were seen: a launcher slow to start them (a
+        # loaded machine) is alone in its session before, not after.
+        if [ "${CCS_LAUNCHER:-0}" = 1 ] && [ $((waited % 10)) -eq 0 ]; then
+            local others
+            others=$(ps -eo pid=,sid=,stat= | awk -v s="$pid" '$2 == s && $1 != s {n++; if ($3 !~ /^Z/) a++}
+                                                           END {print n + 0, a + 0}')
+            [ "${others% *}" -gt 0 ] && seen=1
+            if [ "$seen" = 1 ] && [ "${others#* }" -eq 0 ] && [ "$waited" -ge 30 ]; then
                 alone=$((alone + 1))
             else
                 alone=0
