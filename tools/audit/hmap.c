@@ -90,3 +90,20 @@ void *hmap_slot(const struct hmap *m, size_t i)
 {
     return m->used[i] ? m->slots + i * m->esize : NULL;
 }
+
+void **hmap_sorted(const struct hmap *m, int (*cmp)(const void *, const void *), size_t *n)
+{
+    void **v = malloc((m->n + 1) * sizeof *v);
+    size_t k = 0;
+    *n = 0;
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < m->cap; i++) {
+        void *e = hmap_slot(m, i);
+        if (e)
+            v[k++] = e;
+    }
+    qsort(v, k, sizeof *v, cmp);
+    *n = k;
+    return v;
+}

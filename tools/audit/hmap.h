@@ -23,6 +23,9 @@ void hmap_free(struct hmap *m);
 void *hmap_get(struct hmap *m, const void *key, int create);
 /* Entry in slot I, or NULL for an empty slot (iterate I < m->cap). */
 void *hmap_slot(const struct hmap *m, size_t i);
+/* Pointers to M's entries sorted by CMP (qsort's, on two pointers to
+ * entries), *N of them; the caller frees; NULL (and *N 0) without memory. */
+void **hmap_sorted(const struct hmap *m, int (*cmp)(const void *, const void *), size_t *n);
 uint64_t hmap_hash(const void *p, size_t n);
 
 #endif

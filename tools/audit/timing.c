@@ -209,17 +209,7 @@ static int steptime_cmp(const void *x, const void *y)
 
 struct audit_steptime **audit_sorted_steptimes(const struct audit *a, size_t *n)
 {
-    *n = 0;
-    struct audit_steptime **v = malloc((a->steptimes.n + 1) * sizeof *v);
-    if (!v)
-        return NULL;
-    for (size_t i = 0; i < a->steptimes.cap; i++) {
-        struct audit_steptime *st = hmap_slot(&a->steptimes, i);
-        if (st)
-            v[(*n)++] = st;
-    }
-    qsort(v, *n, sizeof *v, steptime_cmp);
-    return v;
+    return (struct audit_steptime **)hmap_sorted(&a->steptimes, steptime_cmp, n);
 }
 
 const char *fmt_share(uint64_t part, uint64_t whole, char *buf, size_t n)

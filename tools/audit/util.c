@@ -130,20 +130,7 @@ static int cell_cmp(const void *x, const void *y)
 
 struct audit_cell **audit_sorted_cells(const struct audit *a, size_t *n)
 {
-    struct audit_cell **v = malloc((a->cells.n + 1) * sizeof *v);
-    size_t k = 0;
-    if (!v) {
-        *n = 0;
-        return NULL;
-    }
-    for (size_t i = 0; i < a->cells.cap; i++) {
-        struct audit_cell *c = hmap_slot(&a->cells, i);
-        if (c)
-            v[k++] = c;
-    }
-    qsort(v, k, sizeof *v, cell_cmp);
-    *n = k;
-    return v;
+    return (struct audit_cell **)hmap_sorted(&a->cells, cell_cmp, n);
 }
 
 static int site_cmp(const void *x, const void *y)
@@ -180,20 +167,7 @@ static int sc_cmp(const void *x, const void *y)
 
 struct audit_stepcomm **audit_sorted_stepcomms(const struct audit *a, size_t *n)
 {
-    struct audit_stepcomm **v = malloc((a->stepcomms.n + 1) * sizeof *v);
-    size_t k = 0;
-    if (!v) {
-        *n = 0;
-        return NULL;
-    }
-    for (size_t i = 0; i < a->stepcomms.cap; i++) {
-        struct audit_stepcomm *c = hmap_slot(&a->stepcomms, i);
-        if (c)
-            v[k++] = c;
-    }
-    qsort(v, k, sizeof *v, sc_cmp);
-    *n = k;
-    return v;
+    return (struct audit_stepcomm **)hmap_sorted(&a->stepcomms, sc_cmp, n);
 }
 
 const char *audit_finding_name(int k)
