@@ -317,9 +317,9 @@ static void report_fn(void *arg)
  * LOCAL_REPORTER (or rank 0 for the coordinator's) says. */
 static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
-    if (!ccs_dsx_seen_add(ds.reported, v->cls, v->comm, v->cls == CCS_DSX_MISMATCH ? 0 : v->seq))
+    if (!ccs_dsx_seen_add(ds.reported, v->cls, v->comm, ccs_verdict_once(v->cls) ? 0 : v->seq))
         return;
-    if (arg == FROM_LOCAL_RULES && v->cls == CCS_DSX_MISMATCH) {
+    if (arg == FROM_LOCAL_RULES && ccs_verdict_once(v->cls)) {
         /* Every rank here reports what the first to judge found: each
          * rank's rules judge the host's statuses as read in its own period,
          * and a MISMATCH found in one view (the odd seq's records of every
@@ -338,10 +338,10 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
     } else if (v->local) {
         arg = FROM_LOCAL_RULES; /* reported as this host's own (LOCAL_REPORTER in full) */
     }
-    if (v->cls == CCS_DSX_MISMATCH)
-        ccs_dsx_seen_add(ds.seen, CCS_DSX_MISMATCH, v->comm, 0); /* judged: this rank's rules and search stop there */
+    if (ccs_verdict_once(v->cls))
+        ccs_dsx_seen_add(ds.seen, v->cls, v->comm, 0); /* judged: this rank's rules and search stop there */
     ccs_features_verdict(ccs_dsx_class_name(v->cls), v->comm, v->seq, v->line); /* e.g. metrics (registry.h) */
-    if (v->cls != CCS_DSX_STRAGGLER)
+    if (ccs_verdict_policy(v->cls) == CCS_VERDICT_STOP)
         ccs_verdict_note(); /* a rank waiting at its step boundary stops waiting (registry.h) */
     /* Under abort the first verdict on a communicator ends the job; what
      * the ranks see on it while the job ends (the others now blocked behind
@@ -350,7 +350,7 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
      * gone before it sees it, leaving a verdict without its diagnosis.
      * Said once, at info level.  (Verdicts on other communicators, as the
      * two sides of a cross-communicator deadlock, are reported.) */
-    if (ccs_cfg.on_desync == CCS_ON_DESYNC_ABORT && v->cls != CCS_DSX_STRAGGLER) {
+    if (ccs_cfg.on_desync == CCS_ON_DESYNC_ABORT && ccs_verdict_policy(v->cls) == CCS_VERDICT_STOP) {
         uint64_t none = 0;
         if (!atomic_compare_exchange_strong(&ds.ending_comm, &none, v->comm) && none == v->comm) {
             ccs_log_once(&ds.later_logged, CCS_LOG_INFO,
@@ -366,7 +366,7 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
      * running (they see the same verdict): MPI is being torn down under it.
      * Decided before the report, which may take a while (libdw). */
     atomic_store(&ds.report_busy, 1);
-    if (ccs_cfg.on_desync == CCS_ON_DESYNC_ABORT && v->cls != CCS_DSX_STRAGGLER &&
+    if (ccs_cfg.on_desync == CCS_ON_DESYNC_ABORT && ccs_verdict_policy(v->cls) == CCS_VERDICT_STOP &&
         atomic_load(&ds.life) == CCS_DSX_ALIVE && !atomic_load(&ds.abort_pending)) {
         ds.abort_comm = v->comm;
         /* The rank reporting in full ends the job once its report is out
