@@ -266,14 +266,16 @@ enum ccs_flag {
 #undef CCS_X
 };
 
-/* Backends. */
+/* Backends: X(ENUM, number, "name", otf2), otf2 the paradigm OTF2 files
+ * its communicators and calls under (OTF2_PARADIGM_<otf2>:
+ * tools/audit/out_otf2.c). */
 #define CCS_BACKEND_LIST(X)                                                   \
-    X(NONE, 0, "none")                                                        \
-    X(MPI, 1, "mpi")                                                          \
-    X(NCCL, 2, "nccl")
+    X(NONE, 0, "none", USER)                                                  \
+    X(MPI, 1, "mpi", MPI)                                                     \
+    X(NCCL, 2, "nccl", USER)
 
 enum ccs_backend {
-#define CCS_X(e, n, s) CCS_BE_##e = n,
+#define CCS_X(e, n, s, ...) CCS_BE_##e = n,
     CCS_BACKEND_LIST(CCS_X)
 #undef CCS_X
         CCS_BE_LIMIT /* one past the last (the list is in order) */

@@ -221,8 +221,8 @@ static uint32_t region_key(const struct ccs_record *r)
 static OTF2_CollectiveOp collective_op(unsigned kind)
 {
     switch (kind) {
-#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types, otf2, inpl)                                    \
-    case n:                                                                                                \
+#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types, otf2, inpl)                                            \
+    case n:                                                                                                        \
         return OTF2_OP_OF(CCS_KIND_IS_NONE(otf2), otf2);
         CCS_KIND_LIST(CCS_X)
 #undef CCS_X
@@ -292,6 +292,21 @@ static OTF2_StringRef string(struct otf2_out *o, OTF2_GlobalDefWriter *w, const 
     return o->nstrings++;
 }
 
+/* The paradigm of BACKEND (the backends table's otf2 column); MPI's for
+ * a number the table does not list (the reader refuses such records; a
+ * communicator's entry keeps what it was given before the table). */
+static OTF2_Paradigm paradigm(unsigned backend)
+{
+    switch (backend) {
+#define CCS_X(e, n, s, p)                                                                                          \
+    case n:                                                                                                        \
+        return OTF2_PARADIGM_##p;
+        CCS_BACKEND_LIST(CCS_X)
+#undef CCS_X
+    }
+    return OTF2_PARADIGM_MPI;
+}
+
 /* The region role of KIND: a collective's from its OTF2 type (one to all,
  * all to one, barrier, else all to all). */
 static OTF2_RegionRole region_role(unsigned kind)
@@ -337,9 +352,8 @@ static void write_regions(struct otf2_out *o, OTF2_GlobalDefWriter *w)
         char label[64], canonical[96];
         kind_label(kind, (int)deferred, label, sizeof label);
         snprintf(canonical, sizeof canonical, "%s %s", ccs_backend_name(backend), label);
-        OTF2_GlobalDefWriter_WriteRegion(
-            w, ref, string(o, w, label), string(o, w, canonical), none, region_role(kind),
-            backend == CCS_BE_MPI ? OTF2_PARADIGM_MPI : OTF2_PARADIGM_USER, OTF2_REGION_FLAG_NONE, none, 0, 0);
+        OTF2_GlobalDefWriter_WriteRegion(w, ref, string(o, w, label), string(o, w, canonical), none,
+                                         region_role(kind), paradigm(backend), OTF2_REGION_FLAG_NONE, none, 0, 0);
     }
 }
 
@@ -395,9 +409,8 @@ static int write_comms(struct otf2_out *o, OTF2_GlobalDefWriter *w, struct audit
         char name[96];
         snprintf(name, sizeof name, "%s comm %016" PRIx64, ccs_backend_name(c->backend), c->id);
         OTF2_StringRef sname = string(o, w, name);
-        OTF2_Paradigm paradigm = c->backend == CCS_BE_NCCL ? OTF2_PARADIGM_USER : OTF2_PARADIGM_MPI;
-        OTF2_GlobalDefWriter_WriteGroup(w, GROUP_FIRST_COMM + c->ref, sname, OTF2_GROUP_TYPE_COMM_GROUP, paradigm,
-                                        OTF2_GROUP_FLAG_NONE, n, members);
+        OTF2_GlobalDefWriter_WriteGroup(w, GROUP_FIRST_COMM + c->ref, sname, OTF2_GROUP_TYPE_COMM_GROUP,
+                                        paradigm(c->backend), OTF2_GROUP_FLAG_NONE, n, members);
         struct comm_index *parent = c->parent ? hmap_get(&o->comm_by_id, &c->parent, 0) : NULL;
         OTF2_GlobalDefWriter_WriteComm(w, c->ref, sname, GROUP_FIRST_COMM + c->ref,
                                        parent ? parent->at : OTF2_UNDEFINED_COMM, OTF2_COMM_FLAG_NONE);
