@@ -20,7 +20,7 @@
 /* The kinds of call, one row each, one column per fact about a kind; every
  * switch over kinds is generated from it (here, names.c, fingerprint.c):
  *
- *   X(ENUM, number, "name", class, counter, sig, bytes, op, root, types)
+ *   X(ENUM, number, "name", class, counter, sig, bytes, op, root, types, otf2, in_place)
  *
  *   class    CCS_CLASS_*
  *   counter  which counter of the communicator numbers the call (the
@@ -45,41 +45,57 @@
  *   types    1 when members compare the basic types beside the signature's
  *            size (ccs_sig_key): in desync's published history, where a
  *            side that cannot name them is left out (desync_rules.c)
+ *   otf2     the collective operation as MPI and OTF2 name it (OTF2's
+ *            OTF2_COLLECTIVE_OP_<otf2>: tools/audit/out_otf2.c); NONE for a
+ *            kind that is not a collective
+ *   in_place when a call that passes both buffers (NCCL) works in place
+ *            (enum ccs_in_place, CCS_IN_PLACE_ and this): SAME, the send and
+ *            receive buffers are one; OWN_IN_RECV, also when the send buffer
+ *            is the rank's own block of the receive buffer (gathering);
+ *            OWN_IN_SEND, also when the receive buffer is the rank's own
+ *            block of the send buffer (scattering)
+ *
+ * The op column is also whether a kind reduces (ccs_kind_reduces): a
+ * reduction, and only a reduction, has an operator that must agree.
  *
  * A row that leaves out a column does not build, and the assertions below
  * reject a row whose facts contradict each other (a non-collective with
- * fingerprint fields, a collective not on the collective sequence, ...). */
-#define CCS_KIND_LIST(X)                                                                                        \
-    /* ENUM                 number  "name"                  class           counter sig bytes op root types */  \
-    X(ALLREDUCE,             1,      "allreduce",            CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0)       \
-    X(REDUCE,                2,      "reduce",               CCS_CLASS_COLL, SEQ,    1,  0,    1, 1,   0)       \
-    X(BCAST,                 3,      "bcast",                CCS_CLASS_COLL, SEQ,    0,  1,    0, 1,   1)       \
-    X(ALLGATHER,             4,      "allgather",            CCS_CLASS_COLL, SEQ,    0,  1,    0, 0,   1)       \
-    X(ALLGATHERV,            5,      "allgatherv",           CCS_CLASS_COLL, SEQ,    0,  1,    0, 0,   1)       \
-    X(REDUCE_SCATTER,        6,      "reduce_scatter",       CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0)       \
-    X(REDUCE_SCATTER_BLOCK,  7,      "reduce_scatter_block", CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0)       \
-    X(ALLTOALL,              8,      "alltoall",             CCS_CLASS_COLL, SEQ,    0,  1,    0, 0,   1)       \
-    X(ALLTOALLV,             9,      "alltoallv",            CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0)       \
-    X(GATHER,                10,     "gather",               CCS_CLASS_COLL, SEQ,    0,  1,    0, 1,   1)       \
-    X(GATHERV,               11,     "gatherv",              CCS_CLASS_COLL, SEQ,    0,  0,    0, 1,   1)       \
-    X(SCATTER,               12,     "scatter",              CCS_CLASS_COLL, SEQ,    0,  1,    0, 1,   1)       \
-    X(SCATTERV,              13,     "scatterv",             CCS_CLASS_COLL, SEQ,    0,  0,    0, 1,   1)       \
-    X(BARRIER,               14,     "barrier",              CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0)       \
-    X(SCAN,                  15,     "scan",                 CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0)       \
-    X(EXSCAN,                16,     "exscan",               CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0)       \
-    X(ALLTOALLW,             17,     "alltoallw",            CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0)       \
-    X(SEND,                  32,     "send",                 CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0)       \
-    X(RECV,                  33,     "recv",                 CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0)       \
-    X(SENDRECV,              34,     "sendrecv",             CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0)       \
-    X(COMM_INIT,             48,     "comm_init",            CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0)       \
-    X(COMM_DUP,              49,     "comm_dup",             CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0)       \
-    X(COMM_SPLIT,            50,     "comm_split",           CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0)       \
-    X(COMM_CREATE,           51,     "comm_create",          CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0)       \
-    X(COMM_FREE,             52,     "comm_free",            CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0)       \
-    X(COMM_SHRINK,           53,     "comm_shrink",          CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0)       \
-    X(COMM_FINALIZE,         54,     "comm_finalize",        CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0)       \
-    X(COMM_ABORT,            55,     "comm_abort",           CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0)       \
-    X(STEP,                  64,     "step",                 CCS_CLASS_MARK, NONE,   0,  0,    0, 0,   0)
+ * fingerprint fields, a collective not on the collective sequence, a
+ * collective without its OTF2 type, ...).  tests/unit/kinds-table.sh feeds
+ * them bad rows; tests/unit/kinds-lists.sh checks that the docs' kinds
+ * tables and the exported MPI symbols (tests/integration/symbols-mpi.txt)
+ * name every kind of the list. */
+#define CCS_KIND_LIST(X)                                                                                                                         \
+    /* ENUM                 number  "name"                  class           counter sig bytes op root types otf2                  in_place */     \
+    X(ALLREDUCE,            1,      "allreduce",            CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0,    ALLREDUCE,            SAME)           \
+    X(REDUCE,               2,      "reduce",               CCS_CLASS_COLL, SEQ,    1,  0,    1, 1,   0,    REDUCE,               SAME)           \
+    X(BCAST,                3,      "bcast",                CCS_CLASS_COLL, SEQ,    0,  1,    0, 1,   1,    BCAST,                SAME)           \
+    X(ALLGATHER,            4,      "allgather",            CCS_CLASS_COLL, SEQ,    0,  1,    0, 0,   1,    ALLGATHER,            OWN_IN_RECV)    \
+    X(ALLGATHERV,           5,      "allgatherv",           CCS_CLASS_COLL, SEQ,    0,  1,    0, 0,   1,    ALLGATHERV,           SAME)           \
+    X(REDUCE_SCATTER,       6,      "reduce_scatter",       CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0,    REDUCE_SCATTER,       OWN_IN_SEND)    \
+    X(REDUCE_SCATTER_BLOCK, 7,      "reduce_scatter_block", CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0,    REDUCE_SCATTER_BLOCK, OWN_IN_SEND)    \
+    X(ALLTOALL,             8,      "alltoall",             CCS_CLASS_COLL, SEQ,    0,  1,    0, 0,   1,    ALLTOALL,             SAME)           \
+    X(ALLTOALLV,            9,      "alltoallv",            CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0,    ALLTOALLV,            SAME)           \
+    X(GATHER,               10,     "gather",               CCS_CLASS_COLL, SEQ,    0,  1,    0, 1,   1,    GATHER,               OWN_IN_RECV)    \
+    X(GATHERV,              11,     "gatherv",              CCS_CLASS_COLL, SEQ,    0,  0,    0, 1,   1,    GATHERV,              SAME)           \
+    X(SCATTER,              12,     "scatter",              CCS_CLASS_COLL, SEQ,    0,  1,    0, 1,   1,    SCATTER,              OWN_IN_SEND)    \
+    X(SCATTERV,             13,     "scatterv",             CCS_CLASS_COLL, SEQ,    0,  0,    0, 1,   1,    SCATTERV,             SAME)           \
+    X(BARRIER,              14,     "barrier",              CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0,    BARRIER,              SAME)           \
+    X(SCAN,                 15,     "scan",                 CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0,    SCAN,                 SAME)           \
+    X(EXSCAN,               16,     "exscan",               CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0,    EXSCAN,               SAME)           \
+    X(ALLTOALLW,            17,     "alltoallw",            CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0,    ALLTOALLW,            SAME)           \
+    X(SEND,                 32,     "send",                 CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(RECV,                 33,     "recv",                 CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(SENDRECV,             34,     "sendrecv",             CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_INIT,            48,     "comm_init",            CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_DUP,             49,     "comm_dup",             CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_SPLIT,           50,     "comm_split",           CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_CREATE,          51,     "comm_create",          CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_FREE,            52,     "comm_free",            CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_SHRINK,          53,     "comm_shrink",          CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_FINALIZE,        54,     "comm_finalize",        CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_ABORT,           55,     "comm_abort",           CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(STEP,                 64,     "step",                 CCS_CLASS_MARK, NONE,   0,  0,    0, 0,   0,    NONE,                 SAME)
 
 enum ccs_kind {
 #define CCS_X(e, n, s, ...) CCS_KIND_##e = n,
@@ -106,10 +122,23 @@ static inline enum ccs_counter ccs_kind_counter(unsigned kind)
     return CCS_COUNTER_NONE;
 }
 
+/* CCS_KIND_IS_NONE(tok): 1 when the token TOK is NONE, else 0, at
+ * preprocessing time (the probe idiom: CCS_KIND_PROBE_NONE expands to two
+ * arguments, any other token to one), so that a row's token columns can say
+ * "does not apply" and the assertions and expansions tell it apart. */
+#define CCS_KIND_PROBE_NONE ~, 1
+#define CCS_KIND_SECOND_(a, b, ...) b
+#define CCS_KIND_SECOND(...) CCS_KIND_SECOND_(__VA_ARGS__)
+#define CCS_KIND_IS_NONE(tok) CCS_KIND_SECOND(CCS_KIND_PROBE_##tok, 0, ~)
+
+/* When a call that passes both buffers works in place (the in_place
+ * column). */
+enum ccs_in_place { CCS_IN_PLACE_SAME, CCS_IN_PLACE_OWN_IN_RECV, CCS_IN_PLACE_OWN_IN_SEND };
+
 /* The facts of one row agree: asserted for every row wherever this header
  * is read, so that a new kind that contradicts itself fails to build
  * (tests/unit/kinds-table.sh feeds it bad rows). */
-#define CCS_KIND_FACTS_AGREE(e, n, s, c, cnt, sig, bytes, op, root, types)                                 \
+#define CCS_KIND_FACTS_AGREE(e, n, s, c, cnt, sig, bytes, op, root, types, otf2, inpl)                    \
     _Static_assert(n > 0 && n < CCS_KIND_MAX, "kind " s ": number out of range");                         \
     _Static_assert((c) == CCS_CLASS_COLL || !((sig) | (bytes) | (op) | (root) | (types)),                  \
                    "kind " s ": only a collective has fingerprint fields");                               \
@@ -121,11 +150,43 @@ static inline enum ccs_counter ccs_kind_counter(unsigned kind)
     _Static_assert(((c) == CCS_CLASS_P2P) == (CCS_COUNTER_##cnt == CCS_COUNTER_P2P),                      \
                    "kind " s ": point-to-point calls, and they alone, on the point-to-point counter");   \
     _Static_assert((c) != CCS_CLASS_MARK || CCS_COUNTER_##cnt == CCS_COUNTER_NONE,                         \
-                   "kind " s ": a marker is not numbered");
+                   "kind " s ": a marker is not numbered");                                             \
+    _Static_assert(((c) == CCS_CLASS_COLL) == !CCS_KIND_IS_NONE(otf2),                                     \
+                   "kind " s ": a collective, and only a collective, names its OTF2 collective type");  \
+    _Static_assert((c) == CCS_CLASS_COLL || CCS_IN_PLACE_##inpl == CCS_IN_PLACE_SAME,                      \
+                   "kind " s ": only a collective has blocks to be in place in");
 CCS_KIND_LIST(CCS_KIND_FACTS_AGREE)
 
 /* Nonzero when KIND takes the collective sequence number. */
 static inline int ccs_kind_sequenced(unsigned kind) { return ccs_kind_counter(kind) == CCS_COUNTER_SEQ; }
+
+/* 1 when KIND is a reduction (the op column): counted as a real reduction
+ * by metrics, keyed by its buffer in ccshim-audit. */
+static inline int ccs_kind_reduces(unsigned kind)
+{
+    switch (kind) {
+#define CCS_X(e, n, s, c, cnt, sig, bytes, op, ...)                                                         \
+    case n:                                                                                                \
+        return op;
+        CCS_KIND_LIST(CCS_X)
+#undef CCS_X
+    }
+    return 0;
+}
+
+/* When a call of KIND that passes both buffers works in place (the
+ * in_place column).  A switch over constants: it folds where KIND does. */
+static inline enum ccs_in_place ccs_kind_in_place(unsigned kind)
+{
+    switch (kind) {
+#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types, otf2, inpl)                                    \
+    case n:                                                                                                \
+        return CCS_IN_PLACE_##inpl;
+        CCS_KIND_LIST(CCS_X)
+#undef CCS_X
+    }
+    return CCS_IN_PLACE_SAME;
+}
 
 /* X(ENUM, number, "name", size in bytes or 0 when not fixed) */
 #define CCS_DTYPE_LIST(X)                                                     \
@@ -205,17 +266,97 @@ enum ccs_flag {
 #undef CCS_X
 };
 
-/* Backends. */
+/* Backends: X(ENUM, number, "name", otf2), otf2 the paradigm OTF2 files
+ * its communicators and calls under (OTF2_PARADIGM_<otf2>:
+ * tools/audit/out_otf2.c). */
 #define CCS_BACKEND_LIST(X)                                                   \
-    X(NONE, 0, "none")                                                        \
-    X(MPI, 1, "mpi")                                                          \
-    X(NCCL, 2, "nccl")
+    X(NONE, 0, "none", USER)                                                  \
+    X(MPI, 1, "mpi", MPI)                                                     \
+    X(NCCL, 2, "nccl", USER)
 
 enum ccs_backend {
-#define CCS_X(e, n, s) CCS_BE_##e = n,
+#define CCS_X(e, n, s, ...) CCS_BE_##e = n,
     CCS_BACKEND_LIST(CCS_X)
 #undef CCS_X
+        CCS_BE_LIMIT /* one past the last (the list is in order) */
 };
+
+/* The classes of desync's verdicts, one row each, one column per fact:
+ *
+ *   X(ENUM, number, "name", policy, once, stuck)
+ *
+ *   number  on desync's wire (desync_proto.h's enum ccs_dsx_class, below
+ *           CCS_DSX_CLASS_MAX): append, never renumber.  The rows' order
+ *           is the order the logs, ccshim_verdict and the metrics list them.
+ *   policy  STOP: the run is desynchronised: counted (ccs_verdict_note: a
+ *           rank waiting at its step boundary or for an agreement stops
+ *           waiting) and under CCSHIM_ON_DESYNC=abort the job ends; WARN: a
+ *           warning, nothing more
+ *   once    1: judged once per communicator, from one view of the records
+ *           (the seq is not part of what makes it new): every rank of a
+ *           host reports what the first to judge found, and the rules stop
+ *           judging that communicator; 0: once per (communicator, seq)
+ *   stuck   1: ranks wait in a call that cannot complete: the report says
+ *           what to look at next (ccs_dsx_next_words)
+ *
+ * Used by desync (desync_proto.h, desync_verdict.c, desync_report.c), the
+ * registry (ccshim_verdict) and metrics (ccshim_verdicts_total). */
+#define CCS_VERDICT_LIST(X)                                                                                   \
+    /* ENUM     number "name"       policy once stuck */                                                     \
+    X(MISMATCH,  1,    "MISMATCH",  STOP,  1,   0)                                                           \
+    X(DESYNC,    2,    "DESYNC",    STOP,  0,   1)                                                           \
+    X(DEAD,      4,    "DEAD",      STOP,  0,   1)                                                           \
+    X(STRAGGLER, 3,    "STRAGGLER", WARN,  0,   0)
+
+enum ccs_verdict_policy { CCS_VERDICT_STOP = 1, CCS_VERDICT_WARN = 2 };
+
+/* How many classes the list has. */
+enum {
+#define CCS_X(e, n, ...) CCS_VERDICT_ROW_##e,
+    CCS_VERDICT_LIST(CCS_X)
+#undef CCS_X
+        CCS_VERDICT_CLASSES
+};
+
+/* The policy column of verdict class CLS (its number); a number not in the
+ * list warns (nothing is ended on what is not known). */
+static inline enum ccs_verdict_policy ccs_verdict_policy(unsigned cls)
+{
+    switch (cls) {
+#define CCS_X(e, n, s, policy, once, stuck)                                                                  \
+    case n:                                                                                                \
+        return CCS_VERDICT_##policy;
+        CCS_VERDICT_LIST(CCS_X)
+#undef CCS_X
+    }
+    return CCS_VERDICT_WARN;
+}
+
+/* The once column of verdict class CLS. */
+static inline int ccs_verdict_once(unsigned cls)
+{
+    switch (cls) {
+#define CCS_X(e, n, s, policy, once, stuck)                                                                  \
+    case n:                                                                                                \
+        return once;
+        CCS_VERDICT_LIST(CCS_X)
+#undef CCS_X
+    }
+    return 0;
+}
+
+/* The stuck column of verdict class CLS. */
+static inline int ccs_verdict_stuck(unsigned cls)
+{
+    switch (cls) {
+#define CCS_X(e, n, s, policy, once, stuck)                                                                  \
+    case n:                                                                                                \
+        return stuck;
+        CCS_VERDICT_LIST(CCS_X)
+#undef CCS_X
+    }
+    return 0;
+}
 
 /* Name lookups (return "?" for numbers not in the lists); defined in names.c. */
 const char *ccs_kind_name(unsigned kind);

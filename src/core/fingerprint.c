@@ -39,7 +39,7 @@ uint64_t ccs_hash_bytes(const void *p, size_t n, uint64_t seed)
 static int types_compared(unsigned kind)
 {
     switch (kind) {
-#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types)                                                \
+#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types, ...)                                            \
     case n:                                                                                                \
         return types;
         CCS_KIND_LIST(CCS_X)

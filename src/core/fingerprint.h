@@ -41,7 +41,7 @@ enum { CCS_FP_SIG = 1, CCS_FP_BYTES = 2, CCS_FP_OP = 4, CCS_FP_ROOT = 8, CCS_FP_
 static inline unsigned ccs_fp_fields(unsigned kind)
 {
     switch (kind) {
-#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types)                                                \
+#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types, ...)                                            \
     case n:                                                                                                \
         return ((c) == CCS_CLASS_COLL ? CCS_FP_COLL : 0) | ((sig) ? CCS_FP_SIG : 0) |                      \
                ((bytes) ? CCS_FP_BYTES : 0) | ((op) ? CCS_FP_OP : 0) | ((root) ? CCS_FP_ROOT : 0);

@@ -61,7 +61,7 @@ const char *ccs_op_name(unsigned op)
 const char *ccs_backend_name(unsigned backend)
 {
     switch (backend) {
-#define CCS_X(e, n, s) case n: return s;
+#define CCS_X(e, n, s, ...) case n: return s;
         CCS_BACKEND_LIST(CCS_X)
 #undef CCS_X
     }

@@ -15,6 +15,7 @@
 #define CCS_REGISTRY_H
 
 #include "attributes.h"
+#include "ccs_kinds.h"
 #include "comm.h"
 #include <stdatomic.h>
 #include <stdint.h>
@@ -121,14 +122,14 @@ CCS_HIDDEN int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *
 
 /* ------------------------------------------------------------- verdicts */
 
-/* The verdict classes, as the logs and the verdict hook name them. */
-#define CCS_VERDICT_CLASSES 4
+/* The verdict classes' names (ccs_kinds.h's CCS_VERDICT_LIST, in its
+ * order), as the logs and the verdict hook name them. */
 extern CCS_HIDDEN const char *const ccs_verdict_class[CCS_VERDICT_CLASSES];
-#define CCS_VERDICT_STRAGGLER 3 /* its index: a warning, not a desync */
 
-/* Desync counts here every verdict of class MISMATCH, DESYNC or DEAD it
- * reports; a rank waiting at its step boundary stops waiting when the
- * count moves (the job is desynchronised: nothing it waits for comes). */
+/* Desync counts here every verdict it reports whose class's policy is STOP
+ * (CCS_VERDICT_LIST); a rank waiting at its step boundary stops waiting
+ * when the count moves (the job is desynchronised: nothing it waits for
+ * comes). */
 CCS_HIDDEN void ccs_verdict_note(void);
 CCS_HIDDEN uint64_t ccs_verdicts_seen(void);
 

@@ -18,8 +18,10 @@
  * under CCSHIM_ON_DESYNC=abort ends the job through the core's abort
  * service, which the MPI and NCCL backends fill in.
  *
- * Where each is defined: the two start-ups in desync_start.c, everything
- * else in desync.c (the running detector).
+ * Where each is defined: the two start-ups in desync_start.c, the
+ * agreement in desync_agree.c, the end of a rank in desync_exit.c,
+ * everything else in desync.c (the running detector; desync_state.h lists
+ * its files).
  */
 #ifndef CCS_DESYNC_H
 #define CCS_DESYNC_H

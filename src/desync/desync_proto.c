@@ -14,10 +14,10 @@
 const char *ccs_dsx_class_name(unsigned cls)
 {
     switch (cls) {
-#define CCS_X(e, n, s)                                                                                             \
+#define CCS_X(e, n, s, ...)                                                                                        \
     case n:                                                                                                        \
         return s;
-        CCS_DSX_CLASS_LIST(CCS_X)
+        CCS_VERDICT_LIST(CCS_X)
 #undef CCS_X
     }
     return "?";

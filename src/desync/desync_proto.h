@@ -152,19 +152,17 @@ struct ccs_dsx_status {
  * 0 is a step, not the absence of marks. */
 #define CCS_DSX_ST_MARKS 1u
 
-/* Verdicts (the list expanded into the enum and its names, as the lists
- * of ccs_kinds.h are). */
-#define CCS_DSX_CLASS_LIST(X)                                                                                      \
-    X(MISMATCH, 1, "MISMATCH")                                                                                     \
-    X(DESYNC, 2, "DESYNC")                                                                                         \
-    X(STRAGGLER, 3, "STRAGGLER")                                                                                   \
-    X(DEAD, 4, "DEAD")
+/* Verdicts: the classes of ccs_kinds.h's CCS_VERDICT_LIST (their numbers
+ * are this wire format's), expanded into the enum and its names. */
 enum ccs_dsx_class {
-#define CCS_X(e, n, s) CCS_DSX_##e = n,
-    CCS_DSX_CLASS_LIST(CCS_X)
+#define CCS_X(e, n, ...) CCS_DSX_##e = n,
+    CCS_VERDICT_LIST(CCS_X)
 #undef CCS_X
         CCS_DSX_CLASS_MAX = 5
 };
+#define CCS_X(e, n, s, ...) _Static_assert(n > 0 && n < CCS_DSX_CLASS_MAX, "verdict class " s ": number out of range");
+CCS_VERDICT_LIST(CCS_X)
+#undef CCS_X
 const char *ccs_dsx_class_name(unsigned cls);
 
 /* Role of one rank in a verdict. */

@@ -308,7 +308,7 @@ size_t ccs_dsx_next_words(const struct ccs_dsx_verdict *v, const char *trace_dir
     struct out o = {buf, cap, 0};
     if (cap)
         buf[0] = 0;
-    if (v->cls != CCS_DSX_DESYNC && v->cls != CCS_DSX_DEAD)
+    if (!ccs_verdict_stuck(v->cls))
         return 0;
     uint32_t np = v->nparty < CCS_DSX_PARTIES ? v->nparty : CCS_DSX_PARTIES;
     /* The call the job waits in: a waiting party's, blocked at the verdict's seq. */

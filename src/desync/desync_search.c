@@ -113,6 +113,85 @@ static void settle_from_statuses(struct ccs_dsx_search *x)
         x->probe = 0;
 }
 
+/* One member's status ST and its entry E for the communicator of X (DEAD:
+ * its heartbeat stopped), counted into X's pass. */
+static void note_member(struct ccs_dsx_search *x, const struct ccs_dsx_status *st, const struct ccs_dsx_comm *e,
+                        uint8_t dead, uint64_t now)
+{
+    x->seen_ms = now;
+    x->n++;
+    /* A member that freed the communicator, finalizes or exits
+     * still answers: it lingers until the coordinator says BYE
+     * (desync_exit.c, exit_linger). */
+    x->alive += st->life != CCS_DSX_DIED && !dead;
+    x->finished += e->state == CCS_DSX_FREED || st->life == CCS_DSX_FINALIZING || st->life == CCS_DSX_EXITED;
+    x->min_done = e->done < x->min_done ? e->done : x->min_done;
+    if (x->n == 1)
+        candidates(x, e);
+    else
+        answer_candidates(x, e);
+    uint64_t h;
+    if (x->probe && hash_at(e, x->probe, &h)) {
+        if (x->answered++ == 0)
+            x->hash = h;
+        else
+            x->differ |= h != x->hash;
+    }
+}
+
+/* The search X after the pass gathered its members (seen in this pass, at
+ * NOW): the answer to its probe taken, then its next probe, or the records
+ * of the interval it narrowed down to asked for. */
+static void search_step(struct ccs_dsx_search *x, uint64_t now, const struct ccs_dsx_search_out *out)
+{
+    if (x->n != x->size || x->alive != x->size) {
+        x->probe = 0; /* members gone or unknown: the rules judge */
+        return;
+    }
+    if (x->probe && (x->differ || x->answered == x->size)) {
+        if (x->differ)
+            x->hi = x->probe;
+        else
+            x->lo = x->probe;
+        x->want_ms = 0; /* a new interval: its records are asked for at once */
+        x->probe = 0;
+    } else if (x->probe && now - x->probe_ms > PROBE_GIVE_UP_MS) {
+        x->probe = 0;
+    }
+    settle_from_statuses(x);
+    if (x->probe)
+        return;
+    if (x->hi && x->hi <= x->lo)
+        x->hi = 0; /* (stale) */
+    uint64_t p = 0, narrow = 0;
+    if (x->hi && x->hi - x->lo <= CCS_DSX_HIST) {
+        /* Found within a history's length: the records of (lo, lo + 32],
+         * asked for at once, then again every 300 ms until the rules
+         * judge.  (The interval of 300 ms once ran from the last probe,
+         * so the first request waited 300 ms after the answer that
+         * narrowed the search: on two hosts most of a MISMATCH's
+         * half-second.) */
+        if (!x->want_ms || now - x->want_ms >= 300) {
+            out->want(x->comm, x->lo + CCS_DSX_HIST / 2, out->arg);
+            x->want_ms = now;
+        }
+        return;
+    } else if (x->hi) {
+        p = x->lo + (x->hi - x->lo) / 2;
+        narrow = CCS_DSX_NARROW_BIT;
+    } else if ((now - x->last_ms >= PROBE_EVERY_MS || x->finished == x->size) && x->min_done > x->lo &&
+               x->min_done != UINT64_MAX) {
+        /* (every member finished: their last seqs are checked at once,
+         * while they linger, not up to PROBE_EVERY_MS later) */
+        p = x->min_done;
+    }
+    if (p) {
+        x->probe = p;
+        x->probe_ms = x->last_ms = now;
+        out->probe(x->comm, p | narrow, out->arg);
+    }
+}
+
 void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t wsize,
                          const struct ccs_dsx_status *const *sts, const uint8_t *dead,
                          const struct ccs_dsx_seen *seen, uint64_t now, const struct ccs_dsx_search_out *out)
@@ -133,80 +212,13 @@ void ccs_dsx_search_pass(struct ccs_dsx_search srch[CCS_DSX_NSEARCH], int32_t ws
             if (e->size < 2 || ccs_dsx_seen_has(seen, CCS_DSX_MISMATCH, e->id, 0))
                 continue;
             struct ccs_dsx_search *x = search_of(srch, e->id, e->size, now);
-            if (!x || x->size != e->size)
-                continue;
-            x->seen_ms = now;
-            x->n++;
-            /* A member that freed the communicator, finalizes or exits
-             * still answers: it lingers until the coordinator says BYE
-             * (desync.c, exit_linger). */
-            x->alive += st->life != CCS_DSX_DIED && !dead[r];
-            x->finished += e->state == CCS_DSX_FREED || st->life == CCS_DSX_FINALIZING || st->life == CCS_DSX_EXITED;
-            x->min_done = e->done < x->min_done ? e->done : x->min_done;
-            if (x->n == 1)
-                candidates(x, e);
-            else
-                answer_candidates(x, e);
-            uint64_t h;
-            if (x->probe && hash_at(e, x->probe, &h)) {
-                if (x->answered++ == 0)
-                    x->hash = h;
-                else
-                    x->differ |= h != x->hash;
-            }
+            if (x && x->size == e->size)
+                note_member(x, st, e, dead[r], now);
         }
     }
-    for (int i = 0; i < CCS_DSX_NSEARCH; i++) {
-        struct ccs_dsx_search *x = &srch[i];
-        if (!x->comm || x->seen_ms != now)
-            continue;
-        if (x->n != x->size || x->alive != x->size) {
-            x->probe = 0; /* members gone or unknown: the rules judge */
-            continue;
-        }
-        if (x->probe && (x->differ || x->answered == x->size)) {
-            if (x->differ)
-                x->hi = x->probe;
-            else
-                x->lo = x->probe;
-            x->want_ms = 0; /* a new interval: its records are asked for at once */
-            x->probe = 0;
-        } else if (x->probe && now - x->probe_ms > PROBE_GIVE_UP_MS) {
-            x->probe = 0;
-        }
-        settle_from_statuses(x);
-        if (x->probe)
-            continue;
-        if (x->hi && x->hi <= x->lo)
-            x->hi = 0; /* (stale) */
-        uint64_t p = 0, narrow = 0;
-        if (x->hi && x->hi - x->lo <= CCS_DSX_HIST) {
-            /* Found within a history's length: the records of (lo, lo + 32],
-             * asked for at once, then again every 300 ms until the rules
-             * judge.  (The interval of 300 ms once ran from the last probe,
-             * so the first request waited 300 ms after the answer that
-             * narrowed the search: on two hosts most of a MISMATCH's
-             * half-second.) */
-            if (!x->want_ms || now - x->want_ms >= 300) {
-                out->want(x->comm, x->lo + CCS_DSX_HIST / 2, out->arg);
-                x->want_ms = now;
-            }
-            continue;
-        } else if (x->hi) {
-            p = x->lo + (x->hi - x->lo) / 2;
-            narrow = CCS_DSX_NARROW_BIT;
-        } else if ((now - x->last_ms >= PROBE_EVERY_MS || x->finished == x->size) && x->min_done > x->lo &&
-                   x->min_done != UINT64_MAX) {
-            /* (every member finished: their last seqs are checked at once,
-             * while they linger, not up to PROBE_EVERY_MS later) */
-            p = x->min_done;
-        }
-        if (p) {
-            x->probe = p;
-            x->probe_ms = x->last_ms = now;
-            out->probe(x->comm, p | narrow, out->arg);
-        }
-    }
+    for (int i = 0; i < CCS_DSX_NSEARCH; i++)
+        if (srch[i].comm && srch[i].seen_ms == now)
+            search_step(&srch[i], now, out);
 }
 
 int ccs_dsx_search_settled(const struct ccs_dsx_search srch[CCS_DSX_NSEARCH], uint64_t pass_ms)

@@ -467,7 +467,7 @@ int32_t ccs_dsx_shm_wsize(struct ccs_dsx_shm *s)
 /* Posted by the host's leader (the coordinator's verdicts), for a moment
  * at a handover by two (a leader that resigned while a verdict was in its
  * hands, and the next), and by any rank here whose own rules found a
- * MISMATCH (desync.c, on_verdict): a verdict's index is claimed by a
+ * MISMATCH (desync_verdict.c, on_verdict): a verdict's index is claimed by a
  * fetch-and-add on NVERDICT, and its
  * place's generation names the index, 2i+1 while verdict i is written
  * there and 2i+2 once it is.  So two writers never share a place, and a

@@ -101,7 +101,7 @@ void ccs_dsx_shm_set_bye(struct ccs_dsx_shm *s);
 int ccs_dsx_shm_bye(struct ccs_dsx_shm *s);
 
 /* The host's own search for the seq where a communicator's members differ
- * (no coordinator: desync.c, host_search): the rank running it stores the
+ * (no coordinator: desync_host.c, ccs_dsx_host_search): the rank running it stores the
  * time of each pass (monotonic ms) and whether no search is under way
  * then; ccs_dsx_shm_search gives the last (*PASS_MS) and 1 when settled.
  * An exiting rank lingers until a pass after its exit is settled. */

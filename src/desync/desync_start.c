@@ -10,11 +10,12 @@
  * two collectives right after MPI_Init say who shares the host, rank 0
  * starts the coordinator on an address of its own interfaces and every
  * rank draws an X25519 key pair (only public halves cross MPI).  Either
- * way the result is a plan (desync_start.h) that desync.c runs.
+ * way the result is a plan (desync_start.h) that desync_begin.c runs.
  *
- * Kept apart from desync.c because none of it runs again once detection
- * is on: it reads the environment and files, enumerates interfaces and
- * holds the credentials; desync.c holds what runs every period.
+ * Kept apart from the running detector because none of it runs again once
+ * detection is on: it reads the environment and files, enumerates
+ * interfaces and holds the credentials; desync.c holds what runs every
+ * period.
  */
 #include "desync_start.h"
 #include "ccs_config.h"
@@ -134,7 +135,7 @@ static int read_secret_file(const char *path, char *why, size_t n)
 }
 
 /* Shared by both start-ups, after the claim: the host's identity and the
- * segment's name, then desync.c runs the plan.  COORD_HOST/PORT empty/<= 0
+ * segment's name, then desync_begin.c runs the plan.  COORD_HOST/PORT empty/<= 0
  * when no TCP. */
 static int begin(int local_size, int spans_hosts, const char *coord_host, int coord_port)
 {
@@ -165,6 +166,90 @@ static void world_comm(struct ccs_comm *c, void *arg)
     }
 }
 
+/* Without MPI, the coordinator's address into HOST (N bytes) and *PORT:
+ * CCSHIM_COORD's, else MASTER_ADDR's at a port keyed by the secret; *PORT
+ * -1 when there is none. */
+static void env_coord_address(char *host, size_t n, int *port)
+{
+    *port = -1;
+    const char *c = ccs_cfg.coord;
+    if (c && *c) {
+        if (parse_coord(c, 0, host, n, port) != 0)
+            *port = -1;
+    } else if (getenv("MASTER_ADDR") && *getenv("MASTER_ADDR")) {
+        /* On MASTER_ADDR, at a port keyed by the secret (desync_auth.h):
+         * MASTER_PORT + 1 was there for any local user to take first. */
+        snprintf(host, n, "%s", getenv("MASTER_ADDR"));
+        *port = CCS_DSX_PORT_KEYED;
+    }
+}
+
+/* The job's tag (into the credentials) and the extra word of its shared
+ * segment's name, for a job of WORLD_SIZE ranks started without MPI. */
+static void env_job_tag(int32_t world_size)
+{
+    /* The identity of the job's first communicator spanning the world (from
+     * the ncclUniqueId, the same on every rank and new per job) tells it
+     * apart from others, in the segment's name and the job's tag, also
+     * where nothing names the job (no launcher's id, or torchrun's default
+     * "none") and where a launcher's id is there for anyone to read. */
+    struct first_comm first = {.wsize = world_size};
+    ccs_comm_foreach(world_comm, &first); /* also where a job id names the job: that id is predictable */
+    if (first.id)
+        snprintf(st.key_extra, sizeof st.key_extra, "comm%llx", (unsigned long long)first.id);
+    char tagtext[400];
+    snprintf(tagtext, sizeof tagtext, "job:%s|%d|%s", ccs_job_id(), world_size, st.key_extra);
+    ccs_dsx_auth_jobtag(tagtext, st.cred.job);
+}
+
+/* The shared secret from CCSHIM_SECRET or CCSHIM_SECRET_FILE into
+ * ST.secret (empty when neither holds one); FWHY (N bytes) says what was
+ * wrong with one that was set. */
+static void env_secret(char *fwhy, size_t n)
+{
+    size_t slen = ccs_cfg.secret ? strlen(ccs_cfg.secret) : 0;
+    if (slen && slen < MIN_SECRET) {
+        snprintf(fwhy, n,
+                 "CCSHIM_SECRET holds %zu characters; at least %d expected (128 random bits: od -An -N16 -tx1 "
+                 "/dev/urandom | tr -d ' \\n')",
+                 slen, MIN_SECRET);
+    } else if (slen) {
+        snprintf(st.secret, sizeof st.secret, "%s", ccs_cfg.secret);
+        if (slen >= sizeof st.secret)
+            CCS_LOG(WARN, "CCSHIM_SECRET is longer than %zu characters; its first %zu are used",
+                    sizeof st.secret - 1, sizeof st.secret - 1);
+    } else if (ccs_cfg.secret_file && *ccs_cfg.secret_file) {
+        (void)read_secret_file(ccs_cfg.secret_file, fwhy, n);
+    }
+}
+
+/* The credentials from the secret; without one, ST.secret only names
+ * this job's shared memory and TCP is refused (*TCP 0, *PORT -1), said
+ * with FWHY when a secret was set but unusable. */
+static void env_cred(const char *host, int *port, int *tcp, const char *fwhy)
+{
+    if (st.secret[0]) {
+        st.cred.secret = st.secret; /* the key: the secret stretched, salted by the job's tag */
+    } else {
+        /* Names this job's shared memory only (mode 0600, this user's):
+         * anyone can compute it, so it never authenticates TCP. */
+        snprintf(st.secret, sizeof st.secret, "job:%s@%s:%d/%s", ccs_job_id(), host, *port, st.key_extra);
+        if (*tcp) {
+            if (*fwhy)
+                CCS_LOG(WARN,
+                        "desync: %s; TCP between hosts refused, detection across hosts is off (within each "
+                        "host it stays on)",
+                        fwhy);
+            else
+                CCS_LOG(WARN, "desync: ranks span hosts but neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; "
+                              "unauthenticated TCP refused, detection across hosts is off (within each host it "
+                              "stays on)");
+            *tcp = 0;
+            *port = -1;
+        }
+    }
+}
+
 int ccs_desync_start(void)
 {
     int claim = ccs_dsx_claim_start();
@@ -180,65 +265,13 @@ int ccs_desync_start(void)
     if (ccs_cfg.desync_host && *ccs_cfg.desync_host)
         local_size = 0; /* ranks per host identity: unknown, for removing the segment */
     char host[256] = "";
-    int port = -1;
-    const char *c = ccs_cfg.coord;
-    if (c && *c) {
-        if (parse_coord(c, 0, host, sizeof host, &port) != 0)
-            port = -1;
-    } else if (getenv("MASTER_ADDR") && *getenv("MASTER_ADDR")) {
-        /* On MASTER_ADDR, at a port keyed by the secret (desync_auth.h):
-         * MASTER_PORT + 1 was there for any local user to take first. */
-        snprintf(host, sizeof host, "%s", getenv("MASTER_ADDR"));
-        port = CCS_DSX_PORT_KEYED;
-    }
+    int port;
+    env_coord_address(host, sizeof host, &port);
     int tcp = ccs_cfg.desync_transport == CCS_DESYNC_TCP || (ccs_cfg.desync_transport == CCS_DESYNC_AUTO && spans);
     char fwhy[400] = "";
-    /* The identity of the job's first communicator spanning the world (from
-     * the ncclUniqueId, the same on every rank and new per job) tells it
-     * apart from others, in the segment's name and the job's tag, also
-     * where nothing names the job (no launcher's id, or torchrun's default
-     * "none") and where a launcher's id is there for anyone to read. */
-    struct first_comm first = {.wsize = world_size};
-    ccs_comm_foreach(world_comm, &first); /* also where a job id names the job: that id is predictable */
-    if (first.id)
-        snprintf(st.key_extra, sizeof st.key_extra, "comm%llx", (unsigned long long)first.id);
-    char tagtext[400];
-    snprintf(tagtext, sizeof tagtext, "job:%s|%d|%s", ccs_job_id(), world_size, st.key_extra);
-    ccs_dsx_auth_jobtag(tagtext, st.cred.job);
-    size_t slen = ccs_cfg.secret ? strlen(ccs_cfg.secret) : 0;
-    if (slen && slen < MIN_SECRET) {
-        snprintf(fwhy, sizeof fwhy,
-                 "CCSHIM_SECRET holds %zu characters; at least %d expected (128 random bits: od -An -N16 -tx1 "
-                 "/dev/urandom | tr -d ' \\n')",
-                 slen, MIN_SECRET);
-    } else if (slen) {
-        snprintf(st.secret, sizeof st.secret, "%s", ccs_cfg.secret);
-        if (slen >= sizeof st.secret)
-            CCS_LOG(WARN, "CCSHIM_SECRET is longer than %zu characters; its first %zu are used",
-                    sizeof st.secret - 1, sizeof st.secret - 1);
-    } else if (ccs_cfg.secret_file && *ccs_cfg.secret_file) {
-        (void)read_secret_file(ccs_cfg.secret_file, fwhy, sizeof fwhy);
-    }
-    if (st.secret[0]) {
-        st.cred.secret = st.secret; /* the key: the secret stretched, salted by the job's tag */
-    } else {
-        /* Names this job's shared memory only (mode 0600, this user's):
-         * anyone can compute it, so it never authenticates TCP. */
-        snprintf(st.secret, sizeof st.secret, "job:%s@%s:%d/%s", ccs_job_id(), host, port, st.key_extra);
-        if (tcp) {
-            if (*fwhy)
-                CCS_LOG(WARN,
-                        "desync: %s; TCP between hosts refused, detection across hosts is off (within each "
-                        "host it stays on)",
-                        fwhy);
-            else
-                CCS_LOG(WARN, "desync: ranks span hosts but neither CCSHIM_SECRET nor CCSHIM_SECRET_FILE is set; "
-                              "unauthenticated TCP refused, detection across hosts is off (within each host it "
-                              "stays on)");
-            tcp = 0;
-            port = -1;
-        }
-    }
+    env_job_tag(world_size);
+    env_secret(fwhy, sizeof fwhy);
+    env_cred(host, &port, &tcp, fwhy);
     if (tcp && port <= 0) {
         ccs_dsx_say_off("ranks span hosts but no coordinator address (set CCSHIM_COORD=host:port, or MASTER_ADDR)");
         tcp = 0;
@@ -269,6 +302,64 @@ struct bcast_item {
     unsigned char job[CCS_DSX_JOBTAG];       /* the job's tag, drawn by rank 0 */
 };
 
+/* The ranks' items ALL (W of them; MINE this rank's) counted: *LOCAL
+ * sharing this rank's host, *HOSTS, and *ENABLED 0 unless every rank has
+ * detection on; each public key copied into PKS (the coordinator's, W
+ * keys) when not NULL. */
+static void count_ranks(struct gather_item *all, int32_t w, const struct gather_item *mine, unsigned char *pks,
+                        int *local_size, int *enabled, int *hosts)
+{
+    for (int32_t i = 0; i < w; i++) {
+        if (pks)
+            memcpy(pks + (size_t)i * CCS_DSX_PKBYTES, all[i].pk, CCS_DSX_PKBYTES);
+        all[i].host[CCS_DSX_HOST - 1] = 0;
+        *local_size += strcmp(all[i].host, mine->host) == 0;
+        *enabled &= all[i].enabled != 0;
+        int first = 1;
+        for (int32_t j = 0; j < i && first; j++)
+            first = strcmp(all[i].host, all[j].host) != 0;
+        *hosts += first;
+    }
+}
+
+/* Rank 0, detection on everywhere: the job's tag and, when the ranks talk
+ * over TCP (*TCP), the coordinator, started on its announced address with
+ * PKS (every rank's public key, W of them; HOSTS hosts), into BC for the
+ * broadcast; *TCP 0 when it cannot have its keys. */
+static void coordinator_side(struct bcast_item *bc, const unsigned char *pks, int32_t w, int hosts, int *tcp)
+{
+    bc->magic = CCS_DSX_MAGIC;
+    unsigned char rnd[CCS_DSX_NONCE];
+    ccs_dsx_auth_nonce(rnd); /* the job's tag: 128 random bits */
+    memcpy(bc->job, rnd, sizeof bc->job);
+    struct ccs_dsx_cred cc = {.secret = NULL, .peers = pks};
+    memcpy(cc.job, bc->job, sizeof cc.job);
+    if (ccs_dsx_auth_keypair(cc.pk, cc.sk) != 0 || !pks)
+        *tcp = 0;
+    memcpy(bc->coord_pk, cc.pk, sizeof bc->coord_pk);
+    char chk[64];
+    int chkport;
+    if (ccs_cfg.coord && *ccs_cfg.coord) /* a malformed value is said once, used or not */
+        (void)parse_coord(ccs_cfg.coord, 1, chk, sizeof chk, &chkport);
+    if (*tcp) {
+        char why[256];
+        int port = 0;
+        const char *c = ccs_cfg.coord;
+        if (!(c && *c && parse_coord(c, 1, bc->host, sizeof bc->host, &port) == 0)) {
+            port = 0;
+            my_address(bc->host, sizeof bc->host, hosts <= 1); /* loopback when one host */
+        }
+        /* Listen on the announced address only. */
+        bc->port = ccs_dsx_start_coordinator(bc->host, port, w, &cc, why, sizeof why);
+        if (bc->port < 0)
+            CCS_LOG(WARN, "desync: cannot start the coordinator: %s; detection across hosts is off", why);
+    }
+    struct ccs_dsx_key wipe;
+    memcpy(wipe.k, cc.sk, sizeof wipe.k);
+    ccs_dsx_auth_wipe(&wipe);
+    memset(cc.sk, 0, sizeof cc.sk);
+}
+
 int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
 {
     int32_t w = ccs_world_size(), r = ccs_world_rank();
@@ -289,54 +380,15 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
     /* The coordinator (rank 0) keeps every rank's public key: any rank may
      * come to lead its host. */
     unsigned char *pks = r == 0 && ok ? malloc((size_t)w * CCS_DSX_PKBYTES) : NULL;
-    for (int32_t i = 0; ok && i < w; i++) {
-        if (pks)
-            memcpy(pks + (size_t)i * CCS_DSX_PKBYTES, all[i].pk, CCS_DSX_PKBYTES);
-        all[i].host[CCS_DSX_HOST - 1] = 0;
-        local_size += strcmp(all[i].host, mine.host) == 0;
-        enabled &= all[i].enabled != 0;
-        int first = 1;
-        for (int32_t j = 0; j < i && first; j++)
-            first = strcmp(all[i].host, all[j].host) != 0;
-        hosts += first;
-    }
+    if (ok)
+        count_ranks(all, w, &mine, pks, &local_size, &enabled, &hosts);
     free(all);
     int tcp = enabled && (ccs_cfg.desync_transport == CCS_DESYNC_TCP ||
                           (ccs_cfg.desync_transport == CCS_DESYNC_AUTO && hosts > 1));
     struct bcast_item bc;
     memset(&bc, 0, sizeof bc);
-    if (r == 0 && enabled) {
-        bc.magic = CCS_DSX_MAGIC;
-        unsigned char rnd[CCS_DSX_NONCE];
-        ccs_dsx_auth_nonce(rnd); /* the job's tag: 128 random bits */
-        memcpy(bc.job, rnd, sizeof bc.job);
-        struct ccs_dsx_cred cc = {.secret = NULL, .peers = pks};
-        memcpy(cc.job, bc.job, sizeof cc.job);
-        if (ccs_dsx_auth_keypair(cc.pk, cc.sk) != 0 || !pks)
-            tcp = 0;
-        memcpy(bc.coord_pk, cc.pk, sizeof bc.coord_pk);
-        char chk[64];
-        int chkport;
-        if (ccs_cfg.coord && *ccs_cfg.coord) /* a malformed value is said once, used or not */
-            (void)parse_coord(ccs_cfg.coord, 1, chk, sizeof chk, &chkport);
-        if (tcp) {
-            char why[256];
-            int port = 0;
-            const char *c = ccs_cfg.coord;
-            if (!(c && *c && parse_coord(c, 1, bc.host, sizeof bc.host, &port) == 0)) {
-                port = 0;
-                my_address(bc.host, sizeof bc.host, hosts <= 1); /* loopback when one host */
-            }
-            /* Listen on the announced address only. */
-            bc.port = ccs_dsx_start_coordinator(bc.host, port, w, &cc, why, sizeof why);
-            if (bc.port < 0)
-                CCS_LOG(WARN, "desync: cannot start the coordinator: %s; detection across hosts is off", why);
-        }
-        struct ccs_dsx_key wipe;
-        memcpy(wipe.k, cc.sk, sizeof wipe.k);
-        ccs_dsx_auth_wipe(&wipe);
-        memset(cc.sk, 0, sizeof cc.sk);
-    }
+    if (r == 0 && enabled)
+        coordinator_side(&bc, pks, w, hosts, &tcp);
     free(pks);
     if (ops->bcast(&bc, sizeof bc, ops->arg) != 0 || bc.magic != CCS_DSX_MAGIC)
         return -1;

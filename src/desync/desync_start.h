@@ -1,13 +1,13 @@
 /*
  * desync_start.h - the hand-over from start-up (desync_start.c) to the
- * running detector (desync.c).
+ * running detector (desync_begin.c, then desync.c).
  *
  * Start-up decides how this rank takes part (who shares its host, whether
  * the job spans hosts, the coordinator's address, the credentials and the
- * shared segment's name) and hands that over as a plan; desync.c opens the
- * segment, connects the host's leader and starts the background thread.
- * The functions below are desync.c's, for start-up only: the arrow goes
- * from desync_start.c to desync.c, never back.
+ * shared segment's name) and hands that over as a plan; desync_begin.c
+ * opens the segment, connects the host's leader and starts the background
+ * thread.  The functions below are desync_begin.c's, for start-up only:
+ * the arrow goes from desync_start.c to the running detector, never back.
  */
 #ifndef CCS_DESYNC_START_H
 #define CCS_DESYNC_START_H

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define SERIES_SLOTS 2048 /* (kind, comm) counters: a power of two */
-#define MAX_CLASSES 8     /* verdict classes */
+#define MAX_CLASSES 8     /* verdict classes (those of CCS_VERDICT_LIST, and any a helper names) */
 #define CHUNK 256         /* records copied per read */
 
 /* One (kind, communicator) pair. */
@@ -60,12 +60,7 @@ static struct {
     _Atomic(const char *) cls;
     _Atomic uint64_t n;
 } verdicts[MAX_CLASSES];
-
-static int is_reduction(unsigned kind)
-{
-    return kind == CCS_KIND_ALLREDUCE || kind == CCS_KIND_REDUCE || kind == CCS_KIND_REDUCE_SCATTER ||
-           kind == CCS_KIND_REDUCE_SCATTER_BLOCK;
-}
+_Static_assert(CCS_VERDICT_CLASSES < MAX_CLASSES, "room for the classes of CCS_VERDICT_LIST and more");
 
 /* The counters of (KIND, COMM); NULL when the table is full. */
 static struct series *series_of(unsigned kind, uint64_t comm, unsigned backend)
@@ -102,7 +97,7 @@ static void fold(const struct ccs_record *r)
     s->ticks += r->t_dur;
     if (r->flags & CCS_F_DEFERRED)
         coalesced++;
-    else if (is_reduction(r->kind))
+    else if (ccs_kind_reduces(r->kind))
         real_reductions++;
 }
 
@@ -253,7 +248,7 @@ static void write_metrics(FILE *f)
            "Reductions coalescing answered locally (deferred: never sent over the network).");
     fprintf(f, "ccshim_coalesced_total{%s} %llu\n", labels, (unsigned long long)coalesced);
     family(f, "ccshim_real_reductions_total", "counter",
-           "Reductions (all-reduce, reduce, reduce-scatter) that went to the network.");
+           "Reductions (all-reduce, reduce, reduce-scatter, scan, exscan) that went to the network.");
     fprintf(f, "ccshim_real_reductions_total{%s} %llu\n", labels, (unsigned long long)real_reductions);
     family(f, "ccshim_verdicts_total", "counter", "Desync verdicts this rank saw, by class.");
     write_verdicts(f, labels);

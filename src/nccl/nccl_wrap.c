@@ -50,8 +50,9 @@ static unsigned map_op(ncclRedOp_t op, ncclComm_t comm)
     return ccs_nccl_redop_find((uintptr_t)comm, (int)op, NULL) ? CCS_OP_PREMULSUM : CCS_OP_USER;
 }
 
-/* NCCL's in-place rules: the same buffer, or for the gathering and
- * scattering kinds the rank's own block of the large buffer. */
+/* NCCL's in-place rules (the kinds table's in_place column): the same
+ * buffer, or for the gathering and scattering kinds the rank's own block of
+ * the large buffer. */
 static int in_place(unsigned kind, const void *send, const void *recv, uint64_t block, int rank)
 {
     if (send == recv)
@@ -59,16 +60,15 @@ static int in_place(unsigned kind, const void *send, const void *recv, uint64_t 
     if (rank < 0 || !send || !recv)
         return 0;
     const char *s = send, *r = recv;
-    switch (kind) {
-    case CCS_KIND_ALLGATHER:
-    case CCS_KIND_GATHER:
+    switch (ccs_kind_in_place(kind)) {
+    case CCS_IN_PLACE_OWN_IN_RECV:
         return s == r + (uint64_t)rank * block;
-    case CCS_KIND_REDUCE_SCATTER:
-    case CCS_KIND_SCATTER:
+    case CCS_IN_PLACE_OWN_IN_SEND:
         return r == s + (uint64_t)rank * block;
-    default:
-        return 0;
+    case CCS_IN_PLACE_SAME:
+        break;
     }
+    return 0;
 }
 
 /* How much of its send buffer a rank hands over, in blocks of COUNT

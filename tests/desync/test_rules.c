@@ -925,7 +925,7 @@ START_TEST(mismatch_waits_for_every_record)
 }
 END_TEST
 
-/* desync.c compares the parsed settings with these names: each must be
+/* desync_verdict.c compares the parsed settings with these names: each must be
  * the index of its word in the settings table. */
 static int word_index(const char *var, const char *word)
 {
@@ -1331,7 +1331,7 @@ START_TEST(search_asks_for_the_records_once_narrowed)
 }
 END_TEST
 
-/* At the job's end (desync.c, exit_linger): members that freed the
+/* At the job's end (desync_exit.c, exit_linger): members that freed the
  * communicator or exited linger until the coordinator's BYE, and the
  * search goes on with them.  Once every member finished, their last seq
  * is probed at once, not PROBE_EVERY_MS later; the search is settled (the

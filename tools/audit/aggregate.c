@@ -397,7 +397,7 @@ static uint32_t intern_label(struct file_reading *rd, const struct ccs_record *r
     k.kind = r->kind;
     k.deferred = (r->flags & CCS_F_DEFERRED) != 0;
     k.bytes = r->bytes;
-    k.buf = is_reduction(r->kind) ? r->buf : 0;
+    k.buf = ccs_kind_reduces(r->kind) ? r->buf : 0;
     k.pysite_site = site && site <= rd->a->nsites && rd->a->site_list[site - 1]->pysite ? site : 0;
     struct label *l = hmap_get(&rd->labels, &k, 0);
     if (l)
@@ -610,7 +610,7 @@ static void fold_buffers(struct file_reading *rd)
         if (!b)
             continue;
         check_buffer_expects(a, rank, b);
-        if (!is_reduction(b->k.kind))
+        if (!ccs_kind_reduces(b->k.kind))
             continue;
         struct audit_stepcomm_key k;
         memset(&k, 0, sizeof k);
@@ -708,7 +708,7 @@ static void count_at_site(struct audit *a, const struct ccs_record *r, uint32_t 
 static void count_buffer_use(struct file_reading *rd, const struct ccs_record *r, uint32_t step, uint32_t site,
                              int deferred)
 {
-    if (!r->buf || !(is_reduction(r->kind) || rd->a->nexpects))
+    if (!r->buf || !(ccs_kind_reduces(r->kind) || rd->a->nexpects))
         return;
     struct buf_key bk;
     memset(&bk, 0, sizeof bk);

@@ -372,7 +372,6 @@ void html_str(FILE *f, const char *s);
 const char *kind_label(unsigned kind, int deferred, char *buf, size_t n);
 /* The name of finding kind K (enum finding_kind) in JSON and HTML. */
 const char *audit_finding_name(int k);
-int is_reduction(unsigned kind);
 /* 1 for what coalescing can defer, and so what the audit may advise it for:
  * an all-reduce summing (SUM, AVG, PREMULSUM) floating-point data (float16,
  * bfloat16, float32, float64) of CCSHIM_COALESCE_MIN_BYTES' default or more

@@ -423,7 +423,7 @@ static int coalescing_on(const struct audit *a, uint64_t comm, uint64_t *deferre
     *from = UINT32_MAX;
     for (size_t i = 0; i < a->cells.cap; i++) {
         const struct audit_cell *c = hmap_slot((struct hmap *)&a->cells, i);
-        if (!c || c->k.comm != comm || !is_reduction(c->k.kind) || !c->k.deferred)
+        if (!c || c->k.comm != comm || !ccs_kind_reduces(c->k.kind) || !c->k.deferred)
             continue;
         *(c->k.deferred == 1 ? deferred : helper) += c->count;
         if (c->k.step < *from)
@@ -507,7 +507,7 @@ static void deferred_findings(struct audit *a)
     uint32_t hlo = UINT32_MAX, hhi = 0;
     for (size_t i = 0; i < a->cells.cap; i++) {
         struct audit_cell *c = hmap_slot(&a->cells, i);
-        if (!c || !is_reduction(c->k.kind))
+        if (!c || !ccs_kind_reduces(c->k.kind))
             continue;
         if (c->k.deferred == 1)
             deferred += c->count;

@@ -76,7 +76,7 @@ static void count_reductions(const struct audit *a, struct hmap *m)
     hmap_init(m, sizeof(struct step_rank_count), 8);
     for (size_t i = 0; i < a->cells.cap; i++) {
         struct audit_cell *c = hmap_slot(&a->cells, i);
-        if (!c || !is_reduction(c->k.kind) || c->k.step >= MAX_STEPS_SHOWN)
+        if (!c || !ccs_kind_reduces(c->k.kind) || c->k.step >= MAX_STEPS_SHOWN)
             continue;
         struct step_rank_count *s = count_of(m, c->k.step, c->k.rank, 1);
         if (!s)

@@ -22,7 +22,7 @@
 
 #define UNKNOWN_RANK_LOCATION 1000000u                /* locations of traces of unknown rank count from here */
 #define REGION_STEP 0u                                /* region keys: the step, */
-#define NREGIONS (1u + 3u * 2u * (CCS_KIND_MAX + 1u)) /* then (backend, kind, deferred) */
+#define NREGIONS (1u + CCS_BE_LIMIT * 2u * (CCS_KIND_MAX + 1u)) /* then (backend, kind, deferred) */
 #define GROUP_MPI_LOCATIONS 0u                        /* the locations taking part in MPI communication */
 #define GROUP_USER_LOCATIONS 1u                       /* ... in NCCL communication (no OTF2 paradigm of its own) */
 #define GROUP_FIRST_COMM 2u
@@ -206,48 +206,28 @@ static OTF2_RegionRef region(struct otf2_out *o, uint32_t key)
 static uint32_t region_key(const struct ccs_record *r)
 {
     unsigned kind = r->kind <= CCS_KIND_MAX ? r->kind : 0;
-    unsigned backend = r->backend <= 2 ? r->backend : 0;
+    unsigned backend = r->backend < CCS_BE_LIMIT ? r->backend : 0;
     return 1u + (backend * (CCS_KIND_MAX + 1u) + kind) * 2u + ((r->flags & CCS_F_DEFERRED) != 0);
 }
 
+/* OTF2's type of a collective of KIND: the kinds table's otf2 column
+ * (ccs_kinds.h); a kind that is not a collective says NONE there, which
+ * OTF2 has no name for, and is never asked (otf2_record writes collective
+ * events for collectives only). */
+#define OTF2_OP_OF_0(t) OTF2_COLLECTIVE_OP_##t
+#define OTF2_OP_OF_1(t) OTF2_UNDEFINED_UINT8
+#define OTF2_OP_OF_(none, t) OTF2_OP_OF_##none(t)
+#define OTF2_OP_OF(none, t) OTF2_OP_OF_(none, t)
 static OTF2_CollectiveOp collective_op(unsigned kind)
 {
     switch (kind) {
-    case CCS_KIND_BARRIER:
-        return OTF2_COLLECTIVE_OP_BARRIER;
-    case CCS_KIND_BCAST:
-        return OTF2_COLLECTIVE_OP_BCAST;
-    case CCS_KIND_GATHER:
-        return OTF2_COLLECTIVE_OP_GATHER;
-    case CCS_KIND_GATHERV:
-        return OTF2_COLLECTIVE_OP_GATHERV;
-    case CCS_KIND_SCATTER:
-        return OTF2_COLLECTIVE_OP_SCATTER;
-    case CCS_KIND_SCATTERV:
-        return OTF2_COLLECTIVE_OP_SCATTERV;
-    case CCS_KIND_ALLGATHER:
-        return OTF2_COLLECTIVE_OP_ALLGATHER;
-    case CCS_KIND_ALLGATHERV:
-        return OTF2_COLLECTIVE_OP_ALLGATHERV;
-    case CCS_KIND_ALLTOALL:
-        return OTF2_COLLECTIVE_OP_ALLTOALL;
-    case CCS_KIND_ALLTOALLV:
-        return OTF2_COLLECTIVE_OP_ALLTOALLV;
-    case CCS_KIND_ALLTOALLW:
-        return OTF2_COLLECTIVE_OP_ALLTOALLW;
-    case CCS_KIND_REDUCE:
-        return OTF2_COLLECTIVE_OP_REDUCE;
-    case CCS_KIND_REDUCE_SCATTER:
-        return OTF2_COLLECTIVE_OP_REDUCE_SCATTER;
-    case CCS_KIND_REDUCE_SCATTER_BLOCK:
-        return OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK;
-    case CCS_KIND_SCAN:
-        return OTF2_COLLECTIVE_OP_SCAN;
-    case CCS_KIND_EXSCAN:
-        return OTF2_COLLECTIVE_OP_EXSCAN;
-    default:
-        return OTF2_COLLECTIVE_OP_ALLREDUCE;
+#define CCS_X(e, n, s, c, cnt, sig, bytes, op, root, types, otf2, inpl)                                            \
+    case n:                                                                                                        \
+        return OTF2_OP_OF(CCS_KIND_IS_NONE(otf2), otf2);
+        CCS_KIND_LIST(CCS_X)
+#undef CCS_X
     }
+    return OTF2_UNDEFINED_UINT8;
 }
 
 static void leave_step(struct otf2_out *o)
@@ -312,29 +292,46 @@ static OTF2_StringRef string(struct otf2_out *o, OTF2_GlobalDefWriter *w, const 
     return o->nstrings++;
 }
 
+/* The paradigm of BACKEND (the backends table's otf2 column); MPI's for
+ * a number the table does not list (the reader refuses such records; a
+ * communicator's entry keeps what it was given before the table). */
+static OTF2_Paradigm paradigm(unsigned backend)
+{
+    switch (backend) {
+#define CCS_X(e, n, s, p)                                                                                          \
+    case n:                                                                                                        \
+        return OTF2_PARADIGM_##p;
+        CCS_BACKEND_LIST(CCS_X)
+#undef CCS_X
+    }
+    return OTF2_PARADIGM_MPI;
+}
+
+/* The region role of KIND: a collective's from its OTF2 type (one to all,
+ * all to one, barrier, else all to all). */
 static OTF2_RegionRole region_role(unsigned kind)
 {
-    switch (kind) {
-    case CCS_KIND_BCAST:
-    case CCS_KIND_SCATTER:
-    case CCS_KIND_SCATTERV:
-        return OTF2_REGION_ROLE_COLL_ONE2ALL;
-    case CCS_KIND_REDUCE:
-    case CCS_KIND_GATHER:
-    case CCS_KIND_GATHERV:
-        return OTF2_REGION_ROLE_COLL_ALL2ONE;
-    case CCS_KIND_BARRIER:
-        return OTF2_REGION_ROLE_BARRIER;
-    default:
-        break;
-    }
     switch (ccs_kind_class(kind)) {
     case CCS_CLASS_COLL:
-        return OTF2_REGION_ROLE_COLL_ALL2ALL;
+        break;
     case CCS_CLASS_P2P:
         return OTF2_REGION_ROLE_POINT2POINT;
     default:
         return OTF2_REGION_ROLE_FUNCTION;
+    }
+    switch (collective_op(kind)) {
+    case OTF2_COLLECTIVE_OP_BCAST:
+    case OTF2_COLLECTIVE_OP_SCATTER:
+    case OTF2_COLLECTIVE_OP_SCATTERV:
+        return OTF2_REGION_ROLE_COLL_ONE2ALL;
+    case OTF2_COLLECTIVE_OP_REDUCE:
+    case OTF2_COLLECTIVE_OP_GATHER:
+    case OTF2_COLLECTIVE_OP_GATHERV:
+        return OTF2_REGION_ROLE_COLL_ALL2ONE;
+    case OTF2_COLLECTIVE_OP_BARRIER:
+        return OTF2_REGION_ROLE_BARRIER;
+    default:
+        return OTF2_REGION_ROLE_COLL_ALL2ALL;
     }
 }
 
@@ -355,9 +352,8 @@ static void write_regions(struct otf2_out *o, OTF2_GlobalDefWriter *w)
         char label[64], canonical[96];
         kind_label(kind, (int)deferred, label, sizeof label);
         snprintf(canonical, sizeof canonical, "%s %s", ccs_backend_name(backend), label);
-        OTF2_GlobalDefWriter_WriteRegion(
-            w, ref, string(o, w, label), string(o, w, canonical), none, region_role(kind),
-            backend == CCS_BE_MPI ? OTF2_PARADIGM_MPI : OTF2_PARADIGM_USER, OTF2_REGION_FLAG_NONE, none, 0, 0);
+        OTF2_GlobalDefWriter_WriteRegion(w, ref, string(o, w, label), string(o, w, canonical), none,
+                                         region_role(kind), paradigm(backend), OTF2_REGION_FLAG_NONE, none, 0, 0);
     }
 }
 
@@ -413,9 +409,8 @@ static int write_comms(struct otf2_out *o, OTF2_GlobalDefWriter *w, struct audit
         char name[96];
         snprintf(name, sizeof name, "%s comm %016" PRIx64, ccs_backend_name(c->backend), c->id);
         OTF2_StringRef sname = string(o, w, name);
-        OTF2_Paradigm paradigm = c->backend == CCS_BE_NCCL ? OTF2_PARADIGM_USER : OTF2_PARADIGM_MPI;
-        OTF2_GlobalDefWriter_WriteGroup(w, GROUP_FIRST_COMM + c->ref, sname, OTF2_GROUP_TYPE_COMM_GROUP, paradigm,
-                                        OTF2_GROUP_FLAG_NONE, n, members);
+        OTF2_GlobalDefWriter_WriteGroup(w, GROUP_FIRST_COMM + c->ref, sname, OTF2_GROUP_TYPE_COMM_GROUP,
+                                        paradigm(c->backend), OTF2_GROUP_FLAG_NONE, n, members);
         struct comm_index *parent = c->parent ? hmap_get(&o->comm_by_id, &c->parent, 0) : NULL;
         OTF2_GlobalDefWriter_WriteComm(w, c->ref, sname, GROUP_FIRST_COMM + c->ref,
                                        parent ? parent->at : OTF2_UNDEFINED_COMM, OTF2_COMM_FLAG_NONE);

@@ -70,7 +70,7 @@ void audit_find_steps(struct audit *a)
             memset(&k, 0, sizeof k);
             k.comm = rec->comm;
             k.bytes = rec->bytes;
-            k.buf = is_reduction(rec->kind) ? rec->buf : 0;
+            k.buf = ccs_kind_reduces(rec->kind) ? rec->buf : 0;
             k.kind = rec->kind;
             k.deferred = (rec->flags & CCS_F_DEFERRED) != 0;
             struct tok_ent *e = hmap_get(&ids, &k, 0);

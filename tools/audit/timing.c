@@ -76,7 +76,7 @@ void audit_time_record(struct audit *a, struct audit_file *f, const struct ccs_r
     /* Coalescing: the deferred calls' own time, and the same calls' time
      * where they were made for real (not the helper's one reduction, which
      * carries a step's worth of buckets). */
-    if (is_reduction(r->kind) && !(r->flags & (CCS_F_HELPER | CCS_F_COALESCED))) {
+    if (ccs_kind_reduces(r->kind) && !(r->flags & (CCS_F_HELPER | CCS_F_COALESCED))) {
         struct sizetime_key zk;
         memset(&zk, 0, sizeof zk);
         zk.comm = r->comm;

@@ -84,12 +84,6 @@ const char *kind_label(unsigned kind, int deferred, char *buf, size_t n)
     return buf;
 }
 
-int is_reduction(unsigned kind)
-{
-    return kind == CCS_KIND_ALLREDUCE || kind == CCS_KIND_REDUCE || kind == CCS_KIND_REDUCE_SCATTER ||
-           kind == CCS_KIND_REDUCE_SCATTER_BLOCK;
-}
-
 /* CCSHIM_COALESCE_MIN_BYTES' default, from the one settings table. */
 uint64_t audit_coalesce_min_bytes(void)
 {
