@@ -29,8 +29,9 @@ libccs_core_la_SOURCES = \
 	src/core/ccs_config.h src/core/ccs_kinds.h src/core/config_table.h src/core/log.h \
 	src/core/attributes.h src/core/callsite.h src/core/clock.h src/core/comm.h src/core/fingerprint.h \
 	src/core/process.h src/core/pysite.h src/core/real.h src/core/record.h src/core/ring.h src/core/runtime.h \
-	src/core/trace_format.h src/core/registry.h \
+	src/core/trace_format.h src/core/registry.h src/core/agree.h src/core/step.h src/core/verdicts.h src/core/abort.h \
 	src/core/callsite.c src/core/clock.c src/core/comm.c src/core/config.c src/core/registry.c \
+	src/core/agree.c src/core/boundary.c src/core/verdicts.c src/core/abort.c \
 	src/core/fingerprint.c src/core/sig_canon.h src/core/sig_canon.c src/core/symbolize_dw.c src/core/dwline.c src/core/dwline.h src/core/log.c src/core/names.c src/core/process.c src/core/thread.h src/core/thread.c src/core/real.c src/core/record.c \
 	src/core/pysite.c src/core/ring.c src/core/private_file.h src/core/private_file.c src/core/uncovered.h src/core/uncovered.c \
 	src/core/runtime.c

@@ -22,7 +22,7 @@
 #include "desync_collect.h"
 #include "desync_state.h"
 #include "log.h"
-#include "registry.h"
+#include "step.h"
 #include "thread.h"
 #include "clock.h"
 #include "comm.h"
@@ -296,7 +296,7 @@ void ccs_dsx_tick(void)
     while (vd && ccs_dsx_shm_next_verdict(ccs_ds.shm, &ccs_ds.vcursor, vd))
         ccs_dsx_verdict_posted(vd);
     free(vd);
-    ccs_detector_pass_note();
+    ccs_dsx_pass_note();
     pthread_mutex_unlock(&ccs_ds.tick_lock);
 }
 

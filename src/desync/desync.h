@@ -14,7 +14,7 @@
  *     device, ccs_desync_active().
  *   - This library itself: ccs_desync_note_exit(CCS_DESYNC_EXITED) at exit.
  * Once running, the side channel offers ccs_desync_agree_u64 as the core's
- * agreement service (registry.h), which coalescing's auto uses; a verdict
+ * agreement service (agree.h), which coalescing's auto uses; a verdict
  * under CCSHIM_ON_DESYNC=abort ends the job through the core's abort
  * service, which the MPI and NCCL backends fill in.
  *

@@ -14,7 +14,7 @@
 #include "ccs_kinds.h"
 #include "clock.h"
 #include "fingerprint.h"
-#include "registry.h"
+#include "step.h"
 #include "callsite.h"
 #include "comm.h"
 #include "process.h"

@@ -6,7 +6,7 @@
  */
 #include "desync_nccl.h"
 #include "desync.h"
-#include "registry.h"
+#include "abort.h"
 #include "nccl_internal.h"
 #include "nccl_track.h"
 #include "ccs_kinds.h"
