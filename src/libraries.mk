@@ -89,7 +89,8 @@ if HAVE_NCCL
 noinst_LTLIBRARIES += libccs_nccl.la
 libccs_nccl_la_SOURCES = src/nccl/nccl_internal.h src/nccl/nccl_redop.h src/nccl/desync_nccl.h \
 	src/nccl/coalesce_nccl.h src/nccl/nccl_real.c src/nccl/nccl_comm.c src/nccl/nccl_redop.c \
-	src/nccl/nccl_wrap.c src/nccl/desync_nccl.c src/nccl/coalesce_nccl.c src/nccl/nccl_track.h src/nccl/nccl_track.c
+	src/nccl/nccl_wrap.c src/nccl/desync_nccl.c src/nccl/coalesce_nccl.c src/nccl/nccl_track.h src/nccl/nccl_track.c \
+	src/nccl/nccl_track_state.h src/nccl/nccl_track_poll.c
 libccs_nccl_la_CPPFLAGS = $(BACKEND_CPPFLAGS) -I$(top_srcdir)/src/nccl $(NCCL_CFLAGS)
 libccs_nccl_la_CFLAGS = $(LIB_CFLAGS)
 libccsparts_la_LIBADD += libccs_nccl.la
