@@ -20,6 +20,7 @@
 #include "desync.h"
 #include "ccs_config.h"
 #include "desync_collect.h"
+#include "desync_device.h"
 #include "desync_state.h"
 #include "log.h"
 #include "step.h"
