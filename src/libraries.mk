@@ -29,8 +29,9 @@ libccs_core_la_SOURCES = \
 	src/core/ccs_config.h src/core/ccs_kinds.h src/core/config_table.h src/core/log.h \
 	src/core/attributes.h src/core/callsite.h src/core/clock.h src/core/comm.h src/core/fingerprint.h \
 	src/core/process.h src/core/pysite.h src/core/real.h src/core/record.h src/core/ring.h src/core/runtime.h \
-	src/core/trace_format.h src/core/registry.h \
+	src/core/trace_format.h src/core/registry.h src/core/agree.h src/core/step.h src/core/verdicts.h src/core/abort.h \
 	src/core/callsite.c src/core/clock.c src/core/comm.c src/core/config.c src/core/registry.c \
+	src/core/agree.c src/core/boundary.c src/core/verdicts.c src/core/abort.c \
 	src/core/fingerprint.c src/core/sig_canon.h src/core/sig_canon.c src/core/symbolize_dw.c src/core/dwline.c src/core/dwline.h src/core/log.c src/core/names.c src/core/process.c src/core/thread.h src/core/thread.c src/core/real.c src/core/record.c \
 	src/core/pysite.c src/core/ring.c src/core/private_file.h src/core/private_file.c src/core/uncovered.h src/core/uncovered.c \
 	src/core/runtime.c
@@ -52,7 +53,8 @@ libccs_desync_la_SOURCES = src/desync/desync.h src/desync/desync.c src/desync/de
 	src/desync/desync_seen.c src/desync/desync_shm.h \
 	src/desync/desync_shm.c src/desync/desync_tcp.h src/desync/desync_conn.h src/desync/desync_conn.c \
 	src/desync/desync_coord.c src/desync/desync_fold.h src/desync/desync_fold.c src/desync/desync_search.h src/desync/desync_search.c src/desync/desync_client.c src/desync/desync_auth.h src/desync/desync_auth.c src/desync/desync_collect.h \
-	src/desync/desync_collect.c src/desync/desync_report.h src/desync/desync_report.c
+	src/desync/desync_collect.c src/desync/desync_device.h src/desync/desync_device.c \
+	src/desync/desync_report.h src/desync/desync_report.c
 # desync.c's jobs, a file each (desync_state.h lists them).
 libccs_desync_la_SOURCES += src/desync/desync_state.h src/desync/desync_verdict.c src/desync/desync_host.c \
 	src/desync/desync_exit.c src/desync/desync_begin.c src/desync/desync_agree.c
@@ -88,7 +90,8 @@ if HAVE_NCCL
 noinst_LTLIBRARIES += libccs_nccl.la
 libccs_nccl_la_SOURCES = src/nccl/nccl_internal.h src/nccl/nccl_redop.h src/nccl/desync_nccl.h \
 	src/nccl/coalesce_nccl.h src/nccl/nccl_real.c src/nccl/nccl_comm.c src/nccl/nccl_redop.c \
-	src/nccl/nccl_wrap.c src/nccl/desync_nccl.c src/nccl/coalesce_nccl.c src/nccl/nccl_track.h src/nccl/nccl_track.c
+	src/nccl/nccl_wrap.c src/nccl/desync_nccl.c src/nccl/coalesce_nccl.c src/nccl/nccl_track.h src/nccl/nccl_track.c \
+	src/nccl/nccl_track_state.h src/nccl/nccl_track_poll.c
 libccs_nccl_la_CPPFLAGS = $(BACKEND_CPPFLAGS) -I$(top_srcdir)/src/nccl $(NCCL_CFLAGS)
 libccs_nccl_la_CFLAGS = $(LIB_CFLAGS)
 libccsparts_la_LIBADD += libccs_nccl.la

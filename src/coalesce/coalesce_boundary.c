@@ -12,7 +12,7 @@
  * calls first agrees with the members of each such communicator, over
  * desync's side channel, on a digest of what it called in the step (per
  * pending identity: its place among them, its calls in the step, its pending calls).
- * While it waits it is published as "at its step boundary" (registry.h),
+ * While it waits it is published as "at its step boundary" (step.h),
  * and desync's boundary rule turns a member that can never join it into a
  * DESYNC naming the ranks, the step and both counts (docs/coalescing.md).
  * Only when every member gave the same digest is the completion made.
@@ -21,7 +21,9 @@
 #include "ccshim.h"
 #include "coalesce.h"
 #include "log.h"
-#include "registry.h"
+#include "agree.h"
+#include "step.h"
+#include "verdicts.h"
 #include "clock.h"
 #include "comm.h"
 #include "fingerprint.h"

@@ -18,6 +18,8 @@
  */
 #include "ccs_config.h"
 #include "coalesce.h"
+#include "agree.h"
+#include "abort.h"
 #include "registry.h"
 #include "runtime.h"
 #include "log.h"

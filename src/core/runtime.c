@@ -13,6 +13,7 @@
 #include "process.h"
 #include "pysite.h"
 #include "record.h"
+#include "step.h"
 #include "registry.h"
 #include "ring.h"
 #include "runtime.h"
@@ -482,7 +483,7 @@ int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_
 }
 
 /* Units of work in this step and the last (backward passes, counted by a
- * language helper): desync's step boundary names them (registry.h). */
+ * language helper): desync's step boundary names them (step.h). */
 static _Atomic uint32_t units_now, units_prev;
 
 void ccshim_step_units(uint32_t n) { atomic_store_explicit(&units_now, n, memory_order_relaxed); }

@@ -20,9 +20,10 @@
 #include "desync.h"
 #include "ccs_config.h"
 #include "desync_collect.h"
+#include "desync_device.h"
 #include "desync_state.h"
 #include "log.h"
-#include "registry.h"
+#include "step.h"
 #include "thread.h"
 #include "clock.h"
 #include "comm.h"
@@ -296,7 +297,7 @@ void ccs_dsx_tick(void)
     while (vd && ccs_dsx_shm_next_verdict(ccs_ds.shm, &ccs_ds.vcursor, vd))
         ccs_dsx_verdict_posted(vd);
     free(vd);
-    ccs_detector_pass_note();
+    ccs_dsx_pass_note();
     pthread_mutex_unlock(&ccs_ds.tick_lock);
 }
 

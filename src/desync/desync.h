@@ -10,11 +10,11 @@
  *   - src/nccl/desync_nccl.c (ccs_desync_nccl_init, from nccl_comm.c at every
  *     communicator created): ccs_desync_set_poll() once, then
  *     ccs_desync_start(), which starts once the rank is known.
- *   - src/nccl/nccl_track.c: ccs_desync_nccl_done() as work completes on the
+ *   - src/nccl/nccl_track_poll.c: ccs_desync_nccl_done() as work completes on the
  *     device, ccs_desync_active().
  *   - This library itself: ccs_desync_note_exit(CCS_DESYNC_EXITED) at exit.
  * Once running, the side channel offers ccs_desync_agree_u64 as the core's
- * agreement service (registry.h), which coalescing's auto uses; a verdict
+ * agreement service (agree.h), which coalescing's auto uses; a verdict
  * under CCSHIM_ON_DESYNC=abort ends the job through the core's abort
  * service, which the MPI and NCCL backends fill in.
  *

@@ -1,6 +1,6 @@
 /*
  * desync_agree.c - the agreement service the side channel offers the core
- * (registry.h's ccs_agree_register; coalescing's auto mode asks it): every
+ * (agree.h's ccs_agree_register; coalescing's auto mode asks it): every
  * member of a communicator puts its value into the host's shared memory,
  * reads the others' there, and takes the maximum and minimum once all are
  * in; across hosts the leaders forward the values to the coordinator,
@@ -8,7 +8,7 @@
  */
 #include "desync.h"
 #include "desync_state.h"
-#include "registry.h"
+#include "verdicts.h"
 #include "clock.h"
 #include "comm.h"
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 #include "desync_start.h"
 #include "desync_state.h"
 #include "log.h"
-#include "registry.h"
+#include "agree.h"
 #include "clock.h"
 #include "process.h"
 #include <stdio.h>
@@ -218,7 +218,7 @@ int ccs_dsx_begin(const struct ccs_dsx_plan *plan)
     ccs_dsx_collect_want(ccs_dsx_wanted_seq, NULL);
     ccs_dsx_exit_hooks();
     atomic_store(&ccs_ds.state, CCS_DSX_DET_RUNNING);
-    ccs_agree_register(ccs_desync_agree_u64); /* for coalescing's auto (registry.h) */
+    ccs_agree_register(ccs_desync_agree_u64); /* for coalescing's auto (agree.h) */
     ccs_ds.started_ms = ccs_clock_mono_ms();
     ccs_dsx_reporter_start();
     if (ccs_dsx_period_start() != 0)

@@ -7,14 +7,16 @@
  * turns, and looks at each ring's in-flight record to tell "blocked in a
  * collective" from "computing".  A pass reads at most TAIL records of a
  * ring, whatever the call rate: older ones are read from the ring only
- * when the coordinator asks for them.  Background thread only.
+ * when the coordinator asks for them.  Background thread only.  What an
+ * NCCL communicator completed on the device comes from desync_device.c.
  */
 #include "desync_collect.h"
+#include "desync_device.h"
 #include <stdio.h>
 #include "ccs_kinds.h"
 #include "clock.h"
 #include "fingerprint.h"
-#include "registry.h"
+#include "step.h"
 #include "callsite.h"
 #include "comm.h"
 #include "process.h"
@@ -28,7 +30,6 @@
 
 #define MAX_TRACKED 64
 #define NSITE_CACHE 64
-#define NCCL_SLOTS 64
 /* Records a pass reads per ring at most, the newest: enough for every
  * communicator's published history (CCS_DSX_HIST) and a checkpoint
  * (CCS_DSX_CHECKPOINT) in the jobs that matter, and a bound on the
@@ -90,11 +91,6 @@ static struct {
     uint32_t id, pysite;
     char txt[CCS_DSX_SITE];
 } site_cache[NSITE_CACHE];
-
-static struct {
-    _Atomic uint64_t id;
-    _Atomic uint64_t done;
-} nccl[NCCL_SLOTS];
 
 /* What ring_range reads back (one caller at a time: the thread's pass). */
 static struct ccs_record range_out[CCS_DSX_HIST];
@@ -615,12 +611,12 @@ static void catch_up(struct tracked *t, uint64_t now)
     }
 }
 
+/* NCCL: what the device completed on T (desync_device.c), and a call it
+ * holds that does not complete: blocked. */
 static void nccl_progress(struct tracked *t, uint64_t now)
 {
-    for (int i = 0; i < NCCL_SLOTS; i++) {
-        if (atomic_load_explicit(&nccl[i].id, memory_order_acquire) != t->id)
-            continue;
-        uint64_t d = atomic_load_explicit(&nccl[i].done, memory_order_relaxed);
+    uint64_t d;
+    if (ccs_dsx_device_done(t->id, &d)) {
         t->dev = 1;
         if (d != t->dev_done || t->issued <= d) {
             t->dev_done = d;
@@ -639,7 +635,6 @@ static void nccl_progress(struct tracked *t, uint64_t now)
                     t->bsince_ms = t->dev_since_ms > t->iss_since_ms ? t->dev_since_ms : t->iss_since_ms;
                 }
         }
-        return;
     }
 }
 
@@ -696,19 +691,23 @@ static int at_boundary(uint64_t id, const uint64_t *bcomm, uint32_t nb)
     return 0;
 }
 
-void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
+/* The calls since the last pass: the rings' newest records, the calls in
+ * flight, the comm table (what was created and freed), the communicators
+ * not yet known. */
+static void read_calls(uint64_t now)
 {
-    uint64_t bcomm[CCS_BOUNDARY_COMMS];
-    uint32_t nb = 0;
-    st->boundary = ccs_boundary_get(bcomm, &nb);
-    st->step = ccs_step_now();
-    ccs_step_units(&st->units, &st->units_prev);
     fold_all(now);
     scan_inflight(now);
     for (int i = 0; i < MAX_TRACKED; i++)
         tc[i].mark = 0;
     ccs_comm_foreach(sync_comm, &now);
     resolve_unknown();
+}
+
+/* Each communicator's completed calls brought up to date: a freed one's
+ * last, a live one's missed and its device progress (NCCL). */
+static void settle_all(uint64_t now)
+{
     for (int i = 0; i < MAX_TRACKED; i++) {
         struct tracked *t = &tc[i];
         if (!t->used)
@@ -727,9 +726,13 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
             catch_up(t, now);
         }
     }
-    /* The most relevant communicators: waited for at a step boundary,
-     * blocked, live, recently active. */
-    struct tracked *pick[MAX_TRACKED];
+}
+
+/* The communicators to publish into PICK, the most relevant first (see
+ * cmp_pick: waited for at a step boundary, blocked, asked about, live,
+ * recently active, then by turns); returns how many. */
+static int pick_published(struct tracked **pick, const uint64_t *bcomm, uint32_t nb, uint64_t now)
+{
     int np = 0;
     for (int i = 0; i < MAX_TRACKED; i++)
         if (tc[i].used && tc[i].rank >= 0 && tc[i].size > 0) {
@@ -746,81 +749,112 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
                                              (now - ccs_clock_start_mono_ns() / 1000000u)) /
                                                 ROTATE_MS * (UINT64_MAX / 16 + 1);
     qsort(pick, (size_t)np, sizeof pick[0], cmp_pick);
+    return np;
+}
+
+/* E: what T is now (its counters, checkpoints, state, step counts, the
+ * call it is blocked in, its newest operations). */
+static void publish(struct ccs_dsx_comm *e, const struct tracked *t, uint64_t now)
+{
+    memset(e, 0, offsetof(struct ccs_dsx_comm, hist));
+    e->id = t->id;
+    e->rank = t->rank;
+    e->size = t->size;
+    e->backend = t->backend;
+    e->done = t->done;
+    e->issued = t->issued > t->done ? t->issued : t->done;
+    if (t->blocked && t->bop.seq > e->issued)
+        e->issued = t->bop.seq;
+    e->hash = t->hash;
+    memcpy(e->cp_seq, t->cp_seq, sizeof e->cp_seq);
+    memcpy(e->cp_hash, t->cp_hash, sizeof e->cp_hash);
+    e->flags = (uint16_t)(t->dev ? CCS_DSX_DEVICE : 0); /* (the hash is never lost: the hot path keeps it) */
+    if (t->dev && t->live && t->issued > t->dev_done) /* a freed one finished its work first */
+        e->dev_pending = (uint16_t)(t->issued - t->dev_done > UINT16_MAX ? UINT16_MAX : t->issued - t->dev_done);
+    e->state = t->blocked ? CCS_DSX_BLOCKED : t->live ? CCS_DSX_IDLE : CCS_DSX_FREED;
+    if (e->state == CCS_DSX_FREED && t->final)
+        e->flags |= CCS_DSX_FINAL;
+    if (t->boundary)
+        e->flags |= CCS_DSX_BOUNDARY;
+    e->step_now = t->step_now;
+    e->step_calls = t->step_calls;
+    e->step_kind = t->step_kind;
+    e->step_prev = t->step_prev;
+    e->prev_calls = t->prev_calls;
+    e->prev_kind = t->prev_kind;
+    if (t->blocked) {
+        e->blocked = t->bop;
+        uint64_t ms = now - t->bsince_ms;
+        e->blocked_ms = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+        site_text(&t->bop, e->site_blocked);
+    }
+    if (t->nhist)
+        site_text(hist_at(t, t->nhist - 1), e->site_last);
+    e->nhist = (uint16_t)t->nhist;
+    for (unsigned h = 0; h < t->nhist; h++)
+        e->hist[h] = *hist_at(t, h);
+}
+
+/* Records asked for: the operations around that seq instead of the newest
+ * (the newest are what is published otherwise), read back from the
+ * rings. */
+static void publish_asked_records(struct ccs_dsx_comm *e, struct tracked *t)
+{
+    uint64_t w = t->want_rec;
+    if (w && w <= t->done) {
+        uint64_t lo = w > CCS_DSX_HIST / 2 ? w - CCS_DSX_HIST / 2 + 1 : 1;
+        uint64_t hi = lo + CCS_DSX_HIST - 1 < t->done ? lo + CCS_DSX_HIST - 1 : t->done;
+        if (ring_range(t, lo, hi, range_out, range_have, 1)) {
+            unsigned n = 0;
+            for (uint64_t q = lo; q <= hi; q++)
+                if (range_have[q - lo])
+                    e->hist[n++] = op_of(&range_out[q - lo], t);
+            e->nhist = (uint16_t)n;
+            e->flags |= CCS_DSX_PINNED;
+        }
+    }
+}
+
+/* A probe: the hash through that seq, in the second checkpoint. */
+static void publish_probe(struct ccs_dsx_comm *e, struct tracked *t)
+{
+    uint64_t praw = t->want_probe, p = praw & ~CCS_DSX_NARROW_BIT;
+    if (p && p <= t->done && praw != t->probe_seq) {
+        /* Read back once per probe, not in every pass while it is
+         * asked for: a completed record's hash does not change, and
+         * one the rings no longer hold does not come back.  (Every
+         * pass read it back, up to FIND_SCAN records, before: a
+         * third of the thread's time in a loop of 2.4 million calls
+         * a second.) */
+        t->probe_seq = praw; /* (with its bit: a look that was not read deep is read deep once narrowing) */
+        t->probe_found = ring_range(t, p, p, range_out, range_have, (praw & CCS_DSX_NARROW_BIT) != 0) != 0;
+        t->probe_hash = t->probe_found ? range_out[0].fingerprint : 0;
+    }
+    if (p && praw == t->probe_seq && t->probe_found) {
+        e->cp_seq[1] = p;
+        e->cp_hash[1] = t->probe_hash;
+        e->flags |= CCS_DSX_PROBED;
+    }
+}
+
+void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now)
+{
+    uint64_t bcomm[CCS_BOUNDARY_COMMS];
+    uint32_t nb = 0;
+    st->boundary = ccs_boundary_get(bcomm, &nb);
+    st->step = ccs_step_now();
+    ccs_step_units(&st->units, &st->units_prev);
+    read_calls(now);
+    settle_all(now);
+    struct tracked *pick[MAX_TRACKED];
+    int np = pick_published(pick, bcomm, nb, now);
     st->ncomm = 0;
     for (int i = 0; i < np && st->ncomm < CCS_DSX_MAXCOMM; i++) {
         struct tracked *t = pick[i];
         struct ccs_dsx_comm *e = &st->comm[st->ncomm++];
-        memset(e, 0, offsetof(struct ccs_dsx_comm, hist));
-        e->id = t->id;
-        e->rank = t->rank;
-        e->size = t->size;
-        e->backend = t->backend;
-        e->done = t->done;
-        e->issued = t->issued > t->done ? t->issued : t->done;
-        if (t->blocked && t->bop.seq > e->issued)
-            e->issued = t->bop.seq;
-        e->hash = t->hash;
-        memcpy(e->cp_seq, t->cp_seq, sizeof e->cp_seq);
-        memcpy(e->cp_hash, t->cp_hash, sizeof e->cp_hash);
-        e->flags = (uint16_t)(t->dev ? CCS_DSX_DEVICE : 0); /* (the hash is never lost: the hot path keeps it) */
-        if (t->dev && t->live && t->issued > t->dev_done) /* a freed one finished its work first */
-            e->dev_pending = (uint16_t)(t->issued - t->dev_done > UINT16_MAX ? UINT16_MAX : t->issued - t->dev_done);
-        e->state = t->blocked ? CCS_DSX_BLOCKED : t->live ? CCS_DSX_IDLE : CCS_DSX_FREED;
-        if (e->state == CCS_DSX_FREED && t->final)
-            e->flags |= CCS_DSX_FINAL;
-        if (t->boundary)
-            e->flags |= CCS_DSX_BOUNDARY;
-        e->step_now = t->step_now;
-        e->step_calls = t->step_calls;
-        e->step_kind = t->step_kind;
-        e->step_prev = t->step_prev;
-        e->prev_calls = t->prev_calls;
-        e->prev_kind = t->prev_kind;
-        if (t->blocked) {
-            e->blocked = t->bop;
-            uint64_t ms = now - t->bsince_ms;
-            e->blocked_ms = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
-            site_text(&t->bop, e->site_blocked);
-        }
-        if (t->nhist)
-            site_text(hist_at(t, t->nhist - 1), e->site_last);
-        e->nhist = (uint16_t)t->nhist;
-        for (unsigned h = 0; h < t->nhist; h++)
-            e->hist[h] = *hist_at(t, h);
-        /* Records asked for: the operations around that seq instead of
-         * the newest (the newest are what is published otherwise), read
-         * back from the rings. */
-        uint64_t w = t->want_rec;
-        if (w && w <= t->done) {
-            uint64_t lo = w > CCS_DSX_HIST / 2 ? w - CCS_DSX_HIST / 2 + 1 : 1;
-            uint64_t hi = lo + CCS_DSX_HIST - 1 < t->done ? lo + CCS_DSX_HIST - 1 : t->done;
-            if (ring_range(t, lo, hi, range_out, range_have, 1)) {
-                unsigned n = 0;
-                for (uint64_t q = lo; q <= hi; q++)
-                    if (range_have[q - lo])
-                        e->hist[n++] = op_of(&range_out[q - lo], t);
-                e->nhist = (uint16_t)n;
-                e->flags |= CCS_DSX_PINNED;
-            }
-        }
-        /* A probe: the hash through that seq, in the second checkpoint. */
-        uint64_t praw = t->want_probe, p = praw & ~CCS_DSX_NARROW_BIT;
-        if (p && p <= t->done && praw != t->probe_seq) {
-            /* Read back once per probe, not in every pass while it is
-             * asked for: a completed record's hash does not change, and
-             * one the rings no longer hold does not come back.  (Every
-             * pass read it back, up to FIND_SCAN records, before: a
-             * third of the thread's time in a loop of 2.4 million calls
-             * a second.) */
-            t->probe_seq = praw; /* (with its bit: a look that was not read deep is read deep once narrowing) */
-            t->probe_found = ring_range(t, p, p, range_out, range_have, (praw & CCS_DSX_NARROW_BIT) != 0) != 0;
-            t->probe_hash = t->probe_found ? range_out[0].fingerprint : 0;
-        }
-        if (p && praw == t->probe_seq && t->probe_found) {
-            e->cp_seq[1] = p;
-            e->cp_hash[1] = t->probe_hash;
-            e->flags |= CCS_DSX_PROBED;
-        }
+        publish(e, t, now);
+        publish_asked_records(e, t);
+        publish_probe(e, t);
     }
 }
 
@@ -835,67 +869,6 @@ int ccs_dsx_collect_find(uint64_t comm, uint64_t seq, struct ccs_dsx_op *out)
             return 1;
         }
     return 0;
-}
-
-void ccs_dsx_collect_nccl_done(uint64_t comm, uint64_t seq_done)
-{
-    for (int i = 0; i < NCCL_SLOTS; i++) {
-        uint64_t id = atomic_load_explicit(&nccl[i].id, memory_order_acquire);
-        if (id == 0) {
-            uint64_t zero = 0;
-            if (!atomic_compare_exchange_strong(&nccl[i].id, &zero, comm) && zero != comm)
-                continue;
-            id = comm;
-        }
-        if (id == comm) {
-            atomic_store_explicit(&nccl[i].done, seq_done, memory_order_relaxed);
-            return;
-        }
-    }
-}
-
-void ccs_dsx_device_align(const struct ccs_dsx_status **st, int32_t w)
-{
-    enum { NALIGN = 64 };
-    struct {
-        uint64_t id, known;
-    } mx[NALIGN];
-    int n = 0;
-    for (int32_t r = 0; r < w; r++)
-        for (uint32_t k = 0; st[r] && k < st[r]->ncomm && k < CCS_DSX_MAXCOMM; k++) {
-            const struct ccs_dsx_comm *e = &st[r]->comm[k];
-            if (!(e->flags & CCS_DSX_DEVICE) || e->state == CCS_DSX_FREED)
-                continue;
-            /* Completed on the device. */
-            uint64_t known = e->issued - (e->dev_pending < e->issued ? e->dev_pending : e->issued);
-            int i = 0;
-            while (i < n && mx[i].id != e->id)
-                i++;
-            if (i == n) {
-                if (n == NALIGN)
-                    continue;
-                mx[n].id = e->id;
-                mx[n++].known = 0;
-            }
-            if (known > mx[i].known)
-                mx[i].known = known;
-        }
-    for (int32_t r = 0; r < w && n; r++)
-        for (uint32_t k = 0; st[r] && k < st[r]->ncomm && k < CCS_DSX_MAXCOMM; k++) {
-            struct ccs_dsx_comm *e = (struct ccs_dsx_comm *)&st[r]->comm[k];
-            if (!(e->flags & CCS_DSX_DEVICE))
-                continue;
-            int i = 0;
-            while (i < n && mx[i].id != e->id)
-                i++;
-            if (i == n)
-                continue;
-            uint64_t known = mx[i].known < e->issued ? mx[i].known : e->issued;
-            if (e->issued - e->dev_pending < known)
-                e->dev_pending = (uint16_t)(e->issued - known);
-            if (e->state == CCS_DSX_BLOCKED && known >= e->issued)
-                e->state = CCS_DSX_IDLE; /* everything it enqueued completed somewhere: completes here too */
-        }
 }
 
 void ccs_dsx_collect_reset(void)

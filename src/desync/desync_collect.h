@@ -16,17 +16,6 @@ void ccs_dsx_collect(struct ccs_dsx_status *st, uint64_t now_ms);
  * collector's history (for reports).  1 when found. */
 int ccs_dsx_collect_find(uint64_t comm, uint64_t seq, struct ccs_dsx_op *out);
 
-/* NCCL device completion (see ccs_desync_nccl_done). */
-void ccs_dsx_collect_nccl_done(uint64_t comm, uint64_t seq_done);
-
-/* NCCL tracked on the device (CCS_DSX_DEVICE), before the rules run: a
- * collective that completed on one member was enqueued by every member and
- * completes on all, so a member blocked with nothing enqueued beyond the
- * highest seq any member saw complete is not blocked (its own events are
- * rate limited and may just not have told it yet).
- * ST: the W statuses of the view (NULL where unknown), our own copies. */
-void ccs_dsx_device_align(const struct ccs_dsx_status **st, int32_t w);
-
 /* FN(COMM, 0, ARG): the seq whose records the coordinator asked for on
  * COMM, or 0.  While nonzero (and in a ring still), COMM's published
  * history is the operations around that seq, read back from the rings,

@@ -14,6 +14,8 @@
 #include "clock.h"
 #include "trace_format.h"
 #include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 /* How long the coordinator's process waits at exit for the other ranks to
@@ -215,10 +217,30 @@ static void atfork_child(void)
     ccs_dsx_reporter_atfork(); /* the reporter is the parent's too */
 }
 
+/* When the detector last ended a pass (monotonic ms, 0: never): others
+ * read it through the query hook (metrics shows that detection is alive).
+ * Relaxed: a time, read alone. */
+static _Atomic uint64_t last_pass_ms;
+
+void ccs_dsx_pass_note(void)
+{
+    atomic_store_explicit(&last_pass_ms, ccs_clock_mono_ms(), memory_order_relaxed);
+}
+
+/* The facts this feature answers (registry.h, query): "desync.last_pass_ms". */
+static int query_hook(const char *fact, uint64_t *value)
+{
+    if (strcmp(fact, "desync.last_pass_ms") != 0)
+        return -1;
+    *value = atomic_load_explicit(&last_pass_ms, memory_order_relaxed);
+    return 0;
+}
+
 static const struct ccs_feature desync_feature = {
     .name = "desync detection",
     .finish = finish_hook,
     .fork_child = atfork_child,
+    .query = query_hook,
 };
 
 void ccs_dsx_exit_hooks(void)

@@ -159,6 +159,9 @@ CCS_HIDDEN uint64_t ccs_dsx_wanted_seq(uint64_t comm, int probe, void *arg);
 
 /* desync_exit.c: its hooks registered with the core (once). */
 CCS_HIDDEN void ccs_dsx_exit_hooks(void);
+/* desync_exit.c: the end of a pass over the ranks' statuses, which the
+ * feature's query hook answers as "desync.last_pass_ms". */
+CCS_HIDDEN void ccs_dsx_pass_note(void);
 
 /* desync_begin.c: the coordinator that could not listen, tried again when
  * due (from the period). */

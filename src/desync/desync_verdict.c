@@ -12,6 +12,8 @@
 #include "desync_report.h"
 #include "desync_state.h"
 #include "log.h"
+#include "verdicts.h"
+#include "abort.h"
 #include "registry.h"
 #include "thread.h"
 #include <pthread.h>
@@ -131,7 +133,7 @@ static void abort_when_due(void)
     ccs_log(CCS_LOG_ERROR, "CCSHIM_ON_DESYNC=abort: aborting the job after the verdict on comm %#llx",
             (unsigned long long)ccs_ds.abort_comm);
     ccs_thread_start(abort_watchdog, NULL, 0, NULL);
-    int rc = ccs_abort_job(ccs_ds.abort_comm); /* what MPI or NCCL registered (registry.h) */
+    int rc = ccs_abort_job(ccs_ds.abort_comm); /* what MPI or NCCL registered (abort.h) */
     if (rc == 0) {
         atomic_store(&ccs_ds.abort_pending, 3);
         return;
@@ -262,7 +264,7 @@ static void on_verdict(const struct ccs_dsx_verdict *v, int local)
         ccs_dsx_seen_add(ccs_ds.seen, v->cls, v->comm, 0); /* judged: this rank's rules and search stop there */
     ccs_features_verdict(ccs_dsx_class_name(v->cls), v->comm, v->seq, v->line); /* e.g. metrics (registry.h) */
     if (ccs_verdict_policy(v->cls) == CCS_VERDICT_STOP)
-        ccs_verdict_note(); /* a rank waiting at its step boundary stops waiting (registry.h) */
+        ccs_verdict_note(); /* a rank waiting at its step boundary stops waiting (verdicts.h) */
     if (job_ending_on_another(v))
         return;
     int full =

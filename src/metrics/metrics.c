@@ -16,6 +16,7 @@
 #include "ccshim.h"
 #include "log.h"
 #include "private_file.h"
+#include "verdicts.h"
 #include "registry.h"
 #include "clock.h"
 #include "process.h"
@@ -261,7 +262,8 @@ static void write_metrics(FILE *f)
     /* A time, not an age: an age written into the file stays at its last
      * value once the process stops writing, so "detection stalled" could
      * never be told from the file of a job that hangs or died. */
-    uint64_t pass = ccs_detector_last_pass_ms();
+    uint64_t pass = 0; /* stays 0 where desync does not run (its feature is not registered) */
+    (void)ccs_features_query("desync.last_pass_ms", &pass);
     family(f, "ccshim_desync_last_pass_timestamp_seconds", "gauge",
            "When the desync detector last judged the ranks (seconds since the epoch; 0: it has not run).");
     fprintf(f, "ccshim_desync_last_pass_timestamp_seconds{%s} %.3f\n", labels,

@@ -5,7 +5,7 @@
  */
 #include "desync_mpi.h"
 #include "desync.h"
-#include "registry.h"
+#include "abort.h"
 #include "mpi_shim.h"
 
 static int allgather(const void *mine, void *all, int n, void *arg)

@@ -6,7 +6,7 @@
  */
 #include "desync_nccl.h"
 #include "desync.h"
-#include "registry.h"
+#include "abort.h"
 #include "nccl_internal.h"
 #include "nccl_track.h"
 #include "ccs_kinds.h"
@@ -46,7 +46,7 @@ void ccs_desync_nccl_init(void)
     static atomic_int registered;
     if (!atomic_exchange(&registered, 1)) {
         ccs_abort_register(abort_comms, NULL, 0);
-        ccs_desync_set_poll(ccs_ntrack_poll); /* completion on the device (nccl_track.c) */
+        ccs_desync_set_poll(ccs_ntrack_poll); /* completion on the device (nccl_track_poll.c) */
     }
     ccs_ntrack_init(); /* NCCL has loaded CUDA by now, if it ever will */
     ccs_desync_start(); /* idempotent; waits for the rank to be known */

@@ -101,7 +101,7 @@ CCS_HIDDEN struct ccs_comm *ccs_nccl_adopt(ncclComm_t comm);
 /* Slow path of ccs_nccl_comm for an entry registered before NCCL could say
  * its rank and size (nonblocking, or created inside a group): asks again
  * once it is ready (ncclCommGetAsyncError no longer ncclInProgress); also
- * called by the completion poller (nccl_track.c).  Returns 0 when known now. */
+ * called by the completion poller (nccl_track_poll.c).  Returns 0 when known now. */
 CCS_HIDDEN int ccs_nccl_comm_requery(struct ccs_comm *c);
 
 /* The table entry of COMM, adopting a handle never seen created.  NULL for a

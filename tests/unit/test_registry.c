@@ -1,5 +1,9 @@
 /* test_registry.c - the registry's hooks (src/core/registry.h): finish
- * hooks last registered first, verdicts to every feature that takes them. */
+ * hooks last registered first, verdicts to every feature that takes them,
+ * a feature's facts to another through the query hook; and the services
+ * beside it (verdicts.h, abort.h). */
+#include "verdicts.h"
+#include "abort.h"
 #include "registry.h"
 #include "ccshim.h"
 #include "trace_format.h"
@@ -90,6 +94,57 @@ START_TEST(abort_ways_in_order_job_wide_if_any)
 }
 END_TEST
 
+/* Two features that answer facts, one that answers none: a fact goes to the
+ * one that owns it; the first registered answers a fact two own; a fact no
+ * one owns is -1 with the value left as it was (metrics then writes its
+ * "never" 0, as where desync does not run). */
+static uint64_t passes = 1234;
+static int detector_query(const char *fact, uint64_t *value)
+{
+    if (strcmp(fact, "desync.last_pass_ms") == 0) {
+        *value = passes;
+        return 0;
+    }
+    if (strcmp(fact, "shared.fact") == 0) {
+        *value = 1;
+        return 0;
+    }
+    return -1;
+}
+static int tracker_query(const char *fact, uint64_t *value)
+{
+    if (strcmp(fact, "nccl.pending") == 0 || strcmp(fact, "shared.fact") == 0) {
+        *value = strcmp(fact, "shared.fact") == 0 ? 2 : 3;
+        return 0;
+    }
+    return -1;
+}
+static const struct ccs_feature fdet = {.name = "detector", .query = detector_query};
+static const struct ccs_feature ftrack = {.name = "tracker", .query = tracker_query};
+
+START_TEST(a_fact_from_the_feature_that_owns_it)
+{
+    uint64_t v = 99;
+    ck_assert_int_eq(ccs_features_query("desync.last_pass_ms", &v), -1); /* no feature yet */
+    ck_assert_uint_eq(v, 99);
+    ck_assert_int_eq(ccs_feature_register(&fb), 0); /* no query hook: skipped */
+    ck_assert_int_eq(ccs_feature_register(&fdet), 0);
+    ck_assert_int_eq(ccs_feature_register(&ftrack), 0);
+    ck_assert_int_eq(ccs_features_query("desync.last_pass_ms", &v), 0);
+    ck_assert_uint_eq(v, 1234);
+    passes = 5678; /* read when asked, not when registered */
+    ck_assert_int_eq(ccs_features_query("desync.last_pass_ms", &v), 0);
+    ck_assert_uint_eq(v, 5678);
+    ck_assert_int_eq(ccs_features_query("nccl.pending", &v), 0);
+    ck_assert_uint_eq(v, 3);
+    ck_assert_int_eq(ccs_features_query("shared.fact", &v), 0);
+    ck_assert_uint_eq(v, 1); /* the first registered */
+    v = 42;
+    ck_assert_int_eq(ccs_features_query("desync.last_pass", &v), -1);
+    ck_assert_uint_eq(v, 42);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("registry");
@@ -97,6 +152,7 @@ static Suite *suite(void)
     tcase_add_test(t, finish_last_registered_first_verdicts_to_those_that_take_them);
     tcase_add_test(t, abort_ways_in_order_job_wide_if_any);
     tcase_add_test(t, a_helpers_verdict_goes_where_the_detectors_go);
+    tcase_add_test(t, a_fact_from_the_feature_that_owns_it);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,6 +1,7 @@
 /* test_sequence.c - sequence numbers, records and rings (the hot path). */
 #include "ccshim.h"
 #include "desync_collect.h"
+#include "desync_device.h"
 #include "ccs_kinds.h"
 #include "comm.h"
 #include "fingerprint.h"
