@@ -267,6 +267,16 @@ struct bcast_item {
     unsigned char job[CCS_DSX_JOBTAG];       /* the job's tag, drawn by rank 0 */
 };
 
+/* A port of the ephemeral range (32768-60999, Linux's default), drawn at
+ * random: where the coordinator could not listen on any port, the one it
+ * keeps trying. */
+static int random_port(void)
+{
+    unsigned char r[CCS_DSX_NONCE];
+    ccs_dsx_auth_nonce(r);
+    return 32768 + (int)(((unsigned)r[0] << 8 | r[1]) % (61000 - 32768));
+}
+
 int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
 {
     int32_t w = ccs_world_size(), r = ccs_world_rank();
@@ -303,12 +313,15 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
                           (ccs_cfg.desync_transport == CCS_DESYNC_AUTO && hosts > 1));
     struct bcast_item bc;
     memset(&bc, 0, sizeof bc);
+    int retrying = 0; /* the coordinator could not listen: tried again */
     if (r == 0 && enabled) {
         bc.magic = CCS_DSX_MAGIC;
         unsigned char rnd[CCS_DSX_NONCE];
         ccs_dsx_auth_nonce(rnd); /* the job's tag: 128 random bits */
         memcpy(bc.job, rnd, sizeof bc.job);
-        struct ccs_dsx_cred cc = {.secret = NULL, .peers = pks};
+        /* Kept for the job when the coordinator must be tried again (below). */
+        static struct ccs_dsx_cred cc;
+        cc = (struct ccs_dsx_cred){.secret = NULL, .peers = pks};
         memcpy(cc.job, bc.job, sizeof cc.job);
         if (ccs_dsx_auth_keypair(cc.pk, cc.sk) != 0 || !pks)
             tcp = 0;
@@ -327,15 +340,28 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
             }
             /* Listen on the announced address only. */
             bc.port = ccs_dsx_start_coordinator(bc.host, port, w, &cc, why, sizeof why);
-            if (bc.port < 0)
-                CCS_LOG(WARN, "desync: cannot start the coordinator: %s; detection across hosts is off", why);
+            if (bc.port < 0) {
+                /* Never silently off: the address goes out all the same
+                 * (CCSHIM_COORD's port, or one drawn from the ephemeral
+                 * range where any port would do), the leaders keep
+                 * connecting to it, and this rank tries to listen there
+                 * again every 2 s, saying so (ccs_dsx_retry_coordinator).
+                 * A squatter there learns nothing: the coordinator proves
+                 * its key to every leader. */
+                bc.port = port > 0 ? port : random_port();
+                ccs_dsx_retry_coordinator(bc.host, bc.port, w, &cc, why);
+                retrying = 1;
+            }
         }
-        struct ccs_dsx_key wipe;
-        memcpy(wipe.k, cc.sk, sizeof wipe.k);
-        ccs_dsx_auth_wipe(&wipe);
-        memset(cc.sk, 0, sizeof cc.sk);
+        if (!retrying) { /* (the coordinator holds its copies) */
+            struct ccs_dsx_key wipe;
+            memcpy(wipe.k, cc.sk, sizeof wipe.k);
+            ccs_dsx_auth_wipe(&wipe);
+            memset(cc.sk, 0, sizeof cc.sk);
+        }
     }
-    free(pks);
+    if (!retrying) /* (else the coordinator to come copies them) */
+        free(pks);
     if (ops->bcast(&bc, sizeof bc, ops->arg) != 0 || bc.magic != CCS_DSX_MAGIC)
         return -1;
     if (!enabled)
