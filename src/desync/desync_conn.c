@@ -75,6 +75,11 @@ int ccs_dsx_conn_queue(struct ccs_dsx_conn *c, uint16_t type, const void *p, siz
     return 0;
 }
 
+/* A buffer larger than this (a burst: a backlog read at once, verdicts
+ * queued to a slow peer) is freed once empty, not held for the job: the
+ * coordinator keeps one of each per host. */
+#define IN_KEEP (64u << 10)
+
 int ccs_dsx_conn_flush(struct ccs_dsx_conn *c)
 {
     while (c->outoff < c->outlen) {
@@ -88,8 +93,14 @@ int ccs_dsx_conn_flush(struct ccs_dsx_conn *c)
         c->outoff += (size_t)w;
         c->bytes_out += (uint64_t)w;
     }
-    if (c->outoff == c->outlen)
+    if (c->outoff == c->outlen) {
         c->outoff = c->outlen = 0;
+        if (c->outcap > IN_KEEP) { /* (as the input buffer: given back once sent) */
+            free(c->out);
+            c->out = NULL;
+            c->outcap = 0;
+        }
+    }
     return 0;
 }
 
@@ -167,7 +178,6 @@ int ccs_dsx_conn_next_frame(struct ccs_dsx_conn *c, struct ccs_dsx_frame *f, con
  * read (moving the rest of the buffer for each frame cost the coordinator
  * quadratic time in a backlog of small frames), and a buffer a burst made
  * large is given back once it is empty. */
-#define IN_KEEP (256u << 10)
 
 void ccs_dsx_conn_consume(struct ccs_dsx_conn *c)
 {
