@@ -122,28 +122,49 @@ void ccs_dsx_coord_refused_log(struct ccs_dsx_coord *k, const char *peer, const 
 /* ccs_dsx_coord_drop's WHY for a link dropped for its silence. */
 const char ccs_dsx_coord_stalled[] = "stalled";
 
-/* The unknown peer's connection awaiting the handshake the longest, or -1. */
-static long oldest_unauth(struct ccs_dsx_coord *k)
+/* How long a peer in the unknown peers' slots keeps its slot while others
+ * wait: SILENT_MS without a ticket; TICKETED_SILENT_MS with a member's
+ * ticket shown while the members' slots were full, time to complete its
+ * handshake where it is (evicted after 100 ms like the rest, the leaders
+ * of a 16,384-rank job connecting at once came back after their backoff
+ * again and again, told "no member's ticket": 4 to 27 s until all were in,
+ * on the loaded test machine, against 1.5 s), and bounded, for a ticket
+ * can be replayed by whoever saw one pass. */
+#define TICKETED_SILENT_MS 1000
+
+static uint64_t slot_ms(const struct ccs_dsx_conn *c)
+{
+    return c->ticketed ? TICKETED_SILENT_MS : SILENT_MS;
+}
+
+/* The peer in the unknown peers' slots that may be evicted at NOW and has
+ * waited the longest, or -1. */
+static long evictable(struct ccs_dsx_coord *k, uint64_t now)
 {
     long best = -1;
-    for (size_t i = 0; i < k->ncl; i++)
-        if (k->cl[i].fd >= 0 && !k->cl[i].sealed && !k->cl[i].prio &&
-            (best < 0 || k->cl[i].t_open < k->cl[(size_t)best].t_open))
+    for (size_t i = 0; i < k->ncl; i++) {
+        const struct ccs_dsx_conn *c = &k->cl[i];
+        if (c->fd >= 0 && !c->sealed && !c->prio && now >= c->t_open + slot_ms(c) &&
+            (best < 0 || c->t_open < k->cl[(size_t)best].t_open))
             best = (long)i;
+    }
     return best;
 }
 
-/* Room to accept one more connection (evicting the unknown peer waiting
- * the longest when it showed no ticket for SILENT_MS)?  1 or 0. */
+/* Room to accept one more connection (evicting the peer in the unknown
+ * peers' slots that has waited the longest past its time)?  1 or 0. */
 int ccs_dsx_coord_make_room(struct ccs_dsx_coord *k, uint64_t now, int evict)
 {
     if (k->nunauth < MAX_UNAUTH)
         return 1;
-    long o = oldest_unauth(k);
-    if (o < 0 || now < k->cl[o].t_open + SILENT_MS)
+    long o = evictable(k, now);
+    if (o < 0)
         return 0;
     if (evict)
-        ccs_dsx_coord_drop(k, (size_t)o, "no member's ticket within 100 ms while other peers wait for a slot");
+        ccs_dsx_coord_drop(k, (size_t)o,
+                           k->cl[o].ticketed
+                               ? "no handshake within 1 s of a member's ticket while other peers wait for a slot"
+                               : "no member's ticket within 100 ms while other peers wait for a slot");
     return 1;
 }
 
