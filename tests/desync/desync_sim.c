@@ -54,6 +54,7 @@ static const char *scenario;
  * all eight places): 2.4 KB a rank, not the 17 KB of eight. */
 static struct ccs_dsx_status **statuses;
 static const struct ccs_dsx_status **status_ptrs;
+static double *blocked_at; /* per rank: when it blocked (deadlock) */
 static struct ccs_dsx_client **clients;
 static double t_start, t_event = -1, t_verdict = -1;
 static unsigned verdict_cls;
@@ -167,22 +168,28 @@ static void *work(void *arg)
                     tg = stop_seq - 1;
                 advance(r, tg, r == 1 ? odd_seq : 0);
                 if (stop_seq && c->done == stop_seq - 1) {
+                    /* How long blocked, from the clock as the collector
+                     * says it (a pass over many hosts can take longer than
+                     * a period on a loaded machine). */
+                    double now = mono_ms();
                     if (r == 1) { /* blocked on the pair comm instead */
                         struct ccs_dsx_comm *p = &statuses[r]->comm[1];
                         if (p->state != CCS_DSX_BLOCKED) {
                             p->state = CCS_DSX_BLOCKED;
                             p->issued = 1;
                             p->blocked = op_at(1, fp_allreduce, 4);
-                            p->blocked_ms = 0;
-                        } else
-                            p->blocked_ms += PERIOD;
-                    } else if (c->state != CCS_DSX_BLOCKED) {
-                        c->state = CCS_DSX_BLOCKED;
-                        c->issued = stop_seq;
-                        c->blocked = op_at(stop_seq, fp_allreduce, 4);
-                        c->blocked_ms = 0;
-                    } else
-                        c->blocked_ms += PERIOD;
+                            blocked_at[r] = now;
+                        }
+                        p->blocked_ms = (uint32_t)(now - blocked_at[r]);
+                    } else {
+                        if (c->state != CCS_DSX_BLOCKED) {
+                            c->state = CCS_DSX_BLOCKED;
+                            c->issued = stop_seq;
+                            c->blocked = op_at(stop_seq, fp_allreduce, 4);
+                            blocked_at[r] = now;
+                        }
+                        c->blocked_ms = (uint32_t)(now - blocked_at[r]);
+                    }
                 }
                 statuses[r]->beat++;
             }
@@ -313,6 +320,7 @@ int main(int argc, char **argv)
     fp_odd_count = ccs_fingerprint(CCS_KIND_ALLREDUCE, 0, 8, CCS_DT_FLOAT32, CCS_OP_SUM, -1);
     statuses = calloc((size_t)nranks, sizeof *statuses);
     status_ptrs = calloc((size_t)nranks, sizeof *status_ptrs);
+    blocked_at = calloc((size_t)nranks, sizeof *blocked_at);
     clients = calloc((size_t)nhosts, sizeof *clients);
     init_statuses();
     struct ccs_dsx_coord *coord = start_coordinator_and_clients();
@@ -359,6 +367,6 @@ int main(int argc, char **argv)
     ccs_dsx_coord_stop(coord);
     for (int r = 0; r < nranks; r++)
         free(statuses[r]);
-    free(statuses), free(status_ptrs), free(clients);
+    free(statuses), free(status_ptrs), free(clients), free(blocked_at);
     return verdict_expected() ? 0 : 1;
 }
