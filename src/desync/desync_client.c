@@ -38,9 +38,16 @@ struct ccs_dsx_client {
     struct ccs_dsx_conn c;
     uint64_t retry_ms, backoff_ms;
     int refused;
-    char refused_why[256];         /* why, while refused, until the next attempt */
-    uint64_t *sent_hash, *sent_ms; /* per rank: what was last sent, when */
-    uint64_t *sent_urgent;         /* per rank: signature of its states when last sent */
+    char refused_why[256]; /* why, while refused, until the next attempt */
+    /* Per local rank, by its place in the statuses a tick is given (the
+     * same each tick): what was last sent, when, and the signature of its
+     * states then.  Sized to the host's ranks, not the world's: 16,384
+     * leaders of a 131,072-rank job held 3 x 8 bytes x the world each. */
+    struct sent {
+        int32_t wrank;
+        uint64_t hash, ms, urgent;
+    } * sent;
+    size_t nsent;
     uint64_t ag_hash;
     uint64_t detail_id[8], detail_until[8];
     unsigned char *buf;
@@ -75,8 +82,9 @@ struct ccs_dsx_client *ccs_dsx_client_new_cred(const char *host, int port, int32
     snprintf(cl->host, sizeof cl->host, "%s", host);
     memcpy(cl->job, cred->job, sizeof cl->job);
     char why[128] = "no coordinator public key";
-    if (cred->secret ? ccs_dsx_auth_key_job(cred->secret, cred->job, &cl->key, why, sizeof why) != 0
-                     : !cred->peers || ccs_dsx_auth_key_kx(cred->pk, cred->sk, cred->peers, 0, cred->job, &cl->key) != 0) {
+    if (cred->secret
+            ? ccs_dsx_auth_key_job(cred->secret, cred->job, &cl->key, why, sizeof why) != 0
+            : !cred->peers || ccs_dsx_auth_key_kx(cred->pk, cred->sk, cred->peers, 0, cred->job, &cl->key) != 0) {
         ccs_log(CCS_LOG_WARN, "desync: no TCP client: %s", why);
         free(cl);
         return NULL;
@@ -88,11 +96,8 @@ struct ccs_dsx_client *ccs_dsx_client_new_cred(const char *host, int port, int32
     cl->t_new = ccs_clock_mono_ms();
     cl->cb = *cb;
     cl->c.fd = -1;
-    cl->sent_hash = calloc((size_t)wsize, sizeof *cl->sent_hash);
-    cl->sent_ms = calloc((size_t)wsize, sizeof *cl->sent_ms);
-    cl->sent_urgent = calloc((size_t)wsize, sizeof *cl->sent_urgent);
     cl->vbuf = malloc(sizeof *cl->vbuf);
-    if (!cl->sent_hash || !cl->sent_ms || !cl->sent_urgent || !cl->vbuf) {
+    if (!cl->vbuf) {
         ccs_dsx_client_free(cl);
         return NULL;
     }
@@ -132,9 +137,8 @@ static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
         cl->backoff_ms = cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200;
         cl->retry_ms = now + cl->backoff_ms;
     }
-    memset(cl->sent_hash, 0, (size_t)cl->wsize * sizeof *cl->sent_hash);
-    memset(cl->sent_ms, 0, (size_t)cl->wsize * sizeof *cl->sent_ms);
-    memset(cl->sent_urgent, 0, (size_t)cl->wsize * sizeof *cl->sent_urgent);
+    if (cl->sent)
+        memset(cl->sent, 0, cl->nsent * sizeof *cl->sent);
     cl->ag_hash = 0;
 }
 
@@ -238,8 +242,8 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
                 if (cl->lost_ms) { /* one line a minute at most; a flapping link is not news each time */
                     int say = !cl->said_ms || now - cl->said_ms >= 60000;
                     ccs_log(say ? CCS_LOG_INFO : CCS_LOG_DEBUG,
-                            "desync side channel: reconnected to the coordinator at %s:%d after %.1f s",
-                            cl->host, cl->port, (now - cl->lost_ms) / 1000.0);
+                            "desync side channel: reconnected to the coordinator at %s:%d after %.1f s", cl->host,
+                            cl->port, (now - cl->lost_ms) / 1000.0);
                     cl->said_ms = say ? now : cl->said_ms;
                     cl->lost_ms = 0;
                 }
@@ -282,18 +286,37 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
     return rc < 0 ? -1 : 0;
 }
 
+/* What was sent of the Ith status given, rank R (reset when another rank
+ * takes that place), or NULL when out of memory. */
+static struct sent *sent_of(struct ccs_dsx_client *cl, size_t i, int32_t r)
+{
+    if (i >= cl->nsent) {
+        size_t nn = i + 8;
+        struct sent *ns = realloc(cl->sent, nn * sizeof *ns);
+        if (!ns)
+            return NULL;
+        memset(ns + cl->nsent, 0, (nn - cl->nsent) * sizeof *ns);
+        cl->sent = ns;
+        cl->nsent = nn;
+    }
+    if (cl->sent[i].wrank != r || !cl->sent[i].ms)
+        cl->sent[i] = (struct sent){.wrank = r};
+    return &cl->sent[i];
+}
+
 static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n, uint64_t now)
 {
     size_t need = 4;
     for (size_t i = 0; i < n; i++)
         need += ccs_dsx_encoded_size(st[i]);
-    if (ccs_dsx_grow(&cl->buf, &cl->bufcap, need) != 0)
+    if (ccs_dsx_grow(&cl->buf, &cl->bufcap, need) != 0 || (n && !sent_of(cl, n - 1, st[n - 1]->wrank)))
         return -1;
     uint32_t cnt = 0;
     size_t o = 4;
     for (size_t i = 0; i < n; i++) {
         int32_t r = st[i]->wrank;
-        if (r < 0 || r >= cl->wsize)
+        struct sent *sn = r >= 0 && r < cl->wsize ? sent_of(cl, i, r) : NULL;
+        if (!sn)
             continue;
         /* What the rules act on at once (life, blocked or not, where, records
          * asked for) goes out now; mere progress every SEND_MS; an unchanged
@@ -308,10 +331,16 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
             if (e->flags & CCS_DSX_PROBED)
                 u = ccs_hash_mix(u, e->cp_seq[1]); /* ... and the answer to a probe */
         }
+        uint64_t age = now - sn->ms;
+        /* Nothing the rules act on and sent within SEND_MS: nothing to send
+         * whatever its progress, so not encoded (a leader of many ranks
+         * encoded and hashed every status every period). */
+        if (u == sn->urgent && age < SEND_MS)
+            continue;
         /* A blocked rank's newest records go once, with the status that says
          * it is blocked there (the coordinator keeps them). */
         cl->cur = st[i];
-        cl->fresh = u != cl->sent_urgent[r];
+        cl->fresh = u != sn->urgent;
         size_t len = ccs_dsx_encode_status(st[i], keep_hist, cl, cl->buf + o, cl->bufcap - o);
         cl->cur = NULL;
         if (!len)
@@ -319,12 +348,11 @@ static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status 
         memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &beat, 8);
         h = ccs_hash_bytes(cl->buf + o, len, 0) | 1;
         memcpy(cl->buf + o + offsetof(struct ccs_dsx_status, beat), &st[i]->beat, 8);
-        uint64_t age = now - cl->sent_ms[r];
-        if (u == cl->sent_urgent[r] && !(h != cl->sent_hash[r] && age >= SEND_MS) && age < 1000)
+        if (u == sn->urgent && !(h != sn->hash && age >= SEND_MS) && age < 1000)
             continue;
-        cl->sent_urgent[r] = u;
-        cl->sent_hash[r] = h;
-        cl->sent_ms[r] = now;
+        sn->urgent = u;
+        sn->hash = h;
+        sn->ms = now;
         o += len;
         cnt++;
         /* Frames stay well under the receiver's limit (CCS_DSX_MAX_FRAME). */
@@ -414,7 +442,7 @@ static int exchange(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
         }
         /* Authenticated just now: send this period's statuses at once. */
         if (cl->c.state == CCS_DSX_C_AUTHED && cl->c.outlen == 0 && waited == 0 && n &&
-            !cl->sent_ms[st[0]->wrank]) {
+            !(cl->nsent && cl->sent[0].wrank == st[0]->wrank && cl->sent[0].ms)) {
             if (send_statuses(cl, st, n, now) != 0) {
                 client_drop(cl, now);
                 return -1;
@@ -489,9 +517,7 @@ void ccs_dsx_client_free(struct ccs_dsx_client *cl)
         return;
     ccs_dsx_conn_close(&cl->c);
     ccs_dsx_auth_wipe(&cl->key);
-    free(cl->sent_hash);
-    free(cl->sent_ms);
-    free(cl->sent_urgent);
+    free(cl->sent);
     free(cl->buf);
     free(cl->vbuf);
     free(cl);

@@ -75,6 +75,11 @@ int ccs_dsx_conn_queue(struct ccs_dsx_conn *c, uint16_t type, const void *p, siz
     return 0;
 }
 
+/* A buffer larger than this (a burst: a backlog read at once, verdicts
+ * queued to a slow peer) is freed once empty, not held for the job: the
+ * coordinator keeps one of each per host. */
+#define IN_KEEP (64u << 10)
+
 int ccs_dsx_conn_flush(struct ccs_dsx_conn *c)
 {
     while (c->outoff < c->outlen) {
@@ -88,13 +93,24 @@ int ccs_dsx_conn_flush(struct ccs_dsx_conn *c)
         c->outoff += (size_t)w;
         c->bytes_out += (uint64_t)w;
     }
-    if (c->outoff == c->outlen)
+    if (c->outoff == c->outlen) {
         c->outoff = c->outlen = 0;
+        if (c->outcap > IN_KEEP) { /* (as the input buffer: given back once sent) */
+            free(c->out);
+            c->out = NULL;
+            c->outcap = 0;
+        }
+    }
     return 0;
 }
 
 int ccs_dsx_conn_fill(struct ccs_dsx_conn *c)
 {
+    if (c->inoff) { /* the frames not yet consumed to the front */
+        memmove(c->in, c->in + c->inoff, c->inlen - c->inoff);
+        c->inlen -= c->inoff;
+        c->inoff = 0;
+    }
     for (;;) {
         size_t room = 16384;
         if (!c->sealed) {
@@ -121,9 +137,11 @@ int ccs_dsx_conn_fill(struct ccs_dsx_conn *c)
 int ccs_dsx_conn_next_frame(struct ccs_dsx_conn *c, struct ccs_dsx_frame *f, const unsigned char **payload,
                             char *why, size_t n)
 {
-    if (c->inlen < sizeof *f)
+    const unsigned char *in = c->in + c->inoff;
+    size_t avail = c->inlen - c->inoff;
+    if (avail < sizeof *f)
         return 0;
-    memcpy(f, c->in, sizeof *f);
+    memcpy(f, in, sizeof *f);
     if (ccs_dsx_check_frame(f, why, n) != 0)
         return -1;
     /* Before the handshake only its frames, of their exact size: checked
@@ -138,15 +156,16 @@ int ccs_dsx_conn_next_frame(struct ccs_dsx_conn *c, struct ccs_dsx_frame *f, con
         snprintf(why, n, "sealed frame of %u bytes, shorter than its tag", f->length);
         return -1;
     }
-    if (c->inlen < sizeof *f + f->length)
+    if (avail < sizeof *f + f->length)
         return 0;
     c->cur_wire = sizeof *f + f->length;
     c->t_rx = ccs_clock_mono_ms();
-    *payload = c->in + sizeof *f;
+    *payload = in + sizeof *f;
     if (c->sealed) {
         /* Altered, injected, replayed or reordered: refused here. */
         size_t len = f->length - CCS_DSX_TAGBYTES;
-        if (ccs_dsx_auth_open(&c->sess, c->in, sizeof *f, c->in + sizeof *f, len, c->in + sizeof *f + len) != 0) {
+        unsigned char *w = c->in + c->inoff; /* (opened in place) */
+        if (ccs_dsx_auth_open(&c->sess, w, sizeof *f, w + sizeof *f, len, w + sizeof *f + len) != 0) {
             snprintf(why, n, "a frame of type %u does not authenticate (altered or injected on the way?)", f->type);
             return -1;
         }
@@ -155,11 +174,22 @@ int ccs_dsx_conn_next_frame(struct ccs_dsx_conn *c, struct ccs_dsx_frame *f, con
     return 1;
 }
 
+/* Past the frame: the frames after it stay where they are until the next
+ * read (moving the rest of the buffer for each frame cost the coordinator
+ * quadratic time in a backlog of small frames), and a buffer a burst made
+ * large is given back once it is empty. */
+
 void ccs_dsx_conn_consume(struct ccs_dsx_conn *c)
 {
-    size_t n = c->cur_wire;
-    memmove(c->in, c->in + n, c->inlen - n);
-    c->inlen -= n;
+    c->inoff += c->cur_wire;
+    if (c->inoff < c->inlen)
+        return;
+    c->inoff = c->inlen = 0;
+    if (c->incap > IN_KEEP) {
+        free(c->in);
+        c->in = NULL;
+        c->incap = 0;
+    }
 }
 
 short ccs_dsx_conn_events(const struct ccs_dsx_conn *c)

@@ -38,6 +38,7 @@ struct ccs_dsx_conn {
     int fd, state; /* state: enum ccs_dsx_conn_state */
     unsigned char *in, *out;
     size_t inlen, incap, outlen, outcap, outoff;
+    size_t inoff; /* in[inoff, inlen): received, not yet consumed */
     unsigned char nonce_c[CCS_DSX_NONCE], nonce_s[CCS_DSX_NONCE]; /* the client's, the coordinator's */
     uint64_t t_open;                                              /* ms, for the handshake deadline */
     uint64_t t_rx;                                                /* ms: the last whole frame received */

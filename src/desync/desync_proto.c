@@ -200,12 +200,15 @@ size_t ccs_dsx_decode_status(const unsigned char *buf, size_t len, int32_t wsize
         fail(why, whylen, "status truncated: %lld bytes, at least %lld needed", (long long)len, STATUS_FIXED);
         return 0;
     }
-    memset(out, 0, sizeof *out);
+    /* The entries in use only are cleared (the coordinator decodes every
+     * status of the job: clearing all eight cost it 17 KB of writes per
+     * status); what lies past ncomm is never read. */
     memcpy(out, buf, STATUS_FIXED);
     if (out->ncomm > CCS_DSX_MAXCOMM) {
         fail(why, whylen, "%lld communicators, at most %lld", out->ncomm, CCS_DSX_MAXCOMM);
         return 0;
     }
+    memset(out->comm, 0, out->ncomm * sizeof out->comm[0]);
     size_t o = STATUS_FIXED;
     for (uint32_t i = 0; i < out->ncomm; i++) {
         struct ccs_dsx_comm *c = &out->comm[i];

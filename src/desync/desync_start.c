@@ -322,17 +322,32 @@ static void count_ranks(struct gather_item *all, int32_t w, const struct gather_
     }
 }
 
+/* A port of the ephemeral range (32768-60999, Linux's default), drawn at
+ * random: where the coordinator could not listen on any port, the one it
+ * keeps trying. */
+static int random_port(void)
+{
+    unsigned char r[CCS_DSX_NONCE];
+    ccs_dsx_auth_nonce(r);
+    return 32768 + (int)(((unsigned)r[0] << 8 | r[1]) % (61000 - 32768));
+}
+
 /* Rank 0, detection on everywhere: the job's tag and, when the ranks talk
  * over TCP (*TCP), the coordinator, started on its announced address with
  * PKS (every rank's public key, W of them; HOSTS hosts), into BC for the
- * broadcast; *TCP 0 when it cannot have its keys. */
-static void coordinator_side(struct bcast_item *bc, const unsigned char *pks, int32_t w, int hosts, int *tcp)
+ * broadcast; *TCP 0 when it cannot have its keys.  Returns 1 when the
+ * coordinator could not listen and is being tried again (it then keeps
+ * PKS: the caller must not free them), else 0. */
+static int coordinator_side(struct bcast_item *bc, unsigned char *pks, int32_t w, int hosts, int *tcp)
 {
+    int retrying = 0;
     bc->magic = CCS_DSX_MAGIC;
     unsigned char rnd[CCS_DSX_NONCE];
     ccs_dsx_auth_nonce(rnd); /* the job's tag: 128 random bits */
     memcpy(bc->job, rnd, sizeof bc->job);
-    struct ccs_dsx_cred cc = {.secret = NULL, .peers = pks};
+    /* Kept for the job when the coordinator must be tried again (below). */
+    static struct ccs_dsx_cred cc;
+    cc = (struct ccs_dsx_cred){.secret = NULL, .peers = pks};
     memcpy(cc.job, bc->job, sizeof cc.job);
     if (ccs_dsx_auth_keypair(cc.pk, cc.sk) != 0 || !pks)
         *tcp = 0;
@@ -351,13 +366,25 @@ static void coordinator_side(struct bcast_item *bc, const unsigned char *pks, in
         }
         /* Listen on the announced address only. */
         bc->port = ccs_dsx_start_coordinator(bc->host, port, w, &cc, why, sizeof why);
-        if (bc->port < 0)
-            CCS_LOG(WARN, "desync: cannot start the coordinator: %s; detection across hosts is off", why);
+        if (bc->port < 0) {
+            /* Never silently off: the address goes out all the same
+             * (CCSHIM_COORD's port, or one drawn from the ephemeral range
+             * where any port would do), the leaders keep connecting to it,
+             * and this rank tries to listen there again every 2 s, saying
+             * so (ccs_dsx_retry_coordinator).  A squatter there learns
+             * nothing: the coordinator proves its key to every leader. */
+            bc->port = port > 0 ? port : random_port();
+            ccs_dsx_retry_coordinator(bc->host, bc->port, w, &cc, why);
+            retrying = 1;
+        }
     }
-    struct ccs_dsx_key wipe;
-    memcpy(wipe.k, cc.sk, sizeof wipe.k);
-    ccs_dsx_auth_wipe(&wipe);
-    memset(cc.sk, 0, sizeof cc.sk);
+    if (!retrying) { /* (the coordinator holds its copies) */
+        struct ccs_dsx_key wipe;
+        memcpy(wipe.k, cc.sk, sizeof wipe.k);
+        ccs_dsx_auth_wipe(&wipe);
+        memset(cc.sk, 0, sizeof cc.sk);
+    }
+    return retrying;
 }
 
 int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
@@ -387,9 +414,9 @@ int ccs_desync_start_mpi(const struct ccs_dsx_mpi_ops *ops)
                           (ccs_cfg.desync_transport == CCS_DESYNC_AUTO && hosts > 1));
     struct bcast_item bc;
     memset(&bc, 0, sizeof bc);
-    if (r == 0 && enabled)
-        coordinator_side(&bc, pks, w, hosts, &tcp);
-    free(pks);
+    int retrying = r == 0 && enabled && coordinator_side(&bc, pks, w, hosts, &tcp);
+    if (!retrying) /* (else the coordinator to come copies them) */
+        free(pks);
     if (ops->bcast(&bc, sizeof bc, ops->arg) != 0 || bc.magic != CCS_DSX_MAGIC)
         return -1;
     if (!enabled)

@@ -8,7 +8,7 @@
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 14
+tap_plan 19
 
 # Bounds that hold on 2 shared cores: a verdict while the job runs, not at
 # its end (the latency targets: make check-timing, make bench).  A
@@ -43,4 +43,33 @@ tap_eq "tcp-op: one block in the combined output of both hosts, in rank 0's log"
     "$(cat "$CCS_TMP/tcp-op"/log-*.txt | grep -c '^ccshim desync| comm ') $(grep -c '^ccshim desync| comm ' "$CCS_TMP/tcp-op/log-0.txt")"
 tap_check "the coordinator and both leaders were in use" \
     sh -c "grep -q 'coordinator at 127.0.0.1:' '$CCS_TMP/tcp-skip'/log-*.txt"
+# The coordinator's port (CCSHIM_COORD) held by another program for 3 s
+# when rank 0 starts it: never silently off.  Rank 0 says it cannot listen
+# and tries again every 2 s, the address goes out all the same, the leaders
+# keep connecting, and once the port is free the DESYNC of rank 1 skipping
+# is seen on both hosts.  (Before: "cannot start the coordinator ...
+# detection across hosts is off" for good, and only h0 saw the hang.)
+held="$CCS_TMP/held"
+mkdir -p "$held"
+python3 - "$held/port" <<'PY' &
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(1)
+open(sys.argv[1] + ".tmp", "w").write("%d\n" % s.getsockname()[1])
+import os
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(3)
+PY
+holder=$!
+for _ in $(seq 50); do [ -s "$held/port" ] && break; sleep 0.1; done
+hp=$(cat "$held/port" 2>/dev/null || echo 0)
+dsx_run tcp-busy 40 4 CCSHIM_ON_DESYNC=abort CCSHIM_COORD=127.0.0.1:$hp CCSHIM_LOG_LEVEL=info SETTLE_MS=$SETTLE -- \
+    sh -c "$TWO_HOSTS" _ "$SCENARIO" skip 5 2 1
+wait "$holder" 2>/dev/null
+dsx_check_verdict tcp-busy DESYNC "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=5: ranks 0,2-3 blocked in $AR at seq 5 for N s; rank 1 at seq 4 \(1 behind, in MPI_Finalize\)$"
+tap_check "tcp-busy: seen on both hosts" sh -c "grep -ql '^ccshim DESYNC ' '$CCS_TMP/tcp-busy/log-2.txt' '$CCS_TMP/tcp-busy/log-3.txt'"
+tap_eq "tcp-busy: rank 0 says it cannot listen and tries again" 1 \
+    "$(grep -c "desync: cannot start the coordinator on 127.0.0.1 (port $hp): cannot listen on 127.0.0.1:$hp: Address already in use; trying again every 2 s (detection across hosts waits for it; within each host it is on)" "$CCS_TMP/tcp-busy/log-0.txt")"
+tap_check "tcp-busy: then that it listens" grep -Eq "desync: the coordinator listens on 127.0.0.1:$hp after [0-9.]+ s \([0-9]+ attempts\); detection across hosts is on" "$CCS_TMP/tcp-busy/log-0.txt"
 tap_done

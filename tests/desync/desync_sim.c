@@ -15,42 +15,54 @@
  *   healthy   nothing: there must be no verdict
  * Prints one tab-separated line:
  *   ranks hosts scenario verdict latency_ms coord_cpu_pct coord_mem_mib in_kib_s evals eval_ms_max
- *   log_lines log_kib
+ *   log_lines log_kib admit_ms
  * log_lines, log_kib: what the job's combined log holds for the first
  * verdict (desync_report.c: one rank logs the line and the block, every
  * other rank the line only; the reporting rank's own stack not counted).
+ * admit_ms: from the start until every host's leader was admitted (the
+ * measure starts then).
  * latency: from the moment the last rank is blocked (deadlock) or the odd
  * call is issued (mismatch) to the verdict reaching the first client.
  */
 #include "../test_clock.h"
+#include "ccs_config.h"
 #include "desync_proto.h"
 #include "desync_report.h"
 #include "desync_tcp.h"
 #include "ccs_kinds.h"
 #include "fingerprint.h"
+#include "log.h"
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define RATE 50 /* collectives per second per rank */
 #define PERIOD 20
+#define ADMIT_FULL_MS 500
 #define WORLD 0xf00du
 #define PAIR 0xbeefu
 
 static int nranks, per_host, nhosts;
 static double secs;
 static const char *scenario;
-static struct ccs_dsx_status *statuses;
+/* Each rank's status holds the one communicator it uses (ranks 0 and 1:
+ * all eight places): 2.4 KB a rank, not the 17 KB of eight. */
+static struct ccs_dsx_status **statuses;
 static const struct ccs_dsx_status **status_ptrs;
+static double *blocked_at; /* per rank: when it blocked (deadlock) */
 static struct ccs_dsx_client **clients;
 static double t_start, t_event = -1, t_verdict = -1;
 static unsigned verdict_cls;
 static double log_lines, log_bytes;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile int stop;
+static _Atomic int admitted; /* every host's leader is in: the measure runs */
 static uint64_t fp_allreduce, fp_odd_count;
 
 static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
@@ -92,7 +104,7 @@ static struct ccs_dsx_op op_at(uint64_t seq, uint64_t fp, uint64_t count)
 /* Advances rank R's world entry to TARGET completed collectives. */
 static void advance(int r, uint64_t target, int odd_at)
 {
-    struct ccs_dsx_comm *c = &statuses[r].comm[0];
+    struct ccs_dsx_comm *c = &statuses[r]->comm[0];
     while (c->done < target) {
         uint64_t s = c->done + 1;
         int odd = odd_at > 0 && (uint64_t)odd_at == s;
@@ -103,9 +115,11 @@ static void advance(int r, uint64_t target, int odd_at)
             c->cp_seq[1] = c->cp_seq[0], c->cp_hash[1] = c->cp_hash[0];
             c->cp_seq[0] = s, c->cp_hash[0] = c->hash;
         }
+        /* The newest 16 to 32 kept: the older half goes at once, so that
+         * the simulation does not spend its cores moving records. */
         if (c->nhist == CCS_DSX_HIST) {
-            memmove(c->hist, c->hist + 1, (CCS_DSX_HIST - 1) * sizeof c->hist[0]);
-            c->nhist--;
+            memmove(c->hist, c->hist + CCS_DSX_HIST / 2, (CCS_DSX_HIST / 2) * sizeof c->hist[0]);
+            c->nhist = CCS_DSX_HIST / 2;
         }
         c->hist[c->nhist++] = o;
     }
@@ -114,6 +128,8 @@ static void advance(int r, uint64_t target, int odd_at)
 /* One thread's share of the hosts. */
 struct worker {
     int first_host, hosts;
+    _Atomic int connected; /* its hosts' leaders authenticated in its last pass */
+    double full_ms;        /* its last pass over every host */
 };
 
 static uint64_t stop_seq = 0; /* deadlock: world seq everyone blocks at */
@@ -123,41 +139,68 @@ static void *work(void *arg)
 {
     struct worker *w = arg;
     char why[256];
+    /* At the coordinator's priority, as the leaders' detection threads run
+     * in a job: at nice 0 the simulated hosts took the coordinator's turns
+     * (theirs are on other machines in a job). */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     while (!stop) {
         double t = mono_ms() - t_start;
         uint64_t target = (uint64_t)(t * RATE / 1000.0) + 1;
+        /* (While leaders come in, the others' statuses only as often as a
+         * heartbeat needs: a pass over them all took longer under load
+         * than a leader's handshake may.) */
+        int connected = 0, admitting = !admitted,
+            full = mono_ms() - w->full_ms >= (admitting ? ADMIT_FULL_MS : PERIOD);
+        if (full)
+            w->full_ms = mono_ms();
         for (int h = w->first_host; h < w->first_host + w->hosts; h++) {
+            /* Until every leader is in, those not yet in are ticked every
+             * few ms, as leaders of their own would be (a pass of a thread
+             * over 4,096 hosts takes longer than the coordinator waits for
+             * a ticket). */
+            if (admitting && !full && ccs_dsx_client_connected(clients[h])) {
+                connected++;
+                continue;
+            }
             for (int r = h * per_host; r < (h + 1) * per_host && r < nranks; r++) {
-                struct ccs_dsx_comm *c = &statuses[r].comm[0];
+                struct ccs_dsx_comm *c = &statuses[r]->comm[0];
                 uint64_t tg = target;
                 if (stop_seq && tg >= stop_seq - 1)
                     tg = stop_seq - 1;
                 advance(r, tg, r == 1 ? odd_seq : 0);
                 if (stop_seq && c->done == stop_seq - 1) {
+                    /* How long blocked, from the clock as the collector
+                     * says it (a pass over many hosts can take longer than
+                     * a period on a loaded machine). */
+                    double now = mono_ms();
                     if (r == 1) { /* blocked on the pair comm instead */
-                        struct ccs_dsx_comm *p = &statuses[r].comm[1];
+                        struct ccs_dsx_comm *p = &statuses[r]->comm[1];
                         if (p->state != CCS_DSX_BLOCKED) {
                             p->state = CCS_DSX_BLOCKED;
                             p->issued = 1;
                             p->blocked = op_at(1, fp_allreduce, 4);
-                            p->blocked_ms = 0;
-                        } else
-                            p->blocked_ms += PERIOD;
-                    } else if (c->state != CCS_DSX_BLOCKED) {
-                        c->state = CCS_DSX_BLOCKED;
-                        c->issued = stop_seq;
-                        c->blocked = op_at(stop_seq, fp_allreduce, 4);
-                        c->blocked_ms = 0;
-                    } else
-                        c->blocked_ms += PERIOD;
+                            blocked_at[r] = now;
+                        }
+                        p->blocked_ms = (uint32_t)(now - blocked_at[r]);
+                    } else {
+                        if (c->state != CCS_DSX_BLOCKED) {
+                            c->state = CCS_DSX_BLOCKED;
+                            c->issued = stop_seq;
+                            c->blocked = op_at(stop_seq, fp_allreduce, 4);
+                            blocked_at[r] = now;
+                        }
+                        c->blocked_ms = (uint32_t)(now - blocked_at[r]);
+                    }
                 }
-                statuses[r].beat++;
+                statuses[r]->beat++;
             }
             ccs_dsx_client_tick(clients[h], status_ptrs + h * per_host,
                                 (size_t)((h + 1) * per_host < nranks ? per_host : nranks - h * per_host), NULL, 0,
                                 0, why, sizeof why);
+            connected += ccs_dsx_client_connected(clients[h]);
         }
-        sleep_ms(PERIOD);
+        w->connected = connected;
+        sleep_ms(admitting ? 2 : PERIOD);
     }
     return NULL;
 }
@@ -166,7 +209,8 @@ static void *work(void *arg)
 static void init_statuses(void)
 {
     for (int r = 0; r < nranks; r++) {
-        struct ccs_dsx_status *s = &statuses[r];
+        struct ccs_dsx_status *s = statuses[r] =
+            calloc(1, r < 2 ? sizeof *s : offsetof(struct ccs_dsx_status, comm) + sizeof(struct ccs_dsx_comm));
         s->magic = CCS_DSX_MAGIC;
         s->version = CCS_DSX_VERSION;
         s->wrank = r;
@@ -226,13 +270,14 @@ static void schedule_event(double now_ms)
 
 /* The result line (see the header), the coordinator's costs measured
  * between S0 and S1 over SPAN seconds. */
-static void print_result(const struct ccs_dsx_coord_stats *s0, const struct ccs_dsx_coord_stats *s1, double span)
+static void print_result(const struct ccs_dsx_coord_stats *s0, const struct ccs_dsx_coord_stats *s1, double span,
+                         double admit_ms)
 {
     double lat = t_verdict >= 0 && t_event >= 0 ? t_verdict - t_event : -1;
-    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\t%.0f\t%.1f\n", nranks, nhosts, scenario,
+    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\t%.0f\t%.1f\t%.0f\n", nranks, nhosts, scenario,
            t_verdict >= 0 ? ccs_dsx_class_name(verdict_cls) : "none", lat, (s1->cpu_s - s0->cpu_s) * 100 / span,
            s1->bytes_held / 1048576.0, (double)(s1->bytes_in - s0->bytes_in) / 1024 / span,
-           (unsigned long long)s1->evals, s1->eval_ms_max, log_lines, log_bytes / 1024);
+           (unsigned long long)s1->evals, s1->eval_ms_max, log_lines, log_bytes / 1024, admit_ms);
 }
 
 /* 1 when the verdict is the scenario's: none when healthy, else its class. */
@@ -254,10 +299,29 @@ int main(int argc, char **argv)
         return 2;
     }
     nhosts = (nranks + per_host - 1) / per_host;
+    /* One descriptor per leader and one per coordinator's end of its link:
+     * said before anything starts, not found as a wave of refusals. */
+    struct rlimit rl;
+    rlim_t need = 2 * (rlim_t)nhosts + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+        rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+            fprintf(stderr,
+                    "desync_sim: %d hosts need %llu file descriptors (a leader's socket and the coordinator's "
+                    "per host); the limit is %llu (ulimit -n)\n",
+                    nhosts, (unsigned long long)need, (unsigned long long)rl.rlim_cur);
+            return 2;
+        }
+    }
+    /* CCSHIM_LOG_LEVEL and CCSHIM_LOG as in a job: the coordinator's lines. */
+    ccs_config_load(&ccs_cfg, (const char *(*)(const char *))getenv, NULL);
+    ccs_log_open();
     fp_allreduce = ccs_fingerprint(CCS_KIND_ALLREDUCE, 0, 4, CCS_DT_FLOAT32, CCS_OP_SUM, -1);
     fp_odd_count = ccs_fingerprint(CCS_KIND_ALLREDUCE, 0, 8, CCS_DT_FLOAT32, CCS_OP_SUM, -1);
     statuses = calloc((size_t)nranks, sizeof *statuses);
     status_ptrs = calloc((size_t)nranks, sizeof *status_ptrs);
+    blocked_at = calloc((size_t)nranks, sizeof *blocked_at);
     clients = calloc((size_t)nhosts, sizeof *clients);
     init_statuses();
     struct ccs_dsx_coord *coord = start_coordinator_and_clients();
@@ -270,8 +334,22 @@ int main(int argc, char **argv)
     for (int i = 0; i < nthreads; i++) {
         w[i].first_host = i * nhosts / nthreads;
         w[i].hosts = (i + 1) * nhosts / nthreads - w[i].first_host;
+        w[i].connected = 0;
+        w[i].full_ms = 0;
         pthread_create(&th[i], NULL, work, &w[i]);
     }
+    /* Every host's leader admitted before the clock of the measure starts:
+     * 16,384 simulated leaders ticked by 4 threads are slower to show
+     * their tickets than leaders of their own would be. */
+    double t_admit = mono_ms();
+    for (int all = 0; !all && mono_ms() - t_admit < 120000; sleep_ms(50)) {
+        int n = 0;
+        for (int i = 0; i < nthreads; i++)
+            n += w[i].connected;
+        all = n == nhosts;
+    }
+    t_admit = mono_ms() - t_admit;
+    admitted = 1;
     struct ccs_dsx_coord_stats s0, s1;
     struct timespec half = {(time_t)(secs / 2), (long)((secs / 2 - (time_t)(secs / 2)) * 1e9)};
     nanosleep(&half, NULL);
@@ -284,10 +362,12 @@ int main(int argc, char **argv)
     stop = 1;
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
-    print_result(&s0, &s1, (tb - ta) / 1000.0);
+    print_result(&s0, &s1, (tb - ta) / 1000.0, t_admit);
     for (int h = 0; h < nhosts; h++)
         ccs_dsx_client_free(clients[h]);
     ccs_dsx_coord_stop(coord);
-    free(statuses), free(status_ptrs), free(clients);
+    for (int r = 0; r < nranks; r++)
+        free(statuses[r]);
+    free(statuses), free(status_ptrs), free(clients), free(blocked_at);
     return verdict_expected() ? 0 : 1;
 }

@@ -2,7 +2,7 @@
  * fuzz_dsx_coord.c - libFuzzer target: the coordinator of the TCP side
  * channel (src/desync/desync_coord.c) receiving what one client sends,
  * without sockets or threads: the coordinator's own source is compiled in
- * here so that its frame handling (coord_frames: the handshake, STATUS and
+ * here so that its frame handling (ccs_dsx_coord_frames: the handshake, STATUS and
  * AGREE frames, store_status, fold_agree, dropping a peer) and its rules
  * pass (coord_eval, coord_probe) run on the fuzzer's bytes exactly as in
  * the coordinator thread.
@@ -29,6 +29,7 @@
 #include "fuzz_common.h"
 #include "fuzz_dsx.h"
 #include <fcntl.h>
+#include <sys/epoll.h>
 
 /* A host name as the client holds it: CCS_DSX_HOST bytes (the handshake
  * copies that many). */
@@ -95,8 +96,9 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
         abort();
     for (int32_t r = 0; r < wsize; r++)
         k->owner[r] = -1;
-    /* Accepted connections awaiting the handshake (as accept_waiting
-     * leaves them); real descriptors, as drop_client closes them. */
+    k->lfd = k->epfd = -1; /* no listening socket, no epoll set */
+    /* Accepted connections awaiting the handshake (as ccs_dsx_coord_accept
+     * leaves them); real descriptors, as ccs_dsx_coord_drop closes them. */
     for (size_t i = 0; i < nconn; i++) {
         struct ccs_dsx_conn *c = &k->cl[i];
         c->fd = dup(devnull);
@@ -112,7 +114,7 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
 /* ccs_dsx_coord_stop without the thread and the listening socket. */
 static void coord_free(struct ccs_dsx_coord *k)
 {
-    refused_log(k, NULL, NULL, 0, 2);
+    ccs_dsx_coord_refused_log(k, NULL, NULL, 0, 2);
     for (size_t i = 0; i < k->ncl; i++)
         ccs_dsx_conn_close(&k->cl[i]);
     for (int32_t r = 0; r < k->wsize; r++)
@@ -134,8 +136,8 @@ static int serve(struct ccs_dsx_coord *k, size_t i)
     char why[256];
     if (k->cl[i].fd < 0)
         return 0;
-    if (coord_frames(k, i, why, sizeof why) != 0 || k->cl[i].state == CCS_DSX_C_DROP) {
-        drop_client(k, i, why);
+    if (ccs_dsx_coord_frames(k, i, why, sizeof why) != 0 || k->cl[i].state == CCS_DSX_C_DROP) {
+        ccs_dsx_coord_drop(k, i, why);
         return 0;
     }
     return 1;
@@ -253,7 +255,7 @@ static int handshake(struct ccs_dsx_coord *k, size_t i, struct ccs_dsx_conn *cc,
 }
 
 /* Raw bytes from a peer, read as the coordinator thread reads them
- * (serve_clients: ccs_dsx_conn_fill, the frames, the drop) until nothing
+ * (ccs_dsx_coord_serve: ccs_dsx_conn_fill, the frames, the drop) until nothing
  * more moves: then it waits, and the handshake deadline would drop it. */
 static void raw(struct ccs_dsx_coord *k, struct fz *z)
 {
@@ -262,8 +264,7 @@ static void raw(struct ccs_dsx_coord *k, struct fz *z)
     while (c->fd >= 0) {
         uint64_t got = c->bytes_in;
         size_t had = c->inlen;
-        struct pollfd pf[2] = {{.fd = -1}, {.fd = c->fd, .events = POLLIN, .revents = POLLIN}};
-        serve_clients(k, pf, 1);
+        ccs_dsx_coord_serve(k, 0, EPOLLIN);
         if (c->fd < 0 || (c->bytes_in == got && c->inlen == had))
             break;
     }
@@ -276,7 +277,7 @@ static void tick(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, size_t n)
 {
     coord_eval(k);
     coord_probe(k, ccs_clock_mono_ms());
-    count_io(k);
+    ccs_dsx_coord_count_io(k);
     for (size_t i = 0; i < n; i++)
         client_reads(k, i, &cc[i]);
 }
@@ -291,7 +292,7 @@ static void frames(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, size_t n, u
             if (c == 0xff) { /* that host's connection closes */
                 i = fz_u8(z) % n;
                 if (k->cl[i].fd >= 0)
-                    drop_client(k, i, "connection closed");
+                    ccs_dsx_coord_drop(k, i, "connection closed");
                 continue;
             }
             i = c % n;
