@@ -25,7 +25,7 @@ make -j2 libccshim.la libccshim-mpi.la ccshim-run tests/mpi-legal/legal tests/in
 ldd .libs/libccshim-mpi.so | grep -q libmpich || { echo "check-mpich: libccshim-mpi.so is not linked with MPICH"; exit 1; }
 # The TAP tests, against this build and MPICH's launcher (tap.sh's
 # ccs_mpirun drives Hydra: the same timeout, and no process left behind).
-out=$(for t in tests/integration/mpi-every-call.sh tests/mpich/mpich.sh; do
+out=$(for t in tests/integration/symbols.sh tests/integration/mpi-every-call.sh tests/mpich/mpich.sh; do
     echo "# $t"
     top_srcdir=$top top_builddir=$build MPIRUN=$(command -v mpiexec.mpich) sh "$top/$t" 2>&1
 done)
