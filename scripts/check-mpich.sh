@@ -20,7 +20,7 @@ cd "$build" || exit 1
 if [ ! -f Makefile ]; then
     "$top/configure" --quiet MPICC=mpicc.mpich >configure.log 2>&1 || { tail -20 configure.log; exit 1; }
 fi
-make -j2 libccshim.la libccshim-mpi.la ccshim-run tests/mpi-legal/legal tests/integration/mpi_every_call tests/mpi-inter/inter \
+make -j2 libccshim.la libccshim-mpi.la ccshim-run ccshim-audit tests/mpi-legal/legal tests/integration/mpi_every_call tests/mpi-inter/inter \
     tests/desync/desync_scenario tests/ccs_trace_dump >make.log 2>&1 || { tail -30 make.log; exit 1; }
 ldd .libs/libccshim-mpi.so | grep -q libmpich || { echo "check-mpich: libccshim-mpi.so is not linked with MPICH"; exit 1; }
 # The TAP tests, against this build and MPICH's launcher (tap.sh's

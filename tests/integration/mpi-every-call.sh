@@ -16,7 +16,7 @@ DUMP="$top_builddir/tests/ccs_trace_dump"
 [ -x "$prog" ] || tap_skip_all "mpi_every_call not built"
 [ -x "$DUMP" ] || tap_skip_all "ccs_trace_dump not built"
 NP=3
-tap_plan $((2 * NP + 3))
+tap_plan $((2 * NP + 4))
 # The MPI-4 functions this build wraps (configure's probes).
 have() { grep -q "^#define $1 1" "$top_builddir/config.h"; }
 
@@ -68,6 +68,19 @@ done
 awk -F'\t' '$1 == "R" && $14 == "mpi" && $5 !~ /^(comm_|step$|send|recv)/ {
         k = $3 " " $4; v = $5 " " $13; if (!(k in first)) { first[k] = v; n++ } else if (first[k] != v) bad++ }
     END { print n + 0, bad + 0 }' "$CCS_TMP/dump" > "$CCS_TMP/fp"
+# ccshim-audit's totals: per rank and kind, exactly the calls the program made.
+AUDIT="$top_builddir/ccshim-audit"
+for r in $(seq 0 $((NP - 1))); do awk -v r=$r '{print r, $1}' "$CCS_TMP/want.$r"; done | sort | uniq -c |
+    awk '{print $2, $3, $1}' | sort > "$CCS_TMP/audit.want"
+"$AUDIT" --tsv --no-symbols "$tr" 2> "$CCS_TMP/audit.err" |
+    awk -F'\t' '$4 !~ /^(comm_|step$)/ && $2 ~ /^[0-9]+$/ {n[$2 " " $4] += $5} END {for (k in n) print k, n[k]}' |
+    sort > "$CCS_TMP/audit.got"
+if [ -s "$CCS_TMP/audit.want" ] && cmp -s "$CCS_TMP/audit.want" "$CCS_TMP/audit.got"; then
+    tap_ok "ccshim-audit counts every call of every kind on every rank ($(awk '{s += $3} END {print s}' "$CCS_TMP/audit.want") calls)"
+else
+    tap_not_ok "ccshim-audit counts every call of every kind on every rank"
+    diff "$CCS_TMP/audit.want" "$CCS_TMP/audit.got" | head -20 | tap_diag; head -5 "$CCS_TMP/audit.err" | tap_diag
+fi
 read groups bad < "$CCS_TMP/fp"
 tap_check "each collective has one kind and fingerprint on every member ($groups collectives, $bad differ)" \
     test "$groups" -ge 40 -a "$bad" -eq 0
