@@ -35,13 +35,21 @@ static int leader_world_rank(MPI_Comm comm)
     return wr;
 }
 
+/* An intercommunicator's identity is this process's own: the members of a
+ * group would derive the same one, but what they pass to a collective on
+ * it legitimately differs (a root passes MPI_ROOT, its group's others
+ * MPI_PROC_NULL), so their records must never be compared as one
+ * communicator's (comm.h: never agreed; desync's search of the records
+ * goes by identity).  Its children derive theirs from it, so are local
+ * too. */
 static struct ccs_comm *register_comm(MPI_Comm comm, uint64_t id, uint64_t parent, int how, int color)
 {
-    int rank = -1, size = -1;
+    int rank = -1, size = -1, remote = ccs_mpi_remote_size(comm);
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &size);
-    return ccs_comm_register_inter(CCS_BE_MPI, (uintptr_t)comm, id, parent, rank, size, ccs_mpi_remote_size(comm),
-                                   how, color);
+    if (remote > 0)
+        id = ccs_hash_mix(id, 0x696e746572ull << 24 ^ (uint64_t)(uint32_t)ccs_world_rank()) | 1;
+    return ccs_comm_register_inter(CCS_BE_MPI, (uintptr_t)comm, id, parent, rank, size, remote, how, color);
 }
 
 static void after_init(void)
