@@ -225,15 +225,22 @@ static OTF2_CollectiveOp collective_op(unsigned kind)
         return OTF2_COLLECTIVE_OP_SCATTER;
     case CCS_KIND_SCATTERV:
         return OTF2_COLLECTIVE_OP_SCATTERV;
+    /* OTF2 has no neighbourhood operations: a neighbourhood collective is
+     * the operation it is over its neighbours (its region keeps its name). */
     case CCS_KIND_ALLGATHER:
+    case CCS_KIND_NEIGHBOR_ALLGATHER:
         return OTF2_COLLECTIVE_OP_ALLGATHER;
     case CCS_KIND_ALLGATHERV:
+    case CCS_KIND_NEIGHBOR_ALLGATHERV:
         return OTF2_COLLECTIVE_OP_ALLGATHERV;
     case CCS_KIND_ALLTOALL:
+    case CCS_KIND_NEIGHBOR_ALLTOALL:
         return OTF2_COLLECTIVE_OP_ALLTOALL;
     case CCS_KIND_ALLTOALLV:
+    case CCS_KIND_NEIGHBOR_ALLTOALLV:
         return OTF2_COLLECTIVE_OP_ALLTOALLV;
     case CCS_KIND_ALLTOALLW:
+    case CCS_KIND_NEIGHBOR_ALLTOALLW:
         return OTF2_COLLECTIVE_OP_ALLTOALLW;
     case CCS_KIND_REDUCE:
         return OTF2_COLLECTIVE_OP_REDUCE;
