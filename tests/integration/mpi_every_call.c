@@ -241,6 +241,7 @@ static void call_neighbours(const struct vectors *v)
     MPI_Neighbor_alltoallw(a, v->two, wd, v->dbl, b, v->two, wd, v->dbl, dist);
     expect("neighbor_alltoallw", nb_, -1, 32, "byte", "none", 32);
     MPI_Ineighbor_alltoallw(a, v->two, wd, v->dbl, b, v->two, wd, v->dbl, graph, &q), wait(&q);
+    MPI_Comm_free(&cart), MPI_Comm_free(&graph), MPI_Comm_free(&adj), MPI_Comm_free(&dist);
 }
 
 /* Every other constructor, each new communicator used once (a barrier:
@@ -279,6 +280,7 @@ static void call_constructors(void)
     made("comm_dup", id);
     expect("barrier", "-", -1, 0, "none", "none", 0);
     MPI_Barrier(id);
+    MPI_Comm_free(&id);
 #endif
 #ifdef HAVE_MPI_COMM_FROM_GROUP
     MPI_Comm fg, fi;
@@ -295,8 +297,12 @@ static void call_constructors(void)
     expect("barrier", "-", -1, 0, "none", "none", 0);
     MPI_Barrier(fi);
     MPI_Group_free(&hg), MPI_Group_free(&other);
+    MPI_Comm_free(&fg), MPI_Comm_free(&fi);
 #endif
     MPI_Group_free(&pair), MPI_Group_free(&world);
+    if (g != MPI_COMM_NULL)
+        MPI_Comm_free(&g);
+    MPI_Comm_free(&merged), MPI_Comm_free(&inter), MPI_Comm_free(&half), MPI_Comm_free(&d);
 }
 
 #ifdef HAVE_MPI_PERSISTENT_COLL
@@ -398,6 +404,7 @@ static void call_persistent_neighbours(const struct vectors *v)
     PSTART(1, "neighbor_alltoallw", nb, -1, 32, "byte", "none", 32);
     MPI_Neighbor_alltoallw_init(a, v->two, wd, v->dbl, b, v->two, wd, v->dbl, cart, MPI_INFO_NULL, &q),
         starts(&q, 1);
+    MPI_Comm_free(&cart);
 }
 #endif
 
@@ -564,6 +571,7 @@ static void call_large_count(const struct vectors *iv)
     MPI_Neighbor_alltoallw_init_c(a, v.two, wd, iv->dbl, b, v.two, wd, iv->dbl, cart, MPI_INFO_NULL, &q),
         starts(&q, 1);
 #endif
+    MPI_Comm_free(&cart);
 }
 #endif
 
