@@ -2,15 +2,21 @@
  * mpi_persist.c - MPI-4's persistent collectives (MPI 4.0, 6.13): an init
  * call (MPI_Allreduce_init ..., generated in mpi_wrap.c) prepares the
  * operation and returns a request; each MPI_Start or MPI_Startall of it
- * starts one operation, which the members match in start order, and the
- * request completes each as a nonblocking call's does; MPI_Request_free
- * ends it.  So a start is what ccshim records: one call on the collective
- * sequence, as its init described it (its kind and what must agree, flagged
- * nonblocking), with the start's call site.  The description is found from
- * the request handle in O(1) without a lock (ccs_mpi_requests): a start
- * costs one table probe more than a nonblocking call's wrapper, and a
- * request ccshim did not see made (point-to-point persistent requests, or
- * made before MPI_Init) is forwarded untouched.
+ * starts one operation, which the request completes as a nonblocking
+ * call's; MPI_Request_free ends it.  The members match the operation at
+ * its init: the inits follow the ordering rules of collectives, so they
+ * are what ccshim sequences and compares (mpi_wrap.c, GENERATE_INIT); the
+ * starts of different requests may come in any order on different members
+ * (without the info key mpi_assert_strict_persistent_collective_ordering;
+ * MPICH's coll/p_order starts a broadcast and a barrier in opposite orders
+ * on its two ranks), so a start is recorded as one call of its kind, as
+ * its init described it and with the start's call site, counted and
+ * traced but on no communicator's sequence (a record without a
+ * communicator).  The description is found from the request handle in O(1)
+ * without a lock (ccs_mpi_requests): a start costs one table probe more
+ * than a nonblocking call's wrapper, and a request ccshim did not see made
+ * (point-to-point persistent requests, or made before MPI_Init) is
+ * forwarded untouched.
  */
 #include "log.h"
 #include "mpi_shim.h"
@@ -25,15 +31,11 @@ void ccs_mpi_persist_init(const MPI_Request *q, const struct ccs_mpi_pcoll *p)
     ccs_mpi_hput(&ccs_mpi_requests, CCS_MPI_HKEY(*q), &v);
 }
 
-/* Starts the record of one start of the persistent collective P: on the
- * entry its init found while that still holds the communicator (it is
- * retired when the communicator is freed), else on the handle's. */
+/* Starts the record of one start of the persistent collective P: its
+ * init's description, on no communicator (unsequenced: see above). */
 static inline struct ccs_record *start_record(const struct ccs_mpi_pcoll *p, void *ra)
 {
-    struct ccs_comm *cm = p->cm;
-    if (CCS_UNLIKELY(cm == NULL || atomic_load_explicit(&cm->handle, memory_order_acquire) != p->comm))
-        cm = ccs_mpi_comm((MPI_Comm)p->comm);
-    return ccs_call_begin_active(cm, &p->call, ra);
+    return ccs_call_begin_active(NULL, &p->call, ra);
 }
 
 static int w_Start(MPI_Request *q, void *ra)
@@ -50,10 +52,10 @@ static int w_Start(MPI_Request *q, void *ra)
 }
 CCS_MPI_ENTRY(Start, (MPI_Request * q), q)
 
-/* MPI_Startall starts its persistent collectives in array order (MPI 4.0,
- * 6.13): one record each, in that order.  The first is in flight across
- * the real call (an MPI_Start the MPI might make inside it is then not
- * counted again); the others follow it, with its result. */
+/* MPI_Startall: one record for each persistent collective it starts, in
+ * array order.  The first is in flight across the real call (an MPI_Start
+ * the MPI might make inside it is then not counted again); the others
+ * follow it, with its result. */
 static int w_Startall(int n, MPI_Request qs[], void *ra)
 {
     if (!CCS_REAL(Startall))

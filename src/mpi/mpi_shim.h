@@ -105,10 +105,11 @@
 
 /* MPI-4's persistent collectives, where the MPI has them
  * (HAVE_MPI_PERSISTENT_COLL), X(name, shape, kind): the init call is
- * described as its nonblocking twin would be, into the request's entry
- * (mpi_persist.c), and nothing is recorded; each MPI_Start/MPI_Startall of
- * the request records that description as one call (docs/desync.md,
- * "Persistent collectives"). */
+ * recorded as its nonblocking twin would be, on the collective sequence
+ * (the members match the operation there), and the description kept in
+ * the request's entry (mpi_persist.c); each MPI_Start/MPI_Startall of the
+ * request records it again, off the sequence (starts may come in any
+ * order: docs/desync.md, "What must agree"). */
 #ifdef HAVE_MPI_PERSISTENT_COLL
 #define CCS_MPI_PERSISTENT(X)                                                                                  \
     X(Allreduce_init, red, ALLREDUCE) X(Reduce_init, red_root, REDUCE)                                         \
@@ -345,7 +346,7 @@ CCS_HIDDEN void ccs_mpi_sig_forget(MPI_Datatype dt);
 struct ccs_mpi_pcoll {
     struct ccs_call call;  /* the record each start leaves, as its init described it */
     struct ccs_comm *cm;   /* the communicator's entry at init */
-    uintptr_t comm;        /* its handle: the entry is looked up again when it no longer holds it */
+    uintptr_t comm;        /* its handle */
 };
 struct ccs_mpi_topo {
     int32_t in, out; /* in- and out-degree of this rank (MPI_Dist_graph_neighbors_count; 2 ndims on a Cartesian) */

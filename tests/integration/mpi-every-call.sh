@@ -4,7 +4,7 @@
 # nonblocking, with and without MPI_IN_PLACE, and MPI_(I)allreduce; the
 # neighbourhood collectives on each kind of topology; each communicator
 # constructor; and where the MPI has them, MPI-4's persistent collectives,
-# one record a start, and the large-count _c variants), on 3 ranks: each
+# a record at each init and each start, and the large-count _c variants), on 3 ranks: each
 # rank's trace holds exactly the records the program says the matching
 # rules give (kind, flags, root or peer, count, datatype, op, bytes), in
 # call order, and names every communicator it made with its size; every
@@ -16,7 +16,7 @@ DUMP="$top_builddir/tests/ccs_trace_dump"
 [ -x "$prog" ] || tap_skip_all "mpi_every_call not built"
 [ -x "$DUMP" ] || tap_skip_all "ccs_trace_dump not built"
 NP=3
-tap_plan $((2 * NP + 4))
+tap_plan $((2 * NP + 5))
 # The MPI-4 functions this build wraps (configure's probes).
 have() { grep -q "^#define $1 1" "$top_builddir/config.h"; }
 
@@ -35,15 +35,15 @@ while [ $r -lt $NP ]; do
     # twice.  10 neighbourhood collectives, a barrier on the communicators
     # of MPI_Comm_dup_with_info and MPI_Intercomm_merge, and on ranks 0 and
     # 1 on MPI_Comm_create_group's.  MPI-4: a barrier on the communicators
-    # of MPI_Comm_idup_with_info and of each from-group constructor; 28
-    # starts of persistent collectives; 42 _c calls and 21 starts of _c
-    # inits.
+    # of MPI_Comm_idup_with_info and of each from-group constructor; 24
+    # inits of persistent collectives and their 28 starts; 42 _c calls and
+    # 21 _c inits with a start each.
     n=47; [ $r -lt 2 ] && n=50
     have HAVE_MPI_COMM_IDUP_WITH_INFO && n=$((n + 1))
     have HAVE_MPI_COMM_FROM_GROUP && n=$((n + 2))
-    have HAVE_MPI_PERSISTENT_COLL && n=$((n + 28))
+    have HAVE_MPI_PERSISTENT_COLL && n=$((n + 52))
     have HAVE_MPI_LARGE_COUNT && n=$((n + 42))
-    have HAVE_MPI_PERSISTENT_COLL && have HAVE_MPI_LARGE_COUNT && n=$((n + 21))
+    have HAVE_MPI_PERSISTENT_COLL && have HAVE_MPI_LARGE_COUNT && n=$((n + 42))
     if [ "$(wc -l < "$CCS_TMP/want.$r")" -eq $n ] && cmp -s "$CCS_TMP/want.$r" "$CCS_TMP/got.$r"; then
         tap_ok "rank $r: the $n records the rules give, in call order"
     else
@@ -65,7 +65,8 @@ done
 # The collectives (not the point-to-point calls): on each communicator,
 # each seq the same kind and fingerprint on every member that made it
 # (per-rank counts of the v and neighbourhood kinds differ, and agree).
-awk -F'\t' '$1 == "R" && $14 == "mpi" && $5 !~ /^(comm_|step$|send|recv)/ {
+# Starts of persistent collectives are on no sequence (seq 0).
+awk -F'\t' '$1 == "R" && $14 == "mpi" && $4 != 0 && $5 !~ /^(comm_|step$|send|recv)/ {
         k = $3 " " $4; v = $5 " " $13; if (!(k in first)) { first[k] = v; n++ } else if (first[k] != v) bad++ }
     END { print n + 0, bad + 0 }' "$CCS_TMP/dump" > "$CCS_TMP/fp"
 # ccshim-audit's totals: per rank and kind, exactly the calls the program made.
@@ -80,6 +81,21 @@ if [ -s "$CCS_TMP/audit.want" ] && cmp -s "$CCS_TMP/audit.want" "$CCS_TMP/audit.
 else
     tap_not_ok "ccshim-audit counts every call of every kind on every rank"
     diff "$CCS_TMP/audit.want" "$CCS_TMP/audit.got" | head -20 | tap_diag; head -5 "$CCS_TMP/audit.err" | tap_diag
+fi
+# Each start of a persistent collective is on no communicator's sequence
+# (seq 0), each init on it: 28 + 21 starts a rank where the MPI has them.
+starts=0
+have HAVE_MPI_PERSISTENT_COLL && starts=28
+have HAVE_MPI_PERSISTENT_COLL && have HAVE_MPI_LARGE_COUNT && starts=49
+awk -F'\t' '$1 == "R" && $14 == "mpi" && $4 == 0 && $5 !~ /^comm_/ && $5 !~ /^(step|send|recv|sendrecv)$/ {n[$2]++}
+    END {for (r in n) print r, n[r]}' "$CCS_TMP/dump" | sort > "$CCS_TMP/starts.got"
+: > "$CCS_TMP/starts.want"
+[ $starts -gt 0 ] && for r in $(seq 0 $((NP - 1))); do echo "$r $starts"; done > "$CCS_TMP/starts.want"
+if cmp -s "$CCS_TMP/starts.want" "$CCS_TMP/starts.got"; then
+    tap_ok "the $starts starts of persistent collectives a rank, and they alone, off the collective sequence"
+else
+    tap_not_ok "the $starts starts of persistent collectives a rank, and they alone, off the collective sequence"
+    diff "$CCS_TMP/starts.want" "$CCS_TMP/starts.got" | tap_diag
 fi
 read groups bad < "$CCS_TMP/fp"
 tap_check "each collective has one kind and fingerprint on every member ($groups collectives, $bad differ)" \

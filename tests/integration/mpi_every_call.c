@@ -15,8 +15,9 @@
  * communicator table must name it ("how size", sorted by the test).
  * Then the neighbourhood collectives on each kind of topology, the
  * communicator constructors, and where the MPI has them (config.h) MPI-4's
- * persistent collectives (a record per start, in start order) and the
- * large-count _c variants (the same records as their int twins).
+ * persistent collectives (a record at the init, on the collective
+ * sequence, and one at each start, off it) and the large-count _c variants
+ * (the same records as their int twins).
  * usage: mpi_every_call DIR
  */
 #include <config.h> /* HAVE_MPI_*: the MPI-4 functions this MPI has (configure.ac) */
@@ -320,10 +321,11 @@ static void starts(MPI_Request *q, int n)
     MPI_Request_free(q);
 }
 
-/* Each persistent collective: the record of its nonblocking twin at each
- * start; the same for the _c inits. */
+/* Each persistent collective: the record of its nonblocking twin at its
+ * init (on the collective sequence) and at each of its N starts (off it);
+ * the same for the _c inits. */
 #define PSTART(n, kind, flags, root, count, dtype, op, bytes)                                                     \
-    for (int i_ = 0; i_ < (n); i_++)                                                                               \
+    for (int i_ = 0; i_ <= (n); i_++)                                                                              \
         expect(kind, flags, root, count, dtype, op, bytes)
 static void call_persistent(const struct vectors *v)
 {
@@ -370,7 +372,9 @@ static void call_persistent(const struct vectors *v)
     MPI_Barrier_init(c, MPI_INFO_NULL, &q), starts(&q, 2);
     /* MPI_Startall of two: recorded in array order (the barrier, then the
      * broadcast), whatever order they were made in. */
+    expect("bcast", nb, 2, 1, "float64", "none", 8);
     MPI_Bcast_init(b, 1, MPI_DOUBLE, 2, c, MPI_INFO_NULL, &qs[1]);
+    expect("barrier", nb, -1, 0, "none", "none", 0);
     MPI_Barrier_init(c, MPI_INFO_NULL, &qs[0]);
     expect("barrier", nb, -1, 0, "none", "none", 0);
     expect("bcast", nb, 2, 1, "float64", "none", 8);

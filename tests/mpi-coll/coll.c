@@ -16,8 +16,11 @@
  *                MPI_Neighbor_alltoall instead (the same bytes move: the
  *                job completes, only ccshim can tell).
  *   coll pcount  (persistent collectives) two persistent all-reduces of 4
- *                floats, started ITERS times in turn ... but rank 1 made the
- *                one started at iteration 2 with 8.
+ *                floats made (seq 1 and 2 of the world), then started
+ *                ITERS times in turn ... but rank 1 made the second with 8.
+ * The legal program also starts a persistent broadcast and barrier in
+ * opposite orders on even and odd ranks: legal, the members match a
+ * persistent collective at its init (MPICH's coll/p_order).
  *
  * Mismatched calls may complete: every rank then sleeps SETTLE_MS (env,
  * default 600) before finalizing, so the detector has time.
@@ -165,6 +168,15 @@ static void legal(void)
     MPI_Startall(2, q);
     MPI_Wait(&q[0], MPI_STATUS_IGNORE), MPI_Wait(&q[1], MPI_STATUS_IGNORE);
     say("startall allreduce", sum(y, 8));
+    MPI_Request_free(&q[0]), MPI_Request_free(&q[1]);
+    /* Started in opposite orders on even and odd ranks. */
+    int v = rank == 0 ? 42 : -1;
+    MPI_Bcast_init(&v, 1, MPI_INT, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &q[0]);
+    MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &q[1]);
+    MPI_Start(&q[rank % 2]);
+    MPI_Start(&q[1 - rank % 2]);
+    MPI_Wait(&q[0], MPI_STATUS_IGNORE), MPI_Wait(&q[1], MPI_STATUS_IGNORE);
+    say("persistent bcast started out of order", v);
     MPI_Request_free(&q[0]), MPI_Request_free(&q[1]);
 #endif
 #ifdef HAVE_MPI_LARGE_COUNT
