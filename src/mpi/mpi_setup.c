@@ -413,13 +413,14 @@ CCS_MPI_ENTRY(Intercomm_merge, (MPI_Comm inter, int high, MPI_Comm * nc), inter,
  * made before under the same key (the members make their calls of one key
  * in the same order, so they count alike). */
 static pthread_mutex_t made_mu = PTHREAD_MUTEX_INITIALIZER;
-#define MADE_KEYS 256
+#define MADE_KEYS 4096
 static struct {
     uint64_t key, n;
 } made[MADE_KEYS];
 
 /* The times KEY was counted before, then counts it; UINT64_MAX when the
- * table is full (the identity is then local). */
+ * table is full (4096 keys: communicators of as many member sets and tags;
+ * the identity is then local, the communicator not compared). */
 static uint64_t made_before(uint64_t key)
 {
     uint64_t n = UINT64_MAX;
