@@ -348,15 +348,17 @@ static int w_Dist_graph_create(MPI_Comm old, int n, const int src[], const int d
         return ccs_real_Dist_graph_create(old, n, src, deg, dst, w, info, reorder, nc);
     struct ccs_comm *p = ccs_mpi_comm(old);
     struct ccs_record *r = begin_mgmt(p, CCS_KIND_COMM_DIST_GRAPH, -1, ra);
-    return ctor_end(p, r, ccs_real_Dist_graph_create(old, n, src, deg, dst, w, info, reorder, nc), nc, CCS_KIND_COMM_DIST_GRAPH, -1);
+    return ctor_end(p, r, ccs_real_Dist_graph_create(old, n, src, deg, dst, w, info, reorder, nc), nc,
+                    CCS_KIND_COMM_DIST_GRAPH, -1);
 }
-CCS_MPI_ENTRY(Dist_graph_create, (MPI_Comm old, int n, const int src[], const int deg[], const int dst[],
-                                  const int w[], MPI_Info info, int reorder, MPI_Comm *nc),
+CCS_MPI_ENTRY(Dist_graph_create,
+              (MPI_Comm old, int n, const int src[], const int deg[], const int dst[], const int w[], MPI_Info info,
+               int reorder, MPI_Comm *nc),
               old, n, src, deg, dst, w, info, reorder, nc)
 
 static int w_Dist_graph_create_adjacent(MPI_Comm old, int indeg, const int src[], const int srcw[], int outdeg,
-                                        const int dst[], const int dstw[], MPI_Info info, int reorder,
-                                        MPI_Comm *nc, void *ra)
+                                        const int dst[], const int dstw[], MPI_Info info, int reorder, MPI_Comm *nc,
+                                        void *ra)
 {
     if (!CCS_REAL(Dist_graph_create_adjacent))
         return MPI_ERR_INTERN;
@@ -364,11 +366,13 @@ static int w_Dist_graph_create_adjacent(MPI_Comm old, int indeg, const int src[]
         return ccs_real_Dist_graph_create_adjacent(old, indeg, src, srcw, outdeg, dst, dstw, info, reorder, nc);
     struct ccs_comm *p = ccs_mpi_comm(old);
     struct ccs_record *r = begin_mgmt(p, CCS_KIND_COMM_DIST_GRAPH_ADJ, -1, ra);
-    return ctor_end(p, r, ccs_real_Dist_graph_create_adjacent(old, indeg, src, srcw, outdeg, dst, dstw, info, reorder, nc), nc, CCS_KIND_COMM_DIST_GRAPH_ADJ, -1);
+    return ctor_end(
+        p, r, ccs_real_Dist_graph_create_adjacent(old, indeg, src, srcw, outdeg, dst, dstw, info, reorder, nc), nc,
+        CCS_KIND_COMM_DIST_GRAPH_ADJ, -1);
 }
-CCS_MPI_ENTRY(Dist_graph_create_adjacent, (MPI_Comm old, int indeg, const int src[], const int srcw[], int outdeg,
-                                           const int dst[], const int dstw[], MPI_Info info, int reorder,
-                                           MPI_Comm *nc),
+CCS_MPI_ENTRY(Dist_graph_create_adjacent,
+              (MPI_Comm old, int indeg, const int src[], const int srcw[], int outdeg, const int dst[],
+               const int dstw[], MPI_Info info, int reorder, MPI_Comm *nc),
               old, indeg, src, srcw, outdeg, dst, dstw, info, reorder, nc)
 
 /* Collective over the local communicator (each group calls it on its own):
@@ -383,11 +387,12 @@ static int w_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm peer, i
         return ccs_real_Intercomm_create(local, local_leader, peer, remote_leader, tag, nc);
     struct ccs_comm *p = ccs_mpi_comm(local);
     struct ccs_record *r = begin_mgmt(p, CCS_KIND_COMM_INTERCOMM, tag, ra);
-    return ctor_end(p, r, ccs_real_Intercomm_create(local, local_leader, peer, remote_leader, tag, nc), nc, CCS_KIND_COMM_INTERCOMM, tag);
+    return ctor_end(p, r, ccs_real_Intercomm_create(local, local_leader, peer, remote_leader, tag, nc), nc,
+                    CCS_KIND_COMM_INTERCOMM, tag);
 }
-CCS_MPI_ENTRY(Intercomm_create, (MPI_Comm local, int local_leader, MPI_Comm peer, int remote_leader, int tag,
-                                 MPI_Comm *nc),
-              local, local_leader, peer, remote_leader, tag, nc)
+CCS_MPI_ENTRY(Intercomm_create,
+              (MPI_Comm local, int local_leader, MPI_Comm peer, int remote_leader, int tag, MPI_Comm *nc), local,
+              local_leader, peer, remote_leader, tag, nc)
 
 /* Collective over the intercommunicator: the merged communicator is its
  * child, and like it known locally only. */
@@ -401,7 +406,7 @@ static int w_Intercomm_merge(MPI_Comm inter, int high, MPI_Comm *nc, void *ra)
     struct ccs_record *r = begin_mgmt(p, CCS_KIND_COMM_MERGE, high, ra);
     return ctor_end(p, r, ccs_real_Intercomm_merge(inter, high, nc), nc, CCS_KIND_COMM_MERGE, high);
 }
-CCS_MPI_ENTRY(Intercomm_merge, (MPI_Comm inter, int high, MPI_Comm * nc), inter, high, nc)
+CCS_MPI_ENTRY(Intercomm_merge, (MPI_Comm inter, int high, MPI_Comm *nc), inter, high, nc)
 
 /* ---------------------------------------- communicators made from a group */
 
@@ -508,14 +513,13 @@ static int w_Comm_create_from_group(MPI_Group group, const char *tag, MPI_Info i
         made_from_group(NULL, *nc, CCS_KIND_COMM_FROM_GROUP, string_tag(tag));
     return rc;
 }
-CCS_MPI_ENTRY(Comm_create_from_group, (MPI_Group group, const char *tag, MPI_Info info, MPI_Errhandler eh,
-                                       MPI_Comm *nc),
-              group, tag, info, eh, nc)
+CCS_MPI_ENTRY(Comm_create_from_group,
+              (MPI_Group group, const char *tag, MPI_Info info, MPI_Errhandler eh, MPI_Comm *nc), group, tag, info,
+              eh, nc)
 
 /* An intercommunicator: named, its groups' sizes known, never agreed. */
 static int w_Intercomm_create_from_groups(MPI_Group local, int local_leader, MPI_Group remote, int remote_leader,
-                                          const char *tag, MPI_Info info, MPI_Errhandler eh, MPI_Comm *nc,
-                                          void *ra)
+                                          const char *tag, MPI_Info info, MPI_Errhandler eh, MPI_Comm *nc, void *ra)
 {
     if (!CCS_REAL(Intercomm_create_from_groups))
         return MPI_ERR_INTERN;
@@ -528,8 +532,8 @@ static int w_Intercomm_create_from_groups(MPI_Group local, int local_leader, MPI
         made_from_group(NULL, *nc, CCS_KIND_COMM_FROM_GROUP, string_tag(tag));
     return rc;
 }
-CCS_MPI_ENTRY(Intercomm_create_from_groups, (MPI_Group local, int local_leader, MPI_Group remote,
-                                             int remote_leader, const char *tag, MPI_Info info, MPI_Errhandler eh,
-                                             MPI_Comm *nc),
+CCS_MPI_ENTRY(Intercomm_create_from_groups,
+              (MPI_Group local, int local_leader, MPI_Group remote, int remote_leader, const char *tag,
+               MPI_Info info, MPI_Errhandler eh, MPI_Comm *nc),
               local, local_leader, remote, remote_leader, tag, info, eh, nc)
 #endif

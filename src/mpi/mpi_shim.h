@@ -10,8 +10,8 @@
 #ifndef CCS_MPI_SHIM_H
 #define CCS_MPI_SHIM_H
 
-#include <config.h> /* HAVE_MPI_*: what this MPI exports (configure.ac) */
 #include "shim.h"
+#include <config.h> /* HAVE_MPI_*: what this MPI exports (configure.ac) */
 #include <mpi.h>
 
 /* Every function this library defines as MPI_name and PMPI_name, in two
@@ -344,9 +344,9 @@ CCS_HIDDEN void ccs_mpi_sig_forget(MPI_Datatype dt);
  * old array stays (it is never freed: a lookup racing the copy may still
  * read it), so a lookup never reads freed memory. */
 struct ccs_mpi_pcoll {
-    struct ccs_call call;  /* the record each start leaves, as its init described it */
-    struct ccs_comm *cm;   /* the communicator's entry at init */
-    uintptr_t comm;        /* its handle */
+    struct ccs_call call; /* the record each start leaves, as its init described it */
+    struct ccs_comm *cm;  /* the communicator's entry at init */
+    uintptr_t comm;       /* its handle */
 };
 struct ccs_mpi_topo {
     int32_t in, out; /* in- and out-degree of this rank (MPI_Dist_graph_neighbors_count; 2 ndims on a Cartesian) */
@@ -360,7 +360,7 @@ struct ccs_mpi_hslot {
     union ccs_mpi_hval v;  /* written before the key is published */
 };
 struct ccs_mpi_harr {
-    size_t mask;               /* slots - 1 */
+    size_t mask;                /* slots - 1 */
     struct ccs_mpi_harr *older; /* the array this one replaced (kept) */
     struct ccs_mpi_hslot slot[];
 };

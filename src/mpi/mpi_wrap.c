@@ -27,7 +27,7 @@
  * (mpi_persist.c records the description at each start).  A constant of
  * the generated init wrappers only, so the test folds away in the rest. */
 #define CAPTURE 0x100u
-#define CAPTURED(flags) (((flags) & CAPTURE) != 0)
+#define CAPTURED(flags) (((flags)&CAPTURE) != 0)
 
 CCS_INLINE struct ccs_record *capture(struct ccs_comm *cm, const struct ccs_call *c, void *ra)
 {
@@ -373,7 +373,8 @@ CCS_INLINE struct ccs_record *alltoallv_of(int wide, unsigned kind, unsigned fla
     return record_begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)total, rdt, CCS_OP_NONE, -1, rb,
                            nbytes((int64_t)total, rdt), ra);
 }
-CCS_INLINE struct ccs_record *describe_alltoallv(unsigned kind, unsigned flags, MPI_SHAPE_alltoallv_PARAMS, void *ra)
+CCS_INLINE struct ccs_record *describe_alltoallv(unsigned kind, unsigned flags, MPI_SHAPE_alltoallv_PARAMS,
+                                                 void *ra)
 {
     (void)sc, (void)sd, (void)sdt, (void)rd;
     return alltoallv_of(0, kind, flags, sb, rb, rc, rdt, comm, ra);
@@ -393,7 +394,8 @@ CCS_INLINE struct ccs_record *alltoallw_of(int wide, unsigned kind, unsigned fla
     uint64_t b = recv_bytes_w(ccs_mpi_peers(cm), rc, wide, rt);
     return record_begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)b, MPI_BYTE, CCS_OP_NONE, -1, rb, b, ra);
 }
-CCS_INLINE struct ccs_record *describe_alltoallw(unsigned kind, unsigned flags, MPI_SHAPE_alltoallw_PARAMS, void *ra)
+CCS_INLINE struct ccs_record *describe_alltoallw(unsigned kind, unsigned flags, MPI_SHAPE_alltoallw_PARAMS,
+                                                 void *ra)
 {
     (void)sc, (void)sd, (void)st, (void)rd;
     return alltoallw_of(0, kind, flags, sb, rb, rc, rt, comm, ra);
@@ -498,7 +500,7 @@ CCS_INLINE struct ccs_record *describe_nbr_w(unsigned kind, unsigned flags, MPI_
 #define MPI_SHAPE_nbr_c_ARGS MPI_SHAPE_coll_ARGS
 #define describe_nbr_c describe_nbr
 #define MPI_SHAPE_coll_root_c_PARAMS                                                                               \
-    const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, MPI_Count rc, MPI_Datatype rdt, int root,           \
+    const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, MPI_Count rc, MPI_Datatype rdt, int root,            \
         MPI_Comm comm
 #define MPI_SHAPE_coll_root_c_ARGS MPI_SHAPE_coll_root_ARGS
 #define describe_coll_root_c describe_coll_root
@@ -511,7 +513,7 @@ CCS_INLINE struct ccs_record *describe_red_v_c(unsigned kind, unsigned flags, MP
     return red_v_of(1, kind, flags, MPI_SHAPE_red_v_ARGS, ra);
 }
 #define MPI_SHAPE_allgatherv_c_PARAMS                                                                              \
-    const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, const MPI_Count rc[], const MPI_Aint dis[],         \
+    const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, const MPI_Count rc[], const MPI_Aint dis[],          \
         MPI_Datatype rdt, MPI_Comm comm
 #define MPI_SHAPE_allgatherv_c_ARGS MPI_SHAPE_allgatherv_ARGS
 CCS_INLINE struct ccs_record *describe_allgatherv_c(unsigned kind, unsigned flags, MPI_SHAPE_allgatherv_c_PARAMS,
@@ -524,16 +526,17 @@ CCS_INLINE struct ccs_record *describe_allgatherv_c(unsigned kind, unsigned flag
 #define MPI_SHAPE_nbr_v_c_ARGS MPI_SHAPE_allgatherv_ARGS
 #define describe_nbr_v_c describe_nbr_v
 #define MPI_SHAPE_gatherv_c_PARAMS                                                                                 \
-    const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, const MPI_Count rc[], const MPI_Aint dis[],         \
+    const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, const MPI_Count rc[], const MPI_Aint dis[],          \
         MPI_Datatype rdt, int root, MPI_Comm comm
 #define MPI_SHAPE_gatherv_c_ARGS MPI_SHAPE_gatherv_ARGS
-CCS_INLINE struct ccs_record *describe_gatherv_c(unsigned kind, unsigned flags, MPI_SHAPE_gatherv_c_PARAMS, void *ra)
+CCS_INLINE struct ccs_record *describe_gatherv_c(unsigned kind, unsigned flags, MPI_SHAPE_gatherv_c_PARAMS,
+                                                 void *ra)
 {
     (void)dis;
     return describe_rooted_v(1, kind, flags, sb, rc, rdt, sc, sdt, root, rb, comm, ra);
 }
 #define MPI_SHAPE_scatterv_c_PARAMS                                                                                \
-    const void *sb, const MPI_Count sc[], const MPI_Aint dis[], MPI_Datatype sdt, void *rb, MPI_Count rc,         \
+    const void *sb, const MPI_Count sc[], const MPI_Aint dis[], MPI_Datatype sdt, void *rb, MPI_Count rc,          \
         MPI_Datatype rdt, int root, MPI_Comm comm
 #define MPI_SHAPE_scatterv_c_ARGS MPI_SHAPE_scatterv_ARGS
 CCS_INLINE struct ccs_record *describe_scatterv_c(unsigned kind, unsigned flags, MPI_SHAPE_scatterv_c_PARAMS,
@@ -543,7 +546,7 @@ CCS_INLINE struct ccs_record *describe_scatterv_c(unsigned kind, unsigned flags,
     return describe_rooted_v(1, kind, flags, rb, sc, sdt, rc, rdt, root, rb, comm, ra);
 }
 #define MPI_SHAPE_alltoallv_c_PARAMS                                                                               \
-    const void *sb, const MPI_Count sc[], const MPI_Aint sd[], MPI_Datatype sdt, void *rb, const MPI_Count rc[],  \
+    const void *sb, const MPI_Count sc[], const MPI_Aint sd[], MPI_Datatype sdt, void *rb, const MPI_Count rc[],   \
         const MPI_Aint rd[], MPI_Datatype rdt, MPI_Comm comm
 #define MPI_SHAPE_alltoallv_c_ARGS MPI_SHAPE_alltoallv_ARGS
 CCS_INLINE struct ccs_record *describe_alltoallv_c(unsigned kind, unsigned flags, MPI_SHAPE_alltoallv_c_PARAMS,
@@ -560,7 +563,7 @@ CCS_INLINE struct ccs_record *describe_nbr_vv_c(unsigned kind, unsigned flags, M
     return nbr_vv_of(1, kind, flags, rb, rc, rdt, comm, ra);
 }
 #define MPI_SHAPE_alltoallw_c_PARAMS                                                                               \
-    const void *sb, const MPI_Count sc[], const MPI_Aint sd[], const MPI_Datatype st[], void *rb,                 \
+    const void *sb, const MPI_Count sc[], const MPI_Aint sd[], const MPI_Datatype st[], void *rb,                  \
         const MPI_Count rc[], const MPI_Aint rd[], const MPI_Datatype rt[], MPI_Comm comm
 #define MPI_SHAPE_alltoallw_c_ARGS MPI_SHAPE_alltoallw_ARGS
 CCS_INLINE struct ccs_record *describe_alltoallw_c(unsigned kind, unsigned flags, MPI_SHAPE_alltoallw_c_PARAMS,
@@ -640,7 +643,7 @@ CCS_MPI_GENERATED(GENERATE)
  * be, and the description kept for the request's starts (mpi_persist.c),
  * which are counted off the sequence. */
 #define GENERATE_INIT(name, shape, kind)                                                                           \
-    CCS_INLINE int w_##name(MPI_SHAPE_##shape##_PARAMS, MPI_Info info, MPI_Request *q, void *ra)                  \
+    CCS_INLINE int w_##name(MPI_SHAPE_##shape##_PARAMS, MPI_Info info, MPI_Request *q, void *ra)                   \
     {                                                                                                              \
         if (!ccs_mpi_active())                                                                                     \
             return CALL_REAL(name, MPI_SHAPE_##shape##_ARGS, info, q);                                             \
@@ -653,7 +656,7 @@ CCS_MPI_GENERATED(GENERATE)
             ccs_mpi_persist_init(q, &p);                                                                           \
         return ret;                                                                                                \
     }                                                                                                              \
-    CCS_MPI_ENTRY(name, (MPI_SHAPE_##shape##_PARAMS, MPI_Info info, MPI_Request *q), MPI_SHAPE_##shape##_ARGS,     \
+    CCS_MPI_ENTRY(name, (MPI_SHAPE_##shape##_PARAMS, MPI_Info info, MPI_Request * q), MPI_SHAPE_##shape##_ARGS,    \
                   info, q)
 CCS_MPI_PERSISTENT(GENERATE_INIT)
 #undef GENERATE_INIT

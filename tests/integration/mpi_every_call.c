@@ -324,9 +324,9 @@ static void starts(MPI_Request *q, int n)
 /* Each persistent collective: the record of its nonblocking twin at its
  * init (on the collective sequence) and at each of its N starts (off it);
  * the same for the _c inits. */
-#define PSTART(n, kind, flags, root, count, dtype, op, bytes)                                                     \
+#define PSTART(n, kind, flags, root, count, dtype, op, bytes)                                                      \
     for (int i_ = 0; i_ <= (n); i_++)                                                                              \
-        expect(kind, flags, root, count, dtype, op, bytes)
+    expect(kind, flags, root, count, dtype, op, bytes)
 static void call_persistent(const struct vectors *v)
 {
     MPI_Request q, qs[2];
