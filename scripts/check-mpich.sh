@@ -2,9 +2,12 @@
 # scripts/check-mpich.sh - ccshim built against a second MPI, Debian's MPICH
 # (`make check-mpich`; its own build directory, _mpich/, configured with
 # MPICC=mpicc.mpich), run under mpiexec.mpich: tests/mpich/mpich.sh (the
-# legal corpus, intercommunicators, each way of going out of step) and
+# legal corpus, intercommunicators, each way of going out of step),
 # tests/integration/mpi-every-call.sh (every recorded call leaves the
-# record the matching rules give).  Prints their TAP lines, then
+# record the matching rules give; MPICH 4 has MPI-4's persistent and
+# large-count collectives), tests/mpi-coll/mpi-coll.sh (neighbourhood,
+# persistent and large-count calls, legal and mismatched) and
+# tests/integration/symbols.sh (the exports follow what MPICH has).  Prints their TAP lines, then
 # "check-mpich: MPICH V: N passed, N failed, N skipped"; fails if a point
 # fails.  Skips (77) without mpicc.mpich and mpiexec.mpich (Debian: apt-get
 # install mpich libmpich-dev).
@@ -20,12 +23,12 @@ cd "$build" || exit 1
 if [ ! -f Makefile ]; then
     "$top/configure" --quiet MPICC=mpicc.mpich >configure.log 2>&1 || { tail -20 configure.log; exit 1; }
 fi
-make -j2 libccshim.la libccshim-mpi.la ccshim-run tests/mpi-legal/legal tests/integration/mpi_every_call tests/mpi-inter/inter \
+make -j2 libccshim.la libccshim-mpi.la ccshim-run ccshim-audit tests/mpi-legal/legal tests/integration/mpi_every_call tests/mpi-inter/inter tests/mpi-coll/coll \
     tests/desync/desync_scenario tests/ccs_trace_dump >make.log 2>&1 || { tail -30 make.log; exit 1; }
 ldd .libs/libccshim-mpi.so | grep -q libmpich || { echo "check-mpich: libccshim-mpi.so is not linked with MPICH"; exit 1; }
 # The TAP tests, against this build and MPICH's launcher (tap.sh's
 # ccs_mpirun drives Hydra: the same timeout, and no process left behind).
-out=$(for t in tests/integration/mpi-every-call.sh tests/mpich/mpich.sh; do
+out=$(for t in tests/integration/symbols.sh tests/integration/mpi-every-call.sh tests/mpi-coll/mpi-coll.sh tests/mpich/mpich.sh; do
     echo "# $t"
     top_srcdir=$top top_builddir=$build MPIRUN=$(command -v mpiexec.mpich) sh "$top/$t" 2>&1
 done)

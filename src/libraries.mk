@@ -108,7 +108,8 @@ EXTRA_DIST += src/libccshim.map src/libccshim-mpi.map
 
 if HAVE_MPI
 lib_LTLIBRARIES += libccshim-mpi.la
-libccshim_mpi_la_SOURCES = src/mpi/mpi_shim.h src/mpi/mpi_real.c src/mpi/mpi_setup.c src/mpi/mpi_sig.c src/mpi/mpi_wrap.c src/mpi/coalesce_mpi.h \
+libccshim_mpi_la_SOURCES = src/mpi/mpi_shim.h src/mpi/mpi_real.c src/mpi/mpi_setup.c src/mpi/mpi_sig.c src/mpi/mpi_wrap.c \
+	src/mpi/mpi_handles.c src/mpi/mpi_persist.c src/mpi/coalesce_mpi.h \
 	src/mpi/coalesce_mpi.c src/mpi/desync_mpi.h src/mpi/desync_mpi.c
 libccshim_mpi_la_CPPFLAGS = $(BACKEND_CPPFLAGS) -I$(top_srcdir)/src/mpi $(MPI_CFLAGS)
 libccshim_mpi_la_CFLAGS = $(LIB_CFLAGS)

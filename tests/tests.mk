@@ -15,6 +15,7 @@ include tests/torch/torch-tests.mk
 include tests/gpu/gpu.mk
 include tests/mpi-legal/mpi-legal.mk
 include tests/mpi-inter/mpi-inter.mk
+include tests/mpi-coll/mpi-coll.mk
 include tests/peers/peers.mk
 include tests/memcheck/memcheck.mk
 include tests/pysites/pysites.mk

@@ -42,6 +42,17 @@
  *            for any of them: its size enters.  Allgatherv: every member
  *            receives the same whole (the size of the sum).  Gatherv,
  *            scatterv: only the root; alltoallv/w, barrier: nothing more.
+ *            Neighbourhood collectives: nothing more either: a rank's counts
+ *            match only its neighbours' (and may differ from the next
+ *            neighbourhood's: on a ring of 4, even ranks may send 2 and odd
+ *            ones 3), so no field is one every member shares.
+ *   counter  of the constructors: SEQ where every member of the
+ *            communicator it is called on calls it (cart, graph, dist
+ *            graph, intercomm on the local one, merge on the
+ *            intercommunicator); NONE where only some do (create_group:
+ *            the group's members) or there is none (from_group: MPI-4's
+ *            MPI_Comm_create_from_group and
+ *            MPI_Intercomm_create_from_groups, made from groups alone).
  *   types    1 when members compare the basic types beside the signature's
  *            size (ccs_sig_key): in desync's published history, where a
  *            side that cannot name them is left out (desync_rules.c)
@@ -84,6 +95,11 @@
     X(SCAN,                 15,     "scan",                 CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0,    SCAN,                 SAME)           \
     X(EXSCAN,               16,     "exscan",               CCS_CLASS_COLL, SEQ,    1,  0,    1, 0,   0,    EXSCAN,               SAME)           \
     X(ALLTOALLW,            17,     "alltoallw",            CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0,    ALLTOALLW,            SAME)           \
+    X(NEIGHBOR_ALLGATHER,   18,     "neighbor_allgather",   CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0,    ALLGATHER,            SAME)           \
+    X(NEIGHBOR_ALLGATHERV,  19,     "neighbor_allgatherv",  CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0,    ALLGATHERV,           SAME)           \
+    X(NEIGHBOR_ALLTOALL,    20,     "neighbor_alltoall",    CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0,    ALLTOALL,             SAME)           \
+    X(NEIGHBOR_ALLTOALLV,   21,     "neighbor_alltoallv",   CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0,    ALLTOALLV,            SAME)           \
+    X(NEIGHBOR_ALLTOALLW,   22,     "neighbor_alltoallw",   CCS_CLASS_COLL, SEQ,    0,  0,    0, 0,   0,    ALLTOALLW,            SAME)           \
     X(SEND,                 32,     "send",                 CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
     X(RECV,                 33,     "recv",                 CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
     X(SENDRECV,             34,     "sendrecv",             CCS_CLASS_P2P,  P2P,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
@@ -95,6 +111,14 @@
     X(COMM_SHRINK,          53,     "comm_shrink",          CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
     X(COMM_FINALIZE,        54,     "comm_finalize",        CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0,    NONE,                 SAME)           \
     X(COMM_ABORT,           55,     "comm_abort",           CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_CART,            56,     "comm_cart",            CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_GRAPH,           57,     "comm_graph",           CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_DIST_GRAPH,      58,     "comm_dist_graph",      CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_DIST_GRAPH_ADJ,  59,     "comm_dist_graph_adj",  CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_INTERCOMM,       60,     "comm_intercomm",       CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_MERGE,           61,     "comm_merge",           CCS_CLASS_COMM, SEQ,    0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_CREATE_GROUP,    62,     "comm_create_group",    CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0,    NONE,                 SAME)           \
+    X(COMM_FROM_GROUP,      63,     "comm_from_group",      CCS_CLASS_COMM, NONE,   0,  0,    0, 0,   0,    NONE,                 SAME)           \
     X(STEP,                 64,     "step",                 CCS_CLASS_MARK, NONE,   0,  0,    0, 0,   0,    NONE,                 SAME)
 
 enum ccs_kind {

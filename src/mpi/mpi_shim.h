@@ -16,6 +16,8 @@
 #include "fingerprint.h"
 #include "process.h"
 #include "ring.h"
+#include "record.h"
+#include <config.h> /* HAVE_MPI_*: what this MPI exports (configure.ac) */
 #include <mpi.h>
 
 /* Every function this library defines as MPI_name and PMPI_name, in two
@@ -59,18 +61,123 @@
     X(Barrier, barrier, BARRIER, none) X(Ibarrier, barrier, BARRIER, req)                                      \
     X(Send, send, SEND, none) X(Isend, send, SEND, req)                                                        \
     X(Recv, recv, RECV, status) X(Irecv, recv, RECV, req)                                                      \
-    X(Sendrecv, sendrecv, SENDRECV, status)
+    X(Sendrecv, sendrecv, SENDRECV, status)                                                                    \
+    X(Neighbor_allgather, nbr, NEIGHBOR_ALLGATHER, none) X(Ineighbor_allgather, nbr, NEIGHBOR_ALLGATHER, req)  \
+    X(Neighbor_alltoall, nbr, NEIGHBOR_ALLTOALL, none) X(Ineighbor_alltoall, nbr, NEIGHBOR_ALLTOALL, req)      \
+    X(Neighbor_allgatherv, nbr_v, NEIGHBOR_ALLGATHERV, none)                                                   \
+    X(Ineighbor_allgatherv, nbr_v, NEIGHBOR_ALLGATHERV, req)                                                   \
+    X(Neighbor_alltoallv, nbr_vv, NEIGHBOR_ALLTOALLV, none)                                                    \
+    X(Ineighbor_alltoallv, nbr_vv, NEIGHBOR_ALLTOALLV, req)                                                    \
+    X(Neighbor_alltoallw, nbr_w, NEIGHBOR_ALLTOALLW, none)                                                     \
+    X(Ineighbor_alltoallw, nbr_w, NEIGHBOR_ALLTOALLW, req)                                                     \
+    CCS_MPI_GENERATED_C(X)
+
+/* MPI-4's large-count variants, where the MPI has them (HAVE_MPI_LARGE_COUNT):
+ * the same rows with the shapes' _c parameter lists (MPI_Count counts,
+ * MPI_Aint displacements), described alike.  MPI_(I)allreduce_c are
+ * generated too: coalescing takes int counts only, so it never takes them
+ * over. */
+#ifdef HAVE_MPI_LARGE_COUNT
+#define CCS_MPI_GENERATED_C(X)                                                                                 \
+    X(Allreduce_c, red_c, ALLREDUCE, none) X(Iallreduce_c, red_c, ALLREDUCE, req)                              \
+    X(Reduce_c, red_root_c, REDUCE, none) X(Ireduce_c, red_root_c, REDUCE, req)                                \
+    X(Reduce_scatter_c, red_v_c, REDUCE_SCATTER, none) X(Ireduce_scatter_c, red_v_c, REDUCE_SCATTER, req)      \
+    X(Reduce_scatter_block_c, red_c, REDUCE_SCATTER_BLOCK, none)                                               \
+    X(Ireduce_scatter_block_c, red_c, REDUCE_SCATTER_BLOCK, req)                                               \
+    X(Scan_c, red_c, SCAN, none) X(Iscan_c, red_c, SCAN, req)                                                  \
+    X(Exscan_c, red_c, EXSCAN, none) X(Iexscan_c, red_c, EXSCAN, req)                                          \
+    X(Bcast_c, bcast_c, BCAST, none) X(Ibcast_c, bcast_c, BCAST, req)                                          \
+    X(Allgather_c, coll_c, ALLGATHER, none) X(Iallgather_c, coll_c, ALLGATHER, req)                            \
+    X(Alltoall_c, coll_c, ALLTOALL, none) X(Ialltoall_c, coll_c, ALLTOALL, req)                                \
+    X(Gather_c, coll_root_c, GATHER, none) X(Igather_c, coll_root_c, GATHER, req)                              \
+    X(Scatter_c, coll_root_c, SCATTER, none) X(Iscatter_c, coll_root_c, SCATTER, req)                          \
+    X(Allgatherv_c, allgatherv_c, ALLGATHERV, none) X(Iallgatherv_c, allgatherv_c, ALLGATHERV, req)            \
+    X(Gatherv_c, gatherv_c, GATHERV, none) X(Igatherv_c, gatherv_c, GATHERV, req)                              \
+    X(Scatterv_c, scatterv_c, SCATTERV, none) X(Iscatterv_c, scatterv_c, SCATTERV, req)                        \
+    X(Alltoallv_c, alltoallv_c, ALLTOALLV, none) X(Ialltoallv_c, alltoallv_c, ALLTOALLV, req)                  \
+    X(Alltoallw_c, alltoallw_c, ALLTOALLW, none) X(Ialltoallw_c, alltoallw_c, ALLTOALLW, req)                  \
+    X(Neighbor_allgather_c, nbr_c, NEIGHBOR_ALLGATHER, none)                                                   \
+    X(Ineighbor_allgather_c, nbr_c, NEIGHBOR_ALLGATHER, req)                                                   \
+    X(Neighbor_alltoall_c, nbr_c, NEIGHBOR_ALLTOALL, none) X(Ineighbor_alltoall_c, nbr_c, NEIGHBOR_ALLTOALL, req) \
+    X(Neighbor_allgatherv_c, nbr_v_c, NEIGHBOR_ALLGATHERV, none)                                               \
+    X(Ineighbor_allgatherv_c, nbr_v_c, NEIGHBOR_ALLGATHERV, req)                                               \
+    X(Neighbor_alltoallv_c, nbr_vv_c, NEIGHBOR_ALLTOALLV, none)                                                \
+    X(Ineighbor_alltoallv_c, nbr_vv_c, NEIGHBOR_ALLTOALLV, req)                                                \
+    X(Neighbor_alltoallw_c, nbr_w_c, NEIGHBOR_ALLTOALLW, none)                                                 \
+    X(Ineighbor_alltoallw_c, nbr_w_c, NEIGHBOR_ALLTOALLW, req)
+#else
+#define CCS_MPI_GENERATED_C(X)
+#endif
+
+/* MPI-4's persistent collectives, where the MPI has them
+ * (HAVE_MPI_PERSISTENT_COLL), X(name, shape, kind): the init call is
+ * recorded as its nonblocking twin would be, on the collective sequence
+ * (the members match the operation there), and the description kept in
+ * the request's entry (mpi_persist.c); each MPI_Start/MPI_Startall of the
+ * request records it again, off the sequence (starts may come in any
+ * order: docs/desync.md, "What must agree"). */
+#ifdef HAVE_MPI_PERSISTENT_COLL
+#define CCS_MPI_PERSISTENT(X)                                                                                  \
+    X(Allreduce_init, red, ALLREDUCE) X(Reduce_init, red_root, REDUCE)                                         \
+    X(Reduce_scatter_init, red_v, REDUCE_SCATTER) X(Reduce_scatter_block_init, red, REDUCE_SCATTER_BLOCK)      \
+    X(Scan_init, red, SCAN) X(Exscan_init, red, EXSCAN) X(Bcast_init, bcast, BCAST)                            \
+    X(Allgather_init, coll, ALLGATHER) X(Alltoall_init, coll, ALLTOALL) X(Gather_init, coll_root, GATHER)       \
+    X(Scatter_init, coll_root, SCATTER) X(Allgatherv_init, allgatherv, ALLGATHERV)                             \
+    X(Gatherv_init, gatherv, GATHERV) X(Scatterv_init, scatterv, SCATTERV)                                     \
+    X(Alltoallv_init, alltoallv, ALLTOALLV) X(Alltoallw_init, alltoallw, ALLTOALLW)                            \
+    X(Barrier_init, barrier, BARRIER) X(Neighbor_allgather_init, nbr, NEIGHBOR_ALLGATHER)                      \
+    X(Neighbor_alltoall_init, nbr, NEIGHBOR_ALLTOALL) X(Neighbor_allgatherv_init, nbr_v, NEIGHBOR_ALLGATHERV)  \
+    X(Neighbor_alltoallv_init, nbr_vv, NEIGHBOR_ALLTOALLV) X(Neighbor_alltoallw_init, nbr_w, NEIGHBOR_ALLTOALLW) \
+    CCS_MPI_PERSISTENT_C(X)
+#define CCS_MPI_PERSISTENT_APART(X) X(Start, mpi_persist.c) X(Startall, mpi_persist.c) X(Request_free, mpi_persist.c)
+#else
+#define CCS_MPI_PERSISTENT(X)
+#define CCS_MPI_PERSISTENT_APART(X)
+#endif
+#if defined HAVE_MPI_PERSISTENT_COLL && defined HAVE_MPI_LARGE_COUNT
+#define CCS_MPI_PERSISTENT_C(X)                                                                                \
+    X(Allreduce_init_c, red_c, ALLREDUCE) X(Reduce_init_c, red_root_c, REDUCE)                                 \
+    X(Reduce_scatter_init_c, red_v_c, REDUCE_SCATTER) X(Reduce_scatter_block_init_c, red_c, REDUCE_SCATTER_BLOCK) \
+    X(Scan_init_c, red_c, SCAN) X(Exscan_init_c, red_c, EXSCAN) X(Bcast_init_c, bcast_c, BCAST)                \
+    X(Allgather_init_c, coll_c, ALLGATHER) X(Alltoall_init_c, coll_c, ALLTOALL)                                \
+    X(Gather_init_c, coll_root_c, GATHER) X(Scatter_init_c, coll_root_c, SCATTER)                              \
+    X(Allgatherv_init_c, allgatherv_c, ALLGATHERV) X(Gatherv_init_c, gatherv_c, GATHERV)                       \
+    X(Scatterv_init_c, scatterv_c, SCATTERV) X(Alltoallv_init_c, alltoallv_c, ALLTOALLV)                       \
+    X(Alltoallw_init_c, alltoallw_c, ALLTOALLW) X(Neighbor_allgather_init_c, nbr_c, NEIGHBOR_ALLGATHER)        \
+    X(Neighbor_alltoall_init_c, nbr_c, NEIGHBOR_ALLTOALL)                                                      \
+    X(Neighbor_allgatherv_init_c, nbr_v_c, NEIGHBOR_ALLGATHERV)                                                \
+    X(Neighbor_alltoallv_init_c, nbr_vv_c, NEIGHBOR_ALLTOALLV)                                                 \
+    X(Neighbor_alltoallw_init_c, nbr_w_c, NEIGHBOR_ALLTOALLW)
+#else
+#define CCS_MPI_PERSISTENT_C(X)
+#endif
+
+/* Communicator constructors of MPI-4 (where the MPI has them). */
+#ifdef HAVE_MPI_COMM_FROM_GROUP
+#define CCS_MPI_FROM_GROUP(X) X(Comm_create_from_group, mpi_setup.c) X(Intercomm_create_from_groups, mpi_setup.c)
+#else
+#define CCS_MPI_FROM_GROUP(X)
+#endif
+#ifdef HAVE_MPI_COMM_IDUP_WITH_INFO
+#define CCS_MPI_IDUP_WITH_INFO(X) X(Comm_idup_with_info, mpi_setup.c)
+#else
+#define CCS_MPI_IDUP_WITH_INFO(X)
+#endif
 
 #define CCS_MPI_APART(X)                                                                                   \
     X(Init, mpi_setup.c) X(Init_thread, mpi_setup.c) X(Finalize, mpi_setup.c)                             \
     X(Comm_dup, mpi_setup.c) X(Comm_idup, mpi_setup.c) X(Comm_split, mpi_setup.c)                         \
     X(Comm_split_type, mpi_setup.c) X(Comm_create, mpi_setup.c) X(Comm_free, mpi_setup.c)                 \
+    X(Comm_dup_with_info, mpi_setup.c) X(Cart_create, mpi_setup.c) X(Graph_create, mpi_setup.c)           \
+    X(Dist_graph_create, mpi_setup.c) X(Dist_graph_create_adjacent, mpi_setup.c)                           \
+    X(Intercomm_create, mpi_setup.c) X(Intercomm_merge, mpi_setup.c) X(Comm_create_group, mpi_setup.c)    \
+    CCS_MPI_FROM_GROUP(X) CCS_MPI_IDUP_WITH_INFO(X) CCS_MPI_PERSISTENT_APART(X)                           \
     X(Type_free, mpi_sig.c)                                                                                \
     X(Allreduce, mpi_wrap.c) X(Iallreduce, mpi_wrap.c)
 /* clang-format on */
 
 /* X(name, ...): every function of both lists. */
-#define CCS_MPI_FUNCS(X) CCS_MPI_APART(X) CCS_MPI_GENERATED(X)
+#define CCS_MPI_FUNCS(X) CCS_MPI_APART(X) CCS_MPI_GENERATED(X) CCS_MPI_PERSISTENT(X)
 
 /* Pointers to the real PMPI functions. */
 #define CCS_X(name, ...) extern CCS_HIDDEN __typeof__(PMPI_##name) *ccs_real_##name;
@@ -224,6 +331,89 @@ static inline void ccs_mpi_sig(int64_t count, MPI_Datatype dt, struct ccs_mpi_si
 
 /* Drops DT's cached signature (MPI_Type_free). */
 CCS_HIDDEN void ccs_mpi_sig_forget(MPI_Datatype dt);
+
+/* Tables from an MPI handle to what ccshim keeps about it (mpi_handles.c):
+ * the description of a persistent collective request, taken at its init
+ * and recorded at each start (ccs_mpi_requests), and the neighbour counts
+ * of a communicator with a topology (ccs_mpi_topos).  Open addressing on
+ * the handle's value: a lookup is lock-free and O(1) (no allocation, no
+ * system call: MPI_Start's hot path); insertion and removal (init,
+ * MPI_Request_free, communicator creation and MPI_Comm_free: slow paths)
+ * take a mutex.  A table that grows is copied and the copy published; the
+ * old array stays (it is never freed: a lookup racing the copy may still
+ * read it), so a lookup never reads freed memory. */
+struct ccs_mpi_pcoll {
+    struct ccs_call call; /* the record each start leaves, as its init described it */
+    struct ccs_comm *cm;  /* the communicator's entry at init */
+    uintptr_t comm;       /* its handle */
+};
+struct ccs_mpi_topo {
+    int32_t in, out; /* in- and out-degree of this rank (MPI_Dist_graph_neighbors_count; 2 ndims on a Cartesian) */
+};
+union ccs_mpi_hval {
+    struct ccs_mpi_pcoll pcoll;
+    struct ccs_mpi_topo topo;
+};
+struct ccs_mpi_hslot {
+    _Atomic uintptr_t key; /* the handle; 0 empty, 1 removed */
+    union ccs_mpi_hval v;  /* written before the key is published */
+};
+struct ccs_mpi_harr {
+    size_t mask;                /* slots - 1 */
+    struct ccs_mpi_harr *older; /* the array this one replaced (kept) */
+    struct ccs_mpi_hslot slot[];
+};
+struct ccs_mpi_htab {
+    _Atomic(struct ccs_mpi_harr *) arr;
+    size_t used, live; /* slots not empty, slots holding a handle (under the mutex) */
+    const char *what;  /* for the one log line when it cannot grow */
+    int logged;
+};
+extern CCS_HIDDEN struct ccs_mpi_htab ccs_mpi_requests, ccs_mpi_topos;
+
+/* A handle as a key: its bits (an int in MPICH, a pointer in Open MPI). */
+#define CCS_MPI_HKEY(h) ((uintptr_t)(h))
+
+/* KEY's first slot under MASK: the high half of a multiplicative hash. */
+static inline size_t ccs_mpi_hfirst(uintptr_t key, size_t mask)
+{
+    return (size_t)(((uint64_t)key * 0x9e3779b97f4a7c15ULL) >> 32) & mask;
+}
+
+/* The value of KEY in T, or NULL.  Hot path: lock-free. */
+static inline union ccs_mpi_hval *ccs_mpi_hget(struct ccs_mpi_htab *t, uintptr_t key)
+{
+    struct ccs_mpi_harr *a = atomic_load_explicit(&t->arr, memory_order_acquire);
+    if (CCS_UNLIKELY(a == NULL) || key < 2)
+        return NULL;
+    size_t i = ccs_mpi_hfirst(key, a->mask);
+    for (size_t n = 0; n <= a->mask; n++, i = (i + 1) & a->mask) {
+        uintptr_t k = atomic_load_explicit(&a->slot[i].key, memory_order_acquire);
+        if (k == key)
+            return &a->slot[i].v;
+        if (k == 0)
+            return NULL;
+    }
+    return NULL;
+}
+/* Sets KEY's value in T to *V (replacing a stale one).  0, or -1 when KEY
+ * cannot be a key or the table cannot grow (logged once). */
+CCS_HIDDEN int ccs_mpi_hput(struct ccs_mpi_htab *t, uintptr_t key, const union ccs_mpi_hval *v);
+/* Removes KEY from T (nothing when absent). */
+CCS_HIDDEN void ccs_mpi_hdel(struct ccs_mpi_htab *t, uintptr_t key);
+
+/* This rank's in- and out-degree in COMM's topology (0 and 0 without one),
+ * asked of the MPI once per communicator and kept in ccs_mpi_topos. */
+CCS_HIDDEN struct ccs_mpi_topo ccs_mpi_topo_slow(MPI_Comm comm);
+static inline struct ccs_mpi_topo ccs_mpi_topo(MPI_Comm comm)
+{
+    const union ccs_mpi_hval *v = ccs_mpi_hget(&ccs_mpi_topos, CCS_MPI_HKEY(comm));
+    return CCS_LIKELY(v != NULL) ? v->topo : ccs_mpi_topo_slow(comm);
+}
+
+/* After a persistent collective's init made *Q: keeps P (its description)
+ * for the request's starts (mpi_persist.c). */
+CCS_HIDDEN void ccs_mpi_persist_init(const MPI_Request *q, const struct ccs_mpi_pcoll *p);
 
 static inline int ccs_mpi_active(void)
 {

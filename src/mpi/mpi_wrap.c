@@ -27,6 +27,22 @@
 #define CALL_REAL(name, ...) (CCS_REAL(name) ? ccs_real_##name(__VA_ARGS__) : MPI_ERR_INTERN)
 #define INPLACE(sb) ((sb) == MPI_IN_PLACE ? CCS_F_IN_PLACE : 0)
 
+/* A flag beyond the record's eight (FLAGS is an unsigned, the record's a
+ * byte): the call is a persistent collective's init, to be described into
+ * the struct ccs_mpi_pcoll that RA then points to, and nothing recorded
+ * (mpi_persist.c records the description at each start).  A constant of
+ * the generated init wrappers only, so the test folds away in the rest. */
+#define CAPTURE 0x100u
+#define CAPTURED(flags) (((flags)&CAPTURE) != 0)
+
+CCS_INLINE struct ccs_record *capture(struct ccs_comm *cm, const struct ccs_call *c, void *ra)
+{
+    struct ccs_mpi_pcoll *p = ra;
+    p->call = *c;
+    p->cm = cm;
+    return NULL;
+}
+
 /* Starts the record of a call (ccs_call_begin_active: every caller is a
  * wrapper that found ccshim active): on a communicator entry the
  * wrapper already looked up (the kinds that also need its rank or size), or
@@ -46,7 +62,7 @@ CCS_INLINE struct ccs_record *record_begin_on(struct ccs_comm *cm, unsigned kind
                          .count = (uint64_t)count,
                          .bytes = bytes,
                          .buf = buf};
-    return ccs_call_begin_active(cm, &c, ra);
+    return CAPTURED(flags) ? capture(cm, &c, ra) : ccs_call_begin_active(cm, &c, ra);
 }
 
 /* The same with a type signature (ccs_mpi_sig) as what must agree. */
@@ -64,7 +80,7 @@ CCS_INLINE struct ccs_record *record_begin_sig(struct ccs_comm *cm, unsigned kin
                          .count = s->count,
                          .bytes = bytes,
                          .buf = buf};
-    return ccs_call_begin_active(cm, &c, ra);
+    return CAPTURED(flags) ? capture(cm, &c, ra) : ccs_call_begin_active(cm, &c, ra);
 }
 
 /* The common case of the reductions: what must agree is (N, DT) and the op
@@ -94,27 +110,38 @@ static inline uint64_t nbytes(int64_t count, MPI_Datatype dt)
     return ccs_mpi_bytes(count, dt, ccs_mpi_dtype(dt));
 }
 
+/* Entry I of the count array COUNTS: int, or MPI_Count when WIDE (the
+ * large-count _c variants); a negative one as 0.  WIDE is a constant of
+ * each describe function's caller, so the choice folds. */
+CCS_INLINE uint64_t count_at(const void *counts, int wide, int i)
+{
+    int64_t v = wide ? (int64_t)((const MPI_Count *)counts)[i] : (int64_t)((const int *)counts)[i];
+    return v > 0 ? (uint64_t)v : 0;
+}
+
 /* Sum of the N entries of COUNTS (v-variants; N from ccs_mpi_peers, or the
  * size for reduce_scatter). */
-static uint64_t sum_counts(int n, const int *counts)
+CCS_INLINE uint64_t sum_counts(int n, const void *counts, int wide)
 {
     uint64_t s = 0;
     if (!counts || n <= 0)
         return 0;
     for (int i = 0; i < n; i++)
-        s += counts[i] > 0 ? (uint64_t)counts[i] : 0;
+        s += count_at(counts, wide, i);
     return s;
 }
 
 /* Bytes this rank receives in an alltoallw (one datatype per peer, N peers). */
-static uint64_t recv_bytes_w(int n, const int *counts, const MPI_Datatype *types)
+CCS_INLINE uint64_t recv_bytes_w(int n, const void *counts, int wide, const MPI_Datatype *types)
 {
     uint64_t b = 0;
     if (!counts || !types || n <= 0)
         return 0;
-    for (int i = 0; i < n; i++)
-        if (counts[i] > 0)
-            b += nbytes(counts[i], types[i]);
+    for (int i = 0; i < n; i++) {
+        uint64_t c = count_at(counts, wide, i);
+        if (c)
+            b += nbytes((int64_t)c, types[i]);
+    }
     return b;
 }
 
@@ -145,7 +172,7 @@ static inline int my_rank(const struct ccs_comm *c)
 #define MPI_SHAPE_red_ARGS sb, rb, n, dt, op, comm
 /* Allreduce, Reduce_scatter_block, Scan, Exscan: (N, DT) and the op agree
  * on every member. */
-CCS_INLINE struct ccs_record *describe_red(unsigned kind, unsigned flags, const void *sb, void *rb, int n,
+CCS_INLINE struct ccs_record *describe_red(unsigned kind, unsigned flags, const void *sb, void *rb, int64_t n,
                                            MPI_Datatype dt, MPI_Op op, MPI_Comm comm, void *ra)
 {
     return record_begin_n(comm, kind, INPLACE(sb) | flags, n, dt, ccs_mpi_op(op), -1, rb, ra);
@@ -154,7 +181,7 @@ CCS_INLINE struct ccs_record *describe_red(unsigned kind, unsigned flags, const 
 #define MPI_SHAPE_red_root_PARAMS                                                                                  \
     const void *sb, void *rb, int n, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm
 #define MPI_SHAPE_red_root_ARGS sb, rb, n, dt, op, root, comm
-CCS_INLINE struct ccs_record *describe_red_root(unsigned kind, unsigned flags, const void *sb, void *rb, int n,
+CCS_INLINE struct ccs_record *describe_red_root(unsigned kind, unsigned flags, const void *sb, void *rb, int64_t n,
                                                 MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, void *ra)
 {
     if (ROOT_IGNORED(root))
@@ -170,18 +197,22 @@ CCS_INLINE struct ccs_record *describe_red_root(unsigned kind, unsigned flags, c
  * vector agrees.  Its length is the local group's size, on an
  * intercommunicator too (each group scatters the other's result among its
  * own members: MPI 4.0, 6.10). */
-CCS_INLINE struct ccs_record *describe_red_v(unsigned kind, unsigned flags, const void *sb, void *rb,
-                                             const int rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm, void *ra)
+CCS_INLINE struct ccs_record *red_v_of(int wide, unsigned kind, unsigned flags, const void *sb, void *rb,
+                                       const void *rc, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, void *ra)
 {
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     struct ccs_mpi_sig s;
-    ccs_mpi_sig((int64_t)sum_counts(cm ? cm->size : 0, rc), dt, &s);
+    ccs_mpi_sig((int64_t)sum_counts(cm ? cm->size : 0, rc, wide), dt, &s);
     return record_begin_sig(cm, kind, INPLACE(sb) | flags, &s, ccs_mpi_op(op), -1, rb, s.bytes, ra);
+}
+CCS_INLINE struct ccs_record *describe_red_v(unsigned kind, unsigned flags, MPI_SHAPE_red_v_PARAMS, void *ra)
+{
+    return red_v_of(0, kind, flags, MPI_SHAPE_red_v_ARGS, ra);
 }
 
 #define MPI_SHAPE_bcast_PARAMS void *buf, int n, MPI_Datatype dt, int root, MPI_Comm comm
 #define MPI_SHAPE_bcast_ARGS buf, n, dt, root, comm
-CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, unsigned flags, void *buf, int n, MPI_Datatype dt,
+CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, unsigned flags, void *buf, int64_t n, MPI_Datatype dt,
                                              int root, MPI_Comm comm, void *ra)
 {
     if (ROOT_IGNORED(root))
@@ -192,7 +223,7 @@ CCS_INLINE struct ccs_record *describe_bcast(unsigned kind, unsigned flags, void
 /* What this rank contributes to a gathering kind: with MPI_IN_PLACE the
  * receive side describes it (the send arguments are ignored), else the send
  * side (a non-root's receive arguments are ignored). */
-CCS_INLINE void contribution(const void *sb, int sc, MPI_Datatype sdt, int rc, MPI_Datatype rdt,
+CCS_INLINE void contribution(const void *sb, int64_t sc, MPI_Datatype sdt, int64_t rc, MPI_Datatype rdt,
                              struct ccs_mpi_sig *s)
 {
     if (sb == MPI_IN_PLACE)
@@ -206,8 +237,9 @@ CCS_INLINE void contribution(const void *sb, int sc, MPI_Datatype sdt, int rc, M
 #define MPI_SHAPE_coll_ARGS sb, sc, sdt, rb, rc, rdt, comm
 /* Allgather: this rank's contribution; Alltoall: what goes to each peer,
  * the bytes to all of them (the remote group on an intercommunicator). */
-CCS_INLINE struct ccs_record *describe_coll(unsigned kind, unsigned flags, const void *sb, int sc, MPI_Datatype sdt,
-                                            void *rb, int rc, MPI_Datatype rdt, MPI_Comm comm, void *ra)
+CCS_INLINE struct ccs_record *describe_coll(unsigned kind, unsigned flags, const void *sb, int64_t sc,
+                                            MPI_Datatype sdt, void *rb, int64_t rc, MPI_Datatype rdt, MPI_Comm comm,
+                                            void *ra)
 {
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     struct ccs_mpi_sig s;
@@ -225,8 +257,8 @@ CCS_INLINE struct ccs_record *describe_coll(unsigned kind, unsigned flags, const
  * intercommunicator the root (MPI_ROOT) contributes nothing: it records one
  * member's part as its side names it (a gather's receive side, a scatter's
  * send side) and the bytes of all of them; MPI_PROC_NULL records nothing. */
-CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, unsigned flags, const void *sb, int sc,
-                                                 MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt, int root,
+CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, unsigned flags, const void *sb, int64_t sc,
+                                                 MPI_Datatype sdt, void *rb, int64_t rc, MPI_Datatype rdt, int root,
                                                  MPI_Comm comm, void *ra)
 {
     struct ccs_mpi_sig s;
@@ -264,18 +296,23 @@ CCS_INLINE struct ccs_record *describe_coll_root(unsigned kind, unsigned flags, 
  * not; on an intercommunicator, the whole of the remote group: recvcounts
  * has its size); the send arguments are ignored with MPI_IN_PLACE (not
  * allowed on an intercommunicator: its own count is not looked for there). */
-CCS_INLINE struct ccs_record *describe_allgatherv(unsigned kind, unsigned flags, const void *sb, int sc,
-                                                  MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
-                                                  MPI_Datatype rdt, MPI_Comm comm, void *ra)
+CCS_INLINE struct ccs_record *allgatherv_of(int wide, unsigned kind, unsigned flags, const void *sb, int64_t sc,
+                                            MPI_Datatype sdt, void *rb, const void *rc, MPI_Datatype rdt,
+                                            MPI_Comm comm, void *ra)
 {
-    (void)dis;
     struct ccs_comm *cm = ccs_mpi_comm(comm);
     int peers = ccs_mpi_peers(cm), me = my_rank(cm);
-    int n = sb == MPI_IN_PLACE ? (rc && me >= 0 && me < peers ? rc[me] : 0) : sc;
+    int64_t n = sb == MPI_IN_PLACE ? (rc && me >= 0 && me < peers ? (int64_t)count_at(rc, wide, me) : 0) : sc;
     MPI_Datatype t = sb == MPI_IN_PLACE ? rdt : sdt;
     struct ccs_mpi_sig s;
-    ccs_mpi_sig((int64_t)sum_counts(peers, rc), rdt, &s);
+    ccs_mpi_sig((int64_t)sum_counts(peers, rc, wide), rdt, &s);
     return record_begin_sig(cm, kind, INPLACE(sb) | flags, &s, CCS_OP_NONE, -1, rb, nbytes(n, t), ra);
+}
+CCS_INLINE struct ccs_record *describe_allgatherv(unsigned kind, unsigned flags, MPI_SHAPE_allgatherv_PARAMS,
+                                                  void *ra)
+{
+    (void)dis;
+    return allgatherv_of(0, kind, flags, sb, sc, sdt, rb, rc, rdt, comm, ra);
 }
 
 /* Gatherv and Scatterv, mirror images of each other: only the root agrees.
@@ -286,8 +323,8 @@ CCS_INLINE struct ccs_record *describe_allgatherv(unsigned kind, unsigned flags,
  * On an intercommunicator the root (MPI_ROOT) moves the whole vector (COUNTS
  * has the remote group's size; the other side is ignored) and
  * MPI_PROC_NULL nothing (every argument ignored). */
-CCS_INLINE struct ccs_record *describe_rooted_v(unsigned kind, unsigned flags, const void *in_place_side,
-                                                const int counts[], MPI_Datatype vdt, int n, MPI_Datatype dt,
+CCS_INLINE struct ccs_record *describe_rooted_v(int wide, unsigned kind, unsigned flags, const void *in_place_side,
+                                                const void *counts, MPI_Datatype vdt, int64_t n, MPI_Datatype dt,
                                                 int root, void *rb, MPI_Comm comm, void *ra)
 {
     struct ccs_comm *cm = ccs_mpi_comm(comm);
@@ -295,12 +332,12 @@ CCS_INLINE struct ccs_record *describe_rooted_v(unsigned kind, unsigned flags, c
     if (ROOT_IGNORED(root))
         return record_begin_on(cm, kind, flags, 0, MPI_DATATYPE_NULL, CCS_OP_NONE, root, NULL, 0, ra);
     if (ROOT_INTER(root)) {
-        ccs_mpi_sig((int64_t)sum_counts(ccs_mpi_peers(cm), counts), vdt, &s);
+        ccs_mpi_sig((int64_t)sum_counts(ccs_mpi_peers(cm), counts, wide), vdt, &s);
         return record_begin_sig(cm, kind, flags, &s, CCS_OP_NONE, root, rb, s.bytes, ra);
     }
     int in_place = in_place_side == MPI_IN_PLACE;
     if (in_place)
-        ccs_mpi_sig((int64_t)sum_counts(ccs_mpi_peers(cm), counts), vdt, &s);
+        ccs_mpi_sig((int64_t)sum_counts(ccs_mpi_peers(cm), counts, wide), vdt, &s);
     else
         ccs_mpi_sig(n, dt, &s);
     return record_begin_sig(cm, kind, INPLACE(in_place_side) | flags, &s, CCS_OP_NONE, root, rb,
@@ -311,24 +348,20 @@ CCS_INLINE struct ccs_record *describe_rooted_v(unsigned kind, unsigned flags, c
     const void *sb, int sc, MPI_Datatype sdt, void *rb, const int rc[], const int dis[], MPI_Datatype rdt,         \
         int root, MPI_Comm comm
 #define MPI_SHAPE_gatherv_ARGS sb, sc, sdt, rb, rc, dis, rdt, root, comm
-CCS_INLINE struct ccs_record *describe_gatherv(unsigned kind, unsigned flags, const void *sb, int sc,
-                                               MPI_Datatype sdt, void *rb, const int rc[], const int dis[],
-                                               MPI_Datatype rdt, int root, MPI_Comm comm, void *ra)
+CCS_INLINE struct ccs_record *describe_gatherv(unsigned kind, unsigned flags, MPI_SHAPE_gatherv_PARAMS, void *ra)
 {
     (void)dis;
-    return describe_rooted_v(kind, flags, sb, rc, rdt, sc, sdt, root, rb, comm, ra);
+    return describe_rooted_v(0, kind, flags, sb, rc, rdt, sc, sdt, root, rb, comm, ra);
 }
 
 #define MPI_SHAPE_scatterv_PARAMS                                                                                  \
     const void *sb, const int sc[], const int dis[], MPI_Datatype sdt, void *rb, int rc, MPI_Datatype rdt,         \
         int root, MPI_Comm comm
 #define MPI_SHAPE_scatterv_ARGS sb, sc, dis, sdt, rb, rc, rdt, root, comm
-CCS_INLINE struct ccs_record *describe_scatterv(unsigned kind, unsigned flags, const void *sb, const int sc[],
-                                                const int dis[], MPI_Datatype sdt, void *rb, int rc,
-                                                MPI_Datatype rdt, int root, MPI_Comm comm, void *ra)
+CCS_INLINE struct ccs_record *describe_scatterv(unsigned kind, unsigned flags, MPI_SHAPE_scatterv_PARAMS, void *ra)
 {
     (void)sb, (void)dis;
-    return describe_rooted_v(kind, flags, rb, sc, sdt, rc, rdt, root, rb, comm, ra);
+    return describe_rooted_v(0, kind, flags, rb, sc, sdt, rc, rdt, root, rb, comm, ra);
 }
 
 #define MPI_SHAPE_alltoallv_PARAMS                                                                                 \
@@ -338,15 +371,19 @@ CCS_INLINE struct ccs_record *describe_scatterv(unsigned kind, unsigned flags, c
 /* Per-peer counts and types may differ on every pair: only the kind
  * agrees; the record shows what this rank receives (from each member of the
  * remote group on an intercommunicator). */
-CCS_INLINE struct ccs_record *describe_alltoallv(unsigned kind, unsigned flags, const void *sb, const int sc[],
-                                                 const int sd[], MPI_Datatype sdt, void *rb, const int rc[],
-                                                 const int rd[], MPI_Datatype rdt, MPI_Comm comm, void *ra)
+CCS_INLINE struct ccs_record *alltoallv_of(int wide, unsigned kind, unsigned flags, const void *sb, void *rb,
+                                           const void *rc, MPI_Datatype rdt, MPI_Comm comm, void *ra)
 {
-    (void)sc, (void)sd, (void)sdt, (void)rd;
     struct ccs_comm *cm = ccs_mpi_comm(comm);
-    uint64_t total = sum_counts(ccs_mpi_peers(cm), rc);
+    uint64_t total = sum_counts(ccs_mpi_peers(cm), rc, wide);
     return record_begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)total, rdt, CCS_OP_NONE, -1, rb,
                            nbytes((int64_t)total, rdt), ra);
+}
+CCS_INLINE struct ccs_record *describe_alltoallv(unsigned kind, unsigned flags, MPI_SHAPE_alltoallv_PARAMS,
+                                                 void *ra)
+{
+    (void)sc, (void)sd, (void)sdt, (void)rd;
+    return alltoallv_of(0, kind, flags, sb, rb, rc, rdt, comm, ra);
 }
 
 #define MPI_SHAPE_alltoallw_PARAMS                                                                                 \
@@ -356,14 +393,18 @@ CCS_INLINE struct ccs_record *describe_alltoallv(unsigned kind, unsigned flags, 
 /* Alltoallw: per-peer counts and datatypes may differ on every pair, so
  * only the kind agrees; the record shows the bytes this rank receives, as
  * a count of MPI_BYTE. */
-CCS_INLINE struct ccs_record *describe_alltoallw(unsigned kind, unsigned flags, const void *sb, const int sc[],
-                                                 const int sd[], const MPI_Datatype st[], void *rb, const int rc[],
-                                                 const int rd[], const MPI_Datatype rt[], MPI_Comm comm, void *ra)
+CCS_INLINE struct ccs_record *alltoallw_of(int wide, unsigned kind, unsigned flags, const void *sb, void *rb,
+                                           const void *rc, const MPI_Datatype rt[], MPI_Comm comm, void *ra)
+{
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    uint64_t b = recv_bytes_w(ccs_mpi_peers(cm), rc, wide, rt);
+    return record_begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)b, MPI_BYTE, CCS_OP_NONE, -1, rb, b, ra);
+}
+CCS_INLINE struct ccs_record *describe_alltoallw(unsigned kind, unsigned flags, MPI_SHAPE_alltoallw_PARAMS,
+                                                 void *ra)
 {
     (void)sc, (void)sd, (void)st, (void)rd;
-    struct ccs_comm *cm = ccs_mpi_comm(comm);
-    uint64_t b = recv_bytes_w(ccs_mpi_peers(cm), rc, rt);
-    return record_begin_on(cm, kind, INPLACE(sb) | flags, (int64_t)b, MPI_BYTE, CCS_OP_NONE, -1, rb, b, ra);
+    return alltoallw_of(0, kind, flags, sb, rb, rc, rt, comm, ra);
 }
 
 #define MPI_SHAPE_barrier_PARAMS MPI_Comm comm
@@ -372,6 +413,179 @@ CCS_INLINE struct ccs_record *describe_barrier(unsigned kind, unsigned flags, MP
 {
     return record_begin(comm, kind, flags, 0, MPI_DATATYPE_NULL, -1, NULL, 0, ra);
 }
+
+/* Neighbourhood collectives (MPI 4.0, 8.6): a rank exchanges with its
+ * neighbours in the communicator's topology only, and what it passes has
+ * to match its neighbours' alone, which may differ from one neighbourhood
+ * to the next; so their fingerprint holds the kind alone (ccs_kinds.h) and
+ * what is recorded here is this rank's own side, for the audit: what it
+ * sends each out-neighbour (allgather, alltoall: the bytes to all of them)
+ * or gives (allgatherv), what it receives from its in-neighbours (alltoallv;
+ * alltoallw as bytes).  The degrees come from ccs_mpi_topo (asked of the
+ * MPI once per communicator).  MPI_IN_PLACE is not allowed here. */
+#define MPI_SHAPE_nbr_PARAMS MPI_SHAPE_coll_PARAMS
+#define MPI_SHAPE_nbr_ARGS MPI_SHAPE_coll_ARGS
+CCS_INLINE struct ccs_record *describe_nbr(unsigned kind, unsigned flags, const void *sb, int64_t sc,
+                                           MPI_Datatype sdt, void *rb, int64_t rc, MPI_Datatype rdt, MPI_Comm comm,
+                                           void *ra)
+{
+    (void)sb, (void)rc, (void)rdt;
+    struct ccs_comm *cm = ccs_mpi_comm(comm);
+    struct ccs_mpi_sig s;
+    ccs_mpi_sig(sc, sdt, &s);
+    uint64_t bytes = kind == CCS_KIND_NEIGHBOR_ALLTOALL ? s.bytes * (uint64_t)ccs_mpi_topo(comm).out : s.bytes;
+    return record_begin_sig(cm, kind, flags, &s, CCS_OP_NONE, -1, rb, bytes, ra);
+}
+
+/* Neighbor_allgatherv: this rank's part (int or MPI_Count arrays alike:
+ * only the scalars are read). */
+#define MPI_SHAPE_nbr_v_PARAMS MPI_SHAPE_allgatherv_PARAMS
+#define MPI_SHAPE_nbr_v_ARGS MPI_SHAPE_allgatherv_ARGS
+CCS_INLINE struct ccs_record *describe_nbr_v(unsigned kind, unsigned flags, const void *sb, int64_t sc,
+                                             MPI_Datatype sdt, void *rb, const void *rc, const void *dis,
+                                             MPI_Datatype rdt, MPI_Comm comm, void *ra)
+{
+    (void)sb, (void)rc, (void)dis, (void)rdt;
+    struct ccs_mpi_sig s;
+    ccs_mpi_sig(sc, sdt, &s);
+    return record_begin_sig(ccs_mpi_comm(comm), kind, flags, &s, CCS_OP_NONE, -1, rb, s.bytes, ra);
+}
+
+CCS_INLINE struct ccs_record *nbr_vv_of(int wide, unsigned kind, unsigned flags, void *rb, const void *rc,
+                                        MPI_Datatype rdt, MPI_Comm comm, void *ra)
+{
+    uint64_t total = sum_counts(ccs_mpi_topo(comm).in, rc, wide);
+    return record_begin_on(ccs_mpi_comm(comm), kind, flags, (int64_t)total, rdt, CCS_OP_NONE, -1, rb,
+                           nbytes((int64_t)total, rdt), ra);
+}
+#define MPI_SHAPE_nbr_vv_PARAMS MPI_SHAPE_alltoallv_PARAMS
+#define MPI_SHAPE_nbr_vv_ARGS MPI_SHAPE_alltoallv_ARGS
+CCS_INLINE struct ccs_record *describe_nbr_vv(unsigned kind, unsigned flags, MPI_SHAPE_nbr_vv_PARAMS, void *ra)
+{
+    (void)sb, (void)sc, (void)sd, (void)sdt, (void)rd;
+    return nbr_vv_of(0, kind, flags, rb, rc, rdt, comm, ra);
+}
+
+CCS_INLINE struct ccs_record *nbr_w_of(int wide, unsigned kind, unsigned flags, void *rb, const void *rc,
+                                       const MPI_Datatype rt[], MPI_Comm comm, void *ra)
+{
+    uint64_t b = recv_bytes_w(ccs_mpi_topo(comm).in, rc, wide, rt);
+    return record_begin_on(ccs_mpi_comm(comm), kind, flags, (int64_t)b, MPI_BYTE, CCS_OP_NONE, -1, rb, b, ra);
+}
+#define MPI_SHAPE_nbr_w_PARAMS                                                                                     \
+    const void *sb, const int sc[], const MPI_Aint sd[], const MPI_Datatype st[], void *rb, const int rc[],        \
+        const MPI_Aint rd[], const MPI_Datatype rt[], MPI_Comm comm
+#define MPI_SHAPE_nbr_w_ARGS sb, sc, sd, st, rb, rc, rd, rt, comm
+CCS_INLINE struct ccs_record *describe_nbr_w(unsigned kind, unsigned flags, MPI_SHAPE_nbr_w_PARAMS, void *ra)
+{
+    (void)sb, (void)sc, (void)sd, (void)st, (void)rd;
+    return nbr_w_of(0, kind, flags, rb, rc, rt, comm, ra);
+}
+
+/* ------------------------------------------- shapes: large-count (_c) */
+
+/* MPI-4's _c variants take MPI_Count counts and MPI_Aint displacements:
+ * the same descriptions, with the arrays read as MPI_Count (the *_of
+ * functions' WIDE). */
+#ifdef HAVE_MPI_LARGE_COUNT
+#define MPI_SHAPE_red_c_PARAMS const void *sb, void *rb, MPI_Count n, MPI_Datatype dt, MPI_Op op, MPI_Comm comm
+#define MPI_SHAPE_red_c_ARGS MPI_SHAPE_red_ARGS
+#define describe_red_c describe_red
+#define MPI_SHAPE_red_root_c_PARAMS                                                                                \
+    const void *sb, void *rb, MPI_Count n, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm
+#define MPI_SHAPE_red_root_c_ARGS MPI_SHAPE_red_root_ARGS
+#define describe_red_root_c describe_red_root
+#define MPI_SHAPE_bcast_c_PARAMS void *buf, MPI_Count n, MPI_Datatype dt, int root, MPI_Comm comm
+#define MPI_SHAPE_bcast_c_ARGS MPI_SHAPE_bcast_ARGS
+#define describe_bcast_c describe_bcast
+#define MPI_SHAPE_coll_c_PARAMS                                                                                    \
+    const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, MPI_Count rc, MPI_Datatype rdt, MPI_Comm comm
+#define MPI_SHAPE_coll_c_ARGS MPI_SHAPE_coll_ARGS
+#define describe_coll_c describe_coll
+#define MPI_SHAPE_nbr_c_PARAMS MPI_SHAPE_coll_c_PARAMS
+#define MPI_SHAPE_nbr_c_ARGS MPI_SHAPE_coll_ARGS
+#define describe_nbr_c describe_nbr
+#define MPI_SHAPE_coll_root_c_PARAMS                                                                               \
+    const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, MPI_Count rc, MPI_Datatype rdt, int root,            \
+        MPI_Comm comm
+#define MPI_SHAPE_coll_root_c_ARGS MPI_SHAPE_coll_root_ARGS
+#define describe_coll_root_c describe_coll_root
+
+#define MPI_SHAPE_red_v_c_PARAMS                                                                                   \
+    const void *sb, void *rb, const MPI_Count rc[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm
+#define MPI_SHAPE_red_v_c_ARGS MPI_SHAPE_red_v_ARGS
+CCS_INLINE struct ccs_record *describe_red_v_c(unsigned kind, unsigned flags, MPI_SHAPE_red_v_c_PARAMS, void *ra)
+{
+    return red_v_of(1, kind, flags, MPI_SHAPE_red_v_ARGS, ra);
+}
+#define MPI_SHAPE_allgatherv_c_PARAMS                                                                              \
+    const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, const MPI_Count rc[], const MPI_Aint dis[],          \
+        MPI_Datatype rdt, MPI_Comm comm
+#define MPI_SHAPE_allgatherv_c_ARGS MPI_SHAPE_allgatherv_ARGS
+CCS_INLINE struct ccs_record *describe_allgatherv_c(unsigned kind, unsigned flags, MPI_SHAPE_allgatherv_c_PARAMS,
+                                                    void *ra)
+{
+    (void)dis;
+    return allgatherv_of(1, kind, flags, sb, sc, sdt, rb, rc, rdt, comm, ra);
+}
+#define MPI_SHAPE_nbr_v_c_PARAMS MPI_SHAPE_allgatherv_c_PARAMS
+#define MPI_SHAPE_nbr_v_c_ARGS MPI_SHAPE_allgatherv_ARGS
+#define describe_nbr_v_c describe_nbr_v
+#define MPI_SHAPE_gatherv_c_PARAMS                                                                                 \
+    const void *sb, MPI_Count sc, MPI_Datatype sdt, void *rb, const MPI_Count rc[], const MPI_Aint dis[],          \
+        MPI_Datatype rdt, int root, MPI_Comm comm
+#define MPI_SHAPE_gatherv_c_ARGS MPI_SHAPE_gatherv_ARGS
+CCS_INLINE struct ccs_record *describe_gatherv_c(unsigned kind, unsigned flags, MPI_SHAPE_gatherv_c_PARAMS,
+                                                 void *ra)
+{
+    (void)dis;
+    return describe_rooted_v(1, kind, flags, sb, rc, rdt, sc, sdt, root, rb, comm, ra);
+}
+#define MPI_SHAPE_scatterv_c_PARAMS                                                                                \
+    const void *sb, const MPI_Count sc[], const MPI_Aint dis[], MPI_Datatype sdt, void *rb, MPI_Count rc,          \
+        MPI_Datatype rdt, int root, MPI_Comm comm
+#define MPI_SHAPE_scatterv_c_ARGS MPI_SHAPE_scatterv_ARGS
+CCS_INLINE struct ccs_record *describe_scatterv_c(unsigned kind, unsigned flags, MPI_SHAPE_scatterv_c_PARAMS,
+                                                  void *ra)
+{
+    (void)sb, (void)dis;
+    return describe_rooted_v(1, kind, flags, rb, sc, sdt, rc, rdt, root, rb, comm, ra);
+}
+#define MPI_SHAPE_alltoallv_c_PARAMS                                                                               \
+    const void *sb, const MPI_Count sc[], const MPI_Aint sd[], MPI_Datatype sdt, void *rb, const MPI_Count rc[],   \
+        const MPI_Aint rd[], MPI_Datatype rdt, MPI_Comm comm
+#define MPI_SHAPE_alltoallv_c_ARGS MPI_SHAPE_alltoallv_ARGS
+CCS_INLINE struct ccs_record *describe_alltoallv_c(unsigned kind, unsigned flags, MPI_SHAPE_alltoallv_c_PARAMS,
+                                                   void *ra)
+{
+    (void)sc, (void)sd, (void)sdt, (void)rd;
+    return alltoallv_of(1, kind, flags, sb, rb, rc, rdt, comm, ra);
+}
+#define MPI_SHAPE_nbr_vv_c_PARAMS MPI_SHAPE_alltoallv_c_PARAMS
+#define MPI_SHAPE_nbr_vv_c_ARGS MPI_SHAPE_alltoallv_ARGS
+CCS_INLINE struct ccs_record *describe_nbr_vv_c(unsigned kind, unsigned flags, MPI_SHAPE_nbr_vv_c_PARAMS, void *ra)
+{
+    (void)sb, (void)sc, (void)sd, (void)sdt, (void)rd;
+    return nbr_vv_of(1, kind, flags, rb, rc, rdt, comm, ra);
+}
+#define MPI_SHAPE_alltoallw_c_PARAMS                                                                               \
+    const void *sb, const MPI_Count sc[], const MPI_Aint sd[], const MPI_Datatype st[], void *rb,                  \
+        const MPI_Count rc[], const MPI_Aint rd[], const MPI_Datatype rt[], MPI_Comm comm
+#define MPI_SHAPE_alltoallw_c_ARGS MPI_SHAPE_alltoallw_ARGS
+CCS_INLINE struct ccs_record *describe_alltoallw_c(unsigned kind, unsigned flags, MPI_SHAPE_alltoallw_c_PARAMS,
+                                                   void *ra)
+{
+    (void)sc, (void)sd, (void)st, (void)rd;
+    return alltoallw_of(1, kind, flags, sb, rb, rc, rt, comm, ra);
+}
+#define MPI_SHAPE_nbr_w_c_PARAMS MPI_SHAPE_alltoallw_c_PARAMS
+#define MPI_SHAPE_nbr_w_c_ARGS MPI_SHAPE_alltoallw_ARGS
+CCS_INLINE struct ccs_record *describe_nbr_w_c(unsigned kind, unsigned flags, MPI_SHAPE_nbr_w_c_PARAMS, void *ra)
+{
+    (void)sb, (void)sc, (void)sd, (void)st, (void)rd;
+    return nbr_w_of(1, kind, flags, rb, rc, rt, comm, ra);
+}
+#endif
 
 /* Point-to-point: the peer in the root field, the bytes of this side. */
 #define MPI_SHAPE_send_PARAMS const void *buf, int n, MPI_Datatype dt, int peer, int tag, MPI_Comm comm
@@ -426,6 +640,32 @@ CCS_INLINE struct ccs_record *describe_sendrecv(unsigned kind, unsigned flags, c
                   MPI_SHAPE_##shape##_ARGS MPI_TAIL_##tail##_ARGS)
 CCS_MPI_GENERATED(GENERATE)
 #undef GENERATE
+
+/* A persistent collective's init (CCS_MPI_PERSISTENT): the call members
+ * match, in the order of their inits (MPI 4.0, 6.13: the inits follow the
+ * ordering rules of collectives; the starts of different requests may come
+ * in any order on different members, MPICH's coll/p_order test).  So the
+ * init is recorded on the collective sequence as its nonblocking twin would
+ * be, and the description kept for the request's starts (mpi_persist.c),
+ * which are counted off the sequence. */
+#define GENERATE_INIT(name, shape, kind)                                                                           \
+    CCS_INLINE int w_##name(MPI_SHAPE_##shape##_PARAMS, MPI_Info info, MPI_Request *q, void *ra)                   \
+    {                                                                                                              \
+        if (!ccs_mpi_active())                                                                                     \
+            return CALL_REAL(name, MPI_SHAPE_##shape##_ARGS, info, q);                                             \
+        struct ccs_mpi_pcoll p = {.comm = CCS_MPI_HKEY(comm)};                                                     \
+        describe_##shape(CCS_KIND_##kind, CCS_F_NONBLOCKING | CAPTURE, MPI_SHAPE_##shape##_ARGS, &p);              \
+        struct ccs_record *r = ccs_call_begin_active(p.cm, &p.call, ra);                                           \
+        int ret = CALL_REAL(name, MPI_SHAPE_##shape##_ARGS, info, q);                                              \
+        ccs_call_end(r, ret != MPI_SUCCESS);                                                                       \
+        if (ret == MPI_SUCCESS)                                                                                    \
+            ccs_mpi_persist_init(q, &p);                                                                           \
+        return ret;                                                                                                \
+    }                                                                                                              \
+    CCS_MPI_ENTRY(name, (MPI_SHAPE_##shape##_PARAMS, MPI_Info info, MPI_Request * q), MPI_SHAPE_##shape##_ARGS,    \
+                  info, q)
+CCS_MPI_PERSISTENT(GENERATE_INIT)
+#undef GENERATE_INIT
 
 /* ------------------------------------------- apart: MPI_Allreduce, Iallreduce */
 

@@ -2,8 +2,9 @@
 # audit-comms.sh - what ccshim-audit says about communicators, on a real
 # 2-rank MPI run of tests/audit/comms.c: a freed duplicate's comm_free closes
 # its call pattern (its record has no sequence number, it came last); a
-# communicator made by a call ccshim does not intercept (MPI_Cart_create) is
-# "not seen created", not a rank that skipped calls; point-to-point calls
+# Cartesian communicator is seen created (comm_cart); one made by a call
+# ccshim does not intercept (the MPI library's own PMPI_Comm_dup, looked up
+# in it) is "not seen created", not a rank that skipped calls; point-to-point calls
 # that differ by rank by design mark no row as differing, so the rows agree
 # with "findings (0)" below them.  The same on synthetic traces: the rows
 # marked ! are exactly the rank-mismatch finding's.
@@ -21,7 +22,8 @@ tap_eq "synthetic desync: one row marked ! (rank 2, step 1: 3 all-reduces), one 
 
 if ! ccs_have_mpi || [ -z "${MPICC:-}" ] || ! command -v "$MPICC" > /dev/null 2>&1; then
     for t in "comms.c built and run on 2 ranks" "comm_free closes the duplicate's pattern" \
-        "Cart communicator: not seen created, twice (one id per rank)" "--json: created_by null for them" \
+        "a communicator made behind ccshim's back: not seen created, twice (one id per rank)" \
+        "--json: created_by null for them, comm_dup for the duplicate, comm_cart for the Cartesian one" \
         "no row marked ! and no 'made none' line" "findings (0) and the all-clear, consistent with the rows" \
         "the send and receive rows are there, unmarked" \
         "a bit flipped in a real trace's header rank: damaged, both ranks named"; do
@@ -37,10 +39,10 @@ tap_eq "comms.c built and run on 2 ranks" 0 $?
 "$CCSHIM_AUDIT" --json "$D/t" > "$D/t.json" 2> /dev/null
 tap_eq "comm_free closes the duplicate's pattern" \
     "    pattern (rank 0): allreduce 64 B @buf0 x2, comm_free 0 B" "$(grep '^    pattern (rank 0): allreduce 64 B' "$D/t.txt")"
-tap_eq "Cart communicator: not seen created, twice (one id per rank)" 2 \
+tap_eq "a communicator made behind ccshim's back: not seen created, twice (one id per rank)" 2 \
     "$(grep -c '^  comm [0-9a-f]\{16\} (mpi, 2 ranks, not seen created: one rank.s calls, under its own id)$' "$D/t.txt")"
-tap_eq "--json: created_by null for them, comm_dup for the duplicate" "2 1" \
-    "$(json_q "$D/t.json" 'sum(1 for c in d["comms"] if c["created_by"] is None)') $(json_q "$D/t.json" 'sum(1 for c in d["comms"] if c["created_by"] == "comm_dup")')"
+tap_eq "--json: created_by null for them, comm_dup for the duplicate, comm_cart for the Cartesian one" "2 1 1" \
+    "$(json_q "$D/t.json" 'sum(1 for c in d["comms"] if c["created_by"] is None)') $(json_q "$D/t.json" 'sum(1 for c in d["comms"] if c["created_by"] == "comm_dup")') $(json_q "$D/t.json" 'sum(1 for c in d["comms"] if c["created_by"] == "comm_cart")')"
 tap_eq "no row marked ! and no 'made none' line" 0 "$(grep -c '^  !' "$D/t.txt")"
 tap_eq "findings (0) and the all-clear, consistent with the rows" "1 1" \
     "$(grep -c '^findings (0)$' "$D/t.txt") $(grep -c '^  none: every rank made the same calls' "$D/t.txt")"

@@ -7,7 +7,7 @@ INTEGRATION_TESTS += tests/integration/mpi-apps.sh
 EXTRA_DIST += tests/integration/apps/in.lj tests/integration/apps/hpccinf.txt
 TESTS += $(INTEGRATION_TESTS)
 dist_check_SCRIPTS += $(INTEGRATION_TESTS)
-EXTRA_DIST += tests/integration/symbols-api.txt tests/integration/symbols-mpi.txt tests/integration/symbols-nccl.txt
+EXTRA_DIST += tests/integration/symbols-api.txt tests/integration/symbols-mpi.txt tests/integration/symbols-mpi4.txt tests/integration/symbols-nccl.txt
 check_PROGRAMS += tests/integration/lifecycle
 tests_integration_lifecycle_SOURCES = tests/integration/lifecycle.c
 if HAVE_MPI
