@@ -126,6 +126,25 @@ _averaged_values = [0, 0]  # values and bytes _average_grads all-reduced, since 
 _unreached_done = None
 
 
+def _foreign_wait(group, world):
+    """When GROUP's backend is one ccshim does not intercept (gloo): says
+    (ccshim_foreign_begin) that this rank waits in the helper's own
+    all-reduce, and returns ccshim_foreign_end; else None."""
+    begin, end = ccshim_lib.function("ccshim_foreign_begin"), ccshim_lib.function("ccshim_foreign_end")
+    if begin is None or end is None:
+        return None
+    try:
+        import torch.distributed as dist
+        name = uncovered_backend(dist.get_backend(group))
+    except Exception:
+        return None
+    if name is None:
+        return None
+    begin(("torch.distributed.all_reduce (%s): ccshim_torch averaging the gradients" % name)
+          .encode("ascii", "replace"), world)
+    return end
+
+
 def _average_grads(group, params):
     """Averages the floating-point .grad of PARAMS over GROUP; returns how many."""
     import torch
@@ -147,11 +166,17 @@ def _average_grads(group, params):
         flat = _flatten_dense_tensors(grads)
         _averaged_values[0] += flat.numel()
         _averaged_values[1] += flat.numel() * flat.element_size()
+        # Issued async, so ccshim_sites does not name it: the wait is named
+        # here, so that a rank left in it is not taken for one computing.
+        end = _foreign_wait(group, world)
         try:
             work = dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True)
             work.wait()
         except RuntimeError as e:  # a timeout: another rank is not repairing
             raise _CollectiveFailed(e)
+        finally:
+            if end is not None:
+                end()
         flat.div_(world)
         # Keep the flat buffer and the work referenced from Python until a
         # later repair: gloo's worker may drop its own references after the
