@@ -89,6 +89,20 @@ static int alike(const struct bnd *b, size_t k, long at_count)
     return at_count >= 0 && b->count[k] == at_count;
 }
 
+/* M, in the step of the ranks at the boundary, has been blocked for the
+ * whole block threshold in a call they have not issued.  A member that
+ * ended the step alike with them and left the boundary is blocked there
+ * only until they leave it too (the agreement is mutual: they join it well
+ * within block_ms).  So the same count of backward passes is a coincidence
+ * of the moment (issue 41: a rank with a plain loss at the boundary after
+ * its 2 forwards, one with a cached loss blocked in the reduction of its
+ * 2nd mini-batch), and M waits for them: a DESYNC, not a rank running. */
+static int blocked_past(const struct ctx *c, const struct bnd *b, const struct ent *m)
+{
+    return b->units && c->be[m->wrank] == m->e && m->e->blocked.seq > b->min_issued &&
+           c->v->st[m->wrank]->step == b->s && m->e->blocked_ms >= c->t->block_ms;
+}
+
 static void boundary_classify(struct ctx *c, struct grp *g, struct bnd *b)
 {
     long at_count = -2;
@@ -132,7 +146,7 @@ static void boundary_classify(struct ctx *c, struct grp *g, struct bnd *b)
             b->dead += c->v->dead && c->v->dead[m->wrank];
         } else if (ccs_dsx_rules_at_boundary(c, m, &ms) && ms == b->s) {
             b->what[k] = B_AT;
-        } else if (alike(b, k, at_count)) {
+        } else if (alike(b, k, at_count) && !blocked_past(c, b, m)) {
             /* It ended the step with the same count: the two agreed, and the
              * rank still shown at the boundary has not published its leaving
              * yet (statuses are not one instant). */

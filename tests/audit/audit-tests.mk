@@ -22,7 +22,8 @@ AUDIT_TESTS = \
 	tests/audit/audit-allclear.sh \
 	tests/audit/audit-comms.sh \
 	tests/audit/audit-hang.sh \
-	tests/audit/audit-time.sh
+	tests/audit/audit-time.sh \
+	tests/audit/audit-steps.sh
 TESTS += $(AUDIT_TESTS)
 dist_check_SCRIPTS += $(AUDIT_TESTS)
 EXTRA_DIST += tests/audit/check_chrome.py tests/audit/sites.c tests/audit/comms.c

@@ -45,7 +45,7 @@ static int usage(void)
     fputs("usage: mktrace [--ranks N] [--steps S] [--buckets SIZE,SIZE...] [--micro K] [--no-allgather]\n"
           "               [--deferred] [--no-markers] [--head H] [--desync RANK:STEP] [--no-end RANK]\n"
           "               [--silent RANK|all] [--deferred-from STEP] [--late-sites] [--late RANK:NS]\n"
-          "               [--hang RANK]\n"
+          "               [--hang RANK] [--unmarked RANK] [--micro-of RANK:K]\n"
           "               [--cut RANK:BYTES] [--dropped N] [--reports] [--job J] [--host H]\n"
           "               [--dtype int32|int64|uint8|float16|bfloat16|float32|float64]\n"
           "               [--op sum|avg|max|min|prod] [--alias SIZE] [--rebuild] OUTDIR\n"
@@ -135,6 +135,13 @@ static int apply_option(struct tg_opts *o, int c, char *arg, const char **broken
     case 'g':
         o->hang_rank = atoi(arg);
         break;
+    case 'U':
+        o->unmarked_rank = atoi(arg);
+        break;
+    case 'k':
+        if (sscanf(arg, "%d:%d", &o->micro_rank, &o->micro_of) != 2 || o->micro_of < 1)
+            return usage();
+        break;
     case 'l':
         if (sscanf(arg, "%d:%" SCNu64, &o->late_rank, &o->late_ns) != 2)
             return usage();
@@ -169,7 +176,8 @@ int main(int argc, char **argv)
         {"broken", 1, 0, 'B'},     {"dtype", 1, 0, 'T'},        {"op", 1, 0, 'O'},
         {"alias", 1, 0, 'a'},      {"rebuild", 0, 0, 'W'},      {"silent", 1, 0, 'S'},
         {"deferred-from", 1, 0, 'F'}, {"late-sites", 0, 0, 'L'},
-        {"late", 1, 0, 'l'},       {"hang", 1, 0, 'g'},       {0, 0, 0, 0},
+        {"late", 1, 0, 'l'},       {"hang", 1, 0, 'g'},       {"unmarked", 1, 0, 'U'},
+        {"micro-of", 1, 0, 'k'},   {0, 0, 0, 0},
     };
     struct tg_opts o;
     const char *broken = NULL;

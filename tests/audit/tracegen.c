@@ -48,6 +48,8 @@ void tg_defaults(struct tg_opts *o)
     o->micro = 1;
     o->allgather = 1;
     o->markers = 1;
+    o->unmarked_rank = -1;
+    o->micro_rank = -1;
     o->head = 1;
     o->desync_rank = o->desync_step = -1;
     o->no_end_rank = -1;
@@ -354,14 +356,16 @@ static void write_step_mark(struct writer *w, struct rank_clock *clock, int s)
  * alias, extra call, all-gather and marker. */
 static void write_step(struct writer *w, const struct tg_opts *o, int rank, int s, struct rank_clock *clock)
 {
-    uint32_t step = o->markers ? (uint32_t)s : 0;
-    for (int mb = 0; mb < o->micro; mb++) {
+    int marks = o->markers && rank != o->unmarked_rank;
+    uint32_t step = marks ? (uint32_t)s : 0;
+    int micro = rank == o->micro_rank ? o->micro_of : o->micro;
+    for (int mb = 0; mb < micro; mb++) {
         clock->t += 50000; /* the mini-batch's compute */
         for (int b = 0; b < o->nbuckets; b++)
             bucket_call(w, o, rank, &clock->seq, &clock->t, step, o->bucket_bytes[b],
                         (o->rebuild && s == 0 && mb == 0 ? OLD_BUCKET_BASE : BUCKET_BASE) +
                             (uint64_t)b * (64u << 20),
-                        o->deferred && s >= o->deferred_from && mb < o->micro - 1,
+                        o->deferred && s >= o->deferred_from && mb < micro - 1,
                         o->deferred && s >= o->deferred_from);
     }
     if (o->alias_bytes) /* another size at bucket 0's address */
@@ -370,7 +374,7 @@ static void write_step(struct writer *w, const struct tg_opts *o, int rank, int 
         write_odd_call(w, clock, step);
     if (o->allgather)
         write_gather(w, clock, step);
-    if (o->markers)
+    if (marks)
         write_step_mark(w, clock, s);
 }
 

@@ -24,6 +24,8 @@ struct tg_opts {
     int deferred;                 /* all but the last reduction of a bucket flagged deferred */
     int deferred_from;            /* ... from this step on (before it, every reduction is real) */
     int markers;                  /* step markers */
+    int unmarked_rank;            /* that rank marks no step (it never ended its step 0); -1 none */
+    int micro_rank, micro_of;     /* that rank reduces every bucket MICRO_OF times per step; -1 none */
     int head;                     /* parameter broadcasts before the first step */
     int desync_rank, desync_step; /* that rank issues one extra all-reduce then; -1 none */
     int no_end_rank;              /* that rank's trace has no END chunk; -1 none */

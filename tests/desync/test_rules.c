@@ -1194,6 +1194,41 @@ START_TEST(boundary_agreed_and_gone_on_is_healthy)
 }
 END_TEST
 
+/* Issue 41's two datasets under coalescing: rank 1 (a plain loss, 2
+ * forwards, one backward) waits at the boundary of step 0 with 2 backward
+ * passes counted; the others (a cached loss) are blocked in the reduction
+ * of their 2nd mini-batch, 2 passes counted so far.  Alike by count for a
+ * moment; blocked past the block threshold in a call rank 1 never issued,
+ * they wait for it: a DESYNC.  Blocked less than that, it may be the
+ * mutual agreement's last moment: nothing. */
+START_TEST(boundary_alike_by_units_but_blocked_past_the_threshold)
+{
+    reset();
+    for (int r = 0; r < NR; r++) {
+        st[r].step = 0;
+        st[r].units = 2;
+        struct ccs_dsx_comm *c = add(r, X, NR, -1, 7);
+        in_step(c, 0, 7);
+        if (r == 1) {
+            at_boundary(1, c, 0);
+            continue;
+        }
+        struct ccs_dsx_op o = ar(8);
+        block(c, o, 100);
+    }
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(60000), 0);
+    for (int r = 0; r < NR; r++)
+        if (r != 1)
+            st[r].comm[0].blocked_ms = T.block_ms;
+    ck_assert_int_eq(run(61000), 0);
+    ck_assert_int_eq(run(61000 + T.block_ms / 4), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "rank 1 ended step 0 after 2 backward passes"));
+    ck_assert_ptr_nonnull(strstr(got[0].line, "ranks 0,2-3 blocked in allreduce"));
+}
+END_TEST
+
 START_TEST(boundary_counts_differ)
 {
     reset();
@@ -1588,6 +1623,7 @@ static Suite *suite(void)
     tcase_add_test(t, boundary_extra_beside_ranks_not_heard_from);
     tcase_add_test(t, boundary_alike_or_computing_is_healthy);
     tcase_add_test(t, boundary_counts_differ);
+    tcase_add_test(t, boundary_alike_by_units_but_blocked_past_the_threshold);
     tcase_add_test(t, boundary_agreed_and_gone_on_is_healthy);
     tcase_add_test(t, boundary_protocol_roundtrip);
     suite_add_tcase(s, t);

@@ -8,7 +8,7 @@ REALSTACK_TESTS = tests/realstack/st-report.sh tests/realstack/st-trainer.sh \
 	tests/realstack/st-coalesce.sh tests/realstack/st-desync.sh tests/realstack/torch-nccl.sh \
 	tests/realstack/torch2-ddp-repair.sh tests/realstack/torch2-ddp-auto.sh \
 	tests/realstack/gpu-scripts-cpu.sh tests/realstack/torch2-compile.sh \
-	tests/realstack/torchrun-gloo.sh
+	tests/realstack/torchrun-gloo.sh tests/realstack/st-shapes.sh
 TESTS += $(REALSTACK_TESTS)
 dist_check_SCRIPTS += $(REALSTACK_TESTS)
 EXTRA_DIST += tests/realstack/lib.sh tests/realstack/torch2.sh tests/realstack/rs_common.py \

@@ -14,6 +14,18 @@ of its comm hook calls is printed as the report printed it, and an SGD step
 follows every backward (ccshim-run --torch marks it).
 
   mpirun -np 2 ccshim-run --torch -- python report_job.py [--steps 3] [--dim 4[,32]]
+      [--plain-rank R] [--short-last] [--gather-loss]
+
+The hand-written loop of issue 41: --plain-rank R trains rank R with a plain
+in-batch loss instead (both columns embedded with gradients, one backward:
+one reduction per step where the others make 2 * BATCH / MINIBATCH);
+--short-last makes every rank's last batch one mini-batch shorter;
+--gather-loss gathers every rank's last loss after training
+(torch.distributed.all_gather_object, on gloo, which ccshim does not
+intercept), as the Trainer's own store_flos does.  (Not after every step: a
+rank in it then meets the other's DDP bucket rebuild, a gloo broadcast inside
+DDP's forward that no helper names, and both wait in gloo, beyond what
+ccshim can tell apart.)
 """
 import argparse
 import os
@@ -35,6 +47,12 @@ def main():
                     help="this rank's batch is one mini-batch shorter in step --skip-step "
                          "(one mini-batch fewer per column)")
     ap.add_argument("--skip-step", type=int, default=-1)
+    ap.add_argument("--plain-rank", type=int, default=-1,
+                    help="this rank runs a plain loss (one backward per step, no cache)")
+    ap.add_argument("--short-last", action="store_true",
+                    help="every rank's last batch is one mini-batch shorter")
+    ap.add_argument("--gather-loss", action="store_true",
+                    help="all_gather_object of the last loss after training (gloo)")
     ap.add_argument("--save", default="")
     ap.add_argument("--ref", default="")
     a = ap.parse_args()
@@ -87,12 +105,25 @@ def main():
                 # a shorter batch on this rank: one mini-batch fewer per column
                 anchors = {"input_ids": anchors["input_ids"][:n - a.minibatch]}
                 positives = {"input_ids": positives["input_ids"][:n - a.minibatch]}
+            if a.short_last and step == a.steps * len(a.dim.split(",")) - 1:
+                anchors = {"input_ids": anchors["input_ids"][:n - a.minibatch]}
+                positives = {"input_ids": positives["input_ids"][:n - a.minibatch]}
             rs_common.hook_calls.clear()
             opt.zero_grad()
-            loss_fn([anchors, positives]).backward()
+            if rank == a.plain_rank:
+                # both columns embedded with gradients, one backward
+                reps = [ddp_model(anchors)["sentence_embedding"], ddp_model(positives)["sentence_embedding"]]
+                loss = F.cross_entropy(reps[0] @ reps[1].T, torch.arange(reps[0].size(0)))
+            else:
+                loss = loss_fn([anchors, positives])
+            loss.backward()
             opt.step()
             per_step.append(sum(rs_common.hook_calls.values()))
             step += 1
+    if a.gather_loss:
+        import torch.distributed as dist
+        losses = [None] * world
+        dist.all_gather_object(losses, float(loss.detach()))
     counts = comm.gather(per_step, root=0)
     lines = ["mini-batches per column: %d, columns: 2" % (a.batch // a.minibatch)]
     if rank == 0:

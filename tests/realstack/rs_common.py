@@ -19,6 +19,10 @@ import hashlib
 import os
 import sys
 
+# the gloo process group as the torch tests set it up (tests/torch/gloo_group.py)
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "torch"))
+import gloo_group  # noqa: E402
+
 # the versions this tier was written for; another one is refused by name
 TORCH_VERSION = "2.13.0"
 ST_VERSION = "6.0.1"
@@ -73,31 +77,10 @@ def check_versions(need_st=True):
 def start(need_st=True, timeout_s=0):
     """Versions checked, MPI and the gloo process group up: (comm, rank, world)."""
     check_versions(need_st)
-    from mpi4py import MPI
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
-    comm = MPI.COMM_WORLD
-    rank, world = comm.Get_rank(), comm.Get_size()
-    os.environ["RANK"] = str(rank)
-    os.environ["WORLD_SIZE"] = str(world)
-    os.environ["LOCAL_RANK"] = os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", str(rank))
-    os.environ["LOCAL_WORLD_SIZE"] = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", str(world))
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in os.environ:
-        port = None
-        if rank == 0:
-            import socket
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-            s.close()
-        os.environ["MASTER_PORT"] = str(comm.bcast(port, root=0))
-    kw = {}
-    if timeout_s:
-        import datetime
-        kw["timeout"] = datetime.timedelta(seconds=timeout_s)
-    dist.init_process_group("gloo", rank=rank, world_size=world, **kw)
+    comm, rank, world = gloo_group.init(timeout_s)
     real_all_reduce = dist.all_reduce
 
     def counting_all_reduce(*args, **kwargs):

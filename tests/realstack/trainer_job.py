@@ -17,7 +17,22 @@ sequences short (--max-seq-length), so that a step takes about a second.
   mpirun -np 2 ccshim-run --torch -- python trainer_job.py --out DIR [--steps 3]
       [--batch 64] [--mini-batch 8] [--grad-accum 1] [--max-grad-norm 1.0]
       [--warmup-steps 0] [--bf16] [--mini-batch-num-tokens N] [--save F] [--ref F]
-      [--fix no_sync] [--time]
+      [--fix no_sync] [--time] [--second-loss cached|plain] [--rows N --keep-last]
+
+--second-loss gives the Trainer a dict of two datasets ("cached" and
+"second", as many rows) with a loss each (CachedMNRL on the first; on the
+second MultipleNegativesRankingLoss with "plain", another CachedMNRL with
+"cached") and the stack's round-robin batch sampler: the sampler yields one
+batch of each in turn and accelerate hands batch i to rank i % world, so on
+2 ranks rank 0 trains on the first dataset at every step, rank 1 on the
+second (issue 41's first shape).
+--rows N with --keep-last: N rows, one epoch, dataloader_drop_last=False
+(set after the arguments are made: sentence-transformers sets it True under
+DDP).  The Trainer turns accelerate's even_batches off, so the last batch
+goes to its rank as it is: on 2 ranks, 184 rows at batch 16 are 12 batches,
+6 steps each, rank 1's last of 8 rows (2 mini-batches of 4 per column, 4
+backward passes where rank 0 makes 8): fewer mini-batches at the end of
+training (issue 41's second shape).
 
 --fix no_sync is the code fix the report's finding recommends, for
 bench/torch-bench.sh to time coalescing against: every mini-batch's forward
@@ -136,6 +151,11 @@ def main():
     ap.add_argument("--fix", choices=("none", "no_sync"), default="none",
                     help="no_sync: the report's code fix (DDP synchronises only the last mini-batch)")
     ap.add_argument("--time", action="store_true", help="print the median step time of steps 3 on")
+    ap.add_argument("--second-loss", choices=("none", "cached", "plain"), default="none",
+                    help="a dict of two datasets, round-robin, the second with this loss")
+    ap.add_argument("--rows", type=int, default=0, help="rows (0: batch * ranks * steps * grad-accum)")
+    ap.add_argument("--keep-last", action="store_true",
+                    help="dataloader_drop_last=False and one epoch instead of --steps")
     ap.add_argument("--save", default="")
     ap.add_argument("--ref", default="")
     a = ap.parse_args()
@@ -158,7 +178,7 @@ def main():
     else:
         model = SentenceTransformer(path, device="cpu")
     model.max_seq_length = a.max_seq_length
-    rows = a.batch * world * a.steps * a.grad_accum
+    rows = a.rows or a.batch * world * a.steps * a.grad_accum
     anchors, positives = pairs(rows, 7)
     if a.long_rank >= 0:
         # DistributedSampler-free: the batch sampler hands rank r the rows
@@ -170,14 +190,33 @@ def main():
     loss = CachedMultipleNegativesRankingLoss(
         model, mini_batch_size=a.mini_batch,
         mini_batch_num_tokens=a.mini_batch_num_tokens or None)
+    extra = {}
+    if a.second_loss != "none":
+        from sentence_transformers.base.sampler import MultiDatasetBatchSamplers
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+        second = MultipleNegativesRankingLoss(model) if a.second_loss == "plain" else \
+            CachedMultipleNegativesRankingLoss(model, mini_batch_size=a.mini_batch)
+        a2, p2 = pairs(rows, 8)  # other rows (the same ones would share datasets' cache)
+        train = datasets.DatasetDict({"cached": train, "second": datasets.Dataset.from_dict(
+            {"anchor": a2, "positive": p2})})
+        loss = {"cached": loss, "second": second}
+        extra["multi_dataset_batch_sampler"] = MultiDatasetBatchSamplers.ROUND_ROBIN
+    if a.keep_last:
+        extra["num_train_epochs"] = 1
+    else:
+        extra["max_steps"] = a.steps
     args = SentenceTransformerTrainingArguments(
-        output_dir=a.out, max_steps=a.steps, per_device_train_batch_size=a.batch,
+        output_dir=a.out, per_device_train_batch_size=a.batch, **extra,
         gradient_accumulation_steps=a.grad_accum, learning_rate=a.lr,
         warmup_steps=a.warmup_steps, lr_scheduler_type="linear",
         max_grad_norm=a.max_grad_norm if a.max_grad_norm > 0 else 0.0,
         bf16=a.bf16, use_cpu=True, ddp_backend="gloo", seed=12, data_seed=12,
         dataloader_drop_last=True, dataloader_num_workers=0, report_to="none",
         save_strategy="no", logging_strategy="no", disable_tqdm=True)
+    if a.keep_last:
+        # (sentence-transformers sets it True under DDP, with a warning; a job
+        # that wants every row sets it back)
+        args.dataloader_drop_last = False
     # what the Trainer did at each optimizer step: the learning rate (warm-up)
     # and the gradient norm accelerate's clip_grad_norm_ returned (on torch
     # >= 2.6 it calls torch.nn.utils.get_total_norm, not clip_grad_norm_)

@@ -124,26 +124,8 @@ def main():
     import torch.nn.functional as F
 
     torch.set_num_threads(1)
-    comm = MPI.COMM_WORLD
-    rank, world = comm.Get_rank(), comm.Get_size()
-    os.environ["RANK"] = os.environ.get("OMPI_COMM_WORLD_RANK", str(rank))
-    os.environ["WORLD_SIZE"] = os.environ.get("OMPI_COMM_WORLD_SIZE", str(world))
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in os.environ:
-        port = None
-        if rank == 0:
-            import socket
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-            s.close()
-        os.environ["MASTER_PORT"] = str(comm.bcast(port, root=0))
-    if a.pg_timeout:
-        import datetime
-        dist.init_process_group("gloo", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=a.pg_timeout))
-    else:
-        dist.init_process_group("gloo", rank=rank, world_size=world)
+    import gloo_group
+    comm, rank, world = gloo_group.init(a.pg_timeout)
 
     torch.manual_seed(a.seed)
     # torch.distributed.all_reduce calls from Python (the job makes none:

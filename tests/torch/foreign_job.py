@@ -24,17 +24,8 @@ def main():
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    comm = MPI.COMM_WORLD
-    rank, world = comm.Get_rank(), comm.Get_size()
-    port = None
-    if rank == 0:
-        import socket
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-    port = comm.bcast(port, root=0)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world)
+    import gloo_group
+    comm, rank, world = gloo_group.init()
     x = torch.ones(4)
 
     def gloo_call():

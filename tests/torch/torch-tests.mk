@@ -7,4 +7,5 @@ TORCH_TESTS = tests/torch/ddp-auto.sh tests/torch/ddp-repair.sh tests/torch/ddp-
 	tests/torch/ddp-warning.sh
 TESTS += $(TORCH_TESTS)
 dist_check_SCRIPTS += $(TORCH_TESTS)
-EXTRA_DIST += tests/torch/lib.sh tests/torch/ddp_job.py tests/torch/foreign_job.py tests/torch/warn_job.py
+EXTRA_DIST += tests/torch/lib.sh tests/torch/ddp_job.py tests/torch/foreign_job.py tests/torch/warn_job.py \
+	tests/torch/gloo_group.py

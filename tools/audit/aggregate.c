@@ -192,16 +192,6 @@ struct audit_comm *audit_comm_get(struct audit *a, uint64_t id, int create)
     return c;
 }
 
-uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64_t idx)
-{
-    if (a->steps.source != STEPS_INFERRED)
-        return r->step;
-    if (idx < a->steps.head || a->steps.period == 0)
-        return 0;
-    uint64_t s = (idx - a->steps.head) / a->steps.period;
-    return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
-}
-
 /* Notes that ID is described (DEFINED) or named by the current item. */
 static void note_id(struct file_reading *rd, struct hmap *m, uint64_t id, int defined)
 {
@@ -895,7 +885,7 @@ static void on_record(struct file_reading *rd, const struct ccs_record *r)
         audit_sinks_record(a, f, r, r->step, 0);
         return;
     }
-    uint32_t step = audit_step_of(a, r, rd->ncalls++);
+    uint32_t step = audit_step_of(f, r, rd->ncalls++);
     int deferred = (r->flags & CCS_F_DEFERRED) != 0;
     /* Per step and rank the helper's real reductions get rows of their own. */
     int cell_kind = deferred ? 1 : (r->flags & CCS_F_HELPER) ? 2 : 0;
@@ -995,7 +985,7 @@ static void on_item(struct file_reading *rd, const struct ccs_item *it)
             n[f->ninflight].r = it->u.record;
             n[f->ninflight].step = ccs_kind_class(it->u.record.kind) == CCS_CLASS_MARK
                                        ? it->u.record.step
-                                       : audit_step_of(rd->a, &it->u.record, ncalls);
+                                       : audit_step_of(f, &it->u.record, ncalls);
             n[f->ninflight].site = record_site(rd, &it->u.record);
             f->ninflight++;
         }

@@ -23,6 +23,14 @@ enum audit_step_source { STEPS_NONE = 0, STEPS_MARKERS, STEPS_INFERRED };
 
 enum audit_file_status { FILE_OK = 0, FILE_TRUNCATED, FILE_DAMAGED, FILE_REFUSED };
 
+/* Step inference result (steps.c). */
+struct audit_steps {
+    int source;      /* enum audit_step_source */
+    uint64_t period; /* calls per step when inferred */
+    uint64_t head;   /* calls before the first whole step (setup; counted in step 0) */
+    uint64_t tokens; /* calls examined */
+};
+
 struct audit_file {
     char *path;
     int status;  /* enum audit_file_status */
@@ -38,6 +46,7 @@ struct audit_file {
     struct ccs_trace_end end; /* valid when has_end */
     uint64_t coll_ns, wait_ns; /* time in its calls, and of it waiting (timing.c) */
     uint32_t last_step;
+    struct audit_steps steps; /* how its own steps are counted (steps.c) */
     uint64_t t_last_ns; /* end of its last call */
     /* Calls that had not returned when the process ended (INFLIGHT chunk),
      * as read: t_dur is the time in them until then. */
@@ -178,14 +187,6 @@ struct audit_expect {
     uint64_t violations;
 };
 
-/* Step inference result (steps.c). */
-struct audit_steps {
-    int source;      /* enum audit_step_source */
-    uint64_t period; /* calls per step when inferred */
-    uint64_t head;   /* calls before the first whole step (setup; counted in step 0) */
-    uint64_t tokens; /* calls examined */
-};
-
 /* Finding kinds (findings.c). */
 enum finding_kind {
     FIND_REDUNDANT = 1, /* one buffer reduced k times per step */
@@ -201,6 +202,7 @@ enum finding_kind {
     FIND_DUPLICATE,     /* two traces of one rank of one job */
     FIND_HANG,          /* post-mortem: ranks stopped at different points of a communicator */
     FIND_UNCOVERED,     /* communication ccshim does not intercept (gloo) */
+    FIND_STEPS,         /* the ranks' step structures differ */
 };
 
 struct audit_finding {
@@ -294,7 +296,7 @@ void audit_free(struct audit *a);
 size_t audit_read_all(struct audit *a);
 struct audit_comm *audit_comm_get(struct audit *a, uint64_t id, int create);
 /* Effective step of the IDX-th call of a rank (markers or inference). */
-uint32_t audit_step_of(const struct audit *a, const struct ccs_record *r, uint64_t idx);
+
 
 /* --------------------------------------------------------------- timing.c */
 /* Time and wait: each call as read (not step marks), then, once every file
@@ -330,9 +332,12 @@ int audit_select_job(struct audit *a);
  * with the shortest such H.  Returns 0 and fills PERIOD and HEAD, or -1 when
  * no period exists. */
 int audit_infer_period(const uint32_t *tok, size_t n, uint64_t *period, uint64_t *head);
-/* Decides how steps are counted: markers when the first readable trace has
- * any, else inferred from its call stream.  Fills A->steps. */
+/* Decides how each trace's steps are counted (its FILES[i].steps): the
+ * records' own step numbers when any trace has markers, else the period of
+ * that trace's call stream.  Fills A->steps (the first readable trace's). */
 void audit_find_steps(struct audit *a);
+/* The step of record R, the IDX-th call of trace F (F->steps). */
+uint32_t audit_step_of(const struct audit_file *f, const struct ccs_record *r, uint64_t idx);
 
 /* -------------------------------------------------------------- pattern.c */
 /* Compresses TOK[0..N) into "[a, b] x32, c" using LABEL(tok, arg) for each

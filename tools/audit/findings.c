@@ -1236,12 +1236,75 @@ static void uncovered_findings(struct audit *a)
              "nccl backend on GPUs (docs/coalescing.md, \"CPU jobs\").");
 }
 
+/* Issue 41: ranks whose step structures differ.  With markers: one rank
+ * marked steps while another never ended its step 0, or the ranks marked
+ * numbers of steps more than one apart (one apart is a job cut short
+ * between two ranks' markers, or a rank's last step: left to the trace's
+ * own findings).  Without markers: the ranks' call streams repeat with
+ * different periods.  Either way the ranks ran different loops (different
+ * losses, a rank with more mini-batches), and counts per step compare
+ * different things. */
+static void step_structure_findings(struct audit *a)
+{
+    const struct audit_file *lo = NULL, *hi = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < a->nfiles; i++) {
+        const struct audit_file *fl = &a->files[i];
+        if (fl->status == FILE_REFUSED || !fl->collectives)
+            continue;
+        n++;
+        uint64_t v = a->steps.source == STEPS_MARKERS ? fl->last_step : fl->steps.period;
+        if (!lo || v < (a->steps.source == STEPS_MARKERS ? lo->last_step : lo->steps.period))
+            lo = fl;
+        if (!hi || v > (a->steps.source == STEPS_MARKERS ? hi->last_step : hi->steps.period))
+            hi = fl;
+    }
+    if (n < 2 || lo == hi)
+        return;
+    struct audit_finding *f;
+    if (a->steps.source == STEPS_MARKERS) {
+        if (hi->last_step - lo->last_step < 2 || !(f = add(a, FIND_STEPS, 2)))
+            return;
+        char what[64] = "never ended its step 0";
+        if (lo->last_step)
+            snprintf(what, sizeof what, "reached step %u", lo->last_step);
+        snprintf(f->title, sizeof f->title, "the ranks' steps differ: rank %d %s where rank %d reached step %u",
+                 (int)lo->rank, what, (int)hi->rank, hi->last_step);
+        snprintf(f->evidence, sizeof f->evidence,
+                 "rank %d: %" PRIu64 " collectives in %u step(s); rank %d: %" PRIu64 " collectives in %u step(s), "
+                 "each rank's steps counted from its own markers",
+                 (int)lo->rank, lo->collectives, lo->last_step + 1, (int)hi->rank, hi->collectives,
+                 hi->last_step + 1);
+    } else {
+        if (a->steps.source != STEPS_INFERRED || !lo->steps.period || !(f = add(a, FIND_STEPS, 2)))
+            return;
+        snprintf(f->title, sizeof f->title,
+                 "the ranks' steps differ: rank %d's calls repeat every %" PRIu64 ", rank %d's every %" PRIu64,
+                 (int)lo->rank, lo->steps.period, (int)hi->rank, hi->steps.period);
+        snprintf(f->evidence, sizeof f->evidence,
+                 "no step markers; each rank's steps inferred from its own call stream: rank %d: %" PRIu64
+                 " calls examined, period %" PRIu64 " after %" PRIu64 "; rank %d: %" PRIu64 " calls examined, "
+                 "period %" PRIu64 " after %" PRIu64,
+                 (int)lo->rank, lo->steps.tokens, lo->steps.period, lo->steps.head, (int)hi->rank,
+                 hi->steps.tokens, hi->steps.period, hi->steps.head);
+    }
+    snprintf(f->action, sizeof f->action,
+             "The ranks ran different training loops (a different loss or number of mini-batches per rank, as a "
+             "multi-dataset sampler hands each rank its own dataset): their collectives matched by order across "
+             "different steps. Give every rank the same steps (the same loss and mini-batches per step), and run "
+             "under ccshim-run --on-desync abort to stop such a job at once.");
+    f->ranks[0] = lo->rank;
+    f->ranks[1] = hi->rank;
+    f->nranks = 2;
+}
+
 void audit_findings(struct audit *a)
 {
     no_call_findings(a);
     duplicate_rank_findings(a);
     uncovered_findings(a);
     mismatch_findings(a);
+    step_structure_findings(a);
     postmortem_findings(a);
     report_findings(a);
     redundancy_findings(a);

@@ -193,6 +193,8 @@ const char *audit_finding_name(int k)
         return "duplicate-rank";
     case FIND_UNCOVERED:
         return "not-intercepted";
+    case FIND_STEPS:
+        return "step-structure";
     }
     return "?";
 }

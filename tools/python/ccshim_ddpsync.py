@@ -57,6 +57,7 @@ ccshim counts the avoided reductions in its closing line (second clause:
 "avoided by the torch helper") and flags the one real reduction per bucket
 and step that carries them (`coalesced` in the traces).
 """
+import ccshim_lib
 import sys
 import types
 import weakref
@@ -88,8 +89,7 @@ class _State(object):
 # nothing is stored in the model itself, which the job may pickle); a
 # finalizer drops it with the model.
 _by_id = {}
-_lib = None
-_warn = None
+_lib = None  # ccshim_lib.functions once set up
 _optimizers = None
 _units = 0  # grad-enabled, synchronising forwards of every model this step
 _engaged = False
@@ -111,35 +111,33 @@ def _all_states():
     return list(_by_id.values())
 
 
-def _on(name):
-    """The boolean setting NAME, on by default (0/no/off/false turn it off)."""
-    import os
-    return os.environ.get(name, "1").strip().lower() not in ("0", "no", "off", "false")
+def _warn(msg, once=None):
+    ccshim_lib.warn("ccshim_torch", msg, once)  # the torch helper's lines
 
 
 def enabled():
     """CCSHIM_TORCH_DDP_SKIP (default on)."""
-    return _on("CCSHIM_TORCH_DDP_SKIP")
+    return ccshim_lib.setting_on("CCSHIM_TORCH_DDP_SKIP")
 
 
 def predicting():
     """CCSHIM_TORCH_PREDICT (default on; off learns the first steps from
     synchronised passes instead)."""
-    return _on("CCSHIM_TORCH_PREDICT")
+    return ccshim_lib.setting_on("CCSHIM_TORCH_PREDICT")
 
 
 def _eligible(model):
     return not getattr(model, "static_graph", False) and getattr(model, "process_group", None) is not None
 
 
-def setup(cls, functions, warn, optimizers=lambda: []):
+def setup(cls, optimizers=lambda: []):
     """Prepares the forward wrapper for instances of CLS
-    (DistributedDataParallel) that attach() patches.  FUNCTIONS() returns
-    ccshim's functions by name, WARN(msg, once=None) logs, OPTIMIZERS()
-    lists the job's optimizers.  False when this libccshim lacks what the
-    wrapper needs."""
-    global _lib, _warn, _optimizers, _forward, _ddp_forward
-    _lib, _warn, _optimizers = functions, warn, optimizers
+    (DistributedDataParallel) that attach() patches.  OPTIMIZERS() lists the
+    job's optimizers.  False when this libccshim lacks what the wrapper
+    needs."""
+    global _lib, _optimizers, _forward, _ddp_forward
+    functions = ccshim_lib.functions
+    _lib, _optimizers = functions, optimizers
     if _forward is not None:
         return True
     orig = cls.forward
@@ -368,9 +366,8 @@ def _compare_first_step(model, st):
     st.refused = "%s where the others made %d" % (what, made)
     line = ("%s (compared over the model's process group before DDP's one synchronisation of the first step; "
             "no rank synchronises it or steps)" % st.refused)
-    from ccshim_torch import _rank  # (imported here: ccshim_torch imports this module)
     sys.stderr.write("ccshim DESYNC comm=torch-%s size=%d step=%d: %s [seen by rank %s]\n"
-                     % (_backend(model), len(counts), step, line, _rank()))
+                     % (_backend(model), len(counts), step, line, ccshim_lib.rank()))
     sys.stderr.flush()
     verdict = _lib().get("ccshim_verdict")
     if verdict is not None:

@@ -30,6 +30,7 @@ module is loaded without `--torch`.  Works with torch 1.13 and 2.x.
 import ctypes
 import functools
 import ccshim_imports
+import ccshim_lib
 import os
 import sys
 
@@ -61,28 +62,20 @@ _skip_dirs = ()  # frames in these directories are not the caller's
 
 
 def _warn(msg):
-    sys.stderr.write("ccshim_sites: %s\n" % msg)
+    ccshim_lib.warn("ccshim_sites", msg)
 
 
 def _library():
-    """(ccshim_annotate, the current-site word) of the preloaded libccshim, or None."""
+    """(ccshim_annotate, the current-site word, foreign_begin, foreign_end) of
+    the preloaded libccshim (the last two None when it lacks them), or None."""
     global _lib
     if _lib is None:
-        try:
-            so = ctypes.CDLL(None)
-            annotate, word = so.ccshim_annotate, so.ccshim_annotate_word
-        except (AttributeError, OSError):
+        f = ccshim_lib.functions()
+        annotate, word = f.get("ccshim_annotate"), f.get("ccshim_annotate_word")
+        if annotate is None or word is None:
             return None
-        annotate.restype = ctypes.c_uint32
-        annotate.argtypes = [ctypes.c_char_p]
-        word.restype = ctypes.c_void_p
-        word.argtypes = []
-        begin = getattr(so, "ccshim_foreign_begin", None)
-        end = getattr(so, "ccshim_foreign_end", None)
-        if begin is not None and end is not None:
-            begin.restype, begin.argtypes = None, [ctypes.c_char_p, ctypes.c_int]
-            end.restype, end.argtypes = None, []
-        else:
+        begin, end = f.get("ccshim_foreign_begin"), f.get("ccshim_foreign_end")
+        if begin is None or end is None:
             begin = end = None
         # Setting the site is then one store, not a foreign call (ccshim.h).
         _lib = (annotate, ctypes.c_uint32.from_address(word()), begin, end)

@@ -43,9 +43,9 @@ GradScaler.step marks the step also when it skips optimizer.step (inf/NaN).
 Never breaks the job: without the library or its symbols, one warning line
 and the job runs unchanged.
 """
-import ctypes
 import ccshim_ddpsync
 import ccshim_imports
+import ccshim_lib
 import os
 import sys
 import types
@@ -53,12 +53,10 @@ import weakref
 
 __all__ = ["install", "step_mark_function", "before_step", "repair"]
 
-CCSHIM_COMPLETE_REDUCE = 0
-CCSHIM_COMPLETE_BY_CALLER = 1
+CCSHIM_COMPLETE_REDUCE = ccshim_lib.CCSHIM_COMPLETE_REDUCE
+CCSHIM_COMPLETE_BY_CALLER = ccshim_lib.CCSHIM_COMPLETE_BY_CALLER
 
 _installed = False
-_lib = None  # dict of the library's functions, {} when absent
-_warned = set()
 _optimizers = weakref.WeakSet()  # every optimizer seen
 _constructed = weakref.WeakSet()  # every optimizer made (or copied)
 _ddps = weakref.WeakSet()  # every DistributedDataParallel model seen
@@ -66,65 +64,12 @@ _stepped = weakref.WeakSet()  # optimizers that stepped since the last mark
 _marked = False  # a step was marked by this helper
 _pre_hooks = 0  # before_step calls
 _repairs = 0
+_functions = ccshim_lib.functions  # the preloaded libccshim's functions by name ({} when absent)
+_coalescing = ccshim_lib.coalescing
 
 
 def _warn(msg, once=None):
-    if once is not None:
-        if once in _warned:
-            return
-        _warned.add(once)
-    sys.stderr.write("ccshim_torch[%s]: %s\n" % (_rank(), msg))
-    sys.stderr.flush()
-
-
-def _rank():
-    """This process's rank for log lines ('?' when unknown)."""
-    import os
-    try:
-        dist = sys.modules.get("torch.distributed")
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return str(dist.get_rank())
-    except Exception:
-        pass
-    for v in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
-        if os.environ.get(v):
-            return os.environ[v]
-    return "?"
-
-
-def _functions():
-    """The preloaded libccshim's functions by name ({} when not preloaded)."""
-    global _lib
-    if _lib is None:
-        lib = {}
-        try:
-            handle = ctypes.CDLL(None)
-        except OSError:
-            handle = None
-        for name, res, args in (("ccshim_step_mark", ctypes.c_uint64, []),
-                                ("ccshim_step_current", ctypes.c_uint64, []),
-                                ("ccshim_step_marking", None, []),
-                                ("ccshim_step_collectives", ctypes.c_uint64, []),
-                                ("ccshim_coalesce_pending", ctypes.c_uint64, []),
-                                ("ccshim_coalesce_complete", ctypes.c_int64, [ctypes.c_int]),
-                                ("ccshim_coalesce_boundary", ctypes.c_int, []),
-                                ("ccshim_coalesce_period", ctypes.c_uint32, []),
-                                ("ccshim_coalesce_helper", ctypes.c_int, [ctypes.c_int]),
-                                ("ccshim_coalesce_helper_skipped", None, [ctypes.c_uint32]),
-                                ("ccshim_step_units_word", ctypes.c_void_p, []),
-                                ("ccshim_step_boundary", ctypes.c_int, [ctypes.c_uint32]),
-                                ("ccshim_coalesce_step_calls", ctypes.c_uint64, []),
-                                ("ccshim_verdict", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p]),
-                                ("ccshim_uncovered", ctypes.c_int, [ctypes.c_char_p])):
-            try:
-                fn = getattr(handle, name)
-            except (AttributeError, TypeError):
-                continue
-            fn.restype = res
-            fn.argtypes = args
-            lib[name] = fn
-        _lib = lib
-    return _lib
+    ccshim_lib.warn("ccshim_torch", msg, once)
 
 
 def step_mark_function():
@@ -151,12 +96,6 @@ def _ddp_params(only_unreached=False, but=()):
         except Exception as e:  # a model being torn down
             _warn("cannot list the parameters of a DDP model: %r" % (e,), once="ddp-params")
     return out
-
-
-def _coalescing():
-    """CCSHIM_COALESCE of this process is on (every:N or auto)."""
-    import os
-    return os.environ.get("CCSHIM_COALESCE", "off").strip() not in ("", "off")
 
 
 def _unreached(ddp):
@@ -187,6 +126,25 @@ _averaged_values = [0, 0]  # values and bytes _average_grads all-reduced, since 
 _unreached_done = None
 
 
+def _foreign_wait(group, world):
+    """When GROUP's backend is one ccshim does not intercept (gloo): says
+    (ccshim_foreign_begin) that this rank waits in the helper's own
+    all-reduce, and returns ccshim_foreign_end; else None."""
+    begin, end = ccshim_lib.function("ccshim_foreign_begin"), ccshim_lib.function("ccshim_foreign_end")
+    if begin is None or end is None:
+        return None
+    try:
+        import torch.distributed as dist
+        name = uncovered_backend(dist.get_backend(group))
+    except Exception:
+        return None
+    if name is None:
+        return None
+    begin(("torch.distributed.all_reduce (%s): ccshim_torch averaging the gradients" % name)
+          .encode("ascii", "replace"), world)
+    return end
+
+
 def _average_grads(group, params):
     """Averages the floating-point .grad of PARAMS over GROUP; returns how many."""
     import torch
@@ -208,11 +166,17 @@ def _average_grads(group, params):
         flat = _flatten_dense_tensors(grads)
         _averaged_values[0] += flat.numel()
         _averaged_values[1] += flat.numel() * flat.element_size()
+        # Issued async, so ccshim_sites does not name it: the wait is named
+        # here, so that a rank left in it is not taken for one computing.
+        end = _foreign_wait(group, world)
         try:
             work = dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group, async_op=True)
             work.wait()
         except RuntimeError as e:  # a timeout: another rank is not repairing
             raise _CollectiveFailed(e)
+        finally:
+            if end is not None:
+                end()
         flat.div_(world)
         # Keep the flat buffer and the work referenced from Python until a
         # later repair: gloo's worker may drop its own references after the
@@ -578,7 +542,7 @@ def _hook_ddp(mod):
         return
     orig_init = cls.__init__
     skip = _coalescing() and ccshim_ddpsync.enabled() and "ccshim_coalesce_helper" in _functions() and \
-        ccshim_ddpsync.setup(cls, _functions, _warn, lambda: list(_constructed))
+        ccshim_ddpsync.setup(cls, lambda: list(_constructed))
 
     def __init__(self, *args, **kwargs):
         _calling_caller(orig_init, (self,) + args, kwargs)
