@@ -8,7 +8,8 @@ libccsaudit_la_SOURCES = \
 	tools/audit/audit.h \
 	tools/audit/hmap.c tools/audit/hmap.h \
 	tools/audit/files.c \
-	tools/audit/aggregate.c \
+	tools/audit/aggregate.h tools/audit/aggregate.c tools/audit/aggregate_sites.c \
+	tools/audit/aggregate_buffers.c tools/audit/aggregate_patterns.c tools/audit/aggregate_reference.c \
 	tools/audit/steps.c \
 	tools/audit/pattern.c \
 	tools/audit/findings.c \
