@@ -68,7 +68,7 @@ SODIUM_HIDE = -Wl,--exclude-libs,libsodium.a
 
 # Coalescing (docs/coalescing.md).
 noinst_LTLIBRARIES += libccs_coalesce.la
-libccs_coalesce_la_SOURCES = src/coalesce/coalesce.h src/coalesce/coalesce_policy.c src/coalesce/coalesce_parse.c \
+libccs_coalesce_la_SOURCES = src/coalesce/coalesce.h src/coalesce/coalesce_policy.c src/coalesce/coalesce_helper.c src/coalesce/coalesce_parse.c \
 	src/coalesce/coalesce_table.c src/coalesce/coalesce_defer.c src/coalesce/coalesce_step.c \
 	src/coalesce/coalesce_complete.c src/coalesce/coalesce_boundary.c
 libccs_coalesce_la_CPPFLAGS = $(LIB_CPPFLAGS) -I$(top_srcdir)/src/coalesce

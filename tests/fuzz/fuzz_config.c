@@ -53,13 +53,6 @@ void ccs_site_symbolize(void *pc, char *buf, size_t n)
     snprintf(buf, n, "%s", cur_site);
 }
 
-/* The table of coalesced identities (coalesce_table.c is left out): none
- * here, the target drives the policy's parsers, not its identities. */
-void ccs_coalesce_foreach(void (*fn)(struct ccs_coal_id *, void *), void *arg)
-{
-    (void)fn, (void)arg;
-}
-
 #define NV 64
 static const char *vals[NV];
 static unsigned nreports, expected_bad;
