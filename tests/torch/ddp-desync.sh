@@ -61,7 +61,7 @@ tap_eq "... the job ended (rc $rc)" 1 "$(ended $rc)"
 # group, before DDP's one synchronisation (or at the step's end for a rank
 # that never reaches it); nobody synchronises, nobody steps, nobody waits.
 DDP_LIMIT=90 ddp skip0 2 --coalesce auto --on-desync abort --metrics "$CCS_TMP/skip0-%r.prom" --metrics-period-ms 10 --metrics-keep 1 \
-    -- $J --skip-rank 1 --skip-step 0; rc=$?
+    -- $J --skip-rank 1 --skip-step 0 --refusal-rendezvous; rc=$?
 tap_eq "auto, announced first step, 2 ranks, rank 1 skips a mini-batch in step 0: DESYNC with both counts" \
     "rank 1 ended step 0 after 15 backward passes where the others made 16" "$(counts skip0)"
 # Each rank counts the verdict as ccshim's own; a rank that the launcher
@@ -69,6 +69,9 @@ tap_eq "auto, announced first step, 2 ranks, rank 1 skips a mini-batch in step 0
 # writes its own at exit.
 tap_check "... counted in ccshim_verdicts_total{class=\"DESYNC\"} (docs/metrics.md)" \
     sh -c "cat '$CCS_TMP'/skip0-*.prom | grep -q '^ccshim_verdicts_total{rank=\"[01]\",ccshim_job=\"[^\"]*\",class=\"DESYNC\"} 1\$'"
+# Each rank reports its refusal before it leaves (--refusal-rendezvous):
+# rank 0 refuses one backward pass after rank 1, and the launcher ends the job
+# as the first rank exits 1 (one of two refusals was lost on loaded CI).
 tap_eq "... both ranks refuse the optimizer step (RuntimeError), the job ended (rc $rc), no straggler" "2 1 0" \
     "$(grep -c 'RuntimeError: ccshim: step 0: the ranks made different numbers of backward passes' "$CCS_TMP/skip0.err") $(ended $rc) $(stragglers skip0)"
 DDP_LIMIT=90 ddp skip04 4 --coalesce auto -- $J --skip-rank 3 --skip-step 0; rc=$?

@@ -101,6 +101,10 @@ def parse():
     ap.add_argument("--subclass", action="store_true",
                     help="the DDP model is a DistributedDataParallel subclass with a forward of its own "
                          "(which calls DDP's)")
+    ap.add_argument("--refusal-rendezvous", action="store_true",
+                    help="a rank whose optimizer step ccshim refuses prints the error, then waits in a "
+                         "barrier for the others before it exits 1 (the launcher ends the job when the first "
+                         "rank exits non-zero, possibly before a slower rank reached its own refusal)")
     ap.add_argument("--pg-timeout", type=float, default=0, help="process group timeout in s (0: torch's)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--save", default="")
@@ -379,4 +383,14 @@ class _Null:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RuntimeError as e:
+        if "--refusal-rendezvous" not in sys.argv or not str(e).startswith("ccshim:"):
+            raise
+        import traceback
+        traceback.print_exc()
+        sys.stderr.flush()
+        from mpi4py import MPI
+        MPI.COMM_WORLD.Barrier()
+        sys.exit(1)
