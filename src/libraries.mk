@@ -88,7 +88,7 @@ libccsparts_la_SOURCES =
 libccsparts_la_LIBADD = libccs_core.la libccs_tracewriter.la libccs_desync.la libccs_coalesce.la libccs_metrics.la
 if HAVE_NCCL
 noinst_LTLIBRARIES += libccs_nccl.la
-libccs_nccl_la_SOURCES = src/nccl/nccl_internal.h src/nccl/nccl_redop.h src/nccl/desync_nccl.h \
+libccs_nccl_la_SOURCES = src/nccl/nccl_internal.h src/nccl/nccl_fns.h src/nccl/nccl_redop.h src/nccl/desync_nccl.h \
 	src/nccl/coalesce_nccl.h src/nccl/nccl_real.c src/nccl/nccl_comm.c src/nccl/nccl_redop.c \
 	src/nccl/nccl_wrap.c src/nccl/desync_nccl.c src/nccl/coalesce_nccl.c src/nccl/nccl_track.h src/nccl/nccl_track.c \
 	src/nccl/nccl_track_state.h src/nccl/nccl_track_poll.c

@@ -5,12 +5,13 @@
 # order), docs/desync.md's table of what must agree (every collective, and
 # nothing else), tests/integration/symbols-mpi.txt (each collective's MPI_X,
 # MPI_IX and their PMPI_ names exported) and docs/desync.md's table of
-# verdicts (a row per class).  The tables are read through the compiler
-# (the X-macros expanded), not parsed.
+# verdicts (a row per class); and tests/integration/symbols-nccl.txt is the
+# NCCL interposer's list of wrapped functions (src/nccl/nccl_fns.h).  The
+# tables are read through the compiler (the X-macros expanded), not parsed.
 . "$top_srcdir/tests/tap.sh"
 cc=${CC:-cc}
 command -v "$cc" >/dev/null || tap_skip_all "no C compiler ($cc)"
-tap_plan 5
+tap_plan 6
 D=$CCS_TMP
 cat > "$D/dump.c" <<'EOF'
 #include "ccs_kinds.h"
@@ -78,6 +79,34 @@ for v in $(awk '$1 == "V" {print $3}' "$D/rows"); do
     grep -q "^| \`$v\`" "$top_srcdir/docs/desync.md" || echo "$v" >> "$D/vmissing"
 done
 tap_eq "docs/desync.md describes every verdict class" "" "$(tr '\n' ' ' < "$D/vmissing")"
+# tests/integration/symbols-nccl.txt: the NCCL interposer's two lists
+# (src/nccl/nccl_fns.h) less the functions it only calls, nothing else.
+cat > "$D/nccl.c" <<'EOF'
+#include "nccl_fns.h"
+#include <stdio.h>
+int main(void)
+{
+#define CCS_G(name, ...) puts("nccl" #name);
+    CCS_NCCL_GENERATED(CCS_G)
+#undef CCS_G
+#define CCS_A(name, where) if (sizeof #where != sizeof "called") puts("nccl" #name);
+    CCS_NCCL_APART(CCS_A)
+#undef CCS_A
+    return 0;
+}
+EOF
+if "$cc" -std=c11 -I"$top_srcdir/src/nccl" -o "$D/nccl" "$D/nccl.c" > "$D/nccl-cc.out" 2>&1; then
+    "$D/nccl" | sort > "$D/nccl-fns"
+    if test -s "$D/nccl-fns" && sort "$top_srcdir/tests/integration/symbols-nccl.txt" | cmp -s - "$D/nccl-fns"; then
+        tap_ok "tests/integration/symbols-nccl.txt is src/nccl/nccl_fns.h's wrapped functions"
+    else
+        tap_not_ok "tests/integration/symbols-nccl.txt is src/nccl/nccl_fns.h's wrapped functions"
+        sort "$top_srcdir/tests/integration/symbols-nccl.txt" | diff - "$D/nccl-fns" | tap_diag
+    fi
+else
+    tap_not_ok "tests/integration/symbols-nccl.txt is src/nccl/nccl_fns.h's wrapped functions"
+    tap_diag < "$D/nccl-cc.out"
+fi
 # (So that the comparisons above cannot pass on nothing read.)
 tap_check "the tables read: kinds, collectives and verdict classes" \
     test -s "$D/kinds" -a -s "$D/colls" -a -n "$(awk '$1 == "V"' "$D/rows")"
