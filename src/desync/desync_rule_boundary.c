@@ -193,88 +193,117 @@ static long boundary_mode(const struct bnd *b, size_t n)
 
 /* The verdict's line: who ended the step after how many calls, where the
  * others made how many, who is blocked where, and the call sites. */
-static void boundary_line(struct ctx *c, struct grp *g, const struct bnd *b, struct ccs_dsx_verdict *v)
+/* The subject of a boundary verdict: the ranks whose count differs from the
+ * others' (or, counts alike or unknown, the ranks at the boundary), and the
+ * ranks blocked in a collective meanwhile. */
+struct subject {
+    int32_t *odd, *blk;
+    size_t nodd, nblk;
+    long mode, oddc; /* the others' count, the odd ranks' */
+    int odd_at;      /* every odd rank is at the boundary (ended the step) */
+    const struct ent *first_at, *first_blk;
+    unsigned kind; /* what was counted (calls_word) */
+};
+
+static void boundary_subject(struct ctx *c, const struct grp *g, const struct bnd *b, struct subject *s)
 {
-    size_t n = g->hi - g->lo, nodd = 0, nblk = 0, nat = 0;
-    int32_t *odd = malloc(n * sizeof *odd), *blk = malloc(n * sizeof *blk);
-    if (!odd || !blk) {
-        free(odd), free(blk);
-        return;
-    }
-    long mode = boundary_mode(b, n), oddc = -1;
-    int odd_at = 1;
-    const struct ent *first_at = NULL, *first_blk = NULL;
-    unsigned kind = CCS_KIND_MAX;
+    s->mode = boundary_mode(b, g->hi - g->lo), s->oddc = -1, s->odd_at = 1, s->kind = CCS_KIND_MAX;
     for (size_t i = g->lo, k = 0; i < g->hi; i++, k++) {
         const struct ent *m = &c->ents[i];
         if (b->what[k] == B_AT) {
-            nat++;
-            first_at = first_at ? first_at : m;
-            kind = b->units ? CCS_KIND_MAX + 1 : m->e->step_now == b->s ? m->e->step_kind : m->e->prev_kind;
+            s->first_at = s->first_at ? s->first_at : m;
+            s->kind = b->units ? CCS_KIND_MAX + 1 : m->e->step_now == b->s ? m->e->step_kind : m->e->prev_kind;
         }
-        if (b->count[k] >= 0 && b->count[k] != mode && (oddc < 0 || b->count[k] == oddc)) {
-            oddc = b->count[k];
-            odd[nodd++] = m->wrank;
-            odd_at &= b->what[k] == B_AT;
+        if (b->count[k] >= 0 && b->count[k] != s->mode && (s->oddc < 0 || b->count[k] == s->oddc)) {
+            s->oddc = b->count[k];
+            s->odd[s->nodd++] = m->wrank;
+            s->odd_at &= b->what[k] == B_AT;
         }
         if (c->be[m->wrank] == m->e && b->what[k] != B_GONE) {
-            blk[nblk++] = m->wrank;
-            first_blk = first_blk ? first_blk : m;
+            s->blk[s->nblk++] = m->wrank;
+            s->first_blk = s->first_blk ? s->first_blk : m;
         }
     }
-    char ro[256], rb[256], ops[160], tail[400] = "";
-    size_t o = 0;
-    if (!nodd) { /* counts alike or unknown: the ranks at the boundary are the subject */
-        for (size_t i = g->lo, k = 0; i < g->hi; i++, k++)
-            if (b->what[k] == B_AT)
-                odd[nodd++] = c->ents[i].wrank;
-        oddc = !first_at  ? -1
-               : b->units ? units_in_step(c->v->st[first_at->wrank], b->s)
-                          : calls_in_step(first_at->e, b->s, c->v->st[first_at->wrank]->step);
-        odd_at = 1;
-    }
-    ccs_dsx_rules_ranks(odd, nodd, ro, sizeof ro);
-    int w = odd_at ? ccs_dsx_rules_fmt(v->line, sizeof v->line,
-                                       "comm=%#llx size=%d seq=%llu: rank%s %s ended step %u after %ld %s",
-                                       (unsigned long long)v->comm, g->size, (unsigned long long)v->seq,
-                                       nodd > 1 ? "s" : "", ro, b->s, oddc, calls_word(kind, oddc))
-                   : ccs_dsx_rules_fmt(v->line, sizeof v->line,
-                                       "comm=%#llx size=%d seq=%llu: rank%s %s made %ld %s in step %u",
-                                       (unsigned long long)v->comm, g->size, (unsigned long long)v->seq,
-                                       nodd > 1 ? "s" : "", ro, oddc, calls_word(kind, oddc), b->s);
-    o = w > 0 ? (size_t)w : 0;
-    if (o < sizeof v->line && mode >= 0 && mode != oddc)
+    if (s->nodd)
+        return;
+    /* counts alike or unknown: the ranks at the boundary are the subject */
+    for (size_t i = g->lo, k = 0; i < g->hi; i++, k++)
+        if (b->what[k] == B_AT)
+            s->odd[s->nodd++] = c->ents[i].wrank;
+    const struct ent *at = s->first_at;
+    s->oddc = !at        ? -1
+              : b->units ? units_in_step(c->v->st[at->wrank], b->s)
+                         : calls_in_step(at->e, b->s, c->v->st[at->wrank]->step);
+    s->odd_at = 1;
+}
+
+/* "rank 1 ended step 3 after 15 ... where the others made 16 ... went on to
+ * step 4": the line's head; returns its length. */
+static size_t boundary_head(const struct grp *g, const struct bnd *b, const struct subject *s,
+                            struct ccs_dsx_verdict *v)
+{
+    char ro[256];
+    ccs_dsx_rules_ranks(s->odd, s->nodd, ro, sizeof ro);
+    const char *pl = s->nodd > 1 ? "s" : "";
+    int w = s->odd_at ? ccs_dsx_rules_fmt(v->line, sizeof v->line,
+                                          "comm=%#llx size=%d seq=%llu: rank%s %s ended step %u after %ld %s",
+                                          (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, pl, ro,
+                                          b->s, s->oddc, calls_word(s->kind, s->oddc))
+                      : ccs_dsx_rules_fmt(v->line, sizeof v->line,
+                                          "comm=%#llx size=%d seq=%llu: rank%s %s made %ld %s in step %u",
+                                          (unsigned long long)v->comm, g->size, (unsigned long long)v->seq, pl, ro,
+                                          s->oddc, calls_word(s->kind, s->oddc), b->s);
+    size_t o = w > 0 ? (size_t)w : 0;
+    int others = s->mode >= 0 && s->mode != s->oddc;
+    if (o < sizeof v->line && others)
         o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, " where the others %s %ld",
-                                       odd_at ? "made" : "ended it after", mode);
+                                       s->odd_at ? "made" : "ended it after", s->mode);
     if (o < sizeof v->line && b->passed)
-        o += (size_t)ccs_dsx_rules_fmt(
-            v->line + o, sizeof v->line - o, "%s went on to step %u",
-            mode >= 0 && mode != oddc ? (b->passed > 1 ? " and they" : " and it") : "; the others", b->passed_to);
-    if (first_blk && o < sizeof v->line) {
-        ccs_dsx_rules_ranks(blk, nblk, rb, sizeof rb);
-        ccs_dsx_op_str(&first_blk->e->blocked, ops, sizeof ops);
+        o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, "%s went on to step %u",
+                                       others ? (b->passed > 1 ? " and they" : " and it") : "; the others",
+                                       b->passed_to);
+    return o;
+}
+
+/* The rest of the line from O on: who is blocked where, members gone, the
+ * sites, and what the ranks did. */
+static void boundary_tail(const struct bnd *b, const struct subject *s, struct ccs_dsx_verdict *v, size_t o)
+{
+    char rb[256], ops[160], tail[400] = "";
+    if (s->first_blk && o < sizeof v->line) {
+        ccs_dsx_rules_ranks(s->blk, s->nblk, rb, sizeof rb);
+        ccs_dsx_op_str(&s->first_blk->e->blocked, ops, sizeof ops);
         o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o,
-                                       "; rank%s %s blocked in %s at seq %llu for %.1f s", nblk > 1 ? "s" : "", rb,
-                                       ops, (unsigned long long)first_blk->e->blocked.seq,
-                                       first_blk->e->blocked_ms / 1000.0);
+                                       "; rank%s %s blocked in %s at seq %llu for %.1f s", s->nblk > 1 ? "s" : "",
+                                       rb, ops, (unsigned long long)s->first_blk->e->blocked.seq,
+                                       s->first_blk->e->blocked_ms / 1000.0);
     }
     if (b->gone && o < sizeof v->line)
         o += (size_t)ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, "; %d member%s gone", b->gone,
                                        b->gone > 1 ? "s" : "");
-    if (first_at && first_at->e->site_last[0])
-        ccs_dsx_rules_fmt(tail, sizeof tail, "; rank %d last at %s", first_at->wrank, first_at->e->site_last);
-    if (first_blk && first_blk->e->site_blocked[0]) {
+    if (s->first_at && s->first_at->e->site_last[0])
+        ccs_dsx_rules_fmt(tail, sizeof tail, "; rank %d last at %s", s->first_at->wrank, s->first_at->e->site_last);
+    if (s->first_blk && s->first_blk->e->site_blocked[0]) {
         size_t t = strlen(tail);
-        ccs_dsx_rules_fmt(tail + t, sizeof tail - t, "; rank %d at %s", first_blk->wrank,
-                          first_blk->e->site_blocked);
+        ccs_dsx_rules_fmt(tail + t, sizeof tail - t, "; rank %d at %s", s->first_blk->wrank,
+                          s->first_blk->e->site_blocked);
     }
     if (o < sizeof v->line)
         ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o,
                           " (at the end of the step, before its optimizer step: the ranks made "
                           "different numbers of calls)%s",
                           tail);
-    (void)nat;
-    free(odd), free(blk);
+}
+
+static void boundary_line(struct ctx *c, struct grp *g, const struct bnd *b, struct ccs_dsx_verdict *v)
+{
+    size_t n = g->hi - g->lo;
+    struct subject s = {.odd = malloc(n * sizeof *s.odd), .blk = malloc(n * sizeof *s.blk)};
+    if (s.odd && s.blk) {
+        boundary_subject(c, g, b, &s);
+        boundary_tail(b, &s, v, boundary_head(g, b, &s, v));
+    }
+    free(s.odd), free(s.blk);
 }
 
 static void boundary_verdict(struct ctx *c, struct grp *g, uint32_t s)
