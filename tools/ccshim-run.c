@@ -66,10 +66,12 @@ static void usage(FILE *f)
             "  --set NAME=VALUE   set any CCSHIM_* variable (the table below)\n"
             "  --libdir DIR       where libccshim*.so are (default: CCSHIM_LIBDIR, the build tree,\n"
             "                     %s relative to ccshim-run, then %s)\n"
-            "  --torch            mark every PyTorch optimizer step (a Python helper on PYTHONPATH\n"
-            "                     calls ccshim_step_mark from a global optimizer step pre-hook;\n"
+            "  --torch            mark every PyTorch optimizer step, and --python (a Python helper on\n"
+            "                     PYTHONPATH calls ccshim_step_mark from a global optimizer step pre-hook;\n"
             "                     its directory: --python-dir, else\n"
             "                     %s relative to ccshim-run, then %s)\n"
+            "  --python           name the Python line behind each collective (torch.distributed's\n"
+            "                     and mpi4py's calls: docs/python-sites.md), through the same helper\n"
             "  -v, --verbose      say which library was chosen and why (also at --log-level info)\n"
             "  --print-env        print the environment PROGRAM would get, and exit\n"
             "  --new-secret       print a new random secret (128 bits from libsodium, 32 hex digits)\n"
@@ -408,7 +410,7 @@ static int set_var(const char *assign)
 /* What the options ask for. */
 struct run_request {
     int mpi; /* 1 --mpi, 0 --no-mpi, -1 chosen from the program */
-    int print_env, torch, verbose;
+    int print_env, torch, python, verbose;
     const char *libdir; /* --libdir, or NULL */
 };
 
@@ -489,6 +491,8 @@ static int parse_options(struct run_request *req, int argc, char **argv, int *pr
             req->verbose = 1;
         } else if (strcmp(arg, "--torch") == 0) {
             req->torch = 1;
+        } else if (strcmp(arg, "--python") == 0) {
+            req->python = 1;
         } else if (strcmp(arg, "--new-secret") == 0) {
             return new_secret();
         } else if (strcmp(arg, "--print-env") == 0) {
@@ -533,25 +537,27 @@ static void report_missing_library(const struct run_request *req, const char *li
             program, libname, why);
 }
 
-/* --torch: puts the PyTorch helper's directory first on PYTHONPATH.  0, or
- * -1 after the message (PROGRAM not run). */
-static int use_torch_helper(const struct run_request *req, const char *libdir, const char *program)
+/* --torch or --python: puts the Python helper's directory first on
+ * PYTHONPATH.  0, or -1 after the message (PROGRAM not run). */
+static int use_python_helper(const struct run_request *req, const char *libdir, const char *program)
 {
+    const char *opt = req->torch ? "--torch" : "--python";
     char pydir[PATH_MAX * 2 + 8], tried[4 * PATH_MAX] = "";
     if (find_pythondir(libdir, pydir, sizeof pydir, tried, sizeof tried) != 0) {
         fprintf(stderr,
-                "%s: error: --torch: the PyTorch helper (sitecustomize.py and ccshim_torch.py) not found: looked "
+                "%s: error: %s: the Python helper (sitecustomize.py and ccshim_torch.py) not found: looked "
                 "for %s (expected in %s relative to %s, as `make install` puts it, or give --python-dir DIR); "
                 "%s not run\n",
-                prog, tried, rel_pythondir, exe_dir[0] ? exe_dir : "ccshim-run", program);
+                prog, opt, tried, rel_pythondir, exe_dir[0] ? exe_dir : "ccshim-run", program);
         return -1;
     }
     if (req->verbose)
-        fprintf(stderr, "%s: --torch: Python helper from %s\n", prog, pydir);
+        fprintf(stderr, "%s: %s: Python helper from %s\n", prog, opt, pydir);
     /* For the library: steps will be marked, so every:N can leave a
      * communicator's first step, DDP's bucket rebuild, to the real
-     * reductions (docs/coalescing.md, Limits). */
-    setenv("CCSHIM_TORCH_HELPER", "1", 1);
+     * reductions (docs/coalescing.md, Limits).  Under --python alone the
+     * helper only names lines: 0 keeps its step marking out. */
+    setenv("CCSHIM_TORCH_HELPER", req->torch ? "1" : "0", 1);
     return prepend_to_list("PYTHONPATH", pydir);
 }
 
@@ -561,7 +567,7 @@ static void print_env(const struct run_request *req)
     extern char **environ;
     for (char **e = environ; *e; e++)
         if (strncmp(*e, "CCSHIM_", 7) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0 ||
-            (req->torch && strncmp(*e, "PYTHONPATH=", 11) == 0))
+            ((req->torch || req->python) && strncmp(*e, "PYTHONPATH=", 11) == 0))
             printf("%s\n", *e);
 }
 
@@ -600,7 +606,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s %s (%s): %s\n", prog, guess ? "guessing" : "preloading", libname, lib, why);
     if (prepend_to_list("LD_PRELOAD", lib) != 0)
         return 1;
-    if (req.torch && use_torch_helper(&req, libdir, argv[program]) != 0)
+    if ((req.torch || req.python) && use_python_helper(&req, libdir, argv[program]) != 0)
         return 1;
     if (req.print_env) {
         print_env(&req);

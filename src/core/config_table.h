@@ -30,7 +30,8 @@
     X(job_id, "CCSHIM_JOB_ID", STR, "",                                                                   \
       "job id in trace names; default: from Slurm, Open MPI, PMIx or torchrun, else 'local'")             \
     X(python_dir, "CCSHIM_PYTHON_DIR", STR, "",                                                           \
-      "ccshim-run --torch: directory of sitecustomize.py and ccshim_torch.py; default: beside ccshim-run") \
+      "ccshim-run --torch/--python: directory of sitecustomize.py and ccshim_torch.py; "                   \
+      "default: beside ccshim-run")                                                                        \
     X(torch_helper, "CCSHIM_TORCH_HELPER", BOOL, "0",                                                     \
       "set by ccshim-run --torch: the PyTorch helper marks the optimizer steps; every:N then answers "     \
       "nothing locally in a communicator's first step, where DDP rebuilds its buckets")                    \

@@ -6,7 +6,8 @@
 # under ccshim-run --on-desync abort as a new user would run it (ccshim-run
 # picks libccshim-mpi.so itself: runtests.py imports mpi4py).  Each rank's
 # per-test outcomes (test id -> ok, skipped 'why', FAIL, ERROR, ...) are
-# exactly the plain run's, both runs exit 0, ccshim reports no verdict.
+# exactly the plain run's, both runs exit 0, ccshim reports no verdict; at 2
+# ranks the same under `ccshim-run --python` (Python call sites).
 # About 1360 tests a rank, each on a COMM_WORLD.Dup() of its own: before the
 # fix for freed communicators the suite drew false DESYNC verdicts and was
 # aborted at 3 and 5 ranks.
@@ -51,6 +52,7 @@ NPS=${PEER_NPS:-1 2 3 5}
 PEER_NP5_SUBSET='^test_(cco_buf|cco_nb_buf|cco_obj|cco_obj_inter|cco_ngh_obj|comm|comm_inter|comm_topo|attributes|group|p2p_obj|util_pkl5|msgzero|rma)$'
 n=1
 for np in $NPS; do n=$((n + 4)); done
+case " $NPS " in *" 2 "*) n=$((n + 1)) ;; esac
 tap_plan "$n"
 
 # results DIR RANK: "ID OUTCOME" per test run by RANK (its stderr in
@@ -129,6 +131,22 @@ for np in $NPS; do
     else
         tap_not_ok "$np ranks: the plain run's per-test outcomes on every rank ($total tests)"
         { echo "$why"; cat "$d"/diff.* 2>/dev/null | head -20; tail -5 "$d"/shim/err.0 "$d/shim/mpirun.err"; } 2>/dev/null | tap_diag
+    fi
+    # At 2 ranks also under --python: COMM_WORLD and COMM_SELF become
+    # instances of subclasses of mpi4py's classes (docs/python-sites.md).
+    if [ "$np" = 2 ]; then
+        run python "$np" 300 "$CCSHIM_RUN" --python --on-desync abort --summary 0 --set CCSHIM_JOB_ID=mpi4py2py --
+        yrc=$?
+        same=1 r=0
+        while [ $r -lt "$np" ]; do
+            results "$d/python" $r > "$d/python/res.$r" 2>/dev/null
+            diff -u "$d/plain/res.$r" "$d/python/res.$r" > "$d/pydiff.$r" || same=0
+            r=$((r + 1))
+        done
+        echo "# figure: mpi4py suite on 2 ranks under ccshim-run --python: $WALL s"
+        tap_eq "2 ranks, under ccshim-run --python: exit 0 and the plain run's per-test outcomes on every rank" \
+            "0 1" "$yrc $same"
+        [ "$same" = 1 ] || cat "$d"/pydiff.* | head -20 | tap_diag
     fi
     if [ "$np" = "${NPS%% *}" ]; then
         tap_check "ccshim-run chose libccshim-mpi.so itself: runtests.py imports mpi4py" \

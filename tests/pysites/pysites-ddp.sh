@@ -23,6 +23,7 @@ line_of() { grep -n "# LINE:$1\$" "$job" | cut -d: -f1; }
 LB=$(line_of backward)
 LA=$(line_of explicit_a)
 LBB=$(line_of explicit_b)
+LF=$(line_of final_barrier)
 PYTHONDONTWRITEBYTECODE=1 # nothing written into the source tree
 export PYTHONDONTWRITEBYTECODE
 
@@ -72,8 +73,9 @@ tap_check "the patterns tell the two explicit lines apart" sh -c \
     'awk "/^step 2\$/,/^step 3\$/" "$1" | tr -s " \n" " " | grep -q "allreduce 12 B @buf[0-9]* from pysites_job.py:$2, allreduce 20 B @buf[0-9]* from pysites_job.py:$3,"' \
     _ "$A" "$LA" "$LBB"
 "$CCSHIM_AUDIT" --json "$CCS_TMP/ok/trace" >"$CCS_TMP/ok/a.json" 2>/dev/null
+# (the last line: mpi4py's own comm.Barrier(), named since --torch implies --python)
 tap_eq "JSON: each site's python line and count" \
-    "24 pysites_job.py:$LB in <module>;6 pysites_job.py:$LA in <module>;6 pysites_job.py:$LBB in <module>;" \
+    "24 pysites_job.py:$LB in <module>;6 pysites_job.py:$LA in <module>;6 pysites_job.py:$LBB in <module>;2 pysites_job.py:$LF in <module>;" \
     "$("$PY" -c '
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -92,5 +92,5 @@ for step in range(args.steps):
 
 w = model.module[0].weight.detach().double().sum().item()
 print("rank %d done weight_sum %.6f" % (rank, w), flush=True)
-comm.Barrier()
+comm.Barrier()  # LINE:final_barrier
 dist.destroy_process_group()

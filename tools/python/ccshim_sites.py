@@ -16,7 +16,12 @@ install() wraps
     trainer.py:12 in main"): desync detection then names a rank blocked
     there, not one computing (docs/desync.md).
 
-The line is the caller's first frame outside torch and ccshim, written
+  * with `ccshim-run --python` (or --torch), the methods of mpi4py's
+    communicators that issue MPI calls (collectives, point-to-point,
+    constructors), on MPI.COMM_WORLD, MPI.COMM_SELF and the communicators
+    duplicated from them (_hook_mpi4py says why only those).
+
+The line is the caller's first frame outside torch, mpi4py and ccshim, written
 "file.py:318 in train_step" (the file's base name).  Each distinct line is
 handed to libccshim once (ccshim_annotate, which interns it); afterwards a
 call costs a frame walk, a dictionary look-up and two stores into ccshim's
@@ -25,7 +30,8 @@ every collective issued meanwhile, on any thread; ccshim-audit and desync
 verdicts show the text (docs/python-sites.md).
 
 Nothing is wrapped when libccshim is not preloaded, and nothing of this
-module is loaded without `--torch`.  Works with torch 1.13 and 2.x.
+module is loaded without `--torch` or `--python`.  Works with torch 1.13
+and 2.x, and mpi4py 3.1.
 """
 import ctypes
 import functools
@@ -183,9 +189,11 @@ def _torch_dir(module, depth):
     return d + os.sep
 
 
-def _skip(torch_dir):
+def _skip(package_dir):
+    """Frames in PACKAGE_DIR (torch's, mpi4py's) and in this file are not
+    the caller's."""
     global _skip_dirs
-    _skip_dirs = (torch_dir, os.path.abspath(__file__))
+    _skip_dirs = tuple(sorted(set(_skip_dirs) | {package_dir, os.path.abspath(__file__)}))
 
 
 def _hook_c10d(c10d):
@@ -201,14 +209,85 @@ def _hook_autograd(autograd):
     _wrap_all(autograd, _AUTOGRAD_FUNCTIONS)
 
 
+# The methods of mpi4py's communicators that issue the MPI calls ccshim
+# records (those a class has are wrapped).
+_MPI_METHODS = (
+    "Barrier", "barrier", "Bcast", "bcast", "Gather", "Gatherv", "gather", "Scatter", "Scatterv", "scatter",
+    "Allgather", "Allgatherv", "allgather", "Alltoall", "Alltoallv", "Alltoallw", "alltoall", "Reduce", "reduce",
+    "Allreduce", "allreduce", "Reduce_scatter", "Reduce_scatter_block", "Scan", "scan", "Exscan", "exscan",
+    "Ibarrier", "Ibcast", "Igather", "Igatherv", "Iscatter", "Iscatterv", "Iallgather", "Iallgatherv", "Ialltoall",
+    "Ialltoallv", "Ialltoallw", "Ireduce", "Iallreduce", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan",
+    "Iexscan", "Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv",
+    "Neighbor_alltoallw", "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall",
+    "Ineighbor_alltoallv", "Ineighbor_alltoallw", "neighbor_allgather", "neighbor_alltoall",
+    "Send", "Recv", "Sendrecv", "Sendrecv_replace", "Ssend", "Bsend", "Rsend", "Isend", "Irecv", "Issend",
+    "Ibsend", "Irsend", "send", "recv", "sendrecv", "ssend", "bsend", "isend", "irecv", "issend", "ibsend",
+    "Dup", "Idup", "Dup_with_info", "Clone", "Split", "Split_type", "Create", "Create_group", "Create_cart",
+    "Create_graph", "Create_dist_graph", "Create_dist_graph_adjacent", "Create_intercomm", "Merge", "Free",
+)
+
+
+def _mpi_annotated(fn):
+    """FN, a method of an mpi4py communicator, wrapped so that the MPI call
+    it makes carries its caller's line; inside a wrapped torch call (a DDP
+    comm hook during backward()) the torch call's line stands."""
+    word = _lib[1]
+
+    @functools.wraps(fn)
+    def method(*args, **kwargs):
+        prev = word.value
+        i = 0 if prev else _site_id(1)
+        if not i:
+            return fn(*args, **kwargs)
+        word.value = i
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            word.value = prev
+
+    method._ccshim_annotated = True
+    return method
+
+
+def _hook_mpi4py(mpi):
+    """mpi4py's classes are immutable extension types: their methods cannot
+    be replaced.  So each communicator class gets a subclass with the
+    methods wrapped (same name, module and behaviour), and MPI.COMM_WORLD
+    and MPI.COMM_SELF become instances of those (the same MPI handles;
+    equal to the originals).  mpi4py makes a duplicate (Dup, Idup, Clone)
+    of the class of the communicator it duplicates, so duplicates carry
+    the lines too; a communicator that mpi4py makes of its own classes
+    (Split, Create, the topologies, Comm.f2py) keeps the native site, and
+    type(MPI.COMM_WORLD) is the subclass, not MPI.Intracomm."""
+    _skip(os.path.dirname(os.path.abspath(mpi.__file__)) + os.sep)
+    subs = {}
+    for name in ("Intracomm", "Intercomm", "Cartcomm", "Graphcomm", "Distgraphcomm"):
+        base = getattr(mpi, name, None)
+        if base is None:
+            continue
+        ns = {"__module__": base.__module__, "__qualname__": base.__qualname__, "__doc__": base.__doc__}
+        for m in _MPI_METHODS:
+            fn = getattr(base, m, None)
+            if fn is not None and callable(fn):
+                ns[m] = _mpi_annotated(fn)
+        subs[name] = type(name, (base,), ns)
+    for name in ("COMM_WORLD", "COMM_SELF"):
+        comm = getattr(mpi, name, None)
+        sub = subs.get(type(comm).__name__)
+        if comm is not None and sub is not None and type(comm) is getattr(mpi, type(comm).__name__):
+            setattr(mpi, name, sub(comm))
+
+
 # Each module is wrapped when it has been executed, so nothing here imports
 # torch itself (torch imports these two in the middle of its own import).
-_HOOKS = {"torch.autograd": _hook_autograd, "torch.distributed.distributed_c10d": _hook_c10d}
+_HOOKS = {"torch.autograd": _hook_autograd, "torch.distributed.distributed_c10d": _hook_c10d,
+          "mpi4py.MPI": _hook_mpi4py}
 
 
 def install():
-    """Wraps torch.autograd and torch.distributed now if they are imported,
-    else when they are.  Does nothing when libccshim is not preloaded."""
+    """Wraps torch.autograd, torch.distributed and mpi4py.MPI now if they
+    are imported, else when they are.  Does nothing when libccshim is not
+    preloaded."""
     global _installed
     if _installed:
         return

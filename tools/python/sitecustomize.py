@@ -1,15 +1,18 @@
-"""Loaded by Python at start-up when `ccshim-run --torch` put this directory
-on PYTHONPATH: makes every torch.optim optimizer step call ccshim_step_mark
-(see ccshim_torch.py) and names the Python line behind each collective
-(ccshim_sites.py), then runs the sitecustomize this one shadows, if any."""
+"""Loaded by Python at start-up when `ccshim-run --torch` or `--python` put
+this directory on PYTHONPATH: names the Python line behind each collective
+(ccshim_sites.py) and, except under --python alone (which sets
+CCSHIM_TORCH_HELPER=0), makes every torch.optim optimizer step call
+ccshim_step_mark (see ccshim_torch.py); then runs the sitecustomize this one
+shadows, if any."""
 import os
 import sys
 
 
 def _ccshim_start():
     try:
-        import ccshim_torch
-        ccshim_torch.install()
+        if os.environ.get("CCSHIM_TORCH_HELPER") != "0":
+            import ccshim_torch
+            ccshim_torch.install()
     except Exception as e:  # never break the job's start-up
         sys.stderr.write("ccshim_torch: not installed: %r\n" % (e,))
     try:  # the Python line behind each collective (docs/python-sites.md)
