@@ -8,7 +8,7 @@
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 67
+tap_plan 68
 
 # Latency: a verdict must come from the detector while the job still runs,
 # not from its end: these bounds hold on 2 shared cores.  The targets
@@ -68,6 +68,8 @@ dsx_run finalized 40 4 CCSHIM_ON_DESYNC=abort WAIT_VERDICT=1 -- "$SCENARIO" op
 tap_eq "finalized: the job ends with status 3" 3 "$DSX_RC"
 tap_check "finalized: no MPI_Abort after MPI_Finalize" \
     sh -c '! grep -q "called after MPI_FINALIZE" "$1/out" "$1/err"' _ "$CCS_TMP/finalized"
+tap_check "finalized: the abort came from the finalized path (its log line), not before MPI_Finalize" \
+    sh -c 'cat "$1"/log-*.txt "$1/err" 2>/dev/null | grep -q "CCSHIM_ON_DESYNC=abort: MPI is finalized in this process"' _ "$CCS_TMP/finalized"
 
 # Only the half that went out of step is named.
 tap_eq "split: no verdict names ranks 2 or 3" "" \

@@ -199,7 +199,7 @@ def _skip(package_dir):
 def _hook_c10d(c10d):
     """Wraps the collectives of torch.distributed.distributed_c10d (and where
     torch.distributed re-exports them, if it already did)."""
-    _skip(_torch_dir(c10d, 3))
+    _skip(_torch_dir(c10d, 2))
     _wrap_all(c10d, _DIST_FUNCTIONS, (sys.modules.get("torch.distributed"),), collectives=True)
 
 
