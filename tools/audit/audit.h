@@ -151,8 +151,10 @@ struct audit_site {
     uint64_t offset; /* frame 0 offset in it */
     char *symbol;    /* runtime's dladdr name of frame 0, or NULL */
     char *resolved;  /* "func at file:line (inlined f at file:line)" from the debug information, or NULL */
-    char *src_file;  /* of resolved: the call's file and line (the outer one, in the function not */
-    uint32_t src_line; /* inlined), for outputs that take them apart (OTF2); NULL and 0 when unknown */
+    /* Of resolved, the call's file and line apart (the outer line, in the
+     * function not inlined), for OTF2's source code locations; NULL, 0 unknown. */
+    char *src_file;
+    uint32_t src_line;
     char *frames;    /* all frames, "sym+off;..." for the report */
     char *pysite;    /* annotated (Python) site, "file.py:318 in fn", or NULL: a site
                         with one is the native site as reached from that line */
