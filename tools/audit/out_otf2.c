@@ -271,7 +271,7 @@ static const struct site_refs *site_refs(struct otf2_out *o, const struct audit 
     }
     struct site_refs *r = &o->sites[site - 1];
     if (!r->name) {
-        char file[8];
+        char file[8]; /* only whether it has a line: the file is written with the definitions */
         uint32_t line;
         o->site_order[o->nsite_names] = site;
         r->name = ++o->nsite_names;
