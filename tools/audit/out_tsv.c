@@ -148,9 +148,10 @@ static int time_close(struct audit_sink *s)
 
 const struct audit_sink_type audit_sink_tsv_time = {
     .option = "tsv-time",
-    .help = "  --tsv-time           time in collectives and wait (beyond the fastest rank's), tab-separated:\n"
-            "                       step rank collectives_ns wait_ns; then total rank collectives_ns wait_ns run_ns;\n"
-            "                       site collectives_ns wait_ns run_ns where; coalescing deferred measured saved_ns\n",
+    .help =
+        "  --tsv-time           time in collectives and wait (beyond the fastest rank's), tab-separated:\n"
+        "                       step rank collectives_ns wait_ns; then total rank collectives_ns wait_ns run_ns;\n"
+        "                       site collectives_ns wait_ns run_ns where; coalescing deferred measured saved_ns\n",
     .flags = AUDIT_SINK_STDOUT | AUDIT_SINK_REPORT,
     .close = time_close,
 };
