@@ -15,7 +15,7 @@
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
-tap_plan 17
+tap_plan 18
 D=$CCS_TMP
 # The all-reduce's line in the scenario (the site the audit names).
 LINE=$(grep -n '^        iteration_call(scenario, culprit_now' "$top_srcdir/tests/desync/desync_scenario.c" | cut -d: -f1)
@@ -56,6 +56,12 @@ tap_check "warn: the ranks are listed as killed by signal 15 (rank 1 in MPI_Fina
     grep -Eqx "ccshim-audit: 3 traces \((0 complete, 3|1 complete, 2) killed by signal 15, 0 cut short, 0 unreadable\), job warn on $(hostname) \.\.\." "$D/warn.txt"
 tap_eq "warn: the post-mortem names the culprit and the call" "  1. [error] $TITLE" \
     "$(grep '^  1\. ' "$D/warn.txt")"
+# The call site with the most time, in the time table's 52 columns: the
+# call's own line whole, the inlined helper cut (both ends of the name kept
+# the helper's line instead: desync_scenario.c:167).
+tap_eq "warn: the time table's costliest site is the call's own line" \
+    "main at $SITE (inlined ...)" \
+    "$(grep -A1 '^     collectives   share         wait   share  site$' "$D/warn.txt" | tail -1 | sed 's/.*%  //')"
 json_q "$D/warn.json" "d['findings'][0]['evidence']" > "$D/warn.evidence"
 tap_check "warn: what each rank was doing at seq 5" grep -Eqx \
     "comm [0-9a-f]* \(3 ranks\), seq 5, the first that not every rank reached; ranks 0,2: blocked in allreduce at $SITE since [0-9:.]* UTC for [0-9.]*(-[0-9.]*)? s; killed by signal 15; rank 1: not in a collective; $R1_END" \

@@ -3,8 +3,10 @@
 # (Debian: otf2-tools) reads back has one location per rank, one
 # communicator definition per communicator, exactly one collective begin and
 # end per collective record (as --tsv-records lists them) with its bytes and
-# root, and one "step" region per step and rank; on synthetic traces and on
-# a real 2-rank MPI run with coalescing every:8.
+# root, one "step" region per step and rank, and each call's Enter with its
+# site (the name the other outputs give, its file and line); on synthetic
+# traces and on a real 2-rank MPI run with coalescing every:8.  (The sites'
+# exact lines at -O0 and -O2: audit-sites.sh.)
 . "$top_srcdir/tests/tap.sh"
 MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
@@ -20,7 +22,7 @@ if ! grep -q '^#define HAVE_OTF2 1' "$top_builddir/config.h"; then
 fi
 command -v otf2-print > /dev/null 2>&1 || tap_skip_all "otf2-print not installed (Debian package: otf2-tools)"
 command -v python3 > /dev/null 2>&1 || tap_skip_all "python3 (JSON checks) not installed"
-tap_plan 19
+tap_plan 20
 
 # Collective records per rank, as --tsv-records lists them: "RANK COUNT" lines.
 coll_records() {
@@ -64,6 +66,13 @@ tap_eq "one step region per step and rank (enter, leave)" "12 12" \
     "$(grep -c '^ENTER .*Region: "step"' "$D/events.txt") $(grep -c '^LEAVE .*Region: "step"' "$D/events.txt")"
 tap_eq "steps numbered 0-2 on each rank" "4 4 4" \
     "$(for s in 0 1 2; do grep -c "(\"step\" <[0-9]*>; UINT32; $s)" "$D/events.txt"; done | paste -sd ' ' -)"
+# Each call's Enter (the line after it holds its attributes): the site's
+# name and source code location; 4 ranks x 3 sites: 208 calls.
+tap_eq "every call's Enter carries its site and its file and line (208 calls, on 3 lines)" \
+    "208 tg_site_broadcast_params at tracegen.c:30 tracegen.c:30|tg_site_gather_loss at tracegen.c:26 tracegen.c:26|tg_site_reducer_allreduce_bucket at tracegen.c:22 tracegen.c:22" \
+    "$(awk '$1 == "ENTER" && !/Region: "step"/ { getline a; print a }' "$D/events.txt" |
+        sed -n 's/.*("site" <[0-9]*>; STRING; "\([^"]*\)" <[0-9]*>), ("SOURCE_CODE_LOCATION" <[0-9]*>; SOURCE_CODE_LOCATION; "\([^"]*\)" <[0-9]*>)$/\1 \2/p' |
+        sed 's#/[^ :"]*/##g' | sort | uniq -c | awk '{ n += $1; $1 = ""; l = l (l ? "|" : "") substr($0, 2) } END { print n, l }')"
 
 "$MKTRACE" --ranks 2 --steps 2 --micro 3 --deferred "$D/def"
 "$CCSHIM_AUDIT" --otf2 "$D/od" "$D/def" > /dev/null 2>&1

@@ -9,7 +9,7 @@
 . "$top_srcdir/tests/tap.sh"
 MKTRACE="$top_builddir/tests/audit/mktrace"
 [ -x "$CCSHIM_AUDIT" ] || tap_skip_all "ccshim-audit not built"
-tap_plan 9
+tap_plan 12
 D=$CCS_TMP
 
 # 3 ranks, 2 steps of two bucket reductions (25 MiB: 28214 ns, 9.7 MiB:
@@ -18,7 +18,12 @@ D=$CCS_TMP
 "$CCSHIM_AUDIT" --tsv-time "$D/lt" > "$D/lt.tsv"
 tap_eq "--tsv-time: each step and rank, then the totals (wait: 2 x 1 ms a step on ranks 0 and 2, none on 1)" \
     "#step rank collectives_ns wait_ns|0 0 2044585 2000000|0 1 44585 0|0 2 2044585 2000000|1 0 2041585 2000000|1 1 41585 0|1 2 2041585 2000000|#total rank collectives_ns wait_ns run_ns|total 0 4086170 4000000 4190770|total 1 86170 0 190770|total 2 4086170 4000000 4190770" \
-    "$(tr '\t' ' ' < "$D/lt.tsv" | paste -sd'|')"
+    "$(sed '/^#site/,$d' "$D/lt.tsv" | tr '\t' ' ' | paste -sd'|')"
+# Per call site, the most time first: its time and wait, all ranks' run time
+# summed (4190770 + 190770 + 4190770: the shares' denominator), its name.
+tap_eq "--tsv-time: each call site's time and wait (the buckets' 8 ms of wait first), then coalescing (none)" \
+    "#site collectives_ns wait_ns run_ns where|site 8242310 8000000 8572310 tg_site_reducer_allreduce_bucket at tracegen.c:22|site 9000 0 8572310 tg_site_broadcast_params at tracegen.c:30|site 7200 0 8572310 tg_site_gather_loss at tracegen.c:26|#coalescing deferred measured saved_ns|coalescing 0 0 -" \
+    "$(sed -n '/^#site/,$p' "$D/lt.tsv" | sed 's#/[^ :]*/##g' | tr '\t' ' ' | paste -sd'|')"
 "$CCSHIM_AUDIT" "$D/lt" > "$D/lt.txt"
 tap_eq "table: the ranks' time, wait and shares of their run time" \
     "         0       4.2 ms         4.1 ms   97.5%       4.0 ms   95.4%|         1     190.8 us        86.2 us   45.2%         0 ns    0.0%|         2       4.2 ms         4.1 ms   97.5%       4.0 ms   95.4%" \
@@ -44,6 +49,8 @@ tap_eq "html: the time chart (a cell per step and rank, ranks labelled), the ran
 "$CCSHIM_AUDIT" --json "$D/df" > "$D/df.json"
 tap_eq "coalescing measured against the same reductions made for real: saved 465420 ns" "24 24 465420" \
     "$(json_q "$D/df.json" '"%d %d %d" % (d["time"]["coalescing"]["deferred"], d["time"]["coalescing"]["measured"], d["time"]["coalescing"]["saved_ns"])')"
+tap_eq "--tsv-time: saved, as --json says it" "coalescing 24 24 465420" \
+    "$("$CCSHIM_AUDIT" --tsv-time "$D/df" | grep '^coalescing' | tr '\t' ' ')"
 tap_eq "table: saved, and how it was measured" \
     "  coalescing saved 465.4 us: 24 deferred reductions, each the mean time of the same reduction made|    for real in this job, less its own" \
     "$("$CCSHIM_AUDIT" "$D/df" | grep -A1 '^  coalescing saved' | paste -sd'|')"
@@ -52,4 +59,6 @@ tap_eq "table: saved, and how it was measured" \
 tap_eq "no real twin: not claimed (table, --json null)" \
     "  coalescing deferred 12 reductions; the time saved is not claimed: this job made none of them for|    real to measure it against|None" \
     "$("$CCSHIM_AUDIT" "$D/d0" | grep -A1 '^  coalescing deferred' | paste -sd'|')|$("$CCSHIM_AUDIT" --json "$D/d0" | python3 -c 'import json,sys; print(json.load(sys.stdin)["time"]["coalescing"]["saved_ns"])')"
+tap_eq "no real twin: --tsv-time's saved_ns is -, not 0" "coalescing 12 0 -" \
+    "$("$CCSHIM_AUDIT" --tsv-time "$D/d0" | grep '^coalescing' | tr '\t' ' ')"
 tap_done

@@ -6,7 +6,8 @@
 #   - the audit's redundancy finding, its per-step pattern and its top call
 #     sites name the script's backward() line, with exact call counts;
 #   - two explicit dist.all_reduce lines are told apart;
-#   - JSON, HTML and the Chrome trace carry the line;
+#   - JSON, HTML, the Chrome trace and the OTF2 archive (its events' source
+#     code locations) carry the line;
 #   - a rank that skips one mini-batch: a DESYNC naming the step, and the
 #     backward line for both ranks;
 #   - without --torch no record carries a Python site.
@@ -16,7 +17,7 @@ PY=/usr/bin/python3
 "$PY" -c 'import torch, torch.distributed, mpi4py' 2>/dev/null ||
     tap_skip_all "torch or mpi4py not installed for /usr/bin/python3 (apt-get install python3-torch python3-mpi4py)"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
-tap_plan 18
+tap_plan 19
 
 job="$top_srcdir/tests/pysites/pysites_job.py"
 line_of() { grep -n "# LINE:$1\$" "$job" | cut -d: -f1; }
@@ -80,8 +81,10 @@ tap_eq "JSON: each site's python line and count" \
 import json, sys
 d = json.load(open(sys.argv[1]))
 print("".join("%d %s;" % (s["count"], s["python"]) for s in d["sites"] if s["python"]))' "$CCS_TMP/ok/a.json")"
-"$CCSHIM_AUDIT" --html "$CCS_TMP/ok/a.html" --chrome-trace "$CCS_TMP/ok/a.chrome.json" "$CCS_TMP/ok/trace" \
-    >/dev/null 2>&1
+OTF2=
+grep -q '^#define HAVE_OTF2 1' "$top_builddir/config.h" && command -v otf2-print >/dev/null 2>&1 && OTF2=1
+"$CCSHIM_AUDIT" --html "$CCS_TMP/ok/a.html" --chrome-trace "$CCS_TMP/ok/a.chrome.json" \
+    ${OTF2:+--otf2 "$CCS_TMP/ok/otf2"} "$CCS_TMP/ok/trace" >/dev/null 2>&1
 tap_check "HTML: the top call sites name the backward line" grep -q "pysites_job.py:$LB in &lt;module&gt; |" \
     "$CCS_TMP/ok/a.html"
 tap_eq "Chrome trace: every all-reduce event carries its line (24 + 6 + 6)" "24 6 6" "$("$PY" -c '
@@ -91,6 +94,15 @@ ev = ev["traceEvents"] if isinstance(ev, dict) else ev
 sites = [e.get("args", {}).get("site", "") for e in ev if e.get("ph") == "X"]
 print(*[sum(1 for s in sites if s.startswith("pysites_job.py:%s in " % l)) for l in sys.argv[2:]])' \
     "$CCS_TMP/ok/a.chrome.json" "$LB" "$LA" "$LBB")"
+if [ -n "$OTF2" ]; then
+    otf2-print "$CCS_TMP/ok/otf2/traces.otf2" >"$CCS_TMP/ok/otf2.txt" 2>/dev/null
+    tap_eq "OTF2: every all-reduce's Enter has its Python line as source code location (24 + 6 + 6)" "24 6 6" \
+        "$(for l in "$LB" "$LA" "$LBB"; do
+            grep -c "(\"SOURCE_CODE_LOCATION\" <[0-9]*>; SOURCE_CODE_LOCATION; \"pysites_job.py:$l\" <" "$CCS_TMP/ok/otf2.txt"
+        done | paste -sd ' ' -)"
+else
+    tap_skip "OTF2: every all-reduce's Enter has its Python line" "built without OTF2, or no otf2-print (otf2-tools)"
+fi
 
 # --- without --torch: the same job, no Python site anywhere
 run plain 120 "" -- --steps 2 --mini 2

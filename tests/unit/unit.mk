@@ -1,7 +1,7 @@
 # tests/unit/unit.mk - Check suites of the core's pure logic, and what the
 # core's tables refuse at build time.
-TESTS += tests/unit/kinds-table.sh tests/unit/kinds-lists.sh
-dist_check_SCRIPTS += tests/unit/kinds-table.sh tests/unit/kinds-lists.sh
+TESTS += tests/unit/kinds-table.sh tests/unit/kinds-lists.sh tests/unit/doc-lines.sh
+dist_check_SCRIPTS += tests/unit/kinds-table.sh tests/unit/kinds-lists.sh tests/unit/doc-lines.sh
 if HAVE_CHECK
 UNIT_TESTS = tests/unit/test_config tests/unit/test_fingerprint tests/unit/test_comm \
 	tests/unit/test_sequence tests/unit/test_trace tests/unit/test_callsite tests/unit/test_names \

@@ -51,6 +51,7 @@ void audit_free(struct audit *a)
         free(s->module);
         free(s->symbol);
         free(s->resolved);
+        free(s->src_file);
         free(s->frames);
         free(s->pysite);
         free(s);

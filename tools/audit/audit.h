@@ -151,6 +151,10 @@ struct audit_site {
     uint64_t offset; /* frame 0 offset in it */
     char *symbol;    /* runtime's dladdr name of frame 0, or NULL */
     char *resolved;  /* "func at file:line (inlined f at file:line)" from the debug information, or NULL */
+    /* Of resolved, the call's file and line apart (the outer line, in the
+     * function not inlined), for OTF2's source code locations; NULL, 0 unknown. */
+    char *src_file;
+    uint32_t src_line;
     char *frames;    /* all frames, "sym+off;..." for the report */
     char *pysite;    /* annotated (Python) site, "file.py:318 in fn", or NULL: a site
                         with one is the native site as reached from that line */
@@ -365,6 +369,12 @@ void audit_site_resolve(struct audit *a, struct audit_site *s);
 void audit_symbolizer_free(struct audit *a);
 /* Best short name of a site: resolved, else dladdr symbol, else module+offset. */
 const char *audit_site_name(const struct audit_site *s, char *buf, size_t n);
+/* The file and line of site S's calls as the user wrote them: a Python
+ * site's line, else the call's line from the debug information (for
+ * inlined code, the line in the function that called the helper).  Returns
+ * FILE (its name as the debug information or the Python line gives it,
+ * cut to N) and sets *LINE; NULL when neither is known. */
+const char *audit_site_source(const struct audit_site *s, char *file, size_t n, uint32_t *line);
 
 /* ------------------------------------------------------------------ util.c */
 /* "25.0 MiB" style; returns BUF. */

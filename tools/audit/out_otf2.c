@@ -5,6 +5,10 @@
  * Enter and a Leave of the call's region and, for a collective, a
  * collective begin and end event between them (the record's bytes as sent
  * and received, its root); each step a region "step" around its calls.
+ * A call's Enter carries its call site: the name every other output gives
+ * it (attribute "site") and its file and line as a source code location
+ * (attribute "SOURCE_CODE_LOCATION", the name OTF2 documents for source
+ * annotations of events).
  * Events stream out rank by rank; the definitions are written at the end.
  * Built only with OTF2 (configure: libotf2-trace-dev).
  */
@@ -27,6 +31,8 @@
 #define GROUP_USER_LOCATIONS 1u                       /* ... in NCCL communication (no OTF2 paradigm of its own) */
 #define GROUP_FIRST_COMM 2u
 #define ATTR_STEP 0u
+#define ATTR_SITE 1u /* string: the site's name, as every output gives it (audit_site_name) */
+#define ATTR_SCL 2u  /* source code location: the call's file and line */
 
 struct location {
     uint64_t id;
@@ -48,6 +54,14 @@ struct comm_index {
     uint32_t at; /* in otf2_out.comms */
 };
 
+/* A call site as the events refer to it, by its global index: the
+ * references are given as events use it and defined at the end, when every
+ * site is named. */
+struct site_refs {
+    uint32_t name; /* its name's string reference + 1, 0 while unused */
+    uint32_t scl;  /* its source code location's reference + 1, 0 none */
+};
+
 struct otf2_out {
     OTF2_Archive *archive;
     OTF2_EvtWriter *evt;
@@ -60,6 +74,10 @@ struct otf2_out {
     uint32_t region_ref[NREGIONS]; /* by key: the region's reference + 1, 0 while unused */
     uint32_t region_key[NREGIONS]; /* by reference: its key (references are dense, in order of use) */
     uint32_t nregions;
+    struct site_refs *sites; /* by global site index - 1 */
+    size_t sites_cap;
+    uint32_t *site_order; /* the sites used, by their name's string reference */
+    uint32_t nsite_names, nscls;
     uint64_t t_min, t_max;
     /* the rank being read */
     uint64_t t_last; /* its last event's time: a rank's events never go back in time */
@@ -89,6 +107,8 @@ static void otf2_state_free(struct otf2_out *o)
         free(o->comms[i].members);
     free(o->comms);
     free(o->locs);
+    free(o->sites);
+    free(o->site_order);
     hmap_free(&o->comm_by_id);
     if (o->attrs)
         OTF2_AttributeList_Delete(o->attrs);
@@ -230,6 +250,37 @@ static OTF2_CollectiveOp collective_op(unsigned kind)
     return OTF2_UNDEFINED_UINT8;
 }
 
+/* SITE's references (a global site index), given when first used; NULL
+ * for no site, or out of memory (the call is then written without it). */
+static const struct site_refs *site_refs(struct otf2_out *o, const struct audit *a, uint32_t site)
+{
+    if (!site || site > a->nsites)
+        return NULL;
+    if (site > o->sites_cap) {
+        size_t cap = a->nsites > 2 * o->sites_cap ? a->nsites : 2 * o->sites_cap;
+        struct site_refs *grown = realloc(o->sites, cap * sizeof *grown);
+        uint32_t *order = realloc(o->site_order, cap * sizeof *order);
+        if (grown)
+            o->sites = grown;
+        if (order)
+            o->site_order = order;
+        if (!grown || !order)
+            return NULL;
+        memset(o->sites + o->sites_cap, 0, (cap - o->sites_cap) * sizeof *grown);
+        o->sites_cap = cap;
+    }
+    struct site_refs *r = &o->sites[site - 1];
+    if (!r->name) {
+        char file[8]; /* only whether it has a line: the file is written with the definitions */
+        uint32_t line;
+        o->site_order[o->nsite_names] = site;
+        r->name = ++o->nsite_names;
+        if (audit_site_source(a->site_list[site - 1], file, sizeof file, &line))
+            r->scl = ++o->nscls;
+    }
+    return r;
+}
+
 static void leave_step(struct otf2_out *o)
 {
     if (!o->in_step)
@@ -243,7 +294,6 @@ static void leave_step(struct otf2_out *o)
 static void otf2_record(struct audit_sink *s, const struct audit_file *f, const struct ccs_record *r, uint32_t step,
                         uint32_t site)
 {
-    (void)site;
     struct otf2_out *o = s->state;
     if (!o->evt || ccs_kind_class(r->kind) == CCS_CLASS_MARK)
         return;
@@ -259,7 +309,13 @@ static void otf2_record(struct audit_sink *s, const struct audit_file *f, const 
         l->events++;
     }
     OTF2_RegionRef call = region(o, region_key(r));
-    OTF2_EvtWriter_Enter(o->evt, NULL, t0, call);
+    const struct site_refs *sr = site_refs(o, s->a, site);
+    if (sr) {
+        OTF2_AttributeList_AddStringRef(o->attrs, ATTR_SITE, sr->name - 1);
+        if (sr->scl)
+            OTF2_AttributeList_AddSourceCodeLocationRef(o->attrs, ATTR_SCL, sr->scl - 1);
+    }
+    OTF2_EvtWriter_Enter(o->evt, sr ? o->attrs : NULL, t0, call);
     l->events++;
     if (ccs_kind_class(r->kind) == CCS_CLASS_COLL) {
         struct comm_def *c = comm_of(o, r->comm);
@@ -419,6 +475,46 @@ static int write_comms(struct otf2_out *o, OTF2_GlobalDefWriter *w, struct audit
     return 0;
 }
 
+/* A source file's name, written once as a string. */
+struct file_string {
+    uint64_t hash; /* of the name */
+    uint32_t site; /* the first site in it (its global index), whose name it is */
+    uint32_t ref;
+};
+
+/* The sites' names, as string references 0 to nsite_names - 1 (the events
+ * refer to them so), and their source code locations, each file named once. */
+static void write_sites(struct otf2_out *o, OTF2_GlobalDefWriter *w, struct audit *a)
+{
+    char name[1024], file[1024], other[1024];
+    uint32_t line, other_line;
+    struct hmap files;
+    hmap_init(&files, sizeof(struct file_string), sizeof(uint64_t));
+    for (uint32_t i = 0; i < o->nsite_names; i++)
+        string(o, w, audit_site_name(a->site_list[o->site_order[i] - 1], name, sizeof name));
+    for (uint32_t i = 0; i < o->nsite_names; i++) {
+        const struct audit_site *st = a->site_list[o->site_order[i] - 1];
+        const struct site_refs *r = &o->sites[o->site_order[i] - 1];
+        if (!r->scl || !audit_site_source(st, file, sizeof file, &line))
+            continue;
+        uint64_t h = hmap_hash(file, strlen(file));
+        struct file_string *fs = hmap_get(&files, &h, 1);
+        OTF2_StringRef ref;
+        if (fs && fs->site && audit_site_source(a->site_list[fs->site - 1], other, sizeof other, &other_line) &&
+            strcmp(other, file) == 0) {
+            ref = fs->ref;
+        } else { /* new (or a hash shared with another name: written again) */
+            ref = string(o, w, file);
+            if (fs && !fs->site) {
+                fs->site = o->site_order[i];
+                fs->ref = ref;
+            }
+        }
+        OTF2_GlobalDefWriter_WriteSourceCodeLocation(w, r->scl - 1, ref, line);
+    }
+    hmap_free(&files);
+}
+
 static int write_definitions(struct otf2_out *o, struct audit *a)
 {
     OTF2_GlobalDefWriter *w = OTF2_Archive_GetGlobalDefWriter(o->archive);
@@ -426,9 +522,15 @@ static int write_definitions(struct otf2_out *o, struct audit *a)
         return -1;
     uint64_t t_min = o->t_min == UINT64_MAX ? 0 : o->t_min;
     OTF2_GlobalDefWriter_WriteClockProperties(w, 1000000000, t_min, o->t_max - t_min, t_min);
+    write_sites(o, w, a); /* the first strings: the events' references are theirs */
     OTF2_GlobalDefWriter_WriteAttribute(w, ATTR_STEP, string(o, w, "step"),
                                         string(o, w, "the step number (ccshim step markers or inferred steps)"),
                                         OTF2_TYPE_UINT32);
+    OTF2_GlobalDefWriter_WriteAttribute(w, ATTR_SITE, string(o, w, "site"),
+                                        string(o, w, "the call site, as ccshim-audit's other outputs name it"),
+                                        OTF2_TYPE_STRING);
+    OTF2_GlobalDefWriter_WriteAttribute(w, ATTR_SCL, string(o, w, "SOURCE_CODE_LOCATION"),
+                                        string(o, w, "the call's file and line"), OTF2_TYPE_SOURCE_CODE_LOCATION);
     write_regions(o, w);
     write_locations(o, w);
     return write_comms(o, w, a);

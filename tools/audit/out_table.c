@@ -517,7 +517,12 @@ static void print_time(struct audit *a, FILE *f)
             short_paths(nm);
             snprintf(line, sizeof line, "%.500s", nm);
             size_t avail = WIDTH - 1 - 47, len = strlen(line);
-            if (len > avail) { /* keep both ends */
+            char *inl = strstr(line, " (inlined ");
+            if (len > avail && inl && (size_t)(inl - line) + 14 <= avail) {
+                /* the call's own line whole, the inlined helper left out
+                 * (both ends would keep the helper's line, not the call's) */
+                memcpy(inl, " (inlined ...)", 15);
+            } else if (len > avail) { /* keep both ends */
                 size_t head = (avail - 3) / 2, tail = avail - 3 - head;
                 memmove(line + head + 3, line + len - tail, tail + 1);
                 memcpy(line + head, "...", 3);

@@ -1,7 +1,8 @@
 /*
  * out_tsv.c - the tab-separated outputs, for shell tests: --tsv, one line
- * per (step, rank, comm, kind) after reading, and --tsv-records, one line
- * per call as the traces stream past.
+ * per (step, rank, comm, kind) after reading, --tsv-records, one line per
+ * call as the traces stream past, and --tsv-time, the time in collectives
+ * and wait per step and rank, rank, call site, and what coalescing saved.
  */
 #include "audit.h"
 #include "ccs_kinds.h"
@@ -34,6 +35,17 @@ const struct audit_sink_type audit_sink_tsv = {
     .close = tsv_close,
 };
 
+/* Site S's name as every output gives it, on one field (a tab or newline
+ * in a name from a damaged file would split the line: replaced). */
+static const char *tsv_site_name(const struct audit_site *s, char *buf, size_t n)
+{
+    audit_site_name(s, buf, n);
+    for (char *p = buf; *p; p++)
+        if (*p == '\t' || *p == '\n')
+            *p = ' ';
+    return buf;
+}
+
 static int records_open(struct audit_sink *s)
 {
     (void)s;
@@ -52,10 +64,7 @@ static void records_record(struct audit_sink *s, const struct audit_file *f, con
      * line: replaced). */
     char where[1024] = "-";
     if (site && site <= s->a->nsites)
-        audit_site_name(s->a->site_list[site - 1], where, sizeof where);
-    for (char *p = where; *p; p++)
-        if (*p == '\t' || *p == '\n')
-            *p = ' ';
+        tsv_site_name(s->a->site_list[site - 1], where, sizeof where);
     char flags[128] = "";
     size_t o = 0;
 #define CCS_X(e, b, name)                                                                                          \
@@ -81,7 +90,19 @@ const struct audit_sink_type audit_sink_tsv_records = {
     .record = records_record,
 };
 
-/* --tsv-time: the time of every step and rank, then every rank's totals. */
+/* The most time first, as the table lists them. */
+static int site_time_cmp(const void *x, const void *y)
+{
+    const struct audit_site *a = *(struct audit_site *const *)x, *b = *(struct audit_site *const *)y;
+    if (a->time_ns != b->time_ns)
+        return a->time_ns > b->time_ns ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* --tsv-time: the time of every step and rank, then every rank's totals,
+ * every call site's (with the ranks' summed run time, of which the table
+ * gives its shares) and what coalescing saved (as --json's time.coalescing:
+ * "-" where nothing was measured, not claimed). */
 static int time_close(struct audit_sink *s)
 {
     struct audit *a = s->a;
@@ -98,13 +119,39 @@ static int time_close(struct audit_sink *s)
             printf("total\t%d\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n", (int)x->rank, x->coll_ns, x->wait_ns,
                    x->t_last_ns);
     }
+    uint64_t run_all = 0;
+    for (size_t i = 0; i < a->nfiles; i++)
+        if (a->files[i].status != FILE_REFUSED)
+            run_all += a->files[i].t_last_ns;
+    struct audit_site **sv = malloc((a->nsites + 1) * sizeof *sv);
+    size_t nsv = 0;
+    for (size_t i = 0; sv && i < a->nsites; i++)
+        if (a->site_list[i]->time_ns)
+            sv[nsv++] = a->site_list[i];
+    if (sv)
+        qsort(sv, nsv, sizeof *sv, site_time_cmp);
+    printf("#site\tcollectives_ns\twait_ns\trun_ns\twhere\n");
+    for (size_t i = 0; i < nsv; i++) {
+        char where[1024];
+        printf("site\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%s\n", sv[i]->time_ns, sv[i]->wait_ns, run_all,
+               tsv_site_name(sv[i], where, sizeof where));
+    }
+    free(sv);
+    printf("#coalescing\tdeferred\tmeasured\tsaved_ns\n");
+    if (a->saved.measured)
+        printf("coalescing\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n", a->saved.deferred, a->saved.measured,
+               a->saved.saved_ns);
+    else
+        printf("coalescing\t%" PRIu64 "\t0\t-\n", a->saved.deferred);
     return 0;
 }
 
 const struct audit_sink_type audit_sink_tsv_time = {
     .option = "tsv-time",
-    .help = "  --tsv-time           time in collectives and wait (beyond the fastest rank's), tab-separated:\n"
-            "                       step rank collectives_ns wait_ns; then total rank collectives_ns wait_ns run_ns\n",
+    .help =
+        "  --tsv-time           time in collectives and wait (beyond the fastest rank's), tab-separated:\n"
+        "                       step rank collectives_ns wait_ns; then total rank collectives_ns wait_ns run_ns;\n"
+        "                       site collectives_ns wait_ns run_ns where; coalescing deferred measured saved_ns\n",
     .flags = AUDIT_SINK_STDOUT | AUDIT_SINK_REPORT,
     .close = time_close,
 };

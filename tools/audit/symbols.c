@@ -5,8 +5,8 @@
  * module's debug information, the way the runtime's desync reports name it
  * (src/core/dwline.c: the call instruction, return address - 1; inside
  * inlined code the line in the function the author called the helper from).
- * Every output (table, JSON, TSV records, Chrome trace, HTML) then prints
- * the same name.
+ * Every output (table, JSON, TSV records, Chrome trace, HTML, OTF2) then
+ * prints the same name.
  */
 #include "audit.h"
 #include "dwline.h"
@@ -37,6 +37,27 @@ const char *audit_site_name(const struct audit_site *s, char *buf, size_t n)
     } else
         snprintf(buf, n, "site %u", s->index);
     return buf;
+}
+
+const char *audit_site_source(const struct audit_site *s, char *file, size_t n, uint32_t *line)
+{
+    if (s->pysite) { /* "file.py:LINE in FUNC": the file is the text before the first ":LINE in " */
+        for (const char *p = strchr(s->pysite, ':'); p; p = strchr(p + 1, ':')) {
+            char *end;
+            unsigned long l = strtoul(p + 1, &end, 10);
+            if (end > p + 1 && strncmp(end, " in ", 4) == 0 && l > 0 && l <= UINT32_MAX && p > s->pysite) {
+                snprintf(file, n, "%.*s", (int)(p - s->pysite), s->pysite);
+                *line = (uint32_t)l;
+                return file;
+            }
+        }
+        return NULL;
+    }
+    if (!s->src_file || !s->src_line)
+        return NULL;
+    snprintf(file, n, "%s", s->src_file);
+    *line = s->src_line;
+    return file;
 }
 
 #ifdef HAVE_ELFUTILS_LIBDWFL_H
@@ -163,6 +184,8 @@ void audit_site_resolve(struct audit *a, struct audit_site *s)
     char r[1400];
     ccs_dw_where_str(&w, elf_name ? elf_name : s->symbol, r, sizeof r);
     s->resolved = strdup(r);
+    if (w.line > 0 && w.file[0] && (s->src_file = strdup(w.file)))
+        s->src_line = (uint32_t)w.line;
 }
 
 void audit_symbolizer_free(struct audit *a)
