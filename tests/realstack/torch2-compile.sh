@@ -15,7 +15,7 @@
 # DDP instances, not the class).
 . "$top_srcdir/tests/realstack/lib.sh"
 rs_require
-tap_plan 8
+tap_plan 9
 J="--batch 16 --minibatch 4 --steps 4 --compile-backend aot_eager"
 for how in outer inner; do
     ddp "$how-fix" 2 -- $J --compile "$how" --mode no_sync
@@ -48,4 +48,9 @@ ddp sub 2 --coalesce auto -- $J --steps 5 --subclass --ref "$CCS_TMP/subref.npy"
 tap_eq "a DDP subclass with its own forward: runs, the helper stays out, ccshim coalesces from step 3; parameters" \
     "0 0 $(expect_steps 3 4 2 1 7 | tr '\n' ';') ranks_equal 1, within 1e-5" \
     "$? $(grep -c 'DDP synchronises once per step' "$CCS_TMP/sub.err") $(per_step sub 3 | tr '\n' ';') $(close sub)"
+# DDP's class is left alone (its forward is torch's in every run); the
+# helper gave each plain DDP model a forward of its own, not the subclass.
+tap_eq "DDP's class forward is torch's own; the plain DDP models have their own (the helper's), the subclass does not" \
+    "torch own torch own torch class" \
+    "$(for n in outer inner sub; do echo "$(val $n ddp_class_forward) $(val $n ddp_instance_forward)"; done | tr '\n' ' ' | sed 's/ $//')"
 tap_done

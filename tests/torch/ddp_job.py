@@ -356,6 +356,13 @@ def main():
             print("first_hook_calls %d" % first_hook_calls)
         if a.find_unused:
             print("bitmap_wrong %d" % wrong)
+        # which forward DDP runs: its class's, torch's own (the helper never
+        # patches the class), and whether this instance was given its own
+        # (the coalescing helper's, bound per instance)
+        import inspect
+        cf = (inspect.getsourcefile(nn.parallel.DistributedDataParallel.forward) or "?").replace(os.sep, "/")
+        print("ddp_class_forward %s" % ("torch" if cf.endswith("torch/nn/parallel/distributed.py") else cf))
+        print("ddp_instance_forward %s" % ("own" if "forward" in vars(ddp) else "class"))
         if a.compile != "none":
             # over every rank: Dynamo's recompilations (of any frame, of
             # this file's, of ccshim's helper), the frames it compiled (a
