@@ -29,6 +29,20 @@ static int slot_of(struct ccs_dsx_agg *a, uint64_t id)
     return i;
 }
 
+/* The fold of COMM in A (folds in increasing id order), or NULL. */
+static struct ccs_dsx_agg_comm *find_mut(struct ccs_dsx_agg *a, uint64_t comm)
+{
+    uint32_t lo = 0, hi = a->head.ncomm;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (a->comm[mid].id < comm)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < a->head.ncomm && a->comm[lo].id == comm ? &a->comm[lo] : NULL;
+}
+
 static void count_hash(struct ccs_dsx_agg *a, int i, uint64_t seq, uint64_t hash)
 {
     if (!seq)
@@ -171,14 +185,31 @@ static void settle(struct ccs_dsx_agg *a, int i)
         c->done_min = c->issued_min = 0;
 }
 
-/* Whether E differs from its communicator's fold C (pass 2). */
-static int differs(const struct ccs_dsx_agg_comm *c, const struct ccs_dsx_comm *e, uint32_t list_ms)
+/* Whether, at SEQ, another hash than HASH is held by more members (or as
+ * many, and is the lower: the one settle keeps) among the candidates. */
+static int minority(const struct ccs_dsx_agg_hash *h, uint32_t nh, uint64_t seq, uint64_t hash)
+{
+    uint32_t mine = 0;
+    for (uint32_t j = 0; j < nh; j++)
+        if (h[j].seq == seq && h[j].hash == hash)
+            mine = h[j].n;
+    for (uint32_t j = 0; j < nh; j++)
+        if (h[j].seq == seq && h[j].hash != hash && (h[j].n > mine || (h[j].n == mine && h[j].hash < hash)))
+            return 1;
+    return 0;
+}
+
+/* Whether E differs from its communicator's fold C (pass 2; W: its
+ * candidates): a hash that is not the majority's at any of its seqs (not
+ * only the kept ones: the odd rank is listed in the period its completed
+ * seq shows it), blocked elsewhere or long not blocked with the group. */
+static int differs(const struct ccs_dsx_agg_comm *c, const struct ccs_dsx_agg_hash *h, uint32_t nh,
+                   const struct ccs_dsx_comm *e, uint32_t list_ms)
 {
     uint64_t seq[3] = {e->done, e->cp_seq[0], e->cp_seq[1]}, hash[3] = {e->hash, e->cp_hash[0], e->cp_hash[1]};
     for (int p = 0; p < 3; p++)
-        for (uint32_t q = 0; seq[p] && q < c->nhash; q++)
-            if (c->hash[q].seq == seq[p] && c->hash[q].hash != hash[p])
-                return 1;
+        if (seq[p] && minority(h, nh, seq[p], hash[p]))
+            return 1;
     int in_mode = e->state == CCS_DSX_BLOCKED && c->nblocked && e->blocked.seq == c->block_seq &&
                   e->blocked.fp == c->block_fp;
     if (e->state == CCS_DSX_BLOCKED && !in_mode)
@@ -220,7 +251,9 @@ void ccs_dsx_agg_fold(const struct ccs_dsx_status *const *st, size_t n, uint32_t
             struct ccs_dsx_agg_comm *c = &a->comm[i];
             if (c->members >= (uint32_t)c->size) /* entirely in the group: not folded */
                 continue;
-            list |= differs(c, &s->comm[k], list_ms);
+            int odd = differs(c, a->w[i].h, a->w[i].nh, &s->comm[k], list_ms);
+            c->odd += odd;
+            list |= odd;
             const struct ccs_dsx_comm *e = &s->comm[k];
             if (e->state == CCS_DSX_BLOCKED && c->nblocked && e->blocked.seq == c->block_seq &&
                 e->blocked.fp == c->block_fp && e->blocked_ms < c->block_ms_min)
@@ -259,6 +292,30 @@ void ccs_dsx_agg_fold(const struct ccs_dsx_status *const *st, size_t n, uint32_t
     a->head.nlisted = (uint32_t)nl;
 }
 
+void ccs_dsx_agg_list_asked(struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st, size_t n,
+                            uint32_t *listed, uint8_t *mark, int (*want)(uint64_t, void *), void *arg)
+{
+    memset(mark, 0, n);
+    for (uint32_t x = 0; x < a->head.nlisted; x++)
+        mark[listed[x]] = 1;
+    for (size_t r = 0; r < n; r++) {
+        const struct ccs_dsx_status *s = st[r];
+        if (!s || mark[r])
+            continue;
+        int asked = 0;
+        for (uint32_t k = 0; k < s->ncomm && k < CCS_DSX_MAXCOMM && !asked; k++)
+            asked = foldable(s, k) && find_mut(a, s->comm[k].id) && want(s->comm[k].id, arg);
+        if (!asked)
+            continue;
+        listed[a->head.nlisted++] = (uint32_t)r;
+        for (uint32_t k = 0; k < s->ncomm && k < CCS_DSX_MAXCOMM; k++) {
+            struct ccs_dsx_agg_comm *c = foldable(s, k) ? find_mut(a, s->comm[k].id) : NULL;
+            if (c)
+                c->listed++;
+        }
+    }
+}
+
 size_t ccs_dsx_agg_encoded_size(const struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st,
                                 const uint32_t *listed)
 {
@@ -269,7 +326,7 @@ size_t ccs_dsx_agg_encoded_size(const struct ccs_dsx_agg *a, const struct ccs_ds
 }
 
 size_t ccs_dsx_agg_encode(const struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st, const uint32_t *listed,
-                          unsigned char *buf, size_t cap)
+                          int (*keep_hist)(uint64_t, void *), void *arg, unsigned char *buf, size_t cap)
 {
     size_t o = sizeof a->head + a->head.ncomm * sizeof a->comm[0];
     if (cap < o)
@@ -277,7 +334,7 @@ size_t ccs_dsx_agg_encode(const struct ccs_dsx_agg *a, const struct ccs_dsx_stat
     memcpy(buf, &a->head, sizeof a->head);
     memcpy(buf + sizeof a->head, a->comm, a->head.ncomm * sizeof a->comm[0]);
     for (uint32_t i = 0; i < a->head.nlisted; i++) {
-        size_t w = ccs_dsx_encode_status(st[listed[i]], NULL, NULL, buf + o, cap - o);
+        size_t w = ccs_dsx_encode_status(st[listed[i]], keep_hist, arg, buf + o, cap - o);
         if (!w)
             return 0;
         o += w;
@@ -305,7 +362,7 @@ static int check_fold(const struct ccs_dsx_agg_comm *c, uint32_t nranks, char *w
         c->done_min > c->issued_min || c->done_max > c->issued_max)
         return fail(why, n, "fold's seqs inconsistent (done %lld..%lld, or beyond issued, or beyond 2^48)",
                     (long long)c->done_min, (long long)c->done_max);
-    if (c->nblocked > c->members || c->listed > c->members)
+    if (c->nblocked > c->members || c->listed > c->members || c->odd > c->listed)
         return fail(why, n, "fold has %lld blocked or listed of %lld members", c->nblocked > c->listed ? c->nblocked : c->listed,
                     c->members);
     if (!c->nblocked && (c->block_seq || c->block_fp || c->block_ms || c->block_ms_min))
@@ -328,8 +385,8 @@ static int check_fold(const struct ccs_dsx_agg_comm *c, uint32_t nranks, char *w
     return 0;
 }
 
-int ccs_dsx_agg_decode(const unsigned char *buf, size_t len, int32_t wsize, struct ccs_dsx_agg *a,
-                       struct ccs_dsx_status *listed, size_t cap, char *why, size_t whylen)
+int ccs_dsx_agg_decode_folds(const unsigned char *buf, size_t len, int32_t wsize, struct ccs_dsx_agg *a, size_t *off,
+                             char *why, size_t whylen)
 {
     if (len < sizeof a->head)
         return fail(why, whylen, "AGG frame of %lld bytes, at least %lld needed", (long long)len,
@@ -341,8 +398,6 @@ int ccs_dsx_agg_decode(const unsigned char *buf, size_t len, int32_t wsize, stru
                     h->nranks, wsize);
     if (h->ncomm > CCS_DSX_AGG_MAXCOMM)
         return fail(why, whylen, "AGG frame of %lld folds, at most %lld", h->ncomm, CCS_DSX_AGG_MAXCOMM);
-    if (h->nlisted > cap)
-        return fail(why, whylen, "AGG frame lists %lld ranks, room for %lld", h->nlisted, (long long)cap);
     size_t o = sizeof a->head;
     if (len - o < (size_t)h->ncomm * sizeof a->comm[0])
         return fail(why, whylen, "AGG frame's %lld folds truncated (%lld bytes left)", h->ncomm, (long long)(len - o));
@@ -357,6 +412,19 @@ int ccs_dsx_agg_decode(const unsigned char *buf, size_t len, int32_t wsize, stru
         if (a->comm[i].size > wsize)
             return fail(why, whylen, "fold of a communicator of %lld ranks in a job of %lld", a->comm[i].size, wsize);
     }
+    *off = o;
+    return 0;
+}
+
+int ccs_dsx_agg_decode(const unsigned char *buf, size_t len, int32_t wsize, struct ccs_dsx_agg *a,
+                       struct ccs_dsx_status *listed, size_t cap, char *why, size_t whylen)
+{
+    size_t o;
+    if (ccs_dsx_agg_decode_folds(buf, len, wsize, a, &o, why, whylen) != 0)
+        return -1;
+    const struct ccs_dsx_agg_head *h = &a->head;
+    if (h->nlisted > cap)
+        return fail(why, whylen, "AGG frame lists %lld ranks, room for %lld", h->nlisted, (long long)cap);
     for (uint32_t i = 0; i < h->nlisted; i++) {
         size_t used = ccs_dsx_decode_status(buf + o, len - o, wsize, &listed[i], why, whylen);
         if (!used)
@@ -386,15 +454,7 @@ static int cmp_pair(const void *x, const void *y)
 
 static const struct ccs_dsx_agg_comm *find(const struct ccs_dsx_agg *a, uint64_t comm)
 {
-    uint32_t lo = 0, hi = a->head.ncomm;
-    while (lo < hi) { /* folds are in increasing id order */
-        uint32_t mid = (lo + hi) / 2;
-        if (a->comm[mid].id < comm)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < a->head.ncomm && a->comm[lo].id == comm ? &a->comm[lo] : NULL;
+    return find_mut((struct ccs_dsx_agg *)a, comm);
 }
 
 /* Hashes of the folds (P, NP pairs, sorted): the lowest seq where two

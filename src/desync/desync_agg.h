@@ -49,7 +49,7 @@ struct ccs_dsx_agg_comm {
     uint32_t nblocked, block_ms, block_ms_min;
     uint32_t nhash;  /* valid entries of hash, in increasing seq order */
     uint32_t listed; /* members of it listed */
-    uint32_t pad;
+    uint32_t odd;    /* ... of which because they differ from the fold (not for being asked about) */
     struct ccs_dsx_agg_hash hash[CCS_DSX_AGG_HASHES];
 };
 
@@ -92,14 +92,28 @@ struct ccs_dsx_agg {
 void ccs_dsx_agg_fold(const struct ccs_dsx_status *const *st, size_t n, uint32_t list_ms, struct ccs_dsx_agg *a,
                       uint32_t *listed);
 
+/* Lists too (appends to LISTED, A->head.nlisted counting) every rank of
+ * ST not listed yet with a folded communicator for which WANT(id, ARG) is
+ * nonzero: the root asked about it (DETAIL), so it narrows to its
+ * members.  MARK: N bytes of scratch. */
+void ccs_dsx_agg_list_asked(struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st, size_t n,
+                            uint32_t *listed, uint8_t *mark, int (*want)(uint64_t, void *), void *arg);
+
 /* Bytes of the encoded AGG payload of A with the statuses ST[LISTED[i]]. */
 size_t ccs_dsx_agg_encoded_size(const struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st,
                                 const uint32_t *listed);
 
-/* Encodes A and its listed statuses into BUF (CAP bytes).  Returns the
- * bytes written, or 0 when CAP is too small. */
+/* Encodes A and its listed statuses into BUF (CAP bytes), each status's
+ * history as ccs_dsx_encode_status keeps it with KEEP_HIST and ARG (NULL:
+ * all).  Returns the bytes written, or 0 when CAP is too small. */
 size_t ccs_dsx_agg_encode(const struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st, const uint32_t *listed,
-                          unsigned char *buf, size_t cap);
+                          int (*keep_hist)(uint64_t, void *), void *arg, unsigned char *buf, size_t cap);
+
+/* Decodes the head and the folds of an AGG payload (BUF, LEN bytes) into
+ * A, checked as below; *OFF: where its listed statuses start.  0, or -1
+ * with WHY. */
+int ccs_dsx_agg_decode_folds(const unsigned char *buf, size_t len, int32_t wsize, struct ccs_dsx_agg *a, size_t *off,
+                             char *why, size_t whylen);
 
 /* Decodes an AGG payload (BUF, LEN bytes, all of it) of a job of WSIZE
  * ranks into A (its head and folds) and up to CAP statuses into LISTED,

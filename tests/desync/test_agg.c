@@ -136,6 +136,7 @@ START_TEST(odd_hash_lists_the_odd_rank_only)
     ck_assert_uint_eq(agg.head.nlisted, 1);
     ck_assert_uint_eq(listed[0], 3);
     ck_assert_uint_eq(agg.comm[0].listed, 1);
+    ck_assert_uint_eq(agg.comm[0].odd, 1);
     /* The majority's hash is kept at the checkpoint: 7 of 8. */
     ck_assert_uint_eq(agg.comm[0].hash[1].seq, 32);
     ck_assert_uint_eq(agg.comm[0].hash[1].n, 7);
@@ -213,6 +214,39 @@ START_TEST(full_table_lists_the_rank_and_stays_bounded)
 }
 END_TEST
 
+START_TEST(odd_completed_seq_is_listed_before_a_checkpoint)
+{
+    /* Rank 4 (41 completed) made another call at seq 41: its checkpoints
+     * agree, its hash at 41 is 1 against ranks 1 and 7's 2. */
+    group(4 + 1, 41);
+    ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
+    ck_assert_uint_eq(agg.head.nlisted, 1);
+    ck_assert_uint_eq(listed[0], 4);
+    ck_assert_uint_eq(agg.comm[0].odd, 1);
+}
+END_TEST
+
+static int want_world(uint64_t comm, void *arg)
+{
+    (void)arg;
+    return comm == WORLD;
+}
+
+START_TEST(asked_communicator_lists_every_member)
+{
+    static uint8_t mark[WS];
+    group(3 + 1, 20);
+    ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
+    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL);
+    ck_assert_uint_eq(agg.head.nlisted, G);
+    ck_assert_uint_eq(listed[0], 3); /* the odd one first, then the others in order */
+    ck_assert_uint_eq(listed[1], 0);
+    ck_assert_uint_eq(listed[7], 7);
+    ck_assert_uint_eq(agg.comm[0].listed, G);
+    ck_assert_uint_eq(agg.comm[0].odd, 1);
+}
+END_TEST
+
 static unsigned char buf[1 << 16];
 static struct ccs_dsx_status back[WS];
 static char why[256];
@@ -224,10 +258,10 @@ START_TEST(frame_round_trip)
     agg.head.group = 3;
     agg.head.nhosts = 1;
     agg.head.frame = 77;
-    size_t n = ccs_dsx_agg_encode(&agg, sp, listed, buf, sizeof buf);
+    size_t n = ccs_dsx_agg_encode(&agg, sp, listed, NULL, NULL, buf, sizeof buf);
     ck_assert_uint_eq(n, ccs_dsx_agg_encoded_size(&agg, sp, listed));
     ck_assert_uint_eq(n, 40 + 184 + ccs_dsx_encoded_size(&st[1]));
-    ck_assert_uint_eq(ccs_dsx_agg_encode(&agg, sp, listed, buf, n - 1), 0);
+    ck_assert_uint_eq(ccs_dsx_agg_encode(&agg, sp, listed, NULL, NULL, buf, n - 1), 0);
     memset(&agg2, 0xa5, sizeof agg2);
     ck_assert_int_eq(ccs_dsx_agg_decode(buf, n, WS, &agg2, back, G, why, sizeof why), 0);
     ck_assert_mem_eq(&agg2.head, &agg.head, sizeof agg.head);
@@ -244,7 +278,7 @@ static void refused(void (*edit)(struct ccs_dsx_agg *), size_t cut, const char *
     deadlock(1200);
     ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
     edit(&agg);
-    size_t n = ccs_dsx_agg_encode(&agg, sp, listed, buf, sizeof buf);
+    size_t n = ccs_dsx_agg_encode(&agg, sp, listed, NULL, NULL, buf, sizeof buf);
     ck_assert_uint_gt(n, 0);
     why[0] = 0;
     ck_assert_int_eq(ccs_dsx_agg_decode(buf, n - cut, WS, &agg2, back, G, why, sizeof why), -1);
@@ -274,7 +308,7 @@ START_TEST(decoder_refuses_what_does_not_hold)
     /* Bytes after the listed statuses. */
     deadlock(1200);
     ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
-    size_t n = ccs_dsx_agg_encode(&agg, sp, listed, buf, sizeof buf);
+    size_t n = ccs_dsx_agg_encode(&agg, sp, listed, NULL, NULL, buf, sizeof buf);
     ck_assert_int_eq(ccs_dsx_agg_decode(buf, n + 3, WS, &agg2, back, G, why, sizeof why), -1);
     ck_assert_str_eq(why, "AGG frame has 3 bytes after its 1 listed statuses");
     /* More listed than the caller has room for. */
@@ -334,6 +368,8 @@ static Suite *suite(void)
     tcase_add_test(t, long_wait_lists_the_rank_blocked_elsewhere);
     tcase_add_test(t, other_blocked_operation_or_life_is_listed);
     tcase_add_test(t, full_table_lists_the_rank_and_stays_bounded);
+    tcase_add_test(t, odd_completed_seq_is_listed_before_a_checkpoint);
+    tcase_add_test(t, asked_communicator_lists_every_member);
     tcase_add_test(t, frame_round_trip);
     tcase_add_test(t, decoder_refuses_what_does_not_hold);
     tcase_add_test(t, root_compares_groups);

@@ -36,7 +36,7 @@ static void fuzz_agg(const uint8_t *data, size_t size, int32_t wsize)
     if (ccs_dsx_agg_decode(data, size, wsize, a, ls, AGG_CAP, why, sizeof why) == 0) {
         for (uint32_t i = 0; i < a->head.nlisted; i++)
             sp[i] = &ls[i], idx[i] = i;
-        size_t n = ccs_dsx_agg_encode(a, sp, idx, buf, cap);
+        size_t n = ccs_dsx_agg_encode(a, sp, idx, NULL, NULL, buf, cap);
         if (n && (n != ccs_dsx_agg_encoded_size(a, sp, idx) ||
                   ccs_dsx_agg_decode(buf, n, wsize, b, ls2, AGG_CAP, why, sizeof why) != 0 ||
                   memcmp(&a->head, &b->head, sizeof a->head) != 0 ||
@@ -50,7 +50,7 @@ static void fuzz_agg(const uint8_t *data, size_t size, int32_t wsize)
         uint32_t nl = a->head.nlisted;
         memset(b, 0, sizeof *b);
         ccs_dsx_agg_fold(sp, nl, 500, b, idx);
-        n = ccs_dsx_agg_encode(b, sp, idx, buf, cap);
+        n = ccs_dsx_agg_encode(b, sp, idx, NULL, NULL, buf, cap);
         if (n && ccs_dsx_agg_decode(buf, n, wsize, a, ls2, AGG_CAP, why, sizeof why) != 0) {
             fprintf(stderr, "fold of %u valid statuses refused: %s\n", nl, why);
             abort();

@@ -307,7 +307,7 @@ static size_t agg(unsigned char *out, size_t cap, int n, int blocked)
     memset(&a, 0, sizeof a);
     ccs_dsx_agg_fold(sp, (size_t)n, 500, &a, listed);
     a.head.nhosts = 1;
-    return ccs_dsx_agg_encode(&a, sp, listed, out, cap);
+    return ccs_dsx_agg_encode(&a, sp, listed, NULL, NULL, out, cap);
 }
 
 static void verdict(struct ccs_dsx_verdict *v)
@@ -386,6 +386,10 @@ static void dsx_seeds(void)
     n = statuses(p, sizeof p, 1, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
     n = statuses(p, sizeof p, 1, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
     put("fuzz_dsx_coord", "seed-sealed-status-twice", b.b, b.n);
+    b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 1); /* a relay's folds (the tree), one listing a rank */
+    n = agg(p, sizeof p, 3, 1), frame(&b, CCS_DSX_M_AGG, p, n);
+    n = agg(p, sizeof p, 2, 0), frame(&b, CCS_DSX_M_AGG, p, n);
+    put("fuzz_dsx_coord", "seed-sealed-agg", b.b, b.n);
     {
         struct ccs_dsx_agree ag[2] = {
             {.comm = 0xbeef, .key = 1, .max = 9, .min = 3, .crank = 0, .size = 2, .n = 1},
