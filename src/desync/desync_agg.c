@@ -293,25 +293,32 @@ void ccs_dsx_agg_fold(const struct ccs_dsx_status *const *st, size_t n, uint32_t
 }
 
 void ccs_dsx_agg_list_asked(struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st, size_t n,
-                            uint32_t *listed, uint8_t *mark, int (*want)(uint64_t, void *), void *arg)
+                            uint32_t *listed, uint8_t *mark, int (*want)(uint64_t, void *), void *arg,
+                            uint32_t list_ms)
 {
     memset(mark, 0, n);
     for (uint32_t x = 0; x < a->head.nlisted; x++)
-        mark[listed[x]] = 1;
-    for (size_t r = 0; r < n; r++) {
-        const struct ccs_dsx_status *s = st[r];
-        if (!s || mark[r])
+        mark[listed[x]] = CCS_DSX_AGG_ODD;
+    for (uint32_t i = 0; i < a->head.ncomm; i++) {
+        uint64_t id = a->comm[i].id;
+        if (!want(id, arg))
             continue;
-        int asked = 0;
-        for (uint32_t k = 0; k < s->ncomm && k < CCS_DSX_MAXCOMM && !asked; k++)
-            asked = foldable(s, k) && find_mut(a, s->comm[k].id) && want(s->comm[k].id, arg);
-        if (!asked)
-            continue;
-        listed[a->head.nlisted++] = (uint32_t)r;
-        for (uint32_t k = 0; k < s->ncomm && k < CCS_DSX_MAXCOMM; k++) {
-            struct ccs_dsx_agg_comm *c = foldable(s, k) ? find_mut(a, s->comm[k].id) : NULL;
-            if (c)
-                c->listed++;
+        int all = a->comm[i].nblocked && a->comm[i].block_ms >= list_ms, ref = 0;
+        for (size_t r = 0; r < n && (all || !ref); r++) {
+            const struct ccs_dsx_status *s = st[r];
+            int holds = 0;
+            for (uint32_t k = 0; s && k < s->ncomm && k < CCS_DSX_MAXCOMM && !holds; k++)
+                holds = s->comm[k].id == id && foldable(s, k);
+            if (!holds || mark[r])
+                continue;
+            mark[r] = all ? CCS_DSX_AGG_ALL : CCS_DSX_AGG_REF;
+            ref = 1;
+            listed[a->head.nlisted++] = (uint32_t)r;
+            for (uint32_t k = 0; k < s->ncomm && k < CCS_DSX_MAXCOMM; k++) {
+                struct ccs_dsx_agg_comm *c = foldable(s, k) ? find_mut(a, s->comm[k].id) : NULL;
+                if (c)
+                    c->listed++;
+            }
         }
     }
 }

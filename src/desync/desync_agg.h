@@ -92,12 +92,19 @@ struct ccs_dsx_agg {
 void ccs_dsx_agg_fold(const struct ccs_dsx_status *const *st, size_t n, uint32_t list_ms, struct ccs_dsx_agg *a,
                       uint32_t *listed);
 
-/* Lists too (appends to LISTED, A->head.nlisted counting) every rank of
- * ST not listed yet with a folded communicator for which WANT(id, ARG) is
- * nonzero: the root asked about it (DETAIL), so it narrows to its
- * members.  MARK: N bytes of scratch. */
+/* Narrowing: for each folded communicator the root asked about (WANT(id,
+ * ARG) nonzero: a DETAIL), lists too (appends to LISTED, A->head.nlisted
+ * counting) one reference member beside the odd ones (its records against
+ * theirs: the MISMATCH rule's), or every member where the group has
+ * waited in it LIST_MS (the blocked rule's wait-for analysis needs them).
+ * MARK[r] (N bytes) says why rank r is listed: 0 not, CCS_DSX_AGG_ODD,
+ * _REF or _ALL (a relay sends an unchanged one of these less often). */
+#define CCS_DSX_AGG_ODD 1
+#define CCS_DSX_AGG_REF 2
+#define CCS_DSX_AGG_ALL 3
 void ccs_dsx_agg_list_asked(struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st, size_t n,
-                            uint32_t *listed, uint8_t *mark, int (*want)(uint64_t, void *), void *arg);
+                            uint32_t *listed, uint8_t *mark, int (*want)(uint64_t, void *), void *arg,
+                            uint32_t list_ms);
 
 /* Bytes of the encoded AGG payload of A with the statuses ST[LISTED[i]]. */
 size_t ccs_dsx_agg_encoded_size(const struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st,

@@ -345,30 +345,46 @@ static int send_agg(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
     }
     struct ccs_dsx_agg *a = cl->agg;
     ccs_dsx_agg_fold(st, n, cl->list_ms, a, cl->rlisted);
-    ccs_dsx_agg_list_asked(a, st, n, cl->rlisted, cl->rmark, wants_detail, cl);
-    uint32_t all = a->head.nlisted;
+    ccs_dsx_agg_list_asked(a, st, n, cl->rlisted, cl->rmark, wants_detail, cl, cl->list_ms);
+    uint32_t all = a->head.nlisted, sent = 0;
     size_t need = sizeof a->head + a->head.ncomm * sizeof a->comm[0], lim = CCS_DSX_MAX_FRAME - 64;
-    for (a->head.nlisted = 0; a->head.nlisted < all; a->head.nlisted++) {
-        size_t one = ccs_dsx_encoded_size(st[cl->rlisted[a->head.nlisted]]);
-        if (need + one > lim)
-            break;
-        need += one;
-    }
-    if (ccs_dsx_grow(&cl->buf, &cl->bufcap, need) != 0)
+    for (uint32_t i = 0; i < all; i++)
+        need += ccs_dsx_encoded_size(st[cl->rlisted[i]]);
+    if (ccs_dsx_grow(&cl->buf, &cl->bufcap, need < lim ? need : lim) != 0 || (n && st[n - 1] && !sent_of(cl, n - 1, st[n - 1]->wrank)))
         return -1;
     a->head.frame++;
     cl->fresh = 1; /* a blocked rank's newest records with it */
     size_t o = sizeof a->head + a->head.ncomm * sizeof a->comm[0];
-    memcpy(cl->buf, &a->head, sizeof a->head);
     memcpy(cl->buf + sizeof a->head, a->comm, a->head.ncomm * sizeof a->comm[0]);
-    for (uint32_t i = 0; i < a->head.nlisted; i++) {
-        cl->cur = st[cl->rlisted[i]];
+    for (uint32_t i = 0; i < all; i++) {
+        uint32_t r = cl->rlisted[i];
+        if (o + ccs_dsx_encoded_size(st[r]) > lim)
+            break; /* the rest in the next period */
+        cl->cur = st[r];
         size_t w = ccs_dsx_encode_status(cl->cur, keep_hist, cl, cl->buf + o, cl->bufcap - o);
         cl->cur = NULL;
         if (!w)
             return -1;
+        /* A member listed for a long wait (all of them) again only when
+         * what the rules act on changed (life, a state, a seq blocked at),
+         * or every 300 ms to stay in the root's view (a relay's listed rank
+         * stays there 10 frames) and to say how long it has waited. */
+        struct sent *sn = sent_of(cl, r, st[r]->wrank);
+        uint64_t h = ccs_hash_mix(st[r]->life, st[r]->ncomm) | 1;
+        for (uint32_t k = 0; k < st[r]->ncomm && k < CCS_DSX_MAXCOMM; k++) {
+            const struct ccs_dsx_comm *e = &st[r]->comm[k];
+            h = ccs_hash_mix(h, e->state == CCS_DSX_BLOCKED ? e->blocked.seq : e->state);
+            h = ccs_hash_mix(h, e->done);
+        }
+        if (cl->rmark[r] == CCS_DSX_AGG_ALL && sn && sn->hash == h && now - sn->ms < 300)
+            continue;
+        if (sn)
+            sn->hash = h, sn->ms = now;
         o += w;
+        sent++;
     }
+    a->head.nlisted = sent;
+    memcpy(cl->buf, &a->head, sizeof a->head);
     cl->agg_ms = now;
     return ccs_dsx_conn_queue(&cl->c, CCS_DSX_M_AGG, cl->buf, o);
 }

@@ -406,10 +406,12 @@ static void coord_eval(struct ccs_dsx_coord *k)
         uint64_t stale_ms = 2000 + 4 * (uint64_t)k->t.mismatch_wait_ms;
         int stale = k->beat_ms[r] && now - k->beat_ms[r] > stale_ms;
         k->view[r] = (k->unreach_ms[r] || stale) && k->st[r] && k->st[r]->life == CCS_DSX_ALIVE ? NULL : k->st[r];
-        /* Listed by a relay that no longer lists it: what it was is not
-         * what it is (its group's fold counts it now). */
+        /* Listed by a relay that has not listed it for 10 frames (1 s; an
+         * unchanged member listed for a long wait comes again every
+         * 500 ms): what it was is not what it is (its group's fold counts
+         * it now). */
         int o = k->owner[r];
-        if (o >= 0 && (size_t)o < k->capfold && k->cfold[o] && k->aggframe[r] != k->cfold[o]->head.frame)
+        if (o >= 0 && (size_t)o < k->capfold && k->cfold[o] && k->aggframe[r] + 10 < k->cfold[o]->head.frame)
             k->view[r] = NULL;
     }
     struct ccs_dsx_view v = {.wsize = k->wsize, .st = k->view, .dead = k->dead, .now_ms = now};

@@ -37,9 +37,10 @@ tap_eq "deadlock: log lines, one report and 255 single lines" 262 "$(col deadloc
 
 tap_check "every leader admitted within 10 s (admission $(col healthy 13) ms)" test "$(col healthy 13)" -lt 10000
 
-# The tree: the same verdicts and log lines through 8 relays (the root
-# narrows to the communicator whose members differ or wait, and its rules
-# judge them); when healthy the root receives folds only: 8 relays x 10
+# The tree: the same verdicts through 8 relays (the root narrows: the
+# relays list the odd members with a reference, or every member of a group
+# that waits, and its rules judge them); when healthy the root receives
+# folds only: 8 relays x 10
 # frames a second x 252 bytes = 20 KiB/s (one client per host: about
 # 1,000 KiB/s here).
 sim healthy 4 4

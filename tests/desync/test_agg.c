@@ -232,18 +232,47 @@ static int want_world(uint64_t comm, void *arg)
     return comm == WORLD;
 }
 
-START_TEST(asked_communicator_lists_every_member)
+static int want_none(uint64_t comm, void *arg)
+{
+    (void)arg, (void)comm;
+    return 0;
+}
+
+START_TEST(asked_communicator_lists_a_reference_or_every_waiting_member)
 {
     static uint8_t mark[WS];
+    /* Hashes differ: the odd rank and one reference (the lowest other). */
     group(3 + 1, 20);
     ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
-    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL);
+    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL, 500);
+    ck_assert_uint_eq(agg.head.nlisted, 2);
+    ck_assert_uint_eq(listed[0], 3);
+    ck_assert_uint_eq(listed[1], 0);
+    ck_assert_uint_eq(mark[3], CCS_DSX_AGG_ODD);
+    ck_assert_uint_eq(mark[0], CCS_DSX_AGG_REF);
+    ck_assert_uint_eq(agg.comm[0].listed, 2);
+    ck_assert_uint_eq(agg.comm[0].odd, 1);
+    /* Not asked: nothing more. */
+    ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
+    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_none, NULL, 500);
+    ck_assert_uint_eq(agg.head.nlisted, 1);
+    /* The group has waited 1.2 s: every member, rank 1 (not waiting) first. */
+    deadlock(1200);
+    ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
+    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL, 500);
     ck_assert_uint_eq(agg.head.nlisted, G);
-    ck_assert_uint_eq(listed[0], 3); /* the odd one first, then the others in order */
+    ck_assert_uint_eq(listed[0], 1);
     ck_assert_uint_eq(listed[1], 0);
     ck_assert_uint_eq(listed[7], 7);
+    ck_assert_uint_eq(mark[1], CCS_DSX_AGG_ODD);
+    ck_assert_uint_eq(mark[7], CCS_DSX_AGG_ALL);
     ck_assert_uint_eq(agg.comm[0].listed, G);
-    ck_assert_uint_eq(agg.comm[0].odd, 1);
+    /* ... and after 0.1 s only a reference. */
+    deadlock(100);
+    ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
+    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL, 500);
+    ck_assert_uint_eq(agg.head.nlisted, 1);
+    ck_assert_uint_eq(listed[0], 0);
 }
 END_TEST
 
@@ -369,7 +398,7 @@ static Suite *suite(void)
     tcase_add_test(t, other_blocked_operation_or_life_is_listed);
     tcase_add_test(t, full_table_lists_the_rank_and_stays_bounded);
     tcase_add_test(t, odd_completed_seq_is_listed_before_a_checkpoint);
-    tcase_add_test(t, asked_communicator_lists_every_member);
+    tcase_add_test(t, asked_communicator_lists_a_reference_or_every_waiting_member);
     tcase_add_test(t, frame_round_trip);
     tcase_add_test(t, decoder_refuses_what_does_not_hold);
     tcase_add_test(t, root_compares_groups);
