@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(struct ccs_dsx_agg_comm) == 184, "the fold's wire size (docs/desync.md)");
+_Static_assert(sizeof(struct ccs_dsx_agg_comm) == 192, "the fold's wire size (docs/desync.md)");
 _Static_assert(sizeof(struct ccs_dsx_agg_head) == 40, "the AGG head's wire size (docs/desync.md)");
 
 /* The index of the fold's entry of communicator ID, made when there is
@@ -185,6 +185,13 @@ static void settle(struct ccs_dsx_agg *a, int i)
         c->done_min = c->issued_min = 0;
 }
 
+/* E is blocked in its fold C's operation. */
+static int in_mode(const struct ccs_dsx_agg_comm *c, const struct ccs_dsx_comm *e)
+{
+    return e->state == CCS_DSX_BLOCKED && c->nblocked && e->blocked.seq == c->block_seq &&
+           e->blocked.fp == c->block_fp;
+}
+
 /* Whether, at SEQ, another hash than HASH is held by more members (or as
  * many, and is the lower: the one settle keeps) among the candidates. */
 static int minority(const struct ccs_dsx_agg_hash *h, uint32_t nh, uint64_t seq, uint64_t hash)
@@ -210,14 +217,13 @@ static int differs(const struct ccs_dsx_agg_comm *c, const struct ccs_dsx_agg_ha
     for (int p = 0; p < 3; p++)
         if (seq[p] && minority(h, nh, seq[p], hash[p]))
             return 1;
-    int in_mode = e->state == CCS_DSX_BLOCKED && c->nblocked && e->blocked.seq == c->block_seq &&
-                  e->blocked.fp == c->block_fp;
-    if (e->state == CCS_DSX_BLOCKED && !in_mode)
+    int waits = in_mode(c, e);
+    if (e->state == CCS_DSX_BLOCKED && !waits)
         return 1;
     /* The group has waited long in this communicator: those not waiting
      * with it are what the root's blocked rule must see (behind, or
      * blocked elsewhere). */
-    return !in_mode && c->nblocked && c->block_ms >= list_ms;
+    return !waits && c->nblocked && c->block_ms >= list_ms;
 }
 
 void ccs_dsx_agg_fold(const struct ccs_dsx_status *const *st, size_t n, uint32_t list_ms, struct ccs_dsx_agg *a,
@@ -259,8 +265,15 @@ void ccs_dsx_agg_fold(const struct ccs_dsx_status *const *st, size_t n, uint32_t
                 e->blocked.fp == c->block_fp && e->blocked_ms < c->block_ms_min)
                 c->block_ms_min = e->blocked_ms;
         }
-        if (list)
+        if (list) {
             listed[nl++] = (uint32_t)r;
+            continue;
+        }
+        for (uint32_t k = 0; k < s->ncomm && k < CCS_DSX_MAXCOMM; k++) {
+            struct ccs_dsx_agg_comm *c = foldable(s, k) ? &a->comm[slot_of(a, s->comm[k].id)] : NULL;
+            if (c && in_mode(c, &s->comm[k]))
+                c->rest_blocked++;
+        }
     }
     /* Listed ranks of a full table were passed over above: their mode
      * members' shortest block is still counted. */
@@ -293,8 +306,7 @@ void ccs_dsx_agg_fold(const struct ccs_dsx_status *const *st, size_t n, uint32_t
 }
 
 void ccs_dsx_agg_list_asked(struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st, size_t n,
-                            uint32_t *listed, uint8_t *mark, int (*want)(uint64_t, void *), void *arg,
-                            uint32_t list_ms)
+                            uint32_t *listed, uint8_t *mark, int (*want)(uint64_t, void *), void *arg)
 {
     memset(mark, 0, n);
     for (uint32_t x = 0; x < a->head.nlisted; x++)
@@ -303,22 +315,23 @@ void ccs_dsx_agg_list_asked(struct ccs_dsx_agg *a, const struct ccs_dsx_status *
         uint64_t id = a->comm[i].id;
         if (!want(id, arg))
             continue;
-        int all = a->comm[i].nblocked && a->comm[i].block_ms >= list_ms, ref = 0;
-        for (size_t r = 0; r < n && (all || !ref); r++) {
+        for (size_t r = 0; r < n; r++) {
             const struct ccs_dsx_status *s = st[r];
             int holds = 0;
             for (uint32_t k = 0; s && k < s->ncomm && k < CCS_DSX_MAXCOMM && !holds; k++)
                 holds = s->comm[k].id == id && foldable(s, k);
             if (!holds || mark[r])
                 continue;
-            mark[r] = all ? CCS_DSX_AGG_ALL : CCS_DSX_AGG_REF;
-            ref = 1;
+            mark[r] = CCS_DSX_AGG_REF;
             listed[a->head.nlisted++] = (uint32_t)r;
             for (uint32_t k = 0; k < s->ncomm && k < CCS_DSX_MAXCOMM; k++) {
                 struct ccs_dsx_agg_comm *c = foldable(s, k) ? find_mut(a, s->comm[k].id) : NULL;
-                if (c)
-                    c->listed++;
+                if (!c)
+                    continue;
+                c->listed++;
+                c->rest_blocked -= in_mode(c, &s->comm[k]);
             }
+            break;
         }
     }
 }
@@ -372,6 +385,9 @@ static int check_fold(const struct ccs_dsx_agg_comm *c, uint32_t nranks, char *w
     if (c->nblocked > c->members || c->listed > c->members || c->odd > c->listed)
         return fail(why, n, "fold has %lld blocked or listed of %lld members", c->nblocked > c->listed ? c->nblocked : c->listed,
                     c->members);
+    if (c->rest_blocked > c->members - c->listed || c->rest_blocked > c->nblocked)
+        return fail(why, n, "fold counts %lld members blocked and not listed, beyond those blocked or not listed (%lld)",
+                    c->rest_blocked, c->nblocked < c->members - c->listed ? c->nblocked : c->members - c->listed);
     if (!c->nblocked && (c->block_seq || c->block_fp || c->block_ms || c->block_ms_min))
         return fail(why, n, "fold names a blocked operation at seq %lld with %lld members blocked",
                     (long long)c->block_seq, c->nblocked);
@@ -527,4 +543,22 @@ int ccs_dsx_agg_compare(const struct ccs_dsx_agg *const *f, size_t nf, uint64_t 
     out->blocked_all = held && blocked && out->members == (uint64_t)out->size;
     out->block_seq = out->blocked_all ? bseq : 0;
     return held > 0;
+}
+
+uint64_t ccs_dsx_agg_unseen(const struct ccs_dsx_agg *const *f, size_t nf, uint64_t comm, int32_t size,
+                            uint64_t unseen)
+{
+    uint64_t members = 0, rest = 0, lo = UINT64_MAX;
+    for (size_t i = 0; i < nf; i++) {
+        const struct ccs_dsx_agg_comm *c = f[i] ? find(f[i], comm) : NULL;
+        if (!c)
+            continue;
+        if (c->rest_blocked != c->members - c->listed)
+            return 0;
+        members += c->members;
+        rest += c->rest_blocked;
+        if (c->rest_blocked && c->block_seq < lo)
+            lo = c->block_seq;
+    }
+    return members == (uint64_t)size && rest == unseen && rest && lo != UINT64_MAX ? lo : 0;
 }

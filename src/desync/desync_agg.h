@@ -36,7 +36,7 @@ struct ccs_dsx_agg_hash {
     uint32_t n, pad;
 };
 
-/* One communicator's fold (on the wire as is: 184 bytes). */
+/* One communicator's fold (on the wire as is: 192 bytes). */
 struct ccs_dsx_agg_comm {
     uint64_t id;
     int32_t size;     /* the communicator's size */
@@ -50,6 +50,11 @@ struct ccs_dsx_agg_comm {
     uint32_t nhash;  /* valid entries of hash, in increasing seq order */
     uint32_t listed; /* members of it listed */
     uint32_t odd;    /* ... of which because they differ from the fold (not for being asked about) */
+    /* Members not listed that are blocked in the fold's operation: when
+     * it is every member not listed, the root knows each of them issued
+     * BLOCK_SEQ (its blocked rule counts them without their statuses). */
+    uint32_t rest_blocked;
+    uint32_t pad;
     struct ccs_dsx_agg_hash hash[CCS_DSX_AGG_HASHES];
 };
 
@@ -94,17 +99,14 @@ void ccs_dsx_agg_fold(const struct ccs_dsx_status *const *st, size_t n, uint32_t
 
 /* Narrowing: for each folded communicator the root asked about (WANT(id,
  * ARG) nonzero: a DETAIL), lists too (appends to LISTED, A->head.nlisted
- * counting) one reference member beside the odd ones (its records against
- * theirs: the MISMATCH rule's), or every member where the group has
- * waited in it LIST_MS (the blocked rule's wait-for analysis needs them).
- * MARK[r] (N bytes) says why rank r is listed: 0 not, CCS_DSX_AGG_ODD,
- * _REF or _ALL (a relay sends an unchanged one of these less often). */
+ * counting) one reference member beside the odd ones: its records against
+ * theirs (the MISMATCH rule's), its wait beside theirs (the blocked
+ * rule's, the other waiting members counted by REST_BLOCKED).  MARK[r] (N
+ * bytes) says why rank r is listed: 0 not, CCS_DSX_AGG_ODD or _REF. */
 #define CCS_DSX_AGG_ODD 1
 #define CCS_DSX_AGG_REF 2
-#define CCS_DSX_AGG_ALL 3
 void ccs_dsx_agg_list_asked(struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st, size_t n,
-                            uint32_t *listed, uint8_t *mark, int (*want)(uint64_t, void *), void *arg,
-                            uint32_t list_ms);
+                            uint32_t *listed, uint8_t *mark, int (*want)(uint64_t, void *), void *arg);
 
 /* Bytes of the encoded AGG payload of A with the statuses ST[LISTED[i]]. */
 size_t ccs_dsx_agg_encoded_size(const struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st,
@@ -156,5 +158,13 @@ struct ccs_dsx_agg_cmp {
  * threshold.  Fills OUT; 1 when some fold holds COMM, else 0. */
 int ccs_dsx_agg_compare(const struct ccs_dsx_agg *const *f, size_t nf, uint64_t comm, uint32_t block_ms,
                         struct ccs_dsx_agg_cmp *out);
+
+/* The members of COMM (SIZE) not listed, over the NF folds F, when each
+ * of them is known blocked in its group's operation and they number
+ * UNSEEN: the lowest seq they are blocked at (each has issued it); 0 when
+ * not so (a group missing, a member not listed that is not blocked so,
+ * or another count: a listed status out of the root's view). */
+uint64_t ccs_dsx_agg_unseen(const struct ccs_dsx_agg *const *f, size_t nf, uint64_t comm, int32_t size,
+                            uint64_t unseen);
 
 #endif

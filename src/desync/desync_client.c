@@ -345,12 +345,12 @@ static int send_agg(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
     }
     struct ccs_dsx_agg *a = cl->agg;
     ccs_dsx_agg_fold(st, n, cl->list_ms, a, cl->rlisted);
-    ccs_dsx_agg_list_asked(a, st, n, cl->rlisted, cl->rmark, wants_detail, cl, cl->list_ms);
+    ccs_dsx_agg_list_asked(a, st, n, cl->rlisted, cl->rmark, wants_detail, cl);
     uint32_t all = a->head.nlisted, sent = 0;
     size_t need = sizeof a->head + a->head.ncomm * sizeof a->comm[0], lim = CCS_DSX_MAX_FRAME - 64;
     for (uint32_t i = 0; i < all; i++)
         need += ccs_dsx_encoded_size(st[cl->rlisted[i]]);
-    if (ccs_dsx_grow(&cl->buf, &cl->bufcap, need < lim ? need : lim) != 0 || (n && st[n - 1] && !sent_of(cl, n - 1, st[n - 1]->wrank)))
+    if (ccs_dsx_grow(&cl->buf, &cl->bufcap, need < lim ? need : lim) != 0)
         return -1;
     a->head.frame++;
     cl->fresh = 1; /* a blocked rank's newest records with it */
@@ -365,21 +365,6 @@ static int send_agg(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
         cl->cur = NULL;
         if (!w)
             return -1;
-        /* A member listed for a long wait (all of them) again only when
-         * what the rules act on changed (life, a state, a seq blocked at),
-         * or every 300 ms to stay in the root's view (a relay's listed rank
-         * stays there 10 frames) and to say how long it has waited. */
-        struct sent *sn = sent_of(cl, r, st[r]->wrank);
-        uint64_t h = ccs_hash_mix(st[r]->life, st[r]->ncomm) | 1;
-        for (uint32_t k = 0; k < st[r]->ncomm && k < CCS_DSX_MAXCOMM; k++) {
-            const struct ccs_dsx_comm *e = &st[r]->comm[k];
-            h = ccs_hash_mix(h, e->state == CCS_DSX_BLOCKED ? e->blocked.seq : e->state);
-            h = ccs_hash_mix(h, e->done);
-        }
-        if (cl->rmark[r] == CCS_DSX_AGG_ALL && sn && sn->hash == h && now - sn->ms < 300)
-            continue;
-        if (sn)
-            sn->hash = h, sn->ms = now;
         o += w;
         sent++;
     }

@@ -273,6 +273,20 @@ static int on_agg(struct ccs_dsx_coord *k, size_t i, const unsigned char *p, uin
     return 0;
 }
 
+/* The view's hook (ccs_dsx_view.unseen) over the relays' folds. */
+static uint64_t agg_unseen(uint64_t comm, int32_t size, size_t seen, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    const struct ccs_dsx_agg **f = malloc((k->capfold + 1) * sizeof *f);
+    size_t nf = 0;
+    for (size_t i = 0; f && i < k->capfold && i < k->ncl; i++)
+        if (k->cfold[i] && k->cl[i].fd >= 0)
+            f[nf++] = k->cfold[i];
+    uint64_t r = f && seen < (size_t)size ? ccs_dsx_agg_unseen(f, nf, comm, size, (uint64_t)size - seen) : 0;
+    free(f);
+    return r;
+}
+
 /* The folds' checks, each pass: a communicator whose groups' hashes differ
  * where they overlap, or whose members are all blocked in one operation
  * past the threshold, is narrowed to (DETAIL: its relays list every
@@ -414,7 +428,12 @@ static void coord_eval(struct ccs_dsx_coord *k)
         if (o >= 0 && (size_t)o < k->capfold && k->cfold[o] && k->aggframe[r] + 10 < k->cfold[o]->head.frame)
             k->view[r] = NULL;
     }
-    struct ccs_dsx_view v = {.wsize = k->wsize, .st = k->view, .dead = k->dead, .now_ms = now};
+    struct ccs_dsx_view v = {.wsize = k->wsize,
+                             .st = k->view,
+                             .dead = k->dead,
+                             .now_ms = now,
+                             .unseen = k->capfold ? agg_unseen : NULL,
+                             .unseen_arg = k};
     struct ccs_dsx_sink s = {
         .verdict = ccs_dsx_coord_verdict, .detail = coord_detail, .want = coord_want, .arg = k};
     struct timespec a, b;

@@ -29,6 +29,10 @@ struct grp {
     size_t lo, hi; /* [lo, hi) in ents */
     int32_t size;
     int complete;    /* every member known */
+    /* Members not in view that a complete group counts (view->unseen),
+     * each known to have issued UNSEEN_ISSUED (UINT64_MAX: none). */
+    size_t unseen_n;
+    uint64_t unseen_issued;
     uint64_t memo_s; /* memo of the last (s -> result) evaluated this pass */
     int memo_r;
 };

@@ -26,7 +26,8 @@
  * verdict (desync_report.c: one rank logs the line and the block, every
  * other rank the line only; the reporting rank's own stack not counted).
  * admit_ms: from the start until every host's leader was admitted (the
- * measure starts then).
+ * measure starts then).  DESYNC_SIM_SHOW set: the first verdict's report
+ * on stderr.
  * latency: from the moment the last rank is blocked (deadlock) or the odd
  * call is issued (mismatch) to the verdict reaching the first client.
  */
@@ -91,6 +92,8 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
             }
         log_lines = (double)lines + (nranks - 1);
         log_bytes = (double)n + (double)line * (nranks - 1);
+        if (getenv("DESYNC_SIM_SHOW")) /* the reporting rank's text, for the docs */
+            fprintf(stderr, "%.*s", (int)n, buf);
     }
     pthread_mutex_unlock(&lock);
 }

@@ -125,7 +125,7 @@ START_TEST(healthy_group_folds_to_one_entry_and_lists_no_one)
     ck_assert_uint_eq(c->hash[3].seq, 41);
     ck_assert_uint_eq(c->hash[3].n, 3);
     /* The frame does not grow with the ranks: head and one fold. */
-    ck_assert_uint_eq(ccs_dsx_agg_encoded_size(&agg, sp, listed), 40 + 184);
+    ck_assert_uint_eq(ccs_dsx_agg_encoded_size(&agg, sp, listed), 40 + 192);
 }
 END_TEST
 
@@ -238,13 +238,13 @@ static int want_none(uint64_t comm, void *arg)
     return 0;
 }
 
-START_TEST(asked_communicator_lists_a_reference_or_every_waiting_member)
+START_TEST(asked_communicator_lists_a_reference)
 {
     static uint8_t mark[WS];
     /* Hashes differ: the odd rank and one reference (the lowest other). */
     group(3 + 1, 20);
     ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
-    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL, 500);
+    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL);
     ck_assert_uint_eq(agg.head.nlisted, 2);
     ck_assert_uint_eq(listed[0], 3);
     ck_assert_uint_eq(listed[1], 0);
@@ -254,25 +254,40 @@ START_TEST(asked_communicator_lists_a_reference_or_every_waiting_member)
     ck_assert_uint_eq(agg.comm[0].odd, 1);
     /* Not asked: nothing more. */
     ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
-    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_none, NULL, 500);
+    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_none, NULL);
     ck_assert_uint_eq(agg.head.nlisted, 1);
-    /* The group has waited 1.2 s: every member, rank 1 (not waiting) first. */
+    /* The group has waited 1.2 s: rank 1 (not waiting) and rank 0, the
+     * reference; the 6 others counted as blocked in the fold's call. */
     deadlock(1200);
     ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
-    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL, 500);
-    ck_assert_uint_eq(agg.head.nlisted, G);
+    ck_assert_uint_eq(agg.comm[0].rest_blocked, 7);
+    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL);
+    ck_assert_uint_eq(agg.head.nlisted, 2);
     ck_assert_uint_eq(listed[0], 1);
     ck_assert_uint_eq(listed[1], 0);
-    ck_assert_uint_eq(listed[7], 7);
-    ck_assert_uint_eq(mark[1], CCS_DSX_AGG_ODD);
-    ck_assert_uint_eq(mark[7], CCS_DSX_AGG_ALL);
-    ck_assert_uint_eq(agg.comm[0].listed, G);
-    /* ... and after 0.1 s only a reference. */
-    deadlock(100);
+    ck_assert_uint_eq(agg.comm[0].listed, 2);
+    ck_assert_uint_eq(agg.comm[0].rest_blocked, 6);
+}
+END_TEST
+
+START_TEST(unseen_members_known_blocked)
+{
+    static uint8_t mark[WS];
+    const struct ccs_dsx_agg *f[2] = {&agg, &agg2};
+    deadlock(1200);
     ccs_dsx_agg_fold(sp, G, 500, &agg, listed);
-    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL, 500);
-    ck_assert_uint_eq(agg.head.nlisted, 1);
-    ck_assert_uint_eq(listed[0], 0);
+    ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL);
+    agg2 = agg;
+    /* 16 members, 4 in view (two listed a group): the 12 others blocked at 43. */
+    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 2, WORLD, WS, 12), 43);
+    /* Another count (a listed status out of view): not known. */
+    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 2, WORLD, WS, 11), 0);
+    /* A group missing. */
+    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 1, WORLD, WS, 6), 0);
+    /* A member neither listed nor blocked in the fold's call (a relay's
+     * fold that says so is not counted). */
+    agg2.comm[0].rest_blocked = 5;
+    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 2, WORLD, WS, 11), 0);
 }
 END_TEST
 
@@ -289,7 +304,7 @@ START_TEST(frame_round_trip)
     agg.head.frame = 77;
     size_t n = ccs_dsx_agg_encode(&agg, sp, listed, NULL, NULL, buf, sizeof buf);
     ck_assert_uint_eq(n, ccs_dsx_agg_encoded_size(&agg, sp, listed));
-    ck_assert_uint_eq(n, 40 + 184 + ccs_dsx_encoded_size(&st[1]));
+    ck_assert_uint_eq(n, 40 + 192 + ccs_dsx_encoded_size(&st[1]));
     ck_assert_uint_eq(ccs_dsx_agg_encode(&agg, sp, listed, NULL, NULL, buf, n - 1), 0);
     memset(&agg2, 0xa5, sizeof agg2);
     ck_assert_int_eq(ccs_dsx_agg_decode(buf, n, WS, &agg2, back, G, why, sizeof why), 0);
@@ -317,7 +332,8 @@ static void refused(void (*edit)(struct ccs_dsx_agg *), size_t cut, const char *
 static void no_edit(struct ccs_dsx_agg *a) { (void)a; }
 static void members_all(struct ccs_dsx_agg *a) { a->comm[0].members = WS; }
 static void hash_ahead(struct ccs_dsx_agg *a) { a->comm[0].hash[0].seq = 99; }
-static void blocked_none(struct ccs_dsx_agg *a) { a->comm[0].nblocked = 0; }
+static void blocked_none(struct ccs_dsx_agg *a) { a->comm[0].nblocked = a->comm[0].rest_blocked = 0; }
+static void rest_too_many(struct ccs_dsx_agg *a) { a->comm[0].rest_blocked = 8; }
 static void too_many(struct ccs_dsx_agg *a) { a->head.nranks = WS + 1; }
 static void two_folds_same_id(struct ccs_dsx_agg *a)
 {
@@ -333,6 +349,7 @@ START_TEST(decoder_refuses_what_does_not_hold)
     refused(hash_ahead, 0, "fold's hash group at seq 99 held by 8 members is out of range");
     refused(blocked_none, 0, "fold names a blocked operation at seq 43 with 0 members blocked");
     refused(too_many, 0, "AGG frame folds 17 ranks (job of 16) with more hosts or listed ranks");
+    refused(rest_too_many, 0, "fold counts 8 members blocked and not listed, beyond those blocked or not listed (7)");
     refused(two_folds_same_id, 0, "AGG frame's folds not in increasing id order (0xf00d after 0xf00d)");
     /* Bytes after the listed statuses. */
     deadlock(1200);
@@ -398,7 +415,8 @@ static Suite *suite(void)
     tcase_add_test(t, other_blocked_operation_or_life_is_listed);
     tcase_add_test(t, full_table_lists_the_rank_and_stays_bounded);
     tcase_add_test(t, odd_completed_seq_is_listed_before_a_checkpoint);
-    tcase_add_test(t, asked_communicator_lists_a_reference_or_every_waiting_member);
+    tcase_add_test(t, asked_communicator_lists_a_reference);
+    tcase_add_test(t, unseen_members_known_blocked);
     tcase_add_test(t, frame_round_trip);
     tcase_add_test(t, decoder_refuses_what_does_not_hold);
     tcase_add_test(t, root_compares_groups);
