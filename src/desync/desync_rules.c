@@ -66,8 +66,10 @@ int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thre
          * publish nowhere here: no verdict about it can hold, and every
          * client refuses one (ccs_dsx_check_verdict) and drops the
          * coordinator.  Left out (found by tests/fuzz/fuzz_dsx_coord.c). */
-        /* Members not in view that the tree's folds know blocked: the
-         * group is whole, and they have issued what they are blocked at. */
+        /* Members not in view that the tree's folds know blocked: whole
+         * for the blocked rule's wait-for analysis (they have issued what
+         * they are blocked at), not for the rules that read each member's
+         * records or steps. */
         uint64_t unseen = 0;
         if ((int32_t)distinct < size && view->unseen)
             unseen = view->unseen(c.ents[i].comm, size, distinct, view->unseen_arg);
@@ -75,7 +77,7 @@ int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thre
             c.g[c.ng++] = (struct grp){.lo = i,
                                        .hi = j,
                                        .size = size,
-                                       .complete = (int32_t)distinct == size || unseen,
+                                       .complete = (int32_t)distinct == size,
                                        .unseen_n = unseen ? (size_t)size - distinct : 0,
                                        .unseen_issued = unseen ? unseen : UINT64_MAX,
                                        .memo_r = -1};

@@ -29,8 +29,9 @@ struct grp {
     size_t lo, hi; /* [lo, hi) in ents */
     int32_t size;
     int complete;    /* every member known */
-    /* Members not in view that a complete group counts (view->unseen),
-     * each known to have issued UNSEEN_ISSUED (UINT64_MAX: none). */
+    /* Members not in view that the tree's folds count (view->unseen), each
+     * known to have issued UNSEEN_ISSUED (UINT64_MAX: none); with them the
+     * group is whole for ccs_dsx_rules_holds only. */
     size_t unseen_n;
     uint64_t unseen_issued;
     uint64_t memo_s; /* memo of the last (s -> result) evaluated this pass */
