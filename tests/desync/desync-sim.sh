@@ -41,7 +41,7 @@ tap_check "every leader admitted within 10 s (admission $(col healthy 13) ms)" t
 # relays list the odd members with a reference, or every member of a group
 # that waits, and its rules judge them); when healthy the root receives
 # folds only: 8 relays x 10
-# frames a second x 252 bytes = 20 KiB/s (one client per host: about
+# frames a second x 260 bytes = 20 KiB/s (one client per host: about
 # 1,000 KiB/s here).
 sim healthy 4 4
 sim mismatch 8 4

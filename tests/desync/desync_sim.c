@@ -26,8 +26,8 @@
  * verdict (desync_report.c: one rank logs the line and the block, every
  * other rank the line only; the reporting rank's own stack not counted).
  * admit_ms: from the start until every host's leader was admitted (the
- * measure starts then).  DESYNC_SIM_SHOW set: the first verdict's report
- * on stderr.
+ * measure starts then).  DESYNC_SIM_SHOW set: the line of each
+ * communicator's first verdict on stderr.
  * latency: from the moment the last rank is blocked (deadlock) or the odd
  * call is issued (mismatch) to the verdict reaching the first client.
  */
@@ -78,6 +78,19 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&lock);
+    /* DESYNC_SIM_SHOW: the line of each communicator's first verdict. */
+    static uint64_t shown[4];
+    int fresh = 1;
+    for (int i = 0; i < 4; i++)
+        fresh &= shown[i] != v->comm;
+    if (fresh && getenv("DESYNC_SIM_SHOW")) {
+        for (int i = 0; i < 4; i++)
+            if (!shown[i]) {
+                shown[i] = v->comm;
+                break;
+            }
+        fprintf(stderr, "ccshim %s %s\n", ccs_dsx_class_name(v->cls), v->line);
+    }
     if (t_verdict < 0) {
         t_verdict = mono_ms();
         verdict_cls = v->cls;
@@ -92,8 +105,6 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
             }
         log_lines = (double)lines + (nranks - 1);
         log_bytes = (double)n + (double)line * (nranks - 1);
-        if (getenv("DESYNC_SIM_SHOW")) /* the reporting rank's text, for the docs */
-            fprintf(stderr, "%.*s", (int)n, buf);
     }
     pthread_mutex_unlock(&lock);
 }
