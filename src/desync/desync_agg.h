@@ -29,6 +29,7 @@
 #define CCS_DSX_AGG_HASHES 4   /* (seq, hash) groups kept per communicator */
 #define CCS_DSX_AGG_CAND 16    /* distinct (seq, hash) pairs counted per communicator while folding */
 #define CCS_DSX_AGG_BCAND 8    /* distinct blocked operations counted per communicator while folding */
+#define CCS_DSX_AGG_MAX_RELAYS 1024 /* folds the root keeps (131,072 ranks: 128 relays) */
 
 /* How many members hold HASH at SEQ. */
 struct ccs_dsx_agg_hash {

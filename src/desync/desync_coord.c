@@ -38,7 +38,8 @@ void ccs_dsx_coord_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     struct ccs_dsx_coord *k = arg;
     ccs_dsx_coord_broadcast(k, CCS_DSX_M_VERDICT, v, sizeof *v);
-    k->judged[k->njudged++ % 16] = v->comm;
+    if (v->cls != CCS_DSX_STRAGGLER) /* (a warning: the job goes on, and may hang later) */
+        k->judged[k->njudged++ % 16] = v->comm;
     if (k->recent)
         k->recent[k->nrecent++ % NRECENT] = *v;
     k->stats.verdicts++;
@@ -247,9 +248,19 @@ static int on_agg(struct ccs_dsx_coord *k, size_t i, const unsigned char *p, uin
         k->cfold = nf;
         k->capfold = nc;
     }
-    if (!k->cfold[i] && !(k->cfold[i] = malloc(sizeof *k->cfold[i]))) {
-        snprintf(why, n, "out of memory for a relay's fold");
+    /* At most CCS_DSX_AGG_MAX_RELAYS folds (53 KB each) whatever
+     * authenticated peers send: the tree of the largest job has a few
+     * hundred relays. */
+    if (!k->cfold[i] && k->nfold >= CCS_DSX_AGG_MAX_RELAYS) {
+        snprintf(why, n, "an AGG frame from a relay beyond the %d the coordinator keeps", CCS_DSX_AGG_MAX_RELAYS);
         return -1;
+    }
+    if (!k->cfold[i]) {
+        if (!(k->cfold[i] = malloc(sizeof *k->cfold[i]))) {
+            snprintf(why, n, "out of memory for a relay's fold");
+            return -1;
+        }
+        k->nfold++;
     }
     struct ccs_dsx_agg *a = k->cfold[i];
     size_t o;

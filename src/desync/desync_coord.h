@@ -103,7 +103,7 @@ struct ccs_dsx_coord {
      * (a rank its relay no longer lists is out of view), and the
      * communicators judged (not narrowed again). */
     struct ccs_dsx_agg **cfold;
-    size_t capfold;
+    size_t capfold, nfold; /* nfold: folds held (at most CCS_DSX_AGG_MAX_RELAYS) */
     uint64_t *aggframe;
     uint64_t judged[16];
     unsigned njudged;

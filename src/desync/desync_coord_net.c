@@ -223,9 +223,10 @@ void ccs_dsx_coord_drop(struct ccs_dsx_coord *k, size_t i, const char *why)
      * accounted for, so nothing about its communicators is judged from
      * folds until a relay of it is back; its listed ranks are unreachable
      * like a host's above). */
-    if (i < k->capfold) {
+    if (i < k->capfold && k->cfold[i]) {
         free(k->cfold[i]);
         k->cfold[i] = NULL;
+        k->nfold--;
     }
 }
 
