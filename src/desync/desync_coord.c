@@ -38,7 +38,9 @@ void ccs_dsx_coord_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     struct ccs_dsx_coord *k = arg;
     ccs_dsx_coord_broadcast(k, CCS_DSX_M_VERDICT, v, sizeof *v);
-    if (v->cls != CCS_DSX_STRAGGLER) /* (a warning: the job goes on, and may hang later) */
+    /* A MISMATCH leaves the hashes apart for good: its odd ranks are not
+     * narrowed to again (a hang after it still is). */
+    if (v->cls == CCS_DSX_MISMATCH)
         k->judged[k->njudged++ % 16] = v->comm;
     if (k->recent)
         k->recent[k->nrecent++ % NRECENT] = *v;
@@ -231,8 +233,8 @@ static int judged(const struct ccs_dsx_coord *k, uint64_t comm)
 
 /* An AGG frame (P, LEN bytes) from relay I: its fold kept, its listed
  * statuses stored as a STATUS frame's, and a communicator with members
- * that differ narrowed to (DETAIL: its relays list every member).  0, or
- * -1 when malformed (WHY). */
+ * that differ narrowed to (DETAIL: its relays list a reference beside
+ * their odd members).  0, or -1 when malformed (WHY). */
 static int on_agg(struct ccs_dsx_coord *k, size_t i, const unsigned char *p, uint32_t len, char *why, size_t n)
 {
     if (i >= k->capfold) {
@@ -299,9 +301,10 @@ static uint64_t agg_unseen(uint64_t comm, int32_t size, size_t seen, void *arg)
 }
 
 /* The folds' checks, each pass: a communicator whose groups' hashes differ
- * where they overlap, or whose members are all blocked in one operation
- * past the threshold, is narrowed to (DETAIL: its relays list every
- * member, and the rules judge them as a host's). */
+ * where they overlap (not once a MISMATCH named it), or whose members are
+ * all blocked in one operation past the threshold, is narrowed to
+ * (DETAIL, at most once a second: its relays list a reference each, and
+ * the rules judge them with the folds' counts). */
 static void agg_eval(struct ccs_dsx_coord *k)
 {
     const struct ccs_dsx_agg **f = malloc((k->capfold + 1) * sizeof *f);
@@ -317,9 +320,9 @@ static void agg_eval(struct ccs_dsx_coord *k)
                 for (uint32_t d = 0; d < f[y]->head.ncomm && !before; d++)
                     before = f[y]->comm[d].id == id;
             struct ccs_dsx_agg_cmp cmp;
-            if (before || judged(k, id) || !ccs_dsx_agg_compare(f, nf, id, k->t.block_ms, &cmp))
+            if (before || !ccs_dsx_agg_compare(f, nf, id, k->t.block_ms, &cmp))
                 continue;
-            if (cmp.differ_seq || cmp.blocked_all)
+            if ((cmp.differ_seq && !judged(k, id)) || cmp.blocked_all)
                 coord_detail(id, k);
         }
     free(f);
@@ -431,10 +434,10 @@ static void coord_eval(struct ccs_dsx_coord *k)
         uint64_t stale_ms = 2000 + 4 * (uint64_t)k->t.mismatch_wait_ms;
         int stale = k->beat_ms[r] && now - k->beat_ms[r] > stale_ms;
         k->view[r] = (k->unreach_ms[r] || stale) && k->st[r] && k->st[r]->life == CCS_DSX_ALIVE ? NULL : k->st[r];
-        /* Listed by a relay that has not listed it for 10 frames (1 s; an
-         * unchanged member listed for a long wait comes again every
-         * 500 ms): what it was is not what it is (its group's fold counts
-         * it now). */
+        /* Listed by a relay that has not listed it for 10 frames (1 s; a
+         * relay lists its odd members and the references asked for in
+         * every frame): what it was is not what it is (its group's fold
+         * counts it now). */
         int o = k->owner[r];
         if (o >= 0 && (size_t)o < k->capfold && k->cfold[o] && k->aggframe[r] + 10 < k->cfold[o]->head.frame)
             k->view[r] = NULL;

@@ -101,7 +101,8 @@ struct ccs_dsx_coord {
      * send AGG frames so far): per connection its relay's last fold (NULL:
      * a host's leader), per rank the frame of the relay that listed it last
      * (a rank its relay no longer lists is out of view), and the
-     * communicators judged (not narrowed again). */
+     * communicators a MISMATCH named (their hashes are not narrowed to
+     * again). */
     struct ccs_dsx_agg **cfold;
     size_t capfold, nfold; /* nfold: folds held (at most CCS_DSX_AGG_MAX_RELAYS) */
     uint64_t *aggframe;
