@@ -172,8 +172,7 @@ static void settle(struct ccs_dsx_agg *a, int i)
         c->hash[q] = m;
     }
     for (uint32_t j = 0; j < a->w[i].nb; j++) {
-        if (a->w[i].b[j].n > c->nblocked ||
-            (a->w[i].b[j].n == c->nblocked && a->w[i].b[j].seq < c->block_seq)) {
+        if (a->w[i].b[j].n > c->nblocked || (a->w[i].b[j].n == c->nblocked && a->w[i].b[j].seq < c->block_seq)) {
             c->nblocked = a->w[i].b[j].n;
             c->block_seq = a->w[i].b[j].seq;
             c->block_fp = a->w[i].b[j].fp;
@@ -345,8 +344,9 @@ size_t ccs_dsx_agg_encoded_size(const struct ccs_dsx_agg *a, const struct ccs_ds
     return n;
 }
 
-size_t ccs_dsx_agg_encode(const struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st, const uint32_t *listed,
-                          int (*keep_hist)(uint64_t, void *), void *arg, unsigned char *buf, size_t cap)
+size_t ccs_dsx_agg_encode(const struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st,
+                          const uint32_t *listed, int (*keep_hist)(uint64_t, void *), void *arg, unsigned char *buf,
+                          size_t cap)
 {
     size_t o = sizeof a->head + a->head.ncomm * sizeof a->comm[0];
     if (cap < o)
@@ -383,10 +383,11 @@ static int check_fold(const struct ccs_dsx_agg_comm *c, uint32_t nranks, char *w
         return fail(why, n, "fold's seqs inconsistent (done %lld..%lld, or beyond issued, or beyond 2^48)",
                     (long long)c->done_min, (long long)c->done_max);
     if (c->nblocked > c->members || c->listed > c->members || c->odd > c->listed)
-        return fail(why, n, "fold has %lld blocked or listed of %lld members", c->nblocked > c->listed ? c->nblocked : c->listed,
-                    c->members);
+        return fail(why, n, "fold has %lld blocked or listed of %lld members",
+                    c->nblocked > c->listed ? c->nblocked : c->listed, c->members);
     if (c->rest_blocked > c->members - c->listed || c->rest_blocked > c->nblocked)
-        return fail(why, n, "fold counts %lld members blocked and not listed, beyond those blocked or not listed (%lld)",
+        return fail(why, n,
+                    "fold counts %lld members blocked and not listed, beyond those blocked or not listed (%lld)",
                     c->rest_blocked, c->nblocked < c->members - c->listed ? c->nblocked : c->members - c->listed);
     if (!c->nblocked && (c->block_seq || c->block_fp || c->block_ms || c->block_ms_min))
         return fail(why, n, "fold names a blocked operation at seq %lld with %lld members blocked",
@@ -408,8 +409,8 @@ static int check_fold(const struct ccs_dsx_agg_comm *c, uint32_t nranks, char *w
     return 0;
 }
 
-int ccs_dsx_agg_decode_folds(const unsigned char *buf, size_t len, int32_t wsize, struct ccs_dsx_agg *a, size_t *off,
-                             char *why, size_t whylen)
+int ccs_dsx_agg_decode_folds(const unsigned char *buf, size_t len, int32_t wsize, struct ccs_dsx_agg *a,
+                             size_t *off, char *why, size_t whylen)
 {
     if (len < sizeof a->head)
         return fail(why, whylen, "AGG frame of %lld bytes, at least %lld needed", (long long)len,
@@ -423,7 +424,8 @@ int ccs_dsx_agg_decode_folds(const unsigned char *buf, size_t len, int32_t wsize
         return fail(why, whylen, "AGG frame of %lld folds, at most %lld", h->ncomm, CCS_DSX_AGG_MAXCOMM);
     size_t o = sizeof a->head;
     if (len - o < (size_t)h->ncomm * sizeof a->comm[0])
-        return fail(why, whylen, "AGG frame's %lld folds truncated (%lld bytes left)", h->ncomm, (long long)(len - o));
+        return fail(why, whylen, "AGG frame's %lld folds truncated (%lld bytes left)", h->ncomm,
+                    (long long)(len - o));
     memcpy(a->comm, buf + o, (size_t)h->ncomm * sizeof a->comm[0]);
     o += (size_t)h->ncomm * sizeof a->comm[0];
     for (uint32_t i = 0; i < h->ncomm; i++) {
@@ -433,7 +435,8 @@ int ccs_dsx_agg_decode_folds(const unsigned char *buf, size_t len, int32_t wsize
             return fail(why, whylen, "AGG frame's folds not in increasing id order (%#llx after %#llx)",
                         (long long)a->comm[i].id, (long long)a->comm[i - 1].id);
         if (a->comm[i].size > wsize)
-            return fail(why, whylen, "fold of a communicator of %lld ranks in a job of %lld", a->comm[i].size, wsize);
+            return fail(why, whylen, "fold of a communicator of %lld ranks in a job of %lld", a->comm[i].size,
+                        wsize);
     }
     *off = o;
     return 0;

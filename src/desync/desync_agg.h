@@ -25,10 +25,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CCS_DSX_AGG_MAXCOMM 64 /* communicators folded per frame; a rank with others is listed */
-#define CCS_DSX_AGG_HASHES 4   /* (seq, hash) groups kept per communicator */
-#define CCS_DSX_AGG_CAND 16    /* distinct (seq, hash) pairs counted per communicator while folding */
-#define CCS_DSX_AGG_BCAND 8    /* distinct blocked operations counted per communicator while folding */
+#define CCS_DSX_AGG_MAXCOMM 64      /* communicators folded per frame; a rank with others is listed */
+#define CCS_DSX_AGG_HASHES 4        /* (seq, hash) groups kept per communicator */
+#define CCS_DSX_AGG_CAND 16         /* distinct (seq, hash) pairs counted per communicator while folding */
+#define CCS_DSX_AGG_BCAND 8         /* distinct blocked operations counted per communicator while folding */
 #define CCS_DSX_AGG_MAX_RELAYS 1024 /* folds the root keeps (131,072 ranks: 128 relays) */
 
 /* How many members hold HASH at SEQ. */
@@ -116,14 +116,15 @@ size_t ccs_dsx_agg_encoded_size(const struct ccs_dsx_agg *a, const struct ccs_ds
 /* Encodes A and its listed statuses into BUF (CAP bytes), each status's
  * history as ccs_dsx_encode_status keeps it with KEEP_HIST and ARG (NULL:
  * all).  Returns the bytes written, or 0 when CAP is too small. */
-size_t ccs_dsx_agg_encode(const struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st, const uint32_t *listed,
-                          int (*keep_hist)(uint64_t, void *), void *arg, unsigned char *buf, size_t cap);
+size_t ccs_dsx_agg_encode(const struct ccs_dsx_agg *a, const struct ccs_dsx_status *const *st,
+                          const uint32_t *listed, int (*keep_hist)(uint64_t, void *), void *arg, unsigned char *buf,
+                          size_t cap);
 
 /* Decodes the head and the folds of an AGG payload (BUF, LEN bytes) into
  * A, checked as below; *OFF: where its listed statuses start.  0, or -1
  * with WHY. */
-int ccs_dsx_agg_decode_folds(const unsigned char *buf, size_t len, int32_t wsize, struct ccs_dsx_agg *a, size_t *off,
-                             char *why, size_t whylen);
+int ccs_dsx_agg_decode_folds(const unsigned char *buf, size_t len, int32_t wsize, struct ccs_dsx_agg *a,
+                             size_t *off, char *why, size_t whylen);
 
 /* Decodes an AGG payload (BUF, LEN bytes, all of it) of a job of WSIZE
  * ranks into A (its head and folds) and up to CAP statuses into LISTED,

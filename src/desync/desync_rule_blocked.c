@@ -219,11 +219,10 @@ static void desync_verdict(struct ctx *c, struct grp *g)
     v->comm = comm;
     v->seq = sref;
     v->comm_size = g->size;
-    ccs_dsx_rules_fmt(v->line, sizeof v->line,
-                      "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s%s",
-                      (unsigned long long)comm, g->size, (unsigned long long)sref,
-                      d.nw + g->unseen_n > 1 ? "s" : "", rw, ops,
-                      (unsigned long long)sref, d.wms / 1000.0, d.behind, aheadtxt);
+    ccs_dsx_rules_fmt(
+        v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s%s",
+        (unsigned long long)comm, g->size, (unsigned long long)sref, d.nw + g->unseen_n > 1 ? "s" : "", rw, ops,
+        (unsigned long long)sref, d.wms / 1000.0, d.behind, aheadtxt);
     ccs_dsx_rules_emit(c, v);
     free(d.wait), free(d.ahead), free(v);
 }
@@ -282,8 +281,7 @@ static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t
         v->line, sizeof v->line,
         "comm=%#llx size=%d seq=%llu: rank%s %s waited %.1f s in %s for rank%s %s (%s); a warning, not a desync",
         (unsigned long long)comm, g->size, (unsigned long long)s, nw + g->unseen_n > 1 ? "s" : "", rw,
-        waited_ms / 1000.0, ops,
-        nl > 1 ? "s" : "", rl, why);
+        waited_ms / 1000.0, ops, nl > 1 ? "s" : "", rl, why);
     if (nl)
         ccs_dsx_rules_emit(c, v);
     free(wait), free(late), free(v);

@@ -56,7 +56,7 @@
 #define PAIR 0xbeefu
 
 static int nranks, per_host, nhosts;
-static int group;          /* hosts a relay (0: no tree) */
+static int group;            /* hosts a relay (0: no tree) */
 static int nunits, per_unit; /* clients (hosts or relays) and the ranks each forwards */
 static double secs;
 static const char *scenario;
@@ -276,7 +276,8 @@ static struct ccs_dsx_coord *start_coordinator_and_clients(void)
          * block threshold. */
         if (clients[h] && group &&
             ccs_dsx_client_relay(clients[h], (uint32_t)h,
-                                 (uint32_t)((h + 1) * group < nhosts ? group : nhosts - h * group), t.block_ms / 2) != 0)
+                                 (uint32_t)((h + 1) * group < nhosts ? group : nhosts - h * group),
+                                 t.block_ms / 2) != 0)
             clients[h] = NULL;
         if (!clients[h]) {
             fprintf(stderr, "desync_sim: out of memory for client %d\n", h);
@@ -308,7 +309,8 @@ static void print_result(const struct ccs_dsx_coord_stats *s0, const struct ccs_
     printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\t%.0f\t%.1f\t%.0f\t%d\n", nranks, nhosts, scenario,
            t_verdict >= 0 ? ccs_dsx_class_name(verdict_cls) : "none", lat, (s1->cpu_s - s0->cpu_s) * 100 / span,
            s1->bytes_held / 1048576.0, (double)(s1->bytes_in - s0->bytes_in) / 1024 / span,
-           (unsigned long long)s1->evals, s1->eval_ms_max, log_lines, log_bytes / 1024, admit_ms, group ? nunits : 0);
+           (unsigned long long)s1->evals, s1->eval_ms_max, log_lines, log_bytes / 1024, admit_ms,
+           group ? nunits : 0);
 }
 
 /* 1 when the verdict is the scenario's: none when healthy, else its class. */

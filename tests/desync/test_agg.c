@@ -1,8 +1,8 @@
 /* test_agg.c - the tree's fold (src/desync/desync_agg.c; docs/desync.md,
  * "The tree"): what a group of ranks folds to, who is listed, the AGG
  * frame's round trip and its decoder's refusals, the root's comparison. */
-#include "desync_agg.h"
 #include "ccs_kinds.h"
+#include "desync_agg.h"
 #include "fingerprint.h"
 #include "unit_main.h"
 #include <stdlib.h>
@@ -10,8 +10,8 @@
 
 #define WORLD 0xf00du
 #define PAIR 0xbeefu
-#define G 8      /* ranks in the group under test */
-#define WS 16    /* the job: two groups of 8 */
+#define G 8   /* ranks in the group under test */
+#define WS 16 /* the job: two groups of 8 */
 #define FP_OK 0x1111u
 #define FP_ODD 0x2222u
 
@@ -329,12 +329,30 @@ static void refused(void (*edit)(struct ccs_dsx_agg *), size_t cut, const char *
     ck_assert_str_eq(why, want);
 }
 
-static void no_edit(struct ccs_dsx_agg *a) { (void)a; }
-static void members_all(struct ccs_dsx_agg *a) { a->comm[0].members = WS; }
-static void hash_ahead(struct ccs_dsx_agg *a) { a->comm[0].hash[0].seq = 99; }
-static void blocked_none(struct ccs_dsx_agg *a) { a->comm[0].nblocked = a->comm[0].rest_blocked = 0; }
-static void rest_too_many(struct ccs_dsx_agg *a) { a->comm[0].rest_blocked = 8; }
-static void too_many(struct ccs_dsx_agg *a) { a->head.nranks = WS + 1; }
+static void no_edit(struct ccs_dsx_agg *a)
+{
+    (void)a;
+}
+static void members_all(struct ccs_dsx_agg *a)
+{
+    a->comm[0].members = WS;
+}
+static void hash_ahead(struct ccs_dsx_agg *a)
+{
+    a->comm[0].hash[0].seq = 99;
+}
+static void blocked_none(struct ccs_dsx_agg *a)
+{
+    a->comm[0].nblocked = a->comm[0].rest_blocked = 0;
+}
+static void rest_too_many(struct ccs_dsx_agg *a)
+{
+    a->comm[0].rest_blocked = 8;
+}
+static void too_many(struct ccs_dsx_agg *a)
+{
+    a->head.nranks = WS + 1;
+}
 static void two_folds_same_id(struct ccs_dsx_agg *a)
 {
     a->comm[1] = a->comm[0];
@@ -344,12 +362,12 @@ static void two_folds_same_id(struct ccs_dsx_agg *a)
 START_TEST(decoder_refuses_what_does_not_hold)
 {
     refused(no_edit, 1, "call sites of entry 1 truncated (191 bytes left)");
-    refused(members_all, 0,
-            "fold of 16 members for a communicator of 16 (1..size-1, at most the ranks folded)");
+    refused(members_all, 0, "fold of 16 members for a communicator of 16 (1..size-1, at most the ranks folded)");
     refused(hash_ahead, 0, "fold's hash group at seq 99 held by 8 members is out of range");
     refused(blocked_none, 0, "fold names a blocked operation at seq 43 with 0 members blocked");
     refused(too_many, 0, "AGG frame folds 17 ranks (job of 16) with more hosts or listed ranks");
-    refused(rest_too_many, 0, "fold counts 8 members blocked and not listed, beyond those blocked or not listed (7)");
+    refused(rest_too_many, 0,
+            "fold counts 8 members blocked and not listed, beyond those blocked or not listed (7)");
     refused(two_folds_same_id, 0, "AGG frame's folds not in increasing id order (0xf00d after 0xf00d)");
     /* Bytes after the listed statuses. */
     deadlock(1200);
