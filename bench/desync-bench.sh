@@ -166,7 +166,9 @@ first rank's report, $REPS runs each:
 | DESYNC deadlock across 2 host identities over TCP | $(fmt "$d2") | 2 s |
 
 **Scale simulation** (tests/desync/desync_sim: the real coordinator and per-host
-clients on loopback in one process, 8 ranks per host, 50 collectives/s per rank;
+clients on loopback in one process, or with the tree column the clients as relays
+of ceil(sqrt(hosts)) hosts each, given their ranks in-process (docs/desync.md,
+"The tree"; jobs do not use it yet), 8 ranks per host, 50 collectives/s per rank;
 every host's leader admitted first (the admission column), then
 $SIM_SECONDS s: the fault halfway, CPU and traffic over the second half; a
 2-core machine that also runs the simulated hosts, so latencies are upper
