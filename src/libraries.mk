@@ -54,7 +54,7 @@ libccs_desync_la_SOURCES = src/desync/desync.h src/desync/desync.c src/desync/de
 	src/desync/desync_shm.c src/desync/desync_tcp.h src/desync/desync_conn.h src/desync/desync_conn.c \
 	src/desync/desync_coord.h src/desync/desync_coord.c src/desync/desync_coord_net.c src/desync/desync_fold.h src/desync/desync_fold.c src/desync/desync_search.h src/desync/desync_search.c src/desync/desync_client.c src/desync/desync_auth.h src/desync/desync_auth.c src/desync/desync_collect.h \
 	src/desync/desync_collect.c src/desync/desync_device.h src/desync/desync_device.c \
-	src/desync/desync_report.h src/desync/desync_report.c
+	src/desync/desync_report.h src/desync/desync_report.c src/desync/desync_agg.h src/desync/desync_agg.c
 # desync.c's jobs, a file each (desync_state.h lists them).
 libccs_desync_la_SOURCES += src/desync/desync_state.h src/desync/desync_verdict.c src/desync/desync_host.c \
 	src/desync/desync_exit.c src/desync/desync_begin.c src/desync/desync_agree.c

@@ -8,6 +8,7 @@
  * records, BYE) to the callbacks, which post it into the host's shared
  * memory.  Reconnects with a backoff; never blocks longer than asked.
  */
+#include "desync_agg.h"
 #include "desync_conn.h"
 #include "desync_tcp.h"
 #include "log.h"
@@ -61,6 +62,14 @@ struct ccs_dsx_client {
     uint64_t t_new;                   /* when the client was made */
     int ever;                         /* authenticated at least once */
     uint64_t said_ms;                 /* last "reconnected" line */
+    /* Relay mode (ccs_dsx_client_relay): the fold, the ranks it lists, a
+     * mark per rank, room for N ranks; when the last AGG frame went. */
+    struct ccs_dsx_agg *agg;
+    uint32_t *rlisted;
+    uint8_t *rmark;
+    size_t rcap;
+    uint32_t list_ms;
+    uint64_t agg_ms;
 };
 
 struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
@@ -140,6 +149,7 @@ static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
     if (cl->sent)
         memset(cl->sent, 0, cl->nsent * sizeof *cl->sent);
     cl->ag_hash = 0;
+    cl->agg_ms = 0;
 }
 
 static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
@@ -304,8 +314,70 @@ static struct sent *sent_of(struct ccs_dsx_client *cl, size_t i, int32_t r)
     return &cl->sent[i];
 }
 
+static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n, uint64_t now);
+
+int ccs_dsx_client_relay(struct ccs_dsx_client *cl, uint32_t group, uint32_t nhosts, uint32_t list_ms)
+{
+    if (!cl->agg && !(cl->agg = calloc(1, sizeof *cl->agg)))
+        return -1;
+    cl->agg->head.group = group;
+    cl->agg->head.nhosts = nhosts;
+    cl->list_ms = list_ms;
+    return 0;
+}
+
+/* Relay mode: the group's fold, every SEND_MS, in one AGG frame (listed
+ * statuses beyond the frame's bound wait for the next period). */
+static int send_agg(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n, uint64_t now)
+{
+    if (cl->agg_ms && now - cl->agg_ms < SEND_MS)
+        return 0;
+    if (n > cl->rcap) {
+        uint32_t *nl = realloc(cl->rlisted, n * sizeof *nl);
+        if (nl)
+            cl->rlisted = nl;
+        uint8_t *nm = realloc(cl->rmark, n);
+        if (nm)
+            cl->rmark = nm;
+        if (!nl || !nm)
+            return -1;
+        cl->rcap = n;
+    }
+    struct ccs_dsx_agg *a = cl->agg;
+    ccs_dsx_agg_fold(st, n, cl->list_ms, a, cl->rlisted);
+    ccs_dsx_agg_list_asked(a, st, n, cl->rlisted, cl->rmark, wants_detail, cl);
+    uint32_t all = a->head.nlisted, sent = 0;
+    size_t need = sizeof a->head + a->head.ncomm * sizeof a->comm[0], lim = CCS_DSX_MAX_FRAME - 64;
+    for (uint32_t i = 0; i < all; i++)
+        need += ccs_dsx_encoded_size(st[cl->rlisted[i]]);
+    if (ccs_dsx_grow(&cl->buf, &cl->bufcap, need < lim ? need : lim) != 0)
+        return -1;
+    a->head.frame++;
+    cl->fresh = 1; /* a blocked rank's newest records with it */
+    size_t o = sizeof a->head + a->head.ncomm * sizeof a->comm[0];
+    memcpy(cl->buf + sizeof a->head, a->comm, a->head.ncomm * sizeof a->comm[0]);
+    for (uint32_t i = 0; i < all; i++) {
+        uint32_t r = cl->rlisted[i];
+        if (o + ccs_dsx_encoded_size(st[r]) > lim)
+            break; /* the rest in the next period */
+        cl->cur = st[r];
+        size_t w = ccs_dsx_encode_status(cl->cur, keep_hist, cl, cl->buf + o, cl->bufcap - o);
+        cl->cur = NULL;
+        if (!w)
+            return -1;
+        o += w;
+        sent++;
+    }
+    a->head.nlisted = sent;
+    memcpy(cl->buf, &a->head, sizeof a->head);
+    cl->agg_ms = now;
+    return ccs_dsx_conn_queue(&cl->c, CCS_DSX_M_AGG, cl->buf, o);
+}
+
 static int send_statuses(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n, uint64_t now)
 {
+    if (cl->agg)
+        return send_agg(cl, st, n, now);
     size_t need = 4;
     for (size_t i = 0; i < n; i++)
         need += ccs_dsx_encoded_size(st[i]);
@@ -442,7 +514,7 @@ static int exchange(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
         }
         /* Authenticated just now: send this period's statuses at once. */
         if (cl->c.state == CCS_DSX_C_AUTHED && cl->c.outlen == 0 && waited == 0 && n &&
-            !(cl->nsent && cl->sent[0].wrank == st[0]->wrank && cl->sent[0].ms)) {
+            (cl->agg ? !cl->agg_ms : !(cl->nsent && cl->sent[0].wrank == st[0]->wrank && cl->sent[0].ms))) {
             if (send_statuses(cl, st, n, now) != 0) {
                 client_drop(cl, now);
                 return -1;
@@ -518,6 +590,9 @@ void ccs_dsx_client_free(struct ccs_dsx_client *cl)
     ccs_dsx_conn_close(&cl->c);
     ccs_dsx_auth_wipe(&cl->key);
     free(cl->sent);
+    free(cl->agg);
+    free(cl->rlisted);
+    free(cl->rmark);
     free(cl->buf);
     free(cl->vbuf);
     free(cl);

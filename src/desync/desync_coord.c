@@ -38,6 +38,10 @@ void ccs_dsx_coord_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     struct ccs_dsx_coord *k = arg;
     ccs_dsx_coord_broadcast(k, CCS_DSX_M_VERDICT, v, sizeof *v);
+    /* A MISMATCH leaves the hashes apart for good: its odd ranks are not
+     * narrowed to again (a hang after it still is). */
+    if (v->cls == CCS_DSX_MISMATCH)
+        k->judged[k->njudged++ % 16] = v->comm;
     if (k->recent)
         k->recent[k->nrecent++ % NRECENT] = *v;
     k->stats.verdicts++;
@@ -219,6 +223,111 @@ static int on_statuses(struct ccs_dsx_coord *k, size_t i, const unsigned char *p
     return 0;
 }
 
+static int judged(const struct ccs_dsx_coord *k, uint64_t comm)
+{
+    for (unsigned j = 0; j < 16 && j < k->njudged; j++)
+        if (k->judged[j] == comm)
+            return 1;
+    return 0;
+}
+
+/* An AGG frame (P, LEN bytes) from relay I: its fold kept, its listed
+ * statuses stored as a STATUS frame's, and a communicator with members
+ * that differ narrowed to (DETAIL: its relays list a reference beside
+ * their odd members).  0, or -1 when malformed (WHY). */
+static int on_agg(struct ccs_dsx_coord *k, size_t i, const unsigned char *p, uint32_t len, char *why, size_t n)
+{
+    if (i >= k->capfold) {
+        size_t nc = k->capfold ? k->capfold * 2 : 16;
+        while (nc <= i)
+            nc *= 2;
+        struct ccs_dsx_agg **nf = realloc(k->cfold, nc * sizeof *nf);
+        if (!nf) {
+            snprintf(why, n, "out of memory for a relay's fold");
+            return -1;
+        }
+        memset(nf + k->capfold, 0, (nc - k->capfold) * sizeof *nf);
+        k->cfold = nf;
+        k->capfold = nc;
+    }
+    /* At most CCS_DSX_AGG_MAX_RELAYS folds (53 KB each) whatever
+     * authenticated peers send: the tree of the largest job has a few
+     * hundred relays. */
+    if (!k->cfold[i] && k->nfold >= CCS_DSX_AGG_MAX_RELAYS) {
+        snprintf(why, n, "an AGG frame from a relay beyond the %d the coordinator keeps", CCS_DSX_AGG_MAX_RELAYS);
+        return -1;
+    }
+    if (!k->cfold[i]) {
+        if (!(k->cfold[i] = malloc(sizeof *k->cfold[i]))) {
+            snprintf(why, n, "out of memory for a relay's fold");
+            return -1;
+        }
+        k->nfold++;
+    }
+    struct ccs_dsx_agg *a = k->cfold[i];
+    size_t o;
+    if (ccs_dsx_agg_decode_folds(p, len, k->wsize, a, &o, why, n) != 0)
+        return -1;
+    for (uint32_t j = 0; j < a->head.nlisted; j++) {
+        size_t used = ccs_dsx_decode_status(p + o, len - o, k->wsize, k->scratch, why, n);
+        if (!used)
+            return -1;
+        o += used;
+        k->aggframe[k->scratch->wrank] = a->head.frame;
+        store_status(k, i);
+    }
+    if (o != len) {
+        snprintf(why, n, "AGG frame has %zu bytes after its %u listed statuses", len - o, a->head.nlisted);
+        return -1;
+    }
+    for (uint32_t c = 0; c < a->head.ncomm; c++)
+        if (a->comm[c].odd && !judged(k, a->comm[c].id))
+            coord_detail(a->comm[c].id, k);
+    return 0;
+}
+
+/* The view's hook (ccs_dsx_view.unseen) over the relays' folds. */
+static uint64_t agg_unseen(uint64_t comm, int32_t size, size_t seen, void *arg)
+{
+    struct ccs_dsx_coord *k = arg;
+    const struct ccs_dsx_agg **f = malloc((k->capfold + 1) * sizeof *f);
+    size_t nf = 0;
+    for (size_t i = 0; f && i < k->capfold && i < k->ncl; i++)
+        if (k->cfold[i] && k->cl[i].fd >= 0)
+            f[nf++] = k->cfold[i];
+    uint64_t r = f && seen < (size_t)size ? ccs_dsx_agg_unseen(f, nf, comm, size, (uint64_t)size - seen) : 0;
+    free(f);
+    return r;
+}
+
+/* The folds' checks, each pass: a communicator whose groups' hashes differ
+ * where they overlap (not once a MISMATCH named it), or whose members are
+ * all blocked in one operation past the threshold, is narrowed to
+ * (DETAIL, at most once a second: its relays list a reference each, and
+ * the rules judge them with the folds' counts). */
+static void agg_eval(struct ccs_dsx_coord *k)
+{
+    const struct ccs_dsx_agg **f = malloc((k->capfold + 1) * sizeof *f);
+    size_t nf = 0;
+    for (size_t i = 0; f && i < k->capfold && i < k->ncl; i++)
+        if (k->cfold[i] && k->cl[i].fd >= 0)
+            f[nf++] = k->cfold[i];
+    for (size_t x = 0; x < nf; x++)
+        for (uint32_t c = 0; c < f[x]->head.ncomm; c++) {
+            uint64_t id = f[x]->comm[c].id;
+            int before = 0; /* compared at an earlier fold that holds it */
+            for (size_t y = 0; y < x && !before; y++)
+                for (uint32_t d = 0; d < f[y]->head.ncomm && !before; d++)
+                    before = f[y]->comm[d].id == id;
+            struct ccs_dsx_agg_cmp cmp;
+            if (before || !ccs_dsx_agg_compare(f, nf, id, k->t.block_ms, &cmp))
+                continue;
+            if ((cmp.differ_seq && !judged(k, id)) || cmp.blocked_all)
+                coord_detail(id, k);
+        }
+    free(f);
+}
+
 /* An AGREE frame: whole agreement values, each folded.  0 or -1 (WHY). */
 static int on_agree(struct ccs_dsx_coord *k, const struct ccs_dsx_conn *c, const unsigned char *p, uint32_t len,
                     char *why, size_t n)
@@ -292,6 +401,9 @@ int ccs_dsx_coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
         } else if (f.type == CCS_DSX_M_STATUS) {
             if (on_statuses(k, i, p, f.length, why, n) != 0)
                 return -1;
+        } else if (f.type == CCS_DSX_M_AGG) {
+            if (on_agg(k, i, p, f.length, why, n) != 0)
+                return -1;
         } else if (f.type == CCS_DSX_M_AGREE) {
             if (on_agree(k, c, p, f.length, why, n) != 0)
                 return -1;
@@ -322,14 +434,28 @@ static void coord_eval(struct ccs_dsx_coord *k)
         uint64_t stale_ms = 2000 + 4 * (uint64_t)k->t.mismatch_wait_ms;
         int stale = k->beat_ms[r] && now - k->beat_ms[r] > stale_ms;
         k->view[r] = (k->unreach_ms[r] || stale) && k->st[r] && k->st[r]->life == CCS_DSX_ALIVE ? NULL : k->st[r];
+        /* Listed by a relay that has not listed it for 10 frames (1 s; a
+         * relay lists its odd members and the references asked for in
+         * every frame): what it was is not what it is (its group's fold
+         * counts it now). */
+        int o = k->owner[r];
+        if (o >= 0 && (size_t)o < k->capfold && k->cfold[o] && k->aggframe[r] + 10 < k->cfold[o]->head.frame)
+            k->view[r] = NULL;
     }
-    struct ccs_dsx_view v = {.wsize = k->wsize, .st = k->view, .dead = k->dead, .now_ms = now};
+    struct ccs_dsx_view v = {.wsize = k->wsize,
+                             .st = k->view,
+                             .dead = k->dead,
+                             .now_ms = now,
+                             .unseen = k->capfold ? agg_unseen : NULL,
+                             .unseen_arg = k};
     struct ccs_dsx_sink s = {
         .verdict = ccs_dsx_coord_verdict, .detail = coord_detail, .want = coord_want, .arg = k};
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     ccs_dsx_rules_run(&v, &k->t, k->seen, &s);
     ccs_dsx_rule_unreachable(k, now);
+    if (k->capfold)
+        agg_eval(k);
     clock_gettime(CLOCK_MONOTONIC, &b);
     double ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
     size_t held = sizeof *k + (size_t)k->wsize * (sizeof *k->st + sizeof *k->stsize + sizeof *k->view + 1 +
@@ -338,7 +464,9 @@ static void coord_eval(struct ccs_dsx_coord *k)
         held += k->st[r] ? k->stsize[r] : 0;
     for (size_t i = 0; i < k->ncl; i++)
         held += sizeof k->cl[i] + k->cl[i].incap + k->cl[i].outcap;
-    held += ccs_dsx_folds_bytes(k->folds);
+    held += ccs_dsx_folds_bytes(k->folds) + (size_t)k->wsize * sizeof *k->aggframe + k->capfold * sizeof *k->cfold;
+    for (size_t i = 0; i < k->capfold; i++)
+        held += k->cfold[i] ? sizeof *k->cfold[i] : 0;
     pthread_mutex_lock(&k->lock);
     k->stats.bytes_held = held;
     k->stats.evals++;
@@ -486,8 +614,9 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
     k->seen = ccs_dsx_seen_new();
     k->folds = ccs_dsx_folds_new();
     k->scratch = malloc(sizeof *k->scratch);
+    k->aggframe = calloc((size_t)wsize, sizeof *k->aggframe);
     if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms ||
-        !k->unreach_silent || !k->recent || !k->owner || !k->seen || !k->folds || !k->scratch) {
+        !k->unreach_silent || !k->recent || !k->owner || !k->seen || !k->folds || !k->scratch || !k->aggframe) {
         snprintf(why, n, "out of memory for %d ranks", wsize);
         goto fail;
     }
@@ -532,7 +661,7 @@ fail:
         close(k->epfd);
     free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms), free(k->owner),
         free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers),
-        free(k->rkeys), free(k->rkey_ok);
+        free(k->rkeys), free(k->rkey_ok), free(k->aggframe);
     ccs_dsx_seen_free(k->seen);
     free(k);
     return NULL;
@@ -578,7 +707,10 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
     ccs_dsx_folds_free(k->folds);
     free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms);
     free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers),
-        free(k->rkeys), free(k->rkey_ok);
+        free(k->rkeys), free(k->rkey_ok), free(k->aggframe);
+    for (size_t i = 0; i < k->capfold; i++)
+        free(k->cfold[i]);
+    free(k->cfold);
     ccs_dsx_seen_free(k->seen);
     free(k);
 }

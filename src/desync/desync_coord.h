@@ -7,6 +7,7 @@
 #ifndef CCS_DESYNC_COORD_H
 #define CCS_DESYNC_COORD_H
 
+#include "desync_agg.h"
 #include "desync_conn.h"
 #include "desync_fold.h"
 #include "desync_search.h"
@@ -96,6 +97,17 @@ struct ccs_dsx_coord {
     uint64_t finish_by;             /* (coordinator thread) deadline of the final exchange */
     uint64_t all_finished_ms;       /* (coordinator thread) when every rank was first seen finished */
     uint64_t pass_ms;               /* (coordinator thread) the search's last pass */
+    /* The tree (docs/desync.md, "The tree"; only the simulation's relays
+     * send AGG frames so far): per connection its relay's last fold (NULL:
+     * a host's leader), per rank the frame of the relay that listed it last
+     * (a rank its relay no longer lists is out of view), and the
+     * communicators a MISMATCH named (their hashes are not narrowed to
+     * again). */
+    struct ccs_dsx_agg **cfold;
+    size_t capfold, nfold; /* nfold: folds held (at most CCS_DSX_AGG_MAX_RELAYS) */
+    uint64_t *aggframe;
+    uint64_t judged[16];
+    unsigned njudged;
 };
 
 #define NRECENT 8 /* verdicts sent again to a leader that (re)connects */

@@ -219,6 +219,15 @@ void ccs_dsx_coord_drop(struct ccs_dsx_coord *k, size_t i, const char *why)
     k->closed_in += c->bytes_in;
     k->closed_out += c->bytes_out;
     ccs_dsx_conn_close(c);
+    /* A relay lost: its fold goes with it (its group is then not
+     * accounted for, so nothing about its communicators is judged from
+     * folds until a relay of it is back; its listed ranks are unreachable
+     * like a host's above). */
+    if (i < k->capfold && k->cfold[i]) {
+        free(k->cfold[i]);
+        k->cfold[i] = NULL;
+        k->nfold--;
+    }
 }
 
 /* A slot in k->cl for a new connection (a closed one, or a new one at the

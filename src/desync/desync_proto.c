@@ -281,8 +281,8 @@ int ccs_dsx_check_frame(const struct ccs_dsx_frame *f, char *why, size_t n)
         return fail(why, n, "bad frame magic %#llx (expected %#llx)", f->magic, CCS_DSX_MAGIC);
     if (f->version != CCS_DSX_VERSION)
         return fail(why, n, "frame version %lld, expected %lld", f->version, CCS_DSX_VERSION);
-    if (f->type < CCS_DSX_M_HELLO || f->type > CCS_DSX_M_BYE)
-        return fail(why, n, "unknown frame type %lld (1..%lld)", f->type, CCS_DSX_M_BYE);
+    if (f->type < CCS_DSX_M_HELLO || f->type > CCS_DSX_M_AGG)
+        return fail(why, n, "unknown frame type %lld (1..%lld)", f->type, CCS_DSX_M_AGG);
     if (f->length > CCS_DSX_MAX_FRAME)
         return fail(why, n, "frame of %lld bytes exceeds %lld", f->length, CCS_DSX_MAX_FRAME);
     return 0;

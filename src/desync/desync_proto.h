@@ -209,6 +209,8 @@ struct ccs_dsx_verdict {
  *   DETAIL  coordinator -> client: uint64 comm id (send history for it)
  *   AGREE   both ways: struct ccs_dsx_agree
  *   BYE     coordinator -> client: no payload; every rank has finished
+ *   AGG     relay -> root: a group's fold and the ranks it lists
+ *           (desync_agg.h; sent only by the simulation's relays so far)
  * Integers are little-endian (x86-64 and aarch64 both); HELLO carries the
  * byte-order word so a mismatched peer is refused, not misread. */
 enum ccs_dsx_msg {
@@ -219,6 +221,7 @@ enum ccs_dsx_msg {
     CCS_DSX_M_DETAIL = 5,
     CCS_DSX_M_AGREE = 6,
     CCS_DSX_M_BYE = 7, /* coordinator -> client: every rank finished; the job's detection is over */
+    CCS_DSX_M_AGG = 8, /* relay -> root: a group's fold (desync_agg.h; the tree is not switched on in jobs) */
 };
 
 struct ccs_dsx_frame {

@@ -204,8 +204,11 @@ static void desync_verdict(struct ctx *c, struct grp *g)
         return;
     }
     desync_parties(c, g, sref, v);
-    char rw[256], ra[256], ops[160], aheadtxt[300] = "";
+    char rw[300], ra[256], ops[160], aheadtxt[300] = "";
     ccs_dsx_rules_ranks(d.wait, d.nw, rw, sizeof rw);
+    /* Waiting members the tree's relays counted without their statuses. */
+    if (g->unseen_n)
+        ccs_dsx_rules_fmt(rw + strlen(rw), sizeof rw - strlen(rw), " and %zu more", g->unseen_n);
     ccs_dsx_op_str(d.wop, ops, sizeof ops);
     if (d.na) {
         ccs_dsx_rules_ranks(d.ahead, d.na, ra, sizeof ra);
@@ -216,10 +219,10 @@ static void desync_verdict(struct ctx *c, struct grp *g)
     v->comm = comm;
     v->seq = sref;
     v->comm_size = g->size;
-    ccs_dsx_rules_fmt(v->line, sizeof v->line,
-                      "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s%s",
-                      (unsigned long long)comm, g->size, (unsigned long long)sref, d.nw > 1 ? "s" : "", rw, ops,
-                      (unsigned long long)sref, d.wms / 1000.0, d.behind, aheadtxt);
+    ccs_dsx_rules_fmt(
+        v->line, sizeof v->line, "comm=%#llx size=%d seq=%llu: rank%s %s blocked in %s at seq %llu for %.1f s%s%s",
+        (unsigned long long)comm, g->size, (unsigned long long)sref, d.nw + g->unseen_n > 1 ? "s" : "", rw, ops,
+        (unsigned long long)sref, d.wms / 1000.0, d.behind, aheadtxt);
     ccs_dsx_rules_emit(c, v);
     free(d.wait), free(d.ahead), free(v);
 }
@@ -259,13 +262,15 @@ static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t
     for (size_t i = 0; i < nl && fr < 0; i++)
         if (in_foreign(c, late[i]))
             fr = late[i];
-    char rw[256], rl[256], ops[160], why[200];
+    char rw[300], rl[256], ops[160], why[200];
     if (fr >= 0)
         ccs_dsx_rules_fmt(why, sizeof why, "rank %d in %s, which ccshim does not intercept, for %.1f s", fr,
                           c->v->st[fr]->foreign, c->v->st[fr]->foreign_ms / 1000.0);
     else
         ccs_dsx_rules_fmt(why, sizeof why, "not in any collective: computing or in point-to-point");
     ccs_dsx_rules_ranks(wait, nw, rw, sizeof rw);
+    if (g->unseen_n)
+        ccs_dsx_rules_fmt(rw + strlen(rw), sizeof rw - strlen(rw), " and %zu more", g->unseen_n);
     ccs_dsx_rules_ranks(late, nl, rl, sizeof rl);
     ccs_dsx_op_str(wop, ops, sizeof ops);
     v->cls = CCS_DSX_STRAGGLER;
@@ -275,8 +280,8 @@ static void straggler_verdict(struct ctx *c, struct grp *g, uint64_t s, uint32_t
     ccs_dsx_rules_fmt(
         v->line, sizeof v->line,
         "comm=%#llx size=%d seq=%llu: rank%s %s waited %.1f s in %s for rank%s %s (%s); a warning, not a desync",
-        (unsigned long long)comm, g->size, (unsigned long long)s, nw > 1 ? "s" : "", rw, waited_ms / 1000.0, ops,
-        nl > 1 ? "s" : "", rl, why);
+        (unsigned long long)comm, g->size, (unsigned long long)s, nw + g->unseen_n > 1 ? "s" : "", rw,
+        waited_ms / 1000.0, ops, nl > 1 ? "s" : "", rl, why);
     if (nl)
         ccs_dsx_rules_emit(c, v);
     free(wait), free(late), free(v);

@@ -8,6 +8,7 @@
  */
 #include "desync_rules.h"
 #include "desync_rules_ctx.h"
+#include <stdint.h>
 #include <stdlib.h>
 
 static int cmp_ent(const void *a, const void *b)
@@ -65,9 +66,21 @@ int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thre
          * publish nowhere here: no verdict about it can hold, and every
          * client refuses one (ccs_dsx_check_verdict) and drops the
          * coordinator.  Left out (found by tests/fuzz/fuzz_dsx_coord.c). */
+        /* Members not in view that the tree's folds know blocked: whole
+         * for the blocked rule's wait-for analysis (they have issued what
+         * they are blocked at), not for the rules that read each member's
+         * records or steps. */
+        uint64_t unseen = 0;
+        if ((int32_t)distinct < size && view->unseen)
+            unseen = view->unseen(c.ents[i].comm, size, distinct, view->unseen_arg);
         if (size <= wsize)
-            c.g[c.ng++] =
-                (struct grp){.lo = i, .hi = j, .size = size, .complete = (int32_t)distinct == size, .memo_r = -1};
+            c.g[c.ng++] = (struct grp){.lo = i,
+                                       .hi = j,
+                                       .size = size,
+                                       .complete = (int32_t)distinct == size,
+                                       .unseen_n = unseen ? (size_t)size - distinct : 0,
+                                       .unseen_issued = unseen ? unseen : UINT64_MAX,
+                                       .memo_r = -1};
         i = j;
     }
     ccs_dsx_rule_boundary(&c);

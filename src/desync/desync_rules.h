@@ -15,6 +15,12 @@ struct ccs_dsx_view {
     const struct ccs_dsx_status *const *st; /* [wsize]; NULL: nothing known of that rank */
     const uint8_t *dead;                    /* [wsize] or NULL; nonzero: process gone without exiting */
     uint64_t now_ms;                        /* for the suspicion timer only */
+    /* Members of a communicator not in view but known elsewhere (the
+     * tree's folds, docs/desync.md "The tree"; may be NULL): for COMM of
+     * SIZE members, SEEN of them in view, the lowest seq every other one
+     * is blocked at (each issued it), or 0 when not known. */
+    uint64_t (*unseen)(uint64_t comm, int32_t size, size_t seen, void *arg);
+    void *unseen_arg;
 };
 
 struct ccs_dsx_thresholds {

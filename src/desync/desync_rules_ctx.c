@@ -124,7 +124,9 @@ int ccs_dsx_rules_holds(struct ctx *c, struct grp *g, uint64_t s, int mode)
 {
     if (g->memo_r >= 0 && g->memo_s == s)
         return g->memo_r;
-    int behind = 0, ok = g->complete;
+    /* Members not in view (the tree's folds) issued UNSEEN_ISSUED: behind
+     * S they may be, and nothing is known of what they do then. */
+    int behind = 0, ok = (g->complete || g->unseen_n) && g->unseen_issued >= s;
     for (size_t i = g->lo; i < g->hi && ok; i++) {
         const struct ent *m = &c->ents[i];
         if (ccs_dsx_rules_unknown(m)) {

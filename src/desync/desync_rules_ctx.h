@@ -28,7 +28,12 @@ struct ent {
 struct grp {
     size_t lo, hi; /* [lo, hi) in ents */
     int32_t size;
-    int complete;    /* every member known */
+    int complete; /* every member known */
+    /* Members not in view that the tree's folds count (view->unseen), each
+     * known to have issued UNSEEN_ISSUED (UINT64_MAX: none); with them the
+     * group is whole for ccs_dsx_rules_holds only. */
+    size_t unseen_n;
+    uint64_t unseen_issued;
     uint64_t memo_s; /* memo of the last (s -> result) evaluated this pass */
     int memo_r;
 };

@@ -96,6 +96,15 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
  * that differ on this host: the coordinator must see them). */
 void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm);
 
+/* Makes CL the relay of group GROUP (NHOSTS hosts): each tick is then
+ * given every rank of the group, and every 100 ms one AGG frame goes to
+ * the root, the group's fold with the ranks that differ (LIST_MS: a group
+ * blocked this long lists those not blocked with it) and the members of
+ * the communicators the root asked about (docs/desync.md, "The tree").
+ * Only tests/desync/desync_sim makes relays: the tree is not switched on
+ * in jobs.  0, or -1 out of memory. */
+int ccs_dsx_client_relay(struct ccs_dsx_client *cl, uint32_t group, uint32_t nhosts, uint32_t list_ms);
+
 /* 1 once the handshake succeeded. */
 int ccs_dsx_client_connected(struct ccs_dsx_client *cl);
 uint64_t ccs_dsx_client_bytes_out(struct ccs_dsx_client *cl);

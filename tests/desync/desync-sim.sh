@@ -3,18 +3,21 @@
 # coordinator and one real client per host, on loopback) at a size make
 # check can afford: 256 ranks on 32 hosts of 8.  Each scenario's verdict,
 # its parties' count in the combined log, and every leader admitted; the
-# big sizes are make bench's (bench/desync-bench.sh).
+# big sizes are make bench's (bench/desync-bench.sh).  Then the same with
+# the tree's first level (docs/desync.md, "The tree"): 8 relays of 4 hosts
+# sending the root one fold a period.
 . "$top_srcdir/tests/tap.sh"
 SIM="$top_builddir/tests/desync/desync_sim"
 [ -x "$SIM" ] || tap_skip_all "desync_sim not built"
-tap_plan 9
+tap_plan 16
 
 # 8 s: the fault at 4 s, 4 s for its verdict (the deadlock's is the block
 # threshold of 1 s and a pass; on 2 shared cores more room than the 2 s
 # target).  Columns: docs in desync_sim.c.
-sim() { # SCENARIO: its result line into $CCS_TMP/SCENARIO, its exit status into $CCS_TMP/SCENARIO.rc
-    timeout 60 "$SIM" 256 8 8 "$1" >"$CCS_TMP/$1" 2>"$CCS_TMP/$1.err"
-    echo $? >"$CCS_TMP/$1.rc"
+sim() { # SCENARIO [SECONDS GROUP]: its result line into $CCS_TMP/SCENARIO[-tree], its exit status into ....rc
+    out=$CCS_TMP/$1${3:+-tree}
+    timeout 60 "$SIM" 256 8 "${2:-8}" "$1" ${3:-} >"$out" 2>"$out.err"
+    echo $? >"$out.rc"
 }
 col() { cut -f"$2" "$CCS_TMP/$1"; }
 
@@ -33,5 +36,26 @@ tap_check "mismatch: $n log lines, one report and 255 single lines" sh -c "[ '$n
 tap_eq "deadlock: log lines, one report and 255 single lines" 262 "$(col deadlock 11)"
 
 tap_check "every leader admitted within 10 s (admission $(col healthy 13) ms)" test "$(col healthy 13)" -lt 10000
-[ "$TAP_FAILED" -eq 0 ] || for s in healthy mismatch deadlock; do cat "$CCS_TMP/$s" "$CCS_TMP/$s.err" | tap_diag; done
+
+# The tree: the same verdicts through 8 relays (the root narrows: the
+# relays list the odd members with a reference, or every member of a group
+# that waits, and its rules judge them); when healthy the root receives
+# folds only: 8 relays x 10
+# frames a second x 260 bytes = 20 KiB/s (one client per host: about
+# 1,000 KiB/s here).
+sim healthy 4 4
+sim mismatch 8 4
+sim deadlock 8 4
+for s in healthy mismatch deadlock; do
+    tap_eq "tree, $s: exit 0 (the scenario's verdict)" 0 "$(cat "$CCS_TMP/$s-tree.rc")"
+done
+tap_eq "tree, healthy: no verdict, 8 relays" "256 32 none 8" "$(col healthy-tree 1-2,4,14 | tr '\t' ' ')"
+tap_check "tree, healthy: the root receives folds only ($(col healthy-tree 8) KiB/s; at most 25)" \
+    test "$(col healthy-tree 8)" -le 25
+tap_eq "tree, mismatch: MISMATCH" "256 32 MISMATCH" "$(col mismatch-tree 1-2,4 | tr '\t' ' ')"
+tap_eq "tree, deadlock: DESYNC, one report and 255 single lines" "256 32 DESYNC 262" \
+    "$(col deadlock-tree 1-2,4,11 | tr '\t' ' ')"
+[ "$TAP_FAILED" -eq 0 ] || for s in healthy mismatch deadlock healthy-tree mismatch-tree deadlock-tree; do
+    cat "$CCS_TMP/$s" "$CCS_TMP/$s.err" | tap_diag
+done
 tap_done

@@ -55,3 +55,12 @@ tests_desync_test_agree_SOURCES = tests/desync/test_agree.c
 tests_desync_test_agree_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
 tests_desync_test_agree_LDADD = libccsparts.la $(CHECK_LIBS) -lpthread
 endif
+
+# The tree's fold (docs/desync.md, "The tree").
+if HAVE_CHECK
+check_PROGRAMS += tests/desync/test_agg
+TESTS += tests/desync/test_agg
+tests_desync_test_agg_SOURCES = tests/desync/test_agg.c
+tests_desync_test_agg_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit $(CHECK_CFLAGS)
+tests_desync_test_agg_LDADD = libccsparts.la $(CHECK_LIBS) -lpthread
+endif

@@ -3,8 +3,13 @@
  * per-host clients (src/desync/desync_coord.c, desync_client.c,
  * desync_rules.c) with many simulated ranks, on loopback, in one process.
  *
- *   desync_sim RANKS [PER_HOST [SECONDS [SCENARIO]]]
+ *   desync_sim RANKS [PER_HOST [SECONDS [SCENARIO [GROUP]]]]
  *
+ * GROUP > 0: the tree's first level (docs/desync.md, "The tree"): one
+ * relay per GROUP hosts (the real client in relay mode, given its group's
+ * ranks in-process: the links of its leaders to it are not simulated)
+ * sends the root one fold a period; 0 (the default): one client per host,
+ * as in a job.
  * Every simulated rank issues all-reduces on the world communicator at
  * RATE per second (statuses as desync_collect.c builds them); every host
  * has one client, driven by a few threads.  Halfway, SCENARIO happens:
@@ -15,12 +20,14 @@
  *   healthy   nothing: there must be no verdict
  * Prints one tab-separated line:
  *   ranks hosts scenario verdict latency_ms coord_cpu_pct coord_mem_mib in_kib_s evals eval_ms_max
- *   log_lines log_kib admit_ms
+ *   log_lines log_kib admit_ms relays
+ * (relays: 0 without the tree).
  * log_lines, log_kib: what the job's combined log holds for the first
  * verdict (desync_report.c: one rank logs the line and the block, every
  * other rank the line only; the reporting rank's own stack not counted).
  * admit_ms: from the start until every host's leader was admitted (the
- * measure starts then).
+ * measure starts then).  DESYNC_SIM_SHOW set: the line of each
+ * communicator's first verdict on stderr.
  * latency: from the moment the last rank is blocked (deadlock) or the odd
  * call is issued (mismatch) to the verdict reaching the first client.
  */
@@ -49,6 +56,8 @@
 #define PAIR 0xbeefu
 
 static int nranks, per_host, nhosts;
+static int group;            /* hosts a relay (0: no tree) */
+static int nunits, per_unit; /* clients (hosts or relays) and the ranks each forwards */
 static double secs;
 static const char *scenario;
 /* Each rank's status holds the one communicator it uses (ranks 0 and 1:
@@ -69,6 +78,19 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&lock);
+    /* DESYNC_SIM_SHOW: the line of each communicator's first verdict. */
+    static uint64_t shown[4];
+    int fresh = 1;
+    for (int i = 0; i < 4; i++)
+        fresh &= shown[i] != v->comm;
+    if (fresh && getenv("DESYNC_SIM_SHOW")) {
+        for (int i = 0; i < 4; i++)
+            if (!shown[i]) {
+                shown[i] = v->comm;
+                break;
+            }
+        fprintf(stderr, "ccshim %s %s\n", ccs_dsx_class_name(v->cls), v->line);
+    }
     if (t_verdict < 0) {
         t_verdict = mono_ms();
         verdict_cls = v->cls;
@@ -154,6 +176,7 @@ static void *work(void *arg)
         if (full)
             w->full_ms = mono_ms();
         for (int h = w->first_host; h < w->first_host + w->hosts; h++) {
+            int lo = h * per_unit, hi = (h + 1) * per_unit < nranks ? (h + 1) * per_unit : nranks;
             /* Until every leader is in, those not yet in are ticked every
              * few ms, as leaders of their own would be (a pass of a thread
              * over 4,096 hosts takes longer than the coordinator waits for
@@ -162,7 +185,7 @@ static void *work(void *arg)
                 connected++;
                 continue;
             }
-            for (int r = h * per_host; r < (h + 1) * per_host && r < nranks; r++) {
+            for (int r = lo; r < hi; r++) {
                 struct ccs_dsx_comm *c = &statuses[r]->comm[0];
                 uint64_t tg = target;
                 if (stop_seq && tg >= stop_seq - 1)
@@ -194,9 +217,7 @@ static void *work(void *arg)
                 }
                 statuses[r]->beat++;
             }
-            ccs_dsx_client_tick(clients[h], status_ptrs + h * per_host,
-                                (size_t)((h + 1) * per_host < nranks ? per_host : nranks - h * per_host), NULL, 0,
-                                0, why, sizeof why);
+            ccs_dsx_client_tick(clients[h], status_ptrs + lo, (size_t)(hi - lo), NULL, 0, 0, why, sizeof why);
             connected += ccs_dsx_client_connected(clients[h]);
         }
         w->connected = connected;
@@ -247,10 +268,21 @@ static struct ccs_dsx_coord *start_coordinator_and_clients(void)
         return NULL;
     }
     struct ccs_dsx_client_cb cb = {.verdict = on_verdict};
-    for (int h = 0; h < nhosts; h++) {
+    for (int h = 0; h < nunits; h++) {
         char name[32];
-        snprintf(name, sizeof name, "sim%d", h);
-        clients[h] = ccs_dsx_client_new("127.0.0.1", port, nranks, h * per_host, "simsecret", name, &cb);
+        snprintf(name, sizeof name, "sim%d", h * (group ? group : 1));
+        clients[h] = ccs_dsx_client_new("127.0.0.1", port, nranks, h * per_unit, "simsecret", name, &cb);
+        /* A relay lists a rank not waiting with its group after half the
+         * block threshold. */
+        if (clients[h] && group &&
+            ccs_dsx_client_relay(clients[h], (uint32_t)h,
+                                 (uint32_t)((h + 1) * group < nhosts ? group : nhosts - h * group),
+                                 t.block_ms / 2) != 0)
+            clients[h] = NULL;
+        if (!clients[h]) {
+            fprintf(stderr, "desync_sim: out of memory for client %d\n", h);
+            return NULL;
+        }
     }
     return coord;
 }
@@ -274,10 +306,11 @@ static void print_result(const struct ccs_dsx_coord_stats *s0, const struct ccs_
                          double admit_ms)
 {
     double lat = t_verdict >= 0 && t_event >= 0 ? t_verdict - t_event : -1;
-    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\t%.0f\t%.1f\t%.0f\n", nranks, nhosts, scenario,
+    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\t%.0f\t%.1f\t%.0f\t%d\n", nranks, nhosts, scenario,
            t_verdict >= 0 ? ccs_dsx_class_name(verdict_cls) : "none", lat, (s1->cpu_s - s0->cpu_s) * 100 / span,
            s1->bytes_held / 1048576.0, (double)(s1->bytes_in - s0->bytes_in) / 1024 / span,
-           (unsigned long long)s1->evals, s1->eval_ms_max, log_lines, log_bytes / 1024, admit_ms);
+           (unsigned long long)s1->evals, s1->eval_ms_max, log_lines, log_bytes / 1024, admit_ms,
+           group ? nunits : 0);
 }
 
 /* 1 when the verdict is the scenario's: none when healthy, else its class. */
@@ -294,23 +327,27 @@ int main(int argc, char **argv)
     per_host = argc > 2 ? atoi(argv[2]) : 8;
     secs = argc > 3 ? atof(argv[3]) : 4;
     scenario = argc > 4 ? argv[4] : "deadlock";
-    if (nranks < 2 || per_host < 1) {
-        fprintf(stderr, "usage: desync_sim RANKS [PER_HOST [SECONDS [deadlock|mismatch|healthy]]]\n");
+    group = argc > 5 ? atoi(argv[5]) : 0;
+    if (nranks < 2 || per_host < 1 || group < 0) {
+        fprintf(stderr, "usage: desync_sim RANKS [PER_HOST [SECONDS [deadlock|mismatch|healthy [GROUP]]]]\n");
         return 2;
     }
     nhosts = (nranks + per_host - 1) / per_host;
+    nunits = group ? (nhosts + group - 1) / group : nhosts;
+    per_unit = group ? group * per_host : per_host;
     /* One descriptor per leader and one per coordinator's end of its link:
      * said before anything starts, not found as a wave of refusals. */
     struct rlimit rl;
-    rlim_t need = 2 * (rlim_t)nhosts + 64;
+    rlim_t need = 2 * (rlim_t)nunits + 64;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
         rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
         setrlimit(RLIMIT_NOFILE, &rl);
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
             fprintf(stderr,
-                    "desync_sim: %d hosts need %llu file descriptors (a leader's socket and the coordinator's "
-                    "per host); the limit is %llu (ulimit -n)\n",
-                    nhosts, (unsigned long long)need, (unsigned long long)rl.rlim_cur);
+                    "desync_sim: %d %s need %llu file descriptors (a client's socket and the coordinator's "
+                    "per %s); the limit is %llu (ulimit -n)\n",
+                    nunits, group ? "relays" : "hosts", (unsigned long long)need, group ? "relay" : "host",
+                    (unsigned long long)rl.rlim_cur);
             return 2;
         }
     }
@@ -322,18 +359,18 @@ int main(int argc, char **argv)
     statuses = calloc((size_t)nranks, sizeof *statuses);
     status_ptrs = calloc((size_t)nranks, sizeof *status_ptrs);
     blocked_at = calloc((size_t)nranks, sizeof *blocked_at);
-    clients = calloc((size_t)nhosts, sizeof *clients);
+    clients = calloc((size_t)nunits, sizeof *clients);
     init_statuses();
     struct ccs_dsx_coord *coord = start_coordinator_and_clients();
     if (!coord)
         return 1;
-    int nthreads = nhosts < 4 ? nhosts : 4;
+    int nthreads = nunits < 4 ? nunits : 4;
     pthread_t th[4];
     struct worker w[4];
     t_start = mono_ms();
     for (int i = 0; i < nthreads; i++) {
-        w[i].first_host = i * nhosts / nthreads;
-        w[i].hosts = (i + 1) * nhosts / nthreads - w[i].first_host;
+        w[i].first_host = i * nunits / nthreads;
+        w[i].hosts = (i + 1) * nunits / nthreads - w[i].first_host;
         w[i].connected = 0;
         w[i].full_ms = 0;
         pthread_create(&th[i], NULL, work, &w[i]);
@@ -346,7 +383,7 @@ int main(int argc, char **argv)
         int n = 0;
         for (int i = 0; i < nthreads; i++)
             n += w[i].connected;
-        all = n == nhosts;
+        all = n == nunits;
     }
     t_admit = mono_ms() - t_admit;
     admitted = 1;
@@ -363,7 +400,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
     print_result(&s0, &s1, (tb - ta) / 1000.0, t_admit);
-    for (int h = 0; h < nhosts; h++)
+    for (int h = 0; h < nunits; h++)
         ccs_dsx_client_free(clients[h]);
     ccs_dsx_coord_stop(coord);
     for (int r = 0; r < nranks; r++)

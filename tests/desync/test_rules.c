@@ -108,6 +108,73 @@ static int run(uint64_t now)
     return ccs_dsx_rules_run(&v, &T, seen, &s);
 }
 
+/* The tree's folds (docs/desync.md, "The tree"): UNSEEN_AT for X's
+ * members not in view, 0 for any other communicator. */
+static uint64_t unseen_at;
+static size_t unseen_seen;
+static uint64_t unseen_x(uint64_t comm, int32_t size, size_t seen, void *arg)
+{
+    (void)arg, (void)size;
+    unseen_seen = seen;
+    return comm == X ? unseen_at : 0;
+}
+
+static int run_unseen(uint64_t now)
+{
+    struct ccs_dsx_view v = {
+        .wsize = NR, .st = ptr, .dead = dead, .now_ms = now, .unseen = unseen_x, .unseen_arg = NULL};
+    struct ccs_dsx_sink s = {.verdict = on_v, .detail = on_d};
+    static struct ccs_dsx_seen *seen;
+    if (now == 0 || !seen) {
+        ccs_dsx_seen_free(seen);
+        seen = ccs_dsx_seen_new();
+    }
+    return ccs_dsx_rules_run(&v, &T, seen, &s);
+}
+
+/* Ranks 2 and 3 of X are not in view, only counted (a relay's fold: blocked
+ * at seq 5); rank 0 waits at 5, rank 1 (at 4) is blocked in Y {0, 1},
+ * which rank 0 never reached. */
+static void deadlock_half_in_view(void)
+{
+    reset();
+    block(add(0, X, NR, -1, 4), ar(5), 2000);
+    add(0, Y, 2, 0, 0);
+    add(1, X, NR, -1, 4);
+    block(add(1, Y, 2, 1, 0), ar(1), 2000);
+    ptr[2] = ptr[3] = NULL;
+}
+
+START_TEST(unseen_members_counted_by_folds_complete_a_deadlock)
+{
+    /* Without the folds: X is not whole, nothing is certain. */
+    deadlock_half_in_view();
+    unseen_at = 0;
+    for (uint64_t t = 0; t <= T.block_ms; t += T.block_ms / 4)
+        run_unseen(t);
+    ck_assert_int_eq(ngot, 0);
+    ck_assert_uint_eq(unseen_seen, 2);
+    /* Folds that say ranks 2 and 3 issued seq 5 and are blocked there. */
+    deadlock_half_in_view();
+    unseen_at = 5;
+    for (uint64_t t = 0; t <= T.block_ms; t += T.block_ms / 4)
+        run_unseen(t);
+    ck_assert_int_eq(ngot, 2);
+    ck_assert_str_eq(got[0].line, "comm=0x1111 size=4 seq=5: ranks 0 and 2 more blocked in allreduce(count=4, "
+                                  "float32, sum) at seq 5 for 2.0 s; rank 1 at seq 4 (1 behind, blocked in "
+                                  "allreduce(count=4, float32, sum) on comm=0x2222 seq 1)");
+    ck_assert_str_eq(got[1].line, "comm=0x2222 size=2 seq=1: rank 1 blocked in allreduce(count=4, float32, sum) at "
+                                  "seq 1 for 2.0 s; rank 0 at seq 0 (1 behind, blocked in allreduce(count=4, "
+                                  "float32, sum) on comm=0x1111 seq 5)");
+    /* Folds that know them at seq 4 only: they may be behind, no verdict. */
+    deadlock_half_in_view();
+    unseen_at = 4;
+    for (uint64_t t = 0; t <= T.block_ms; t += T.block_ms / 4)
+        run_unseen(t);
+    ck_assert_int_eq(ngot, 0);
+}
+END_TEST
+
 /* Ranks 0, 2 and 3 blocked 40 ms in the all-reduce at seq 5, rank 1 at
  * seq 4 in life state LIFE (in MPI_Finalize, exited, ...). */
 static void blocked_behind_rank_1(uint32_t life)
@@ -1626,6 +1693,7 @@ static Suite *suite(void)
     tcase_add_test(t, boundary_alike_by_units_but_blocked_past_the_threshold);
     tcase_add_test(t, boundary_agreed_and_gone_on_is_healthy);
     tcase_add_test(t, boundary_protocol_roundtrip);
+    tcase_add_test(t, unseen_members_counted_by_folds_complete_a_deadlock);
     suite_add_tcase(s, t);
     return s;
 }

@@ -53,7 +53,8 @@ FUZZ_DSX_SRCS = $(FUZZ_CORE_H) tests/fuzz/fuzz_dsx.h tests/fuzz/fuzz_log.c src/d
 	src/desync/desync_rules_ctx.c \
 	src/desync/desync_rule_mismatch.c src/desync/desync_rule_boundary.c src/desync/desync_rule_blocked.c \
 	src/desync/desync_seen.c src/desync/desync_search.c \
-	src/desync/desync_search.h src/desync/desync_tcp.h src/core/names.c src/core/clock.c src/core/fingerprint.c \
+	src/desync/desync_search.h src/desync/desync_tcp.h src/desync/desync_agg.c src/desync/desync_agg.h \
+	src/core/names.c src/core/clock.c src/core/fingerprint.c \
 	src/core/sig_canon.c src/core/sig_canon.h
 
 # The audit's sources include its OTF2 export (out_otf2.c, optional at
@@ -62,7 +63,7 @@ FUZZ_DSX_SRCS = $(FUZZ_CORE_H) tests/fuzz/fuzz_dsx.h tests/fuzz/fuzz_log.c src/d
 tests/fuzz/fuzz_trace: tests/fuzz/fuzz_trace.c $(FUZZ_CORE_H) src/core/trace_format.h $(libccsaudit_la_SOURCES)
 	$(FUZZ_LINK) $(OTF2_CFLAGS) $(OTF2_LIBS)
 tests/fuzz/fuzz_dsx_proto: tests/fuzz/fuzz_dsx_proto.c $(FUZZ_CORE_H) src/desync/desync_proto.c \
-		src/desync/desync_proto.h src/core/names.c
+		src/desync/desync_proto.h src/desync/desync_agg.c src/desync/desync_agg.h src/core/names.c
 	$(FUZZ_LINK)
 tests/fuzz/fuzz_dsx_coord: tests/fuzz/fuzz_dsx_coord.c src/desync/desync_coord.c src/desync/desync_coord.h \
 		src/desync/desync_coord_net.c src/desync/desync_rule_unreachable.c src/desync/desync_fold.c src/desync/desync_fold.h $(FUZZ_DSX_SRCS) \

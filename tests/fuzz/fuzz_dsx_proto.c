@@ -3,15 +3,62 @@
  * (src/desync/desync_proto.c) on raw bytes, below framing and sealing:
  * a frame header, a STATUS payload (count, then encoded statuses) as the
  * coordinator walks it, a VERDICT as a client checks it, and a status as
- * read from shared memory.  The first byte picks the world size (1..256).
- * A status that decodes must re-encode, and decode again from that.
+ * read from shared memory, and an AGG payload (the tree's fold of a group,
+ * src/desync/desync_agg.c) as the root would read it.  The first byte
+ * picks the world size (1..256).  A status that decodes must re-encode,
+ * and decode again from that; an AGG frame that decodes must re-encode
+ * and decode alike, and the fold of its listed statuses (valid ones) must
+ * be a frame the decoder accepts.
  * fuzz_dsx_coord.c and fuzz_dsx_client.c drive the same decoders through
  * the handshake and sealed frames.
  */
+#include "desync_agg.h"
 #include "desync_proto.h"
 #include "fuzz_common.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define AGG_CAP 8 /* listed statuses decoded per frame here */
+
+/* The bytes as an AGG payload. */
+static void fuzz_agg(const uint8_t *data, size_t size, int32_t wsize)
+{
+    char why[256];
+    struct ccs_dsx_agg *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    struct ccs_dsx_status *ls = malloc(AGG_CAP * sizeof *ls), *ls2 = malloc(AGG_CAP * sizeof *ls2);
+    const struct ccs_dsx_status *sp[AGG_CAP];
+    uint32_t idx[AGG_CAP];
+    size_t cap = 1 << 16;
+    unsigned char *buf = malloc(cap);
+    if (!a || !b || !ls || !ls2 || !buf)
+        goto out;
+    if (ccs_dsx_agg_decode(data, size, wsize, a, ls, AGG_CAP, why, sizeof why) == 0) {
+        for (uint32_t i = 0; i < a->head.nlisted; i++)
+            sp[i] = &ls[i], idx[i] = i;
+        size_t n = ccs_dsx_agg_encode(a, sp, idx, NULL, NULL, buf, cap);
+        if (n && (n != ccs_dsx_agg_encoded_size(a, sp, idx) ||
+                  ccs_dsx_agg_decode(buf, n, wsize, b, ls2, AGG_CAP, why, sizeof why) != 0 ||
+                  memcmp(&a->head, &b->head, sizeof a->head) != 0 ||
+                  memcmp(a->comm, b->comm, a->head.ncomm * sizeof a->comm[0]) != 0))
+            abort();
+        const struct ccs_dsx_agg *f[2] = {a, a};
+        struct ccs_dsx_agg_cmp cmp;
+        for (uint32_t i = 0; i < a->head.ncomm; i++)
+            ccs_dsx_agg_compare(f, 2, a->comm[i].id, 1000, &cmp);
+        /* What a relay would fold of those statuses is a valid frame. */
+        uint32_t nl = a->head.nlisted;
+        memset(b, 0, sizeof *b);
+        ccs_dsx_agg_fold(sp, nl, 500, b, idx);
+        n = ccs_dsx_agg_encode(b, sp, idx, NULL, NULL, buf, cap);
+        if (n && ccs_dsx_agg_decode(buf, n, wsize, a, ls2, AGG_CAP, why, sizeof why) != 0) {
+            fprintf(stderr, "fold of %u valid statuses refused: %s\n", nl, why);
+            abort();
+        }
+    }
+out:
+    free(a), free(b), free(ls), free(ls2), free(buf);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -60,6 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ccs_dsx_check_status(st, wsize, why, sizeof why);
     }
     free(st);
+    fuzz_agg(data, size, wsize);
     if (size >= sizeof(struct ccs_dsx_verdict)) {
         struct ccs_dsx_verdict *v = malloc(sizeof *v);
         if (v) {

@@ -14,6 +14,7 @@
  */
 #include "ccs_config.h"
 #include "ccs_kinds.h"
+#include "desync_agg.h"
 #include "desync_conn.h"
 #include "trace_format.h"
 #include <errno.h>
@@ -291,6 +292,24 @@ static size_t statuses(unsigned char *out, size_t cap, int n, int blocked)
     return statuses_of(out, cap, 0, n, blocked);
 }
 
+/* An AGG payload folding ranks 0..N-1 (blocked or idle) as a relay would. */
+static size_t agg(unsigned char *out, size_t cap, int n, int blocked)
+{
+    static struct ccs_dsx_status st[WSIZE];
+    static struct ccs_dsx_agg a;
+    const struct ccs_dsx_status *sp[WSIZE];
+    uint32_t listed[WSIZE];
+    for (int r = 0; r < n; r++) {
+        status(&st[r], r, blocked, r == 2 ? CCS_KIND_BCAST : CCS_KIND_ALLREDUCE);
+        st[r].ncomm = 1;
+        sp[r] = &st[r];
+    }
+    memset(&a, 0, sizeof a);
+    ccs_dsx_agg_fold(sp, (size_t)n, 500, &a, listed);
+    a.head.nhosts = 1;
+    return ccs_dsx_agg_encode(&a, sp, listed, NULL, NULL, out, cap);
+}
+
 static void verdict(struct ccs_dsx_verdict *v)
 {
     memset(v, 0, sizeof *v);
@@ -352,6 +371,12 @@ static void dsx_seeds(void)
     put("fuzz_dsx_proto", "seed-verdict", b.b, b.n);
     b.n = 0, add8(&b, ws), status(&st, 1, 1, CCS_KIND_ALLREDUCE), add(&b, &st, sizeof st);
     put("fuzz_dsx_proto", "seed-shm-status", b.b, b.n);
+    /* AGG payloads (the tree's fold, desync_agg.c): ranks 0..2 of 4, all
+     * blocked (rank 2 in a bcast: listed), and ranks 0..1 idle. */
+    b.n = 0, add8(&b, ws), n = agg(p, sizeof p, 3, 1), add(&b, p, n);
+    put("fuzz_dsx_proto", "seed-agg-blocked", b.b, b.n);
+    b.n = 0, add8(&b, ws), n = agg(p, sizeof p, 2, 0), add(&b, p, n);
+    put("fuzz_dsx_proto", "seed-agg-idle", b.b, b.n);
 
     /* fuzz_dsx_coord: [mode][world size][flags] ... */
     b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 1);
@@ -361,6 +386,10 @@ static void dsx_seeds(void)
     n = statuses(p, sizeof p, 1, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
     n = statuses(p, sizeof p, 1, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
     put("fuzz_dsx_coord", "seed-sealed-status-twice", b.b, b.n);
+    b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 1); /* a relay's folds (the tree), one listing a rank */
+    n = agg(p, sizeof p, 3, 1), frame(&b, CCS_DSX_M_AGG, p, n);
+    n = agg(p, sizeof p, 2, 0), frame(&b, CCS_DSX_M_AGG, p, n);
+    put("fuzz_dsx_coord", "seed-sealed-agg", b.b, b.n);
     {
         struct ccs_dsx_agree ag[2] = {
             {.comm = 0xbeef, .key = 1, .max = 9, .min = 3, .crank = 0, .size = 2, .n = 1},
