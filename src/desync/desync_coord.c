@@ -566,6 +566,108 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
     return ccs_dsx_coord_start_cred(host, port, wsize, &cred, t, period_ms, port_out, why, n);
 }
 
+/* Gives back everything of K, whatever part of its start it got through
+ * (its tables zeroed or NULL until made, its descriptors -1), keys wiped. */
+static void coord_free(struct ccs_dsx_coord *k)
+{
+    for (size_t i = 0; i < k->ncl; i++)
+        ccs_dsx_conn_close(&k->cl[i]);
+    if (k->lfd >= 0)
+        close(k->lfd);
+    if (k->epfd >= 0)
+        close(k->epfd);
+    ccs_dsx_auth_wipe(&k->key);
+    sodium_memzero_keys(k);
+    for (int32_t r = 0; k->st && r < k->wsize; r++)
+        free(k->st[r]);
+    ccs_dsx_folds_free(k->folds);
+    free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms);
+    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers),
+        free(k->rkeys), free(k->rkey_ok), free(k->aggframe);
+    for (size_t i = 0; i < k->capfold; i++)
+        free(k->cfold[i]);
+    free(k->cfold);
+    ccs_dsx_seen_free(k->seen);
+    pthread_mutex_destroy(&k->lock);
+    free(k);
+}
+
+/* K's keys from CRED: the job's key from its secret, or this side's key
+ * pair and every rank's public key.  0, or -1 with WHY. */
+static int coord_keys(struct ccs_dsx_coord *k, const struct ccs_dsx_cred *cred, char *why, size_t n)
+{
+    if (cred->secret)
+        return ccs_dsx_auth_key_job(cred->secret, cred->job, &k->key, why, n);
+    k->kx = 1;
+    memcpy(k->pk, cred->pk, sizeof k->pk);
+    memcpy(k->sk, cred->sk, sizeof k->sk);
+    k->peers = malloc((size_t)k->wsize * CCS_DSX_PKBYTES);
+    k->rkeys = calloc((size_t)k->wsize, sizeof *k->rkeys);
+    k->rkey_ok = calloc((size_t)k->wsize, 1);
+    if (!cred->peers || !k->peers || !k->rkeys || !k->rkey_ok) {
+        snprintf(why, n, "out of memory for %d public keys", k->wsize);
+        return -1;
+    }
+    memcpy(k->peers, cred->peers, (size_t)k->wsize * CCS_DSX_PKBYTES);
+    return 0;
+}
+
+/* K's tables, one entry per rank of the job and the bounded ones.  0, or
+ * -1 with WHY. */
+static int coord_tables(struct ccs_dsx_coord *k, char *why, size_t n)
+{
+    size_t w = (size_t)k->wsize;
+    k->st = calloc(w, sizeof *k->st);
+    k->stsize = calloc(w, sizeof *k->stsize);
+    k->view = calloc(w, sizeof *k->view);
+    k->dead = calloc(w, 1);
+    k->beat = calloc(w, sizeof *k->beat);
+    k->beat_ms = calloc(w, sizeof *k->beat_ms);
+    k->unreach_ms = calloc(w, sizeof *k->unreach_ms);
+    k->unreach_silent = calloc(w, 1);
+    k->recent = calloc(NRECENT, sizeof *k->recent);
+    k->owner = malloc(w * sizeof *k->owner);
+    k->seen = ccs_dsx_seen_new();
+    k->folds = ccs_dsx_folds_new();
+    k->scratch = malloc(sizeof *k->scratch);
+    k->aggframe = calloc(w, sizeof *k->aggframe);
+    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms ||
+        !k->unreach_silent || !k->recent || !k->owner || !k->seen || !k->folds || !k->scratch || !k->aggframe) {
+        snprintf(why, n, "out of memory for %d ranks", k->wsize);
+        return -1;
+    }
+    for (int32_t r = 0; r < k->wsize; r++)
+        k->owner[r] = -1;
+    return 0;
+}
+
+/* K listening on HOST at PORT, or at the first free one of the ports keyed
+ * by the secret (CCS_DSX_PORT_KEYED), non-blocking.  0, or -1 with WHY. */
+static int coord_listen_port(struct ccs_dsx_coord *k, const char *host, int port, int secret, char *why, size_t n)
+{
+    if (port == CCS_DSX_PORT_KEYED && !secret) {
+        snprintf(why, n, "a port keyed by the secret needs CCSHIM_SECRET");
+        return -1;
+    }
+    int tries = port == CCS_DSX_PORT_KEYED ? CCS_DSX_PORT_TRIES : 1;
+    char taken[CCS_DSX_PORT_TRIES * 7 + 1] = "";
+    for (int i = 0; i < tries && k->lfd < 0; i++) {
+        int p = port == CCS_DSX_PORT_KEYED ? ccs_dsx_auth_port(&k->key, (unsigned)i) : port;
+        int e = ccs_dsx_coord_listen(k, host, p, why, n);
+        if (e == EADDRINUSE && port == CCS_DSX_PORT_KEYED)
+            snprintf(taken + strlen(taken), sizeof taken - strlen(taken), "%s%d", i ? ", " : "", p);
+        else if (e != 0)
+            return -1;
+    }
+    if (k->lfd < 0) {
+        snprintf(why, n, "cannot listen on %s: the %d ports keyed by the secret (%s) are all in use",
+                 host && *host ? host : "*", tries, taken);
+        return -1;
+    }
+    ccs_dsx_socket_nonblock(k->lfd);
+    return 0;
+}
+
 struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32_t wsize,
                                                const struct ccs_dsx_cred *cred, const struct ccs_dsx_thresholds *t,
                                                int period_ms, int *port_out, char *why, size_t n)
@@ -579,91 +681,24 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
     k->lfd = -1;
     k->epfd = -1;
     memcpy(k->job, cred->job, sizeof k->job);
-    if (cred->secret) {
-        if (ccs_dsx_auth_key_job(cred->secret, cred->job, &k->key, why, n) != 0) {
-            free(k);
-            return NULL;
-        }
-    } else {
-        k->kx = 1;
-        memcpy(k->pk, cred->pk, sizeof k->pk);
-        memcpy(k->sk, cred->sk, sizeof k->sk);
-        k->peers = malloc((size_t)wsize * CCS_DSX_PKBYTES);
-        k->rkeys = calloc((size_t)wsize, sizeof *k->rkeys);
-        k->rkey_ok = calloc((size_t)wsize, 1);
-        if (!cred->peers || !k->peers || !k->rkeys || !k->rkey_ok) {
-            snprintf(why, n, "out of memory for %d public keys", wsize);
-            free(k->peers), free(k->rkeys), free(k->rkey_ok), free(k);
-            return NULL;
-        }
-        memcpy(k->peers, cred->peers, (size_t)wsize * CCS_DSX_PKBYTES);
-    }
     k->t = *t;
     k->period_ms = period_ms < 10 ? 10 : period_ms;
     pthread_mutex_init(&k->lock, NULL);
-    k->st = calloc((size_t)wsize, sizeof *k->st);
-    k->stsize = calloc((size_t)wsize, sizeof *k->stsize);
-    k->view = calloc((size_t)wsize, sizeof *k->view);
-    k->dead = calloc((size_t)wsize, 1);
-    k->beat = calloc((size_t)wsize, sizeof *k->beat);
-    k->beat_ms = calloc((size_t)wsize, sizeof *k->beat_ms);
-    k->unreach_ms = calloc((size_t)wsize, sizeof *k->unreach_ms);
-    k->unreach_silent = calloc((size_t)wsize, 1);
-    k->recent = calloc(NRECENT, sizeof *k->recent);
-    k->owner = malloc((size_t)wsize * sizeof *k->owner);
-    k->seen = ccs_dsx_seen_new();
-    k->folds = ccs_dsx_folds_new();
-    k->scratch = malloc(sizeof *k->scratch);
-    k->aggframe = calloc((size_t)wsize, sizeof *k->aggframe);
-    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms ||
-        !k->unreach_silent || !k->recent || !k->owner || !k->seen || !k->folds || !k->scratch || !k->aggframe) {
-        snprintf(why, n, "out of memory for %d ranks", wsize);
+    if (coord_keys(k, cred, why, n) != 0 || coord_tables(k, why, n) != 0 ||
+        coord_listen_port(k, host, port, cred->secret != NULL, why, n) != 0 ||
+        ccs_dsx_coord_io_init(k, why, n) != 0)
         goto fail;
-    }
-    for (int32_t r = 0; r < wsize; r++)
-        k->owner[r] = -1;
-    if (port == CCS_DSX_PORT_KEYED && !cred->secret) {
-        snprintf(why, n, "a port keyed by the secret needs CCSHIM_SECRET");
-        goto fail;
-    }
-    int tries = port == CCS_DSX_PORT_KEYED ? CCS_DSX_PORT_TRIES : 1;
-    char taken[CCS_DSX_PORT_TRIES * 7 + 1] = "";
-    for (int i = 0; i < tries && k->lfd < 0; i++) {
-        int p = port == CCS_DSX_PORT_KEYED ? ccs_dsx_auth_port(&k->key, (unsigned)i) : port;
-        int e = ccs_dsx_coord_listen(k, host, p, why, n);
-        if (e == EADDRINUSE && port == CCS_DSX_PORT_KEYED)
-            snprintf(taken + strlen(taken), sizeof taken - strlen(taken), "%s%d", i ? ", " : "", p);
-        else if (e != 0)
-            goto fail;
-    }
-    if (k->lfd < 0) {
-        snprintf(why, n, "cannot listen on %s: the %d ports keyed by the secret (%s) are all in use",
-                 host && *host ? host : "*", tries, taken);
-        goto fail;
-    }
-    ccs_dsx_socket_nonblock(k->lfd);
-    if (ccs_dsx_coord_io_init(k, why, n) != 0) {
-        close(k->lfd);
-        goto fail;
-    }
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
     getsockname(k->lfd, (struct sockaddr *)&sa, &sl);
     *port_out = ntohs(sa.sin_port);
     if (ccs_thread_start_joinable(coord_main, k, &k->th) != 0) {
         snprintf(why, n, "cannot start the coordinator thread");
-        close(k->lfd);
         goto fail;
     }
     return k;
 fail:
-    if (k->epfd >= 0)
-        close(k->epfd);
-    free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms), free(k->owner),
-        free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers),
-        free(k->rkeys), free(k->rkey_ok), free(k->aggframe);
-    ccs_dsx_seen_free(k->seen);
-    free(k);
+    coord_free(k);
     return NULL;
 }
 
@@ -696,21 +731,5 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
     atomic_store(&k->stop, 1);
     pthread_join(k->th, NULL);
     ccs_dsx_coord_refused_log(k, NULL, NULL, 0, 2);
-    for (size_t i = 0; i < k->ncl; i++)
-        ccs_dsx_conn_close(&k->cl[i]);
-    close(k->lfd);
-    close(k->epfd);
-    ccs_dsx_auth_wipe(&k->key);
-    sodium_memzero_keys(k);
-    for (int32_t r = 0; r < k->wsize; r++)
-        free(k->st[r]);
-    ccs_dsx_folds_free(k->folds);
-    free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms);
-    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers),
-        free(k->rkeys), free(k->rkey_ok), free(k->aggframe);
-    for (size_t i = 0; i < k->capfold; i++)
-        free(k->cfold[i]);
-    free(k->cfold);
-    ccs_dsx_seen_free(k->seen);
-    free(k);
+    coord_free(k);
 }

@@ -77,25 +77,10 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
                                        .mismatch_wait_ms = 0,
                                        .record_wait_ms = 0};
     k->period_ms = 10;
-    k->st = calloc((size_t)wsize, sizeof *k->st);
-    k->stsize = calloc((size_t)wsize, sizeof *k->stsize);
-    k->view = calloc((size_t)wsize, sizeof *k->view);
-    k->dead = calloc((size_t)wsize, 1);
-    k->beat = calloc((size_t)wsize, sizeof *k->beat);
-    k->beat_ms = calloc((size_t)wsize, sizeof *k->beat_ms);
-    k->unreach_ms = calloc((size_t)wsize, sizeof *k->unreach_ms);
-    k->unreach_silent = calloc((size_t)wsize, 1);
-    k->recent = calloc(NRECENT, sizeof *k->recent);
-    k->owner = malloc((size_t)wsize * sizeof *k->owner);
-    k->seen = ccs_dsx_seen_new();
-    k->folds = ccs_dsx_folds_new();
-    k->scratch = malloc(sizeof *k->scratch);
+    char why[160];
     k->cl = calloc(nconn, sizeof *k->cl);
-    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms ||
-        !k->unreach_silent || !k->recent || !k->owner || !k->seen || !k->folds || !k->scratch || !k->cl)
+    if (coord_tables(k, why, sizeof why) != 0 || !k->cl)
         abort();
-    for (int32_t r = 0; r < wsize; r++)
-        k->owner[r] = -1;
     k->lfd = k->epfd = -1; /* no listening socket, no epoll set */
     /* Accepted connections awaiting the handshake (as ccs_dsx_coord_accept
      * leaves them); real descriptors, as ccs_dsx_coord_drop closes them. */
@@ -109,24 +94,6 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
     k->ncl = k->capcl = nconn;
     k->nunauth = (int)nconn;
     return k;
-}
-
-/* ccs_dsx_coord_stop without the thread and the listening socket. */
-static void coord_free(struct ccs_dsx_coord *k)
-{
-    ccs_dsx_coord_refused_log(k, NULL, NULL, 0, 2);
-    for (size_t i = 0; i < k->ncl; i++)
-        ccs_dsx_conn_close(&k->cl[i]);
-    for (int32_t r = 0; r < k->wsize; r++)
-        free(k->st[r]);
-    ccs_dsx_folds_free(k->folds);
-    free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat),
-        free(k->beat_ms);
-    free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers), free(k->rkeys),
-        free(k->rkey_ok);
-    ccs_dsx_seen_free(k->seen);
-    pthread_mutex_destroy(&k->lock);
-    free(k);
 }
 
 /* The coordinator's loop for client I after a read: its frames, and the
@@ -343,6 +310,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tick(k, cc, n);
     for (size_t i = 0; i < NCONN; i++)
         free(cc[i].in), free(cc[i].out);
+    /* ccs_dsx_coord_stop without the thread */
+    ccs_dsx_coord_refused_log(k, NULL, NULL, 0, 2);
     coord_free(k);
     return 0;
 }
