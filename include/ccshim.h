@@ -70,6 +70,20 @@ CCSHIM_API void ccshim_step_marking(void);
  * functions.
  */
 CCSHIM_API void ccshim_foreign_begin(const char *what, int group_size);
+/*
+ * ccshim_foreign_begin with the call's identity, which desync detection
+ * compares across the members of its group (docs/desync.md,
+ * "torch.distributed"): GROUP identifies the process group, derived alike
+ * on every member (nonzero); SEQ counts the collectives the job issued on
+ * GROUP, this one included (from 1; every member must count the same
+ * calls); KIND and PREV_KIND name this call and the group's call at SEQ - 1
+ * as torch.distributed spells them ("all_reduce", "gather"; NULL when none
+ * or unknown).  A KIND ccshim does not know, or a GROUP or SEQ of 0, gives
+ * no identity: the call is then only named, as by ccshim_foreign_begin.
+ * Ended by ccshim_foreign_end.
+ */
+CCSHIM_API void ccshim_foreign_call(const char *what, int group_size, uint64_t group, uint64_t seq,
+                                    const char *kind, const char *prev_kind);
 CCSHIM_API void ccshim_foreign_end(void);
 
 /* Returns the library version as "MAJOR.MINOR.PATCH". */

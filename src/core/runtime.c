@@ -427,16 +427,18 @@ int ccs_step_marking(void)
 }
 
 /* The collective ccshim does not intercept that this process is in
- * (ccshim_foreign_begin): its name, group size and start, under a sequence
- * word (odd while written) so that desync's thread, which reads it twice a
- * second, never publishes half a name.  Calls nest (all_gather_object calls
+ * (ccshim_foreign_begin, ccshim_foreign_call): its name, group size, start
+ * and identity, under a sequence word (odd while written) so that desync's
+ * thread, which reads it twice a second, never publishes half a name or an
+ * identity of another call.  Calls nest (all_gather_object calls
  * all_gather): only the outermost is named. */
 static _Atomic uint32_t foreign_seq, foreign_size;
 static _Atomic int foreign_depth;
 static _Atomic uint64_t foreign_t0;
 static char foreign_what[CCS_FOREIGN_MAX];
+static struct ccs_foreign_id foreign_id;
 
-void ccshim_foreign_begin(const char *what, int group_size)
+static void foreign_enter(const char *what, int group_size, const struct ccs_foreign_id *id)
 {
     if (atomic_fetch_add(&foreign_depth, 1) != 0 || !what)
         return;
@@ -445,9 +447,28 @@ void ccshim_foreign_begin(const char *what, int group_size)
     for (size_t i = 0; i < n; i++) /* printable ASCII only: it goes into verdict lines */
         foreign_what[i] = what[i] >= 0x20 && what[i] < 0x7f ? what[i] : '?';
     foreign_what[n] = 0;
+    foreign_id = *id;
     atomic_store(&foreign_size, group_size > 0 ? (uint32_t)group_size : 0);
     atomic_store(&foreign_t0, ccs_clock_mono_ms());
     atomic_fetch_add(&foreign_seq, 1);
+}
+
+void ccshim_foreign_begin(const char *what, int group_size)
+{
+    static const struct ccs_foreign_id none;
+    foreign_enter(what, group_size, &none);
+}
+
+void ccshim_foreign_call(const char *what, int group_size, uint64_t group, uint64_t seq, const char *kind,
+                         const char *prev_kind)
+{
+    struct ccs_foreign_id id = {0};
+    /* An identity the rules can compare, or none: a call of a kind not in
+     * the list, or without its group or seq, is named only. */
+    unsigned k = ccs_torch_call_lookup(kind);
+    if (group && seq && seq <= CCS_FOREIGN_MAX_SEQ && k != CCS_TC_NONE)
+        id = (struct ccs_foreign_id){group, seq, (uint16_t)k, (uint16_t)ccs_torch_call_lookup(prev_kind)};
+    foreign_enter(what, group_size, &id);
 }
 
 void ccshim_foreign_end(void)
@@ -459,7 +480,7 @@ void ccshim_foreign_end(void)
         atomic_store(&foreign_t0, 0);
 }
 
-int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_t *size)
+int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_t *size, struct ccs_foreign_id *id)
 {
     for (int tries = 0; tries < 4; tries++) {
         uint32_t s0 = atomic_load(&foreign_seq);
@@ -473,6 +494,7 @@ int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_
             what[k] = foreign_what[k];
         what[k] = 0;
         *size = atomic_load(&foreign_size);
+        *id = foreign_id;
         if (atomic_load(&foreign_seq) != s0 || atomic_load(&foreign_t0) != t0)
             continue;
         uint64_t d = now_ms > t0 ? now_ms - t0 : 0;

@@ -4,10 +4,12 @@
  * a frame header, a STATUS payload (count, then encoded statuses) as the
  * coordinator walks it, a VERDICT as a client checks it, and a status as
  * read from shared memory.  The first byte picks the world size (1..256).
- * A status that decodes must re-encode, and decode again from that.
+ * A status that decodes must re-encode, and decode again from that, and
+ * the identity of a torch.distributed call it names (foreign_*) be whole.
  * fuzz_dsx_coord.c and fuzz_dsx_client.c drive the same decoders through
  * the handshake and sealed frames.
  */
+#include "ccs_kinds.h"
 #include "desync_proto.h"
 #include "fuzz_common.h"
 #include <stdlib.h>
@@ -41,6 +43,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              * announced, and that decodes again.  (Not to the same bytes:
              * the encoder sends the call-site texts only when they are
              * wanted, the decoder takes them whenever flagged.) */
+            /* A torch.distributed call's identity that passed is whole,
+             * of kinds the rules can compare and name. */
+            if (st->foreign_gseq && (!st->foreign_group || !st->foreign_ms ||
+                                     ccs_torch_call_name(st->foreign_kind)[0] == '?' ||
+                                     !ccs_torch_call_name(st->foreign_kind)[0] ||
+                                     ccs_torch_call_name(st->foreign_prev)[0] == '?'))
+                abort();
             size_t need = ccs_dsx_encoded_size(st);
             unsigned char *buf = malloc(need);
             struct ccs_dsx_status *again = malloc(sizeof *again);

@@ -291,6 +291,32 @@ static size_t statuses(unsigned char *out, size_t cap, int n, int blocked)
     return statuses_of(out, cap, 0, n, blocked);
 }
 
+/* A STATUS payload of the four ranks, none blocked in an intercepted call,
+ * each inside a torch.distributed call of one group of 4 at its call 7
+ * (ccshim_foreign_call): rank 2 in a gather, the others in an all_reduce
+ * (desync_rule_foreign.c's DESYNC). */
+static size_t torch_statuses(unsigned char *out, size_t cap)
+{
+    struct ccs_dsx_status st;
+    uint32_t cnt = WSIZE;
+    memcpy(out, &cnt, 4);
+    size_t o = 4;
+    for (int r = 0; r < WSIZE; r++) {
+        status(&st, r, 0, CCS_KIND_ALLREDUCE);
+        unsigned k = r == 2 ? CCS_TC_GATHER : CCS_TC_ALL_REDUCE;
+        snprintf(st.foreign, sizeof st.foreign, "torch.distributed.%s (gloo) at train.py:%d in main",
+                 ccs_torch_call_name(k), 40 + r);
+        st.foreign_ms = 5000;
+        st.foreign_size = WSIZE;
+        st.foreign_group = 0xa1;
+        st.foreign_gseq = 7;
+        st.foreign_kind = (uint16_t)k;
+        st.foreign_prev = CCS_TC_ALL_REDUCE;
+        o += encode(&st, out + o, cap - o);
+    }
+    return o;
+}
+
 static void verdict(struct ccs_dsx_verdict *v)
 {
     memset(v, 0, sizeof *v);
@@ -348,6 +374,8 @@ static void dsx_seeds(void)
     put("fuzz_dsx_proto", "seed-statuses-blocked", b.b, b.n);
     b.n = 0, add8(&b, ws), n = statuses(p, sizeof p, 2, 0), add(&b, p, n);
     put("fuzz_dsx_proto", "seed-statuses-idle", b.b, b.n);
+    b.n = 0, add8(&b, ws), n = torch_statuses(p, sizeof p), add(&b, p, n);
+    put("fuzz_dsx_proto", "seed-statuses-torch", b.b, b.n);
     b.n = 0, add8(&b, ws), verdict(&v), add(&b, &v, sizeof v);
     put("fuzz_dsx_proto", "seed-verdict", b.b, b.n);
     b.n = 0, add8(&b, ws), status(&st, 1, 1, CCS_KIND_ALLREDUCE), add(&b, &st, sizeof st);
@@ -357,6 +385,9 @@ static void dsx_seeds(void)
     b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 1);
     n = statuses(p, sizeof p, 4, 1), frame(&b, CCS_DSX_M_STATUS, p, n);
     put("fuzz_dsx_coord", "seed-sealed-statuses-mismatch", b.b, b.n);
+    b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 1);
+    n = torch_statuses(p, sizeof p), frame(&b, CCS_DSX_M_STATUS, p, n);
+    put("fuzz_dsx_coord", "seed-sealed-statuses-torch", b.b, b.n);
     b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 0);
     n = statuses(p, sizeof p, 1, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
     n = statuses(p, sizeof p, 1, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
