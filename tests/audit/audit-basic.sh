@@ -34,7 +34,7 @@ tap_eq "--tsv-records fingerprint is 16 hex digits" 1 \
 
 "$CCSHIM_AUDIT" --json "$D/j1" > "$D/j1.json"
 tap_check "--json is valid JSON" python3 -m json.tool "$D/j1.json" /dev/null
-tap_eq "--json schema and version" "ccshim-audit 1" \
+tap_eq "--json schema and version" "ccshim-audit 2" \
     "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["schema"], d["version"])' "$D/j1.json")"
 tap_eq "--json step 2, rank 0 calls" "allreduce:False:4:72771174 allgather:False:1:8" \
     "$(python3 -c '

@@ -16,7 +16,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define AUDIT_JSON_VERSION 1
+/* --json's "version" (docs/audit.md, "--json"): 2 added the finding kind
+ * step-structure, which a reader of version 1 does not know. */
+#define AUDIT_JSON_VERSION 2
 
 /* How the steps were found. */
 enum audit_step_source { STEPS_NONE = 0, STEPS_MARKERS, STEPS_INFERRED };
