@@ -12,7 +12,7 @@ D=$CCS_TMP
 "$MKTRACE" --ranks 4 --steps 3 --micro 2 "$D/j1"
 "$CCSHIM_AUDIT" --tsv "$D/j1" > "$D/j1.tsv"; rc=$?
 tap_eq "--tsv exits 0" 0 "$rc"
-tap_eq "--tsv header" "#step	rank	comm	kind	count	bytes	deferred	time_ns" "$(head -1 "$D/j1.tsv")"
+tap_eq "--tsv header" "#step	rank	comm	kind	count	bytes	deferred	time_ns	backend" "$(head -1 "$D/j1.tsv")"
 # step 0: bcast, allreduce, allgather; steps 1-2: allreduce, allgather; x 4 ranks
 tap_eq "--tsv one line per step/rank/comm/kind" 28 "$(grep -vc '^#' "$D/j1.tsv")"
 # 2 x (25 MiB + 9.7 MiB) per step
@@ -75,7 +75,7 @@ tap_eq "table fits 100 columns" 0 "$(awk 'length > 100' "$D/j3.txt" "$D/j2.txt" 
 "$CCSHIM_AUDIT" --tsv "$D/j4" > "$D/j4.tsv" 2> "$D/j4.err"; rc=$?
 tap_eq "unreadable files do not fail the run" 0 "$rc"
 tap_check "not a trace: named and said" grep -q "r7-p1.cctrace: not a ccshim trace" "$D/j4.err"
-tap_check "newer version: named and said" grep -q "r8-p1.cctrace: trace format version 3 is newer than this tool understands (2)" "$D/j4.err"
+tap_check "newer version: named and said" grep -q "r8-p1.cctrace: trace format version 4 is newer than this tool understands (3)" "$D/j4.err"
 tap_check "other byte order: named and said" grep -q "r9-p1.cctrace: written with the other byte order" "$D/j4.err"
 tap_check "truncated: named and said, with the records lost" \
     grep -q "r2-p1002.cctrace: truncated: the file ends inside a chunk of [0-9]* records; [0-9]* read, 1 lost" "$D/j4.err"

@@ -5,9 +5,10 @@
  *   fuzz_seeds DIR      writes DIR/<target>/seed-* (tests/fuzz/corpus is
  *                       what it wrote, committed; regress-* there are
  *                       inputs that once found a bug, kept by hand)
- * Traces: version 2 and version 1, every chunk type (META, COMM, MODULE,
- * SITE with symbol names, RECORDS, END, EXT, PYSITE, and in version 2
- * INFLIGHT with an END of signal 15), whole and cut.
+ * Traces: versions 3, 2 and 1, every chunk type (META, COMM, MODULE, SITE
+ * with symbol names, RECORDS, END, EXT, PYSITE, and from version 2
+ * INFLIGHT with an END of signal 15; in version 3 a torch.distributed
+ * group and the torch helper's records on it), whole and cut.
  * Side channel: statuses, verdicts, the handshake and sealed frames in
  * the input formats of fuzz_dsx_*.c.  Settings: every CCSHIM_* row with
  * good and bad values.  --expect rules.
@@ -106,6 +107,11 @@ static void trace(const char *name, unsigned version, int pysite, size_t cut)
     struct ccs_trace_comm c2 = c;
     c2.id = 0x2222, c2.parent = 0x1111, c2.how = CCS_KIND_ALLREDUCE, c2.color = 3;
     chunk(&b, CCS_CHUNK_COMM, &c2, sizeof c2);
+    if (version >= 3) { /* a torch.distributed group, for the torch helper's records */
+        struct ccs_trace_comm c3 = c;
+        c3.id = 0x3333, c3.handle = 0, c3.backend = CCS_BE_TORCH, c3.how = CCS_KIND_COMM_INIT;
+        chunk(&b, CCS_CHUNK_COMM, &c3, sizeof c3);
+    }
     {
         unsigned char mb[256];
         const char path[] = "/usr/lib/x86_64-linux-gnu/libmpi.so.40";
@@ -183,6 +189,12 @@ static void trace(const char *name, unsigned version, int pysite, size_t cut)
                                .flags = CCS_F_NONBLOCKING,
                                .backend = CCS_BE_MPI};
         memcpy(rb + nr++ * rsize, &g, rsize);
+        if (version >= 3) { /* an all_gather_object on gloo, as the torch helper records it */
+            struct ccs_record t = {.comm = 0x3333, .t_start = 1000 * seq + 1, .t_dur = 500, .step = step,
+                                   .root = -1, .kind = CCS_KIND_ALLGATHER, .backend = CCS_BE_TORCH,
+                                   .sig = CCS_TC_ALL_GATHER_OBJECT, .pysite = pysite ? 1 : 0};
+            memcpy(rb + nr++ * rsize, &t, rsize);
+        }
         struct ccs_record m = {.t_start = 1000 * seq + 1, .step = step + 1, .root = -1, .kind = CCS_KIND_STEP};
         memcpy(rb + nr++ * rsize, &m, rsize);
     }
@@ -555,6 +567,7 @@ int main(int argc, char **argv)
         perror(top);
         return 1;
     }
+    trace("seed-v3-all-chunks", 3, 1, 0);
     trace("seed-v2-all-chunks", 2, 1, 0);
     trace("seed-v1-all-chunks", 1, 0, 0);
     trace("seed-v1-with-pysite-chunk", 1, 1, 0);

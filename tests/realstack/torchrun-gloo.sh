@@ -50,7 +50,7 @@ tap_eq "... the traces record it: uncovered=gloo in both" \
 # gloo for the set-up, DDP's buckets through MPI (the tests' comm hook)
 ddp hooked 2 --coalesce off -- --batch 16 --minibatch 4 --steps 3
 tap_eq "gloo set-up, buckets through MPI: runs; one note from rank 0 that gloo's collectives were not recorded" \
-    "0 0:1 " "$? $(lines hooked "this job's torch.distributed process group runs on gloo, which ccshim does not intercept: its collectives were not recorded, checked for desync or coalesced, only those through MPI and NCCL")"
+    "0 0:1 " "$? $(lines hooked "this job's torch.distributed process group runs on gloo, which ccshim does not intercept: its collectives were not recorded, checked for desync or coalesced, only those through MPI and NCCL (the torch helper counts the calls of torch.distributed's Python API in the trace, and names the one a rank waits in)")"
 tap_eq "... the audit: an info finding saying so, the MPI all-reduces counted" \
     "1 0" "$(has hooked "[info] only the collectives through MPI and NCCL were recorded: the job's torch.distributed process group runs on gloo, which ccshim does not intercept") $(has hooked 'none: every rank made the same calls')"
 tap_done

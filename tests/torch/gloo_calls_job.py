@@ -13,6 +13,10 @@
   its group, while rank 2 sleeps --slow s, then joins A's call and B's.
 --shape object: all_gather_object (two gloo all_gathers inside) on both
   ranks, rank 1 slow (--slow s) before it, then an all_reduce; twice.
+--shape count: three steps (marked: ccshim_step_mark), each with two
+  all_reduces, an all_gather_object, a broadcast and an all_reduce with
+  async_op=True (waited for), then a barrier: what ccshim-audit must count
+  (tests/audit/audit-torch.sh).
 Rank 0 prints "done" at the end."""
 import argparse
 import os
@@ -21,7 +25,7 @@ import time
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", choices=("gather", "healthy", "groups", "object"), required=True)
+    ap.add_argument("--shape", choices=("gather", "healthy", "groups", "object", "count"), required=True)
     ap.add_argument("--slow", type=float, default=1.5)
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -58,6 +62,17 @@ def main():
             time.sleep(a.slow)
             dist.all_reduce(x, group=ga)
             dist.broadcast(x, 2, group=gb)
+    elif a.shape == "count":
+        import ccshim_lib
+        mark = ccshim_lib.function("ccshim_step_mark")
+        for _ in range(3):
+            dist.all_reduce(x)
+            dist.all_reduce(x)
+            out = [None] * world
+            dist.all_gather_object(out, rank)
+            dist.broadcast(x, 0)
+            dist.all_reduce(x, async_op=True).wait()
+            mark()
     else:
         for _ in range(2):
             if rank == 1:

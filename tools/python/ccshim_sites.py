@@ -130,9 +130,7 @@ def _group_arg(dist, args, kwargs):
 
 def _foreign_name(name, args, kwargs):
     """b"torch.distributed.NAME (BACKEND)" and its group's size when the call
-    blocks on a backend ccshim does not intercept, else None."""
-    if kwargs.get("async_op"):
-        return None  # returns at once; the wait is elsewhere
+    runs on a backend ccshim does not intercept, else None."""
     dist = sys.modules.get("torch.distributed")
     try:
         group = _group_arg(dist, args, kwargs)
@@ -164,20 +162,23 @@ def _group_state(dist, group):
         name = getattr(pg, "group_name", None)
         if not name and hasattr(c10d, "_pg_names"):
             name = c10d._pg_names.get(pg, "")
+        rank, size = dist.get_rank(pg), dist.get_world_size(pg)
+        if not 0 <= rank < size:
+            return None
     except Exception:
         return None  # not a member (the call returns at once), or no process group yet
     h = hashlib.blake2b(repr((str(name), ranks)).encode(), digest_size=8).digest()
-    st = [pg, int.from_bytes(h, "little") or 1, 0, None, True]
+    st = [pg, int.from_bytes(h, "little") or 1, 0, None, True, rank, size]
     _groups[id(pg)] = st
     return st
 
 
 def _number(name, args, kwargs):
-    """Numbers the collective NAME on its group: (the group's _groups entry,
-    the call's number on it, the name of the one before it), or None when
-    it is not numbered (no group; a thread other than the main one, whose
-    calls interleave with the main thread's in an order the other members
-    cannot know: the group is then numbered no more)."""
+    """Numbers the collective NAME, a call the job wrote, on its group: (the
+    group's _groups entry, the call's number on it or 0, the name of the one
+    before it), or None without a group.  Only the main thread's calls are
+    numbered: another thread's interleave with them in an order the other
+    members cannot know (the group is then numbered no more)."""
     dist = sys.modules.get("torch.distributed")
     st = _group_state(dist, _group_arg(dist, args, kwargs))
     if st is None:
@@ -185,7 +186,7 @@ def _number(name, args, kwargs):
     if threading.current_thread() is not threading.main_thread():
         st[4] = False
     if not st[4]:
-        return None
+        return st, 0, None
     st[2] += 1
     prev, st[3] = st[3], name
     return st, st[2], prev
@@ -197,8 +198,25 @@ def annotated(fn, collective=None):
     if getattr(fn, "_ccshim_annotated", False):
         return fn
     word, begin, end, call = _lib[1], _lib[2], _lib[3], _lib[4]
+    issued = ccshim_lib.function("ccshim_foreign_issued") if call is not None else None
     if begin is None:
         collective = None
+
+    def say(what, size, numbered, nonblocking):
+        """Tells libccshim of the call; True when ccshim_foreign_end must follow."""
+        if numbered is not None and call is not None:
+            st, seq, before = numbered
+            if nonblocking:
+                if issued is not None:
+                    issued(st[1], st[5], st[6], collective.encode())
+                return False
+            call(what, st[1], st[5], st[6], seq, collective.encode(),
+                 before.encode() if before is not None else None)
+            return True
+        if nonblocking:
+            return False
+        begin(what, size)
+        return True
 
     def run(args, kwargs, numbered):
         prev = word.value  # before _site_id, which makes a new line current when it interns it
@@ -207,26 +225,22 @@ def annotated(fn, collective=None):
             return fn(*args, **kwargs)
         word.value = i
         foreign = _foreign_name(collective, args, kwargs) if collective else None
+        ended = False
         if foreign is not None:
             what = foreign[0] + b" at " + _texts.get(i, b"?")
-            if numbered is not None and call is not None:
-                st, seq, before = numbered
-                call(what, foreign[1], st[1], seq, collective.encode(),
-                     before.encode() if before is not None else None)
-            else:
-                begin(what, foreign[1])
+            ended = say(what, foreign[1], numbered, kwargs.get("async_op", False))
         try:
             return fn(*args, **kwargs)
         finally:
-            if foreign is not None:
+            if ended:
                 end()
             word.value = prev
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         depth = getattr(_tls, "depth", 0)
-        # Only the call the job wrote is numbered, not those it makes inside
-        # (all_gather_object's all_gathers).
+        # Only the call the job wrote is numbered and recorded, not those it
+        # makes inside (all_gather_object's all_gathers).
         numbered = _number(collective, args, kwargs) if collective and depth == 0 else None
         _tls.depth = depth + 1
         try:
