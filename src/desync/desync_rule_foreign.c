@@ -112,6 +112,7 @@ static void party(const struct ctx *c, struct ccs_dsx_verdict *v, int32_t r, int
     p->c.size = size;
     p->c.issued = p->c.done = st->foreign_gseq - 1; /* the calls it returned from */
     p->c.state = CCS_DSX_IDLE;                      /* not an intercepted call: no operation to name */
+    p->c.backend = CCS_BE_TORCH;                    /* the report says where it is (desync_report.c) */
     snprintf(p->c.site_blocked, sizeof p->c.site_blocked, "%s", st->foreign);
 }
 

@@ -42,8 +42,10 @@ tap_eq "... the audit: 'no collectives recorded' (a PyTorch job, the traces of b
 trun torch --torch --coalesce auto
 tap_eq "--torch --coalesce auto: runs; the helper names gloo: one line at the end, from rank 0; no other says it" \
     "0 0:1 " "$? $(lines torch "$NAMED")"
-tap_eq "... the audit: 5 steps from the step marks, 'no collectives recorded' naming gloo, no all-clear" \
-    "1 1 0" "$(audit torch | grep -c '^steps: from step markers, 5 steps$') $(has torch "1. [warning] no collectives recorded: the job's torch.distributed process group runs on gloo, which ccshim does not intercept") $(has torch 'none: every rank made the same calls')"
+# (6 steps: the job's barrier after its 5 marked steps, which the torch
+# helper counts, is in step 5.)
+tap_eq "... the audit: 6 steps from the step marks, 'no collectives recorded' naming gloo, the barrier counted, no all-clear" \
+    "1 1 1 0" "$(audit torch | grep -c '^steps: from step markers, 6 steps$') $(has torch "1. [warning] no collectives recorded: the job's torch.distributed process group runs on gloo, which ccshim does not intercept") $(has torch '2 torch.distributed calls counted by the torch helper (kinds and steps only)') $(has torch 'none: every rank made the same calls')"
 tap_eq "... the traces record it: uncovered=gloo in both" \
     "2" "$(cat "$CCS_TMP"/torch.tr/*.cctrace | tr '\0' '\n' | grep -c '^uncovered=gloo$')"
 
