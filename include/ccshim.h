@@ -85,8 +85,8 @@ CCSHIM_API void ccshim_foreign_begin(const char *what, int group_size);
  * ccshim_foreign_begin.  Ended by ccshim_foreign_end, which records it
  * (the outermost call of the thread, when KIND is known).
  */
-CCSHIM_API void ccshim_foreign_call(const char *what, uint64_t group, int group_rank, int group_size,
-                                    uint64_t seq, const char *kind, const char *prev_kind);
+CCSHIM_API void ccshim_foreign_call(const char *what, uint64_t group, int group_rank, int group_size, uint64_t seq,
+                                    const char *kind, const char *prev_kind);
 /*
  * Records a torch.distributed collective KIND issued with async_op=True on
  * GROUP (as ccshim_foreign_call), which does not block here: counted in

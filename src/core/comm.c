@@ -302,8 +302,13 @@ int ccs_comm_define_group(uint64_t id, int rank, int size)
     size_t n = atomic_load_explicit(&ndefs, memory_order_relaxed);
     if (rc != 0 && ngroups < MAX_GROUPS && n < MAX_DEFS) {
         groups[ngroups++] = id;
-        defs[n] = (struct ccs_trace_comm){.id = id, .handle = 0, .rank = rank, .size = size,
-                                          .backend = CCS_BE_TORCH, .how = CCS_KIND_COMM_INIT, .color = -1,
+        defs[n] = (struct ccs_trace_comm){.id = id,
+                                          .handle = 0,
+                                          .rank = rank,
+                                          .size = size,
+                                          .backend = CCS_BE_TORCH,
+                                          .how = CCS_KIND_COMM_INIT,
+                                          .color = -1,
                                           .t_created = ccs_ticks()};
         atomic_store_explicit(&ndefs, n + 1, memory_order_release);
         rc = 0;

@@ -68,11 +68,11 @@ void ccs_record_foreign(unsigned kind, unsigned call, uint64_t comm, unsigned fl
     uint32_t pysite = atomic_load_explicit(&ccs_pysite_current, memory_order_relaxed);
     ccs_record_word(rec, 64, CCS_AT(step, 0, 4)); /* site 0: the Python line is the pysite */
     ccs_record_word(rec, 72, CCS_AT((uint32_t)-1, 0, 4) | CCS_AT((uint16_t)kind, 4, 2));
-    ccs_record_word(rec, 80, CCS_AT((uint8_t)(flags | (failed ? CCS_F_ERROR : 0)), 0, 1) |
-                                 CCS_AT(CCS_BE_TORCH, 1, 1) | r->thread_word | CCS_AT(call, 4, 4));
+    ccs_record_word(rec, 80,
+                    CCS_AT((uint8_t)(flags | (failed ? CCS_F_ERROR : 0)), 0, 1) | CCS_AT(CCS_BE_TORCH, 1, 1) |
+                        r->thread_word | CCS_AT(call, 4, 4));
     ccs_record_word(rec, 88, CCS_AT(pysite, 0, 4));
-    atomic_store_explicit(&r->head, atomic_load_explicit(&r->head, memory_order_relaxed) + 1,
-                          memory_order_release);
+    atomic_store_explicit(&r->head, atomic_load_explicit(&r->head, memory_order_relaxed) + 1, memory_order_release);
 }
 
 void ccs_record_snapshot(const struct ccs_record *p, struct ccs_record *out)

@@ -109,9 +109,10 @@ void ccs_uncovered_say(uint64_t collectives)
                       "\"CPU jobs\")",
                 (int)n, w);
     else if (ccs_cfg.summary) /* a note beside the summary, which CCSHIM_SUMMARY=0 silences too */
-        CCS_LOG(NOTE, "this job's torch.distributed process group runs on %.*s, which ccshim does not intercept: its "
-                      "collectives were not recorded, checked for desync or coalesced, only those through MPI and "
-                      "NCCL (the torch helper counts the calls of torch.distributed's Python API in the trace, and "
-                      "names the one a rank waits in)",
+        CCS_LOG(NOTE,
+                "this job's torch.distributed process group runs on %.*s, which ccshim does not intercept: its "
+                "collectives were not recorded, checked for desync or coalesced, only those through MPI and "
+                "NCCL (the torch helper counts the calls of torch.distributed's Python API in the trace, and "
+                "names the one a rank waits in)",
                 (int)n, w);
 }

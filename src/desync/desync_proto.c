@@ -179,8 +179,9 @@ static int check_foreign_id(const struct ccs_dsx_status *st, char *why, size_t n
     if (!any)
         return 0;
     if (!st->foreign_group || !st->foreign_gseq || st->foreign_kind == CCS_TC_NONE)
-        return fail(why, n, "identity of the call not intercepted incomplete: seq %lld, kind %lld, and its group "
-                            "must all be nonzero",
+        return fail(why, n,
+                    "identity of the call not intercepted incomplete: seq %lld, kind %lld, and its group "
+                    "must all be nonzero",
                     (long long)st->foreign_gseq, st->foreign_kind);
     if (!st->foreign_ms)
         return fail(why, n, "identity of a call not intercepted (seq %lld, kind %lld) while in none",

@@ -22,14 +22,14 @@
 #include <stdint.h>
 
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
-#define CCS_DSX_VERSION 9u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries;
-                                     5: ranks linger at exit for the search (BYE), the host's own search;
-                                     6: a probe may carry CCS_DSX_NARROW_BIT;
-                                     7: a status names its PID namespace (pidns_dev, pidns_ino);
-                                     8: a status names the call ccshim does not intercept that the rank is in
-                                        (foreign, foreign_ms, foreign_size);
-                                     9: and its identity (foreign_group, foreign_gseq, foreign_kind,
-                                        foreign_prev) */
+/* The protocol's version.  3: the client proves first, HELLO carries the
+ * job tag; 4: steps and step boundaries; 5: ranks linger at exit for the
+ * search (BYE), the host's own search; 6: a probe may carry
+ * CCS_DSX_NARROW_BIT; 7: a status names its PID namespace (pidns_dev,
+ * pidns_ino); 8: a status names the call ccshim does not intercept that the
+ * rank is in (foreign, foreign_ms, foreign_size); 9: and its identity
+ * (foreign_group, foreign_gseq, foreign_kind, foreign_prev). */
+#define CCS_DSX_VERSION 9u
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */

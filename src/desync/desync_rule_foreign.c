@@ -141,22 +141,21 @@ static void verdict(struct ctx *c, const struct member *m, size_t n, const char 
     v->comm = group;
     v->seq = seq;
     v->comm_size = (int32_t)n;
-    size_t o = (size_t)ccs_dsx_rules_fmt(v->line, sizeof v->line,
-                                         "comm=%#llx size=%zu seq=%llu: torch.distributed group, every member "
-                                         "blocked past %.1f s",
-                                         (unsigned long long)group, n, (unsigned long long)seq,
-                                         c->t->block_ms / 1000.0);
+    size_t o =
+        (size_t)ccs_dsx_rules_fmt(v->line, sizeof v->line,
+                                  "comm=%#llx size=%zu seq=%llu: torch.distributed group, every member "
+                                  "blocked past %.1f s",
+                                  (unsigned long long)group, n, (unsigned long long)seq, c->t->block_ms / 1000.0);
     for (size_t i = 0; i < n; i++) {
         int32_t w = sorted[i];
         const struct ccs_dsx_status *st = c->v->st[w];
         uint32_t role = lo->foreign_gseq == hi->foreign_gseq ? (uint32_t)CCS_DSX_R_DIFFERS
-                        : st->foreign_gseq == seq               ? (uint32_t)CCS_DSX_R_WAITING
-                                                                : (uint32_t)CCS_DSX_R_AHEAD;
+                        : st->foreign_gseq == seq            ? (uint32_t)CCS_DSX_R_WAITING
+                                                             : (uint32_t)CCS_DSX_R_AHEAD;
         party(c, v, w, (int32_t)i, role, group, (int32_t)n);
         if (o < sizeof v->line) {
-            int k = ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, "; rank %d in %s (call %llu) for %.1f s",
-                                      w, st->foreign, (unsigned long long)st->foreign_gseq,
-                                      st->foreign_ms / 1000.0);
+            int k = ccs_dsx_rules_fmt(v->line + o, sizeof v->line - o, "; rank %d in %s (call %llu) for %.1f s", w,
+                                      st->foreign, (unsigned long long)st->foreign_gseq, st->foreign_ms / 1000.0);
             o += k > 0 ? (size_t)k : 0;
         }
     }

@@ -45,10 +45,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              * wanted, the decoder takes them whenever flagged.) */
             /* A torch.distributed call's identity that passed is whole,
              * of kinds the rules can compare and name. */
-            if (st->foreign_gseq && (!st->foreign_group || !st->foreign_ms ||
-                                     ccs_torch_call_name(st->foreign_kind)[0] == '?' ||
-                                     !ccs_torch_call_name(st->foreign_kind)[0] ||
-                                     ccs_torch_call_name(st->foreign_prev)[0] == '?'))
+            if (st->foreign_gseq &&
+                (!st->foreign_group || !st->foreign_ms || ccs_torch_call_name(st->foreign_kind)[0] == '?' ||
+                 !ccs_torch_call_name(st->foreign_kind)[0] || ccs_torch_call_name(st->foreign_prev)[0] == '?'))
                 abort();
             size_t need = ccs_dsx_encoded_size(st);
             unsigned char *buf = malloc(need);

@@ -190,9 +190,15 @@ static void trace(const char *name, unsigned version, int pysite, size_t cut)
                                .backend = CCS_BE_MPI};
         memcpy(rb + nr++ * rsize, &g, rsize);
         if (version >= 3) { /* an all_gather_object on gloo, as the torch helper records it */
-            struct ccs_record t = {.comm = 0x3333, .t_start = 1000 * seq + 1, .t_dur = 500, .step = step,
-                                   .root = -1, .kind = CCS_KIND_ALLGATHER, .backend = CCS_BE_TORCH,
-                                   .sig = CCS_TC_ALL_GATHER_OBJECT, .pysite = pysite ? 1 : 0};
+            struct ccs_record t = {.comm = 0x3333,
+                                   .t_start = 1000 * seq + 1,
+                                   .t_dur = 500,
+                                   .step = step,
+                                   .root = -1,
+                                   .kind = CCS_KIND_ALLGATHER,
+                                   .backend = CCS_BE_TORCH,
+                                   .sig = CCS_TC_ALL_GATHER_OBJECT,
+                                   .pysite = pysite ? 1 : 0};
             memcpy(rb + nr++ * rsize, &t, rsize);
         }
         struct ccs_record m = {.t_start = 1000 * seq + 1, .step = step + 1, .root = -1, .kind = CCS_KIND_STEP};

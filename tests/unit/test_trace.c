@@ -269,9 +269,14 @@ START_TEST(reads_version_2)
     char p[300], err[512];
     make_dir();
     snprintf(p, sizeof p, "%s/v2.cctrace", dir);
-    struct ccs_record rec = {.seq = 3, .comm = 9, .kind = CCS_KIND_BCAST, .root = 0, .pysite = 0, .backend = CCS_BE_MPI};
-    struct ccs_trace_header h = {.version = 2, .byteorder = CCS_TRACE_BYTEORDER, .header_size = sizeof h,
-                                 .record_size = sizeof rec, .rank = 0, .size = 1};
+    struct ccs_record rec = {
+        .seq = 3, .comm = 9, .kind = CCS_KIND_BCAST, .root = 0, .pysite = 0, .backend = CCS_BE_MPI};
+    struct ccs_trace_header h = {.version = 2,
+                                 .byteorder = CCS_TRACE_BYTEORDER,
+                                 .header_size = sizeof h,
+                                 .record_size = sizeof rec,
+                                 .rank = 0,
+                                 .size = 1};
     memcpy(h.magic, CCS_TRACE_MAGIC, 8);
     struct ccs_chunk c = {.type = CCS_CHUNK_RECORDS, .length = sizeof rec},
                      e = {.type = CCS_CHUNK_END, .length = sizeof(struct ccs_trace_end)};

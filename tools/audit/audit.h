@@ -44,7 +44,8 @@ struct audit_file {
     uint64_t start_realtime_ns;
     uint64_t records;     /* records read */
     uint64_t collectives; /* of them, collectives (CCS_CLASS_COLL) */
-    uint64_t torch_calls; /* of them, torch.distributed calls the torch helper counted (backend torch.distributed) */
+    uint64_t
+        torch_calls; /* of them, torch.distributed calls the torch helper counted (backend torch.distributed) */
     int has_end;
     struct ccs_trace_end end; /* valid when has_end */
     uint64_t coll_ns, wait_ns; /* time in its calls, and of it waiting (timing.c) */

@@ -1231,12 +1231,15 @@ static void uncovered_findings(struct audit *a)
         snprintf(f->title, sizeof f->title, "only the collectives through MPI and NCCL were recorded: %s", why);
     char counted[120] = "";
     if (torch)
-        snprintf(counted, sizeof counted, "; %" PRIu64 " torch.distributed call%s counted by the torch helper (kinds "
-                 "and steps only)", torch, torch == 1 ? "" : "s");
-    snprintf(f->evidence, sizeof f->evidence, "%zu trace%s, %" PRIu64 " collective and point-to-point record%s, %u "
+        snprintf(counted, sizeof counted,
+                 "; %" PRIu64 " torch.distributed call%s counted by the torch helper (kinds "
+                 "and steps only)",
+                 torch, torch == 1 ? "" : "s");
+    snprintf(f->evidence, sizeof f->evidence,
+             "%zu trace%s, %" PRIu64 " collective and point-to-point record%s, %u "
              "step%s%s; %s",
-             files, files == 1 ? "" : "s", records, records == 1 ? "" : "s", a->max_step + 1, a->max_step ? "s" : "",
-             counted, ranks);
+             files, files == 1 ? "" : "s", records, records == 1 ? "" : "s", a->max_step + 1,
+             a->max_step ? "s" : "", counted, ranks);
     snprintf(f->action, sizeof f->action,
              "ccshim intercepts MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl backend). Nothing here "
              "says the ranks agreed: on the CPU, reduce DDP's buckets through MPI with a comm hook, or use the "
