@@ -104,9 +104,10 @@ void ccs_uncovered_say(uint64_t collectives)
                       "docs/coalescing.md, \"CPU jobs\")");
     else if (!collectives)
         CCS_LOG(WARN, "this job's torch.distributed process group runs on %.*s, which ccshim does not intercept: no "
-                      "collective reached ccshim, so nothing was recorded, checked for desync or coalesced; ccshim "
-                      "covers MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl backend) (docs/coalescing.md, "
-                      "\"CPU jobs\")",
+                      "collective reached ccshim, so nothing was recorded, checked for desync or coalesced but what "
+                      "the torch helper sees of torch.distributed's Python API (its calls counted, the one a rank "
+                      "waits in named); ccshim covers MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl "
+                      "backend) (docs/coalescing.md, \"CPU jobs\")",
                 (int)n, w);
     else if (ccs_cfg.summary) /* a note beside the summary, which CCSHIM_SUMMARY=0 silences too */
         CCS_LOG(NOTE,

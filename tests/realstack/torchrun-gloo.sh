@@ -14,7 +14,7 @@ rs_require
 tap_plan 7
 JOB=$RS_DIR/gloo_job.py
 GUESS="warning: no collective of this PyTorch job reached ccshim: ccshim intercepts MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl backend), not torch.distributed's gloo (its CPU backend), so nothing was recorded, checked for desync or coalesced"
-NAMED="warning: this job's torch.distributed process group runs on gloo, which ccshim does not intercept: no collective reached ccshim, so nothing was recorded, checked for desync or coalesced; ccshim covers MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl backend)"
+NAMED="warning: this job's torch.distributed process group runs on gloo, which ccshim does not intercept: no collective reached ccshim, so nothing was recorded, checked for desync or coalesced but what the torch helper sees of torch.distributed's Python API (its calls counted, the one a rank waits in named); ccshim covers MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl backend)"
 # trun NAME [ccshim-run options]: torchrun --nproc-per-node 2 under ccshim-run, traces in NAME.tr
 trun() {
     local name=$1
@@ -43,9 +43,10 @@ trun torch --torch --coalesce auto
 tap_eq "--torch --coalesce auto: runs; the helper names gloo: one line at the end, from rank 0; no other says it" \
     "0 0:1 " "$? $(lines torch "$NAMED")"
 # (6 steps: the job's barrier after its 5 marked steps, which the torch
-# helper counts, is in step 5.)
-tap_eq "... the audit: 6 steps from the step marks, 'no collectives recorded' naming gloo, the barrier counted, no all-clear" \
-    "1 1 1 0" "$(audit torch | grep -c '^steps: from step markers, 6 steps$') $(has torch "1. [warning] no collectives recorded: the job's torch.distributed process group runs on gloo, which ccshim does not intercept") $(has torch '2 torch.distributed calls counted by the torch helper (kinds and steps only)') $(has torch 'none: every rank made the same calls')"
+# helper counts, is in step 5; with the helper's own all_gather of step 0
+# under --coalesce auto, 2 calls per rank.)
+tap_eq "... the audit: 6 steps from the step marks, 'no collectives recorded' naming gloo, the barrier and the helper's all_gather counted, no all-clear" \
+    "1 1 1 0" "$(audit torch | grep -c '^steps: from step markers, 6 steps$') $(has torch "1. [warning] no collectives recorded: the job's torch.distributed process group runs on gloo, which ccshim does not intercept") $(has torch '4 torch.distributed calls counted by the torch helper (kinds and steps only)') $(has torch 'none: every rank made the same calls')"
 tap_eq "... the traces record it: uncovered=gloo in both" \
     "2" "$(cat "$CCS_TMP"/torch.tr/*.cctrace | tr '\0' '\n' | grep -c '^uncovered=gloo$')"
 
