@@ -19,7 +19,9 @@ install() wraps
     all_gather_object is one call, not the two all_gathers inside it), and
     a blocking one is given to ccshim with its group, number and kind
     (ccshim_foreign_call), so that ranks blocked in different calls of one
-    group are told apart.
+    group are told apart; ccshim records each such call the job wrote, on
+    any thread (ccshim_foreign_call's end, ccshim_foreign_issued for
+    async_op=True), for ccshim-audit to count (backend torch.distributed).
 
 The line is the caller's first frame outside torch and ccshim, written
 "file.py:318 in train_step" (the file's base name).  Each distinct line is
@@ -68,7 +70,8 @@ _texts = {}  # interned id -> its text
 _skip_dirs = ()  # frames in these directories are not the caller's
 _tls = threading.local()  # .depth: torch.distributed calls this thread is inside
 # id(process group) -> [the group, its identity, collectives counted, the
-# last one's name, numbered]: the job's main thread's collectives on it
+# last one's name, still numbered, this rank in it, its size]: the job's main
+# thread's collectives on it
 _groups = {}
 
 
