@@ -41,7 +41,8 @@ tap_eq "--tsv: the same 32 calls in the rows of backend torch.distributed" 32 \
 tap_eq "the table names the communicator's backend" 3 \
     "$("$CCSHIM_AUDIT" "$TR" 2> /dev/null | grep -c '^  comm [0-9a-f]* (torch.distributed, 2 ranks)$')"
 "$CCSHIM_AUDIT" --chrome-trace "$CCS_TMP/c.json" "$TR" > /dev/null 2>&1
-tap_eq "--chrome-trace: 32 slices of category torch.distributed, each with its Python line" "32 32" \
+tap_eq "--chrome-trace: 32 slices of category torch.distributed, each with its Python line; 6 of all_gather_object" "32 32 6" \
     "$("$TORCH_PY" -c 'import json, sys
 e = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "torch.distributed"]
-print(len(e), sum(1 for x in e if "gloo_calls_job.py:" in x["args"]["site"]))' "$CCS_TMP/c.json")"
+print(len(e), sum(1 for x in e if "gloo_calls_job.py:" in x["args"]["site"]),
+      sum(1 for x in e if x["args"].get("torch_call") == "all_gather_object"))' "$CCS_TMP/c.json")"
