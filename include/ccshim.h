@@ -70,6 +70,29 @@ CCSHIM_API void ccshim_step_marking(void);
  * functions.
  */
 CCSHIM_API void ccshim_foreign_begin(const char *what, int group_size);
+/*
+ * ccshim_foreign_begin for a torch.distributed collective, with what
+ * desync detection compares across the members of its group and what the
+ * trace records of it (docs/desync.md, "torch.distributed";
+ * docs/trace-format.md): GROUP identifies the process group, derived
+ * alike on every member (nonzero), this process its member GROUP_RANK of
+ * GROUP_SIZE; SEQ counts the collectives the job issued on GROUP, this one
+ * included (from 1; every member must count the same calls; 0 when not
+ * counted); KIND and PREV_KIND name this call and the group's call at
+ * SEQ - 1 as torch.distributed spells them ("all_reduce", "gather"; NULL
+ * when none or unknown).  A KIND ccshim does not know, or a GROUP or SEQ of
+ * 0, gives no identity: the call is then only named, as by
+ * ccshim_foreign_begin.  Ended by ccshim_foreign_end, which records it
+ * (the outermost call of the thread, when KIND is known).
+ */
+CCSHIM_API void ccshim_foreign_call(const char *what, uint64_t group, int group_rank, int group_size, uint64_t seq,
+                                    const char *kind, const char *prev_kind);
+/*
+ * Records a torch.distributed collective KIND issued with async_op=True on
+ * GROUP (as ccshim_foreign_call), which does not block here: counted in
+ * the trace, flagged nonblocking; nothing for desync.
+ */
+CCSHIM_API void ccshim_foreign_issued(uint64_t group, int group_rank, int group_size, const char *kind);
 CCSHIM_API void ccshim_foreign_end(void);
 
 /* Returns the library version as "MAJOR.MINOR.PATCH". */

@@ -292,11 +292,14 @@ enum ccs_flag {
 
 /* Backends: X(ENUM, number, "name", otf2), otf2 the paradigm OTF2 files
  * its communicators and calls under (OTF2_PARADIGM_<otf2>:
- * tools/audit/out_otf2.c). */
+ * tools/audit/out_otf2.c).  TORCH: the torch helper's records of the calls
+ * it saw on a backend ccshim does not intercept (gloo): counted, not
+ * sequenced (trace format 3). */
 #define CCS_BACKEND_LIST(X)                                                   \
     X(NONE, 0, "none", USER)                                                  \
     X(MPI, 1, "mpi", MPI)                                                     \
-    X(NCCL, 2, "nccl", USER)
+    X(NCCL, 2, "nccl", USER)                                                  \
+    X(TORCH, 3, "torch.distributed", USER)
 
 enum ccs_backend {
 #define CCS_X(e, n, s, ...) CCS_BE_##e = n,
@@ -304,6 +307,113 @@ enum ccs_backend {
 #undef CCS_X
         CCS_BE_LIMIT /* one past the last (the list is in order) */
 };
+
+/* The collectives of torch.distributed that the torch helper names to
+ * ccshim (ccshim_foreign_call), one row each:
+ *
+ *   X(ENUM, number, "name", same, kind)
+ *
+ *   name    the function as torch.distributed spells it
+ *   same    the row of the collective the backend runs for it: two calls
+ *           of one SAME are the same collective on the wire (all_gather and
+ *           all_gather_into_tensor), and desync compares SAME, never the
+ *           spelling (docs/desync.md, "torch.distributed")
+ *   kind    the ccs_kind of its trace record (backend torch.distributed;
+ *           docs/trace-format.md): the collective it is, an object
+ *           collective as the tensor one it stands for (0: none)
+ *
+ * Numbers are part of desync's status (foreign_kind, foreign_prev) and of
+ * the trace (the records' sig, backend torch.distributed): append, never
+ * renumber.  NONE: no kind (not a collective the helper names). */
+#define CCS_TORCH_CALL_LIST(X)                                                                                     \
+    X(NONE, 0, "", NONE, 0)                                                                                        \
+    X(ALL_REDUCE, 1, "all_reduce", ALL_REDUCE, CCS_KIND_ALLREDUCE)                                                 \
+    X(ALL_REDUCE_COALESCED, 2, "all_reduce_coalesced", ALL_REDUCE_COALESCED, CCS_KIND_ALLREDUCE)                   \
+    X(ALL_REDUCE_MULTIGPU, 3, "all_reduce_multigpu", ALL_REDUCE, CCS_KIND_ALLREDUCE)                               \
+    X(ALL_GATHER, 4, "all_gather", ALL_GATHER, CCS_KIND_ALLGATHER)                                                 \
+    X(ALL_GATHER_INTO_TENSOR, 5, "all_gather_into_tensor", ALL_GATHER, CCS_KIND_ALLGATHER)                         \
+    X(ALL_GATHER_BASE, 6, "_all_gather_base", ALL_GATHER, CCS_KIND_ALLGATHER)                                      \
+    X(ALL_GATHER_MULTIGPU, 7, "all_gather_multigpu", ALL_GATHER, CCS_KIND_ALLGATHER)                               \
+    X(ALL_GATHER_COALESCED, 8, "all_gather_coalesced", ALL_GATHER_COALESCED, CCS_KIND_ALLGATHER)                   \
+    X(ALL_GATHER_OBJECT, 9, "all_gather_object", ALL_GATHER_OBJECT, CCS_KIND_ALLGATHER)                            \
+    X(BROADCAST, 10, "broadcast", BROADCAST, CCS_KIND_BCAST)                                                       \
+    X(BROADCAST_MULTIGPU, 11, "broadcast_multigpu", BROADCAST, CCS_KIND_BCAST)                                     \
+    X(BROADCAST_OBJECT_LIST, 12, "broadcast_object_list", BROADCAST_OBJECT_LIST, CCS_KIND_BCAST)                   \
+    X(REDUCE, 13, "reduce", REDUCE, CCS_KIND_REDUCE)                                                               \
+    X(REDUCE_MULTIGPU, 14, "reduce_multigpu", REDUCE, CCS_KIND_REDUCE)                                             \
+    X(REDUCE_SCATTER, 15, "reduce_scatter", REDUCE_SCATTER, CCS_KIND_REDUCE_SCATTER)                               \
+    X(REDUCE_SCATTER_TENSOR, 16, "reduce_scatter_tensor", REDUCE_SCATTER, CCS_KIND_REDUCE_SCATTER)                 \
+    X(REDUCE_SCATTER_BASE, 17, "_reduce_scatter_base", REDUCE_SCATTER, CCS_KIND_REDUCE_SCATTER)                    \
+    X(REDUCE_SCATTER_MULTIGPU, 18, "reduce_scatter_multigpu", REDUCE_SCATTER, CCS_KIND_REDUCE_SCATTER)             \
+    X(ALL_TO_ALL, 19, "all_to_all", ALL_TO_ALL, CCS_KIND_ALLTOALL)                                                 \
+    X(ALL_TO_ALL_SINGLE, 20, "all_to_all_single", ALL_TO_ALL, CCS_KIND_ALLTOALL)                                   \
+    X(GATHER, 21, "gather", GATHER, CCS_KIND_GATHER)                                                               \
+    X(GATHER_OBJECT, 22, "gather_object", GATHER_OBJECT, CCS_KIND_GATHER)                                          \
+    X(SCATTER, 23, "scatter", SCATTER, CCS_KIND_SCATTER)                                                           \
+    X(SCATTER_OBJECT_LIST, 24, "scatter_object_list", SCATTER_OBJECT_LIST, CCS_KIND_SCATTER)                       \
+    X(BARRIER, 25, "barrier", BARRIER, CCS_KIND_BARRIER)
+
+enum ccs_torch_call {
+#define CCS_X(e, n, s, ...) CCS_TC_##e = n,
+    CCS_TORCH_CALL_LIST(CCS_X)
+#undef CCS_X
+        CCS_TC_LIMIT /* one past the last (the list is in order) */
+};
+
+/* The name of torch.distributed call K ("" for NONE, "?" when not in the
+ * list). */
+static inline const char *ccs_torch_call_name(unsigned k)
+{
+    switch (k) {
+#define CCS_X(e, n, s, ...)                                                                                        \
+    case n:                                                                                                        \
+        return s;
+        CCS_TORCH_CALL_LIST(CCS_X)
+#undef CCS_X
+    }
+    return "?";
+}
+
+/* The collective torch.distributed call K runs (its SAME column), or
+ * CCS_TC_NONE when K is not in the list. */
+static inline unsigned ccs_torch_call_same(unsigned k)
+{
+    switch (k) {
+#define CCS_X(e, n, s, same, kind)                                                                                 \
+    case n:                                                                                                        \
+        return CCS_TC_##same;
+        CCS_TORCH_CALL_LIST(CCS_X)
+#undef CCS_X
+    }
+    return CCS_TC_NONE;
+}
+
+/* The ccs_kind of torch.distributed call K's trace record (its kind
+ * column), 0 when K is NONE or not in the list. */
+static inline unsigned ccs_torch_call_kind(unsigned k)
+{
+    switch (k) {
+#define CCS_X(e, n, s, same, kind)                                                                                 \
+    case n:                                                                                                        \
+        return kind;
+        CCS_TORCH_CALL_LIST(CCS_X)
+#undef CCS_X
+    }
+    return 0;
+}
+
+/* The row named NAME (torch.distributed's spelling), CCS_TC_NONE when none. */
+static inline unsigned ccs_torch_call_lookup(const char *name)
+{
+    if (!name || !name[0])
+        return CCS_TC_NONE;
+#define CCS_X(e, n, s, ...)                                                                                        \
+    if (__builtin_strcmp(name, s) == 0)                                                                            \
+        return n;
+    CCS_TORCH_CALL_LIST(CCS_X)
+#undef CCS_X
+    return CCS_TC_NONE;
+}
 
 /* The classes of desync's verdicts, one row each, one column per fact:
  *

@@ -284,6 +284,39 @@ void ccs_comm_foreach(void (*fn)(struct ccs_comm *, void *), void *arg)
     }
 }
 
+/* The torch.distributed groups described so far (ccs_comm_define_group):
+ * a job has a few; past this many the rest are not. */
+#define MAX_GROUPS 256
+static uint64_t groups[MAX_GROUPS];
+static size_t ngroups;
+
+int ccs_comm_define_group(uint64_t id, int rank, int size)
+{
+    if (!id || size <= 0 || rank < 0 || rank >= size)
+        return -1;
+    pthread_mutex_lock(&lock);
+    int rc = -1;
+    for (size_t i = 0; i < ngroups; i++)
+        if (groups[i] == id)
+            rc = 0;
+    size_t n = atomic_load_explicit(&ndefs, memory_order_relaxed);
+    if (rc != 0 && ngroups < MAX_GROUPS && n < MAX_DEFS) {
+        groups[ngroups++] = id;
+        defs[n] = (struct ccs_trace_comm){.id = id,
+                                          .handle = 0,
+                                          .rank = rank,
+                                          .size = size,
+                                          .backend = CCS_BE_TORCH,
+                                          .how = CCS_KIND_COMM_INIT,
+                                          .color = -1,
+                                          .t_created = ccs_ticks()};
+        atomic_store_explicit(&ndefs, n + 1, memory_order_release);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
 size_t ccs_comm_defs(size_t from, struct ccs_trace_comm *out, size_t max)
 {
     size_t n = atomic_load_explicit(&ndefs, memory_order_acquire), k = 0;

@@ -89,6 +89,12 @@ CCS_HIDDEN void ccs_comm_forked(void);
 
 /* Hot path: the live entry for HANDLE, or NULL.  Lock-free. */
 CCS_HIDDEN struct ccs_comm *ccs_comm_lookup(int backend, uintptr_t handle);
+/* Describes torch.distributed group ID (this process its member RANK of
+ * SIZE) for the trace, once: a COMM chunk of backend torch.distributed,
+ * for the records of ccs_record_foreign.  Not in the table: nothing is
+ * sequenced on it.  0, or -1 when it cannot be described (bad values, too
+ * many groups). */
+CCS_HIDDEN int ccs_comm_define_group(uint64_t id, int rank, int size);
 
 /* Registers a new communicator (slow path, takes a mutex).  Returns the
  * entry, or NULL when the table is full (logged once; calls on it are then

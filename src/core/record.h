@@ -70,6 +70,16 @@ static inline void ccs_call_end(struct ccs_record *r, int failed);
 
 /* Records a marker (step) in the calling thread's ring. */
 CCS_HIDDEN void ccs_record_mark(unsigned kind, uint32_t step);
+/* Records in the calling thread's ring a collective ccshim did not
+ * intercept, which the torch helper saw (ccshim_foreign_call, _issued):
+ * KIND (enum ccs_kind) on torch.distributed group COMM, CALL its
+ * torch.distributed function (enum ccs_torch_call, in the record's sig),
+ * FLAGS (CCS_F_NONBLOCKING for async_op), begun at T_START (ccs_ticks,
+ * when timing), ended now, FAILED when it raised.  Backend
+ * torch.distributed, seq 0 (docs/trace-format.md).  Python-rate: not on
+ * any intercepted call's path. */
+CCS_HIDDEN void ccs_record_foreign(unsigned kind, unsigned call, uint64_t comm, unsigned flags, uint64_t t_start,
+                                   int failed);
 /* Copies an in-flight record P (loaded with acquire from ring->inflight)
  * without racing its thread, which may still write t_dur, flags and step
  * (relaxed atomics).  Recheck ring->inflight afterwards. */

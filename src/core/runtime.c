@@ -427,16 +427,18 @@ int ccs_step_marking(void)
 }
 
 /* The collective ccshim does not intercept that this process is in
- * (ccshim_foreign_begin): its name, group size and start, under a sequence
- * word (odd while written) so that desync's thread, which reads it twice a
- * second, never publishes half a name.  Calls nest (all_gather_object calls
+ * (ccshim_foreign_begin, ccshim_foreign_call): its name, group size, start
+ * and identity, under a sequence word (odd while written) so that desync's
+ * thread, which reads it twice a second, never publishes half a name or an
+ * identity of another call.  Calls nest (all_gather_object calls
  * all_gather): only the outermost is named. */
 static _Atomic uint32_t foreign_seq, foreign_size;
 static _Atomic int foreign_depth;
 static _Atomic uint64_t foreign_t0;
 static char foreign_what[CCS_FOREIGN_MAX];
+static struct ccs_foreign_id foreign_id;
 
-void ccshim_foreign_begin(const char *what, int group_size)
+static void foreign_enter(const char *what, int group_size, const struct ccs_foreign_id *id)
 {
     if (atomic_fetch_add(&foreign_depth, 1) != 0 || !what)
         return;
@@ -445,13 +447,73 @@ void ccshim_foreign_begin(const char *what, int group_size)
     for (size_t i = 0; i < n; i++) /* printable ASCII only: it goes into verdict lines */
         foreign_what[i] = what[i] >= 0x20 && what[i] < 0x7f ? what[i] : '?';
     foreign_what[n] = 0;
+    foreign_id = *id;
     atomic_store(&foreign_size, group_size > 0 ? (uint32_t)group_size : 0);
     atomic_store(&foreign_t0, ccs_clock_mono_ms());
     atomic_fetch_add(&foreign_seq, 1);
 }
 
+/* This thread's outermost torch.distributed call (ccshim_foreign_call),
+ * recorded in its ring when it returns (ccshim_foreign_end): the calls
+ * nest on the thread that makes them, whatever other threads do. */
+static __thread struct {
+    int depth;      /* foreign calls this thread is inside */
+    uint16_t kind;  /* ccs_kind to record, 0: the outermost is not recorded */
+    uint16_t call;  /* enum ccs_torch_call */
+    uint64_t group; /* its COMM id */
+    uint64_t t0;    /* ccs_ticks at its start */
+} tl_call __attribute__((tls_model("initial-exec")));
+
+void ccshim_foreign_begin(const char *what, int group_size)
+{
+    static const struct ccs_foreign_id none;
+    if (tl_call.depth++ == 0)
+        tl_call.kind = 0;
+    foreign_enter(what, group_size, &none);
+}
+
+/* The torch.distributed call KIND on GROUP (this process member GROUP_RANK
+ * of GROUP_SIZE) as a record's kind and the group described for the
+ * trace; 0 when it is not recorded. */
+static unsigned foreign_record_kind(unsigned call, uint64_t group, int group_rank, int group_size)
+{
+    unsigned kind = ccs_torch_call_kind(call);
+    if (!kind || ccs_comm_define_group(group, group_rank, group_size) != 0)
+        return 0;
+    return kind;
+}
+
+void ccshim_foreign_call(const char *what, uint64_t group, int group_rank, int group_size, uint64_t seq,
+                         const char *kind, const char *prev_kind)
+{
+    struct ccs_foreign_id id = {0};
+    /* An identity the rules can compare, or none: a call of a kind not in
+     * the list, or without its group or seq, is named only. */
+    unsigned k = ccs_torch_call_lookup(kind);
+    if (group && seq && seq <= CCS_FOREIGN_MAX_SEQ && k != CCS_TC_NONE)
+        id = (struct ccs_foreign_id){group, seq, (uint16_t)k, (uint16_t)ccs_torch_call_lookup(prev_kind)};
+    if (tl_call.depth++ == 0) {
+        tl_call.kind = (uint16_t)foreign_record_kind(k, group, group_rank, group_size);
+        tl_call.call = (uint16_t)k;
+        tl_call.group = group;
+        tl_call.t0 = ccs_timing ? ccs_ticks() : 0;
+    }
+    foreign_enter(what, group_size, &id);
+}
+
+void ccshim_foreign_issued(uint64_t group, int group_rank, int group_size, const char *kind)
+{
+    unsigned k = ccs_torch_call_lookup(kind), rk = foreign_record_kind(k, group, group_rank, group_size);
+    if (rk)
+        ccs_record_foreign(rk, k, group, CCS_F_NONBLOCKING, ccs_timing ? ccs_ticks() : 0, 0);
+}
+
 void ccshim_foreign_end(void)
 {
+    if (tl_call.depth > 0 && --tl_call.depth == 0 && tl_call.kind) {
+        ccs_record_foreign(tl_call.kind, tl_call.call, tl_call.group, 0, tl_call.t0, 0);
+        tl_call.kind = 0;
+    }
     int d = atomic_load(&foreign_depth);
     while (d > 0 && !atomic_compare_exchange_weak(&foreign_depth, &d, d - 1))
         ;
@@ -459,7 +521,7 @@ void ccshim_foreign_end(void)
         atomic_store(&foreign_t0, 0);
 }
 
-int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_t *size)
+int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_t *size, struct ccs_foreign_id *id)
 {
     for (int tries = 0; tries < 4; tries++) {
         uint32_t s0 = atomic_load(&foreign_seq);
@@ -473,6 +535,7 @@ int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_
             what[k] = foreign_what[k];
         what[k] = 0;
         *size = atomic_load(&foreign_size);
+        *id = foreign_id;
         if (atomic_load(&foreign_seq) != s0 || atomic_load(&foreign_t0) != t0)
             continue;
         uint64_t d = now_ms > t0 ? now_ms - t0 : 0;

@@ -32,11 +32,22 @@ CCS_HIDDEN void ccs_step_units(uint32_t *now, uint32_t *prev);
 /* 1 when this process marks its steps: it marked one, or a language helper
  * said it will (ccshim_step_marking). */
 CCS_HIDDEN int ccs_step_marking(void);
+/* A foreign call's identity (ccshim_foreign_call), all 0 when it has
+ * none: its process group's id, alike on every member, the call's seq among
+ * the collectives issued on that group, the call's kind and that of the
+ * call at seq - 1 (enum ccs_torch_call; NONE when unknown). */
+struct ccs_foreign_id {
+    uint64_t group, seq;
+    uint16_t kind, prev;
+};
+/* Seqs beyond this are not taken (desync refuses them from a peer). */
+#define CCS_FOREIGN_MAX_SEQ (1ull << 48)
 /* The collective ccshim does not intercept that this process is in
- * (ccshim_foreign_begin), as of NOW_MS (monotonic): 1 with its name in WHAT
- * (N bytes), how long in *MS (>= 1) and its group's size in *SIZE (0 =
- * unknown); 0 when in none. */
+ * (ccshim_foreign_begin or _call), as of NOW_MS (monotonic): 1 with its
+ * name in WHAT (N bytes), how long in *MS (>= 1), its group's size in *SIZE
+ * (0 = unknown) and its identity in *ID; 0 when in none. */
 #define CCS_FOREIGN_MAX 96
-CCS_HIDDEN int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_t *size);
+CCS_HIDDEN int ccs_foreign_now(uint64_t now_ms, char *what, size_t n, uint32_t *ms, uint32_t *size,
+                               struct ccs_foreign_id *id);
 
 #endif

@@ -14,8 +14,12 @@
 #include <stdint.h>
 
 #define CCS_TRACE_MAGIC "CCSHIMTR" /* 8 bytes, no NUL */
-#define CCS_TRACE_VERSION 2u /* 2: records of 96 bytes (pysite), PYSITE chunks; readers take 1 too.
-                                 INFLIGHT chunks were added compatibly (older readers skip them) */
+/* The format's version.  2: records of 96 bytes (pysite), PYSITE chunks;
+ * INFLIGHT chunks were added compatibly (older readers skip them).  3:
+ * records and COMM chunks of backend torch.distributed (the torch helper's
+ * collectives on gloo; sig: the torch.distributed call).  Readers take 1
+ * and 2 too. */
+#define CCS_TRACE_VERSION 3u
 #define CCS_TRACE_BYTEORDER 0x01020304u
 #define CCS_TRACE_SUFFIX ".cctrace"
 

@@ -104,13 +104,16 @@ void ccs_uncovered_say(uint64_t collectives)
                       "docs/coalescing.md, \"CPU jobs\")");
     else if (!collectives)
         CCS_LOG(WARN, "this job's torch.distributed process group runs on %.*s, which ccshim does not intercept: no "
-                      "collective reached ccshim, so nothing was recorded, checked for desync or coalesced; ccshim "
-                      "covers MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl backend) (docs/coalescing.md, "
-                      "\"CPU jobs\")",
+                      "collective reached ccshim, so nothing was recorded, checked for desync or coalesced but what "
+                      "the torch helper sees of torch.distributed's Python API (its calls counted, the one a rank "
+                      "waits in named); ccshim covers MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl "
+                      "backend) (docs/coalescing.md, \"CPU jobs\")",
                 (int)n, w);
     else if (ccs_cfg.summary) /* a note beside the summary, which CCSHIM_SUMMARY=0 silences too */
-        CCS_LOG(NOTE, "this job's torch.distributed process group runs on %.*s, which ccshim does not intercept: its "
-                      "collectives were not recorded, checked for desync or coalesced, only those through MPI and "
-                      "NCCL",
+        CCS_LOG(NOTE,
+                "this job's torch.distributed process group runs on %.*s, which ccshim does not intercept: its "
+                "collectives were not recorded, checked for desync or coalesced, only those through MPI and "
+                "NCCL (the torch helper counts the calls of torch.distributed's Python API in the trace, and "
+                "names the one a rank waits in)",
                 (int)n, w);
 }

@@ -147,11 +147,18 @@ static void publish_own_status(uint64_t now)
     ccs_dsx_pidns_self(&ccs_ds.me.pidns_dev, &ccs_ds.me.pidns_ino); /* (read once, by ccs_dsx_shm_open) */
     ccs_ds.me.life = (uint32_t)atomic_load(&ccs_ds.life);
     ccs_ds.me.flags = ccs_step_marking() ? CCS_DSX_ST_MARKS : 0;
+    struct ccs_foreign_id fid = {0};
     memset(ccs_ds.me.foreign, 0, sizeof ccs_ds.me.foreign);
     ccs_ds.me.foreign_ms = ccs_ds.me.foreign_size = 0;
     if (!ccs_foreign_now(now, ccs_ds.me.foreign, sizeof ccs_ds.me.foreign, &ccs_ds.me.foreign_ms,
-                         &ccs_ds.me.foreign_size))
+                         &ccs_ds.me.foreign_size, &fid)) {
         memset(ccs_ds.me.foreign, 0, sizeof ccs_ds.me.foreign), ccs_ds.me.foreign_ms = ccs_ds.me.foreign_size = 0;
+        memset(&fid, 0, sizeof fid);
+    }
+    ccs_ds.me.foreign_group = fid.group;
+    ccs_ds.me.foreign_gseq = fid.seq;
+    ccs_ds.me.foreign_kind = fid.kind;
+    ccs_ds.me.foreign_prev = fid.prev;
     memcpy(ccs_ds.me.host, ccs_ds.hostkey, sizeof ccs_ds.me.host);
     uint64_t beat = ccs_ds.me.beat;
     ccs_ds.me.beat = 0;

@@ -163,6 +163,35 @@ static int check_comm(struct ccs_dsx_comm *c, char *why, size_t n)
     return 0;
 }
 
+/* The foreign call's identity: all of it or none, only in a foreign call,
+ * its kinds in the list (the rules compare them and name them). */
+static int check_foreign_id(const struct ccs_dsx_status *st, char *why, size_t n)
+{
+    if (st->foreign_kind >= CCS_TC_LIMIT || st->foreign_prev >= CCS_TC_LIMIT)
+        return fail(why, n, "torch.distributed call kind %lld is not a known kind (0..%lld)",
+                    st->foreign_kind >= CCS_TC_LIMIT ? st->foreign_kind : st->foreign_prev, CCS_TC_LIMIT - 1);
+    if (st->foreign_gseq > CCS_DSX_MAX_SEQ)
+        return fail(why, n, "torch.distributed call seq %lld beyond %lld", (long long)st->foreign_gseq,
+                    (long long)CCS_DSX_MAX_SEQ);
+    if (st->foreign_pad)
+        return fail(why, n, "reserved word after the call's kinds is %lld, expected %lld", st->foreign_pad, 0);
+    int any = st->foreign_group || st->foreign_gseq || st->foreign_kind || st->foreign_prev;
+    if (!any)
+        return 0;
+    if (!st->foreign_group || !st->foreign_gseq || st->foreign_kind == CCS_TC_NONE)
+        return fail(why, n,
+                    "identity of the call not intercepted incomplete: seq %lld, kind %lld, and its group "
+                    "must all be nonzero",
+                    (long long)st->foreign_gseq, st->foreign_kind);
+    if (!st->foreign_ms)
+        return fail(why, n, "identity of a call not intercepted (seq %lld, kind %lld) while in none",
+                    (long long)st->foreign_gseq, st->foreign_kind);
+    if (st->foreign_gseq == 1 && st->foreign_prev != CCS_TC_NONE)
+        return fail(why, n, "the first call on its group (seq %lld) names a call before it, of kind %lld",
+                    (long long)st->foreign_gseq, st->foreign_prev);
+    return 0;
+}
+
 int ccs_dsx_check_status(struct ccs_dsx_status *st, int32_t wsize, char *why, size_t n)
 {
     if (st->magic != CCS_DSX_MAGIC)
@@ -187,6 +216,8 @@ int ccs_dsx_check_status(struct ccs_dsx_status *st, int32_t wsize, char *why, si
     /* The rules name the call: a time in one needs its name. */
     if (st->foreign_ms && !st->foreign[0])
         return fail(why, n, "in a call not intercepted for %lld ms without its name", st->foreign_ms, 0);
+    if (check_foreign_id(st, why, n) != 0)
+        return -1;
     for (uint32_t i = 0; i < st->ncomm; i++)
         if (check_comm(&st->comm[i], why, n) != 0)
             return -1;

@@ -22,12 +22,14 @@
 #include <stdint.h>
 
 #define CCS_DSX_MAGIC 0x44534343u /* "CCSD" little-endian */
-#define CCS_DSX_VERSION 8u        /* 3: the client proves first, HELLO carries the job tag; 4: steps and step boundaries;
-                                     5: ranks linger at exit for the search (BYE), the host's own search;
-                                     6: a probe may carry CCS_DSX_NARROW_BIT;
-                                     7: a status names its PID namespace (pidns_dev, pidns_ino);
-                                     8: a status names the call ccshim does not intercept that the rank is in
-                                        (foreign, foreign_ms, foreign_size) */
+/* The protocol's version.  3: the client proves first, HELLO carries the
+ * job tag; 4: steps and step boundaries; 5: ranks linger at exit for the
+ * search (BYE), the host's own search; 6: a probe may carry
+ * CCS_DSX_NARROW_BIT; 7: a status names its PID namespace (pidns_dev,
+ * pidns_ino); 8: a status names the call ccshim does not intercept that the
+ * rank is in (foreign, foreign_ms, foreign_size); 9: and its identity
+ * (foreign_group, foreign_gseq, foreign_kind, foreign_prev). */
+#define CCS_DSX_VERSION 9u
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
@@ -143,6 +145,15 @@ struct ccs_dsx_status {
      * looks PID up (kill(pid, 0)) only when its own namespace is the same;
      * otherwise (one container per rank) it goes by the heartbeat alone. */
     uint64_t pidns_dev, pidns_ino;
+    /* The foreign call's identity (ccshim_foreign_call), all 0 when it has
+     * none: FOREIGN_GROUP its process group (alike on every member),
+     * FOREIGN_GSEQ its seq among the collectives on that group (from 1),
+     * FOREIGN_KIND and FOREIGN_PREV the kind of this call and of the
+     * group's call at FOREIGN_GSEQ - 1 (enum ccs_torch_call, ccs_kinds.h;
+     * PREV NONE when unknown). */
+    uint64_t foreign_group, foreign_gseq;
+    uint16_t foreign_kind, foreign_prev;
+    uint32_t foreign_pad; /* 0 */
     char host[CCS_DSX_HOST];
     char foreign[CCS_DSX_SITE];
     struct ccs_dsx_comm comm[CCS_DSX_MAXCOMM];

@@ -171,6 +171,9 @@ size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at
             put(&o, "; blocked %.1f s at seq %llu step %u in %s", c->blocked_ms / 1000.0,
                 (unsigned long long)c->blocked.seq, c->blocked.step,
                 site_named(c->site_blocked, named, sizeof named));
+        else if (c->backend == CCS_BE_TORCH && c->site_blocked[0]) /* desync_rule_foreign.c's party */
+            put(&o, "; in %s, the group's call %llu (not intercepted: no operations to show)", c->site_blocked,
+                (unsigned long long)c->issued + 1);
         if (c->nhist)
             put(&o, "; last %s seq %llu step %u at %s", dev ? "enqueued" : "completed",
                 (unsigned long long)c->hist[c->nhist - 1].seq, c->hist[c->nhist - 1].step,

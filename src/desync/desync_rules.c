@@ -1,10 +1,10 @@
 /*
  * desync_rules.c - one pass of the detection rules (docs/desync.md) over a
  * view of all ranks: the members of each communicator grouped, then the
- * step-boundary, MISMATCH and blocked rules (desync_rule_*.c) applied in
- * turn, their helpers below them (desync_rules_ctx.c).  Run by every rank
- * over shared memory and by the coordinator over the whole job, every
- * period; allocation is fine here.
+ * step-boundary, MISMATCH, blocked and foreign-call rules (desync_rule_*.c)
+ * applied in turn, their helpers below them (desync_rules_ctx.c).  Run by
+ * every rank over shared memory and by the coordinator over the whole job,
+ * every period; allocation is fine here.
  */
 #include "desync_rules.h"
 #include "desync_rules_ctx.h"
@@ -86,6 +86,7 @@ int ccs_dsx_rules_run(const struct ccs_dsx_view *view, const struct ccs_dsx_thre
     ccs_dsx_rule_boundary(&c);
     ccs_dsx_rule_mismatch(&c);
     ccs_dsx_rule_blocked(&c);
+    ccs_dsx_rule_foreign(&c);
     rc = c.emitted;
 out:
     free(c.ents);

@@ -16,6 +16,7 @@
 #define CANDIDATE 101
 #define CANDIDATE_MISMATCH 102
 #define SKEW 103
+#define CANDIDATE_FOREIGN 104
 
 /* One member's entry for one communicator, and the members of a
  * communicator (a range of the sorted entries). */
@@ -91,5 +92,6 @@ void ccs_dsx_rules_ranks(int32_t *r, size_t n, char *buf, size_t cap);
 void ccs_dsx_rule_boundary(struct ctx *c); /* desync_rule_boundary.c */
 void ccs_dsx_rule_mismatch(struct ctx *c); /* desync_rule_mismatch.c */
 void ccs_dsx_rule_blocked(struct ctx *c);  /* desync_rule_blocked.c */
+void ccs_dsx_rule_foreign(struct ctx *c);  /* desync_rule_foreign.c */
 
 #endif

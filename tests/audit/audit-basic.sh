@@ -12,7 +12,7 @@ D=$CCS_TMP
 "$MKTRACE" --ranks 4 --steps 3 --micro 2 "$D/j1"
 "$CCSHIM_AUDIT" --tsv "$D/j1" > "$D/j1.tsv"; rc=$?
 tap_eq "--tsv exits 0" 0 "$rc"
-tap_eq "--tsv header" "#step	rank	comm	kind	count	bytes	deferred	time_ns" "$(head -1 "$D/j1.tsv")"
+tap_eq "--tsv header" "#step	rank	comm	kind	count	bytes	deferred	time_ns	backend" "$(head -1 "$D/j1.tsv")"
 # step 0: bcast, allreduce, allgather; steps 1-2: allreduce, allgather; x 4 ranks
 tap_eq "--tsv one line per step/rank/comm/kind" 28 "$(grep -vc '^#' "$D/j1.tsv")"
 # 2 x (25 MiB + 9.7 MiB) per step
@@ -34,7 +34,7 @@ tap_eq "--tsv-records fingerprint is 16 hex digits" 1 \
 
 "$CCSHIM_AUDIT" --json "$D/j1" > "$D/j1.json"
 tap_check "--json is valid JSON" python3 -m json.tool "$D/j1.json" /dev/null
-tap_eq "--json schema and version" "ccshim-audit 1" \
+tap_eq "--json schema and version" "ccshim-audit 2" \
     "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["schema"], d["version"])' "$D/j1.json")"
 tap_eq "--json step 2, rank 0 calls" "allreduce:False:4:72771174 allgather:False:1:8" \
     "$(python3 -c '
@@ -75,7 +75,7 @@ tap_eq "table fits 100 columns" 0 "$(awk 'length > 100' "$D/j3.txt" "$D/j2.txt" 
 "$CCSHIM_AUDIT" --tsv "$D/j4" > "$D/j4.tsv" 2> "$D/j4.err"; rc=$?
 tap_eq "unreadable files do not fail the run" 0 "$rc"
 tap_check "not a trace: named and said" grep -q "r7-p1.cctrace: not a ccshim trace" "$D/j4.err"
-tap_check "newer version: named and said" grep -q "r8-p1.cctrace: trace format version 3 is newer than this tool understands (2)" "$D/j4.err"
+tap_check "newer version: named and said" grep -q "r8-p1.cctrace: trace format version 4 is newer than this tool understands (3)" "$D/j4.err"
 tap_check "other byte order: named and said" grep -q "r9-p1.cctrace: written with the other byte order" "$D/j4.err"
 tap_check "truncated: named and said, with the records lost" \
     grep -q "r2-p1002.cctrace: truncated: the file ends inside a chunk of [0-9]* records; [0-9]* read, 1 lost" "$D/j4.err"

@@ -154,7 +154,7 @@ static void expect_refused(const char *kind, const char *what)
 START_TEST(reader_refuses_broken_files)
 {
     expect_refused("not-a-trace", "not a ccshim trace");
-    expect_refused("newer-version", "version 3 is newer");
+    expect_refused("newer-version", "version 4 is newer");
     expect_refused("other-byteorder", "other byte order");
     expect_refused("truncated-header", "truncated header");
     char path[4096], err[512];

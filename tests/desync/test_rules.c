@@ -591,6 +591,176 @@ START_TEST(foreign_call_fields_are_checked)
 }
 END_TEST
 
+/* Rank R inside torch.distributed call KIND (enum ccs_torch_call) of
+ * group G (SIZE members) at the group's seq SEQ, PREV the kind of its call
+ * before, for MS, at LINE of the job: what ccshim_foreign_call publishes. */
+#define G1 0xa1u
+#define G2 0xb2u
+static void in_torch(int r, uint64_t g, uint32_t size, uint64_t seq, unsigned kind, unsigned prev, uint32_t ms,
+                     int line)
+{
+    snprintf(st[r].foreign, sizeof st[r].foreign, "torch.distributed.%s (gloo) at job.py:%d in main",
+             ccs_torch_call_name(kind), line);
+    st[r].foreign_ms = ms;
+    st[r].foreign_size = size;
+    st[r].foreign_group = g;
+    st[r].foreign_gseq = seq;
+    st[r].foreign_kind = (uint16_t)kind;
+    st[r].foreign_prev = (uint16_t)prev;
+}
+
+/* Only ranks 0 and 1 publish (the torch tests' jobs of 2). */
+static void two_ranks(void)
+{
+    reset();
+    ptr[2] = ptr[3] = NULL;
+}
+
+START_TEST(torch_calls_of_different_kinds_at_one_seq_are_a_desync)
+{
+    /* Rank 0 in all_reduce, rank 1 in gather, both the group's call 4. */
+    two_ranks();
+    in_torch(0, G1, 2, 4, CCS_TC_ALL_REDUCE, CCS_TC_ALL_REDUCE, 1200, 38);
+    in_torch(1, G1, 2, 4, CCS_TC_GATHER, CCS_TC_ALL_REDUCE, 1100, 40);
+    ck_assert_int_eq(run(0), 0); /* held for a quarter of block_ms first, as every DESYNC */
+    ck_assert_int_eq(run(T.block_ms / 8), 0);
+    ck_assert_int_eq(run(T.block_ms / 4), 1);
+    ck_assert_uint_eq(got[0].cls, CCS_DSX_DESYNC);
+    ck_assert_str_eq(got[0].line,
+                     "comm=0xa1 size=2 seq=4: torch.distributed group, every member blocked past 1.0 s; rank 0 in "
+                     "torch.distributed.all_reduce (gloo) at job.py:38 in main (call 4) for 1.2 s; rank 1 in "
+                     "torch.distributed.gather (gloo) at job.py:40 in main (call 4) for 1.1 s: different "
+                     "collectives at the group's call 4");
+    ck_assert_uint_eq(got[0].nparty, 2);
+    ck_assert_int_eq(got[0].party[1].wrank, 1);
+    ck_assert_int_eq(got[0].party[1].c.rank, 1);
+    ck_assert_uint_eq(got[0].party[1].role, CCS_DSX_R_DIFFERS);
+    char why[200];
+    ck_assert_int_eq(ccs_dsx_check_verdict(&got[0], NR, why, sizeof why), 0);
+    ck_assert_int_eq(run(T.block_ms), 0); /* once */
+}
+END_TEST
+
+START_TEST(torch_calls_at_different_seqs_are_a_desync_unless_matched)
+{
+    /* Rank 1 returned from the group's call 4 (a gather to rank 0: it only
+     * sends) and waits in call 5, rank 0 is still in call 4, an all_reduce:
+     * no member will come. */
+    two_ranks();
+    in_torch(0, G1, 2, 4, CCS_TC_ALL_REDUCE, CCS_TC_ALL_REDUCE, 1200, 38);
+    in_torch(1, G1, 2, 5, CCS_TC_ALL_REDUCE, CCS_TC_GATHER, 1100, 41);
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(T.block_ms / 4), 1);
+    ck_assert_str_eq(got[0].line,
+                     "comm=0xa1 size=2 seq=4: torch.distributed group, every member blocked past 1.0 s; rank 0 in "
+                     "torch.distributed.all_reduce (gloo) at job.py:38 in main (call 4) for 1.2 s; rank 1 in "
+                     "torch.distributed.all_reduce (gloo) at job.py:41 in main (call 5) for 1.1 s: the group's "
+                     "members at different calls (4 to 5), none of them returning");
+    ck_assert_uint_eq(got[0].party[0].role, CCS_DSX_R_WAITING);
+    ck_assert_uint_eq(got[0].party[1].role, CCS_DSX_R_AHEAD);
+    /* Rank 1's call 4 was the all_reduce rank 0 is in: rank 1 finished its
+     * part of a matched call, which completes for rank 0 too: slow, not
+     * stuck, however long. */
+    in_torch(1, G1, 2, 5, CCS_TC_ALL_REDUCE, CCS_TC_ALL_REDUCE, 1100, 41);
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(T.block_ms), 0);
+    ck_assert_int_eq(run(3 * T.block_ms), 0);
+    /* ... nor when it was not told what that call was. */
+    in_torch(1, G1, 2, 5, CCS_TC_ALL_REDUCE, CCS_TC_NONE, 1100, 41);
+    ngot = 0;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(T.block_ms), 1);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "at different calls (4 to 5)"));
+    /* Two calls ahead: rank 1 left a call rank 0 never reached. */
+    in_torch(1, G1, 2, 6, CCS_TC_ALL_REDUCE, CCS_TC_ALL_REDUCE, 1100, 41);
+    ngot = 0;
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(T.block_ms), 1);
+    ck_assert_ptr_nonnull(strstr(got[0].line, "at different calls (4 to 6)"));
+}
+END_TEST
+
+START_TEST(torch_calls_that_may_complete_are_no_desync)
+{
+    two_ranks();
+    /* One collective spelled two ways (all_gather, all_gather_into_tensor). */
+    in_torch(0, G1, 2, 4, CCS_TC_ALL_GATHER, CCS_TC_NONE, 3000, 38);
+    in_torch(1, G1, 2, 4, CCS_TC_ALL_GATHER_INTO_TENSOR, CCS_TC_NONE, 3000, 40);
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(3 * T.block_ms), 0);
+    /* Different kinds, one rank in its call below the block threshold (it
+     * may have entered it a moment ago, its status newer). */
+    in_torch(1, G1, 2, 4, CCS_TC_GATHER, CCS_TC_NONE, 900, 40);
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(3 * T.block_ms), 0);
+    /* Different groups: rank 0 waits in group G1, rank 1 in G2, each for a
+     * third member (a group of 3) that is slow: never compared. */
+    reset();
+    ptr[3] = NULL;
+    in_torch(0, G1, 2, 1, CCS_TC_ALL_REDUCE, CCS_TC_NONE, 3000, 38);
+    in_torch(1, G2, 2, 1, CCS_TC_BROADCAST, CCS_TC_NONE, 3000, 40);
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(3 * T.block_ms), 0);
+    /* A member not in the group's call (computing, or in an intercepted
+     * one): the group is not whole, the other rules judge. */
+    reset();
+    ptr[3] = NULL;
+    in_torch(0, G1, 3, 4, CCS_TC_ALL_REDUCE, CCS_TC_NONE, 3000, 38);
+    in_torch(1, G1, 3, 4, CCS_TC_GATHER, CCS_TC_NONE, 3000, 40);
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(3 * T.block_ms), 0);
+    /* A call without an identity (another thread's, or the helper's own
+     * averaging) is never compared. */
+    two_ranks();
+    in_torch(0, G1, 2, 4, CCS_TC_ALL_REDUCE, CCS_TC_NONE, 3000, 38);
+    in_torch(1, 0, 2, 0, CCS_TC_NONE, CCS_TC_NONE, 3000, 40);
+    ck_assert_int_eq(run(0), 0);
+    ck_assert_int_eq(run(3 * T.block_ms), 0);
+}
+END_TEST
+
+START_TEST(torch_call_identity_is_checked)
+{
+    char why[200];
+    two_ranks();
+    in_torch(0, G1, 2, 4, CCS_TC_ALL_REDUCE, CCS_TC_GATHER, 10, 38);
+    ck_assert_int_eq(ccs_dsx_check_status(&st[0], NR, why, sizeof why), 0);
+    st[0].foreign_kind = CCS_TC_LIMIT;
+    ck_assert_int_eq(ccs_dsx_check_status(&st[0], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "torch.distributed call kind 26 is not a known kind (0..25)");
+    st[0].foreign_kind = CCS_TC_ALL_REDUCE;
+    st[0].foreign_prev = 300;
+    ck_assert_int_eq(ccs_dsx_check_status(&st[0], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "torch.distributed call kind 300 is not a known kind (0..25)");
+    st[0].foreign_prev = CCS_TC_NONE;
+    st[0].foreign_gseq = CCS_DSX_MAX_SEQ + 1;
+    ck_assert_int_eq(ccs_dsx_check_status(&st[0], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "torch.distributed call seq 281474976710657 beyond 281474976710656");
+    st[0].foreign_gseq = 4;
+    st[0].foreign_group = 0;
+    ck_assert_int_eq(ccs_dsx_check_status(&st[0], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "identity of the call not intercepted incomplete: seq 4, kind 1, and its group must all "
+                          "be nonzero");
+    st[0].foreign_group = G1;
+    st[0].foreign_kind = CCS_TC_NONE;
+    ck_assert_int_eq(ccs_dsx_check_status(&st[0], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "identity of the call not intercepted incomplete: seq 4, kind 0, and its group must all "
+                          "be nonzero");
+    st[0].foreign_kind = CCS_TC_BARRIER;
+    st[0].foreign_ms = 0;
+    st[0].foreign[0] = 0;
+    ck_assert_int_eq(ccs_dsx_check_status(&st[0], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "identity of a call not intercepted (seq 4, kind 25) while in none");
+    in_torch(0, G1, 2, 1, CCS_TC_ALL_REDUCE, CCS_TC_GATHER, 10, 38);
+    ck_assert_int_eq(ccs_dsx_check_status(&st[0], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "the first call on its group (seq 1) names a call before it, of kind 21");
+    in_torch(0, G1, 2, 1, CCS_TC_ALL_REDUCE, CCS_TC_NONE, 10, 38);
+    st[0].foreign_pad = 7;
+    ck_assert_int_eq(ccs_dsx_check_status(&st[0], NR, why, sizeof why), -1);
+    ck_assert_str_eq(why, "reserved word after the call's kinds is 7, expected 0");
+}
+END_TEST
+
 START_TEST(chain_to_a_computing_rank_is_healthy)
 {
     reset();
@@ -1661,6 +1831,10 @@ static Suite *suite(void)
     tcase_add_test(t, foreign_call_below_the_threshold_is_no_desync);
     tcase_add_test(t, foreign_call_beside_a_computing_rank_is_no_desync);
     tcase_add_test(t, foreign_calls_as_many_as_their_group_are_no_desync);
+    tcase_add_test(t, torch_calls_of_different_kinds_at_one_seq_are_a_desync);
+    tcase_add_test(t, torch_calls_at_different_seqs_are_a_desync_unless_matched);
+    tcase_add_test(t, torch_calls_that_may_complete_are_no_desync);
+    tcase_add_test(t, torch_call_identity_is_checked);
     tcase_add_test(t, foreign_call_fields_are_checked);
     tcase_add_test(t, chain_to_a_computing_rank_is_healthy);
     tcase_add_test(t, cross_comm_deadlock);

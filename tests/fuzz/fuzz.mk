@@ -51,7 +51,7 @@ FUZZ_DSX_SRCS = $(FUZZ_CORE_H) tests/fuzz/fuzz_dsx.h tests/fuzz/fuzz_log.c src/d
 	src/desync/desync_conn.h src/desync/desync_auth.c src/desync/desync_auth.h src/desync/desync_proto.c \
 	src/desync/desync_proto.h src/desync/desync_rules.c src/desync/desync_rules.h src/desync/desync_rules_ctx.h \
 	src/desync/desync_rules_ctx.c \
-	src/desync/desync_rule_mismatch.c src/desync/desync_rule_boundary.c src/desync/desync_rule_blocked.c \
+	src/desync/desync_rule_mismatch.c src/desync/desync_rule_boundary.c src/desync/desync_rule_blocked.c src/desync/desync_rule_foreign.c \
 	src/desync/desync_seen.c src/desync/desync_search.c \
 	src/desync/desync_search.h src/desync/desync_tcp.h src/desync/desync_agg.c src/desync/desync_agg.h \
 	src/core/names.c src/core/clock.c src/core/fingerprint.c \

@@ -6,12 +6,14 @@
  * read from shared memory, and an AGG payload (the tree's fold of a group,
  * src/desync/desync_agg.c) as the root would read it.  The first byte
  * picks the world size (1..256).  A status that decodes must re-encode,
- * and decode again from that; an AGG frame that decodes must re-encode
+ * and decode again from that, and the identity of a torch.distributed call
+ * it names (foreign_*) be whole; an AGG frame that decodes must re-encode
  * and decode alike, and the fold of its listed statuses (valid ones) must
  * be a frame the decoder accepts.
  * fuzz_dsx_coord.c and fuzz_dsx_client.c drive the same decoders through
  * the handshake and sealed frames.
  */
+#include "ccs_kinds.h"
 #include "desync_agg.h"
 #include "desync_proto.h"
 #include "fuzz_common.h"
@@ -88,6 +90,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              * announced, and that decodes again.  (Not to the same bytes:
              * the encoder sends the call-site texts only when they are
              * wanted, the decoder takes them whenever flagged.) */
+            /* A torch.distributed call's identity that passed is whole,
+             * of kinds the rules can compare and name. */
+            if (st->foreign_gseq &&
+                (!st->foreign_group || !st->foreign_ms || ccs_torch_call_name(st->foreign_kind)[0] == '?' ||
+                 !ccs_torch_call_name(st->foreign_kind)[0] || ccs_torch_call_name(st->foreign_prev)[0] == '?'))
+                abort();
             size_t need = ccs_dsx_encoded_size(st);
             unsigned char *buf = malloc(need);
             struct ccs_dsx_status *again = malloc(sizeof *again);

@@ -5,9 +5,10 @@
  *   fuzz_seeds DIR      writes DIR/<target>/seed-* (tests/fuzz/corpus is
  *                       what it wrote, committed; regress-* there are
  *                       inputs that once found a bug, kept by hand)
- * Traces: version 2 and version 1, every chunk type (META, COMM, MODULE,
- * SITE with symbol names, RECORDS, END, EXT, PYSITE, and in version 2
- * INFLIGHT with an END of signal 15), whole and cut.
+ * Traces: versions 3, 2 and 1, every chunk type (META, COMM, MODULE, SITE
+ * with symbol names, RECORDS, END, EXT, PYSITE, and from version 2
+ * INFLIGHT with an END of signal 15; in version 3 a torch.distributed
+ * group and the torch helper's records on it), whole and cut.
  * Side channel: statuses, verdicts, the handshake and sealed frames in
  * the input formats of fuzz_dsx_*.c.  Settings: every CCSHIM_* row with
  * good and bad values.  --expect rules.
@@ -107,6 +108,11 @@ static void trace(const char *name, unsigned version, int pysite, size_t cut)
     struct ccs_trace_comm c2 = c;
     c2.id = 0x2222, c2.parent = 0x1111, c2.how = CCS_KIND_ALLREDUCE, c2.color = 3;
     chunk(&b, CCS_CHUNK_COMM, &c2, sizeof c2);
+    if (version >= 3) { /* a torch.distributed group, for the torch helper's records */
+        struct ccs_trace_comm c3 = c;
+        c3.id = 0x3333, c3.handle = 0, c3.backend = CCS_BE_TORCH, c3.how = CCS_KIND_COMM_INIT;
+        chunk(&b, CCS_CHUNK_COMM, &c3, sizeof c3);
+    }
     {
         unsigned char mb[256];
         const char path[] = "/usr/lib/x86_64-linux-gnu/libmpi.so.40";
@@ -184,6 +190,18 @@ static void trace(const char *name, unsigned version, int pysite, size_t cut)
                                .flags = CCS_F_NONBLOCKING,
                                .backend = CCS_BE_MPI};
         memcpy(rb + nr++ * rsize, &g, rsize);
+        if (version >= 3) { /* an all_gather_object on gloo, as the torch helper records it */
+            struct ccs_record t = {.comm = 0x3333,
+                                   .t_start = 1000 * seq + 1,
+                                   .t_dur = 500,
+                                   .step = step,
+                                   .root = -1,
+                                   .kind = CCS_KIND_ALLGATHER,
+                                   .backend = CCS_BE_TORCH,
+                                   .sig = CCS_TC_ALL_GATHER_OBJECT,
+                                   .pysite = pysite ? 1 : 0};
+            memcpy(rb + nr++ * rsize, &t, rsize);
+        }
         struct ccs_record m = {.t_start = 1000 * seq + 1, .step = step + 1, .root = -1, .kind = CCS_KIND_STEP};
         memcpy(rb + nr++ * rsize, &m, rsize);
     }
@@ -310,6 +328,32 @@ static size_t agg(unsigned char *out, size_t cap, int n, int blocked)
     return ccs_dsx_agg_encode(&a, sp, listed, NULL, NULL, out, cap);
 }
 
+/* A STATUS payload of the four ranks, none blocked in an intercepted call,
+ * each inside a torch.distributed call of one group of 4 at its call 7
+ * (ccshim_foreign_call): rank 2 in a gather, the others in an all_reduce
+ * (desync_rule_foreign.c's DESYNC). */
+static size_t torch_statuses(unsigned char *out, size_t cap)
+{
+    struct ccs_dsx_status st;
+    uint32_t cnt = WSIZE;
+    memcpy(out, &cnt, 4);
+    size_t o = 4;
+    for (int r = 0; r < WSIZE; r++) {
+        status(&st, r, 0, CCS_KIND_ALLREDUCE);
+        unsigned k = r == 2 ? CCS_TC_GATHER : CCS_TC_ALL_REDUCE;
+        snprintf(st.foreign, sizeof st.foreign, "torch.distributed.%s (gloo) at train.py:%d in main",
+                 ccs_torch_call_name(k), 40 + r);
+        st.foreign_ms = 5000;
+        st.foreign_size = WSIZE;
+        st.foreign_group = 0xa1;
+        st.foreign_gseq = 7;
+        st.foreign_kind = (uint16_t)k;
+        st.foreign_prev = CCS_TC_ALL_REDUCE;
+        o += encode(&st, out + o, cap - o);
+    }
+    return o;
+}
+
 static void verdict(struct ccs_dsx_verdict *v)
 {
     memset(v, 0, sizeof *v);
@@ -367,6 +411,8 @@ static void dsx_seeds(void)
     put("fuzz_dsx_proto", "seed-statuses-blocked", b.b, b.n);
     b.n = 0, add8(&b, ws), n = statuses(p, sizeof p, 2, 0), add(&b, p, n);
     put("fuzz_dsx_proto", "seed-statuses-idle", b.b, b.n);
+    b.n = 0, add8(&b, ws), n = torch_statuses(p, sizeof p), add(&b, p, n);
+    put("fuzz_dsx_proto", "seed-statuses-torch", b.b, b.n);
     b.n = 0, add8(&b, ws), verdict(&v), add(&b, &v, sizeof v);
     put("fuzz_dsx_proto", "seed-verdict", b.b, b.n);
     b.n = 0, add8(&b, ws), status(&st, 1, 1, CCS_KIND_ALLREDUCE), add(&b, &st, sizeof st);
@@ -382,6 +428,9 @@ static void dsx_seeds(void)
     b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 1);
     n = statuses(p, sizeof p, 4, 1), frame(&b, CCS_DSX_M_STATUS, p, n);
     put("fuzz_dsx_coord", "seed-sealed-statuses-mismatch", b.b, b.n);
+    b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 1);
+    n = torch_statuses(p, sizeof p), frame(&b, CCS_DSX_M_STATUS, p, n);
+    put("fuzz_dsx_coord", "seed-sealed-statuses-torch", b.b, b.n);
     b.n = 0, add8(&b, 2), add8(&b, ws), add8(&b, 0);
     n = statuses(p, sizeof p, 1, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
     n = statuses(p, sizeof p, 1, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
@@ -553,6 +602,7 @@ int main(int argc, char **argv)
         perror(top);
         return 1;
     }
+    trace("seed-v3-all-chunks", 3, 1, 0);
     trace("seed-v2-all-chunks", 2, 1, 0);
     trace("seed-v1-all-chunks", 1, 0, 0);
     trace("seed-v1-with-pysite-chunk", 1, 1, 0);

@@ -14,7 +14,7 @@ of its comm hook calls is printed as the report printed it, and an SGD step
 follows every backward (ccshim-run --torch marks it).
 
   mpirun -np 2 ccshim-run --torch -- python report_job.py [--steps 3] [--dim 4[,32]]
-      [--plain-rank R] [--short-last] [--gather-loss]
+      [--plain-rank R] [--short-last] [--gather-loss] [--metric-rank R|all]
 
 The hand-written loop of issue 41: --plain-rank R trains rank R with a plain
 in-batch loss instead (both columns embedded with gradients, one backward:
@@ -25,7 +25,10 @@ one reduction per step where the others make 2 * BATCH / MINIBATCH);
 intercept), as the Trainer's own store_flos does.  (Not after every step: a
 rank in it then meets the other's DDP bucket rebuild, a gloo broadcast inside
 DDP's forward that no helper names, and both wait in gloo, beyond what
-ccshim can tell apart.)
+ccshim can tell apart.)  --metric-rank R: after every step each rank
+all-reduces its loss over gloo (a metric), except rank R, which gathers it
+to rank 0 instead (dist.gather): each waits in a different collective of
+the default group, forever; --metric-rank all: every rank all-reduces it.
 """
 import argparse
 import os
@@ -53,6 +56,8 @@ def main():
                     help="every rank's last batch is one mini-batch shorter")
     ap.add_argument("--gather-loss", action="store_true",
                     help="all_gather_object of the last loss after training (gloo)")
+    ap.add_argument("--metric-rank", default="",
+                    help="a gloo all_reduce of the loss after every step, a gather on rank R ('all': none)")
     ap.add_argument("--save", default="")
     ap.add_argument("--ref", default="")
     a = ap.parse_args()
@@ -118,6 +123,13 @@ def main():
                 loss = loss_fn([anchors, positives])
             loss.backward()
             opt.step()
+            if a.metric_rank:
+                import torch.distributed as dist
+                metric = loss.detach().reshape(1).clone()
+                if a.metric_rank != "all" and rank == int(a.metric_rank):
+                    dist.gather(metric, dst=0)  # the metric gathered
+                else:
+                    dist.all_reduce(metric)  # the metric all-reduced
             per_step.append(sum(rs_common.hook_calls.values()))
             step += 1
     if a.gather_loss:

@@ -18,9 +18,14 @@
 #    rank 1 trains with a plain loss, and training ends in a gloo
 #    all_gather_object of the losses.  Healthy: every rank's last batch one
 #    mini-batch short (coalescing repairs that step after the ranks agreed).
+#    And the loop with a metric after every step over gloo (--metric-rank):
+#    rank 1 gathers it (dist.gather) where rank 0 all-reduces it, both in the
+#    default group's first call: a DESYNC naming both calls and lines (the
+#    torch helper's numbering of gloo calls, docs/desync.md).  Healthy: every
+#    rank all-reduces it.
 . "$top_srcdir/tests/realstack/lib.sh"
 rs_require
-tap_plan 12
+tap_plan 14
 RS_LIMIT=120
 # latency NAME: seconds from NAME's first verdict to END, the job's end
 latency() {
@@ -100,4 +105,11 @@ tap_eq "... the short last step repaired once, after the ranks agreed, on each r
     "$(grep -c '^ccshim_torch\[0\]: step 5: .*averaged the gradients' "$CCS_TMP/loopok.err") $(grep -c '^ccshim_torch\[1\]: step 5: .*averaged the gradients' "$CCS_TMP/loopok.err")"
 tap_eq "... coalescing learned the step and deferred before the short step (some all-reduces answered locally)" 1 \
     "$(grep -cE '^ccshim\[0@[^]]*\]: coalescing: [1-9][0-9]* all-reduces answered locally' "$CCS_TMP/loopok.err")"
+MFRN='rank 0 in torch.distributed.all_reduce \(gloo\) at rs_common.py:[0-9]+ in counting_all_reduce \(call 1\) for [0-9.]+ s; rank 1 in torch.distributed.gather \(gloo\) at report_job.py:[0-9]+ in main \(call 1\) for [0-9.]+ s: different collectives at the group.s call 1'
+rs metric 2 --on-desync abort -- report_job.py $LJ --metric-rank 1
+rc=$?; end=$(date +%s.%N)
+tap_eq "the hand-written loop with a gloo metric every step, rank 1 gathering it where rank 0 all-reduces it: DESYNC naming both calls and lines, exit 3 within 10 s" \
+    "1 1" "$(names_both metric "$MFRN") $(ended metric $rc)"
+rs metricok 2 --on-desync abort -- report_job.py $LJ --metric-rank all
+tap_eq "... every rank all-reducing it: runs, no verdict" "0 0" "$? $(quiet metricok)"
 tap_done

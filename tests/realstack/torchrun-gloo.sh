@@ -14,7 +14,7 @@ rs_require
 tap_plan 7
 JOB=$RS_DIR/gloo_job.py
 GUESS="warning: no collective of this PyTorch job reached ccshim: ccshim intercepts MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl backend), not torch.distributed's gloo (its CPU backend), so nothing was recorded, checked for desync or coalesced"
-NAMED="warning: this job's torch.distributed process group runs on gloo, which ccshim does not intercept: no collective reached ccshim, so nothing was recorded, checked for desync or coalesced; ccshim covers MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl backend)"
+NAMED="warning: this job's torch.distributed process group runs on gloo, which ccshim does not intercept: no collective reached ccshim, so nothing was recorded, checked for desync or coalesced but what the torch helper sees of torch.distributed's Python API (its calls counted, the one a rank waits in named); ccshim covers MPI (mpi4py, torch's mpi backend) and NCCL (torch's nccl backend)"
 # trun NAME [ccshim-run options]: torchrun --nproc-per-node 2 under ccshim-run, traces in NAME.tr
 trun() {
     local name=$1
@@ -42,15 +42,18 @@ tap_eq "... the audit: 'no collectives recorded' (a PyTorch job, the traces of b
 trun torch --torch --coalesce auto
 tap_eq "--torch --coalesce auto: runs; the helper names gloo: one line at the end, from rank 0; no other says it" \
     "0 0:1 " "$? $(lines torch "$NAMED")"
-tap_eq "... the audit: 5 steps from the step marks, 'no collectives recorded' naming gloo, no all-clear" \
-    "1 1 0" "$(audit torch | grep -c '^steps: from step markers, 5 steps$') $(has torch "1. [warning] no collectives recorded: the job's torch.distributed process group runs on gloo, which ccshim does not intercept") $(has torch 'none: every rank made the same calls')"
+# (6 steps: the job's barrier after its 5 marked steps, which the torch
+# helper counts, is in step 5; with the helper's own all_gather of step 0
+# under --coalesce auto, 2 calls per rank.)
+tap_eq "... the audit: 6 steps from the step marks, 'no collectives recorded' naming gloo, the barrier and the helper's all_gather counted, no all-clear" \
+    "1 1 1 0" "$(audit torch | grep -c '^steps: from step markers, 6 steps$') $(has torch "1. [warning] no collectives recorded: the job's torch.distributed process group runs on gloo, which ccshim does not intercept") $(has torch '4 torch.distributed calls counted by the torch helper (kinds and steps only)') $(has torch 'none: every rank made the same calls')"
 tap_eq "... the traces record it: uncovered=gloo in both" \
     "2" "$(cat "$CCS_TMP"/torch.tr/*.cctrace | tr '\0' '\n' | grep -c '^uncovered=gloo$')"
 
 # gloo for the set-up, DDP's buckets through MPI (the tests' comm hook)
 ddp hooked 2 --coalesce off -- --batch 16 --minibatch 4 --steps 3
 tap_eq "gloo set-up, buckets through MPI: runs; one note from rank 0 that gloo's collectives were not recorded" \
-    "0 0:1 " "$? $(lines hooked "this job's torch.distributed process group runs on gloo, which ccshim does not intercept: its collectives were not recorded, checked for desync or coalesced, only those through MPI and NCCL")"
+    "0 0:1 " "$? $(lines hooked "this job's torch.distributed process group runs on gloo, which ccshim does not intercept: its collectives were not recorded, checked for desync or coalesced, only those through MPI and NCCL (the torch helper counts the calls of torch.distributed's Python API in the trace, and names the one a rank waits in)")"
 tap_eq "... the audit: an info finding saying so, the MPI all-reduces counted" \
     "1 0" "$(has hooked "[info] only the collectives through MPI and NCCL were recorded: the job's torch.distributed process group runs on gloo, which ccshim does not intercept") $(has hooked 'none: every rank made the same calls')"
 tap_done

@@ -38,6 +38,8 @@ tap_eq "... the audit: 'no collectives recorded' (both traces say why), no all-c
 pair torch --torch
 tap_eq "--torch: runs; one line from rank 0 naming gloo" \
     "0 0:1 " "$? $(lines torch "warning: this job's torch.distributed process group runs on gloo, which ccshim does not intercept: no collective reached ccshim")"
-tap_eq "... the audit: 5 steps from the step marks, 'no collectives recorded' naming gloo, no all-clear" \
-    "1 1 0" "$(has torch 'steps: from step markers, 5 steps') $(has torch "1. [warning] no collectives recorded: the job's torch.distributed process group runs on gloo") $(has torch 'none: every rank made the same calls')"
+# (6 steps: the job's barrier after its 5 marked steps, which the torch
+# helper counts, is in step 5.)
+tap_eq "... the audit: 6 steps from the step marks, 'no collectives recorded' naming gloo, the barrier counted, no all-clear" \
+    "1 1 1 0" "$(has torch 'steps: from step markers, 6 steps') $(has torch "1. [warning] no collectives recorded: the job's torch.distributed process group runs on gloo") $(has torch '2 torch.distributed calls counted by the torch helper (kinds and steps only)') $(has torch 'none: every rank made the same calls')"
 tap_done

@@ -4,8 +4,8 @@
 # times it.
 TORCH_TESTS = tests/torch/ddp-auto.sh tests/torch/ddp-repair.sh tests/torch/ddp-desync.sh tests/torch/ddp-skip.sh \
 	tests/torch/gloo-uncovered.sh tests/torch/gloo-blocked.sh tests/torch/ddp-unused-once.sh \
-	tests/torch/ddp-warning.sh
+	tests/torch/ddp-warning.sh tests/torch/gloo-calls.sh tests/torch/gloo-audit.sh
 TESTS += $(TORCH_TESTS)
 dist_check_SCRIPTS += $(TORCH_TESTS)
 EXTRA_DIST += tests/torch/lib.sh tests/torch/ddp_job.py tests/torch/foreign_job.py tests/torch/warn_job.py \
-	tests/torch/gloo_group.py
+	tests/torch/gloo_group.py tests/torch/gloo_calls_job.py

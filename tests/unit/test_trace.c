@@ -235,7 +235,7 @@ START_TEST(pysite_round_trip)
     char err[512];
     struct ccs_trace_reader *r = ccs_trace_open(ccs_writer_path(), err, sizeof err);
     ck_assert_msg(r != NULL, "%s", err);
-    ck_assert_uint_eq(ccs_trace_hdr(r)->version, 2);
+    ck_assert_uint_eq(ccs_trace_hdr(r)->version, CCS_TRACE_VERSION);
     struct ccs_item it;
     char texts[3][64] = {"", "", ""};
     uint32_t got[8];
@@ -258,6 +258,49 @@ START_TEST(pysite_round_trip)
     uint32_t want[7] = {0, 1, 2, 2, 0, 1, 0};
     for (int i = 0; i < 7; i++)
         ck_assert_msg(got[i] == want[i], "record %d: pysite %u, expected %u", i, got[i], want[i]);
+    ccs_trace_close(r);
+}
+END_TEST
+
+/* A version-2 trace (before the torch helper's records of backend
+ * torch.distributed, version 3) still reads: its records are today's. */
+START_TEST(reads_version_2)
+{
+    char p[300], err[512];
+    make_dir();
+    snprintf(p, sizeof p, "%s/v2.cctrace", dir);
+    struct ccs_record rec = {
+        .seq = 3, .comm = 9, .kind = CCS_KIND_BCAST, .root = 0, .pysite = 0, .backend = CCS_BE_MPI};
+    struct ccs_trace_header h = {.version = 2,
+                                 .byteorder = CCS_TRACE_BYTEORDER,
+                                 .header_size = sizeof h,
+                                 .record_size = sizeof rec,
+                                 .rank = 0,
+                                 .size = 1};
+    memcpy(h.magic, CCS_TRACE_MAGIC, 8);
+    struct ccs_chunk c = {.type = CCS_CHUNK_RECORDS, .length = sizeof rec},
+                     e = {.type = CCS_CHUNK_END, .length = sizeof(struct ccs_trace_end)};
+    struct ccs_trace_end end = {.records = 1};
+    unsigned char v2[sizeof h + 2 * sizeof c + sizeof rec + sizeof end];
+    size_t o = 0;
+    memcpy(v2 + o, &h, sizeof h), o += sizeof h;
+    memcpy(v2 + o, &c, sizeof c), o += sizeof c;
+    memcpy(v2 + o, &rec, sizeof rec), o += sizeof rec;
+    memcpy(v2 + o, &e, sizeof e), o += sizeof e;
+    memcpy(v2 + o, &end, sizeof end), o += sizeof end;
+    write_bytes(p, v2, sizeof v2);
+    struct ccs_trace_reader *r = ccs_trace_open(p, err, sizeof err);
+    ck_assert_msg(r != NULL, "%s", err);
+    struct ccs_item it;
+    ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 1);
+    ck_assert_int_eq(it.type, CCS_ITEM_RECORD);
+    ck_assert_uint_eq(it.u.record.seq, 3);
+    ck_assert_uint_eq(it.u.record.kind, CCS_KIND_BCAST);
+    ck_assert_uint_eq(it.u.record.backend, CCS_BE_MPI);
+    ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 1);
+    ck_assert_int_eq(it.type, CCS_ITEM_END);
+    ck_assert_int_eq(ccs_trace_next(r, &it, err, sizeof err), 0);
+    ck_assert_int_eq(ccs_trace_truncated(r), 0);
     ccs_trace_close(r);
 }
 END_TEST
@@ -354,6 +397,7 @@ static Suite *suite(void)
     tcase_add_test(t, unwritable_dir_turns_tracing_off);
     tcase_add_test(t, pysite_round_trip);
     tcase_add_test(t, reads_version_1);
+    tcase_add_test(t, reads_version_2);
     suite_add_tcase(s, t);
     return s;
 }

@@ -145,6 +145,7 @@ static void note_progress(struct audit *a, struct audit_file *f, const struct cc
 {
     f->records++;
     f->collectives += ccs_kind_class(r->kind) == CCS_CLASS_COLL;
+    f->torch_calls += r->backend == CCS_BE_TORCH;
     if (step > f->last_step)
         f->last_step = step;
     if (step > a->max_step)

@@ -16,7 +16,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define AUDIT_JSON_VERSION 1
+/* --json's "version" (docs/audit.md, "--json"): 2 added the finding kind
+ * step-structure, which a reader of version 1 does not know. */
+#define AUDIT_JSON_VERSION 2
 
 /* How the steps were found. */
 enum audit_step_source { STEPS_NONE = 0, STEPS_MARKERS, STEPS_INFERRED };
@@ -42,6 +44,8 @@ struct audit_file {
     uint64_t start_realtime_ns;
     uint64_t records;     /* records read */
     uint64_t collectives; /* of them, collectives (CCS_CLASS_COLL) */
+    uint64_t
+        torch_calls; /* of them, torch.distributed calls the torch helper counted (backend torch.distributed) */
     int has_end;
     struct ccs_trace_end end; /* valid when has_end */
     uint64_t coll_ns, wait_ns; /* time in its calls, and of it waiting (timing.c) */

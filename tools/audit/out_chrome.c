@@ -109,6 +109,8 @@ static void write_event(struct chrome_out *c, const struct ccs_record *r, uint32
             ts, (double)r->t_dur / 1e3, c->tid, r->seq, r->comm, r->bytes, r->count, ccs_dtype_name(r->dtype),
             ccs_op_name(r->op), (int)r->root, step, (r->flags & CCS_F_DEFERRED) ? "true" : "false");
     json_str(c->f, site ? site : "");
+    if (r->backend == CCS_BE_TORCH) /* the torch helper's record: the function the job called */
+        fprintf(c->f, ",\"torch_call\":\"%s\"", ccs_torch_call_name(r->sig));
     fputs("}}", c->f);
 }
 

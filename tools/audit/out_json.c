@@ -112,7 +112,9 @@ static void steps(struct audit *a, FILE *f)
             int first_comm = 1;
             while (i < n && v[i]->k.step == step && v[i]->k.rank == rank) {
                 uint64_t comm = v[i]->k.comm;
-                fprintf(f, "%s{\"comm\":\"%016" PRIx64 "\",\"calls\":[", first_comm ? "" : ",", comm);
+                const struct audit_comm *ac = audit_comm_get(a, comm, 0);
+                fprintf(f, "%s{\"comm\":\"%016" PRIx64 "\",\"backend\":\"%s\",\"calls\":[", first_comm ? "" : ",",
+                        comm, ccs_backend_name(ac ? ac->backend : CCS_BE_NONE));
                 first_comm = 0;
                 int first_call = 1;
                 while (i < n && v[i]->k.step == step && v[i]->k.rank == rank && v[i]->k.comm == comm) {

@@ -13,11 +13,13 @@ void out_tsv(struct audit *a, FILE *f)
 {
     size_t n;
     struct audit_cell **v = audit_sorted_cells(a, &n);
-    fprintf(f, "#step\trank\tcomm\tkind\tcount\tbytes\tdeferred\ttime_ns\n");
+    fprintf(f, "#step\trank\tcomm\tkind\tcount\tbytes\tdeferred\ttime_ns\tbackend\n");
     for (size_t i = 0; i < n; i++) {
         const struct audit_cell *c = v[i];
-        fprintf(f, "%u\t%d\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%" PRIu64 "\t%u\t%" PRIu64 "\n", c->k.step,
-                (int)c->k.rank, c->k.comm, ccs_kind_name(c->k.kind), c->count, c->bytes, c->k.deferred, c->time_ns);
+        const struct audit_comm *ac = audit_comm_get(a, c->k.comm, 0);
+        fprintf(f, "%u\t%d\t%016" PRIx64 "\t%s\t%" PRIu64 "\t%" PRIu64 "\t%u\t%" PRIu64 "\t%s\n", c->k.step,
+                (int)c->k.rank, c->k.comm, ccs_kind_name(c->k.kind), c->count, c->bytes, c->k.deferred, c->time_ns,
+                ccs_backend_name(ac ? ac->backend : CCS_BE_NONE));
     }
     free(v);
 }

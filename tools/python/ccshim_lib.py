@@ -40,6 +40,8 @@ _SIGNATURES = (
     ("ccshim_annotate", _u32, [_str]),
     ("ccshim_annotate_word", _ptr, []),
     ("ccshim_foreign_begin", None, [_str, _int]),
+    ("ccshim_foreign_call", None, [_str, _u64, _int, _int, _u64, _str, _str]),
+    ("ccshim_foreign_issued", None, [_u64, _int, _int, _str]),
     ("ccshim_foreign_end", None, []),
 )
 

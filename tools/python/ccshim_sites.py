@@ -14,7 +14,14 @@ install() wraps
     backend ccshim does not intercept (gloo), the rank says it is inside it
     (ccshim_foreign_begin/end, "torch.distributed.all_gather (gloo) at
     trainer.py:12 in main"): desync detection then names a rank blocked
-    there, not one computing (docs/desync.md).
+    there, not one computing (docs/desync.md).  The job's main thread's
+    collectives are numbered per process group (as the user wrote them:
+    all_gather_object is one call, not the two all_gathers inside it), and
+    a blocking one is given to ccshim with its group, number and kind
+    (ccshim_foreign_call), so that ranks blocked in different calls of one
+    group are told apart; ccshim records each such call the job wrote, on
+    any thread (ccshim_foreign_call's end, ccshim_foreign_issued for
+    async_op=True), for ccshim-audit to count (backend torch.distributed).
 
   * with `ccshim-run --python` (or --torch), the methods of mpi4py's
     communicators that issue MPI calls (collectives, point-to-point,
@@ -35,10 +42,12 @@ and 2.x, and mpi4py 3.1.
 """
 import ctypes
 import functools
+import hashlib
 import ccshim_imports
 import ccshim_lib
 import os
 import sys
+import threading
 
 __all__ = ["install", "annotated"]
 
@@ -61,10 +70,15 @@ _POINT_TO_POINT = ("send", "recv", "isend", "irecv", "batch_isend_irecv")
 _INTERCEPTED = ("nccl", "mpi")
 
 _installed = False
-_lib = None  # (annotate, the current-site word, foreign_begin, foreign_end) of the preloaded libccshim
+_lib = None  # (annotate, the current-site word, foreign_begin, foreign_end, foreign_call) of the preloaded libccshim
 _ids = {}  # (code object, line) -> interned id
 _texts = {}  # interned id -> its text
 _skip_dirs = ()  # frames in these directories are not the caller's
+_tls = threading.local()  # .depth: torch.distributed calls this thread is inside
+# id(process group) -> [the group, its identity, collectives counted, the
+# last one's name, still numbered, this rank in it, its size]: the job's main
+# thread's collectives on it
+_groups = {}
 
 
 def _warn(msg):
@@ -72,8 +86,9 @@ def _warn(msg):
 
 
 def _library():
-    """(ccshim_annotate, the current-site word, foreign_begin, foreign_end) of
-    the preloaded libccshim (the last two None when it lacks them), or None."""
+    """(ccshim_annotate, the current-site word, foreign_begin, foreign_end,
+    foreign_call) of the preloaded libccshim (the last three None when it
+    lacks them), or None."""
     global _lib
     if _lib is None:
         f = ccshim_lib.functions()
@@ -83,8 +98,9 @@ def _library():
         begin, end = f.get("ccshim_foreign_begin"), f.get("ccshim_foreign_end")
         if begin is None or end is None:
             begin = end = None
+        call = f.get("ccshim_foreign_call") if begin is not None else None
         # Setting the site is then one store, not a foreign call (ccshim.h).
-        _lib = (annotate, ctypes.c_uint32.from_address(word()), begin, end)
+        _lib = (annotate, ctypes.c_uint32.from_address(word()), begin, end, call)
     return _lib
 
 
@@ -109,28 +125,85 @@ def _site_id(depth):
     return i
 
 
+def _group_arg(dist, args, kwargs):
+    """The process group a torch.distributed call was given (None: the default)."""
+    group = kwargs.get("group")
+    if group is None:
+        # the positional group of the common signatures
+        pg = getattr(dist, "ProcessGroup", None)
+        for a in args:
+            if pg is not None and isinstance(a, pg):
+                return a
+    return group
+
+
 def _foreign_name(name, args, kwargs):
     """b"torch.distributed.NAME (BACKEND)" and its group's size when the call
-    blocks on a backend ccshim does not intercept, else None."""
-    if kwargs.get("async_op"):
-        return None  # returns at once; the wait is elsewhere
+    runs on a backend ccshim does not intercept, else None."""
     dist = sys.modules.get("torch.distributed")
     try:
-        group = kwargs.get("group")
-        if group is None:
-            # the positional group of the common signatures
-            pg = getattr(dist, "ProcessGroup", None)
-            for a in args:
-                if pg is not None and isinstance(a, pg):
-                    group = a
-                    break
+        group = _group_arg(dist, args, kwargs)
         backend = str(dist.get_backend(group)).lower()
         size = dist.get_world_size(group)
     except Exception:
         return None  # no process group (yet): the call fails by itself
-    if backend in _INTERCEPTED:
+    # "cpu:gloo,cuda:nccl": a device's tensors may go through an intercepted
+    # backend, where they are recorded and compared already (as
+    # ccshim_torch.uncovered_backend reads it).
+    names = [part.split(":")[-1].strip() for part in backend.split(",")]
+    names = [n for n in names if n]
+    if not names or any(n in _INTERCEPTED for n in names):
         return None
-    return ("torch.distributed.%s (%s)" % (name, backend)).encode("ascii", "replace"), size
+    return ("torch.distributed.%s (%s)" % (name, names[0])).encode("ascii", "replace"), size
+
+
+def _group_state(dist, group):
+    """The _groups entry of GROUP (None: the default group), made on first
+    sight; None when this rank is not a member or there is no process group.
+    Its identity is the same on every member: a hash of torch's name for the
+    group (given alike to every member, in creation order) and its global
+    ranks."""
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    try:
+        pg = group if group is not None else c10d._get_default_group()
+        st = _groups.get(id(pg))
+        if st is not None and st[0] is pg:
+            return st
+        if hasattr(dist, "get_process_group_ranks"):
+            ranks = sorted(dist.get_process_group_ranks(pg))
+        else:  # torch 1.13
+            ranks = sorted(c10d._pg_group_ranks[pg])
+        name = getattr(pg, "group_name", None)
+        if not name and hasattr(c10d, "_pg_names"):
+            name = c10d._pg_names.get(pg, "")
+        rank, size = dist.get_rank(pg), dist.get_world_size(pg)
+        if not 0 <= rank < size:
+            return None
+    except Exception:
+        return None  # not a member (the call returns at once), or no process group yet
+    h = hashlib.blake2b(repr((str(name), ranks)).encode(), digest_size=8).digest()
+    st = [pg, int.from_bytes(h, "little") or 1, 0, None, True, rank, size]
+    _groups[id(pg)] = st
+    return st
+
+
+def _number(name, args, kwargs):
+    """Numbers the collective NAME, a call the job wrote, on its group: (the
+    group's _groups entry, the call's number on it or 0, the name of the one
+    before it), or None without a group.  Only the main thread's calls are
+    numbered: another thread's interleave with them in an order the other
+    members cannot know (the group is then numbered no more)."""
+    dist = sys.modules.get("torch.distributed")
+    st = _group_state(dist, _group_arg(dist, args, kwargs))
+    if st is None:
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        st[4] = False
+    if not st[4]:
+        return st, 0, None
+    st[2] += 1
+    prev, st[3] = st[3], name
+    return st, st[2], prev
 
 
 def annotated(fn, collective=None):
@@ -138,26 +211,62 @@ def annotated(fn, collective=None):
     COLLECTIVE: its torch.distributed name, when it is a collective."""
     if getattr(fn, "_ccshim_annotated", False):
         return fn
-    word, begin, end = _lib[1], _lib[2], _lib[3]
+    word, begin, end, call = _lib[1], _lib[2], _lib[3], _lib[4]
+    issued = ccshim_lib.function("ccshim_foreign_issued") if call is not None else None
     if begin is None:
         collective = None
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def say(what, size, numbered, nonblocking):
+        """Tells libccshim of the call; True when ccshim_foreign_end must follow."""
+        if numbered is not None and call is not None:
+            st, seq, before = numbered
+            if nonblocking:
+                if issued is not None:
+                    issued(st[1], st[5], st[6], collective.encode())
+                return False
+            call(what, st[1], st[5], st[6], seq, collective.encode(),
+                 before.encode() if before is not None else None)
+            return True
+        if nonblocking:
+            return False
+        begin(what, size)
+        return True
+
+    def run(args, kwargs, numbered):
         prev = word.value  # before _site_id, which makes a new line current when it interns it
-        i = _site_id(1)
+        i = _site_id(2)
         if not i:  # no frame of the job's own (a hook on an autograd thread): keep the current line
             return fn(*args, **kwargs)
         word.value = i
         foreign = _foreign_name(collective, args, kwargs) if collective else None
+        ended = False
         if foreign is not None:
-            begin(foreign[0] + b" at " + _texts.get(i, b"?"), foreign[1])
+            what = foreign[0] + b" at " + _texts.get(i, b"?")
+            ended = say(what, foreign[1], numbered, kwargs.get("async_op", False))
         try:
             return fn(*args, **kwargs)
         finally:
-            if foreign is not None:
+            if ended:
                 end()
             word.value = prev
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        depth = getattr(_tls, "depth", 0)
+        # Only the call the job wrote is numbered and recorded, not those it
+        # makes inside (all_gather_object's all_gathers).
+        numbered = _number(collective, args, kwargs) if collective and depth == 0 else None
+        _tls.depth = depth + 1
+        try:
+            return run(args, kwargs, numbered)
+        except BaseException:
+            # A call that failed may have reached the backend on some members
+            # only: the group's numbers are no longer comparable.
+            if numbered is not None:
+                numbered[0][4] = False
+            raise
+        finally:
+            _tls.depth = depth
 
     wrapper._ccshim_annotated = True
     return wrapper
