@@ -81,12 +81,13 @@ struct ccs_dsx_ds {
     void (*_Atomic poll_fn)(uint64_t now_ms); /* ccs_desync_set_poll's */
     _Atomic uint64_t periods; /* periods the thread has run (the exit line: a stalled thread shows) */
 
-    /* Verdicts.  Who writes the whole diagnosis of a verdict into the log
-     * (the others write its line only; every rank still writes its full
-     * view to the trace directory): for a verdict of this host's rules, the
-     * lowest rank of the host still running (LOCAL_REPORTER, set every
-     * tick); for one from the coordinator, rank 0, where the coordinator
-     * runs. */
+    /* Verdicts.  One rank of each host logs a verdict's line, the one
+     * claimed in the host's shared segment (desync_claim.h); one rank of
+     * the job writes its whole diagnosis: for a verdict of this host's
+     * rules that same rank, for one from the coordinator rank 0, where the
+     * coordinator runs (every rank still writes its full view to the trace
+     * directory).  LOCAL_REPORTER, set every tick: the lowest rank of the
+     * host still running as this rank sees it, which it proposes. */
     int32_t local_reporter;
     atomic_int life;          /* enum ccs_dsx_life: alive, finalizing, exited */
     atomic_int report_busy;   /* this process is writing a report */

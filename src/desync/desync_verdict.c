@@ -9,6 +9,7 @@
 #include "ccs_config.h"
 #include "ccs_kinds.h"
 #include "clock.h"
+#include "desync_claim.h"
 #include "desync_report.h"
 #include "desync_state.h"
 #include "log.h"
@@ -166,24 +167,24 @@ static void start_abort_timer(void *arg)
 
 struct report_args {
     const struct ccs_dsx_verdict *v;
-    int full;
+    const struct ccs_dsx_say *say;
 };
 
 static void report_fn(void *arg)
 {
     struct report_args *r = arg;
-    ccs_dsx_report(r->v, r->full);
+    ccs_dsx_report(r->v, r->say);
 }
 
-/* A verdict its class judges once per communicator, from this host's
- * rules: every rank here reports what the first to judge found.  Each
+/* A verdict of this host's rules, posted into the host's shared memory by
+ * the rank that claimed it first (claim_line): every rank here reports
+ * what the first to judge found, and the rank the claim names to log it
+ * reads it there even when its own rules did not judge it alike.  Each
  * rank's rules judge the host's statuses as read in its own period, and a
  * MISMATCH found in one view (the odd seq's records of every member in it
  * at once) could be missed in the others, or named there later from the
- * hashes alone.  (The other classes follow from states every rank sees for
- * periods: blocked, gone.  Once per communicator, so the posts of a host's
- * ranks that judge it in the same period stay few beside the ring's 16
- * places.) */
+ * hashes alone.  One post per verdict and host, so the ring's 16 places
+ * are not crowded by ranks judging it in the same period. */
 static void share_with_host(const struct ccs_dsx_verdict *v)
 {
     struct ccs_dsx_verdict *shared = malloc(sizeof *shared);
@@ -193,6 +194,37 @@ static void share_with_host(const struct ccs_dsx_verdict *v)
         ccs_dsx_shm_post_verdict(ccs_ds.shm, shared);
         free(shared);
     }
+}
+
+/* Who of this host logs V's line (issue 45: one line a host per verdict):
+ * the rank claimed first in the host's shared segment by whichever local
+ * rank saw V first, the one it proposed (ccs_dsx_claim_propose: rank 0 on
+ * its host for the coordinator's verdicts, whose full report it writes;
+ * else the lowest rank here still running).  *WON: this rank made the
+ * claim.  Where the table is full, this rank's own view decides, as
+ * before the claims. */
+static int32_t claim_line(const struct ccs_dsx_verdict *v, int coord, int *won)
+{
+    int32_t lowest = ccs_ds.local_reporter >= 0 ? ccs_ds.local_reporter : ccs_ds.world_rank;
+    int rank0_here = ccs_ds.world_rank == 0 || (ccs_ds.view && ccs_ds.view[0]);
+    int32_t proposed = ccs_dsx_claim_propose(coord, rank0_here, lowest);
+    int32_t owner = ccs_ds.shm ? ccs_dsx_shm_claim_verdict(ccs_ds.shm, v, proposed, won) : -1;
+    if (owner >= 0)
+        return owner;
+    *won = 0;
+    return proposed;
+}
+
+/* The host of rank 0, the coordinator's, as this rank knows it: its own,
+ * a party's of V, or NULL. */
+static const char *rank0_host(const struct ccs_dsx_verdict *v)
+{
+    if (ccs_ds.world_rank == 0 || (ccs_ds.view && ccs_ds.view[0]))
+        return ccs_ds.hostkey;
+    for (uint32_t i = 0; i < v->nparty && i < CCS_DSX_PARTIES; i++)
+        if (v->party[i].wrank == 0 && v->party[i].host[0])
+            return v->party[i].host;
+    return NULL;
 }
 
 /* 1 when V is left unreported because the job ends on an earlier verdict
@@ -249,17 +281,21 @@ static void arm_abort(const struct ccs_dsx_verdict *v, int full)
 }
 
 /* A verdict, from this host's rules (LOCAL) or from the coordinator: to the
- * features, then reported, in full where LOCAL_REPORTER (or rank 0 for the
- * coordinator's) says. */
+ * features, then reported: its line by the rank of this host that the
+ * claim names, in full by that rank for a verdict of this host's rules and
+ * by rank 0 for the coordinator's. */
 static void on_verdict(const struct ccs_dsx_verdict *v, int local)
 {
     int once = ccs_verdict_once(v->cls);
     if (!ccs_dsx_seen_add(ccs_ds.reported, v->cls, v->comm, once ? 0 : v->seq))
         return;
-    if (local && once)
+    int judged_here = local;
+    if (v->local)
+        local = 1; /* reported as this host's own (its claimed rank in full) */
+    int won = 0;
+    int32_t owner = claim_line(v, !local, &won);
+    if (judged_here && (won || (once && owner < 0)))
         share_with_host(v);
-    else if (v->local)
-        local = 1; /* reported as this host's own (LOCAL_REPORTER in full) */
     if (once)
         ccs_dsx_seen_add(ccs_ds.seen, v->cls, v->comm, 0); /* judged: this rank's rules and search stop there */
     ccs_features_verdict(ccs_dsx_class_name(v->cls), v->comm, v->seq, v->line); /* e.g. metrics (registry.h) */
@@ -267,11 +303,13 @@ static void on_verdict(const struct ccs_dsx_verdict *v, int local)
         ccs_verdict_note(); /* a rank waiting at its step boundary stops waiting (verdicts.h) */
     if (job_ending_on_another(v))
         return;
-    int full =
-        local ? (ccs_ds.local_reporter < 0 || ccs_ds.local_reporter == ccs_ds.world_rank) : ccs_ds.world_rank == 0;
+    struct ccs_dsx_say say = {.line = owner == ccs_ds.world_rank, .host = ccs_ds.hostkey};
+    say.full_rank = local ? owner : 0;
+    say.full = say.full_rank == ccs_ds.world_rank;
+    say.full_host = local ? ccs_ds.hostkey : rank0_host(v);
     atomic_store(&ccs_ds.report_busy, 1);
-    arm_abort(v, full);
-    struct report_args ra = {v, full};
+    arm_abort(v, say.full);
+    struct report_args ra = {v, &say};
     at_job_priority(report_fn, &ra);
     atomic_store(&ccs_ds.report_busy, 0);
 }
