@@ -131,6 +131,7 @@ size_t ccs_dsx_where(const struct ccs_dsx_say *say, const char *trace_dir, const
         put(&o, "full report: rank %d, on the coordinator's host", say->full_rank);
     if (trace_dir && *trace_dir)
         put(&o, "; each rank's: %s/ccshim-desync-%s-r<rank>.txt", trace_dir, job);
+    put(&o, ";"); /* (then " wall=... at=...]") */
     return o.n;
 }
 

@@ -30,7 +30,7 @@ struct ccs_dsx_say {
  * full report below" (SAY->full) or " for host 'H'; full report: rank F
  * on host 'G'" ("rank 0, on the coordinator's host" where G is not known),
  * then "; each rank's: TRACE_DIR/ccshim-desync-JOB-r<rank>.txt" when
- * TRACE_DIR is set.  Returns the length.  Pure. */
+ * TRACE_DIR is set, and ";".  Returns the length.  Pure. */
 size_t ccs_dsx_where(const struct ccs_dsx_say *say, const char *trace_dir, const char *job, char *buf, size_t cap);
 
 /* ccs_dsx_format with WHERE (ccs_dsx_where's text, or "") after "seen by
