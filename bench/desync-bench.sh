@@ -106,7 +106,7 @@ for n in ${SIM_SIZES:-1024 4096 16384 65536 131072}; do
             why=$(grep -m1 '^desync_sim:' "$tmp/sim.err" | sed 's/^desync_sim: //; s/|/\\|/g')
             # (a line was printed: a verdict other than the scenario's; none: refused or timed out)
             if [ -n "$why" ] || ! tail -1 "$tmp/sim" | grep -q "^$n	"; then
-                printf '%s\t%s\t%s\tno result: %s\t-1\t-\t-\t-\t-\t-\t0\t0\t-\n' "$n" $(((n + 7) / 8)) "$s" \
+                printf '%s\t%s\t%s\tno result: %s\t-1\t-\t-\t-\t-\t-\t0\t0\t-\t0\t0\n' "$n" $(((n + 7) / 8)) "$s" \
                     "${why:-timed out after 300 s}" >> "$tmp/sim"
             fi
             echo "(sim $n $s: wrong verdict or no result)" >&2
@@ -114,7 +114,7 @@ for n in ${SIM_SIZES:-1024 4096 16384 65536 131072}; do
     done
 done
 cat "$tmp/sim"
-simrows=$(awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, ($5 < 0 ? "-" : $5 " ms"), ($6 == "-" ? "-" : $6 " %"), ($7 == "-" ? "-" : sprintf("%.1f MiB", $7)), ($8 == "-" ? "-" : $8 " KiB/s"), ($10 == "-" ? "-" : $10 " ms"), ($11 > 0 ? $11 " lines, " $12 " KiB" : "-"), ($13 == "-" ? "-" : sprintf("%.1f s", $13 / 1000))}' "$tmp/sim")
+simrows=$(awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, ($5 < 0 ? "-" : $5 " ms"), ($6 == "-" ? "-" : $6 " %"), ($7 == "-" ? "-" : sprintf("%.1f MiB", $7)), ($8 == "-" ? "-" : $8 " KiB/s"), ($10 == "-" ? "-" : $10 " ms"), ($11 > 0 ? $11 " lines, " $12 " KiB (" $14 " ranks, " $15 " report)" : "-"), ($13 == "-" ? "-" : sprintf("%.1f s", $13 / 1000))}' "$tmp/sim")
 
 fmt() { echo "$1" | awk '{printf "%s ms (max %s ms, %s runs)", $1, $2, $3}'; }
 doc="$top_srcdir/docs/performance.md"
@@ -163,8 +163,10 @@ clients on loopback in one process, 8 ranks per host, 50 collectives/s per rank;
 every host's leader admitted first (the admission column), then
 $SIM_SECONDS s: the fault halfway, CPU and traffic over the second half; a
 2-core machine that also runs the simulated hosts, so latencies are upper
-bounds; log: what the job's combined log holds for the verdict, one rank's
-report and every other rank's line):
+bounds; log: what the job's combined log holds for the verdict, the line from
+one rank of each host and the full report from one rank of the job, as each
+simulated rank decides it with the runtime's claim; the ranks that logged it
+and the full reports written):
 
 | ranks | hosts | scenario | verdict | latency | coordinator CPU | coordinator memory | traffic in | slowest evaluation | log per verdict (all ranks) | admission |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |

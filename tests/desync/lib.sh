@@ -39,18 +39,23 @@ dsx_files() {
     grep -l "^ccshim $2 " "$CCS_TMP/$1"/trace/ccshim-desync-*.txt 2>/dev/null | wc -l | tr -d ' '
 }
 
-# dsx_per_host NAME CLASS "RANKS" "RANKS"...: the CLASS lines in the logs
-# of each host's ranks (one host per argument, e.g. "0 1" "2 3"), then
-# whether the job's combined log holds one full report (block) per distinct
-# verdict: "1 1 one-report-per-verdict" for one line on each of two hosts.
+# dsx_per_host NAME CLASS "RANKS" "RANKS"...: for each host (its ranks,
+# e.g. "0 1" "2 3"), how many lines each distinct CLASS verdict has in the
+# logs of its ranks ("1": one line for each; "1,2": one verdict has two),
+# then whether the job's combined log holds one full report (block) per
+# distinct verdict: "1 1 one-report-per-verdict" for one line of each
+# verdict on each of two hosts (docs/desync.md: one rank a host logs it).
 dsx_per_host() {
-    local d="$CCS_TMP/$1" cls=$2 out="" files r blocks distinct
+    local d="$CCS_TMP/$1" cls=$2 out="" files r h blocks distinct texts
     shift 2
+    texts=$(cat "$d"/log-*.txt 2>/dev/null | grep "^ccshim $cls " | sed 's/ \[seen by.*//; s/ for [0-9.]* s/ for N s/g' | sort -u)
     for h in "$@"; do
         files=""
         for r in $h; do files="$files $d/log-$r.txt"; done
         # shellcheck disable=SC2086
-        out="$out$(cat $files 2>/dev/null | grep -c "^ccshim $cls ") "
+        out="$out$(echo "$texts" | while IFS= read -r v; do
+            cat $files 2>/dev/null | grep "^ccshim $cls " | sed 's/ \[seen by.*//; s/ for [0-9.]* s/ for N s/g' | grep -cxF -- "$v"
+        done | sort -u | paste -sd, -) "
     done
     blocks=$(cat "$d"/log-*.txt 2>/dev/null | grep -c '^ccshim desync| comm ')
     distinct=$(cat "$d"/log-*.txt 2>/dev/null | grep '^ccshim [A-Z]* comm=' | sed 's/ \[seen by.*//; s/ for [0-9.]* s/ for N s/g' |
