@@ -485,7 +485,8 @@ void ccs_dsx_shm_post_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdic
     atomic_store_explicit(&vs->gen, 2 * i + 2, memory_order_release);
 }
 
-int32_t ccs_dsx_shm_claim_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v, int32_t proposed, int *won)
+int32_t ccs_dsx_shm_claim_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v, int32_t proposed,
+                                  int *won)
 {
     return ccs_dsx_claim(&s->h->claims, ccs_dsx_claim_key(v), proposed, won);
 }

@@ -72,7 +72,8 @@ int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, struct ccs_dsx_vcursor *c, s
 /* The rank of this host that logs verdict V: the one claimed first, by
  * whichever local rank saw V first, or PROPOSED, claimed now (*WON 1).
  * -1 when the host's table of claims is full (desync_claim.h). */
-int32_t ccs_dsx_shm_claim_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v, int32_t proposed, int *won);
+int32_t ccs_dsx_shm_claim_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v, int32_t proposed,
+                                  int *won);
 
 /* Agreement values: a rank writes its own (CCS_DSX_SHM_NAGREE per rank);
  * anyone reads them.  Results folded by the coordinator are posted by the

@@ -66,7 +66,7 @@ static double t_start, t_event = -1, t_verdict = -1;
 static unsigned verdict_cls;
 static double log_lines, log_bytes;
 static struct ccs_dsx_claims *claims; /* per host: its shared segment's claims */
-static uint64_t first_key;             /* the first verdict's (desync_claim.h) */
+static uint64_t first_key;            /* the first verdict's (desync_claim.h) */
 static int ranks_logging, full_reports;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile int stop;
@@ -102,10 +102,10 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
      * lowest rank still running, rank 0 on its host), one claim wins. */
     for (int r = last - 1; r >= first; r--) {
         int won;
-        int32_t owner = ccs_dsx_claim(&claims[h], ccs_dsx_claim_key(v),
-                                      ccs_dsx_claim_propose(1, h == 0, first), &won);
-        struct ccs_dsx_say say = {.line = owner == r, .full = r == 0, .full_rank = 0, .host = host,
-                                  .full_host = h == 0 ? host : host0};
+        int32_t owner =
+            ccs_dsx_claim(&claims[h], ccs_dsx_claim_key(v), ccs_dsx_claim_propose(1, h == 0, first), &won);
+        struct ccs_dsx_say say = {
+            .line = owner == r, .full = r == 0, .full_rank = 0, .host = host, .full_host = h == 0 ? host : host0};
         if (!say.line && !say.full)
             continue;
         ccs_dsx_where(&say, "/scratch/trace", "sim", where, sizeof where);
