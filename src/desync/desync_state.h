@@ -102,6 +102,7 @@ struct ccs_dsx_ds {
     _Atomic uint64_t ending_comm;
 
     int invalid_logged, tcp_logged, off_logged, later_logged, hooks_done;
+    int claims_full_logged; /* the host's claims full (desync_verdict.c), said once */
     /* The link to the coordinator failing while this rank exits: said once,
      * then counted (EXIT_LINK_MORE, the last reason) and summed up in one
      * line when the rank goes (a leader lingering against a coordinator

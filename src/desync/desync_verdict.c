@@ -200,9 +200,10 @@ static void share_with_host(const struct ccs_dsx_verdict *v)
  * the rank claimed first in the host's shared segment by whichever local
  * rank saw V first, the one it proposed (ccs_dsx_claim_propose: rank 0 on
  * its host for the coordinator's verdicts, whose full report it writes;
- * else the lowest rank here still running).  *WON: this rank made the
- * claim.  Where the table is full, this rank's own view decides, as
- * before the claims. */
+ * else the lowest rank here still running).  *WON: 1 this rank made the
+ * claim, 0 another had, -1 none can be made (the table full, no segment):
+ * then this rank's own view decides, as before the claims, and a race
+ * can give two lines. */
 static int32_t claim_line(const struct ccs_dsx_verdict *v, int coord, int *won)
 {
     int32_t lowest = ccs_ds.local_reporter >= 0 ? ccs_ds.local_reporter : ccs_ds.world_rank;
@@ -211,7 +212,12 @@ static int32_t claim_line(const struct ccs_dsx_verdict *v, int coord, int *won)
     int32_t owner = ccs_ds.shm ? ccs_dsx_shm_claim_verdict(ccs_ds.shm, v, proposed, won) : -1;
     if (owner >= 0)
         return owner;
-    *won = 0;
+    if (ccs_ds.shm)
+        ccs_log_once(&ccs_ds.claims_full_logged, CCS_LOG_INFO,
+                     "desync: this host's table of who logs each verdict is full (%d verdicts): each rank now "
+                     "decides from its own view, and a verdict may be logged twice here",
+                     CCS_DSX_NCLAIM);
+    *won = -1;
     return proposed;
 }
 
@@ -294,7 +300,9 @@ static void on_verdict(const struct ccs_dsx_verdict *v, int local)
         local = 1; /* reported as this host's own (its claimed rank in full) */
     int won = 0;
     int32_t owner = claim_line(v, !local, &won);
-    if (judged_here && (won || (once && owner < 0)))
+    /* Posted by the rank that claimed it; without a claim, a MISMATCH by
+     * each rank that judged it (before the claims, only those were). */
+    if (judged_here && (won == 1 || (won < 0 && once)))
         share_with_host(v);
     if (once)
         ccs_dsx_seen_add(ccs_ds.seen, v->cls, v->comm, 0); /* judged: this rank's rules and search stop there */
