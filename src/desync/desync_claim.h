@@ -24,6 +24,7 @@
 
 struct ccs_dsx_claims {
     _Atomic uint64_t w[CCS_DSX_NCLAIM]; /* key << 24 | (owner + 1); 0 free */
+    _Atomic uint8_t seen[CCS_DSX_NCLAIM]; /* 1: the owner has the verdict (ccs_dsx_claim_seen) */
 };
 
 /* The most world ranks an owner can name (24 bits). */
@@ -35,13 +36,20 @@ struct ccs_dsx_claims {
 CCS_HIDDEN uint64_t ccs_dsx_claim_key(const struct ccs_dsx_verdict *v);
 
 /* The rank that logs KEY on this host: the owner already claimed, or
- * PROPOSED, claimed now (then *WON is 1).  -1 when the table is full or
- * PROPOSED is out of range (the caller falls back on its own view).
- * Lock-free and safe between processes: claims are never removed, and
- * every claimer of one key probes the same places in the same order, so
- * two of them meet at the first free one and one compare-and-swap
- * decides. */
-CCS_HIDDEN int32_t ccs_dsx_claim(struct ccs_dsx_claims *t, uint64_t key, int32_t proposed, int *won);
+ * PROPOSED, claimed now (then *WON is 1); *SLOT (may be NULL): the claim's
+ * place.  -1 when the table is full or PROPOSED is out of range (the
+ * caller falls back on its own view).  Lock-free and safe between
+ * processes: claims are never removed, and every claimer of one key
+ * probes the same places in the same order, so two of them meet at the
+ * first free one and one compare-and-swap decides. */
+CCS_HIDDEN int32_t ccs_dsx_claim(struct ccs_dsx_claims *t, uint64_t key, int32_t proposed, int *won,
+                                 unsigned *slot);
+
+/* The owner of the claim at SLOT has the verdict (its own rules judged it,
+ * or it read it in the segment): its maker need not post it.  And whether
+ * it has. */
+CCS_HIDDEN void ccs_dsx_claim_seen(struct ccs_dsx_claims *t, unsigned slot);
+CCS_HIDDEN int ccs_dsx_claim_was_seen(struct ccs_dsx_claims *t, unsigned slot);
 
 /* The rank a rank proposes to log verdict V on its host.  For the
  * coordinator's verdict (COORD 1) the full report is rank 0's (the

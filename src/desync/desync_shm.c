@@ -486,9 +486,19 @@ void ccs_dsx_shm_post_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdic
 }
 
 int32_t ccs_dsx_shm_claim_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v, int32_t proposed,
-                                  int *won)
+                                  int *won, unsigned *slot)
 {
-    return ccs_dsx_claim(&s->h->claims, ccs_dsx_claim_key(v), proposed, won);
+    return ccs_dsx_claim(&s->h->claims, ccs_dsx_claim_key(v), proposed, won, slot);
+}
+
+void ccs_dsx_shm_claim_seen(struct ccs_dsx_shm *s, unsigned slot)
+{
+    ccs_dsx_claim_seen(&s->h->claims, slot);
+}
+
+int ccs_dsx_shm_claim_was_seen(struct ccs_dsx_shm *s, unsigned slot)
+{
+    return ccs_dsx_claim_was_seen(&s->h->claims, slot);
 }
 
 int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, struct ccs_dsx_vcursor *c, struct ccs_dsx_verdict *out)

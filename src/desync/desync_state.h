@@ -147,6 +147,9 @@ CCS_HIDDEN int ccs_dsx_period_start(void);
 CCS_HIDDEN void ccs_dsx_verdict_local(const struct ccs_dsx_verdict *v, void *arg);
 CCS_HIDDEN void ccs_dsx_verdict_posted(const struct ccs_dsx_verdict *v);
 CCS_HIDDEN void ccs_dsx_abort_when_due(void);
+/* desync_verdict.c: verdicts this rank claimed for another local rank,
+ * posted for it when it has not judged them in time (from the period). */
+CCS_HIDDEN void ccs_dsx_verdict_held(uint64_t now);
 CCS_HIDDEN void ccs_dsx_reporter_start(void);
 CCS_HIDDEN void ccs_dsx_reporter_atfork(void);
 

@@ -9,6 +9,7 @@
 #include "ccs_config.h"
 #include "ccs_kinds.h"
 #include "clock.h"
+#include "desync.h"
 #include "desync_claim.h"
 #include "desync_report.h"
 #include "desync_state.h"
@@ -204,12 +205,12 @@ static void share_with_host(const struct ccs_dsx_verdict *v)
  * claim, 0 another had, -1 none can be made (the table full, no segment):
  * then this rank's own view decides, as before the claims, and a race
  * can give two lines. */
-static int32_t claim_line(const struct ccs_dsx_verdict *v, int coord, int *won)
+static int32_t claim_line(const struct ccs_dsx_verdict *v, int coord, int *won, unsigned *slot)
 {
     int32_t lowest = ccs_ds.local_reporter >= 0 ? ccs_ds.local_reporter : ccs_ds.world_rank;
     int rank0_here = ccs_ds.world_rank == 0 || (ccs_ds.view && ccs_ds.view[0]);
     int32_t proposed = ccs_dsx_claim_propose(coord, rank0_here, lowest);
-    int32_t owner = ccs_ds.shm ? ccs_dsx_shm_claim_verdict(ccs_ds.shm, v, proposed, won) : -1;
+    int32_t owner = ccs_ds.shm ? ccs_dsx_shm_claim_verdict(ccs_ds.shm, v, proposed, won, slot) : -1;
     if (owner >= 0)
         return owner;
     if (ccs_ds.shm)
@@ -219,6 +220,57 @@ static int32_t claim_line(const struct ccs_dsx_verdict *v, int coord, int *won)
                      CCS_DSX_NCLAIM);
     *won = -1;
     return proposed;
+}
+
+/* A verdict of this host's rules that this rank claimed for another local
+ * rank (the lowest still running), which judges the same statuses and
+ * normally finds it in a period or two, with its own view's words.  Kept
+ * here until that rank marks the claim seen; posted into the segment for
+ * it if it has not HOLD_PERIODS later, or when this rank exits first, so
+ * that the host never goes without the line.  (Posting at once made the
+ * named rank log the claimer's view: "rank 0 issued at least 4" in rank
+ * 0's own log, where its own rules say "issued 4".)  Under TICK_LOCK. */
+#define HOLD_PERIODS 50
+#define NHELD 8
+static struct {
+    struct ccs_dsx_verdict *v;
+    unsigned slot;
+    uint64_t due_ms;
+} held[NHELD];
+
+static void hold_for_owner(const struct ccs_dsx_verdict *v, unsigned slot)
+{
+    for (int i = 0; i < NHELD; i++)
+        if (!held[i].v) {
+            held[i].v = malloc(sizeof *held[i].v);
+            if (!held[i].v)
+                break;
+            *held[i].v = *v;
+            held[i].slot = slot;
+            held[i].due_ms = ccs_clock_mono_ms() + (uint64_t)HOLD_PERIODS * (uint64_t)ccs_cfg.desync_period_ms;
+            return;
+        }
+    share_with_host(v); /* no room to hold it: posted now */
+}
+
+void ccs_dsx_verdict_held(uint64_t now)
+{
+    int exiting = atomic_load(&ccs_ds.life) >= CCS_DESYNC_EXITED;
+    for (int i = 0; i < NHELD; i++) {
+        if (!held[i].v)
+            continue;
+        int seen = ccs_dsx_shm_claim_was_seen(ccs_ds.shm, held[i].slot);
+        if (!seen && now < held[i].due_ms && !exiting)
+            continue;
+        if (!seen) {
+            CCS_LOG(DEBUG, "desync: the rank named to log %s at seq %llu on comm %#llx has not judged it; posted for it",
+                    ccs_dsx_class_name(held[i].v->cls), (unsigned long long)held[i].v->seq,
+                    (unsigned long long)held[i].v->comm);
+            share_with_host(held[i].v);
+        }
+        free(held[i].v);
+        held[i].v = NULL;
+    }
 }
 
 /* The host of rank 0, the coordinator's, as this rank knows it: its own,
@@ -299,11 +351,17 @@ static void on_verdict(const struct ccs_dsx_verdict *v, int local)
     if (v->local)
         local = 1; /* reported as this host's own (its claimed rank in full) */
     int won = 0;
-    int32_t owner = claim_line(v, !local, &won);
-    /* Posted by the rank that claimed it; without a claim, a MISMATCH by
-     * each rank that judged it (before the claims, only those were). */
-    if (judged_here && (won == 1 || (won < 0 && once)))
+    unsigned slot = 0;
+    int32_t owner = claim_line(v, !local, &won, &slot);
+    if (owner == ccs_ds.world_rank && won >= 0)
+        ccs_dsx_shm_claim_seen(ccs_ds.shm, slot); /* (its maker need not post it for this rank) */
+    /* A MISMATCH is posted by the rank that claimed it (without a claim, by
+     * each rank that judged it, as before the claims); another class, held
+     * for the rank named, which judges it too (hold_for_owner). */
+    if (judged_here && once && won != 0)
         share_with_host(v);
+    else if (judged_here && won == 1 && owner != ccs_ds.world_rank)
+        hold_for_owner(v, slot);
     if (once)
         ccs_dsx_seen_add(ccs_ds.seen, v->cls, v->comm, 0); /* judged: this rank's rules and search stop there */
     ccs_features_verdict(ccs_dsx_class_name(v->cls), v->comm, v->seq, v->line); /* e.g. metrics (registry.h) */

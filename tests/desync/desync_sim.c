@@ -103,7 +103,7 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
     for (int r = last - 1; r >= first; r--) {
         int won;
         int32_t owner =
-            ccs_dsx_claim(&claims[h], ccs_dsx_claim_key(v), ccs_dsx_claim_propose(1, h == 0, first), &won);
+            ccs_dsx_claim(&claims[h], ccs_dsx_claim_key(v), ccs_dsx_claim_propose(1, h == 0, first), &won, NULL);
         struct ccs_dsx_say say = {
             .line = owner == r, .full = r == 0, .full_rank = 0, .host = host, .full_host = h == 0 ? host : host0};
         if (!say.line && !say.full)

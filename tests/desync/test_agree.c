@@ -512,7 +512,8 @@ END_TEST
  * and each proposes another rank (itself): exactly one claim is made per
  * verdict, and every process gets the same owner, the one its maker
  * proposed.  A class judged once per communicator (MISMATCH) has one claim
- * whatever the seq; the table full, -1 (the caller's own view decides). */
+ * whatever the seq, and its owner marks the claim seen for its maker; the
+ * table full, -1 (the caller's own view decides). */
 #define CLAIMERS 8
 #define CLAIM_ROUNDS 200
 START_TEST(verdict_claimed_by_one_rank_of_the_host)
@@ -536,7 +537,7 @@ START_TEST(verdict_claimed_by_one_rank_of_the_host)
                 wait_until(go, round);
                 struct ccs_dsx_verdict v = {.cls = CCS_DSX_DESYNC, .comm = 0x4545, .seq = (uint64_t)round};
                 int w = 0;
-                owner[(round - 1) * CLAIMERS + r] = ccs_dsx_shm_claim_verdict(s, &v, r, &w);
+                owner[(round - 1) * CLAIMERS + r] = ccs_dsx_shm_claim_verdict(s, &v, r, &w, NULL);
                 won[(round - 1) * CLAIMERS + r] = w;
             }
             _exit(0);
@@ -568,16 +569,22 @@ START_TEST(verdict_claimed_by_one_rank_of_the_host)
     /* Once per communicator: one claim for every seq. */
     struct ccs_dsx_verdict m = {.cls = CCS_DSX_MISMATCH, .comm = 0x4646, .seq = 3};
     int w = 0;
-    ck_assert_int_eq(ccs_dsx_shm_claim_verdict(s, &m, 5, &w), 5);
+    unsigned slot = 999, slot2 = 998;
+    ck_assert_int_eq(ccs_dsx_shm_claim_verdict(s, &m, 5, &w, &slot), 5);
     ck_assert_int_eq(w, 1);
     m.seq = 9;
-    ck_assert_int_eq(ccs_dsx_shm_claim_verdict(s, &m, 2, &w), 5);
+    ck_assert_int_eq(ccs_dsx_shm_claim_verdict(s, &m, 2, &w, &slot2), 5);
     ck_assert_int_eq(w, 0);
+    /* The owner marks the claim seen; its maker, at the same place, reads it. */
+    ck_assert_uint_eq(slot, slot2);
+    ck_assert_int_eq(ccs_dsx_shm_claim_was_seen(s, slot), 0);
+    ccs_dsx_shm_claim_seen(s, slot2);
+    ck_assert_int_eq(ccs_dsx_shm_claim_was_seen(s, slot), 1);
     /* The table full (CCS_DSX_NCLAIM verdicts on one host): -1. */
     int full = 0;
     for (int i = 0; i < 300 && !full; i++) {
         struct ccs_dsx_verdict v = {.cls = CCS_DSX_DESYNC, .comm = 0x4747, .seq = (uint64_t)i};
-        full = ccs_dsx_shm_claim_verdict(s, &v, 1, &w) == -1;
+        full = ccs_dsx_shm_claim_verdict(s, &v, 1, &w, NULL) == -1;
     }
     ck_assert_int_eq(full, 1);
     munmap(sync, bytes);
