@@ -112,7 +112,7 @@ for n in ${SIM_SIZES:-1024 4096 16384 65536 131072}; do
             why=$(grep -m1 '^desync_sim:' "$tmp/sim.err" | sed 's/^desync_sim: //; s/|/\\|/g')
             # (a line was printed: a verdict other than the scenario's; none: refused or timed out)
             if [ -n "$why" ] || ! tail -1 "$tmp/sim" | grep -q "^$n	"; then
-                printf '%s\t%s\t%s\tno result: %s\t-1\t-\t-\t-\t-\t-\t0\t0\t-\t%s\n' "$n" "$hosts" "$s" \
+                printf '%s\t%s\t%s\tno result: %s\t-1\t-\t-\t-\t-\t-\t0\t0\t-\t%s\t0\t0\n' "$n" "$hosts" "$s" \
                     "${why:-timed out after 300 s}" "$([ "$g" = 0 ] && echo 0 || echo $(((hosts + g - 1) / g)))" >> "$tmp/sim"
             fi
             echo "(sim $n $s tree $g: wrong verdict or no result)" >&2
@@ -121,7 +121,7 @@ for n in ${SIM_SIZES:-1024 4096 16384 65536 131072}; do
   done
 done
 cat "$tmp/sim"
-simrows=$(awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, ($14 > 0 ? $14 " relays" : "none"), $3, $4, ($5 < 0 ? "-" : $5 " ms"), ($6 == "-" ? "-" : $6 " %"), ($7 == "-" ? "-" : sprintf("%.1f MiB", $7)), ($8 == "-" ? "-" : $8 " KiB/s"), ($10 == "-" ? "-" : $10 " ms"), ($11 > 0 ? $11 " lines, " $12 " KiB" : "-"), ($13 == "-" ? "-" : sprintf("%.1f s", $13 / 1000))}' "$tmp/sim")
+simrows=$(awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, ($14 > 0 ? $14 " relays" : "none"), $3, $4, ($5 < 0 ? "-" : $5 " ms"), ($6 == "-" ? "-" : $6 " %"), ($7 == "-" ? "-" : sprintf("%.1f MiB", $7)), ($8 == "-" ? "-" : $8 " KiB/s"), ($10 == "-" ? "-" : $10 " ms"), ($11 > 0 ? $11 " lines, " $12 " KiB (" $15 " ranks, " $16 " report)" : "-"), ($13 == "-" ? "-" : sprintf("%.1f s", $13 / 1000))}' "$tmp/sim")
 
 fmt() { echo "$1" | awk '{printf "%s ms (max %s ms, %s runs)", $1, $2, $3}'; }
 doc="$top_srcdir/docs/performance.md"
@@ -172,8 +172,10 @@ of ceil(sqrt(hosts)) hosts each, given their ranks in-process (docs/desync.md,
 every host's leader admitted first (the admission column), then
 $SIM_SECONDS s: the fault halfway, CPU and traffic over the second half; a
 2-core machine that also runs the simulated hosts, so latencies are upper
-bounds; log: what the job's combined log holds for the verdict, one rank's
-report and every other rank's line):
+bounds; log: what the job's combined log holds for the verdict, the line from
+one rank of each host and the full report from one rank of the job, as each
+simulated rank decides it with the runtime's claim; the ranks that logged it
+and the full reports written):
 
 | ranks | hosts | tree | scenario | verdict | latency | coordinator CPU | coordinator memory | traffic in | slowest evaluation | log per verdict (all ranks) | admission |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |

@@ -304,6 +304,7 @@ void ccs_dsx_tick(void)
     while (vd && ccs_dsx_shm_next_verdict(ccs_ds.shm, &ccs_ds.vcursor, vd))
         ccs_dsx_verdict_posted(vd);
     free(vd);
+    ccs_dsx_verdict_held(now);
     ccs_dsx_pass_note();
     pthread_mutex_unlock(&ccs_ds.tick_lock);
 }

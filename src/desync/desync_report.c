@@ -114,10 +114,35 @@ static void cell(const struct ccs_dsx_party *p, uint64_t seq, char *buf, size_t 
 
 size_t ccs_dsx_format(const struct ccs_dsx_verdict *v, int32_t myrank, double at_ms, char *buf, size_t cap)
 {
+    return ccs_dsx_format_where(v, myrank, "", at_ms, buf, cap);
+}
+
+size_t ccs_dsx_where(const struct ccs_dsx_say *say, const char *trace_dir, const char *job, char *buf, size_t cap)
+{
     struct out o = {buf, cap, 0};
     if (cap)
         buf[0] = 0;
-    put(&o, "ccshim %s %s [seen by rank %d at=%.3f]\n", ccs_dsx_class_name(v->cls), v->line, myrank, at_ms);
+    put(&o, " for host '%s'; ", say->host ? say->host : "?");
+    if (say->full)
+        put(&o, "full report below");
+    else if (say->full_host && *say->full_host)
+        put(&o, "full report: rank %d on host '%s'", say->full_rank, say->full_host);
+    else
+        put(&o, "full report: rank %d, on the coordinator's host", say->full_rank);
+    if (trace_dir && *trace_dir)
+        put(&o, "; each rank's: %s/ccshim-desync-%s-r<rank>.txt", trace_dir, job);
+    put(&o, ";"); /* (then " wall=... at=...]") */
+    return o.n;
+}
+
+size_t ccs_dsx_format_where(const struct ccs_dsx_verdict *v, int32_t myrank, const char *where, double at_ms,
+                            char *buf, size_t cap)
+{
+    struct out o = {buf, cap, 0};
+    if (cap)
+        buf[0] = 0;
+    put(&o, "ccshim %s %s [seen by rank %d%s at=%.3f]\n", ccs_dsx_class_name(v->cls), v->line, myrank,
+        where ? where : "", at_ms);
     if (v->nparty == 0)
         return o.n;
     uint32_t np = v->nparty < CCS_DSX_PARTIES ? v->nparty : CCS_DSX_PARTIES;
@@ -229,14 +254,20 @@ static void own_stack(const struct ccs_dsx_verdict *v, struct out *o)
     }
 }
 
-static void file_name(char *out, size_t n, const char *what, const char *ext)
+/* The job's id as the file names have it (JOB, N bytes). */
+static void job_name(char *job, size_t n)
 {
-    char job[128];
-    snprintf(job, sizeof job, "%s", ccs_job_id());
+    snprintf(job, n, "%s", ccs_job_id());
     for (char *s = job; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
               *s == '-' || *s == '_'))
             *s = '_';
+}
+
+static void file_name(char *out, size_t n, const char *what, const char *ext)
+{
+    char job[128];
+    job_name(job, sizeof job);
     snprintf(out, n, "%s/ccshim-%s-%s-r%d.%s", ccs_cfg.trace_dir, what, job, ccs_world_rank(), ext);
 }
 
@@ -373,11 +404,7 @@ static void say_what_happens_next(const struct ccs_dsx_verdict *v)
     char job[128], words[2048];
     if (ccs_cfg.on_desync == CCS_ON_DESYNC_ABORT)
         return;
-    snprintf(job, sizeof job, "%s", ccs_job_id());
-    for (char *s = job; *s; s++) /* as file_name names the files */
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
-              *s == '-' || *s == '_'))
-            *s = '_';
+    job_name(job, sizeof job);
     if (!ccs_dsx_next_words(v, ccs_cfg.trace_dir, job, words, sizeof words) || atomic_exchange(&said, 1))
         return;
     for (char *line = words, *nl; *line; line = nl + 1) {
@@ -389,7 +416,7 @@ static void say_what_happens_next(const struct ccs_dsx_verdict *v)
     }
 }
 
-void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
+void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, const struct ccs_dsx_say *say)
 {
     size_t cap = 32768;
     char *buf = malloc(cap);
@@ -402,23 +429,27 @@ void ccs_dsx_report(const struct ccs_dsx_verdict *verdict, int full)
     /* Monotonic (at=, for latencies on one host) and wall-clock time (to
      * match other logs), both taken when the verdict arrived. */
     double t_seen = ccs_clock_mono_ns() / 1e6;
-    char wall[64];
+    char wall[64], where[1024] = "", job[128];
     wall_now(wall, sizeof wall);
-    size_t n;
-    if (!full) {
+    job_name(job, sizeof job);
+    /* The line a host's rank logs says for whom it speaks and where the
+     * full report is; a rank that logs nothing keeps the plain line in its
+     * file. */
+    if (say->line || say->full)
+        ccs_dsx_where(say, ccs_cfg.trace_dir, job, where, sizeof where);
+    memcpy(v, verdict, sizeof *v);
+    size_t n = add_wall(buf, ccs_dsx_format_where(v, ccs_world_rank(), where, t_seen, buf, cap), cap, wall);
+    if (say->line && !say->full) {
         /* The line only, at once (naming frames below may take a while). */
-        n = add_wall(buf, ccs_dsx_format(verdict, ccs_world_rank(), t_seen, buf, cap), cap, wall);
         const char *nl = memchr(buf, '\n', n);
         ccs_log_raw(buf, nl ? (size_t)(nl - buf) + 1 : n);
     }
-    memcpy(v, verdict, sizeof *v);
-    n = add_wall(buf, ccs_dsx_format(v, ccs_world_rank(), t_seen, buf, cap), cap, wall);
     struct out o = {buf, cap, n};
     own_stack(v, &o);
-    if (full)
+    if (say->full) {
         ccs_log_raw(buf, o.n);
-    if (full)
         say_what_happens_next(v);
+    }
     if (ccs_cfg.trace_dir && *ccs_cfg.trace_dir) {
         char path[4096];
         file_name(path, sizeof path, "desync", "txt");

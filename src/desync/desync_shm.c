@@ -14,6 +14,7 @@
  */
 #include "desync_shm.h"
 #include "desync_search.h"
+#include "desync_claim.h"
 #include "log.h"
 #include "clock.h"
 #include "fingerprint.h"
@@ -72,6 +73,8 @@ struct header {
     /* The host's own search (ccs_dsx_shm_set_search): its last pass's
      * time in ms, shifted left by one, | 1 when settled. */
     _Atomic uint64_t search;
+    /* Who of this host logs each verdict (desync_claim.h). */
+    struct ccs_dsx_claims claims;
 };
 
 struct slot {
@@ -480,6 +483,22 @@ void ccs_dsx_shm_post_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdic
     atomic_thread_fence(memory_order_release);
     memcpy(&vs->v, v, sizeof *v);
     atomic_store_explicit(&vs->gen, 2 * i + 2, memory_order_release);
+}
+
+int32_t ccs_dsx_shm_claim_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v, int32_t proposed,
+                                  int *won, unsigned *slot)
+{
+    return ccs_dsx_claim(&s->h->claims, ccs_dsx_claim_key(v), proposed, won, slot);
+}
+
+void ccs_dsx_shm_claim_seen(struct ccs_dsx_shm *s, unsigned slot)
+{
+    ccs_dsx_claim_seen(&s->h->claims, slot);
+}
+
+int ccs_dsx_shm_claim_was_seen(struct ccs_dsx_shm *s, unsigned slot)
+{
+    return ccs_dsx_claim_was_seen(&s->h->claims, slot);
 }
 
 int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, struct ccs_dsx_vcursor *c, struct ccs_dsx_verdict *out)

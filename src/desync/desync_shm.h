@@ -69,6 +69,16 @@ struct ccs_dsx_vcursor {
  * invalid is passed by. */
 int ccs_dsx_shm_next_verdict(struct ccs_dsx_shm *s, struct ccs_dsx_vcursor *c, struct ccs_dsx_verdict *out);
 
+/* The rank of this host that logs verdict V: the one claimed first, by
+ * whichever local rank saw V first, or PROPOSED, claimed now (*WON 1);
+ * *SLOT (may be NULL) the claim's place.  -1 when the host's table of
+ * claims is full (desync_claim.h).  The owner marks a claim seen when it
+ * has the verdict; its maker asks whether it was. */
+int32_t ccs_dsx_shm_claim_verdict(struct ccs_dsx_shm *s, const struct ccs_dsx_verdict *v, int32_t proposed,
+                                  int *won, unsigned *slot);
+void ccs_dsx_shm_claim_seen(struct ccs_dsx_shm *s, unsigned slot);
+int ccs_dsx_shm_claim_was_seen(struct ccs_dsx_shm *s, unsigned slot);
+
 /* Agreement values: a rank writes its own (CCS_DSX_SHM_NAGREE per rank);
  * anyone reads them.  Results folded by the coordinator are posted by the
  * leader, and on one host by the first member to see every value. */

@@ -81,12 +81,13 @@ struct ccs_dsx_ds {
     void (*_Atomic poll_fn)(uint64_t now_ms); /* ccs_desync_set_poll's */
     _Atomic uint64_t periods; /* periods the thread has run (the exit line: a stalled thread shows) */
 
-    /* Verdicts.  Who writes the whole diagnosis of a verdict into the log
-     * (the others write its line only; every rank still writes its full
-     * view to the trace directory): for a verdict of this host's rules, the
-     * lowest rank of the host still running (LOCAL_REPORTER, set every
-     * tick); for one from the coordinator, rank 0, where the coordinator
-     * runs. */
+    /* Verdicts.  One rank of each host logs a verdict's line, the one
+     * claimed in the host's shared segment (desync_claim.h); one rank of
+     * the job writes its whole diagnosis: for a verdict of this host's
+     * rules that same rank, for one from the coordinator rank 0, where the
+     * coordinator runs (every rank still writes its full view to the trace
+     * directory).  LOCAL_REPORTER, set every tick: the lowest rank of the
+     * host still running as this rank sees it, which it proposes. */
     int32_t local_reporter;
     atomic_int life;          /* enum ccs_dsx_life: alive, finalizing, exited */
     atomic_int report_busy;   /* this process is writing a report */
@@ -101,6 +102,7 @@ struct ccs_dsx_ds {
     _Atomic uint64_t ending_comm;
 
     int invalid_logged, tcp_logged, off_logged, later_logged, hooks_done;
+    int claims_full_logged; /* the host's claims full (desync_verdict.c), said once */
     /* The link to the coordinator failing while this rank exits: said once,
      * then counted (EXIT_LINK_MORE, the last reason) and summed up in one
      * line when the rank goes (a leader lingering against a coordinator
@@ -145,6 +147,9 @@ CCS_HIDDEN int ccs_dsx_period_start(void);
 CCS_HIDDEN void ccs_dsx_verdict_local(const struct ccs_dsx_verdict *v, void *arg);
 CCS_HIDDEN void ccs_dsx_verdict_posted(const struct ccs_dsx_verdict *v);
 CCS_HIDDEN void ccs_dsx_abort_when_due(void);
+/* desync_verdict.c: verdicts this rank claimed for another local rank,
+ * posted for it when it has not judged them in time (from the period). */
+CCS_HIDDEN void ccs_dsx_verdict_held(uint64_t now);
 CCS_HIDDEN void ccs_dsx_reporter_start(void);
 CCS_HIDDEN void ccs_dsx_reporter_atfork(void);
 

@@ -9,6 +9,8 @@
 #include "ccs_config.h"
 #include "ccs_kinds.h"
 #include "clock.h"
+#include "desync.h"
+#include "desync_claim.h"
 #include "desync_report.h"
 #include "desync_state.h"
 #include "log.h"
@@ -166,24 +168,24 @@ static void start_abort_timer(void *arg)
 
 struct report_args {
     const struct ccs_dsx_verdict *v;
-    int full;
+    const struct ccs_dsx_say *say;
 };
 
 static void report_fn(void *arg)
 {
     struct report_args *r = arg;
-    ccs_dsx_report(r->v, r->full);
+    ccs_dsx_report(r->v, r->say);
 }
 
-/* A verdict its class judges once per communicator, from this host's
- * rules: every rank here reports what the first to judge found.  Each
+/* A verdict of this host's rules, posted into the host's shared memory by
+ * the rank that claimed it first (claim_line): every rank here reports
+ * what the first to judge found, and the rank the claim names to log it
+ * reads it there even when its own rules did not judge it alike.  Each
  * rank's rules judge the host's statuses as read in its own period, and a
  * MISMATCH found in one view (the odd seq's records of every member in it
  * at once) could be missed in the others, or named there later from the
- * hashes alone.  (The other classes follow from states every rank sees for
- * periods: blocked, gone.  Once per communicator, so the posts of a host's
- * ranks that judge it in the same period stay few beside the ring's 16
- * places.) */
+ * hashes alone.  One post per verdict and host, so the ring's 16 places
+ * are not crowded by ranks judging it in the same period. */
 static void share_with_host(const struct ccs_dsx_verdict *v)
 {
     struct ccs_dsx_verdict *shared = malloc(sizeof *shared);
@@ -193,6 +195,94 @@ static void share_with_host(const struct ccs_dsx_verdict *v)
         ccs_dsx_shm_post_verdict(ccs_ds.shm, shared);
         free(shared);
     }
+}
+
+/* Who of this host logs V's line (issue 45: one line a host per verdict):
+ * the rank claimed first in the host's shared segment by whichever local
+ * rank saw V first, the one it proposed (ccs_dsx_claim_propose: rank 0 on
+ * its host for the coordinator's verdicts, whose full report it writes;
+ * else the lowest rank here still running).  *WON: 1 this rank made the
+ * claim, 0 another had, -1 none can be made (the table full, no segment):
+ * then this rank's own view decides, as before the claims, and a race
+ * can give two lines. */
+static int32_t claim_line(const struct ccs_dsx_verdict *v, int coord, int *won, unsigned *slot)
+{
+    int32_t lowest = ccs_ds.local_reporter >= 0 ? ccs_ds.local_reporter : ccs_ds.world_rank;
+    int rank0_here = ccs_ds.world_rank == 0 || (ccs_ds.view && ccs_ds.view[0]);
+    int32_t proposed = ccs_dsx_claim_propose(coord, rank0_here, lowest);
+    int32_t owner = ccs_ds.shm ? ccs_dsx_shm_claim_verdict(ccs_ds.shm, v, proposed, won, slot) : -1;
+    if (owner >= 0)
+        return owner;
+    if (ccs_ds.shm)
+        ccs_log_once(&ccs_ds.claims_full_logged, CCS_LOG_INFO,
+                     "desync: this host's table of who logs each verdict is full (%d verdicts): each rank now "
+                     "decides from its own view, and a verdict may be logged twice here",
+                     CCS_DSX_NCLAIM);
+    *won = -1;
+    return proposed;
+}
+
+/* A verdict of this host's rules that this rank claimed for another local
+ * rank (the lowest still running), which judges the same statuses and
+ * normally finds it in a period or two, with its own view's words.  Kept
+ * here until that rank marks the claim seen; posted into the segment for
+ * it if it has not HOLD_PERIODS later, or when this rank exits first, so
+ * that the host never goes without the line.  (Posting at once made the
+ * named rank log the claimer's view: "rank 0 issued at least 4" in rank
+ * 0's own log, where its own rules say "issued 4".)  Under TICK_LOCK. */
+#define HOLD_PERIODS 50
+#define NHELD 8
+static struct {
+    struct ccs_dsx_verdict *v;
+    unsigned slot;
+    uint64_t due_ms;
+} held[NHELD];
+
+static void hold_for_owner(const struct ccs_dsx_verdict *v, unsigned slot)
+{
+    for (int i = 0; i < NHELD; i++)
+        if (!held[i].v) {
+            held[i].v = malloc(sizeof *held[i].v);
+            if (!held[i].v)
+                break;
+            *held[i].v = *v;
+            held[i].slot = slot;
+            held[i].due_ms = ccs_clock_mono_ms() + (uint64_t)HOLD_PERIODS * (uint64_t)ccs_cfg.desync_period_ms;
+            return;
+        }
+    share_with_host(v); /* no room to hold it: posted now */
+}
+
+void ccs_dsx_verdict_held(uint64_t now)
+{
+    int exiting = atomic_load(&ccs_ds.life) >= CCS_DESYNC_EXITED;
+    for (int i = 0; i < NHELD; i++) {
+        if (!held[i].v)
+            continue;
+        int seen = ccs_dsx_shm_claim_was_seen(ccs_ds.shm, held[i].slot);
+        if (!seen && now < held[i].due_ms && !exiting)
+            continue;
+        if (!seen) {
+            CCS_LOG(DEBUG, "desync: the rank named to log %s at seq %llu on comm %#llx has not judged it; posted for it",
+                    ccs_dsx_class_name(held[i].v->cls), (unsigned long long)held[i].v->seq,
+                    (unsigned long long)held[i].v->comm);
+            share_with_host(held[i].v);
+        }
+        free(held[i].v);
+        held[i].v = NULL;
+    }
+}
+
+/* The host of rank 0, the coordinator's, as this rank knows it: its own,
+ * a party's of V, or NULL. */
+static const char *rank0_host(const struct ccs_dsx_verdict *v)
+{
+    if (ccs_ds.world_rank == 0 || (ccs_ds.view && ccs_ds.view[0]))
+        return ccs_ds.hostkey;
+    for (uint32_t i = 0; i < v->nparty && i < CCS_DSX_PARTIES; i++)
+        if (v->party[i].wrank == 0 && v->party[i].host[0])
+            return v->party[i].host;
+    return NULL;
 }
 
 /* 1 when V is left unreported because the job ends on an earlier verdict
@@ -249,17 +339,29 @@ static void arm_abort(const struct ccs_dsx_verdict *v, int full)
 }
 
 /* A verdict, from this host's rules (LOCAL) or from the coordinator: to the
- * features, then reported, in full where LOCAL_REPORTER (or rank 0 for the
- * coordinator's) says. */
+ * features, then reported: its line by the rank of this host that the
+ * claim names, in full by that rank for a verdict of this host's rules and
+ * by rank 0 for the coordinator's. */
 static void on_verdict(const struct ccs_dsx_verdict *v, int local)
 {
     int once = ccs_verdict_once(v->cls);
     if (!ccs_dsx_seen_add(ccs_ds.reported, v->cls, v->comm, once ? 0 : v->seq))
         return;
-    if (local && once)
+    int judged_here = local;
+    if (v->local)
+        local = 1; /* reported as this host's own (its claimed rank in full) */
+    int won = 0;
+    unsigned slot = 0;
+    int32_t owner = claim_line(v, !local, &won, &slot);
+    if (owner == ccs_ds.world_rank && won >= 0)
+        ccs_dsx_shm_claim_seen(ccs_ds.shm, slot); /* (its maker need not post it for this rank) */
+    /* A MISMATCH is posted by the rank that claimed it (without a claim, by
+     * each rank that judged it, as before the claims); another class, held
+     * for the rank named, which judges it too (hold_for_owner). */
+    if (judged_here && once && won != 0)
         share_with_host(v);
-    else if (v->local)
-        local = 1; /* reported as this host's own (LOCAL_REPORTER in full) */
+    else if (judged_here && won == 1 && owner != ccs_ds.world_rank)
+        hold_for_owner(v, slot);
     if (once)
         ccs_dsx_seen_add(ccs_ds.seen, v->cls, v->comm, 0); /* judged: this rank's rules and search stop there */
     ccs_features_verdict(ccs_dsx_class_name(v->cls), v->comm, v->seq, v->line); /* e.g. metrics (registry.h) */
@@ -267,11 +369,13 @@ static void on_verdict(const struct ccs_dsx_verdict *v, int local)
         ccs_verdict_note(); /* a rank waiting at its step boundary stops waiting (verdicts.h) */
     if (job_ending_on_another(v))
         return;
-    int full =
-        local ? (ccs_ds.local_reporter < 0 || ccs_ds.local_reporter == ccs_ds.world_rank) : ccs_ds.world_rank == 0;
+    struct ccs_dsx_say say = {.line = owner == ccs_ds.world_rank, .host = ccs_ds.hostkey};
+    say.full_rank = local ? owner : 0;
+    say.full = say.full_rank == ccs_ds.world_rank;
+    say.full_host = local ? ccs_ds.hostkey : rank0_host(v);
     atomic_store(&ccs_ds.report_busy, 1);
-    arm_abort(v, full);
-    struct report_args ra = {v, full};
+    arm_abort(v, say.full);
+    struct report_args ra = {v, &say};
     at_job_priority(report_fn, &ra);
     atomic_store(&ccs_ds.report_busy, 0);
 }

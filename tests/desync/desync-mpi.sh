@@ -80,19 +80,21 @@ tap_eq "split: no verdict names ranks 2 or 3" "" \
 # diagnostics and flight recorder land in the trace directory.
 dsx_run warn 40 4 SETTLE_MS=$WSETTLE -- "$SCENARIO" op
 tap_eq "warn: the job runs on and exits 0" 0 "$DSX_RC"
-tap_eq "warn: all 4 ranks report the MISMATCH" 4 "$(dsx_count warn MISMATCH)"
-# One full diagnosis in the job's combined output (rank 0, the lowest rank
-# still running), the line alone from each other rank.
-tap_eq "warn: one block in the combined output of the 4 ranks" 1 \
-    "$(cat "$CCS_TMP/warn"/log-*.txt | grep -c '^ccshim desync| comm ')"
+# One host: one line and one full diagnosis in the job's combined output
+# (rank 0's, the lowest rank still running, as the host's claim names it),
+# and the verdict in every rank's own file (each acts on it).
+tap_eq "warn: one rank logs the MISMATCH (one host), all 4 ranks' files have it" "1 4" \
+    "$(dsx_count warn MISMATCH) $(dsx_files warn MISMATCH)"
+tap_eq "warn: one line and one block in the combined output of the 4 ranks" "1 1" \
+    "$(cat "$CCS_TMP/warn"/log-*.txt | grep -c '^ccshim MISMATCH ') $(dsx_blocks warn)"
 tap_check "warn: rank 0's log has the block with the operations side by side" \
     grep -q "^ccshim desync|        3 | allreduce 4 float32 max" "$CCS_TMP/warn/log-0.txt"
-tap_eq "warn: the other ranks log the line only" "0 0 0" \
-    "$(for r in 1 2 3; do grep -c '^ccshim desync|' "$CCS_TMP/warn/log-$r.txt"; done | tr '\n' ' ' | sed 's/ $//')"
+tap_eq "warn: the other ranks log neither line nor block" "0 0 0" \
+    "$(for r in 1 2 3; do grep -c '^ccshim \(MISMATCH\|desync|\)' "$CCS_TMP/warn/log-$r.txt"; done | tr '\n' ' ' | sed 's/ $//')"
 tap_check "warn: the culprit's own stack is in its file in the trace directory" \
     grep -q "^ccshim desync| stack of rank 1 at seq" "$CCS_TMP/warn/trace/ccshim-desync-warn-r1.txt"
-tap_check "warn: wall-clock time beside the monotonic one on every rank's line" \
-    sh -c '[ "$(cat "$1"/log-*.txt | grep -Ec "^ccshim MISMATCH .* \[seen by rank [0-3] wall=[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z at=[0-9.]+\]$")" -eq 4 ]' _ "$CCS_TMP/warn"
+tap_check "warn: the line says for which host, that the full report follows, each rank's file, wall-clock and monotonic time" \
+    sh -c '[ "$(cat "$1"/log-*.txt | grep -Ec "^ccshim MISMATCH .* \[seen by rank 0 for host .[^ ]*.; full report below; each rank.s: $1/trace/ccshim-desync-warn-r<rank>\.txt; wall=[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z at=[0-9.]+\]$")" -eq 1 ]' _ "$CCS_TMP/warn"
 files=""
 for r in 0 1 2 3; do
     for f in "ccshim-desync-warn-r$r.txt" "ccshim-flight-warn-r$r.flight"; do
@@ -145,8 +147,8 @@ dsx_run op2 40 2 SETTLE_MS=$WSETTLE -- "$SCENARIO" op
 tap_eq "op on 2 ranks: both sides named, no majority" \
     "ccshim MISMATCH comm=X size=2 seq=3: rank 0 issued allreduce(count=4, float32, sum), rank 1 issued allreduce(count=4, float32, max)" \
     "$(dsx_lines op2 MISMATCH | sed 's/comm=0x[0-9a-f]*/comm=X/')"
-tap_eq "op on 2 ranks: one block in the combined output" 1 \
-    "$(cat "$CCS_TMP/op2"/log-*.txt | grep -c '^ccshim desync| comm ')"
+tap_eq "op on 2 ranks: one line and one block in the combined output" "1 1" \
+    "$(cat "$CCS_TMP/op2"/log-*.txt | grep -c '^ccshim MISMATCH ') $(dsx_blocks op2)"
 
 # More communicators than a rank's status holds (8): 12, every rank's calls
 # on them interleaved, the odd one on the last made at its seq 501 of 2000.
@@ -159,7 +161,8 @@ dsx_run many 60 4 SETTLE_MS=$WSETTLE COMMS=12 -- "$SCENARIO" op 2000 500
 tap_eq "12 communicators: the odd call named at its seq" \
     "ccshim MISMATCH comm=X size=4 seq=501: rank 1 issued allreduce(count=4, float32, max) where ranks 0,2-3 issued allreduce(count=4, float32, sum)" \
     "$(dsx_lines many MISMATCH | sed 's/comm=0x[0-9a-f]*/comm=X/')"
-tap_eq "12 communicators: by all 4 ranks" 4 "$(dsx_count many MISMATCH)"
+tap_eq "12 communicators: logged once (one host), in all 4 ranks' files" "1 4" \
+    "$(dsx_count many MISMATCH) $(dsx_files many MISMATCH)"
 # A seq whose records lie beyond the newest 8192 of every ring when the
 # search asks (6 communicators, the odd call at seq 1001 of 4000: about
 # 18,000 records back) is still read back and named.  (Before: "the
@@ -168,7 +171,8 @@ dsx_run deep 60 4 SETTLE_MS=$WSETTLE COMMS=6 -- "$SCENARIO" op 4000 1000
 tap_eq "records 18,000 back in the rings: the odd call named at its seq" \
     "ccshim MISMATCH comm=X size=4 seq=1001: rank 1 issued allreduce(count=4, float32, max) where ranks 0,2-3 issued allreduce(count=4, float32, sum)" \
     "$(dsx_lines deep MISMATCH | sed 's/comm=0x[0-9a-f]*/comm=X/')"
-tap_eq "records 18,000 back: by all 4 ranks" 4 "$(dsx_count deep MISMATCH)"
+tap_eq "records 18,000 back: logged once (one host), in all 4 ranks' files" "1 4" \
+    "$(dsx_count deep MISMATCH) $(dsx_files deep MISMATCH)"
 
 # A healthy run says nothing; no segment is left in /dev/shm.
 dsx_run ok 40 4 -- "$SCENARIO" ok 20

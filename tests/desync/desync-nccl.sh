@@ -52,11 +52,15 @@ ODD='^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduc
 for c in "running 3 1000" "last 30 40"; do
     set -- $c
     # rank 1's count one short in step $2 of $3, under the default policy (warn)
-    nccl_job "$1" -- --inject=wrong-count:1:"$2" --steps "$3"
+    mkdir -p "$CCS_TMP/$1/trace"
+    nccl_job "$1" CCSHIM_TRACE_DIR="$CCS_TMP/$1/trace" CCSHIM_JOB_ID="$1" -- --inject=wrong-count:1:"$2" --steps "$3"
     tap_eq "$1: no rank hung" 0 "$TIMEOUTS"
     lines=$(cat "$D"/log-*.txt 2>/dev/null | grep '^ccshim MISMATCH ' | sed 's/ \[seen by rank.*//' | sort -u)
     tap_check "$1: one MISMATCH naming rank 1 and both counts" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "$2"' _ "$lines" "$ODD"
-    tap_eq "$1: written by every rank" "1 1 1 1" "$(for r in 0 1 2 3; do grep -c '^ccshim MISMATCH ' "$D/log-$r.txt"; done | tr '\n' ' ' | sed 's/ $//')"
+    # One host: one line and one full report in the combined log; the
+    # verdict in every rank's own file (each acts on it).
+    tap_eq "$1: one line and one full report, in every rank's file" "1 1 1 1 1 1" \
+        "$(cat "$D"/log-*.txt | grep -c '^ccshim MISMATCH ') $(cat "$D"/log-*.txt | grep -c '^ccshim desync| comm ') $(for r in 0 1 2 3; do grep -c '^ccshim MISMATCH ' "$D/trace/ccshim-desync-$1-r$r.txt" 2>/dev/null || echo 0; done | tr '\n' ' ' | sed 's/ $//')"
     t0=$(sed -n 's/^culprit_call_ms=//p' "$D/out-1" | head -1)
     t1=$(cat "$D"/log-*.txt | grep '^ccshim MISMATCH ' | sed -n 's/.* at=\([0-9.]*\)\]$/\1/p' | sort -n | head -1)
     lat=$(awk -v a="${t0:-0}" -v b="${t1:-999999999}" 'BEGIN { printf "%d\n", (a > 0 ? b - a : 999999) }')

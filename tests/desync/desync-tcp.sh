@@ -27,7 +27,9 @@ tcp_case() { # NAME SCENARIO CULPRIT CLASS REGEX MAX_MS
     dsx_run "$name" 40 4 CCSHIM_ON_DESYNC=abort CCSHIM_COORD=127.0.0.1:0 CCSHIM_LOG_LEVEL=info SETTLE_MS=$settle -- \
         sh -c "$TWO_HOSTS" _ "$SCENARIO" "$sc" 5 2 "$culprit"
     dsx_check_verdict "$name" "$cls" "$re"
-    tap_check "$name: seen on both hosts" sh -c "grep -ql '^ccshim $cls ' '$CCS_TMP/$name/log-0.txt' '$CCS_TMP/$name/log-1.txt' && grep -ql '^ccshim $cls ' '$CCS_TMP/$name/log-2.txt' '$CCS_TMP/$name/log-3.txt'"
+    # One rank of each host logs the verdict, one rank of the job in full.
+    tap_eq "$name: one line on each host, one full report" "1 1 one-report-per-verdict" \
+        "$(dsx_per_host "$name" "$cls" "0 1" "2 3")"
     lat=$(dsx_latency_ms "$name" "$cls")
     tap_check "$name: reported $lat ms after the culprit's call (<= $max)" test "$lat" -le "$max"
 }

@@ -16,7 +16,10 @@ if [ "$DSX_RC" -ne 0 ] && [ "$DSX_RC" -ne 124 ]; then tap_ok "the job ends with 
 else tap_not_ok "the job ends with an error (exit $DSX_RC)"; dsx_diag trainer; fi
 tap_check "DESYNC: rank 1 issued fewer collectives than the others in step 3" \
     sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued seq [0-9]+ \(allreduce\(count=[0-9]+, float64, sum\)\) in step 4 where ranks 0,2-3 issued it in step 3: rank 1 issued fewer collectives than the others in step 3 and is behind from there on$"' _ "$lines"
-tap_check "every rank reports it" test "$(dsx_count trainer DESYNC)" -eq 4
+# One host: one rank logs each verdict (its line and its full report).
+tap_eq "one line per verdict in the combined output of the 4 ranks (one host)" \
+    "$(cat "$CCS_TMP/trainer"/log-*.txt | grep '^ccshim [A-Z]' | sed 's/ \[seen by.*//; s/ for [0-9.]* s/ for N s/' | sort -u | wc -l | tr -d ' ')" \
+    "$(cat "$CCS_TMP/trainer"/log-*.txt | grep -c '^ccshim [A-Z]')"
 # Both sides' call sites: where the others wait or last called, and where rank 1 last called.
 tap_check "the block names rank 1's call site" \
     grep -Eq "^ccshim desync\|   rank 1 \(comm rank 1, .*(last completed seq [0-9]+ step [0-9]+ at|blocked .* in) [^ ?]+" "$CCS_TMP/trainer/log-0.txt"

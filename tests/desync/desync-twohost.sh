@@ -55,10 +55,12 @@ th_mpi() {
     DSX_RC=$?
 }
 
-# th_seen_both NAME CLASS: a rank on each host wrote the verdict.
+# th_seen_both NAME CLASS: one TAP point: exactly one line of the verdict
+# on each host (hA: ranks 0-1, hB: ranks 2-3; one rank a host logs it, the
+# one its host's claim names) and one full report per verdict in the job.
 th_seen_both() {
-    grep -ql "^ccshim $2 " "$CCS_TMP/$1/log-0.txt" "$CCS_TMP/$1/log-1.txt" 2>/dev/null &&
-        grep -ql "^ccshim $2 " "$CCS_TMP/$1/log-2.txt" "$CCS_TMP/$1/log-3.txt" 2>/dev/null
+    tap_eq "$1: one line on each host, one full report" "1 1 one-report-per-verdict" \
+        "$(dsx_per_host "$1" "$2" "0 1" "2 3")"
 }
 
 # mpi_case NAME SCENARIO CULPRIT CLASS REGEX MAX_MS: three TAP points for the
@@ -69,7 +71,7 @@ mpi_case() {
     [ "$cls" = MISMATCH ] && settle=$MISMATCH_MS
     th_mpi "$name" 40 CCSHIM_ON_DESYNC=abort SETTLE_MS=$settle -- "$sc" 5 2 "$culprit"
     dsx_check_verdict "$name" "$cls" "$re"
-    tap_check "$name: seen on both hosts" th_seen_both "$name" "$cls"
+    th_seen_both "$name" "$cls"
     lat=$(dsx_latency_ms "$name" "$cls")
     tap_check "$name: reported $lat ms after the odd call (<= $max)" test "$lat" -le "$max"
     echo "# figure: mpi $name $cls $lat ms"
@@ -92,7 +94,7 @@ if [ $have_mpi = 1 ]; then
     # all-reduces a second over TCP here; seq 501 of 2000 came 45 s in.)
     th_mpi m-many 60 CCSHIM_ON_DESYNC=abort SETTLE_MS=$MISMATCH_MS COMMS=12 -- op 80 40 2
     dsx_check_verdict m-many MISMATCH "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=41: rank 2 issued allreduce\(count=4, float32, max\) where ranks 0-1,3 issued $AR$"
-    tap_check "m-many: seen on both hosts" th_seen_both m-many MISMATCH
+    th_seen_both m-many MISMATCH
     lat=$(dsx_latency_ms m-many MISMATCH)
     echo "# figure: mpi m-many MISMATCH $lat ms"
     # Rank 3 (hB, not its host's leader) dies of SIGKILL: its leader tells
@@ -102,7 +104,7 @@ if [ $have_mpi = 1 ]; then
     TH_MPI_OPTS="--enable-recovery" th_mpi m-kill 40 CCSHIM_ON_DESYNC=abort -- kill 5 2 3
     tap_check "m-kill: the job ended before the timeout (exit $DSX_RC)" test "$DSX_RC" -ne 124
     tap_check "m-kill: DEAD names rank 3 at the right seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim DEAD comm=0x[0-9a-f]+ size=4 seq=3: ranks 0-2 blocked in $2 at seq 3 for N s; rank 3 at seq 2 \(1 behind, died\)$"' _ "$(dsx_lines m-kill DEAD)" "$AR"
-    tap_check "m-kill: seen on both hosts" th_seen_both m-kill DEAD
+    th_seen_both m-kill DEAD
     lat=$(dsx_latency_ms m-kill DEAD)
     tap_check "m-kill: reported $lat ms after the rank died (<= $LATE)" test "$lat" -le $LATE
     echo "# figure: mpi m-kill DEAD $lat ms"
@@ -110,7 +112,7 @@ if [ $have_mpi = 1 ]; then
     th_mpi m-deadlock 40 CCSHIM_ON_DESYNC=abort -- deadlock 5 2 2
     lines=$(dsx_lines m-deadlock DESYNC)
     tap_check "m-deadlock: DESYNC on the world names rank 2 blocked in the barrier elsewhere" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=4: ranks 0-1,3 blocked in $2 at seq 4 for N s; rank 2 at seq 3 \(1 behind, blocked in barrier on comm=0x[0-9a-f]+ seq 1\)$"' _ "$lines" "$AR"
-    tap_check "m-deadlock: seen on both hosts" th_seen_both m-deadlock DESYNC
+    th_seen_both m-deadlock DESYNC
     lat=$(dsx_latency_ms m-deadlock DESYNC)
     tap_check "m-deadlock: reported $lat ms after the last rank blocked (<= $LATE)" test "$lat" -le $LATE
     echo "# figure: mpi m-deadlock DESYNC $lat ms"
@@ -174,7 +176,7 @@ th_count_verdict() {
     lines=$(dsx_lines "$1" MISMATCH)
     tap_check "$1: MISMATCH naming rank 1 and both counts at the exact seq" sh -c 'test "$(echo "$1" | grep -c .)" -eq 1 && echo "$1" | grep -Eq "^ccshim MISMATCH comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 1 issued allreduce\(count=3151, float64, sum\) where ranks 0,2-3 issued allreduce\(count=3152, float64, sum\)$"' _ "$lines"
     [ "$TAP_FAILED" -eq "$failed_before" ] || { echo "$lines" | tap_diag; dsx_diag "$1"; }
-    tap_check "$1: seen on both hosts" th_seen_both "$1" MISMATCH
+    th_seen_both "$1" MISMATCH
     t0=$(sed -n 's/^culprit_call_ms=//p' "$CCS_TMP/$1/out-1" | head -1)
     t1=$(th_first_ms "$1" MISMATCH)
     lat=$(awk -v a="${t0:-0}" -v b="${t1:-999999999}" 'BEGIN { printf "%d\n", (a > 0 ? b - a : 999999) }')
@@ -218,7 +220,7 @@ if [ $have_nccl = 1 ]; then
     th_nccl n-skip 60 CCSHIM_ON_DESYNC=abort -- --sync=per-minibatch --inject=skip-minibatch:2:3 --steps 5
     tap_eq "n-skip: no rank left hanging until the timeout" 0 "$NCCL_TIMEOUTS"
     tap_check "n-skip: DESYNC naming rank 2 and step 3" sh -c 'echo "$1" | grep -Eq "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=[0-9]+: rank 2 issued seq [0-9]+ \(allreduce\(count=[0-9]+, float64, sum\)\) in step 4 where ranks 0-1,3 issued it in step 3: rank 2 issued fewer collectives than the others in step 3 and is behind from there on$"' _ "$(dsx_lines n-skip DESYNC)"
-    tap_check "n-skip: seen on both hosts" th_seen_both n-skip DESYNC
+    th_seen_both n-skip DESYNC
     # No secret: unauthenticated TCP is refused in one line per rank; the
     # job runs on with detection within each host.
     th_nccl n-nosecret 60 -u CCSHIM_SECRET CCSHIM_LOG_LEVEL=debug -- --steps 3

@@ -20,11 +20,14 @@
  *   healthy   nothing: there must be no verdict
  * Prints one tab-separated line:
  *   ranks hosts scenario verdict latency_ms coord_cpu_pct coord_mem_mib in_kib_s evals eval_ms_max
- *   log_lines log_kib admit_ms relays
+ *   log_lines log_kib admit_ms relays ranks_logging full_reports
  * (relays: 0 without the tree).
  * log_lines, log_kib: what the job's combined log holds for the first
- * verdict (desync_report.c: one rank logs the line and the block, every
- * other rank the line only; the reporting rank's own stack not counted).
+ * verdict, as each simulated rank decides it with the runtime's code when
+ * its host's client receives the verdict (on_verdict): the line from one
+ * rank of each host, the block from the one writing the full report (its
+ * own stack not counted); ranks_logging: how many ranks logged it (one a
+ * host), full_reports: how many wrote the block (one).
  * admit_ms: from the start until every host's leader was admitted (the
  * measure starts then).  DESYNC_SIM_SHOW set: the line of each
  * communicator's first verdict on stderr.
@@ -33,6 +36,7 @@
  */
 #include "../test_clock.h"
 #include "ccs_config.h"
+#include "desync_claim.h"
 #include "desync_proto.h"
 #include "desync_report.h"
 #include "desync_tcp.h"
@@ -41,6 +45,7 @@
 #include "log.h"
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,14 +74,62 @@ static struct ccs_dsx_client **clients;
 static double t_start, t_event = -1, t_verdict = -1;
 static unsigned verdict_cls;
 static double log_lines, log_bytes;
+static struct ccs_dsx_claims *claims; /* per host: its shared segment's claims */
+static uint64_t first_key;            /* the first verdict's (desync_claim.h) */
+static int ranks_logging, full_reports;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile int stop;
 static _Atomic int admitted; /* every host's leader is in: the measure runs */
 static uint64_t fp_allreduce, fp_odd_count;
 
+/* Host H's ranks decide what each logs of V, under the lock
+ * (desync_claim.h: the host's claim, proposed as a rank proposes it;
+ * desync_report.c's formatting): the rank the claim names logs the line,
+ * or the line and the block where it writes the full report (rank 0, the
+ * coordinator's). */
+static void log_host(const struct ccs_dsx_verdict *v, int h)
+{
+    static char buf[65536];
+    char where[512], host[CCS_DSX_HOST], host0[CCS_DSX_HOST];
+    snprintf(host, sizeof host, "sim%d", h);
+    snprintf(host0, sizeof host0, "sim0");
+    int first = h * per_host, last = (h + 1) * per_host < nranks ? (h + 1) * per_host : nranks;
+    /* The host's ranks in turn, the last first: a proposal of each (the
+     * lowest rank still running, rank 0 on its host), one claim wins. */
+    for (int r = last - 1; r >= first; r--) {
+        int won;
+        int32_t owner =
+            ccs_dsx_claim(&claims[h], ccs_dsx_claim_key(v), ccs_dsx_claim_propose(1, h == 0, first), &won, NULL);
+        struct ccs_dsx_say say = {
+            .line = owner == r, .full = r == 0, .full_rank = 0, .host = host, .full_host = h == 0 ? host : host0};
+        if (!say.line && !say.full)
+            continue;
+        ccs_dsx_where(&say, "/scratch/trace", "sim", where, sizeof where);
+        size_t n = ccs_dsx_format_where(v, r, where, t_verdict, buf, sizeof buf), line = 0, lines = 0;
+        for (size_t i = 0; i < n; i++)
+            if (buf[i] == '\n') {
+                lines++;
+                if (!line)
+                    line = i + 1;
+            }
+        ranks_logging++;
+        if (say.full) {
+            full_reports++;
+            log_lines += (double)lines, log_bytes += (double)n;
+        } else {
+            log_lines += 1, log_bytes += (double)line;
+        }
+    }
+}
+
+/* The first verdict reaches client U: a host, or a relay that hands it on
+ * to each host of its group.  Each host's ranks read it (from shared
+ * memory, in a job) and decide with the runtime's code what they log
+ * (log_host).  Counted: lines, bytes, the ranks that logged (one per host)
+ * and the full reports. */
 static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
-    (void)arg;
+    int u = (int)(intptr_t)arg; /* the client: a host, or a relay for GROUP hosts */
     pthread_mutex_lock(&lock);
     /* DESYNC_SIM_SHOW: the line of each communicator's first verdict. */
     static uint64_t shown[4];
@@ -94,20 +147,15 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
     if (t_verdict < 0) {
         t_verdict = mono_ms();
         verdict_cls = v->cls;
-        /* The reporting rank's text in full, the line from each other rank. */
-        static char buf[65536];
-        size_t n = ccs_dsx_format(v, 0, t_verdict, buf, sizeof buf), line = 0, lines = 0;
-        for (size_t i = 0; i < n; i++)
-            if (buf[i] == '\n') {
-                lines++;
-                if (!line)
-                    line = i + 1;
-            }
-        log_lines = (double)lines + (nranks - 1);
-        log_bytes = (double)n + (double)line * (nranks - 1);
+        first_key = ccs_dsx_claim_key(v);
     }
+    /* a relay hands the verdict on to each host of its group */
+    int per = group ? group : 1;
+    for (int h = u * per; ccs_dsx_claim_key(v) == first_key && h < (u + 1) * per && h < nhosts; h++)
+        log_host(v, h);
     pthread_mutex_unlock(&lock);
 }
+
 
 static struct ccs_dsx_op op_at(uint64_t seq, uint64_t fp, uint64_t count)
 {
@@ -267,9 +315,9 @@ static struct ccs_dsx_coord *start_coordinator_and_clients(void)
         fprintf(stderr, "desync_sim: %s\n", why);
         return NULL;
     }
-    struct ccs_dsx_client_cb cb = {.verdict = on_verdict};
     for (int h = 0; h < nunits; h++) {
         char name[32];
+        struct ccs_dsx_client_cb cb = {.verdict = on_verdict, .arg = (void *)(intptr_t)h};
         snprintf(name, sizeof name, "sim%d", h * (group ? group : 1));
         clients[h] = ccs_dsx_client_new("127.0.0.1", port, nranks, h * per_unit, "simsecret", name, &cb);
         /* A relay lists a rank not waiting with its group after half the
@@ -306,11 +354,13 @@ static void print_result(const struct ccs_dsx_coord_stats *s0, const struct ccs_
                          double admit_ms)
 {
     double lat = t_verdict >= 0 && t_event >= 0 ? t_verdict - t_event : -1;
-    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\t%.0f\t%.1f\t%.0f\t%d\n", nranks, nhosts, scenario,
-           t_verdict >= 0 ? ccs_dsx_class_name(verdict_cls) : "none", lat, (s1->cpu_s - s0->cpu_s) * 100 / span,
-           s1->bytes_held / 1048576.0, (double)(s1->bytes_in - s0->bytes_in) / 1024 / span,
-           (unsigned long long)s1->evals, s1->eval_ms_max, log_lines, log_bytes / 1024, admit_ms,
-           group ? nunits : 0);
+    pthread_mutex_lock(&lock);
+    printf("%d\t%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%llu\t%.2f\t%.0f\t%.1f\t%.0f\t%d\t%d\t%d\n", nranks, nhosts,
+           scenario, t_verdict >= 0 ? ccs_dsx_class_name(verdict_cls) : "none", lat,
+           (s1->cpu_s - s0->cpu_s) * 100 / span, s1->bytes_held / 1048576.0,
+           (double)(s1->bytes_in - s0->bytes_in) / 1024 / span, (unsigned long long)s1->evals, s1->eval_ms_max,
+           log_lines, log_bytes / 1024, admit_ms, group ? nunits : 0, ranks_logging, full_reports);
+    pthread_mutex_unlock(&lock);
 }
 
 /* 1 when the verdict is the scenario's: none when healthy, else its class. */
@@ -360,6 +410,7 @@ int main(int argc, char **argv)
     status_ptrs = calloc((size_t)nranks, sizeof *status_ptrs);
     blocked_at = calloc((size_t)nranks, sizeof *blocked_at);
     clients = calloc((size_t)nunits, sizeof *clients);
+    claims = calloc((size_t)nhosts, sizeof *claims);
     init_statuses();
     struct ccs_dsx_coord *coord = start_coordinator_and_clients();
     if (!coord)
@@ -405,6 +456,6 @@ int main(int argc, char **argv)
     ccs_dsx_coord_stop(coord);
     for (int r = 0; r < nranks; r++)
         free(statuses[r]);
-    free(statuses), free(status_ptrs), free(clients), free(blocked_at);
+    free(statuses), free(status_ptrs), free(clients), free(blocked_at), free(claims);
     return verdict_expected() ? 0 : 1;
 }

@@ -27,9 +27,46 @@ dsx_lines() {
         sort -u
 }
 
-# dsx_count NAME CLASS: how many ranks wrote a CLASS line.
+# dsx_count NAME CLASS: how many ranks logged a CLASS line (one rank a
+# host per verdict: the one its host's claim names, docs/desync.md).
 dsx_count() {
     grep -l "^ccshim $2 " "$CCS_TMP/$1"/log-*.txt 2>/dev/null | wc -l | tr -d ' '
+}
+
+# dsx_files NAME CLASS: how many ranks' report files (the trace directory)
+# hold a CLASS line: every rank that judged or received the verdict.
+dsx_files() {
+    grep -l "^ccshim $2 " "$CCS_TMP/$1"/trace/ccshim-desync-*.txt 2>/dev/null | wc -l | tr -d ' '
+}
+
+# dsx_per_host NAME CLASS "RANKS" "RANKS"...: for each host (its ranks,
+# e.g. "0 1" "2 3"), how many lines each distinct CLASS verdict has in the
+# logs of its ranks ("1": one line for each; "1,2": one verdict has two),
+# then whether the job's combined log holds one full report (block) per
+# distinct verdict: "1 1 one-report-per-verdict" for one line of each
+# verdict on each of two hosts (docs/desync.md: one rank a host logs it).
+dsx_per_host() {
+    local d="$CCS_TMP/$1" cls=$2 out="" files r h blocks distinct texts
+    shift 2
+    texts=$(cat "$d"/log-*.txt 2>/dev/null | grep "^ccshim $cls " | sed 's/ \[seen by.*//; s/ for [0-9.]* s/ for N s/g' | sort -u)
+    for h in "$@"; do
+        files=""
+        for r in $h; do files="$files $d/log-$r.txt"; done
+        # shellcheck disable=SC2086
+        out="$out$(echo "$texts" | while IFS= read -r v; do
+            cat $files 2>/dev/null | grep "^ccshim $cls " | sed 's/ \[seen by.*//; s/ for [0-9.]* s/ for N s/g' | grep -cxF -- "$v"
+        done | sort -u | paste -sd, -) "
+    done
+    blocks=$(cat "$d"/log-*.txt 2>/dev/null | grep -c '^ccshim desync| comm ')
+    distinct=$(cat "$d"/log-*.txt 2>/dev/null | grep '^ccshim [A-Z]* comm=' | sed 's/ \[seen by.*//; s/ for [0-9.]* s/ for N s/g' |
+        sort -u | wc -l | tr -d ' ')
+    if [ "$blocks" -eq "$distinct" ]; then echo "${out}one-report-per-verdict"
+    else echo "${out}$blocks-reports-for-$distinct-verdicts"; fi
+}
+
+# dsx_blocks NAME: full reports (blocks) in the job's combined log.
+dsx_blocks() {
+    cat "$CCS_TMP/$1"/log-*.txt 2>/dev/null | grep -c '^ccshim desync| comm '
 }
 
 # dsx_latency_ms NAME CLASS: first report time minus the culprit's call.

@@ -507,6 +507,91 @@ START_TEST(verdicts_posted_by_two_leaders_at_once)
 }
 END_TEST
 
+/* Who of a host logs a verdict (issue 45): CLAIMERS processes, each a
+ * rank of the host, see each of CLAIM_ROUNDS verdicts at the same moment
+ * and each proposes another rank (itself): exactly one claim is made per
+ * verdict, and every process gets the same owner, the one its maker
+ * proposed.  A class judged once per communicator (MISMATCH) has one claim
+ * whatever the seq, and its owner marks the claim seen for its maker; the
+ * table full, -1 (the caller's own view decides). */
+#define CLAIMERS 8
+#define CLAIM_ROUNDS 200
+START_TEST(verdict_claimed_by_one_rank_of_the_host)
+{
+    char key[128];
+    struct ccs_dsx_shm *s = test_segment("claims", CLAIMERS, key, sizeof key);
+    size_t bytes = sizeof(_Atomic int) * 2 + sizeof(int32_t) * 2 * CLAIMERS * CLAIM_ROUNDS;
+    _Atomic int *sync = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(sync != MAP_FAILED);
+    _Atomic int *go = &sync[0], *ready = &sync[1];
+    int32_t *owner = (int32_t *)(sync + 2), *won = owner + CLAIMERS * CLAIM_ROUNDS;
+    atomic_init(go, 0);
+    atomic_init(ready, 0);
+    pid_t pid[CLAIMERS];
+    for (int r = 0; r < CLAIMERS; r++) {
+        pid[r] = fork();
+        if (pid[r] == 0) {
+            alarm(60);
+            for (int round = 1; round <= CLAIM_ROUNDS; round++) {
+                atomic_fetch_add(ready, 1);
+                wait_until(go, round);
+                struct ccs_dsx_verdict v = {.cls = CCS_DSX_DESYNC, .comm = 0x4545, .seq = (uint64_t)round};
+                int w = 0;
+                owner[(round - 1) * CLAIMERS + r] = ccs_dsx_shm_claim_verdict(s, &v, r, &w, NULL);
+                won[(round - 1) * CLAIMERS + r] = w;
+            }
+            _exit(0);
+        }
+    }
+    for (int round = 1; round <= CLAIM_ROUNDS; round++) {
+        wait_until(ready, round * CLAIMERS);
+        atomic_store(go, round);
+    }
+    for (int r = 0; r < CLAIMERS; r++) {
+        int st = 0;
+        waitpid(pid[r], &st, 0);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    int not_one = 0, disagree = 0, not_proposed = 0;
+    for (int round = 0; round < CLAIM_ROUNDS; round++) {
+        int nwon = 0, maker = -1;
+        for (int r = 0; r < CLAIMERS; r++) {
+            if (won[round * CLAIMERS + r])
+                nwon++, maker = r;
+            disagree += owner[round * CLAIMERS + r] != owner[round * CLAIMERS];
+        }
+        not_one += nwon != 1;
+        not_proposed += owner[round * CLAIMERS] != maker;
+    }
+    ck_assert_int_eq(not_one, 0);
+    ck_assert_int_eq(disagree, 0);
+    ck_assert_int_eq(not_proposed, 0);
+    /* Once per communicator: one claim for every seq. */
+    struct ccs_dsx_verdict m = {.cls = CCS_DSX_MISMATCH, .comm = 0x4646, .seq = 3};
+    int w = 0;
+    unsigned slot = 999, slot2 = 998;
+    ck_assert_int_eq(ccs_dsx_shm_claim_verdict(s, &m, 5, &w, &slot), 5);
+    ck_assert_int_eq(w, 1);
+    m.seq = 9;
+    ck_assert_int_eq(ccs_dsx_shm_claim_verdict(s, &m, 2, &w, &slot2), 5);
+    ck_assert_int_eq(w, 0);
+    /* The owner marks the claim seen; its maker, at the same place, reads it. */
+    ck_assert_uint_eq(slot, slot2);
+    ck_assert_int_eq(ccs_dsx_shm_claim_was_seen(s, slot), 0);
+    ccs_dsx_shm_claim_seen(s, slot2);
+    ck_assert_int_eq(ccs_dsx_shm_claim_was_seen(s, slot), 1);
+    /* The table full (CCS_DSX_NCLAIM verdicts on one host): -1. */
+    int full = 0;
+    for (int i = 0; i < 300 && !full; i++) {
+        struct ccs_dsx_verdict v = {.cls = CCS_DSX_DESYNC, .comm = 0x4747, .seq = (uint64_t)i};
+        full = ccs_dsx_shm_claim_verdict(s, &v, 1, &w, NULL) == -1;
+    }
+    ck_assert_int_eq(full, 1);
+    munmap(sync, bytes);
+    drop_segment(s, key, CLAIMERS);
+}
+END_TEST
+
 /* A writer that dies between claiming a verdict's place and finishing it
  * (here: its copy runs into an unmapped page) leaves the place odd for
  * good: readers wait CCS_DSX_VERDICT_STALLS calls (periods) for it, then
@@ -638,6 +723,7 @@ static Suite *suite(void)
     tcase_add_test(t, no_secret_no_tcp_across_hosts);
     tcase_add_test(t, short_secret_refused);
     tcase_add_test(t, squatted_segment_falls_back_to_tcp);
+    tcase_add_test(t, verdict_claimed_by_one_rank_of_the_host);
     tcase_add_test(t, refused_leader_lingering_says_it_twice);
     suite_add_tcase(s, t);
     return s;

@@ -1039,6 +1039,31 @@ START_TEST(comm_larger_than_world_gives_no_verdict)
 }
 END_TEST
 
+/* The line of the rank that logs a verdict for its host says where the
+ * full report is (issue 45): below, or which rank on which host, and each
+ * rank's file when there is a trace directory. */
+START_TEST(line_says_where_the_full_report_is)
+{
+    blocked_behind_rank_1(CCS_DSX_EXITED);
+    ck_assert_int_eq(after_confirmation(), 1);
+    char where[512], buf[16384];
+    struct ccs_dsx_say say = {.line = 1, .full = 1, .full_rank = 0, .host = "n1", .full_host = "n1"};
+    ccs_dsx_where(&say, "/t", "job", where, sizeof where);
+    ck_assert_str_eq(where, " for host 'n1'; full report below; each rank's: /t/ccshim-desync-job-r<rank>.txt;");
+    say.full = 0;
+    say.host = "n2";
+    ccs_dsx_where(&say, NULL, "job", where, sizeof where);
+    ck_assert_str_eq(where, " for host 'n2'; full report: rank 0 on host 'n1';");
+    say.full_host = NULL;
+    ccs_dsx_where(&say, "", "job", where, sizeof where);
+    ck_assert_str_eq(where, " for host 'n2'; full report: rank 0, on the coordinator's host;");
+    size_t n = ccs_dsx_format_where(&got[0], 8, where, 1.5, buf, sizeof buf);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_ptr_nonnull(
+        strstr(buf, " [seen by rank 8 for host 'n2'; full report: rank 0, on the coordinator's host; at=1.500]\n"));
+}
+END_TEST
+
 START_TEST(format_has_the_greppable_line)
 {
     blocked_behind_rank_1(CCS_DSX_EXITED);
@@ -1868,6 +1893,7 @@ static Suite *suite(void)
     tcase_add_test(t, boundary_agreed_and_gone_on_is_healthy);
     tcase_add_test(t, boundary_protocol_roundtrip);
     tcase_add_test(t, unseen_members_counted_by_folds_complete_a_deadlock);
+    tcase_add_test(t, line_says_where_the_full_report_is);
     suite_add_tcase(s, t);
     return s;
 }

@@ -18,7 +18,7 @@ tap_plan 12
 # milliseconds) to END, the job's end
 latency() {
     local v
-    v=$(sed -n 's/^ccshim DESYNC .*\[seen by rank [0-9]* wall=\([0-9T:.-]*\)Z .*/\1/p' "$CCS_TMP/$1.err" | sort | head -n 1)
+    v=$(sed -n 's/^ccshim DESYNC .*\[seen by rank [0-9]*[^]]* wall=\([0-9T:.-]*\)Z .*/\1/p' "$CCS_TMP/$1.err" | sort | head -n 1)
     awk -v a="$(date -u -d "${v:-1970-01-01}" +%s.%N)" -v b="$end" 'BEGIN {printf "%.1f", b - a}'
 }
 

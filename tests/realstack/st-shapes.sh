@@ -30,7 +30,7 @@ RS_LIMIT=120
 # latency NAME: seconds from NAME's first verdict to END, the job's end
 latency() {
     local v
-    v=$(sed -n 's/^ccshim DESYNC .*\[seen by rank [0-9]* wall=\([0-9T:.-]*\)Z .*/\1/p' "$CCS_TMP/$1.err" | sort | head -n 1)
+    v=$(sed -n 's/^ccshim DESYNC .*\[seen by rank [0-9]*[^]]* wall=\([0-9T:.-]*\)Z .*/\1/p' "$CCS_TMP/$1.err" | sort | head -n 1)
     [ -n "$v" ] || { echo none; return; }
     awk -v a="$(date -u -d "$v" +%s.%N)" -v b="$end" 'BEGIN {printf "%.1f", b - a}'
 }
