@@ -156,7 +156,6 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
     pthread_mutex_unlock(&lock);
 }
 
-
 static struct ccs_dsx_op op_at(uint64_t seq, uint64_t fp, uint64_t count)
 {
     struct ccs_dsx_op o;
