@@ -335,6 +335,25 @@ static void short_paths(char *nm)
     }
 }
 
+/* Calls made through mpi4py all come from its stripped module: where no
+ * site carries a Python line (the run was not under `ccshim-run --python`),
+ * one line says how to name the lines that made them. */
+static void print_python_hint(struct audit_site **v, size_t nsites, FILE *f)
+{
+    uint64_t calls = 0;
+    for (size_t i = 0; i < nsites; i++) {
+        if (v[i]->pysite)
+            return;
+        if (v[i]->module && strstr(v[i]->module, "mpi4py/MPI."))
+            calls += v[i]->count;
+    }
+    if (calls)
+        fprintf(f,
+                "    (%" PRIu64 " calls made through mpi4py, all at its module's sites: `ccshim-run --python`\n"
+                "     names the Python line that made each; docs/python-sites.md)\n",
+                calls);
+}
+
 static void print_sites(struct audit *a, FILE *f)
 {
     if (!a->nsites)
@@ -372,6 +391,7 @@ static void print_sites(struct audit *a, FILE *f)
         fprintf(f, "    %9" PRIu64 " %10s %9" PRIu64 "  %s\n", v[i]->count, fmt_bytes(v[i]->bytes, b, sizeof b),
                 v[i]->deferred, line);
     }
+    print_python_hint(v, nsites, f);
     free(v);
 }
 
