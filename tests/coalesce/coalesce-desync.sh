@@ -33,6 +33,15 @@ verdict() {
 }
 # counts NAME: "rank R ended step S after X all-reduces where the others made Y"
 counts() { verdict "$1" | sed -n 's/^\(ranks* [0-9,-]* ended step [0-9]* after [0-9]* all-reduces where the others made [0-9]*\).*/\1/p'; }
+# warn_seen NAME RANK STEP X Y: under warn, the host's one line names RANK
+# ending STEP after X all-reduces, with the others' Y; or, where the rank
+# the host's claim named to log it had already run on to the end of the job
+# (the others' real calls matched the odd rank's later ones), its own view:
+# the others gone, their count unknown (docs/desync.md, Limits).
+warn_seen() {
+    grep -Eq "^ccshim DESYNC comm=[^:]*: rank $2 ended step $3 after $4 all-reduces( where the others made $5|; [0-9]+ members? gone)[^0-9]" \
+        "$CCS_TMP/$1.err"
+}
 # blocked_s NAME: the seconds the others had waited when it was reported
 blocked_s() { verdict "$1" | sed -n 's/.* blocked in .* for \([0-9.]*\) s.*/\1/p'; }
 within() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 <= b + 0) }'; }
@@ -69,16 +78,21 @@ tap_eq "MPI auto, 4 ranks, rank 1 replays one more in step 4: DESYNC with both c
 tap_check "... the job ended (rc $rc)" ended $rc
 
 # --- MPI, warn: the verdict, and the job left as it is ----------------------
+# Under warn the job goes on: coalescing answered rank 0's deferred
+# all-reduces and its real ones match rank 1's later calls, so rank 0, the
+# rank named to log the host's line, may reach MPI_Finalize before its own
+# rules judge (seen in CI: "rank 1 ended step 3 after 7 all-reduces; 1
+# member gone").
 run skipw 15 2 --coalesce auto -- $A --inject skip-minibatch:1:3
-tap_eq "MPI auto, warn: the same DESYNC" \
-    "rank 1 ended step 3 after 7 all-reduces where the others made 8" "$(counts skipw)"
+tap_check "MPI auto, warn: the same DESYNC (rank 1 ended step 3 after 7 all-reduces; the others' 8, or the others gone)" \
+    warn_seen skipw 1 3 7 8
 tap_check "... and the rank says its deferred reductions were not completed" \
     grep -q 'coalescing: step 3: this rank ended the step with 7 deferred all-reduce(s) pending, and the other ranks did not end it alike' \
     "$CCS_TMP/skipw.err"
 
 run extraw 15 4 --coalesce every:4 -- $A --inject extra-minibatch:2:3
-tap_eq "MPI every:4, 4 ranks, warn, rank 2 replays one more: DESYNC with both counts" \
-    "rank 2 ended step 3 after 5 all-reduces where the others made 4" "$(counts extraw)"
+tap_check "MPI every:4, 4 ranks, warn, rank 2 replays one more: DESYNC (with the others' count, or the others gone)" \
+    warn_seen extraw 2 3 5 4
 
 # --- MPI, healthy ------------------------------------------------------------
 run ok2 120 2 --coalesce auto --on-desync abort -- --batch 32 --mini-batch 4 --steps 100; rc=$?
@@ -122,12 +136,12 @@ tap_eq "NCCL every:4, rank 2 replays one more: DESYNC with both counts" \
 tap_eq "... every rank ended" 0 "$NJOB_LEFT"
 
 njob nskipw 12 CCSHIM_COALESCE=auto -- $NA --inject skip-minibatch:3:2
-tap_eq "NCCL auto, warn, rank 3 skips in step 2: DESYNC with both counts" \
-    "rank 3 ended step 2 after 3 all-reduces where the others made 4" "$(counts nskipw)"
+tap_check "NCCL auto, warn, rank 3 skips in step 2: DESYNC (with the others' count, or the others gone)" \
+    warn_seen nskipw 3 2 3 4
 
 njob nextraw 12 CCSHIM_COALESCE=every:4 -- $NA --inject extra-minibatch:0:3
-tap_eq "NCCL every:4, warn, rank 0 replays one more: DESYNC with both counts" \
-    "rank 0 ended step 3 after 5 all-reduces where the others made 4" "$(counts nextraw)"
+tap_check "NCCL every:4, warn, rank 0 replays one more: DESYNC (with the others' count, or the others gone)" \
+    warn_seen nextraw 0 3 5 4
 
 njob nok 60 CCSHIM_COALESCE=auto CCSHIM_ON_DESYNC=abort CCSHIM_SUMMARY=1 -- --batch 32 --mini-batch 4 --steps 100
 tap_eq "NCCL auto, healthy, 100 steps: every rank ended with status 0" " 0 0 0 0" "$NJOB_RCS"
