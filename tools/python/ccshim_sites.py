@@ -206,9 +206,12 @@ def _number(name, args, kwargs):
     return st, st[2], prev
 
 
-def annotated(fn, collective=None):
+def annotated(fn, collective=None, keep_outer=False):
     """FN wrapped so that what it issues carries its caller's Python line;
-    COLLECTIVE: its torch.distributed name, when it is a collective."""
+    COLLECTIVE: its torch.distributed name, when it is a collective;
+    KEEP_OUTER: inside another wrapped call that call's line stands (an
+    mpi4py call from a DDP comm hook during backward() keeps the
+    backward's line)."""
     if getattr(fn, "_ccshim_annotated", False):
         return fn
     word, begin, end, call = _lib[1], _lib[2], _lib[3], _lib[4]
@@ -234,7 +237,7 @@ def annotated(fn, collective=None):
 
     def run(args, kwargs, numbered):
         prev = word.value  # before _site_id, which makes a new line current when it interns it
-        i = _site_id(2)
+        i = 0 if keep_outer and prev else _site_id(2)
         if not i:  # no frame of the job's own (a hook on an autograd thread): keep the current line
             return fn(*args, **kwargs)
         word.value = i
@@ -336,28 +339,6 @@ _MPI_METHODS = (
 )
 
 
-def _mpi_annotated(fn):
-    """FN, a method of an mpi4py communicator, wrapped so that the MPI call
-    it makes carries its caller's line; inside a wrapped torch call (a DDP
-    comm hook during backward()) the torch call's line stands."""
-    word = _lib[1]
-
-    @functools.wraps(fn)
-    def method(*args, **kwargs):
-        prev = word.value
-        i = 0 if prev else _site_id(1)
-        if not i:
-            return fn(*args, **kwargs)
-        word.value = i
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            word.value = prev
-
-    method._ccshim_annotated = True
-    return method
-
-
 def _hook_mpi4py(mpi):
     """mpi4py's classes are immutable extension types: their methods cannot
     be replaced.  So each communicator class gets a subclass with the
@@ -378,7 +359,7 @@ def _hook_mpi4py(mpi):
         for m in _MPI_METHODS:
             fn = getattr(base, m, None)
             if fn is not None and callable(fn):
-                ns[m] = _mpi_annotated(fn)
+                ns[m] = annotated(fn, keep_outer=True)
         subs[name] = type(name, (base,), ns)
     for name in ("COMM_WORLD", "COMM_SELF"):
         comm = getattr(mpi, name, None)
