@@ -52,7 +52,7 @@ libccs_desync_la_SOURCES = src/desync/desync.h src/desync/desync.c src/desync/de
 	src/desync/desync_rule_mismatch.c src/desync/desync_rule_boundary.c src/desync/desync_rule_blocked.c src/desync/desync_rule_foreign.c \
 	src/desync/desync_rule_unreachable.c src/desync/desync_seen.c src/desync/desync_claim.h src/desync/desync_claim.c src/desync/desync_shm.h \
 	src/desync/desync_shm.c src/desync/desync_tcp.h src/desync/desync_conn.h src/desync/desync_conn.c \
-	src/desync/desync_coord.h src/desync/desync_coord.c src/desync/desync_coord_net.c src/desync/desync_fold.h src/desync/desync_fold.c src/desync/desync_search.h src/desync/desync_search.c src/desync/desync_client.c src/desync/desync_auth.h src/desync/desync_auth.c src/desync/desync_collect.h \
+	src/desync/desync_coord.h src/desync/desync_coord.c src/desync/desync_coord_net.c src/desync/desync_tree_root.c src/desync/desync_tree_relay.c src/desync/desync_fold.h src/desync/desync_fold.c src/desync/desync_search.h src/desync/desync_search.c src/desync/desync_client.c src/desync/desync_auth.h src/desync/desync_auth.c src/desync/desync_collect.h \
 	src/desync/desync_collect.c src/desync/desync_device.h src/desync/desync_device.c \
 	src/desync/desync_report.h src/desync/desync_report.c src/desync/desync_agg.h src/desync/desync_agg.c
 # desync.c's jobs, a file each (desync_state.h lists them).

@@ -25,6 +25,8 @@ struct ccs_config {
  * coalescing both follow CCSHIM_ON_DESYNC. */
 enum ccs_on_desync { CCS_ON_DESYNC_WARN = 0, CCS_ON_DESYNC_ABORT = 1 };
 enum ccs_desync_transport { CCS_DESYNC_AUTO = 0, CCS_DESYNC_SHM = 1, CCS_DESYNC_TCP = 2 };
+/* CCSHIM_DESYNC_TREE's values ({auto off on}). */
+enum ccs_desync_tree { CCS_DESYNC_TREE_AUTO = 0, CCS_DESYNC_TREE_OFF = 1, CCS_DESYNC_TREE_ON = 2 };
 
 /* The settings in force (defaults until ccs_config_load). */
 extern __attribute__((visibility("hidden"))) struct ccs_config ccs_cfg;

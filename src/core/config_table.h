@@ -62,6 +62,16 @@
       "per-job secret (32+ characters) of side-channel members without MPI; environment only")            \
     X(secret_file, "CCSHIM_SECRET_FILE", STR, "",                                                         \
       "file holding the per-job secret (owned by you, mode 0600), e.g. in a directory every node shares") \
+    X(desync_tree, "CCSHIM_DESYNC_TREE", ENUM, "auto",                                                    \
+      "{auto off on}: hosts report through relays of groups of hosts (docs/desync.md, 'The tree'); "     \
+      "auto: from 4097 ranks on")                                                                          \
+    X(desync_relay_ranks, "CCSHIM_DESYNC_RELAY_RANKS", INT, "0",                                          \
+      "ranks a relay's group holds, 0..16777216; 0: about sqrt(ranks x ranks a host)")                    \
+    X(desync_relay_listen, "CCSHIM_DESYNC_RELAY_LISTEN", STR, "",                                         \
+      "[host:]port a relay listens on (a firewall's); default: any free port on the address it reaches "  \
+      "the coordinator from")                                                                              \
+    X(desync_relay_addr, "CCSHIM_DESYNC_RELAY_ADDR", STR, "",                                             \
+      "host:port its group's leaders reach a relay at (behind NAT or a proxy); default: where it listens") \
     X(desync_host, "CCSHIM_DESYNC_HOST", STR, "",                                                         \
       "host identity for the side channel (default: the host name); ranks sharing it share memory")      \
     X(nccl_completion, "CCSHIM_NCCL_COMPLETION", BOOL, "1",                                               \
@@ -123,6 +133,7 @@
     X(desync_straggler_ms, 10, 86400000)                                                                   \
     X(desync_heartbeat_ms, 100, 3600000)                                                                   \
     X(desync_flight, 0, 65536)                                                                             \
+    X(desync_relay_ranks, 0, 16777216)                                                                     \
     X(coalesce_min_bytes, 0, 2147483647)                                                                   \
     X(coalesce_learn_steps, 1, 1000)                                                                       \
     X(metrics_period_ms, 10, 3600000)

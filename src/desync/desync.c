@@ -104,8 +104,14 @@ static void forward_tcp(size_t nlocal, uint64_t now)
     size_t nag = ccs_dsx_agree_gather(nlocal);
     char why[256] = "";
     long to = ccs_cfg.desync_period_ms / 2;
-    if (ccs_dsx_client_tick(ccs_ds.client, ccs_ds.local, nlocal, ccs_ds.agree_buf, nag, to < 1 ? 1 : (int)to, why,
-                            sizeof why) == 0)
+    /* A relay folds its group's statuses, its own host's among them. */
+    const struct ccs_dsx_status *const *st = ccs_ds.local;
+    size_t n = nlocal;
+    if (ccs_ds.relay) {
+        n = ccs_dsx_relay_pump(nlocal);
+        st = ccs_ds.relay_buf;
+    }
+    if (ccs_dsx_client_tick(ccs_ds.client, st, n, ccs_ds.agree_buf, nag, to < 1 ? 1 : (int)to, why, sizeof why) == 0)
         return;
     /* This rank is exiting (it may have taken the host's link over from a
      * leader that left first): the coordinator's rank may have finished

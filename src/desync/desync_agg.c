@@ -549,7 +549,7 @@ int ccs_dsx_agg_compare(const struct ccs_dsx_agg *const *f, size_t nf, uint64_t 
 }
 
 uint64_t ccs_dsx_agg_unseen(const struct ccs_dsx_agg *const *f, size_t nf, uint64_t comm, int32_t size,
-                            uint64_t unseen)
+                            uint64_t unseen, uint64_t direct)
 {
     uint64_t members = 0, rest = 0, lo = UINT64_MAX;
     for (size_t i = 0; i < nf; i++) {
@@ -563,5 +563,5 @@ uint64_t ccs_dsx_agg_unseen(const struct ccs_dsx_agg *const *f, size_t nf, uint6
         if (c->rest_blocked && c->block_seq < lo)
             lo = c->block_seq;
     }
-    return members == (uint64_t)size && rest == unseen && rest && lo != UINT64_MAX ? lo : 0;
+    return members + direct == (uint64_t)size && rest == unseen && rest && lo != UINT64_MAX ? lo : 0;
 }

@@ -15,6 +15,7 @@
 #include "agree.h"
 #include "clock.h"
 #include "process.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,23 @@ int ccs_dsx_start_coordinator(const char *bind_host, int port, int32_t wsize, co
     long cp = 5 * ccs_cfg.desync_period_ms;
     ccs_ds.coord =
         ccs_dsx_coord_start_cred(bind_host, port, wsize, cc, &t, (int)(cp < 100 ? 100 : cp), &got, why, n);
+    if (ccs_ds.coord)
+        ccs_dsx_coord_tree(ccs_ds.coord, ccs_dsx_tree_ranks(wsize, ccs_ds.per_host_hint));
     return ccs_ds.coord ? got : -1;
+}
+
+uint32_t ccs_dsx_tree_ranks(int32_t wsize, int per_host)
+{
+    if (ccs_cfg.desync_tree == CCS_DESYNC_TREE_OFF ||
+        (ccs_cfg.desync_tree == CCS_DESYNC_TREE_AUTO && wsize <= CCS_DSX_TREE_FROM - 1))
+        return 0;
+    if (ccs_cfg.desync_relay_ranks > 0)
+        return (uint32_t)ccs_cfg.desync_relay_ranks;
+    /* G = ceil(sqrt(hosts)) hosts a group: the root's and a relay's fan-in
+     * alike; in ranks, sqrt(ranks x ranks a host). */
+    double per = per_host > 0 ? per_host : 8;
+    uint32_t r = (uint32_t)ceil(sqrt((double)wsize * per));
+    return r ? r : 1;
 }
 
 /* How often a coordinator that could not listen tries again, and how

@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -70,6 +72,19 @@ struct ccs_dsx_client {
     size_t rcap;
     uint32_t list_ms;
     uint64_t agg_ms;
+    /* The tree (docs/desync.md, "The tree"): the root's address and key,
+     * kept while this leader reports through its group's relay (TO_RELAY,
+     * at GO's address with GO's key; MOVING: told just now); RELAYING:
+     * this leader relays, where AT says (said again on each new link). */
+    char root_host[256];
+    int root_port, root_keyed;
+    unsigned root_cand;
+    struct ccs_dsx_key root_key;
+    int to_relay, moving, relaying;
+    int rerouted; /* this tick: the link to the relay ended, back to the root (nothing to warn of) */
+    struct ccs_dsx_go go;
+    struct ccs_dsx_relay_at at;
+    uint64_t tree_said_ms;
 };
 
 struct ccs_dsx_client *ccs_dsx_client_new(const char *host, int port, int32_t wsize, int32_t rank,
@@ -113,6 +128,23 @@ struct ccs_dsx_client *ccs_dsx_client_new_cred(const char *host, int port, int32
     return cl;
 }
 
+int ccs_dsx_client_send(struct ccs_dsx_client *cl, uint16_t type, const void *p, size_t n)
+{
+    if (!ccs_dsx_client_connected(cl) || cl->to_relay)
+        return -1;
+    return ccs_dsx_conn_queue(&cl->c, type, p, n);
+}
+
+int ccs_dsx_client_local_addr(struct ccs_dsx_client *cl, char *buf, size_t n)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    if (cl->c.fd < 0 || getsockname(cl->c.fd, (struct sockaddr *)&sa, &sl) != 0 || sa.sin_family != AF_INET ||
+        !inet_ntop(AF_INET, &sa.sin_addr, buf, (socklen_t)n))
+        return -1;
+    return 0;
+}
+
 int ccs_dsx_client_connected(struct ccs_dsx_client *cl)
 {
     return cl->c.fd >= 0 && cl->c.state == CCS_DSX_C_AUTHED;
@@ -122,8 +154,58 @@ uint64_t ccs_dsx_client_bytes_out(struct ccs_dsx_client *cl)
     return cl->bytes_out_total + cl->c.bytes_out;
 }
 
+/* Reports to the root again (the link to the relay ended). */
+static void back_to_root(struct ccs_dsx_client *cl, uint64_t now)
+{
+    int say = !cl->tree_said_ms || now - cl->tree_said_ms >= 60000;
+    ccs_log(say ? CCS_LOG_INFO : CCS_LOG_DEBUG,
+            "desync side channel: the link to the relay of group %u (rank %d at %s:%d) ended; host '%s' reports to "
+            "the coordinator again",
+            cl->go.group, cl->go.relay_rank, cl->host, cl->port, cl->hostname);
+    cl->tree_said_ms = say ? now : cl->tree_said_ms;
+    cl->rerouted = 1;
+    snprintf(cl->host, sizeof cl->host, "%s", cl->root_host);
+    cl->port = cl->root_port;
+    cl->keyed = cl->root_keyed;
+    cl->cand = cl->root_cand;
+    cl->key = cl->root_key;
+    cl->to_relay = 0;
+}
+
+/* Reports through the relay GO names from now on (the root said so). */
+static void to_relay(struct ccs_dsx_client *cl)
+{
+    if (!cl->to_relay) {
+        snprintf(cl->root_host, sizeof cl->root_host, "%s", cl->host);
+        cl->root_port = cl->port;
+        cl->root_keyed = cl->keyed;
+        cl->root_cand = cl->cand;
+        cl->root_key = cl->key;
+    }
+    snprintf(cl->host, sizeof cl->host, "%s", cl->go.host);
+    cl->port = cl->go.port;
+    cl->keyed = 0;
+    memcpy(cl->key.k, cl->go.key, sizeof cl->key.k);
+    ccs_dsx_auth_wipe((struct ccs_dsx_key *)cl->go.key);
+    cl->to_relay = 1;
+    ccs_log(CCS_LOG_INFO, "desync side channel: host '%s' reports through the relay of group %u (rank %d at %s:%d)",
+            cl->hostname, cl->go.group, cl->go.relay_rank, cl->host, cl->port);
+}
+
 static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
 {
+    if (cl->moving) { /* to the relay, as the root said: not a loss */
+        cl->moving = 0;
+        cl->bytes_out_total += cl->c.bytes_out;
+        ccs_dsx_conn_close(&cl->c);
+        to_relay(cl);
+        cl->backoff_ms = 0;
+        cl->retry_ms = now;
+        if (cl->sent)
+            memset(cl->sent, 0, cl->nsent * sizeof *cl->sent);
+        cl->ag_hash = 0;
+        return;
+    }
     ccs_log(CCS_LOG_DEBUG, "desync side channel: connection %s; again in %llu ms",
             cl->c.state == CCS_DSX_C_AUTHED ? "lost" : "not established",
             (unsigned long long)(cl->backoff_ms ? (cl->backoff_ms * 2 > 5000 ? 5000 : cl->backoff_ms * 2) : 200));
@@ -150,6 +232,11 @@ static void client_drop(struct ccs_dsx_client *cl, uint64_t now)
         memset(cl->sent, 0, cl->nsent * sizeof *cl->sent);
     cl->ag_hash = 0;
     cl->agg_ms = 0;
+    if (cl->to_relay && !cl->bye) { /* the root at once: it sends us to a relay again if it has another */
+        back_to_root(cl, now);
+        cl->backoff_ms = 0;
+        cl->retry_ms = now + 200;
+    }
 }
 
 static int client_connect(struct ccs_dsx_client *cl, char *why, size_t n)
@@ -248,6 +335,10 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
             if (hs == 1) {
                 cl->backoff_ms = 0;
                 cl->ever = 1;
+                /* A relay says where it listens on each link to the root. */
+                if (cl->relaying && !cl->to_relay &&
+                    ccs_dsx_conn_queue(c, CCS_DSX_M_RELAY_AT, &cl->at, sizeof cl->at) != 0)
+                    return -1;
                 uint64_t now = ccs_clock_mono_ms();
                 if (cl->lost_ms) { /* one line a minute at most; a flapping link is not news each time */
                     int say = !cl->said_ms || now - cl->said_ms >= 60000;
@@ -269,10 +360,14 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
             cl->vbuf->local = 0; /* the coordinator's, whatever the frame says */
             if (cl->cb.verdict)
                 cl->cb.verdict(cl->vbuf, cl->cb.arg);
+            if (cl->cb.down)
+                cl->cb.down(f.type, cl->vbuf, sizeof *cl->vbuf, cl->cb.arg);
         } else if (f.type == CCS_DSX_M_BYE && f.length == 0) {
             cl->bye = 1;
             if (cl->cb.bye)
                 cl->cb.bye(cl->cb.arg);
+            if (cl->cb.down)
+                cl->cb.down(f.type, NULL, 0, cl->cb.arg);
         } else if (f.type == CCS_DSX_M_DETAIL && (f.length == 8 || f.length == 16)) {
             uint64_t id, seq = 0;
             memcpy(&id, p, 8);
@@ -282,11 +377,40 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
                 ccs_dsx_client_detail(cl, id);
             if (seq && cl->cb.want)
                 cl->cb.want(id, seq, cl->cb.arg);
+            if (cl->cb.down)
+                cl->cb.down(f.type, p, f.length, cl->cb.arg);
         } else if (f.type == CCS_DSX_M_AGREE && f.length == sizeof(struct ccs_dsx_agree)) {
             struct ccs_dsx_agree a;
             memcpy(&a, p, sizeof a);
             if (a.size > 0 && a.size <= cl->wsize && a.n == (uint32_t)a.size && a.min <= a.max && cl->cb.agreed)
                 cl->cb.agreed(&a, cl->cb.arg);
+            if (a.size > 0 && a.size <= cl->wsize && a.n == (uint32_t)a.size && a.min <= a.max && cl->cb.down)
+                cl->cb.down(f.type, &a, sizeof a, cl->cb.arg);
+        } else if (f.type == CCS_DSX_M_RELAY && f.length == sizeof(struct ccs_dsx_relay) && !cl->to_relay) {
+            struct ccs_dsx_relay rl;
+            memcpy(&rl, p, sizeof rl);
+            struct ccs_dsx_relay_at at = {.group = rl.group};
+            if (!cl->cb.relay || cl->cb.relay(rl.group, rl.key, &at, cl->cb.arg) != 0)
+                at.port = 0; /* cannot: the root never asks again */
+            memcpy(at.key, rl.key, sizeof at.key);
+            ccs_dsx_auth_wipe((struct ccs_dsx_key *)rl.key);
+            if (at.port) {
+                cl->relaying = 1;
+                cl->at = at;
+            }
+            int rc = ccs_dsx_conn_queue(c, CCS_DSX_M_RELAY_AT, &at, sizeof at);
+            ccs_dsx_auth_wipe((struct ccs_dsx_key *)at.key);
+            if (rc != 0)
+                return -1;
+        } else if (f.type == CCS_DSX_M_GO && f.length == sizeof(struct ccs_dsx_go) && !cl->to_relay) {
+            memcpy(&cl->go, p, sizeof cl->go);
+            if (ccs_dsx_check_go(&cl->go, cl->wsize, why, n) != 0)
+                return -1;
+            if (!cl->relaying) { /* (a relay relays its own host: it stays) */
+                cl->moving = 1;
+                ccs_dsx_conn_consume(c);
+                return 0;
+            }
         } else {
             snprintf(why, n, "unexpected frame type %u (%u bytes) from the coordinator", f.type, f.length);
             return -1;
@@ -499,6 +623,10 @@ static int exchange(struct ccs_dsx_client *cl, const struct ccs_dsx_status *cons
             break;
         if (pf.revents & (POLLIN | POLLHUP | POLLERR)) {
             int rc = on_readable(cl, why, wn);
+            if (cl->moving) { /* GO: to the relay next period */
+                client_drop(cl, now);
+                return 0;
+            }
             if (rc != 0) {
                 if (cl->refused)
                     snprintf(cl->refused_why, sizeof cl->refused_why, "%s", why);
@@ -575,7 +703,10 @@ static int tick_body(struct ccs_dsx_client *cl, const struct ccs_dsx_status *con
 int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *const *st, size_t n,
                         const struct ccs_dsx_agree *ag, size_t nag, int timeout_ms, char *why, size_t wn)
 {
+    cl->rerouted = 0;
     int rc = tick_body(cl, st, n, ag, nag, timeout_ms, why, wn);
+    if (rc < 0 && cl->rerouted)
+        return 0;
     /* A port keyed by the secret: a failure before the handshake at one
      * candidate is news only once every candidate failed in a round. */
     if (rc < 0 && cl->keyed && cl->c.fd < 0 && cl->cand != 0)
@@ -589,6 +720,7 @@ void ccs_dsx_client_free(struct ccs_dsx_client *cl)
         return;
     ccs_dsx_conn_close(&cl->c);
     ccs_dsx_auth_wipe(&cl->key);
+    ccs_dsx_auth_wipe(&cl->root_key);
     free(cl->sent);
     free(cl->agg);
     free(cl->rlisted);

@@ -54,6 +54,21 @@ struct ccs_dsx_conn {
     int prio;                    /* (coordinator) admitted as a member, outside the slots of unknown peers */
     int said_bye;                /* (coordinator) BYE queued to it */
     size_t cur_wire;             /* bytes on the wire of the frame ccs_dsx_conn_next_frame returned */
+    /* (root) its place in the tree (desync_tree_root.c): enum ccs_dsx_tree_role, its group, the
+     * registration of the relay it was last sent to, the lowest rank it reports */
+    int tree;
+    uint32_t group;
+    uint64_t sent_gen;
+    int32_t lowest;
+};
+
+/* A root's connection in the tree (struct ccs_dsx_conn's tree). */
+enum ccs_dsx_tree_role {
+    CCS_DSX_T_LEADER = 0,    /* a host's leader reporting to the root */
+    CCS_DSX_T_APPOINTED = 1, /* told to relay its group, not yet listening */
+    CCS_DSX_T_RELAY = 2,     /* its group's relay (RELAY_AT heard) */
+    CCS_DSX_T_MOVED = 3,     /* told to report through its group's relay (GO sent) */
+    CCS_DSX_T_NORELAY = 4,   /* a leader that could not relay: never appointed again */
 };
 
 /* Closes the socket, frees the buffers, and leaves C empty (fd -1). */

@@ -37,7 +37,10 @@
 void ccs_dsx_coord_verdict(const struct ccs_dsx_verdict *v, void *arg)
 {
     struct ccs_dsx_coord *k = arg;
-    ccs_dsx_coord_broadcast(k, CCS_DSX_M_VERDICT, v, sizeof *v);
+    /* A relay's verdict goes to the root, which gives it to the whole job
+     * (and back down here); only when it cannot go up, to its group. */
+    if (!k->hooks || k->hooks->verdict(v, k->hooks_arg) != 0)
+        ccs_dsx_coord_broadcast(k, CCS_DSX_M_VERDICT, v, sizeof *v);
     /* A MISMATCH leaves the hashes apart for good: its odd ranks are not
      * narrowed to again (a hang after it still is). */
     if (v->cls == CCS_DSX_MISMATCH)
@@ -111,6 +114,11 @@ static void coord_want(uint64_t comm, uint64_t seq, void *arg)
                 ask[k->owner[r]] = 1;
         }
     }
+    /* Relays too: the ranks they do not list are not in view here. */
+    for (size_t i = 0; ask && i < k->ncl && i < k->capfold; i++)
+        ask[i] |= k->cfold[i] != NULL || k->cl[i].tree == CCS_DSX_T_RELAY;
+    if (k->hooks)
+        k->hooks->local(CCS_DSX_M_DETAIL, p, sizeof p, k->hooks_arg);
     for (size_t i = 0; i < k->ncl; i++)
         if ((!ask || ask[i]) && k->cl[i].fd >= 0 && k->cl[i].state == CCS_DSX_C_AUTHED &&
             ccs_dsx_conn_queue(&k->cl[i], CCS_DSX_M_DETAIL, p, sizeof p) != 0)
@@ -125,7 +133,7 @@ static void send_probe(uint64_t comm, uint64_t seq, void *arg)
 }
 
 /* One pass of the search over every communicator in view. */
-static void coord_probe(struct ccs_dsx_coord *k, uint64_t now)
+void ccs_dsx_coord_probe(struct ccs_dsx_coord *k, uint64_t now)
 {
     struct ccs_dsx_search_out out = {.probe = send_probe, .want = coord_want, .arg = k};
     ccs_dsx_search_pass(k->srch, k->wsize, (const struct ccs_dsx_status *const *)k->st, k->dead, k->seen, now,
@@ -192,6 +200,7 @@ static void store_status(struct ccs_dsx_coord *k, size_t i)
     }
     memcpy(k->st[r], in, need);
     k->owner[r] = (int)i;
+    k->away[r] = 0;
     k->dead[r] = 0;
     k->unreach_ms[r] = 0;
     k->unreach_silent[r] = 0;
@@ -295,7 +304,18 @@ static uint64_t agg_unseen(uint64_t comm, int32_t size, size_t seen, void *arg)
     for (size_t i = 0; f && i < k->capfold && i < k->ncl; i++)
         if (k->cfold[i] && k->cl[i].fd >= 0)
             f[nf++] = k->cfold[i];
-    uint64_t r = f && seen < (size_t)size ? ccs_dsx_agg_unseen(f, nf, comm, size, (uint64_t)size - seen) : 0;
+    /* Members in view whose leaders report here directly (no fold holds
+     * them: group 0's). */
+    uint64_t direct = 0;
+    for (int32_t r = 0; f && nf && seen < (size_t)size && r < k->wsize; r++) {
+        int o = k->owner[r];
+        const struct ccs_dsx_status *x = k->view[r];
+        if (!x || o < 0 || ((size_t)o < k->capfold && k->cfold[o]))
+            continue;
+        for (uint32_t q = 0; q < x->ncomm && q < CCS_DSX_MAXCOMM; q++)
+            direct += x->comm[q].id == comm;
+    }
+    uint64_t r = f && seen < (size_t)size ? ccs_dsx_agg_unseen(f, nf, comm, size, (uint64_t)size - seen, direct) : 0;
     free(f);
     return r;
 }
@@ -341,6 +361,10 @@ static int on_agree(struct ccs_dsx_coord *k, const struct ccs_dsx_conn *c, const
                  CCS_DSX_AGREE_PER_FRAME);
         return -1;
     }
+    if (k->hooks) { /* a relay's: the root folds them */
+        k->hooks->agree(p, len, k->hooks_arg);
+        return 0;
+    }
     for (size_t o = 0; o < len; o += sizeof(struct ccs_dsx_agree)) {
         struct ccs_dsx_agree a;
         memcpy(&a, p + o, sizeof a);
@@ -354,6 +378,8 @@ static int on_agree(struct ccs_dsx_coord *k, const struct ccs_dsx_conn *c, const
 static const struct ccs_dsx_key *key_of_rank(int32_t r, void *arg)
 {
     struct ccs_dsx_coord *k = arg;
+    if (k->hooks)
+        return &k->rkey; /* a relay's: the key the root gave it and its leaders */
     if (!k->kx)
         return &k->key;
     if (r < 0 || r >= k->wsize)
@@ -407,6 +433,12 @@ int ccs_dsx_coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
         } else if (f.type == CCS_DSX_M_AGREE) {
             if (on_agree(k, c, p, f.length, why, n) != 0)
                 return -1;
+        } else if (f.type == CCS_DSX_M_RELAY_AT && !k->hooks) {
+            if (ccs_dsx_tree_on_relay_at(k, i, p, f.length, why, n) != 0)
+                return -1;
+        } else if (f.type == CCS_DSX_M_VERDICT && !k->hooks) {
+            if (ccs_dsx_tree_on_verdict(k, i, p, f.length, why, n) != 0)
+                return -1;
         } else {
             snprintf(why, n, "unexpected frame type %u from a client", f.type);
             return -1;
@@ -416,12 +448,23 @@ int ccs_dsx_coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
     return rc < 0 ? -1 : 0;
 }
 
-static void coord_eval(struct ccs_dsx_coord *k)
+void ccs_dsx_coord_eval(struct ccs_dsx_coord *k)
 {
     uint64_t now = ccs_clock_mono_ms();
+    if (!k->hooks)
+        ccs_dsx_tree_pass(k, now);
     for (int32_t r = 0; r < k->wsize; r++) {
-        /* A status that stopped coming (a stalled link) is unreachable too. */
-        if (k->st[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] && !k->unreach_ms[r] &&
+        /* Listed by a relay that has not listed it for 10 frames (1 s; a
+         * relay lists its odd members and the references asked for in
+         * every frame), or never since it became a relay: what it was is
+         * not what it is (its group's fold counts it now). */
+        int o = k->owner[r];
+        if (o >= 0 && (size_t)o < k->capfold && k->cfold[o] &&
+            (!k->aggframe[r] || k->aggframe[r] + 10 < k->cfold[o]->head.frame))
+            k->away[r] = 1;
+        /* A status that stopped coming (a stalled link) is unreachable too
+         * (not one that is not current here: its relay hears it). */
+        if (k->st[r] && !k->away[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] && !k->unreach_ms[r] &&
             now - k->beat_ms[r] > (uint64_t)k->t.heartbeat_ms) {
             k->unreach_ms[r] = k->beat_ms[r]; /* its last word */
             k->unreach_silent[r] = 1;
@@ -434,12 +477,7 @@ static void coord_eval(struct ccs_dsx_coord *k)
         uint64_t stale_ms = 2000 + 4 * (uint64_t)k->t.mismatch_wait_ms;
         int stale = k->beat_ms[r] && now - k->beat_ms[r] > stale_ms;
         k->view[r] = (k->unreach_ms[r] || stale) && k->st[r] && k->st[r]->life == CCS_DSX_ALIVE ? NULL : k->st[r];
-        /* Listed by a relay that has not listed it for 10 frames (1 s; a
-         * relay lists its odd members and the references asked for in
-         * every frame): what it was is not what it is (its group's fold
-         * counts it now). */
-        int o = k->owner[r];
-        if (o >= 0 && (size_t)o < k->capfold && k->cfold[o] && k->aggframe[r] + 10 < k->cfold[o]->head.frame)
+        if (k->away[r])
             k->view[r] = NULL;
     }
     struct ccs_dsx_view v = {.wsize = k->wsize,
@@ -481,7 +519,7 @@ static void coord_eval(struct ccs_dsx_coord *k)
  * a rank that took its host's link over from a leader that left first,
  * while every rank was finishing, would otherwise find the connection
  * closed without a word and warn of a failure at the job's normal end. */
-static void final_exchange(struct ccs_dsx_coord *k, uint64_t now)
+void ccs_dsx_coord_final_exchange(struct ccs_dsx_coord *k, uint64_t now)
 {
     if (!atomic_load(&k->finishing))
         return;
@@ -541,15 +579,15 @@ static void *coord_main(void *arg)
         ccs_dsx_coord_io(k, poll_timeout(k, now, next_eval, room), now >= k->accept_after && room);
         now = ccs_clock_mono_ms();
         if (now >= k->probe_next) {
-            coord_probe(k, now);
+            ccs_dsx_coord_probe(k, now);
             k->probe_next = now + CCS_DSX_PROBE_TICK_MS;
-            final_exchange(k, now); /* (once finishing: BYE as soon as the search settles) */
+            ccs_dsx_coord_final_exchange(k, now); /* (once finishing: BYE as soon as the search settles) */
             ccs_dsx_coord_flush_all(k, now, 0);
         }
         if (now >= next_eval) {
-            coord_eval(k);
+            ccs_dsx_coord_eval(k);
             ccs_dsx_coord_count_io(k);
-            final_exchange(k, now);
+            ccs_dsx_coord_final_exchange(k, now);
             ccs_dsx_coord_flush_all(k, now, 1);
             ccs_dsx_coord_refused_log(k, NULL, NULL, 0, 1);
             next_eval = now + (uint64_t)k->period_ms;
@@ -568,7 +606,7 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
 
 /* Gives back everything of K, whatever part of its start it got through
  * (its tables zeroed or NULL until made, its descriptors -1), keys wiped. */
-static void coord_free(struct ccs_dsx_coord *k)
+void ccs_dsx_coord_free(struct ccs_dsx_coord *k)
 {
     for (size_t i = 0; i < k->ncl; i++)
         ccs_dsx_conn_close(&k->cl[i]);
@@ -583,7 +621,8 @@ static void coord_free(struct ccs_dsx_coord *k)
     ccs_dsx_folds_free(k->folds);
     free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms);
     free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers),
-        free(k->rkeys), free(k->rkey_ok), free(k->aggframe);
+        free(k->rkeys), free(k->rkey_ok), free(k->aggframe), free(k->away), free(k->groups);
+    ccs_dsx_auth_wipe(&k->rkey);
     for (size_t i = 0; i < k->capfold; i++)
         free(k->cfold[i]);
     free(k->cfold);
@@ -614,7 +653,7 @@ static int coord_keys(struct ccs_dsx_coord *k, const struct ccs_dsx_cred *cred, 
 
 /* K's tables, one entry per rank of the job and the bounded ones.  0, or
  * -1 with WHY. */
-static int coord_tables(struct ccs_dsx_coord *k, char *why, size_t n)
+int ccs_dsx_coord_tables(struct ccs_dsx_coord *k, char *why, size_t n)
 {
     size_t w = (size_t)k->wsize;
     k->st = calloc(w, sizeof *k->st);
@@ -631,7 +670,8 @@ static int coord_tables(struct ccs_dsx_coord *k, char *why, size_t n)
     k->folds = ccs_dsx_folds_new();
     k->scratch = malloc(sizeof *k->scratch);
     k->aggframe = calloc(w, sizeof *k->aggframe);
-    if (!k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms ||
+    k->away = calloc(w, 1);
+    if (!k->away || !k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms ||
         !k->unreach_silent || !k->recent || !k->owner || !k->seen || !k->folds || !k->scratch || !k->aggframe) {
         snprintf(why, n, "out of memory for %d ranks", k->wsize);
         return -1;
@@ -643,7 +683,7 @@ static int coord_tables(struct ccs_dsx_coord *k, char *why, size_t n)
 
 /* K listening on HOST at PORT, or at the first free one of the ports keyed
  * by the secret (CCS_DSX_PORT_KEYED), non-blocking.  0, or -1 with WHY. */
-static int coord_listen_port(struct ccs_dsx_coord *k, const char *host, int port, int secret, char *why, size_t n)
+int ccs_dsx_coord_listen_port(struct ccs_dsx_coord *k, const char *host, int port, int secret, char *why, size_t n)
 {
     if (port == CCS_DSX_PORT_KEYED && !secret) {
         snprintf(why, n, "a port keyed by the secret needs CCSHIM_SECRET");
@@ -684,8 +724,8 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
     k->t = *t;
     k->period_ms = period_ms < 10 ? 10 : period_ms;
     pthread_mutex_init(&k->lock, NULL);
-    if (coord_keys(k, cred, why, n) != 0 || coord_tables(k, why, n) != 0 ||
-        coord_listen_port(k, host, port, cred->secret != NULL, why, n) != 0 ||
+    if (coord_keys(k, cred, why, n) != 0 || ccs_dsx_coord_tables(k, why, n) != 0 ||
+        ccs_dsx_coord_listen_port(k, host, port, cred->secret != NULL, why, n) != 0 ||
         ccs_dsx_coord_io_init(k, why, n) != 0)
         goto fail;
     struct sockaddr_in sa;
@@ -696,9 +736,10 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
         snprintf(why, n, "cannot start the coordinator thread");
         goto fail;
     }
+    k->threaded = 1;
     return k;
 fail:
-    coord_free(k);
+    ccs_dsx_coord_free(k);
     return NULL;
 }
 
@@ -710,7 +751,7 @@ void ccs_dsx_coord_stats(struct ccs_dsx_coord *k, struct ccs_dsx_coord_stats *ou
 
     clockid_t cid;
     struct timespec ts;
-    if (pthread_getcpuclockid(k->th, &cid) == 0 && clock_gettime(cid, &ts) == 0)
+    if (k->threaded && pthread_getcpuclockid(k->th, &cid) == 0 && clock_gettime(cid, &ts) == 0)
         out->cpu_s = ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -729,7 +770,8 @@ void ccs_dsx_coord_stop(struct ccs_dsx_coord *k)
     if (!k)
         return;
     atomic_store(&k->stop, 1);
-    pthread_join(k->th, NULL);
+    if (k->threaded)
+        pthread_join(k->th, NULL);
     ccs_dsx_coord_refused_log(k, NULL, NULL, 0, 2);
-    coord_free(k);
+    ccs_dsx_coord_free(k);
 }

@@ -108,6 +108,36 @@ struct ccs_dsx_coord {
     uint64_t *aggframe;
     uint64_t judged[16];
     unsigned njudged;
+    /* The tree in a job (desync_tree_root.c): ranks a group holds (0: no
+     * tree; set by ccs_dsx_coord_tree from another thread), each group's
+     * relay, and per rank whether its status here is current (AWAY: its
+     * host reports through a relay that does not list it, or moved there). */
+    _Atomic uint32_t relay_ranks;
+    uint32_t tree_ranks; /* (coordinator thread) relay_ranks as the groups were made */
+    struct ccs_dsx_tree_group *groups;
+    size_t ngroups;
+    uint8_t *away;
+    /* Relay mode (desync_tree_relay.c): a relay's coordinator, pumped by
+     * its host leader's thread (no thread of its own): its group's leaders
+     * authenticate with RKEY, its verdicts and their agreement values go
+     * up through HOOKS. */
+    const struct ccs_dsx_relay_hooks *hooks;
+    void *hooks_arg;
+    struct ccs_dsx_key rkey;
+    int threaded;
+    uint64_t next_eval;
+};
+
+/* A group of the tree at the root: the connection of its relay (-1: none)
+ * and of the leader told to become it (-1), the relay's registration
+ * (GEN, counted up at each), where it listens and its key. */
+struct ccs_dsx_tree_group {
+    int relay, appointed;
+    uint64_t gen, appointed_ms;
+    int32_t rank;
+    int port;
+    char host[64];
+    struct ccs_dsx_key key;
 };
 
 #define NRECENT 8 /* verdicts sent again to a leader that (re)connects */
@@ -118,6 +148,18 @@ struct ccs_dsx_coord {
 void ccs_dsx_coord_verdict(const struct ccs_dsx_verdict *v, void *arg);
 /* Handles the buffered frames of connection I; -1 to drop it (WHY). */
 int ccs_dsx_coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n);
+
+/* The coordinator's steps, shared with a relay's (desync_tree_relay.c)
+ * and the fuzz target: its tables (0, or -1 with WHY), listening on HOST
+ * at PORT or at the ports keyed by the secret (SECRET: there is one), a
+ * pass of the rules, one of the search, the final exchange when due, and
+ * giving back everything it holds. */
+int ccs_dsx_coord_tables(struct ccs_dsx_coord *k, char *why, size_t n);
+int ccs_dsx_coord_listen_port(struct ccs_dsx_coord *k, const char *host, int port, int secret, char *why, size_t n);
+void ccs_dsx_coord_eval(struct ccs_dsx_coord *k);
+void ccs_dsx_coord_probe(struct ccs_dsx_coord *k, uint64_t now);
+void ccs_dsx_coord_final_exchange(struct ccs_dsx_coord *k, uint64_t now);
+void ccs_dsx_coord_free(struct ccs_dsx_coord *k);
 
 /* desync_coord_net.c */
 /* Queues a frame to every authenticated host (one that cannot take it is
@@ -151,6 +193,18 @@ void ccs_dsx_coord_serve(struct ccs_dsx_coord *k, size_t i, uint32_t events);
 /* Waits up to TIMEOUT_MS, accepts (when ACCEPTING) and serves the
  * connections that are ready. */
 void ccs_dsx_coord_io(struct ccs_dsx_coord *k, int timeout_ms, int accepting);
+
+/* desync_tree_root.c: the root's side of the tree.  Each pass: groups
+ * made, relays appointed, leaders sent to their relay (GO).  A RELAY_AT
+ * or a VERDICT from connection I (0, or -1 with WHY).  Connection I is
+ * being dropped: its group loses its relay (quietly for a leader that
+ * moved to its relay: its ranks are the relay's now, not unreachable). */
+void ccs_dsx_tree_pass(struct ccs_dsx_coord *k, uint64_t now);
+int ccs_dsx_tree_on_relay_at(struct ccs_dsx_coord *k, size_t i, const unsigned char *p, uint32_t len, char *why,
+                             size_t n);
+int ccs_dsx_tree_on_verdict(struct ccs_dsx_coord *k, size_t i, const unsigned char *p, uint32_t len, char *why,
+                            size_t n);
+void ccs_dsx_tree_dropped(struct ccs_dsx_coord *k, size_t i);
 
 /* desync_rule_unreachable.c */
 /* DESYNC for each communicator whose other members hang on ranks whose

@@ -41,6 +41,10 @@
 
 void ccs_dsx_coord_broadcast(struct ccs_dsx_coord *k, uint16_t type, const void *p, size_t n)
 {
+    /* A relay's probes and requests for records: its own host's ranks
+     * answer them too. */
+    if (k->hooks && type != CCS_DSX_M_AGREE && type != CCS_DSX_M_BYE)
+        k->hooks->local(type, p, n, k->hooks_arg);
     for (size_t i = 0; i < k->ncl; i++)
         if (k->cl[i].fd >= 0 && k->cl[i].state == CCS_DSX_C_AUTHED &&
             ccs_dsx_conn_queue(&k->cl[i], type, p, n) != 0)
@@ -175,6 +179,8 @@ void ccs_dsx_coord_drop(struct ccs_dsx_coord *k, size_t i, const char *why)
         why = "no frame within the heartbeat period (a stalled link); closed so that stale statuses are not taken "
               "for news";
     struct ccs_dsx_conn *c = &k->cl[i];
+    if (c->sealed && !k->hooks)
+        ccs_dsx_tree_dropped(k, i); /* (before its ranks are made unreachable below) */
     if (!c->sealed) {
         if (c->prio)
             k->nprio--;

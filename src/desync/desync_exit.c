@@ -213,6 +213,7 @@ static void atfork_child(void)
     ccs_ds.shm = NULL;
     ccs_ds.client = NULL;
     ccs_ds.coord = NULL;
+    ccs_ds.relay = NULL;
     ccs_dsx_collect_reset();
     ccs_dsx_reporter_atfork(); /* the reporter is the parent's too */
 }

@@ -312,9 +312,29 @@ int ccs_dsx_check_frame(const struct ccs_dsx_frame *f, char *why, size_t n)
         return fail(why, n, "bad frame magic %#llx (expected %#llx)", f->magic, CCS_DSX_MAGIC);
     if (f->version != CCS_DSX_VERSION)
         return fail(why, n, "frame version %lld, expected %lld", f->version, CCS_DSX_VERSION);
-    if (f->type < CCS_DSX_M_HELLO || f->type > CCS_DSX_M_AGG)
-        return fail(why, n, "unknown frame type %lld (1..%lld)", f->type, CCS_DSX_M_AGG);
+    if (f->type < CCS_DSX_M_HELLO || f->type > CCS_DSX_M_GO)
+        return fail(why, n, "unknown frame type %lld (1..%lld)", f->type, CCS_DSX_M_GO);
     if (f->length > CCS_DSX_MAX_FRAME)
         return fail(why, n, "frame of %lld bytes exceeds %lld", f->length, CCS_DSX_MAX_FRAME);
+    return 0;
+}
+
+int ccs_dsx_check_relay_at(struct ccs_dsx_relay_at *a, char *why, size_t n)
+{
+    if (!memchr(a->host, 0, sizeof a->host))
+        return fail(why, n, "RELAY_AT's host is not terminated within %lld bytes", (long long)sizeof a->host, 0);
+    if (a->port < 0 || a->port > 65535)
+        return fail(why, n, "RELAY_AT's port %lld is not in 0..65535", (long long)a->port, 0);
+    return 0;
+}
+
+int ccs_dsx_check_go(struct ccs_dsx_go *g, int32_t wsize, char *why, size_t n)
+{
+    if (!memchr(g->host, 0, sizeof g->host) || !g->host[0])
+        return fail(why, n, "GO's host is empty or not terminated within %lld bytes", (long long)sizeof g->host, 0);
+    if (g->port < 1 || g->port > 65535)
+        return fail(why, n, "GO's port %lld is not in 1..65535", (long long)g->port, 0);
+    if (g->relay_rank < 0 || g->relay_rank >= wsize)
+        return fail(why, n, "GO's relay rank %lld is not in 0..%lld", (long long)g->relay_rank, (long long)wsize - 1);
     return 0;
 }

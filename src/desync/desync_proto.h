@@ -29,7 +29,7 @@
  * pidns_ino); 8: a status names the call ccshim does not intercept that the
  * rank is in (foreign, foreign_ms, foreign_size); 9: and its identity
  * (foreign_group, foreign_gseq, foreign_kind, foreign_prev). */
-#define CCS_DSX_VERSION 9u
+#define CCS_DSX_VERSION 10u
 #define CCS_DSX_MAXCOMM 8     /* communicators published per rank */
 #define CCS_DSX_HIST 32       /* operations kept per communicator */
 #define CCS_DSX_SITE 96       /* symbolised call site, NUL-terminated */
@@ -221,7 +221,13 @@ struct ccs_dsx_verdict {
  *   AGREE   both ways: struct ccs_dsx_agree
  *   BYE     coordinator -> client: no payload; every rank has finished
  *   AGG     relay -> root: a group's fold and the ranks it lists
- *           (desync_agg.h; sent only by the simulation's relays so far)
+ *           (desync_agg.h)
+ *   RELAY   root -> a host's leader: relay group G (struct ccs_dsx_relay)
+ *   RELAY_AT relay -> root: listening for its group's leaders at host:port
+ *           (struct ccs_dsx_relay_at; port 0: it cannot relay)
+ *   GO      root -> a host's leader: report through the relay of its group
+ *           (struct ccs_dsx_go); also VERDICT relay -> root (a verdict of
+ *           the relay's rules on a communicator inside its group)
  * Integers are little-endian (x86-64 and aarch64 both); HELLO carries the
  * byte-order word so a mismatched peer is refused, not misread. */
 enum ccs_dsx_msg {
@@ -232,8 +238,38 @@ enum ccs_dsx_msg {
     CCS_DSX_M_DETAIL = 5,
     CCS_DSX_M_AGREE = 6,
     CCS_DSX_M_BYE = 7, /* coordinator -> client: every rank finished; the job's detection is over */
-    CCS_DSX_M_AGG = 8, /* relay -> root: a group's fold (desync_agg.h; the tree is not switched on in jobs) */
+    CCS_DSX_M_AGG = 8, /* relay -> root: a group's fold (desync_agg.h) */
+    CCS_DSX_M_RELAY = 9,    /* root -> leader: relay a group (docs/desync.md, "The tree") */
+    CCS_DSX_M_RELAY_AT = 10, /* relay -> root: where it listens for its group's leaders */
+    CCS_DSX_M_GO = 11,      /* root -> leader: report through the relay of its group */
 };
+
+/* The tree (docs/desync.md, "The tree"; desync_tree_root.c and
+ * desync_tree_relay.c).  The root appoints a relay with a key of 256
+ * random bits that it gives only over sealed links: the relay
+ * authenticates its group's leaders with it, and they it. */
+struct ccs_dsx_relay {
+    uint32_t group, pad;
+    unsigned char key[CCS_DSX_KEYBYTES];
+};
+struct ccs_dsx_relay_at {
+    uint32_t group;
+    int32_t port;                        /* 1..65535; 0: cannot relay */
+    char host[64];                       /* the address announced; "": the one the root sees it from */
+    unsigned char key[CCS_DSX_KEYBYTES]; /* the key it was given (told again when it reconnects) */
+};
+struct ccs_dsx_go {
+    uint32_t group;
+    int32_t port;
+    int32_t relay_rank; /* the relay's world rank */
+    uint32_t pad;
+    char host[64];
+    unsigned char key[CCS_DSX_KEYBYTES];
+};
+/* Checks a RELAY_AT or GO from a peer (strings terminated, ports and
+ * ranks in range).  0, or -1 with WHY. */
+int ccs_dsx_check_relay_at(struct ccs_dsx_relay_at *a, char *why, size_t whylen);
+int ccs_dsx_check_go(struct ccs_dsx_go *g, int32_t wsize, char *why, size_t whylen);
 
 struct ccs_dsx_frame {
     uint32_t magic;   /* CCS_DSX_MAGIC */

@@ -53,6 +53,10 @@ static void unreachable_verdict(struct ccs_dsx_coord *k, uint64_t comm, int32_t 
             if (e->id != comm)
                 continue;
             seen_members++;
+            if (k->away[r]) { /* not current here (its relay hears it): no verdict on it */
+                ok = 0;
+                break;
+            }
             if (k->unreach_ms[r] && x->life == CCS_DSX_ALIVE) {
                 ok = now - k->unreach_ms[r] >= silence_ms(k, r) && nl < (size_t)size;
                 if (ok)

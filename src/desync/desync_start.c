@@ -18,6 +18,7 @@
  * period.
  */
 #include "desync_start.h"
+#include "desync_state.h"
 #include "ccs_config.h"
 #include "desync.h"
 #include "desync_auth.h"
@@ -279,6 +280,7 @@ int ccs_desync_start(void)
     if (tcp && world_rank == 0) {
         char why[256];
         /* Listen on the announced address only (MASTER_ADDR or CCSHIM_COORD). */
+        ccs_ds.per_host_hint = local_size;
         if (ccs_dsx_start_coordinator(host, port, world_size, &st.cred, why, sizeof why) < 0)
             ccs_dsx_retry_coordinator(host, port, world_size, &st.cred, why); /* says so, tries again */
     }
@@ -364,6 +366,7 @@ static int coordinator_side(struct bcast_item *bc, unsigned char *pks, int32_t w
             port = 0;
             my_address(bc->host, sizeof bc->host, hosts <= 1); /* loopback when one host */
         }
+        ccs_ds.per_host_hint = hosts > 0 ? (int)(w / hosts) : 0;
         /* Listen on the announced address only. */
         bc->port = ccs_dsx_start_coordinator(bc->host, port, w, &cc, why, sizeof why);
         if (bc->port < 0) {

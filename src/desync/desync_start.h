@@ -38,6 +38,12 @@ CCS_HIDDEN int ccs_dsx_claim_start(void);
  * with credentials CC.  Returns the port it listens on, or -1 with WHY. */
 CCS_HIDDEN int ccs_dsx_start_coordinator(const char *bind_host, int port, int32_t wsize,
                                          const struct ccs_dsx_cred *cc, char *why, size_t n);
+/* The tree's groups in ranks for a job of WSIZE ranks, PER_HOST a host
+ * (0: unknown), as CCSHIM_DESYNC_TREE and _RELAY_RANKS say: 0 (no tree)
+ * up to CCS_DSX_TREE_FROM - 1 ranks under auto; else RELAY_RANKS, or
+ * about sqrt(WSIZE x PER_HOST). */
+#define CCS_DSX_TREE_FROM 4097
+CCS_HIDDEN uint32_t ccs_dsx_tree_ranks(int32_t wsize, int per_host);
 /* The coordinator could not listen (WHY): says so (a warning) and tries
  * again every few seconds from the detection thread until it listens,
  * rather than leave detection across hosts off.  CC must outlive it. */

@@ -54,6 +54,16 @@ struct ccs_dsx_ds {
     char coord_host_s[256];
     int coord_port_s;
     int leaving; /* this process is exiting: never take the lead */
+    /* The tree (docs/desync.md, "The tree"): ranks a host holds, as the
+     * coordinator's start-up knew it (its groups' size); the relay's
+     * coordinator when the root appointed this host's leader (RELAY), the
+     * group it relays, what it told the root, and room for its group's
+     * statuses. */
+    int per_host_hint;
+    struct ccs_dsx_coord *relay;
+    uint32_t relay_group;
+    struct ccs_dsx_relay_at relay_at;
+    const struct ccs_dsx_status **relay_buf;
 
     /* The period: this rank's status, and per world rank (the other ranks
      * of this host) our copy of its status, the slot's generation of that
@@ -160,6 +170,9 @@ CCS_HIDDEN void ccs_dsx_reporter_atfork(void);
  * (desync_collect.c's hook). */
 CCS_HIDDEN void ccs_dsx_host_search(uint64_t now);
 CCS_HIDDEN struct ccs_dsx_client *ccs_dsx_host_client(const char *host, int port);
+/* desync_host.c: this leader relays: a turn of its relay's coordinator,
+ * the statuses of its group's fold into RELAY_BUF; returns how many. */
+CCS_HIDDEN size_t ccs_dsx_relay_pump(size_t nlocal);
 CCS_HIDDEN uint64_t ccs_dsx_wanted_seq(uint64_t comm, int probe, void *arg);
 
 /* desync_exit.c: its hooks registered with the core (once). */

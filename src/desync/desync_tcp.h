@@ -44,6 +44,52 @@ struct ccs_dsx_coord *ccs_dsx_coord_start(const char *host, int port, int32_t ws
 struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32_t wsize,
                                                const struct ccs_dsx_cred *cred, const struct ccs_dsx_thresholds *t,
                                                int period_ms, int *port_out, char *why, size_t whylen);
+/* The tree (docs/desync.md, "The tree"): from now on the coordinator K
+ * groups the hosts by their lowest rank into groups of RELAY_RANKS ranks
+ * (0: no tree; at most CCS_DSX_AGG_MAX_RELAYS groups, larger ones
+ * otherwise), appoints the leader of each group's lowest host that
+ * reports to it as the group's relay, and sends the group's other leaders
+ * there.  Group 0's leaders report to it directly. */
+void ccs_dsx_coord_tree(struct ccs_dsx_coord *k, uint32_t relay_ranks);
+
+/* A relay's coordinator (desync_tree_relay.c) in a host leader's process:
+ * what it hands up. */
+struct ccs_dsx_relay_hooks {
+    /* A verdict of its rules (a communicator inside its group): 0 when on
+     * its way to the root, -1 when it cannot be sent (then it goes to the
+     * group's leaders and this host directly). */
+    int (*verdict)(const struct ccs_dsx_verdict *v, void *arg);
+    /* Agreement values its leaders sent (whole struct ccs_dsx_agree, N
+     * bytes), for the root, which folds them. */
+    void (*agree)(const void *p, size_t n, void *arg);
+    /* A frame it sends its group's leaders (DETAIL: probes, records asked
+     * for; VERDICT when it could not go up), for this host too. */
+    void (*local)(uint16_t type, const void *p, size_t n, void *arg);
+};
+/* Starts a relay's coordinator listening on HOST:PORT (PORT 0: any free
+ * port) for the leaders of a job of WSIZE ranks and tag JOB holding KEY
+ * (given by the root), judging communicators inside its group with T
+ * every PERIOD_MS; no thread: ccs_dsx_coord_pump runs it.  NULL with WHY. */
+struct ccs_dsx_coord *ccs_dsx_coord_start_relay(const char *host, int port, int32_t wsize,
+                                                const unsigned char key[CCS_DSX_KEYBYTES],
+                                                const unsigned char job[CCS_DSX_JOBTAG],
+                                                const struct ccs_dsx_thresholds *t, int period_ms,
+                                                const struct ccs_dsx_relay_hooks *hooks, void *arg, int *port_out,
+                                                char *why, size_t whylen);
+/* The key a relay authenticates new leaders with (the root gave another). */
+void ccs_dsx_coord_rekey(struct ccs_dsx_coord *k, const unsigned char key[CCS_DSX_KEYBYTES]);
+/* One turn of a relay's coordinator, never blocking: this host's statuses
+ * LOCAL[0..NLOCAL) taken in, its leaders served, its rules run when due;
+ * the statuses its group's fold is made of (this host's and the
+ * reachable leaders' ranks) into OUT (room for CAP); returns how many. */
+size_t ccs_dsx_coord_pump(struct ccs_dsx_coord *k, const struct ccs_dsx_status *const *local, size_t nlocal,
+                          const struct ccs_dsx_status **out, size_t cap);
+/* A frame of the root's (VERDICT, DETAIL, AGREE, BYE) passed down to the
+ * relay's leaders. */
+void ccs_dsx_coord_forward(struct ccs_dsx_coord *k, uint16_t type, const void *p, size_t n);
+/* Leaders a relay's coordinator serves now. */
+unsigned ccs_dsx_coord_leaders(const struct ccs_dsx_coord *k);
+
 /* Figures for the simulation: CPU seconds of the coordinator thread,
  * verdicts sent, statuses received, bytes received, clients connected,
  * refused handshakes. */
@@ -74,6 +120,16 @@ struct ccs_dsx_client_cb {
     void (*want)(uint64_t comm, uint64_t seq, void *arg);
     /* The coordinator said BYE: every rank finished (may be NULL). */
     void (*bye)(void *arg);
+    /* The root asks this host's leader to relay group GROUP with KEY
+     * (docs/desync.md, "The tree"): listen, and say where in *AT (host
+     * announced, "" for the address the root sees; port).  0, or -1 when
+     * it cannot (the root is told, and never asks it again).  NULL: never
+     * a relay. */
+    int (*relay)(uint32_t group, const unsigned char key[CCS_DSX_KEYBYTES], struct ccs_dsx_relay_at *at,
+                 void *arg);
+    /* A relay's: a frame of the root's (VERDICT, DETAIL, AGREE, BYE) for
+     * its group's leaders (may be NULL). */
+    void (*down)(uint16_t type, const void *p, size_t n, void *arg);
 };
 
 /* A client of the coordinator at HOST:PORT for this host (HOSTNAME), run
@@ -101,9 +157,16 @@ void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm);
  * the root, the group's fold with the ranks that differ (LIST_MS: a group
  * blocked this long lists those not blocked with it) and the members of
  * the communicators the root asked about (docs/desync.md, "The tree").
- * Only tests/desync/desync_sim makes relays: the tree is not switched on
- * in jobs.  0, or -1 out of memory. */
+ * (In a job the root appoints the relays, ccs_dsx_coord_tree;
+ * tests/desync/desync_sim makes its own.)  0, or -1 out of memory. */
 int ccs_dsx_client_relay(struct ccs_dsx_client *cl, uint32_t group, uint32_t nhosts, uint32_t list_ms);
+
+/* Queues a frame of TYPE to the root (a relay's verdicts and its leaders'
+ * agreement values).  0, or -1 when not connected or it cannot be queued. */
+int ccs_dsx_client_send(struct ccs_dsx_client *cl, uint16_t type, const void *p, size_t n);
+/* The local address of the link to the coordinator (where a relay
+ * listens: the interface its leaders reach too).  0, or -1. */
+int ccs_dsx_client_local_addr(struct ccs_dsx_client *cl, char *buf, size_t n);
 
 /* 1 once the handshake succeeded. */
 int ccs_dsx_client_connected(struct ccs_dsx_client *cl);

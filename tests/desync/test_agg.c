@@ -279,15 +279,19 @@ START_TEST(unseen_members_known_blocked)
     ccs_dsx_agg_list_asked(&agg, sp, G, listed, mark, want_world, NULL);
     agg2 = agg;
     /* 16 members, 4 in view (two listed a group): the 12 others blocked at 43. */
-    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 2, WORLD, WS, 12), 43);
+    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 2, WORLD, WS, 12, 0), 43);
     /* Another count (a listed status out of view): not known. */
-    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 2, WORLD, WS, 11), 0);
+    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 2, WORLD, WS, 11, 0), 0);
     /* A group missing. */
-    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 1, WORLD, WS, 6), 0);
+    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 1, WORLD, WS, 6, 0), 0);
+    /* ... or its 8 members in the root's view, their leaders reporting to
+     * it directly (group 0's): accounted for; one short of that is not. */
+    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 1, WORLD, WS, 6, 8), 43);
+    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 1, WORLD, WS, 6, 7), 0);
     /* A member neither listed nor blocked in the fold's call (a relay's
      * fold that says so is not counted). */
     agg2.comm[0].rest_blocked = 5;
-    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 2, WORLD, WS, 11), 0);
+    ck_assert_uint_eq(ccs_dsx_agg_unseen(f, 2, WORLD, WS, 11, 0), 0);
 }
 END_TEST
 

@@ -66,7 +66,7 @@ tests/fuzz/fuzz_dsx_proto: tests/fuzz/fuzz_dsx_proto.c $(FUZZ_CORE_H) src/desync
 		src/desync/desync_proto.h src/desync/desync_agg.c src/desync/desync_agg.h src/core/names.c
 	$(FUZZ_LINK)
 tests/fuzz/fuzz_dsx_coord: tests/fuzz/fuzz_dsx_coord.c src/desync/desync_coord.c src/desync/desync_coord.h \
-		src/desync/desync_coord_net.c src/desync/desync_rule_unreachable.c src/desync/desync_fold.c src/desync/desync_fold.h $(FUZZ_DSX_SRCS) \
+		src/desync/desync_coord_net.c src/desync/desync_tree_root.c src/desync/desync_rule_unreachable.c src/desync/desync_fold.c src/desync/desync_fold.h $(FUZZ_DSX_SRCS) \
 		src/core/thread.c src/core/thread.h
 	$(FUZZ_LINK) $(SODIUM_LIBS)
 tests/fuzz/fuzz_dsx_client: tests/fuzz/fuzz_dsx_client.c src/desync/desync_client.c $(FUZZ_DSX_SRCS)

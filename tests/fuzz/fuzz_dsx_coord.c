@@ -4,7 +4,7 @@
  * without sockets or threads: the coordinator's own source is compiled in
  * here so that its frame handling (ccs_dsx_coord_frames: the handshake, STATUS and
  * AGREE frames, store_status, fold_agree, dropping a peer) and its rules
- * pass (coord_eval, coord_probe) run on the fuzzer's bytes exactly as in
+ * pass (ccs_dsx_coord_eval, ccs_dsx_coord_probe) run on the fuzzer's bytes exactly as in
  * the coordinator thread.
  *
  * Input: byte 0 picks the mode (bits 0-1) and the keys (bit 2: each rank's
@@ -79,7 +79,7 @@ static struct ccs_dsx_coord *coord_new(int32_t wsize, size_t nconn)
     k->period_ms = 10;
     char why[160];
     k->cl = calloc(nconn, sizeof *k->cl);
-    if (coord_tables(k, why, sizeof why) != 0 || !k->cl)
+    if (ccs_dsx_coord_tables(k, why, sizeof why) != 0 || !k->cl)
         abort();
     k->lfd = k->epfd = -1; /* no listening socket, no epoll set */
     /* Accepted connections awaiting the handshake (as ccs_dsx_coord_accept
@@ -242,8 +242,8 @@ static void raw(struct ccs_dsx_coord *k, struct fz *z)
  * them; the clients read what they were sent. */
 static void tick(struct ccs_dsx_coord *k, struct ccs_dsx_conn *cc, size_t n)
 {
-    coord_eval(k);
-    coord_probe(k, ccs_clock_mono_ms());
+    ccs_dsx_coord_eval(k);
+    ccs_dsx_coord_probe(k, ccs_clock_mono_ms());
     ccs_dsx_coord_count_io(k);
     for (size_t i = 0; i < n; i++)
         client_reads(k, i, &cc[i]);
@@ -312,6 +312,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(cc[i].in), free(cc[i].out);
     /* ccs_dsx_coord_stop without the thread */
     ccs_dsx_coord_refused_log(k, NULL, NULL, 0, 2);
-    coord_free(k);
+    ccs_dsx_coord_free(k);
     return 0;
 }
