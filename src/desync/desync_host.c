@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------ the coordinator's messages */
 
@@ -158,9 +159,10 @@ static int become_relay(uint32_t group, const unsigned char key[CCS_DSX_KEYBYTES
     }
     ccs_ds.relay_group = group;
     ccs_ds.relay_at = *at;
-    CCS_LOG(INFO, "desync tree: rank %d (host '%s') relays group %u: its hosts' leaders report here, on %s:%d%s%s",
-            ccs_ds.world_rank, ccs_ds.hostkey, group, host[0] ? host : "*", got, at->host[0] ? ", announced as " : "",
-            at->host);
+    CCS_LOG(INFO,
+            "desync tree: rank %d (host '%s', pid %ld) relays group %u: its hosts' leaders report here, on %s:%d%s%s",
+            ccs_ds.world_rank, ccs_ds.hostkey, (long)getpid(), group, host[0] ? host : "*", got,
+            at->host[0] ? ", announced as " : "", at->host);
     return 0;
 }
 

@@ -7,7 +7,7 @@ EXTRA_DIST += tests/desync/lib.sh tests/desync/netns.sh tests/desync/netns-exec.
 DESYNC_SHELL_TESTS = tests/desync/desync-twohost.sh tests/desync/desync-mpi.sh tests/desync/desync-healthy.sh tests/desync/desync-tcp.sh \
 	tests/desync/desync-security.sh tests/desync/desync-netfault.sh tests/desync/desync-admission.sh \
 	tests/desync/desync-trainer.sh tests/desync/desync-portsquat.sh tests/desync/desync-leftovers.sh \
-	tests/desync/desync-sim.sh \
+	tests/desync/desync-sim.sh tests/desync/desync-tree.sh \
 	tests/desync/desync-nccl.sh tests/desync/desync-containers.sh
 dist_check_SCRIPTS += $(DESYNC_SHELL_TESTS)
 TESTS += $(DESYNC_SHELL_TESTS)

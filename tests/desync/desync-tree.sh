@@ -1,0 +1,144 @@
+#!/bin/sh
+# desync-tree.sh - the tree of relays in a real job (docs/desync.md, "The
+# tree"): 8 ranks on four host identities of 2 (CCSHIM_DESYNC_HOST h0..h3)
+# over TCP on loopback, the tree on at this size (CCSHIM_DESYNC_TREE=on)
+# with groups of 4 ranks: h0 and h1 (group 0) report to the coordinator in
+# rank 0, the leader of h2 is appointed the relay of group 1 and h3's
+# leader is sent there.  Healthy: no verdict and the tree in use; a
+# MISMATCH and a DESYNC whose culprit reports through the relay, named on
+# every host; a hang in a communicator inside group 1, judged by the
+# relay's own rules; the relay's process killed: DEAD for it alone, its
+# group re-parented to a new relay; the link to the relay reset (a proxy in
+# between): the leader reports to the root again, no verdict.
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/desync/lib.sh"
+ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
+[ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
+command -v python3 >/dev/null || tap_skip_all "python3 not installed"
+command -v ss >/dev/null || tap_skip_all "ss (iproute2) not installed"
+tap_plan 25
+
+AR='allreduce\(count=4, float32, sum\)'
+FOUR_HOSTS='CCSHIM_DESYNC_HOST=h$((OMPI_COMM_WORLD_RANK / 2)) exec "$@"'
+TREE="CCSHIM_COORD=127.0.0.1:0 CCSHIM_LOG_LEVEL=info CCSHIM_DESYNC_TREE=on CCSHIM_DESYNC_RELAY_RANKS=4"
+HOSTS="0 1|2 3|4 5|6 7"
+
+tree_run() { # NAME SECS ENV... -- SCENARIO ARGS...
+    local name=$1 secs=$2 envs=""
+    shift 2
+    while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+    shift
+    # shellcheck disable=SC2086
+    dsx_run "$name" "$secs" 8 $TREE $envs -- sh -c "$FOUR_HOSTS" _ "$SCENARIO" "$@"
+}
+logs() { cat "$CCS_TMP/$1"/log-*.txt 2>/dev/null; }
+verdicts() { logs "$1" | grep -E '^ccshim (MISMATCH|DESYNC|DEAD) ' || true; }
+# per_host NAME CLASS: how many lines of CLASS each host's ranks logged.
+per_host() {
+    local IFS='|' h r n out=""
+    for h in $HOSTS; do
+        n=0
+        IFS=' '
+        for r in $h; do n=$((n + $(grep -c "^ccshim $2 " "$CCS_TMP/$1/log-$r.txt" 2>/dev/null || true))); done
+        IFS='|'
+        out="$out$n "
+    done
+    echo "${out% }"
+}
+
+# Healthy: rank 6 (h3, through the relay) computes 1.5 s in iteration 2
+# while the others wait; exit 0 under abort, no verdict, the tree in use.
+tree_run tr-healthy 60 CCSHIM_ON_DESYNC=abort ITER_MS=100 COMPUTE_MS=1500 -- compute 12 2 6
+tap_eq "tr-healthy: exit 0 under abort" 0 "$DSX_RC"
+tap_eq "tr-healthy: no MISMATCH, DESYNC or DEAD" "" "$(verdicts tr-healthy)"
+tap_check "tr-healthy: the coordinator appointed h2's leader the relay of group 1" sh -c \
+    "grep -Eq 'desync tree: rank [45] \\(host .h2.\\) relays group 1 \\(hosts whose lowest rank is in 4\\.\\.7\\) at 127\\.0\\.0\\.1:[0-9]+$' '$CCS_TMP/tr-healthy/log-0.txt'"
+tap_check "tr-healthy: h3's leader reports through it" sh -c \
+    "cat '$CCS_TMP/tr-healthy'/log-6.txt '$CCS_TMP/tr-healthy'/log-7.txt | grep -Eq \"host 'h3' reports through the relay of group 1 \\(rank [45] at 127\\.0\\.0\\.1:[0-9]+\\)\""
+tap_eq "tr-healthy: h1's leader is not sent anywhere (group 0 reports to the coordinator)" "" \
+    "$(cat "$CCS_TMP/tr-healthy"/log-2.txt "$CCS_TMP/tr-healthy"/log-3.txt | grep 'reports through' || true)"
+[ "$TAP_FAILED" -eq 0 ] || dsx_diag tr-healthy
+
+# Rank 7 (h3) reduces with MAX at iteration 2: its records reach the root
+# through the relay; one line on each host, the job aborted.
+tree_run tr-op 60 CCSHIM_ON_DESYNC=abort SETTLE_MS=5000 -- op 5 2 7
+dsx_check_verdict tr-op MISMATCH \
+    "^ccshim MISMATCH comm=0x[0-9a-f]+ size=8 seq=3: rank 7 issued allreduce\\(count=4, float32, max\\) where ranks 0-6 issued $AR$"
+tap_eq "tr-op: one line on each host" "1 1 1 1" "$(per_host tr-op MISMATCH)"
+
+# Rank 6 (h3) skips an all-reduce: the others hang in the last one.  Ranks
+# 5 and 7, blocked like the rest of their group, are counted by the fold.
+tree_run tr-skip 60 CCSHIM_ON_DESYNC=abort -- skip 5 2 6
+dsx_check_verdict tr-skip DESYNC \
+    "^ccshim DESYNC comm=0x[0-9a-f]+ size=8 seq=5: ranks 0-[0-9,-]+( and [0-9]+ more)? blocked in $AR at seq 5 for N s; rank 6 at seq 4 \\(1 behind, in MPI_Finalize\\)$"
+tap_eq "tr-skip: one line on each host" "1 1 1 1" "$(per_host tr-skip DESYNC)"
+
+# A communicator inside group 1 (MPI_COMM_WORLD split at rank 4): rank 6
+# skips in it.  No fold carries it to the root: the relay's own rules
+# judge it, and the root gives the verdict to every host.
+tree_run tr-split 60 CCSHIM_ON_DESYNC=abort SPLIT_AT=4 -- split 5 2 6
+dsx_check_verdict tr-split DESYNC \
+    "^ccshim DESYNC comm=0x[0-9a-f]+ size=4 seq=5: ranks 4-5,7 blocked in $AR at seq 5 for N s; rank 6 at seq 4 \\(1 behind, in MPI_Finalize\\)$"
+tap_eq "tr-split: one line on each host" "1 1 1 1" "$(per_host tr-split DESYNC)"
+
+# The relay's process (h2's leader, rank 4 or 5) killed 1 s after it says
+# it relays (its pid in that line), in a 6 s job: DEAD names it and no one
+# else; h3's leader goes back to the coordinator and on to the next relay
+# of group 1, which the coordinator appoints.
+(
+    i=0
+    while [ $i -lt 300 ]; do
+        line=$(cat "$CCS_TMP/tr-kill"/log-4.txt "$CCS_TMP/tr-kill"/log-5.txt 2>/dev/null | grep -m1 'relays group 1:')
+        [ -n "$line" ] && break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    sleep 1
+    echo "$line" >"$CCS_TMP/tr-kill-relay.txt"
+    pid=$(echo "$line" | sed -n 's/.*, pid \([0-9]*\)) relays.*/\1/p')
+    [ -n "$pid" ] && kill -KILL "$pid"
+) &
+WATCH=$!
+mkdir -p "$CCS_TMP/tr-kill"
+tree_run tr-kill 60 CCSHIM_ON_DESYNC=abort ITER_MS=300 -- ok 20 2 1
+wait "$WATCH"
+relay=$(sed -n 's/.*desync tree: rank \([0-9]*\) (host .*pid [0-9]*) relays group 1:.*/\1/p' "$CCS_TMP/tr-kill-relay.txt")
+tap_check "tr-kill: the relay (rank ${relay:-?}) was killed and the job ended (exit $DSX_RC)" \
+    test -n "$relay" -a "$DSX_RC" -ne 0 -a "$DSX_RC" -ne 124
+lines=$(dsx_lines tr-kill DEAD)
+tap_check "tr-kill: DEAD names the relay's rank as died" sh -c \
+    "test \"\$(echo '$lines' | wc -l)\" = 1 && echo '$lines' | grep -Eq '^ccshim DEAD comm=0x[0-9a-f]+ size=8 seq=[0-9]+: ranks [0-9,-]+( and [0-9]+ more)? blocked in $AR at seq [0-9]+ for N s; rank ${relay:-x} at seq [0-9]+ \\(1 behind, died\\)$'"
+tap_eq "tr-kill: no MISMATCH or DESYNC" "" "$(logs tr-kill | grep -E '^ccshim (MISMATCH|DESYNC) ' || true)"
+tap_check "tr-kill: the coordinator said the relay is lost and appointed another" sh -c \
+    "grep -q \"desync tree: the relay of group 1 (rank $relay, host 'h2') is lost\" '$CCS_TMP/tr-kill/log-0.txt' &&
+     test \"\$(grep -c 'desync tree: rank [0-9] (host .h[23].) relays group 1 ' '$CCS_TMP/tr-kill/log-0.txt')\" = 2"
+tap_check "tr-kill: h3's leader went back to the coordinator and on to the new relay (or became it)" sh -c \
+    "cat '$CCS_TMP/tr-kill'/log-6.txt '$CCS_TMP/tr-kill'/log-7.txt | grep -q \"the link to the relay of group 1 (rank $relay at 127.0.0.1:[0-9]*) ended; host 'h3' reports to the coordinator again\" &&
+     { test \"\$(cat '$CCS_TMP/tr-kill'/log-6.txt '$CCS_TMP/tr-kill'/log-7.txt | grep -c \"host 'h3' reports through the relay of group 1\")\" = 2 ||
+       cat '$CCS_TMP/tr-kill'/log-6.txt '$CCS_TMP/tr-kill'/log-7.txt | grep -q 'relays group 1:'; }"
+[ "$TAP_FAILED" -eq 0 ] || dsx_diag tr-kill
+
+# The link between h3's leader and the relay reset by a proxy 1 s after it
+# opens (the relay listens on PORT and is announced at the proxy's PPORT):
+# the leader reports to the coordinator again (the relay is still there:
+# it stays), and a healthy job ends normally, without a verdict.
+PORT=$(ccs_ports 2)
+PPORT=$((PORT + 1))
+mkdir -p "$CCS_TMP/tr-reset"
+python3 "$top_srcdir/tests/desync/faultproxy.py" "$PPORT" "$PORT" 1:reset >"$CCS_TMP/tr-reset/proxy.txt" 2>&1 &
+PROXY=$!
+ccs_wait_listen "$PPORT" 10 || { echo "# the proxy does not listen on $PPORT:"; tap_diag <"$CCS_TMP/tr-reset/proxy.txt"; }
+tree_run tr-reset 60 CCSHIM_ON_DESYNC=abort ITER_MS=100 CCSHIM_DESYNC_RELAY_LISTEN=127.0.0.1:$PORT \
+    CCSHIM_DESYNC_RELAY_ADDR=127.0.0.1:$PPORT -- ok 40 2 1
+kill "$PROXY" 2>/dev/null
+wait "$PROXY" 2>/dev/null
+tap_diag <"$CCS_TMP/tr-reset/proxy.txt"
+tap_eq "tr-reset: exit 0 under abort" 0 "$DSX_RC"
+tap_eq "tr-reset: no MISMATCH, DESYNC or DEAD" "" "$(verdicts tr-reset)"
+tap_check "tr-reset: the proxy reset the leader's link to the relay" grep -q 'reset connection 1' "$CCS_TMP/tr-reset/proxy.txt"
+tap_check "tr-reset: the relay was announced at the proxy" sh -c \
+    "grep -Eq 'relays group 1: its hosts. leaders report here, on 127\\.0\\.0\\.1:$PORT, announced as 127\\.0\\.0\\.1' '$CCS_TMP/tr-reset'/log-4.txt '$CCS_TMP/tr-reset'/log-5.txt"
+tap_check "tr-reset: h3's leader went back to the coordinator, once" sh -c \
+    "test \"\$(cat '$CCS_TMP/tr-reset'/log-6.txt '$CCS_TMP/tr-reset'/log-7.txt | grep -c \"the link to the relay of group 1 (rank [45] at 127.0.0.1:$PPORT) ended; host 'h3' reports to the coordinator again\")\" = 1"
+tap_eq "tr-reset: no warning from any rank" "" "$(logs tr-reset | grep -i 'warning' || true)"
+[ "$TAP_FAILED" -eq 0 ] || dsx_diag tr-reset
