@@ -21,9 +21,8 @@
  *            culprit, 4 MPI_FLOAT elsewhere
  *   exit     exits (exit(0), no MPI_Finalize) instead
  *   kill     dies of SIGKILL instead (no exit handler runs)
- *   split    MPI_COMM_WORLD is split in two (ranks below SPLIT_AT, env,
- *            default 2, and the others); the loop runs on the parts and the
- *            culprit skips in its part
+ *   split    MPI_COMM_WORLD split in two (ranks below SPLIT_AT, env, default
+ *            2, and the rest); the loop runs on both, the culprit skips in its
  *   deadlock every rank dups MPI_COMM_WORLD first; the culprit enters a
  *            barrier on the duplicate that nobody else reaches, while the
  *            others wait in the all-reduce: both sides blocked for good
@@ -183,8 +182,7 @@ int main(int argc, char **argv)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm comm = MPI_COMM_WORLD;
     if (strcmp(scenario, "split") == 0) {
-        int split_at = getenv("SPLIT_AT") ? atoi(getenv("SPLIT_AT")) : 2;
-        MPI_Comm_split(MPI_COMM_WORLD, rank < split_at ? 0 : 1, rank, &comm);
+        MPI_Comm_split(MPI_COMM_WORLD, rank < (getenv("SPLIT_AT") ? atoi(getenv("SPLIT_AT")) : 2) ? 0 : 1, rank, &comm);
         MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     }
     MPI_Comm dup = MPI_COMM_NULL;

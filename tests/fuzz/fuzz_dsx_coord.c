@@ -10,7 +10,8 @@
  * Input: byte 0 picks the mode (bits 0-1) and the keys (bit 2: each rank's
  * from an X25519 key exchange with the coordinator, else the job's secret),
  * byte 1 the world size (1..64) and the client's rank, byte 2 flags (1: a rules pass after every frame; 2: two
- * clients, mode 2 only); the rest is, by mode,
+ * clients, mode 2 only; 4: the tree on, groups of 2 ranks: a rules pass appoints relays and sends leaders to
+ * them, RELAY_AT and VERDICT frames are a relay's); the rest is, by mode,
  *   0  raw bytes from a peer that knows no secret (the handshake's checks);
  *   1  an honest handshake, then raw bytes (injected: must not authenticate);
  *   2  an honest handshake, then frames [type][length, 2 bytes][payload]
@@ -295,6 +296,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kx = (m >> 2) & 1;
     size_t n = mode == 2 && (flags & 2) ? NCONN : 1;
     struct ccs_dsx_coord *k = coord_new(wsize, n);
+    if (flags & 4)
+        ccs_dsx_coord_tree(k, 2);
     struct ccs_dsx_conn cc[NCONN] = {{.fd = -1}, {.fd = -1}};
     if (mode == 0) {
         raw(k, &z);

@@ -440,6 +440,19 @@ static void dsx_seeds(void)
     n = agg(p, sizeof p, 2, 0), frame(&b, CCS_DSX_M_AGG, p, n);
     put("fuzz_dsx_coord", "seed-sealed-agg", b.b, b.n);
     {
+        /* The tree on (flag 4): a leader's statuses, a rules pass appoints
+         * it; it says where it listens, then sends a verdict of its rules
+         * and a fold. */
+        struct ccs_dsx_relay_at at = {.group = 1, .port = 4000};
+        memset(at.key, 7, sizeof at.key);
+        b.n = 0, add8(&b, 2), add8(&b, (uint8_t)(ws | 2 << 6)), add8(&b, 1 | 4);
+        n = statuses_of(p, sizeof p, 2, 2, 0), frame(&b, CCS_DSX_M_STATUS, p, n);
+        frame(&b, CCS_DSX_M_RELAY_AT, &at, sizeof at);
+        verdict(&v), frame(&b, CCS_DSX_M_VERDICT, &v, sizeof v);
+        n = agg(p, sizeof p, 3, 1), frame(&b, CCS_DSX_M_AGG, p, n);
+        put("fuzz_dsx_coord", "seed-sealed-tree", b.b, b.n);
+    }
+    {
         struct ccs_dsx_agree ag[2] = {
             {.comm = 0xbeef, .key = 1, .max = 9, .min = 3, .crank = 0, .size = 2, .n = 1},
             {.comm = 0xbeef, .key = 1, .max = 5, .min = 1, .crank = 1, .size = 2, .n = 1}};
@@ -492,6 +505,16 @@ static void dsx_seeds(void)
             frame(&b, CCS_DSX_M_DETAIL, d3, 16);
         frame(&b, CCS_DSX_M_AGREE, &ag, sizeof ag), frame(&b, CCS_DSX_M_BYE, NULL, 0);
         put("fuzz_dsx_client", "seed-sealed-detail-agree-bye", b.b, b.n);
+    }
+    {
+        /* The tree: the root appoints this leader, then sends it to a relay. */
+        struct ccs_dsx_relay rl = {.group = 1};
+        struct ccs_dsx_go go = {.group = 1, .port = 4000, .relay_rank = 1};
+        memset(rl.key, 7, sizeof rl.key), memset(go.key, 7, sizeof go.key);
+        snprintf(go.host, sizeof go.host, "127.0.0.1");
+        b.n = 0, add8(&b, 2), add8(&b, ws);
+        frame(&b, CCS_DSX_M_RELAY, &rl, sizeof rl), frame(&b, CCS_DSX_M_GO, &go, sizeof go);
+        put("fuzz_dsx_client", "seed-sealed-relay-go", b.b, b.n);
     }
     b.n = 0, add8(&b, 0), add8(&b, ws), hello_raw(&b, CCS_DSX_M_WELCOME, WSIZE, -1);
     put("fuzz_dsx_client", "seed-raw-welcome", b.b, b.n);
