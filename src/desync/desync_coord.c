@@ -136,8 +136,12 @@ static void send_probe(uint64_t comm, uint64_t seq, void *arg)
 void ccs_dsx_coord_probe(struct ccs_dsx_coord *k, uint64_t now)
 {
     struct ccs_dsx_search_out out = {.probe = send_probe, .want = coord_want, .arg = k};
-    ccs_dsx_search_pass(k->srch, k->wsize, (const struct ccs_dsx_status *const *)k->st, k->dead, k->seen, now,
-                        &out);
+    /* Not the statuses that are not current here (the tree: a relay folds
+     * them and does not pass probes' answers up): a communicator with such
+     * members is left to the folds and the rules. */
+    for (int32_t r = 0; r < k->wsize; r++)
+        k->search_st[r] = k->away[r] ? NULL : k->st[r];
+    ccs_dsx_search_pass(k->srch, k->wsize, k->search_st, k->dead, k->seen, now, &out);
     k->pass_ms = now;
 }
 
@@ -621,7 +625,7 @@ void ccs_dsx_coord_free(struct ccs_dsx_coord *k)
     ccs_dsx_folds_free(k->folds);
     free(k->cl), free(k->st), free(k->stsize), free(k->view), free(k->dead), free(k->beat), free(k->beat_ms);
     free(k->owner), free(k->scratch), free(k->unreach_ms), free(k->unreach_silent), free(k->recent), free(k->peers),
-        free(k->rkeys), free(k->rkey_ok), free(k->aggframe), free(k->away), free(k->groups);
+        free(k->rkeys), free(k->rkey_ok), free(k->aggframe), free(k->away), free(k->groups), free(k->search_st);
     ccs_dsx_auth_wipe(&k->rkey);
     for (size_t i = 0; i < k->capfold; i++)
         free(k->cfold[i]);
@@ -671,7 +675,8 @@ int ccs_dsx_coord_tables(struct ccs_dsx_coord *k, char *why, size_t n)
     k->scratch = malloc(sizeof *k->scratch);
     k->aggframe = calloc(w, sizeof *k->aggframe);
     k->away = calloc(w, 1);
-    if (!k->away || !k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms ||
+    k->search_st = calloc(w, sizeof *k->search_st);
+    if (!k->away || !k->search_st || !k->st || !k->stsize || !k->view || !k->dead || !k->beat || !k->beat_ms || !k->unreach_ms ||
         !k->unreach_silent || !k->recent || !k->owner || !k->seen || !k->folds || !k->scratch || !k->aggframe) {
         snprintf(why, n, "out of memory for %d ranks", k->wsize);
         return -1;

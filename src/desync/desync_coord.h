@@ -117,6 +117,7 @@ struct ccs_dsx_coord {
     struct ccs_dsx_tree_group *groups;
     size_t ngroups;
     uint8_t *away;
+    const struct ccs_dsx_status **search_st; /* the search's statuses (not the AWAY ones) */
     /* Relay mode (desync_tree_relay.c): a relay's coordinator, pumped by
      * its host leader's thread (no thread of its own): its group's leaders
      * authenticate with RKEY, its verdicts and their agreement values go

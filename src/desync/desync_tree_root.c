@@ -18,6 +18,7 @@
 #include "desync_coord.h"
 #include "log.h"
 #include "clock.h"
+#include <sodium.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -190,13 +191,22 @@ int ccs_dsx_tree_on_relay_at(struct ccs_dsx_coord *k, size_t i, const unsigned c
         ccs_dsx_auth_wipe((struct ccs_dsx_key *)at.key);
         return 0;
     }
-    /* A relay that reconnects says it again: it becomes the group's relay
-     * where there is none (with the key its leaders hold). */
-    if (!told && g->relay >= 0) {
-        c->tree = CCS_DSX_T_RELAY; /* relays its own leaders; new ones go to the group's */
-        c->group = at.group;
+    /* Unasked: a relay that reconnects says it again, with the key the
+     * root gave it (only it and the leaders sent to it hold that key).  It
+     * becomes the group's relay again where there is none; where another
+     * was appointed meanwhile it relays the leaders it has, new ones go to
+     * the other.  Any other member claiming a group is a leader as before:
+     * no leader is ever sent to an address the root did not appoint. */
+    if (!told) {
+        int holds = g->gen && sodium_memcmp(at.key, g->key.k, sizeof g->key.k) == 0;
         ccs_dsx_auth_wipe((struct ccs_dsx_key *)at.key);
-        return 0;
+        if (!holds || g->relay >= 0 || g->appointed >= 0) {
+            if (holds) {
+                c->tree = CCS_DSX_T_RELAY;
+                c->group = at.group;
+            }
+            return 0;
+        }
     }
     c->tree = CCS_DSX_T_RELAY;
     c->group = at.group;
@@ -204,8 +214,8 @@ int ccs_dsx_tree_on_relay_at(struct ccs_dsx_coord *k, size_t i, const unsigned c
     g->gen++;
     g->rank = c->peer_rank;
     g->port = at.port;
-    memcpy(g->key.k, at.key, sizeof g->key.k);
-    ccs_dsx_auth_wipe((struct ccs_dsx_key *)at.key);
+    if (told) /* (the key it was given: appoint() kept it) */
+        ccs_dsx_auth_wipe((struct ccs_dsx_key *)at.key);
     if (at.host[0]) {
         snprintf(g->host, sizeof g->host, "%s", at.host);
     } else {
@@ -272,8 +282,7 @@ void ccs_dsx_tree_dropped(struct ccs_dsx_coord *k, size_t i)
              * listed are unreachable, counted as computing. */
             CCS_LOG(INFO, "desync tree: the relay of group %zu (rank %d, host '%s') is lost; its leaders report here "
                     "until another is appointed", j, c->peer_rank, c->host);
-            g->relay = -1;
-            ccs_dsx_auth_wipe(&g->key);
+            g->relay = -1; /* (its key kept: the relay may come back with it) */
         }
     }
 }
