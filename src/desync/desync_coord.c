@@ -167,6 +167,18 @@ static void fold_agree(struct ccs_dsx_coord *k, int32_t peer, const char *host, 
     }
 }
 
+void ccs_dsx_coord_away(struct ccs_dsx_coord *k, int32_t r)
+{
+    k->away[r] = 1;
+    /* Not kept: every leader reports to the root first, so at 131,072
+     * ranks these would be every rank's (300 MB); a frame that carries the
+     * rank again stores it afresh. */
+    free(k->st[r]);
+    k->st[r] = NULL;
+    k->stsize[r] = 0;
+    k->view[r] = NULL;
+}
+
 /* Stores rank R's status, just decoded into k->scratch, from client I:
  * with only the entries in use (most ranks use one or two communicators:
  * the table of a 4096-rank job stays small), and the records the rank sent
@@ -465,7 +477,7 @@ void ccs_dsx_coord_eval(struct ccs_dsx_coord *k)
         int o = k->owner[r];
         if (o >= 0 && (size_t)o < k->capfold && k->cfold[o] &&
             (!k->aggframe[r] || k->aggframe[r] + 10 < k->cfold[o]->head.frame))
-            k->away[r] = 1;
+            ccs_dsx_coord_away(k, r);
         /* A status that stopped coming (a stalled link) is unreachable too
          * (not one that is not current here: its relay hears it). */
         if (k->st[r] && !k->away[r] && k->st[r]->life == CCS_DSX_ALIVE && k->beat_ms[r] && !k->unreach_ms[r] &&

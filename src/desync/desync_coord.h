@@ -206,6 +206,9 @@ int ccs_dsx_tree_on_relay_at(struct ccs_dsx_coord *k, size_t i, const unsigned c
 int ccs_dsx_tree_on_verdict(struct ccs_dsx_coord *k, size_t i, const unsigned char *p, uint32_t len, char *why,
                             size_t n);
 void ccs_dsx_tree_dropped(struct ccs_dsx_coord *k, size_t i);
+/* desync_coord.c: rank R's status here is not current (AWAY): out of
+ * every rule's view, and not kept, until a frame carries it again. */
+void ccs_dsx_coord_away(struct ccs_dsx_coord *k, int32_t r);
 
 /* desync_rule_unreachable.c */
 /* DESYNC for each communicator whose other members hang on ranks whose

@@ -49,7 +49,7 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
  * (0: no tree; at most CCS_DSX_AGG_MAX_RELAYS groups, larger ones
  * otherwise), appoints the leader of each group's lowest host that
  * reports to it as the group's relay, and sends the group's other leaders
- * there.  Group 0's leaders report to it directly. */
+ * there (group 0's too: the root receives folds only). */
 void ccs_dsx_coord_tree(struct ccs_dsx_coord *k, uint32_t relay_ranks);
 
 /* A relay's coordinator (desync_tree_relay.c) in a host leader's process:
@@ -87,7 +87,8 @@ size_t ccs_dsx_coord_pump(struct ccs_dsx_coord *k, const struct ccs_dsx_status *
 /* A frame of the root's (VERDICT, DETAIL, AGREE, BYE) passed down to the
  * relay's leaders. */
 void ccs_dsx_coord_forward(struct ccs_dsx_coord *k, uint16_t type, const void *p, size_t n);
-/* Leaders a relay's coordinator serves now. */
+/* Leaders whose ranks the last ccs_dsx_coord_pump gave (the hosts of the
+ * group's fold beside this one). */
 unsigned ccs_dsx_coord_leaders(const struct ccs_dsx_coord *k);
 
 /* Figures for the simulation: CPU seconds of the coordinator thread,

@@ -118,10 +118,14 @@ size_t ccs_dsx_coord_pump(struct ccs_dsx_coord *k, const struct ccs_dsx_status *
      * group's fold then accounts for fewer members, and the root judges
      * nothing from folds about its communicators). */
     size_t n = 0;
+    for (size_t i = 0; i < k->ncl; i++)
+        k->cl[i].lowest = INT32_MAX;
     for (int32_t r = 0; r < k->wsize && n < cap; r++) {
         const struct ccs_dsx_status *x = k->st[r];
         if (!x || k->unreach_ms[r] || (k->owner[r] == -1 && x->life == CCS_DSX_ALIVE))
             continue;
+        if (k->owner[r] >= 0 && (size_t)k->owner[r] < k->ncl)
+            k->cl[k->owner[r]].lowest = r; /* (marks the leaders folded) */
         out[n++] = x;
     }
     return n;
@@ -145,6 +149,6 @@ unsigned ccs_dsx_coord_leaders(const struct ccs_dsx_coord *k)
 {
     unsigned n = 0;
     for (size_t i = 0; i < k->ncl; i++)
-        n += k->cl[i].fd >= 0 && k->cl[i].state == CCS_DSX_C_AUTHED;
+        n += k->cl[i].lowest != INT32_MAX;
     return n;
 }

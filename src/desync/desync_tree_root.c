@@ -94,7 +94,7 @@ static void send_go(struct ccs_dsx_coord *k, size_t i, struct ccs_dsx_tree_group
      * the relay lists them (not unreachable when the link closes). */
     for (int32_t r = 0; r < k->wsize; r++)
         if (k->owner[r] == (int)i)
-            k->away[r] = 1;
+            ccs_dsx_coord_away(k, r);
 }
 
 /* Tells leader I to relay group GI, with a fresh key. */
@@ -133,10 +133,11 @@ void ccs_dsx_tree_pass(struct ccs_dsx_coord *k, uint64_t now)
             g->appointed = -1;
         }
     }
-    /* Each leader reporting here, by its host's lowest rank: group 0's stay;
-     * the others go to their group's relay (once per registration: one
-     * that came back from it, its link to the relay lost, stays here), or
-     * the lowest becomes the relay where the group has none. */
+    /* Each leader reporting here, by its host's lowest rank, goes to its
+     * group's relay (once per registration: one that came back from it, its
+     * link to the relay lost, stays here), or the lowest becomes the relay
+     * where the group has none.  Group 0 too: the root then receives folds
+     * only, not the statuses of a group of hosts beside them. */
     int *cand = calloc(k->ngroups, sizeof *cand);
     if (!cand)
         return;
@@ -149,7 +150,7 @@ void ccs_dsx_tree_pass(struct ccs_dsx_coord *k, uint64_t now)
             continue;
         uint32_t gi = (uint32_t)c->lowest / k->tree_ranks;
         c->group = gi;
-        if (gi == 0 || gi >= k->ngroups)
+        if (gi >= k->ngroups)
             continue;
         struct ccs_dsx_tree_group *g = &k->groups[gi];
         if (g->relay >= 0) {
@@ -160,7 +161,7 @@ void ccs_dsx_tree_pass(struct ccs_dsx_coord *k, uint64_t now)
             cand[gi] = (int)i;
         }
     }
-    for (size_t j = 1; j < k->ngroups; j++)
+    for (size_t j = 0; j < k->ngroups; j++)
         if (cand[j] >= 0)
             appoint(k, (size_t)cand[j], &k->groups[j], (uint32_t)j, now);
     free(cand);
@@ -178,7 +179,7 @@ int ccs_dsx_tree_on_relay_at(struct ccs_dsx_coord *k, size_t i, const unsigned c
     if (ccs_dsx_check_relay_at(&at, why, n) != 0)
         return -1;
     struct ccs_dsx_conn *c = &k->cl[i];
-    if (!k->tree_ranks || at.group == 0 || at.group >= k->ngroups) {
+    if (!k->tree_ranks || at.group >= k->ngroups) {
         snprintf(why, n, "RELAY_AT for group %u, of %zu", at.group, k->ngroups);
         return -1;
     }
@@ -228,7 +229,7 @@ int ccs_dsx_tree_on_relay_at(struct ccs_dsx_coord *k, size_t i, const unsigned c
     /* Its own host's ranks are in its folds from now on. */
     for (int32_t r = 0; r < k->wsize; r++)
         if (k->owner[r] == (int)i)
-            k->away[r] = 1;
+            ccs_dsx_coord_away(k, r);
     CCS_LOG(INFO, "desync tree: rank %d (host '%s') relays group %u (hosts whose lowest rank is in %llu..%llu) at %s:%d",
             c->peer_rank, c->host, at.group, (unsigned long long)at.group * k->tree_ranks,
             (unsigned long long)(at.group + 1) * k->tree_ranks - 1, g->host, g->port);
@@ -267,7 +268,7 @@ void ccs_dsx_tree_dropped(struct ccs_dsx_coord *k, size_t i)
         for (int32_t r = 0; r < k->wsize; r++)
             if (k->owner[r] == (int)i) {
                 k->owner[r] = -1;
-                k->away[r] = 1;
+                ccs_dsx_coord_away(k, r);
             }
         return;
     }

@@ -3,13 +3,17 @@
  * per-host clients (src/desync/desync_coord.c, desync_client.c,
  * desync_rules.c) with many simulated ranks, on loopback, in one process.
  *
- *   desync_sim RANKS [PER_HOST [SECONDS [SCENARIO [GROUP]]]]
+ *   desync_sim RANKS [PER_HOST [SECONDS [SCENARIO [GROUP [links]]]]]
  *
- * GROUP > 0: the tree's first level (docs/desync.md, "The tree"): one
- * relay per GROUP hosts (the real client in relay mode, given its group's
- * ranks in-process: the links of its leaders to it are not simulated)
- * sends the root one fold a period; 0 (the default): one client per host,
- * as in a job.
+ * GROUP > 0: the tree (docs/desync.md, "The tree"): one relay per GROUP
+ * hosts sends the root one fold a period.  Without "links", the relay is
+ * the real client in relay mode, given its group's ranks in-process (the
+ * links of its leaders to it are not simulated).  With "links", the tree
+ * as a job runs it: one client per host, every leader first reporting to
+ * the root, which appoints a relay per group (the leader's real relay
+ * coordinator, desync_tree_relay.c, pumped in the leader's turn) and sends
+ * the group's other leaders there.  0 (the default): one client per host,
+ * reporting to the root, as in a job below the tree's size.
  * Every simulated rank issues all-reduces on the world communicator at
  * RATE per second (statuses as desync_collect.c builds them); every host
  * has one client, driven by a few threads.  Halfway, SCENARIO happens:
@@ -62,6 +66,12 @@
 
 static int nranks, per_host, nhosts;
 static int group;            /* hosts a relay (0: no tree) */
+static int links;            /* the tree as a job runs it: leaders linked to real relays */
+static struct ccs_dsx_coord **relays;               /* links: per host, its relay's coordinator (NULL: none) */
+static const struct ccs_dsx_status ***relay_bufs;  /* ... and room for its group's statuses */
+static uint32_t *relay_group;
+static int *relay_port;
+static struct ccs_dsx_thresholds thr;
 static int nunits, per_unit; /* clients (hosts or relays) and the ranks each forwards */
 static double secs;
 static const char *scenario;
@@ -149,8 +159,9 @@ static void on_verdict(const struct ccs_dsx_verdict *v, void *arg)
         verdict_cls = v->cls;
         first_key = ccs_dsx_claim_key(v);
     }
-    /* a relay hands the verdict on to each host of its group */
-    int per = group ? group : 1;
+    /* a relay hands the verdict on to each host of its group (with links,
+     * each host's leader receives it, from its relay or the root) */
+    int per = group && !links ? group : 1;
     for (int h = u * per; ccs_dsx_claim_key(v) == first_key && h < (u + 1) * per && h < nhosts; h++)
         log_host(v, h);
     pthread_mutex_unlock(&lock);
@@ -192,6 +203,70 @@ static void advance(int r, uint64_t target, int odd_at)
         }
         c->hist[c->nhist++] = o;
     }
+}
+
+/* ---- links: a host's leader the root appoints relays, as desync_host.c does */
+
+static int relay_verdict_up(const struct ccs_dsx_verdict *v, void *arg)
+{
+    return ccs_dsx_client_send(clients[(intptr_t)arg], CCS_DSX_M_VERDICT, v, sizeof *v);
+}
+
+static void relay_agree_up(const void *p, size_t n, void *arg)
+{
+    (void)ccs_dsx_client_send(clients[(intptr_t)arg], CCS_DSX_M_AGREE, p, n);
+}
+
+/* What the relay sends its leaders, for its own host: the simulated ranks
+ * do not answer probes; a verdict that could not go up is theirs. */
+static void relay_local(uint16_t type, const void *p, size_t n, void *arg)
+{
+    if (type == CCS_DSX_M_VERDICT && n == sizeof(struct ccs_dsx_verdict))
+        on_verdict(p, arg);
+    else if (type == CCS_DSX_M_DETAIL && n >= 8) {
+        uint64_t id, seq = 0;
+        memcpy(&id, p, 8);
+        if (n == 16)
+            memcpy(&seq, (const unsigned char *)p + 8, 8);
+        if (!(seq & CCS_DSX_PROBE_BIT))
+            ccs_dsx_client_detail(clients[(intptr_t)arg], id);
+    }
+}
+
+static const struct ccs_dsx_relay_hooks relay_hooks = {
+    .verdict = relay_verdict_up, .agree = relay_agree_up, .local = relay_local};
+
+static int become_relay(uint32_t g, const unsigned char key[CCS_DSX_KEYBYTES], struct ccs_dsx_relay_at *at,
+                        void *arg)
+{
+    int h = (int)(intptr_t)arg, port = 0;
+    char why[256];
+    static const unsigned char job[CCS_DSX_JOBTAG]; /* (the secret's jobs: tag zero) */
+    if (relays[h]) {
+        ccs_dsx_coord_rekey(relays[h], key);
+    } else {
+        relay_bufs[h] = calloc((size_t)nranks, sizeof *relay_bufs[h]);
+        relays[h] = relay_bufs[h] ? ccs_dsx_coord_start_relay("127.0.0.1", 0, nranks, key, job, &thr, 5 * PERIOD,
+                                                              &relay_hooks, arg, &port, why, sizeof why)
+                                  : NULL;
+        if (!relays[h] || ccs_dsx_client_relay(clients[h], g, 1, thr.block_ms / 2) != 0) {
+            fprintf(stderr, "desync_sim: host %d cannot relay: %s\n", h, why);
+            return -1;
+        }
+    }
+    relay_group[h] = g;
+    relay_port[h] = port ? port : relay_port[h]; /* (asked again: where it listens already) */
+    memset(at, 0, sizeof *at);
+    at->group = g;
+    at->port = relay_port[h];
+    return 0;
+}
+
+static void relay_down(uint16_t type, const void *p, size_t n, void *arg)
+{
+    int h = (int)(intptr_t)arg;
+    if (relays[h])
+        ccs_dsx_coord_forward(relays[h], type, p, n);
 }
 
 /* One thread's share of the hosts. */
@@ -264,7 +339,15 @@ static void *work(void *arg)
                 }
                 statuses[r]->beat++;
             }
-            ccs_dsx_client_tick(clients[h], status_ptrs + lo, (size_t)(hi - lo), NULL, 0, 0, why, sizeof why);
+            if (links && relays[h]) { /* this leader relays: its group's statuses, its own among them */
+                size_t n = ccs_dsx_coord_pump(relays[h], status_ptrs + lo, (size_t)(hi - lo), relay_bufs[h],
+                                              (size_t)nranks);
+                ccs_dsx_client_relay(clients[h], relay_group[h], 1 + ccs_dsx_coord_leaders(relays[h]),
+                                     thr.block_ms / 2);
+                ccs_dsx_client_tick(clients[h], relay_bufs[h], n, NULL, 0, 0, why, sizeof why);
+            } else {
+                ccs_dsx_client_tick(clients[h], status_ptrs + lo, (size_t)(hi - lo), NULL, 0, 0, why, sizeof why);
+            }
             connected += ccs_dsx_client_connected(clients[h]);
         }
         w->connected = connected;
@@ -306,6 +389,7 @@ static struct ccs_dsx_coord *start_coordinator_and_clients(void)
                                    .suspect_ms = 2000,
                                    .heartbeat_ms = 10000,
                                    .mismatch_wait_ms = 2 * PERIOD};
+    thr = t;
     int port = 0;
     char why[256];
     struct ccs_dsx_coord *coord =
@@ -314,14 +398,18 @@ static struct ccs_dsx_coord *start_coordinator_and_clients(void)
         fprintf(stderr, "desync_sim: %s\n", why);
         return NULL;
     }
+    if (links) /* the root appoints relays of GROUP hosts, as a job's does */
+        ccs_dsx_coord_tree(coord, (uint32_t)(group * per_host));
     for (int h = 0; h < nunits; h++) {
         char name[32];
         struct ccs_dsx_client_cb cb = {.verdict = on_verdict, .arg = (void *)(intptr_t)h};
+        if (links)
+            cb.relay = become_relay, cb.down = relay_down;
         snprintf(name, sizeof name, "sim%d", h * (group ? group : 1));
         clients[h] = ccs_dsx_client_new("127.0.0.1", port, nranks, h * per_unit, "simsecret", name, &cb);
         /* A relay lists a rank not waiting with its group after half the
          * block threshold. */
-        if (clients[h] && group &&
+        if (clients[h] && group && !links &&
             ccs_dsx_client_relay(clients[h], (uint32_t)h,
                                  (uint32_t)((h + 1) * group < nhosts ? group : nhosts - h * group),
                                  t.block_ms / 2) != 0)
@@ -347,6 +435,15 @@ static void schedule_event(double now_ms)
     }
 }
 
+/* Relays: the clients in relay mode, or with links the leaders appointed. */
+static int nrelays(void)
+{
+    int n = 0;
+    for (int h = 0; links && h < nhosts; h++)
+        n += relays[h] != NULL;
+    return links ? n : nunits;
+}
+
 /* The result line (see the header), the coordinator's costs measured
  * between S0 and S1 over SPAN seconds. */
 static void print_result(const struct ccs_dsx_coord_stats *s0, const struct ccs_dsx_coord_stats *s1, double span,
@@ -358,7 +455,7 @@ static void print_result(const struct ccs_dsx_coord_stats *s0, const struct ccs_
            scenario, t_verdict >= 0 ? ccs_dsx_class_name(verdict_cls) : "none", lat,
            (s1->cpu_s - s0->cpu_s) * 100 / span, s1->bytes_held / 1048576.0,
            (double)(s1->bytes_in - s0->bytes_in) / 1024 / span, (unsigned long long)s1->evals, s1->eval_ms_max,
-           log_lines, log_bytes / 1024, admit_ms, group ? nunits : 0, ranks_logging, full_reports);
+           log_lines, log_bytes / 1024, admit_ms, group ? nrelays() : 0, ranks_logging, full_reports);
     pthread_mutex_unlock(&lock);
 }
 
@@ -377,17 +474,20 @@ int main(int argc, char **argv)
     secs = argc > 3 ? atof(argv[3]) : 4;
     scenario = argc > 4 ? argv[4] : "deadlock";
     group = argc > 5 ? atoi(argv[5]) : 0;
-    if (nranks < 2 || per_host < 1 || group < 0) {
-        fprintf(stderr, "usage: desync_sim RANKS [PER_HOST [SECONDS [deadlock|mismatch|healthy [GROUP]]]]\n");
+    links = argc > 6 && strcmp(argv[6], "links") == 0;
+    if (nranks < 2 || per_host < 1 || group < 0 || (argc > 6 && (!links || !group))) {
+        fprintf(stderr, "usage: desync_sim RANKS [PER_HOST [SECONDS [deadlock|mismatch|healthy [GROUP [links]]]]]\n");
         return 2;
     }
     nhosts = (nranks + per_host - 1) / per_host;
-    nunits = group ? (nhosts + group - 1) / group : nhosts;
-    per_unit = group ? group * per_host : per_host;
+    nunits = group && !links ? (nhosts + group - 1) / group : nhosts;
+    per_unit = group && !links ? group * per_host : per_host;
     /* One descriptor per leader and one per coordinator's end of its link:
      * said before anything starts, not found as a wave of refusals. */
     struct rlimit rl;
-    rlim_t need = 2 * (rlim_t)nunits + 64;
+    /* (links: a leader's socket, its relay's end, the root's end while it
+     * reports there first) */
+    rlim_t need = (links ? 3 : 2) * (rlim_t)nunits + 64;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
         rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
         setrlimit(RLIMIT_NOFILE, &rl);
@@ -409,6 +509,10 @@ int main(int argc, char **argv)
     status_ptrs = calloc((size_t)nranks, sizeof *status_ptrs);
     blocked_at = calloc((size_t)nranks, sizeof *blocked_at);
     clients = calloc((size_t)nunits, sizeof *clients);
+    relays = calloc((size_t)nunits, sizeof *relays);
+    relay_bufs = calloc((size_t)nunits, sizeof *relay_bufs);
+    relay_group = calloc((size_t)nunits, sizeof *relay_group);
+    relay_port = calloc((size_t)nunits, sizeof *relay_port);
     claims = calloc((size_t)nhosts, sizeof *claims);
     init_statuses();
     struct ccs_dsx_coord *coord = start_coordinator_and_clients();
@@ -450,11 +554,16 @@ int main(int argc, char **argv)
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
     print_result(&s0, &s1, (tb - ta) / 1000.0, t_admit);
-    for (int h = 0; h < nunits; h++)
+    for (int h = 0; h < nunits; h++) {
         ccs_dsx_client_free(clients[h]);
+        if (relays[h])
+            ccs_dsx_coord_stop(relays[h]);
+        free(relay_bufs[h]);
+    }
     ccs_dsx_coord_stop(coord);
     for (int r = 0; r < nranks; r++)
         free(statuses[r]);
-    free(statuses), free(status_ptrs), free(clients), free(blocked_at), free(claims);
+    free(statuses), free(status_ptrs), free(clients), free(blocked_at), free(claims), free(relays), free(relay_bufs),
+        free(relay_group), free(relay_port);
     return verdict_expected() ? 0 : 1;
 }
