@@ -101,27 +101,36 @@ echo "latency (median max n): mismatch $m1, deadlock $d1, exit $e1; tcp: mismatc
 # says so, with the simulation's own words.
 sim="$top_builddir/tests/desync/desync_sim"
 : > "$tmp/sim"
-# Each size twice: one coordinator for every host (as jobs run), and the
-# tree's first level (docs/desync.md, "The tree"; the simulation only):
-# relays of G = ceil(sqrt(hosts)) hosts.
+# Each size three times: one coordinator for every host (as jobs below the
+# tree's size run), and the tree (docs/desync.md, "The tree") of relays of
+# G = ceil(sqrt(hosts)) hosts, given their ranks in process ("in process")
+# or as a job runs it ("linked": every leader to the root first, relays
+# appointed, leaders sent there; three descriptors a host in one process,
+# so up to 16,384 ranks under the limit of 20,000).  The mode is the
+# line's 17th column.
 for n in ${SIM_SIZES:-1024 4096 16384 65536 131072}; do
   hosts=$(((n + 7) / 8))
-  for g in 0 $(awk -v h="$hosts" 'BEGIN {g = int(sqrt(h)); if (g * g < h) g++; print g}'); do
+  G=$(awk -v h="$hosts" 'BEGIN {g = int(sqrt(h)); if (g * g < h) g++; print g}')
+  for mode in 0 "$G" "$G links"; do
+    g=${mode%% *}
+    links=""
+    [ "$mode" = "$g" ] || links=links
     for s in healthy mismatch deadlock; do
-        if ! CCSHIM_SUMMARY=0 timeout 300 "$sim" "$n" 8 "$SIM_SECONDS" "$s" "$g" >> "$tmp/sim" 2>"$tmp/sim.err"; then
+        if ! CCSHIM_SUMMARY=0 timeout 300 "$sim" "$n" 8 "$SIM_SECONDS" "$s" "$g" $links >> "$tmp/sim" 2>"$tmp/sim.err"; then
             why=$(grep -m1 '^desync_sim:' "$tmp/sim.err" | sed 's/^desync_sim: //; s/|/\\|/g')
             # (a line was printed: a verdict other than the scenario's; none: refused or timed out)
             if [ -n "$why" ] || ! tail -1 "$tmp/sim" | grep -q "^$n	"; then
                 printf '%s\t%s\t%s\tno result: %s\t-1\t-\t-\t-\t-\t-\t0\t0\t-\t%s\t0\t0\n' "$n" "$hosts" "$s" \
                     "${why:-timed out after 300 s}" "$([ "$g" = 0 ] && echo 0 || echo $(((hosts + g - 1) / g)))" >> "$tmp/sim"
             fi
-            echo "(sim $n $s tree $g: wrong verdict or no result)" >&2
+            echo "(sim $n $s tree $g $links: wrong verdict or no result)" >&2
         fi
+        sed -i '$ s/$/\t'"${links:-in-process}"'/' "$tmp/sim"
     done
   done
 done
 cat "$tmp/sim"
-simrows=$(awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, ($14 > 0 ? $14 " relays" : "none"), $3, $4, ($5 < 0 ? "-" : $5 " ms"), ($6 == "-" ? "-" : $6 " %"), ($7 == "-" ? "-" : sprintf("%.1f MiB", $7)), ($8 == "-" ? "-" : $8 " KiB/s"), ($10 == "-" ? "-" : $10 " ms"), ($11 > 0 ? $11 " lines, " $12 " KiB (" $15 " ranks, " $16 " report)" : "-"), ($13 == "-" ? "-" : sprintf("%.1f s", $13 / 1000))}' "$tmp/sim")
+simrows=$(awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, ($14 > 0 ? $14 " relays, " ($17 == "links" ? "linked" : "in process") : "none"), $3, $4, ($5 < 0 ? "-" : $5 " ms"), ($6 == "-" ? "-" : $6 " %"), ($7 == "-" ? "-" : sprintf("%.1f MiB", $7)), ($8 == "-" ? "-" : $8 " KiB/s"), ($10 == "-" ? "-" : $10 " ms"), ($11 > 0 ? $11 " lines, " $12 " KiB (" $15 " ranks, " $16 " report)" : "-"), ($13 == "-" ? "-" : sprintf("%.1f s", $13 / 1000))}' "$tmp/sim")
 
 fmt() { echo "$1" | awk '{printf "%s ms (max %s ms, %s runs)", $1, $2, $3}'; }
 doc="$top_srcdir/docs/performance.md"
@@ -166,9 +175,13 @@ first rank's report, $REPS runs each:
 | DESYNC deadlock across 2 host identities over TCP | $(fmt "$d2") | 2 s |
 
 **Scale simulation** (tests/desync/desync_sim: the real coordinator and per-host
-clients on loopback in one process, or with the tree column the clients as relays
-of ceil(sqrt(hosts)) hosts each, given their ranks in-process (docs/desync.md,
-"The tree"; jobs do not use it yet), 8 ranks per host, 50 collectives/s per rank;
+clients on loopback in one process; with the tree column, relays of
+ceil(sqrt(hosts)) hosts each (docs/desync.md, "The tree"; jobs use it from 4,097
+ranks on): "in process", the relay clients given their group's ranks in process
+(the leaders' links not simulated), or "linked", the tree as a job runs it, every
+host's client first at the root, which appoints a relay per group and sends the
+other leaders there (three descriptors a host in one process: up to 16,384 ranks
+under the limit of 20,000), 8 ranks per host, 50 collectives/s per rank;
 every host's leader admitted first (the admission column), then
 $SIM_SECONDS s: the fault halfway, CPU and traffic over the second half; a
 2-core machine that also runs the simulated hosts, so latencies are upper

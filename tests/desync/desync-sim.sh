@@ -5,18 +5,22 @@
 # the lines and full reports it puts in the combined log, and every leader
 # admitted; the big sizes are make bench's (bench/desync-bench.sh).  Then the
 # same with the tree's first level (docs/desync.md, "The tree"): 8 relays of
-# 4 hosts sending the root one fold a period.
+# 4 hosts sending the root one fold a period, given their ranks in process;
+# and the tree as a job runs it ("links": every leader reports to the root
+# first, the root appoints a relay per group and sends the other leaders
+# there, each relay's coordinator runs in its leader's turn).
 . "$top_srcdir/tests/tap.sh"
 SIM="$top_builddir/tests/desync/desync_sim"
 [ -x "$SIM" ] || tap_skip_all "desync_sim not built"
-tap_plan 18
+tap_plan 24
 
 # 8 s: the fault at 4 s, 4 s for its verdict (the deadlock's is the block
 # threshold of 1 s and a pass; on 2 shared cores more room than the 2 s
 # target).  Columns: docs in desync_sim.c.
-sim() { # SCENARIO [SECONDS GROUP]: its result line into $CCS_TMP/SCENARIO[-tree], its exit status into ....rc
+sim() { # SCENARIO [SECONDS GROUP [links]]: its result line into $CCS_TMP/SCENARIO[-tree|-links], its exit status into ....rc
     out=$CCS_TMP/$1${3:+-tree}
-    timeout 60 "$SIM" 256 8 "${2:-8}" "$1" ${3:-} >"$out" 2>"$out.err"
+    [ -n "${4:-}" ] && out=$CCS_TMP/$1-links
+    timeout 60 "$SIM" 256 8 "${2:-8}" "$1" ${3:-} ${4:-} >"$out" 2>"$out.err"
     echo $? >"$out.rc"
 }
 col() { cut -f"$2" "$CCS_TMP/$1"; }
@@ -58,7 +62,21 @@ tap_check "tree, healthy: the root receives folds only ($(col healthy-tree 8) Ki
 tap_eq "tree, mismatch: MISMATCH" "256 32 MISMATCH" "$(col mismatch-tree 1-2,4 | tr '\t' ' ')"
 tap_eq "tree, deadlock: DESYNC, one line a host (38 lines, 32 ranks logging, one full report)" \
     "256 32 DESYNC 38 32 1" "$(col deadlock-tree 1-2,4,11,15-16 | tr '\t' ' ')"
-[ "$TAP_FAILED" -eq 0 ] || for s in healthy mismatch deadlock healthy-tree mismatch-tree deadlock-tree; do
+# The tree with its links: 8 relays appointed (group 0's too), every
+# other leader sent to its relay; the same verdicts, the root receiving
+# folds only when healthy, no leader's link refused or dropped.
+sim healthy 4 4 links
+sim mismatch 8 4 links
+sim deadlock 8 4 links
+for s in healthy mismatch deadlock; do
+    tap_eq "links, $s: exit 0 (the scenario's verdict)" 0 "$(cat "$CCS_TMP/$s-links.rc")"
+done
+tap_eq "links, healthy: no verdict, 8 relays appointed" "256 32 none 8" "$(col healthy-links 1-2,4,14 | tr '\t' ' ')"
+tap_check "links, healthy: the root receives folds only ($(col healthy-links 8) KiB/s; at most 25)" \
+    test "$(col healthy-links 8)" -le 25
+tap_eq "links, no warning (a leader dropped or refused)" "" "$(cat "$CCS_TMP"/*-links.err | grep -i warning || true)"
+[ "$TAP_FAILED" -eq 0 ] || for s in healthy mismatch deadlock healthy-tree mismatch-tree deadlock-tree healthy-links \
+    mismatch-links deadlock-links; do
     cat "$CCS_TMP/$s" "$CCS_TMP/$s.err" | tap_diag
 done
 tap_done
