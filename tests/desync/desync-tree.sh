@@ -10,14 +10,15 @@
 # every host; a hang in a communicator inside group 1, judged by the
 # relay's own rules; the relay's process killed: DEAD for it alone, its
 # group re-parented to a new relay; the link to the relay reset (a proxy in
-# between): the leader reports to the root again, no verdict.
+# between): the leader reports to the root again, no verdict; the relay's
+# own link to the root reset: it reconnects and relays again, no verdict.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/desync/lib.sh"
 ccs_have_mpi || tap_skip_all "MPI not available (no mpirun or libccshim-mpi.so)"
 [ -x "$SCENARIO" ] || tap_skip_all "desync_scenario not built"
 command -v python3 >/dev/null || tap_skip_all "python3 not installed"
 command -v ss >/dev/null || tap_skip_all "ss (iproute2) not installed"
-tap_plan 25
+tap_plan 31
 
 AR='allreduce\(count=4, float32, sum\)'
 FOUR_HOSTS='CCSHIM_DESYNC_HOST=h$((OMPI_COMM_WORLD_RANK / 2)) exec "$@"'
@@ -146,3 +147,37 @@ tap_check "tr-reset: h3's leader went back to the coordinator, once" sh -c \
     "test \"\$(cat '$CCS_TMP/tr-reset'/log-6.txt '$CCS_TMP/tr-reset'/log-7.txt | grep -c \"the link to the relay of group 1 (rank [45] at 127.0.0.1:$PPORT) ended; host 'h3' reports to the coordinator again\")\" = 1"
 tap_eq "tr-reset: no warning from any rank" "" "$(logs tr-reset | grep -i 'warning' || true)"
 [ "$TAP_FAILED" -eq 0 ] || dsx_diag tr-reset
+
+# The relay's own link to the root (h2's ranks reach the coordinator
+# through a proxy: CCSHIM_COORD with a port on a rank other than 0) reset
+# 1 s after it opens: the root loses the relay (its fold and listed ranks
+# unreachable, counted as computing), the relay reconnects at once and,
+# holding the group's key, is its relay again; h3's leader stays with it.
+# A healthy job ends normally, without a verdict.
+PORT=$(ccs_ports 2)
+PPORT=$((PORT + 1))
+mkdir -p "$CCS_TMP/tr-uplink"
+python3 "$top_srcdir/tests/desync/faultproxy.py" "$PPORT" "$PORT" 1:reset >"$CCS_TMP/tr-uplink/proxy.txt" 2>&1 &
+PROXY=$!
+ccs_wait_listen "$PPORT" 10 || { echo "# the proxy does not listen on $PPORT:"; tap_diag <"$CCS_TMP/tr-uplink/proxy.txt"; }
+WRAP='case $OMPI_COMM_WORLD_RANK in 0) export CCSHIM_COORD=127.0.0.1:$P0 ;; 4|5) export CCSHIM_COORD=127.0.0.1:$P1 ;; esac
+'"$FOUR_HOSTS" tree_run tr-uplink 60 CCSHIM_ON_DESYNC=abort ITER_MS=100 P0=$PORT P1=$PPORT -- ok 40 2 1
+kill "$PROXY" 2>/dev/null
+wait "$PROXY" 2>/dev/null
+tap_diag <"$CCS_TMP/tr-uplink/proxy.txt"
+tap_eq "tr-uplink: exit 0 under abort" 0 "$DSX_RC"
+tap_eq "tr-uplink: no MISMATCH, DESYNC or DEAD" "" "$(verdicts tr-uplink)"
+# The fault is real: the relay's leader says once that its link is down,
+# and that it reconnected; no other rank warns.
+tap_check "tr-uplink: the one warning is the relay's lost link, and it reconnected" sh -c \
+    "test \"\$(cat '$CCS_TMP/tr-uplink'/log-*.txt | grep -i warning | sed 's/^ccshim\\[[45]@[^]]*\\]: //; s/127.0.0.1:[0-9]*/ADDR/')\" = \
+'warning: desync side channel: the coordinator at ADDR closed the connection; detection across hosts is off until the coordinator answers' &&
+     cat '$CCS_TMP/tr-uplink'/log-4.txt '$CCS_TMP/tr-uplink'/log-5.txt | grep -q 'reconnected to the coordinator at 127.0.0.1:$PPORT after'"
+tap_check "tr-uplink: the proxy reset the relay's link to the root" grep -q 'reset connection 1' "$CCS_TMP/tr-uplink/proxy.txt"
+tap_check "tr-uplink: the root lost the relay of group 1, then had it back" sh -c \
+    "grep -q 'desync tree: the relay of group 1 (rank [45], host .h2.) is lost' '$CCS_TMP/tr-uplink/log-0.txt' &&
+     test \"\$(grep -c 'desync tree: rank [45] (host .h2.) relays group 1 ' '$CCS_TMP/tr-uplink/log-0.txt')\" = 2"
+tap_check "tr-uplink: h3's leader stayed with the relay (sent there once, never back)" sh -c \
+    "test \"\$(cat '$CCS_TMP/tr-uplink'/log-6.txt '$CCS_TMP/tr-uplink'/log-7.txt | grep -c 'reports through the relay of group 1')\" = 1 &&
+     ! cat '$CCS_TMP/tr-uplink'/log-6.txt '$CCS_TMP/tr-uplink'/log-7.txt | grep -q 'reports to the coordinator again'"
+[ "$TAP_FAILED" -eq 0 ] || dsx_diag tr-uplink

@@ -493,10 +493,11 @@ int main(int argc, char **argv)
         setrlimit(RLIMIT_NOFILE, &rl);
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
             fprintf(stderr,
-                    "desync_sim: %d %s need %llu file descriptors (a client's socket and the coordinator's "
-                    "per %s); the limit is %llu (ulimit -n)\n",
-                    nunits, group ? "relays" : "hosts", (unsigned long long)need, group ? "relay" : "host",
-                    (unsigned long long)rl.rlim_cur);
+                    "desync_sim: %d %s need %llu file descriptors (%s per %s); the limit is %llu (ulimit -n)\n",
+                    nunits, group && !links ? "relays" : "hosts", (unsigned long long)need,
+                    links ? "a leader's socket, its relay's end and the root's while it reports there first"
+                          : "a client's socket and the coordinator's",
+                    group && !links ? "relay" : "host", (unsigned long long)rl.rlim_cur);
             return 2;
         }
     }
