@@ -725,9 +725,8 @@ int ccs_dsx_coord_listen_port(struct ccs_dsx_coord *k, const char *host, int por
     return 0;
 }
 
-struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32_t wsize,
-                                               const struct ccs_dsx_cred *cred, const struct ccs_dsx_thresholds *t,
-                                               int period_ms, int *port_out, char *why, size_t n)
+struct ccs_dsx_coord *ccs_dsx_coord_new(int32_t wsize, const unsigned char job[CCS_DSX_JOBTAG],
+                                        const struct ccs_dsx_thresholds *t, int period_ms, char *why, size_t n)
 {
     struct ccs_dsx_coord *k = calloc(1, sizeof *k);
     if (!k) {
@@ -737,18 +736,36 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32
     k->wsize = wsize;
     k->lfd = -1;
     k->epfd = -1;
-    memcpy(k->job, cred->job, sizeof k->job);
+    memcpy(k->job, job, sizeof k->job);
     k->t = *t;
     k->period_ms = period_ms < 10 ? 10 : period_ms;
     pthread_mutex_init(&k->lock, NULL);
-    if (coord_keys(k, cred, why, n) != 0 || ccs_dsx_coord_tables(k, why, n) != 0 ||
-        ccs_dsx_coord_listen_port(k, host, port, cred->secret != NULL, why, n) != 0 ||
+    return k;
+}
+
+int ccs_dsx_coord_open(struct ccs_dsx_coord *k, const char *host, int port, int secret, int *port_out, char *why,
+                       size_t n)
+{
+    if (ccs_dsx_coord_tables(k, why, n) != 0 || ccs_dsx_coord_listen_port(k, host, port, secret, why, n) != 0 ||
         ccs_dsx_coord_io_init(k, why, n) != 0)
-        goto fail;
+        return -1;
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
     getsockname(k->lfd, (struct sockaddr *)&sa, &sl);
     *port_out = ntohs(sa.sin_port);
+    return 0;
+}
+
+struct ccs_dsx_coord *ccs_dsx_coord_start_cred(const char *host, int port, int32_t wsize,
+                                               const struct ccs_dsx_cred *cred, const struct ccs_dsx_thresholds *t,
+                                               int period_ms, int *port_out, char *why, size_t n)
+{
+    struct ccs_dsx_coord *k = ccs_dsx_coord_new(wsize, cred->job, t, period_ms, why, n);
+    if (!k)
+        return NULL;
+    if (coord_keys(k, cred, why, n) != 0 ||
+        ccs_dsx_coord_open(k, host, port, cred->secret != NULL, port_out, why, n) != 0)
+        goto fail;
     if (ccs_thread_start_joinable(coord_main, k, &k->th) != 0) {
         snprintf(why, n, "cannot start the coordinator thread");
         goto fail;

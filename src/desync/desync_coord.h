@@ -156,6 +156,14 @@ int ccs_dsx_coord_frames(struct ccs_dsx_coord *k, size_t i, char *why, size_t n)
  * pass of the rules, one of the search, the final exchange when due, and
  * giving back everything it holds. */
 int ccs_dsx_coord_tables(struct ccs_dsx_coord *k, char *why, size_t n);
+/* A coordinator of WSIZE ranks of job JOB judging with T every PERIOD_MS,
+ * nothing made yet (NULL with WHY); then its tables, listening and epoll
+ * set, the port it got into *PORT_OUT (0, or -1 with WHY: give it back
+ * with ccs_dsx_coord_free). */
+struct ccs_dsx_coord *ccs_dsx_coord_new(int32_t wsize, const unsigned char job[CCS_DSX_JOBTAG],
+                                        const struct ccs_dsx_thresholds *t, int period_ms, char *why, size_t n);
+int ccs_dsx_coord_open(struct ccs_dsx_coord *k, const char *host, int port, int secret, int *port_out, char *why,
+                       size_t n);
 int ccs_dsx_coord_listen_port(struct ccs_dsx_coord *k, const char *host, int port, int secret, char *why, size_t n);
 void ccs_dsx_coord_eval(struct ccs_dsx_coord *k);
 void ccs_dsx_coord_probe(struct ccs_dsx_coord *k, uint64_t now);

@@ -14,11 +14,9 @@
 #include "desync_coord.h"
 #include "log.h"
 #include "clock.h"
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 struct ccs_dsx_coord *ccs_dsx_coord_start_relay(const char *host, int port, int32_t wsize,
                                                 const unsigned char key[CCS_DSX_KEYBYTES],
@@ -27,31 +25,17 @@ struct ccs_dsx_coord *ccs_dsx_coord_start_relay(const char *host, int port, int3
                                                 const struct ccs_dsx_relay_hooks *hooks, void *arg, int *port_out,
                                                 char *why, size_t n)
 {
-    struct ccs_dsx_coord *k = calloc(1, sizeof *k);
-    if (!k) {
-        snprintf(why, n, "out of memory");
+    struct ccs_dsx_coord *k = ccs_dsx_coord_new(wsize, job, t, period_ms, why, n);
+    if (!k)
         return NULL;
-    }
-    k->wsize = wsize;
-    k->lfd = -1;
-    k->epfd = -1;
-    memcpy(k->job, job, sizeof k->job);
     memcpy(k->rkey.k, key, sizeof k->rkey.k);
     k->hooks = hooks;
     k->hooks_arg = arg;
-    k->t = *t;
     k->t.partial = 1; /* a communicator with members outside the group is the root's to judge */
-    k->period_ms = period_ms < 10 ? 10 : period_ms;
-    pthread_mutex_init(&k->lock, NULL);
-    if (ccs_dsx_coord_tables(k, why, n) != 0 || ccs_dsx_coord_listen_port(k, host, port, 0, why, n) != 0 ||
-        ccs_dsx_coord_io_init(k, why, n) != 0) {
+    if (ccs_dsx_coord_open(k, host, port, 0, port_out, why, n) != 0) {
         ccs_dsx_coord_free(k);
         return NULL;
     }
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    getsockname(k->lfd, (struct sockaddr *)&sa, &sl);
-    *port_out = ntohs(sa.sin_port);
     k->next_eval = ccs_clock_mono_ms() + (uint64_t)k->period_ms;
     return k;
 }

@@ -34,6 +34,23 @@ tree_run() { # NAME SECS ENV... -- SCENARIO ARGS...
     dsx_run "$name" "$secs" 8 $TREE $envs -- sh -c "${WRAP:-$FOUR_HOSTS}" _ "$SCENARIO" "$@"
 }
 logs() { cat "$CCS_TMP/$1"/log-*.txt 2>/dev/null; }
+# proxy_start NAME EVENTS...: faultproxy.py from PPORT to PORT (two fresh
+# ports) in the background, its output in NAME/proxy.txt; proxy_stop NAME.
+proxy_start() {
+    local name=$1
+    shift
+    PORT=$(ccs_ports 2)
+    PPORT=$((PORT + 1))
+    mkdir -p "$CCS_TMP/$name"
+    python3 "$top_srcdir/tests/desync/faultproxy.py" "$PPORT" "$PORT" "$@" >"$CCS_TMP/$name/proxy.txt" 2>&1 &
+    PROXY=$!
+    ccs_wait_listen "$PPORT" 10 || { echo "# the proxy does not listen on $PPORT:"; tap_diag <"$CCS_TMP/$name/proxy.txt"; }
+}
+proxy_stop() {
+    kill "$PROXY" 2>/dev/null
+    wait "$PROXY" 2>/dev/null
+    tap_diag <"$CCS_TMP/$1/proxy.txt"
+}
 verdicts() { logs "$1" | grep -E '^ccshim (MISMATCH|DESYNC|DEAD) ' || true; }
 # per_host NAME CLASS: how many lines of CLASS each host's ranks logged.
 per_host() {
@@ -126,18 +143,11 @@ tap_check "tr-kill: h3's leader went back to the coordinator and on to the new r
 # opens (the relay listens on PORT and is announced at the proxy's PPORT):
 # the leader reports to the coordinator again (the relay is still there:
 # it stays), and a healthy job ends normally, without a verdict.
-PORT=$(ccs_ports 2)
-PPORT=$((PORT + 1))
-mkdir -p "$CCS_TMP/tr-reset"
-python3 "$top_srcdir/tests/desync/faultproxy.py" "$PPORT" "$PORT" 1:reset >"$CCS_TMP/tr-reset/proxy.txt" 2>&1 &
-PROXY=$!
-ccs_wait_listen "$PPORT" 10 || { echo "# the proxy does not listen on $PPORT:"; tap_diag <"$CCS_TMP/tr-reset/proxy.txt"; }
+proxy_start tr-reset 1:reset
 # (Group 1's ranks only: group 0's relay listens where it likes.)
 WRAP='if [ "$OMPI_COMM_WORLD_RANK" -ge 4 ]; then export CCSHIM_DESYNC_RELAY_LISTEN=127.0.0.1:$P0 CCSHIM_DESYNC_RELAY_ADDR=127.0.0.1:$P1; fi
 '"$FOUR_HOSTS" tree_run tr-reset 60 CCSHIM_ON_DESYNC=abort ITER_MS=100 P0=$PORT P1=$PPORT -- ok 40 2 1
-kill "$PROXY" 2>/dev/null
-wait "$PROXY" 2>/dev/null
-tap_diag <"$CCS_TMP/tr-reset/proxy.txt"
+proxy_stop tr-reset
 tap_eq "tr-reset: exit 0 under abort" 0 "$DSX_RC"
 tap_eq "tr-reset: no MISMATCH, DESYNC or DEAD" "" "$(verdicts tr-reset)"
 tap_check "tr-reset: the proxy reset the leader's link to the relay" grep -q 'reset connection 1' "$CCS_TMP/tr-reset/proxy.txt"
@@ -154,17 +164,10 @@ tap_eq "tr-reset: no warning from any rank" "" "$(logs tr-reset | grep -i 'warni
 # unreachable, counted as computing), the relay reconnects at once and,
 # holding the group's key, is its relay again; h3's leader stays with it.
 # A healthy job ends normally, without a verdict.
-PORT=$(ccs_ports 2)
-PPORT=$((PORT + 1))
-mkdir -p "$CCS_TMP/tr-uplink"
-python3 "$top_srcdir/tests/desync/faultproxy.py" "$PPORT" "$PORT" 1:reset >"$CCS_TMP/tr-uplink/proxy.txt" 2>&1 &
-PROXY=$!
-ccs_wait_listen "$PPORT" 10 || { echo "# the proxy does not listen on $PPORT:"; tap_diag <"$CCS_TMP/tr-uplink/proxy.txt"; }
+proxy_start tr-uplink 1:reset
 WRAP='case $OMPI_COMM_WORLD_RANK in 0) export CCSHIM_COORD=127.0.0.1:$P0 ;; 4|5) export CCSHIM_COORD=127.0.0.1:$P1 ;; esac
 '"$FOUR_HOSTS" tree_run tr-uplink 60 CCSHIM_ON_DESYNC=abort ITER_MS=100 P0=$PORT P1=$PPORT -- ok 40 2 1
-kill "$PROXY" 2>/dev/null
-wait "$PROXY" 2>/dev/null
-tap_diag <"$CCS_TMP/tr-uplink/proxy.txt"
+proxy_stop tr-uplink
 tap_eq "tr-uplink: exit 0 under abort" 0 "$DSX_RC"
 tap_eq "tr-uplink: no MISMATCH, DESYNC or DEAD" "" "$(verdicts tr-uplink)"
 # The fault is real: the relay's leader says once that its link is down,
