@@ -1302,6 +1302,216 @@ START_TEST(keyed_port_skips_taken_candidates)
 }
 END_TEST
 
+
+/* ---- the tree (docs/desync.md, "The tree") in one process: per host a
+ * client, and the relay's coordinator the root appoints, pumped in the
+ * host's turn, as desync_host.c does. */
+struct tree_host {
+    struct ccs_dsx_client *cl;
+    struct ccs_dsx_coord *relay;
+    int port, group, appointed;
+    const struct ccs_dsx_status *buf[4];
+    struct client_events ev;
+};
+static struct tree_host th[4];
+
+static int th_verdict_up(const struct ccs_dsx_verdict *v, void *arg)
+{
+    return ccs_dsx_client_send(((struct tree_host *)arg)->cl, CCS_DSX_M_VERDICT, v, sizeof *v);
+}
+static void th_agree_up(const void *p, size_t n, void *arg)
+{
+    (void)ccs_dsx_client_send(((struct tree_host *)arg)->cl, CCS_DSX_M_AGREE, p, n);
+}
+static void th_local(uint16_t type, const void *p, size_t n, void *arg)
+{
+    if (type == CCS_DSX_M_VERDICT && n == sizeof(struct ccs_dsx_verdict))
+        on_verdict(p, &((struct tree_host *)arg)->ev);
+}
+static const struct ccs_dsx_relay_hooks th_hooks = {
+    .verdict = th_verdict_up, .agree = th_agree_up, .local = th_local};
+
+static void th_verdict(const struct ccs_dsx_verdict *v, void *arg)
+{
+    on_verdict(v, &((struct tree_host *)arg)->ev);
+}
+static int th_relay(uint32_t g, const unsigned char key[CCS_DSX_KEYBYTES], struct ccs_dsx_relay_at *at, void *arg)
+{
+    struct tree_host *h = arg;
+    static const unsigned char job[CCS_DSX_JOBTAG]; /* (a secret's job of tag zero) */
+    char why[256] = "";
+    if (!h->relay)
+        h->relay = ccs_dsx_coord_start_relay("127.0.0.1", 0, 4, key, job, &thresholds, 20, &th_hooks, h, &h->port,
+                                             why, sizeof why);
+    ck_assert_msg(h->relay != NULL, "%s", why);
+    ck_assert_int_eq(ccs_dsx_client_relay(h->cl, g, 1, 500), 0);
+    h->group = (int)g;
+    h->appointed++;
+    memset(at, 0, sizeof *at);
+    at->group = g;
+    at->port = h->port;
+    return 0;
+}
+static void th_down(uint16_t type, const void *p, size_t n, void *arg)
+{
+    struct tree_host *h = arg;
+    if (h->relay)
+        ccs_dsx_coord_forward(h->relay, type, p, n);
+}
+
+/* One period of host R (one rank, status ST): a relay folds its group. */
+static void th_tick(int r, const struct ccs_dsx_status *st)
+{
+    char why[256];
+    struct tree_host *h = &th[r];
+    const struct ccs_dsx_status *const *p = &st;
+    size_t n = 1;
+    if (h->relay) {
+        n = ccs_dsx_coord_pump(h->relay, &st, 1, h->buf, 4);
+        p = h->buf;
+        ccs_dsx_client_relay(h->cl, (uint32_t)h->group, 1 + ccs_dsx_coord_leaders(h->relay), 500);
+    }
+    ccs_dsx_client_tick(h->cl, p, n, NULL, 0, 2, why, sizeof why);
+}
+
+/* Four hosts of one rank, groups of 2 ranks: the root appoints one relay
+ * per group and sends the other leader there; a DESYNC (rank 1 exited,
+ * the others blocked at the next seq) judged from the two folds reaches
+ * every host once, whether through its relay or its own relay's link. */
+START_TEST(tree_appoints_relays_and_a_verdict_reaches_every_host)
+{
+    int port;
+    struct ccs_dsx_coord *coord = start_coord(4, "s3cret", &thresholds, &port);
+    ccs_dsx_coord_tree(coord, 2);
+    memset(th, 0, sizeof th);
+    struct ccs_dsx_status s[4];
+    for (int r = 0; r < 4; r++) {
+        char name[16];
+        snprintf(name, sizeof name, "host%d", r);
+        struct ccs_dsx_client_cb cb = {.verdict = th_verdict, .relay = th_relay, .down = th_down, .arg = &th[r]};
+        th[r].cl = ccs_dsx_client_new("127.0.0.1", port, 4, r, "s3cret", name, &cb);
+        ck_assert_ptr_nonnull(th[r].cl);
+        status(&s[r], r, 4, CCS_DSX_ALIVE, 0);
+    }
+    /* Healthy first, until both groups have a relay serving the other leader. */
+    int ready = 0;
+    for (int i = 0; i < 250 && !ready; i++) {
+        for (int r = 0; r < 4; r++)
+            th_tick(r, &s[r]);
+        int served = 0;
+        for (int r = 0; r < 4; r++)
+            served += th[r].relay && ccs_dsx_coord_leaders(th[r].relay) == 1;
+        ready = served == 2;
+        nap();
+    }
+    ck_assert_msg(ready, "no relay serving its group's other leader within 5 s");
+    ck_assert_int_eq((th[0].relay != NULL) + (th[1].relay != NULL), 1); /* one relay a group */
+    ck_assert_int_eq((th[2].relay != NULL) + (th[3].relay != NULL), 1);
+    for (int r = 0; r < 4; r++) {
+        ck_assert_int_le(th[r].appointed, 1);
+        ck_assert_int_eq(th[r].ev.verdicts, 0);
+    }
+    status(&s[0], 0, 4, CCS_DSX_ALIVE, 1);
+    status(&s[1], 1, 4, CCS_DSX_EXITED, 0);
+    status(&s[2], 2, 4, CCS_DSX_ALIVE, 1);
+    status(&s[3], 3, 4, CCS_DSX_ALIVE, 1);
+    int all = 0;
+    for (int i = 0; i < 250 && !all; i++) {
+        for (int r = 0; r < 4; r++) {
+            if (s[r].comm[0].state == CCS_DSX_BLOCKED) /* blocked since, as a rank's collector says */
+                s[r].comm[0].blocked_ms = 50 + 20u * (uint32_t)i, s[r].beat++;
+            th_tick(r, &s[r]);
+        }
+        all = th[0].ev.verdicts && th[1].ev.verdicts && th[2].ev.verdicts && th[3].ev.verdicts;
+        nap();
+    }
+    for (int i = 0; i < 10; i++) { /* (a second copy would come now) */
+        for (int r = 0; r < 4; r++)
+            th_tick(r, &s[r]);
+        nap();
+    }
+    for (int r = 0; r < 4; r++) {
+        ck_assert_msg(th[r].ev.verdicts == 1, "host %d: %d verdicts (hosts 0-3: %d %d %d %d; relays %d %d %d %d)", r,
+                      th[r].ev.verdicts, th[0].ev.verdicts, th[1].ev.verdicts, th[2].ev.verdicts, th[3].ev.verdicts,
+                      th[0].relay != NULL, th[1].relay != NULL, th[2].relay != NULL, th[3].relay != NULL);
+        ck_assert_uint_eq(th[r].ev.v.cls, CCS_DSX_DESYNC);
+        ck_assert_msg(strstr(th[r].ev.v.line, "rank 1 at seq 4 (1 behind, exited)") != NULL, "%s", th[r].ev.v.line);
+    }
+    for (int r = 0; r < 4; r++) {
+        ccs_dsx_client_free(th[r].cl);
+        if (th[r].relay)
+            ccs_dsx_coord_stop(th[r].relay);
+    }
+    ccs_dsx_coord_stop(coord);
+}
+END_TEST
+
+/* An authenticated member that says, unasked, that it relays group 1 at
+ * an address of its own: the root sends no leader there (only a relay it
+ * appointed, or one holding the key it gave); a VERDICT from a leader
+ * that does not relay is refused with its connection, and reaches no one. */
+START_TEST(unasked_relay_claim_sends_no_one)
+{
+    int port;
+    char why[256] = "";
+    struct ccs_dsx_coord *coord = start_coord(4, "s3cret", &thresholds, &port);
+    ccs_dsx_coord_tree(coord, 2);
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sa;
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(lfd, 4), 0);
+    getsockname(lfd, (struct sockaddr *)&sa, &sl);
+    struct client_events g2 = {0}, g3 = {0};
+    struct ccs_dsx_client_cb cb2 = {.verdict = on_verdict, .arg = &g2}, cb3 = {.verdict = on_verdict, .arg = &g3};
+    struct ccs_dsx_client *c2 = ccs_dsx_client_new("127.0.0.1", port, 4, 2, "s3cret", "host2", &cb2);
+    struct ccs_dsx_client *c3 = ccs_dsx_client_new("127.0.0.1", port, 4, 3, "s3cret", "host3", &cb3);
+    struct ccs_dsx_status s2, s3;
+    status(&s2, 2, 4, CCS_DSX_ALIVE, 0);
+    status(&s3, 3, 4, CCS_DSX_ALIVE, 0);
+    const struct ccs_dsx_status *p2 = &s2, *p3 = &s3;
+    /* Connected, no status sent yet: the root cannot have appointed it (it
+     * appoints by a leader's lowest rank), so its claim is unasked. */
+    wait_connected(c3, why, sizeof why);
+    ck_assert_int_eq(ccs_dsx_client_connected(c3), 1);
+    struct ccs_dsx_relay_at at = {.group = 1, .port = ntohs(sa.sin_port)};
+    memset(at.key, 0x5a, sizeof at.key);
+    ck_assert_int_eq(ccs_dsx_client_send(c3, CCS_DSX_M_RELAY_AT, &at, sizeof at), 0);
+    for (int i = 0; i < 50; i++) { /* 1 s: the root's passes appoint (the leaders cannot relay: port 0) */
+        ccs_dsx_client_tick(c2, &p2, 1, NULL, 0, 2, why, sizeof why);
+        ccs_dsx_client_tick(c3, &p3, 1, NULL, 0, 2, why, sizeof why);
+        nap();
+    }
+    ck_assert_int_lt(accept(lfd, NULL, NULL), 0); /* nobody was sent to the claimed address */
+    ck_assert_int_eq(ccs_dsx_client_connected(c2), 1);
+    ck_assert_int_eq(ccs_dsx_client_connected(c3), 1);
+    /* A verdict from a leader that does not relay. */
+    struct ccs_dsx_verdict *v = calloc(1, sizeof *v);
+    v->cls = CCS_DSX_DESYNC;
+    v->comm = 0xabc;
+    v->seq = 5;
+    v->comm_size = 4;
+    snprintf(v->line, sizeof v->line, "forged");
+    ck_assert_int_eq(ccs_dsx_client_send(c3, CCS_DSX_M_VERDICT, v, sizeof *v), 0);
+    int lost = 0;
+    for (int i = 0; i < 20; i++) {
+        ccs_dsx_client_tick(c2, &p2, 1, NULL, 0, 2, why, sizeof why);
+        ccs_dsx_client_tick(c3, &p3, 1, NULL, 0, 2, why, sizeof why);
+        lost |= !ccs_dsx_client_connected(c3);
+        nap();
+    }
+    ck_assert_int_eq(lost, 1);
+    ck_assert_int_eq(g2.verdicts, 0);
+    ck_assert_int_eq(g3.verdicts, 0);
+    free(v);
+    close(lfd);
+    ccs_dsx_client_free(c2);
+    ccs_dsx_client_free(c3);
+    ccs_dsx_coord_stop(coord);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("desync_tcp");
@@ -1327,6 +1537,8 @@ static Suite *suite(void)
     tcase_add_test(t, bye_reaches_a_link_made_after_the_final_exchange);
     tcase_add_test(t, keyed_port_skips_taken_candidates);
     tcase_add_test(t, refused_summary_counts_each_reason);
+    tcase_add_test(t, tree_appoints_relays_and_a_verdict_reaches_every_host);
+    tcase_add_test(t, unasked_relay_claim_sends_no_one);
     suite_add_tcase(s, t);
     return s;
 }
