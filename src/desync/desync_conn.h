@@ -55,7 +55,8 @@ struct ccs_dsx_conn {
     int said_bye;                /* (coordinator) BYE queued to it */
     size_t cur_wire;             /* bytes on the wire of the frame ccs_dsx_conn_next_frame returned */
     /* (root) its place in the tree (desync_tree_root.c): enum ccs_dsx_tree_role, its group, the
-     * registration of the relay it was last sent to, the lowest rank it reports */
+     * registration of the relay it was last sent to, the lowest rank it reports (a relay's
+     * coordinator: INT32_MAX unless a rank of it went into the last fold, desync_tree_relay.c) */
     int tree;
     uint32_t group;
     uint64_t sent_gen;
