@@ -164,7 +164,8 @@ int ccs_dsx_agg_compare(const struct ccs_dsx_agg *const *f, size_t nf, uint64_t 
 /* The members of COMM (SIZE) not listed, over the NF folds F, when each
  * of them is known blocked in its group's operation and they number
  * UNSEEN, and the folds with DIRECT members in the root's view that no
- * fold holds (group 0's, whose leaders report to the root) account for
+ * fold holds (leaders reporting to the root: not yet sent to their relay,
+ * or back from one) account for
  * every member: the lowest seq they are blocked at (each has issued it);
  * 0 when not so (a group missing, a member not listed that is not blocked
  * so, or another count: a listed status out of the root's view). */

@@ -321,7 +321,7 @@ static uint64_t agg_unseen(uint64_t comm, int32_t size, size_t seen, void *arg)
         if (k->cfold[i] && k->cl[i].fd >= 0)
             f[nf++] = k->cfold[i];
     /* Members in view whose leaders report here directly (no fold holds
-     * them: group 0's). */
+     * them: a leader not yet sent to its relay, or back from one). */
     uint64_t direct = 0;
     for (int32_t r = 0; f && nf && seen < (size_t)size && r < k->wsize; r++) {
         int o = k->owner[r];
