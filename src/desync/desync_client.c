@@ -285,6 +285,20 @@ void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm)
     cl->detail_until[slot] = until;
 }
 
+void ccs_dsx_client_on_detail(struct ccs_dsx_client *cl, const void *p, size_t n)
+{
+    uint64_t id, seq = 0;
+    if (n != 8 && n != 16)
+        return;
+    memcpy(&id, p, 8);
+    if (n == 16)
+        memcpy(&seq, (const unsigned char *)p + 8, 8);
+    if (!(seq & CCS_DSX_PROBE_BIT)) /* a probe asks for a hash, not for records */
+        ccs_dsx_client_detail(cl, id);
+    if (seq && cl->cb.want)
+        cl->cb.want(id, seq, cl->cb.arg);
+}
+
 static int wants_detail(uint64_t comm, void *arg)
 {
     struct ccs_dsx_client *cl = arg;
@@ -369,14 +383,7 @@ static int client_frames(struct ccs_dsx_client *cl, char *why, size_t n)
             if (cl->cb.down)
                 cl->cb.down(f.type, NULL, 0, cl->cb.arg);
         } else if (f.type == CCS_DSX_M_DETAIL && (f.length == 8 || f.length == 16)) {
-            uint64_t id, seq = 0;
-            memcpy(&id, p, 8);
-            if (f.length == 16)
-                memcpy(&seq, p + 8, 8);
-            if (!(seq & CCS_DSX_PROBE_BIT)) /* a probe asks for a hash, not for records */
-                ccs_dsx_client_detail(cl, id);
-            if (seq && cl->cb.want)
-                cl->cb.want(id, seq, cl->cb.arg);
+            ccs_dsx_client_on_detail(cl, p, f.length);
             if (cl->cb.down)
                 cl->cb.down(f.type, p, f.length, cl->cb.arg);
         } else if (f.type == CCS_DSX_M_AGREE && f.length == sizeof(struct ccs_dsx_agree)) {

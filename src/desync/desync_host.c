@@ -77,15 +77,8 @@ static void relay_local(uint16_t type, const void *p, size_t n, void *arg)
     (void)arg;
     if (type == CCS_DSX_M_VERDICT && n == sizeof(struct ccs_dsx_verdict)) {
         post_verdict(p, NULL);
-    } else if (type == CCS_DSX_M_DETAIL && (n == 8 || n == 16)) {
-        uint64_t id, seq = 0;
-        memcpy(&id, p, 8);
-        if (n == 16)
-            memcpy(&seq, (const unsigned char *)p + 8, 8);
-        if (!(seq & CCS_DSX_PROBE_BIT) && ccs_ds.client)
-            ccs_dsx_client_detail(ccs_ds.client, id);
-        if (seq)
-            post_want(id, seq, NULL);
+    } else if (type == CCS_DSX_M_DETAIL && ccs_ds.client) {
+        ccs_dsx_client_on_detail(ccs_ds.client, p, n); /* (its want callback: post_want) */
     }
 }
 

@@ -153,6 +153,12 @@ int ccs_dsx_client_tick(struct ccs_dsx_client *cl, const struct ccs_dsx_status *
  * that differ on this host: the coordinator must see them). */
 void ccs_dsx_client_detail(struct ccs_dsx_client *cl, uint64_t comm);
 
+/* A DETAIL frame's payload P (N bytes: a communicator, and a seq or a
+ * probe's), as from the coordinator: the communicator's records sent for
+ * 2 s (not for a probe), and the want callback for a seq.  A relay hands
+ * its own requests to its own host this way. */
+void ccs_dsx_client_on_detail(struct ccs_dsx_client *cl, const void *p, size_t n);
+
 /* Makes CL the relay of group GROUP (NHOSTS hosts): each tick is then
  * given every rank of the group, and every 100 ms one AGG frame goes to
  * the root, the group's fold with the ranks that differ (LIST_MS: a group

@@ -223,14 +223,8 @@ static void relay_local(uint16_t type, const void *p, size_t n, void *arg)
 {
     if (type == CCS_DSX_M_VERDICT && n == sizeof(struct ccs_dsx_verdict))
         on_verdict(p, arg);
-    else if (type == CCS_DSX_M_DETAIL && n >= 8) {
-        uint64_t id, seq = 0;
-        memcpy(&id, p, 8);
-        if (n == 16)
-            memcpy(&seq, (const unsigned char *)p + 8, 8);
-        if (!(seq & CCS_DSX_PROBE_BIT))
-            ccs_dsx_client_detail(clients[(intptr_t)arg], id);
-    }
+    else if (type == CCS_DSX_M_DETAIL)
+        ccs_dsx_client_on_detail(clients[(intptr_t)arg], p, n);
 }
 
 static const struct ccs_dsx_relay_hooks relay_hooks = {
